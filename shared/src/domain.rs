@@ -1,0 +1,571 @@
+//! Domain types: what a conversation is made of, as degrau stores it and as the
+//! Anthropic Messages API expects it, plus the validated identifiers that reach
+//! storage keys.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::usage::Usage;
+
+/// Who wrote a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// The person talking to the agent (and the tool results sent on their turn).
+    User,
+    /// The model.
+    Assistant,
+}
+
+/// One content block, serialised exactly as the Messages API expects it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ContentBlock {
+    /// Plain text.
+    Text {
+        /// The text; the API refuses empty or whitespace-only text blocks.
+        text: String,
+    },
+    /// A tool call made by the assistant.
+    ToolUse {
+        /// Unique id the result must quote.
+        id: String,
+        /// Tool name, `^[a-zA-Z0-9_-]{1,64}$`.
+        name: String,
+        /// Arguments, a JSON object.
+        input: serde_json::Value,
+    },
+    /// The result of a tool call, sent in the user message right after it.
+    ToolResult {
+        /// The `id` of the `tool_use` this answers.
+        tool_use_id: String,
+        /// The tool's output, as text.
+        content: String,
+        /// Whether the tool failed; omitted from JSON when false.
+        #[serde(default, skip_serializing_if = "is_false")]
+        is_error: bool,
+    },
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
+}
+
+impl ContentBlock {
+    /// A text block.
+    pub fn text(text: impl Into<String>) -> Self {
+        ContentBlock::Text { text: text.into() }
+    }
+
+    /// A successful tool result.
+    pub fn tool_result(tool_use_id: impl Into<String>, content: impl Into<String>) -> Self {
+        ContentBlock::ToolResult {
+            tool_use_id: tool_use_id.into(),
+            content: content.into(),
+            is_error: false,
+        }
+    }
+
+    /// A tool call.
+    pub fn tool_use(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        input: serde_json::Value,
+    ) -> Self {
+        ContentBlock::ToolUse {
+            id: id.into(),
+            name: name.into(),
+            input,
+        }
+    }
+}
+
+/// A message in the Messages API shape: a role and its blocks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    /// Author.
+    pub role: Role,
+    /// Blocks, never empty in a valid request.
+    pub content: Vec<ContentBlock>,
+}
+
+impl Message {
+    /// A user message holding one text block.
+    pub fn user_text(text: impl Into<String>) -> Self {
+        Message {
+            role: Role::User,
+            content: vec![ContentBlock::text(text)],
+        }
+    }
+
+    /// An assistant message holding one text block.
+    pub fn assistant_text(text: impl Into<String>) -> Self {
+        Message {
+            role: Role::Assistant,
+            content: vec![ContentBlock::text(text)],
+        }
+    }
+
+    /// True for a user message made only of (at least one) text block: the only
+    /// place a window may start, since it answers no `tool_use`.
+    pub fn is_user_text_only(&self) -> bool {
+        self.role == Role::User
+            && !self.content.is_empty()
+            && self
+                .content
+                .iter()
+                .all(|block| matches!(block, ContentBlock::Text { .. }))
+    }
+
+    /// Ids of the `tool_use` blocks in this message, in order.
+    pub fn tool_use_ids(&self) -> impl Iterator<Item = &str> {
+        self.content.iter().filter_map(|block| match block {
+            ContentBlock::ToolUse { id, .. } => Some(id.as_str()),
+            _ => None,
+        })
+    }
+
+    /// Ids quoted by the `tool_result` blocks in this message, in order.
+    pub fn tool_result_ids(&self) -> impl Iterator<Item = &str> {
+        self.content.iter().filter_map(|block| match block {
+            ContentBlock::ToolResult { tool_use_id, .. } => Some(tool_use_id.as_str()),
+            _ => None,
+        })
+    }
+
+    /// The concatenated text blocks (what a person reads of a reply).
+    pub fn text(&self) -> String {
+        let parts: Vec<&str> = self
+            .content
+            .iter()
+            .filter_map(|block| match block {
+                ContentBlock::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        parts.join("\n")
+    }
+}
+
+/// A message as stored: its place in the conversation, its original blocks, and the
+/// pruned copy that replaces them in requests once a step decided so.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredMessage {
+    /// Session number, from 1.
+    pub session: u32,
+    /// Dense sequence number within the session, from 1, assigned at commit.
+    pub seq: u64,
+    /// Author.
+    pub role: Role,
+    /// The blocks as they were sent or received; kept for audit.
+    pub content: Vec<ContentBlock>,
+    /// The blocks with old tool results replaced by placeholders, set at a step and
+    /// never undone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pruned: Option<Vec<ContentBlock>>,
+    /// Usage of the model call that produced this message (assistant only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// Commit time, seconds since the Unix epoch (informational: order is `seq`).
+    #[serde(default)]
+    pub created_at: i64,
+}
+
+impl StoredMessage {
+    /// The blocks a request carries: the pruned copy when there is one.
+    pub fn effective_content(&self) -> &[ContentBlock] {
+        self.pruned.as_deref().unwrap_or(&self.content)
+    }
+
+    /// The message as the model will see it.
+    pub fn to_message(&self) -> Message {
+        Message {
+            role: self.role,
+            content: self.effective_content().to_vec(),
+        }
+    }
+
+    /// See [`Message::is_user_text_only`]; pruning never changes the answer.
+    pub fn is_user_text_only(&self) -> bool {
+        self.role == Role::User
+            && !self.content.is_empty()
+            && self
+                .content
+                .iter()
+                .all(|block| matches!(block, ContentBlock::Text { .. }))
+    }
+}
+
+/// Where a fact came from: the message that supports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FactSource {
+    /// Session of the supporting message.
+    pub session: u32,
+    /// Sequence number of the supporting message.
+    pub seq: u64,
+}
+
+/// A structured fact about a contact, from the tenant's closed list of keys.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fact {
+    /// The key, one of the tenant's allowed keys.
+    pub key: FactKey,
+    /// The value, validated by [`crate::facts::FactPolicy::check`].
+    pub value: String,
+    /// The supporting message.
+    pub source: FactSource,
+    /// Last change, seconds since the Unix epoch.
+    #[serde(default)]
+    pub updated_at: i64,
+}
+
+/// The per-contact head: where the conversation stands.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Head {
+    /// Current session number; 0 before the first message.
+    pub session: u32,
+    /// Sequence number of the last committed message of the session; 0 when empty.
+    pub last_seq: u64,
+    /// Messages with `seq <= summarized_until` are folded into `summary` and are
+    /// never sent again.
+    pub summarized_until: u64,
+    /// The incremental summary of the folded messages of this session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    /// Context size of the last request of the last round, as the model measured it.
+    pub last_context_tokens: u64,
+    /// Time of the last committed round, seconds since the Unix epoch.
+    pub last_activity: i64,
+    /// Compaction steps applied in this session.
+    #[serde(default)]
+    pub steps: u32,
+}
+
+/// Why an identifier was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{what} {reason}")]
+pub struct InvalidId {
+    /// Which identifier (e.g. "contact id").
+    pub what: &'static str,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+fn check_id(
+    what: &'static str,
+    value: &str,
+    max: usize,
+    allowed: &str,
+    ok: impl Fn(char) -> bool,
+) -> Result<(), InvalidId> {
+    let invalid = |reason: String| Err(InvalidId { what, reason });
+    if value.is_empty() {
+        return invalid("must not be empty".into());
+    }
+    if value.chars().count() > max {
+        return invalid(format!("must be at most {max} characters"));
+    }
+    if let Some(bad) = value.chars().find(|c| !ok(*c)) {
+        return invalid(format!(
+            "may only contain {allowed} (found {:?})",
+            bad.escape_default().to_string()
+        ));
+    }
+    Ok(())
+}
+
+macro_rules! id_newtype {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[serde(try_from = "String", into = "String")]
+        pub struct $name(String);
+
+        impl $name {
+            /// The validated text.
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl TryFrom<String> for $name {
+            type Error = InvalidId;
+            fn try_from(value: String) -> Result<Self, InvalidId> {
+                Self::parse(&value)
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(value: $name) -> String {
+                value.0
+            }
+        }
+    };
+}
+
+id_newtype!(
+    /// A contact id as it appears in the URL: 1–128 of `[A-Za-z0-9+_.:@-]`
+    /// (a phone number in E.164, an e-mail address, a CRM id).
+    ContactId
+);
+id_newtype!(
+    /// A tenant id, from the verified JWT claim: 1–64 of `[A-Za-z0-9_.-]`. It prefixes
+    /// every storage key, so it may not hold the key separator `#`.
+    TenantId
+);
+id_newtype!(
+    /// A client's `Idempotency-Key`: 1–255 visible ASCII characters (a UUID, say).
+    IdempotencyKey
+);
+id_newtype!(
+    /// A fact key: 1–64 of `[a-z0-9_]`, starting with a letter (`preferred_time`).
+    FactKey
+);
+
+impl ContactId {
+    /// Maximum length in characters.
+    pub const MAX_LEN: usize = 128;
+
+    /// Validates a contact id.
+    pub fn parse(value: &str) -> Result<Self, InvalidId> {
+        check_id(
+            "contact id",
+            value,
+            Self::MAX_LEN,
+            "A-Z a-z 0-9 + _ . : @ -",
+            |c| c.is_ascii_alphanumeric() || "+_.:@-".contains(c),
+        )?;
+        Ok(Self(value.to_owned()))
+    }
+}
+
+impl TenantId {
+    /// Maximum length in characters.
+    pub const MAX_LEN: usize = 64;
+
+    /// Validates a tenant id.
+    pub fn parse(value: &str) -> Result<Self, InvalidId> {
+        check_id(
+            "tenant id",
+            value,
+            Self::MAX_LEN,
+            "A-Z a-z 0-9 _ . -",
+            |c| c.is_ascii_alphanumeric() || "_.-".contains(c),
+        )?;
+        Ok(Self(value.to_owned()))
+    }
+}
+
+impl IdempotencyKey {
+    /// Maximum length in characters.
+    pub const MAX_LEN: usize = 255;
+
+    /// Validates an idempotency key.
+    pub fn parse(value: &str) -> Result<Self, InvalidId> {
+        check_id(
+            "idempotency key",
+            value,
+            Self::MAX_LEN,
+            "visible ASCII characters",
+            |c| c.is_ascii_graphic(),
+        )?;
+        Ok(Self(value.to_owned()))
+    }
+}
+
+impl FactKey {
+    /// Maximum length in characters.
+    pub const MAX_LEN: usize = 64;
+
+    /// Validates a fact key.
+    pub fn parse(value: &str) -> Result<Self, InvalidId> {
+        check_id("fact key", value, Self::MAX_LEN, "a-z 0-9 _", |c| {
+            c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'
+        })?;
+        if !value.starts_with(|c: char| c.is_ascii_lowercase()) {
+            return Err(InvalidId {
+                what: "fact key",
+                reason: "must start with a lowercase letter".into(),
+            });
+        }
+        Ok(Self(value.to_owned()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn blocks_serialise_exactly_as_the_messages_api_expects() {
+        let message = Message {
+            role: Role::Assistant,
+            content: vec![
+                ContentBlock::text("Let me check."),
+                ContentBlock::tool_use("toolu_1", "list_free_slots", json!({"day": "2026-12-01"})),
+            ],
+        };
+        assert_eq!(
+            serde_json::to_value(&message).unwrap(),
+            json!({"role": "assistant", "content": [
+                {"type": "text", "text": "Let me check."},
+                {"type": "tool_use", "id": "toolu_1", "name": "list_free_slots", "input": {"day": "2026-12-01"}}
+            ]})
+        );
+        let results = Message {
+            role: Role::User,
+            content: vec![
+                ContentBlock::tool_result("toolu_1", "[]"),
+                ContentBlock::ToolResult {
+                    tool_use_id: "toolu_2".into(),
+                    content: "no such day".into(),
+                    is_error: true,
+                },
+            ],
+        };
+        assert_eq!(
+            serde_json::to_value(&results).unwrap(),
+            json!({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": "[]"},
+                {"type": "tool_result", "tool_use_id": "toolu_2", "content": "no such day", "is_error": true}
+            ]})
+        );
+        let back: Message =
+            serde_json::from_value(serde_json::to_value(&results).unwrap()).unwrap();
+        assert_eq!(back, results);
+    }
+
+    #[test]
+    fn only_text_only_user_messages_can_start_a_window() {
+        assert!(Message::user_text("hi").is_user_text_only());
+        assert!(!Message::assistant_text("hi").is_user_text_only());
+        let results = Message {
+            role: Role::User,
+            content: vec![
+                ContentBlock::tool_result("t", "x"),
+                ContentBlock::text("and"),
+            ],
+        };
+        assert!(!results.is_user_text_only());
+        let empty = Message {
+            role: Role::User,
+            content: vec![],
+        };
+        assert!(!empty.is_user_text_only());
+    }
+
+    #[test]
+    fn stored_messages_send_their_pruned_copy() {
+        let mut stored = StoredMessage {
+            session: 1,
+            seq: 3,
+            role: Role::User,
+            content: vec![ContentBlock::tool_result("t", "long output")],
+            pruned: None,
+            usage: None,
+            created_at: 0,
+        };
+        assert_eq!(stored.to_message().content, stored.content);
+        stored.pruned = Some(vec![ContentBlock::tool_result("t", "[omitted]")]);
+        assert_eq!(stored.to_message().content, stored.pruned.clone().unwrap());
+    }
+
+    #[test]
+    fn contact_ids_accept_phones_emails_and_crm_ids() {
+        for ok in [
+            "+5511999990000",
+            "ana@example.com",
+            "crm:42",
+            "a",
+            &"x".repeat(128),
+        ] {
+            assert_eq!(ContactId::parse(ok).unwrap().as_str(), ok);
+        }
+    }
+
+    #[test]
+    fn contact_ids_refuse_empty_long_and_key_separators() {
+        assert!(
+            ContactId::parse("")
+                .unwrap_err()
+                .to_string()
+                .contains("must not be empty")
+        );
+        assert!(
+            ContactId::parse(&"x".repeat(129))
+                .unwrap_err()
+                .to_string()
+                .contains("at most 128")
+        );
+        for bad in ["a#b", "a/b", "a b", "ação", "a\u{0}b", "T#x#C#y"] {
+            let err = ContactId::parse(bad).unwrap_err();
+            assert_eq!(err.what, "contact id", "{bad}");
+        }
+    }
+
+    #[test]
+    fn tenant_ids_cannot_forge_a_key_prefix() {
+        assert!(TenantId::parse("acme-clinic_1.br").is_ok());
+        assert!(TenantId::parse("acme#C#bob").is_err());
+        assert!(TenantId::parse("").is_err());
+        assert!(TenantId::parse(&"t".repeat(65)).is_err());
+    }
+
+    #[test]
+    fn idempotency_keys_are_visible_ascii() {
+        assert!(IdempotencyKey::parse("7f9c2ba4-e88f-11ed-a05b-0242ac120003").is_ok());
+        assert!(IdempotencyKey::parse(&"k".repeat(255)).is_ok());
+        assert!(IdempotencyKey::parse(&"k".repeat(256)).is_err());
+        assert!(IdempotencyKey::parse("with space").is_err());
+        assert!(IdempotencyKey::parse("ünïcode").is_err());
+        assert!(IdempotencyKey::parse("").is_err());
+    }
+
+    #[test]
+    fn fact_keys_are_snake_case_starting_with_a_letter() {
+        assert!(FactKey::parse("preferred_time").is_ok());
+        assert!(FactKey::parse("pet2_name").is_ok());
+        let err = FactKey::parse("2pets").unwrap_err();
+        assert!(err.to_string().contains("start with a lowercase letter"));
+        assert!(FactKey::parse("Preferred").is_err());
+        assert!(FactKey::parse("a-b").is_err());
+        assert!(FactKey::parse(&"k".repeat(65)).is_err());
+    }
+
+    #[test]
+    fn identifiers_deserialise_through_validation() {
+        let ok: FactKey = serde_json::from_value(json!("language")).unwrap();
+        assert_eq!(ok.as_str(), "language");
+        assert!(serde_json::from_value::<FactKey>(json!("Not A Key")).is_err());
+        assert!(serde_json::from_value::<ContactId>(json!("a#b")).is_err());
+    }
+
+    #[test]
+    fn head_round_trips_through_json() {
+        let head = Head {
+            session: 2,
+            last_seq: 10,
+            summarized_until: 4,
+            summary: Some("The customer booked.".into()),
+            last_context_tokens: 1200,
+            last_activity: 1_700_000_000,
+            steps: 1,
+        };
+        let back: Head = serde_json::from_str(&serde_json::to_string(&head).unwrap()).unwrap();
+        assert_eq!(back, head);
+    }
+}

@@ -1,0 +1,16 @@
+//! degrau: conversation memory for LLM chat agents.
+//!
+//! This crate holds everything that decides *what the model sees* — the domain types,
+//! where a window may start, when a compaction step is due and what it folds and
+//! prunes, the request builder with its prompt-caching layout, usage accounting and
+//! fact validation — with no AWS or network in it. The Lambda functions in
+//! `functions/` wire it to DynamoDB, SQS and the Anthropic Messages API.
+
+pub mod compaction;
+pub mod domain;
+// pub mod facts;
+pub mod pruning;
+pub mod request;
+pub mod usage;
+pub mod validate;
+pub mod window;

@@ -1,0 +1,349 @@
+//! The Messages API's own request rules, with the texts the real API answers.
+//!
+//! The request builder should never produce a request that breaks them; property
+//! tests check it with this module, and the offline model stand-in refuses what the
+//! real API refuses with it. Like the API, consecutive messages of one role are
+//! merged before the checks (so indices in the texts are those of merged messages).
+
+use std::collections::{BTreeSet, HashSet};
+
+use crate::domain::{ContentBlock, Role};
+use crate::request::{MAX_BREAKPOINTS, ModelRequest, RequestBlock};
+
+/// A rule the request breaks; `message` is the text the real API returns in its
+/// 400 `invalid_request_error`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ApiRuleViolation {
+    /// The API's error text.
+    pub message: String,
+}
+
+fn violation(message: String) -> Result<(), ApiRuleViolation> {
+    Err(ApiRuleViolation { message })
+}
+
+/// Checks a request the way the Messages API does.
+pub fn validate_request(request: &ModelRequest) -> Result<(), ApiRuleViolation> {
+    let breakpoints = request.breakpoints();
+    if breakpoints > MAX_BREAKPOINTS {
+        return violation(format!(
+            "A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. Found {breakpoints}."
+        ));
+    }
+    for (index, block) in request.system.iter().enumerate() {
+        if block.text.trim().is_empty() {
+            return violation(format!(
+                "system.{index}.text: text content blocks must contain non-whitespace text"
+            ));
+        }
+    }
+
+    let merged = merge_roles(request);
+    if merged.is_empty() {
+        return violation("messages: at least one message is required".into());
+    }
+    for (index, (role, blocks)) in merged.iter().enumerate() {
+        let last = index + 1 == merged.len();
+        if blocks.is_empty() && !(last && *role == Role::Assistant) {
+            return violation(format!(
+                "messages.{index}: all messages must have non-empty content except for the optional final assistant message"
+            ));
+        }
+        for (position, block) in blocks.iter().enumerate() {
+            if let ContentBlock::Text { text } = &block.block {
+                if text.is_empty() {
+                    return violation(format!(
+                        "messages.{index}.content.{position}.text: text content blocks must be non-empty"
+                    ));
+                }
+                if text.trim().is_empty() {
+                    return violation(format!(
+                        "messages.{index}.content.{position}.text: text content blocks must contain non-whitespace text"
+                    ));
+                }
+            }
+        }
+    }
+    if merged.last().map(|(role, _)| *role) == Some(Role::Assistant) {
+        return violation(
+            "This model does not support assistant message prefill. The conversation must end with a user message."
+                .into(),
+        );
+    }
+
+    let mut seen_ids = HashSet::new();
+    let mut uses_tools = false;
+    for (index, (role, blocks)) in merged.iter().enumerate() {
+        let uses: Vec<&str> = tool_use_ids(blocks).collect();
+        let results: Vec<&str> = tool_result_ids(blocks).collect();
+        uses_tools |= !uses.is_empty() || !results.is_empty();
+        for id in &uses {
+            if !seen_ids.insert(*id) {
+                return violation("`tool_use` ids must be unique".into());
+            }
+        }
+        if *role == Role::User && !results.is_empty() {
+            let previous: BTreeSet<&str> = match index.checked_sub(1).map(|i| &merged[i]) {
+                Some((Role::Assistant, blocks)) => tool_use_ids(blocks).collect(),
+                _ => BTreeSet::new(),
+            };
+            if previous.is_empty() {
+                return violation(format!(
+                    "messages.{index}: `tool_result` block(s) provided when previous message does not contain any `tool_use` blocks"
+                ));
+            }
+            for (position, block) in blocks.iter().enumerate() {
+                if let ContentBlock::ToolResult { tool_use_id, .. } = &block.block
+                    && !previous.contains(tool_use_id.as_str())
+                {
+                    return violation(format!(
+                        "messages.{index}.content.{position}: unexpected `tool_use_id` found in `tool_result` blocks: {tool_use_id}. Each `tool_result` block must have a corresponding `tool_use` block in the previous message."
+                    ));
+                }
+            }
+        }
+        if *role == Role::Assistant && !uses.is_empty() {
+            // Results must come first in the next message: only the leading run of
+            // tool_result blocks counts.
+            let answered: BTreeSet<&str> = merged
+                .get(index + 1)
+                .map(|(_, next)| {
+                    next.iter()
+                        .map_while(|b| match &b.block {
+                            ContentBlock::ToolResult { tool_use_id, .. } => {
+                                Some(tool_use_id.as_str())
+                            }
+                            _ => None,
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            let missing: Vec<&str> = uses
+                .iter()
+                .copied()
+                .filter(|id| !answered.contains(id))
+                .collect();
+            if !missing.is_empty() {
+                return violation(format!(
+                    "messages.{index}: `tool_use` ids were found without `tool_result` blocks immediately after: {}. Each `tool_use` block must have a corresponding `tool_result` block in the next message.",
+                    missing.join(", ")
+                ));
+            }
+        }
+    }
+    if uses_tools && request.tools.is_empty() {
+        // Not a quoted API text: the notes only say such a request must define tools.
+        return violation(
+            "messages: requests containing `tool_use` or `tool_result` blocks must define `tools`"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
+fn merge_roles(request: &ModelRequest) -> Vec<(Role, Vec<&RequestBlock>)> {
+    let mut merged: Vec<(Role, Vec<&RequestBlock>)> = Vec::new();
+    for message in &request.messages {
+        match merged.last_mut() {
+            Some((role, blocks)) if *role == message.role => blocks.extend(&message.content),
+            _ => merged.push((message.role, message.content.iter().collect())),
+        }
+    }
+    merged
+}
+
+fn tool_use_ids<'a>(blocks: &'a [&'a RequestBlock]) -> impl Iterator<Item = &'a str> {
+    blocks.iter().filter_map(|b| match &b.block {
+        ContentBlock::ToolUse { id, .. } => Some(id.as_str()),
+        _ => None,
+    })
+}
+
+fn tool_result_ids<'a>(blocks: &'a [&'a RequestBlock]) -> impl Iterator<Item = &'a str> {
+    blocks.iter().filter_map(|b| match &b.block {
+        ContentBlock::ToolResult { tool_use_id, .. } => Some(tool_use_id.as_str()),
+        _ => None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::request::{CacheControl, RequestMessage, SystemBlock, ToolDef};
+    use serde_json::json;
+
+    fn block(b: ContentBlock) -> RequestBlock {
+        RequestBlock {
+            block: b,
+            cache_control: None,
+        }
+    }
+
+    fn message(role: Role, blocks: Vec<ContentBlock>) -> RequestMessage {
+        RequestMessage {
+            role,
+            content: blocks.into_iter().map(block).collect(),
+        }
+    }
+
+    fn request(messages: Vec<RequestMessage>) -> ModelRequest {
+        ModelRequest {
+            model: "m".into(),
+            max_tokens: 10,
+            tools: vec![ToolDef {
+                name: "t".into(),
+                description: "d".into(),
+                input_schema: json!({"type": "object"}),
+            }],
+            system: vec![SystemBlock {
+                kind: "text".into(),
+                text: "be nice".into(),
+                cache_control: None,
+            }],
+            messages,
+        }
+    }
+
+    fn error(messages: Vec<RequestMessage>) -> String {
+        validate_request(&request(messages)).unwrap_err().message
+    }
+
+    use ContentBlock as B;
+
+    #[test]
+    fn accepts_a_complete_tool_round() {
+        let ok = request(vec![
+            message(Role::User, vec![B::text("hi")]),
+            message(
+                Role::Assistant,
+                vec![
+                    B::text("checking"),
+                    B::tool_use("a", "t", json!({})),
+                    B::tool_use("b", "t", json!({})),
+                ],
+            ),
+            message(
+                Role::User,
+                vec![
+                    B::tool_result("b", "1"),
+                    B::tool_result("a", "2"),
+                    B::text("thanks"),
+                ],
+            ),
+        ]);
+        assert_eq!(validate_request(&ok), Ok(()));
+    }
+
+    #[test]
+    fn refuses_an_orphan_tool_result_with_the_api_text() {
+        let text = error(vec![
+            message(Role::User, vec![B::text("hi")]),
+            message(Role::Assistant, vec![B::tool_use("a", "t", json!({}))]),
+            message(
+                Role::User,
+                vec![B::tool_result("a", "1"), B::tool_result("zz", "2")],
+            ),
+        ]);
+        assert_eq!(
+            text,
+            "messages.2.content.1: unexpected `tool_use_id` found in `tool_result` blocks: zz. Each `tool_result` block must have a corresponding `tool_use` block in the previous message."
+        );
+        let text = error(vec![message(Role::User, vec![B::tool_result("a", "1")])]);
+        assert_eq!(
+            text,
+            "messages.0: `tool_result` block(s) provided when previous message does not contain any `tool_use` blocks"
+        );
+    }
+
+    #[test]
+    fn refuses_a_tool_use_without_results_first_in_the_next_message() {
+        let text = error(vec![
+            message(Role::User, vec![B::text("hi")]),
+            message(Role::Assistant, vec![B::tool_use("a", "t", json!({}))]),
+            message(Role::User, vec![B::text("first"), B::tool_result("a", "1")]),
+        ]);
+        assert_eq!(
+            text,
+            "messages.1: `tool_use` ids were found without `tool_result` blocks immediately after: a. Each `tool_use` block must have a corresponding `tool_result` block in the next message."
+        );
+    }
+
+    #[test]
+    fn refuses_a_final_assistant_message() {
+        let text = error(vec![
+            message(Role::User, vec![B::text("hi")]),
+            message(Role::Assistant, vec![B::text("Sure")]),
+        ]);
+        assert!(text.starts_with("This model does not support assistant message prefill."));
+    }
+
+    #[test]
+    fn refuses_more_than_four_breakpoints() {
+        let mut req = request(vec![message(
+            Role::User,
+            vec![B::text("a"), B::text("b"), B::text("c"), B::text("d")],
+        )]);
+        req.system[0].cache_control = Some(CacheControl::EPHEMERAL);
+        for b in &mut req.messages[0].content {
+            b.cache_control = Some(CacheControl::EPHEMERAL);
+        }
+        assert_eq!(
+            validate_request(&req).unwrap_err().message,
+            "A maximum of 4 blocks with cache_control may be provided. Found 5."
+        );
+    }
+
+    #[test]
+    fn refuses_empty_and_blank_text_and_duplicate_ids() {
+        assert!(
+            error(vec![message(Role::User, vec![B::text("")])])
+                .ends_with("text content blocks must be non-empty")
+        );
+        assert!(
+            error(vec![message(Role::User, vec![B::text(" \n")])])
+                .ends_with("must contain non-whitespace text")
+        );
+        assert!(
+            error(vec![message(Role::User, vec![])])
+                .contains("all messages must have non-empty content")
+        );
+        let text = error(vec![
+            message(Role::User, vec![B::text("hi")]),
+            message(
+                Role::Assistant,
+                vec![
+                    B::tool_use("a", "t", json!({})),
+                    B::tool_use("a", "t", json!({})),
+                ],
+            ),
+            message(Role::User, vec![B::tool_result("a", "1")]),
+        ]);
+        assert_eq!(text, "`tool_use` ids must be unique");
+    }
+
+    #[test]
+    fn merges_consecutive_messages_of_one_role_like_the_api() {
+        let ok = request(vec![
+            message(Role::User, vec![B::text("a")]),
+            message(Role::User, vec![B::text("b")]),
+        ]);
+        assert_eq!(validate_request(&ok), Ok(()));
+    }
+
+    #[test]
+    fn tool_blocks_need_tool_definitions() {
+        let mut req = request(vec![
+            message(Role::User, vec![B::text("hi")]),
+            message(Role::Assistant, vec![B::tool_use("a", "t", json!({}))]),
+            message(Role::User, vec![B::tool_result("a", "1")]),
+        ]);
+        req.tools.clear();
+        assert!(
+            validate_request(&req)
+                .unwrap_err()
+                .message
+                .contains("must define `tools`")
+        );
+    }
+}
