@@ -8,7 +8,7 @@
 
 pub mod compaction;
 pub mod domain;
-// pub mod facts;
+pub mod facts;
 pub mod pruning;
 pub mod request;
 pub mod usage;

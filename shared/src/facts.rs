@@ -1,0 +1,972 @@
+//! Fact validation: the "closed facts" invariant.
+//!
+//! A fact is stored only when its key is one of the tenant's allowed keys and its
+//! value is one non-empty line of bounded length that holds no personal document
+//! (CPF, CNPJ), no payment card number and no health data. [`FactPolicy::check`]
+//! decides; it is pure (no I/O) and its refusals never quote the value, so they can
+//! be logged.
+//!
+//! # Numbers
+//!
+//! Digits are read in groups: a single `.`, `-` or `/` between two digits joins them
+//! (`123.456.789-09`, `12.345.678/0001-95`, `4111-1111-1111-1111`), and groups
+//! separated by exactly one whitespace character are also tried together
+//! (`4111 1111 1111 1111`, `529 982 247 25`), up to 19 digits. Any other character
+//! ends a run, so numbers glued to words are still found (`cartão4111111111111111`).
+//! Every group and every such run of groups is tested: 11 digits against the CPF
+//! check digits, 14 against the CNPJ check digits, and 13 to 19 against the Luhn
+//! check used by payment cards. Only ASCII digits are read, and the alphanumeric
+//! CNPJ format is not detected.
+//!
+//! Check digits keep false positives rare but not absent: an unrelated 11-digit
+//! number passes the CPF check about once in a hundred, and a 13- to 19-digit number
+//! (a phone number with country code, say `+55 11 98765-4325`) passes Luhn about once
+//! in ten. Such values are refused: refusing a harmless fact is the safe side of
+//! storing a document. Short numbers (`3 kids`, `room 12`, `14:30`, `2026-12-01`)
+//! always pass.
+//!
+//! # Health terms
+//!
+//! Health data is recognised by a documented, deliberately short list rather than by
+//! guessing: [`HEALTH_TERM_STEMS`] match the start of a word, [`HEALTH_TERM_WORDS`]
+//! match whole words only, and [`HEALTH_TERM_EXCEPTIONS`] are ordinary words that
+//! merely start like a stem. The value is lowercased, Portuguese accents are stripped
+//! (`Diabético` reads as `diabetico`) and it is split into words on every
+//! non-alphanumeric character before matching. The list covers Portuguese and
+//! English; it is a safety net, not a classifier, so it leans towards terms that are
+//! unambiguous in scheduling and customer-service conversations:
+//!
+//! - short or ambiguous terms are whole words (`hiv`, `aids`, `tdah`, `avc`), so
+//!   `cancel`, `cancelar`, `surge`, `aid` or `assistant` never match;
+//! - generic words that are not health data on their own are left out: `medic`,
+//!   `médico`, `doctor`, `terapia`/`therapy` (hair and spa therapies are common),
+//!   `anxious` and `ansioso` (eager), `stroke` (swimming, strokes of luck), and the
+//!   abbreviations `dst`/`ist`, which read as time zones;
+//! - a few stems have known collisions, listed as exceptions: `depressa` (quickly),
+//!   `gravidade` (gravity, severity), `tubérculo` (a root vegetable).
+//!
+//! The zodiac sign `Câncer` still matches `cancer`; that false positive is accepted.
+
+use std::collections::BTreeSet;
+
+use crate::domain::FactKey;
+
+/// Word stems that mark health data when a word of the value starts with one of
+/// them. Matched against the value lowercased, with Portuguese accents stripped.
+/// See the module documentation for what is left out and why.
+pub const HEALTH_TERM_STEMS: &[&str] = &[
+    // Conditions and diagnoses.
+    "diagnos",
+    "doenca",
+    "disease",
+    "diabet",
+    "cancer",
+    "tumor",
+    "hipertens",
+    "hypertens",
+    "colesterol",
+    "cholesterol",
+    "asma",
+    "asthma",
+    "epilep",
+    "hepatit",
+    "tubercul",
+    "sindrome",
+    "syndrome",
+    "infarto",
+    "covid",
+    "dengue",
+    "enxaqueca",
+    "migraine",
+    "alzheimer",
+    "parkinson",
+    "obes",
+    // Mental health and neurodivergence.
+    "depress",
+    "deprimid",
+    "antidepress",
+    "ansiedade",
+    "anxiety",
+    "bipolar",
+    "esquizofren",
+    "schizophren",
+    "autis",
+    "psiquiatr",
+    "psychiatr",
+    // Pregnancy.
+    "gravid",
+    "gestante",
+    "gestac",
+    "pregnan",
+    // Allergies.
+    "alerg",
+    "allerg",
+    // Treatments and medicines.
+    "medicament",
+    "medication",
+    "remedio",
+    "insulin",
+    "quimioterap",
+    "chemotherap",
+    "radioterap",
+    "radiotherap",
+    "cirurgi",
+    "surgery",
+    "surgical",
+    "psicoterap",
+    "psychotherap",
+    "fisioterap",
+    "physiotherap",
+];
+
+/// Short or ambiguous health terms that match whole words only (`hiv` but not
+/// `hive`). Matched like [`HEALTH_TERM_STEMS`].
+pub const HEALTH_TERM_WORDS: &[&str] = &["hiv", "aids", "tdah", "adhd", "avc", "quimio"];
+
+/// Ordinary words that start like a stem of [`HEALTH_TERM_STEMS`] and are not health
+/// data: `depressa` (quickly), `gravidade` (gravity, severity), `tubérculo` (a root
+/// vegetable). Written lowercased and without accents.
+pub const HEALTH_TERM_EXCEPTIONS: &[&str] = &[
+    "depressa",
+    "gravidade",
+    "gravidades",
+    "tuberculo",
+    "tuberculos",
+];
+
+/// The tenant's rules for facts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FactPolicy {
+    /// The closed list of keys a fact may have.
+    pub allowed_keys: BTreeSet<FactKey>,
+    /// Maximum length of a value, in characters (not bytes).
+    pub max_value_chars: usize,
+}
+
+impl FactPolicy {
+    /// Maximum value length used by [`FactPolicy::new`].
+    pub const DEFAULT_MAX_VALUE_CHARS: usize = 200;
+
+    /// A policy allowing these keys, with values of at most
+    /// [`FactPolicy::DEFAULT_MAX_VALUE_CHARS`] characters.
+    pub fn new(allowed_keys: impl IntoIterator<Item = FactKey>) -> Self {
+        FactPolicy {
+            allowed_keys: allowed_keys.into_iter().collect(),
+            max_value_chars: Self::DEFAULT_MAX_VALUE_CHARS,
+        }
+    }
+
+    /// Ok(()) when the fact may be stored, else the first reason it may not.
+    ///
+    /// Checks, in order: the key is allowed; the value is not empty or whitespace
+    /// only; it holds no control characters; it is at most `max_value_chars`
+    /// characters; it holds no CPF, CNPJ or card number; it holds no health term.
+    /// The length is checked before the content scans, which keeps them bounded.
+    pub fn check(&self, key: &FactKey, value: &str) -> Result<(), FactRefusal> {
+        if !self.allowed_keys.contains(key) {
+            return Err(FactRefusal::KeyNotAllowed {
+                key: key.as_str().to_owned(),
+            });
+        }
+        if value.trim().is_empty() {
+            return Err(FactRefusal::EmptyValue);
+        }
+        if value.chars().any(char::is_control) {
+            return Err(FactRefusal::ControlCharacters);
+        }
+        let chars = value.chars().count();
+        if chars > self.max_value_chars {
+            return Err(FactRefusal::TooLong {
+                chars,
+                max: self.max_value_chars,
+            });
+        }
+        if let Some(refusal) = find_document_number(value) {
+            return Err(refusal);
+        }
+        if let Some(term) = find_health_term(value) {
+            return Err(FactRefusal::HealthData { term });
+        }
+        Ok(())
+    }
+}
+
+/// Why a fact may not be stored. Messages never quote the value, so they are safe to
+/// log.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FactRefusal {
+    /// The key is not one of the tenant's allowed keys.
+    #[error("fact key `{key}` is not in the tenant's allowed keys")]
+    KeyNotAllowed {
+        /// The refused key (a validated [`FactKey`], never the value).
+        key: String,
+    },
+    /// The value is empty or whitespace only.
+    #[error("fact value is empty or only whitespace")]
+    EmptyValue,
+    /// The value is longer than the policy allows.
+    #[error("fact value has {chars} characters, more than the maximum of {max}")]
+    TooLong {
+        /// Length of the value, in characters.
+        chars: usize,
+        /// The policy's maximum, in characters.
+        max: usize,
+    },
+    /// The value holds a control character, line breaks included.
+    #[error("fact value holds control characters (such as line breaks); facts are one line")]
+    ControlCharacters,
+    /// The value holds a CPF.
+    #[error(
+        "value holds a CPF (Brazilian taxpayer id); personal documents are not stored as facts"
+    )]
+    Cpf,
+    /// The value holds a CNPJ.
+    #[error(
+        "value holds a CNPJ (Brazilian company registry id); documents are not stored as facts"
+    )]
+    Cnpj,
+    /// The value holds a number that passes the Luhn check.
+    #[error(
+        "value holds a payment card number (passes the Luhn check); \
+         card numbers are not stored as facts"
+    )]
+    CardNumber,
+    /// The value holds a term of the health list.
+    #[error(
+        "value holds health data (matched the listed term `{term}`); \
+         health data is not stored as facts"
+    )]
+    HealthData {
+        /// The entry of [`HEALTH_TERM_STEMS`] or [`HEALTH_TERM_WORDS`] that matched.
+        term: &'static str,
+    },
+}
+
+impl FactRefusal {
+    /// Short stable code for metrics and logs: "key_not_allowed", "empty_value",
+    /// "too_long", "control_characters", "cpf", "cnpj", "card_number", "health_data".
+    pub fn code(&self) -> &'static str {
+        match self {
+            FactRefusal::KeyNotAllowed { .. } => "key_not_allowed",
+            FactRefusal::EmptyValue => "empty_value",
+            FactRefusal::TooLong { .. } => "too_long",
+            FactRefusal::ControlCharacters => "control_characters",
+            FactRefusal::Cpf => "cpf",
+            FactRefusal::Cnpj => "cnpj",
+            FactRefusal::CardNumber => "card_number",
+            FactRefusal::HealthData { .. } => "health_data",
+        }
+    }
+}
+
+/// True when `digits` (values 0 to 9) are a CPF: 11 digits whose last two are the
+/// check digits of the Receita Federal rules. Sequences of one repeated digit
+/// (`000.000.000-00`, `111.111.111-11`, ...) satisfy the arithmetic but are not
+/// valid.
+pub fn is_valid_cpf(digits: &[u8]) -> bool {
+    if digits.len() != 11 || !all_decimal(digits) || all_same(digits) {
+        return false;
+    }
+    let check = |len: usize| {
+        let sum: u32 = digits[..len]
+            .iter()
+            .zip((2..=len as u32 + 1).rev())
+            .map(|(&d, weight)| u32::from(d) * weight)
+            .sum();
+        (sum * 10 % 11 % 10) as u8
+    };
+    check(9) == digits[9] && check(10) == digits[10]
+}
+
+/// True when `digits` (values 0 to 9) are a CNPJ: 14 digits whose last two are the
+/// check digits (weights 5,4,3,2,9,8,7,6,5,4,3,2 for the first and 6,5,4,3,2,9,8,
+/// 7,6,5,4,3,2 for the second). Sequences of one repeated digit are not valid.
+pub fn is_valid_cnpj(digits: &[u8]) -> bool {
+    const WEIGHTS: [u32; 13] = [6, 5, 4, 3, 2, 9, 8, 7, 6, 5, 4, 3, 2];
+    if digits.len() != 14 || !all_decimal(digits) || all_same(digits) {
+        return false;
+    }
+    let check = |len: usize| {
+        let sum: u32 = digits[..len]
+            .iter()
+            .zip(&WEIGHTS[WEIGHTS.len() - len..])
+            .map(|(&d, &weight)| u32::from(d) * weight)
+            .sum();
+        match sum % 11 {
+            0 | 1 => 0,
+            rest => (11 - rest) as u8,
+        }
+    };
+    check(12) == digits[12] && check(13) == digits[13]
+}
+
+/// True when `digits` (values 0 to 9, at least one) pass the Luhn check used by
+/// payment card numbers. Any length is accepted; the card lengths are the caller's
+/// concern.
+pub fn passes_luhn(digits: &[u8]) -> bool {
+    if digits.is_empty() || !all_decimal(digits) {
+        return false;
+    }
+    let sum: u32 = digits
+        .iter()
+        .rev()
+        .enumerate()
+        .map(|(i, &d)| {
+            let d = u32::from(d);
+            if i % 2 == 1 {
+                let doubled = d * 2;
+                if doubled > 9 { doubled - 9 } else { doubled }
+            } else {
+                d
+            }
+        })
+        .sum();
+    sum.is_multiple_of(10)
+}
+
+/// The first term of [`HEALTH_TERM_WORDS`] or [`HEALTH_TERM_STEMS`] found in `text`,
+/// reading its words in order; see the module documentation for the matching rules.
+pub fn find_health_term(text: &str) -> Option<&'static str> {
+    let folded = fold(text);
+    folded
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|word| !word.is_empty() && !HEALTH_TERM_EXCEPTIONS.contains(word))
+        .find_map(|word| {
+            HEALTH_TERM_WORDS
+                .iter()
+                .find(|term| **term == word)
+                .or_else(|| {
+                    HEALTH_TERM_STEMS
+                        .iter()
+                        .find(|stem| word.starts_with(**stem))
+                })
+                .copied()
+        })
+}
+
+/// Lowercases and strips Portuguese accents, precomposed or combining.
+fn fold(text: &str) -> String {
+    text.chars()
+        .flat_map(char::to_lowercase)
+        // Combining marks (decomposed input such as `e` + U+0301) would otherwise
+        // split a word in two.
+        .filter(|c| !('\u{300}'..='\u{36f}').contains(c))
+        .map(|c| match c {
+            'á' | 'à' | 'â' | 'ã' | 'ä' => 'a',
+            'é' | 'ê' | 'è' | 'ë' => 'e',
+            'í' | 'ì' | 'î' | 'ï' => 'i',
+            'ó' | 'ô' | 'õ' | 'ö' | 'ò' => 'o',
+            'ú' | 'ü' | 'ù' | 'û' => 'u',
+            'ç' => 'c',
+            other => other,
+        })
+        .collect()
+}
+
+/// Longest digit run tested: the longest card number.
+const MAX_SCANNED_DIGITS: usize = 19;
+
+/// Characters that join two digits into one group when alone between them.
+const DIGIT_SEPARATORS: [char; 3] = ['.', '-', '/'];
+
+/// A run of digits, possibly punctuated, and where it sits in the value's chars.
+struct DigitGroup {
+    start: usize,
+    end: usize,
+    digits: Vec<u8>,
+}
+
+/// The document or card refusal the value deserves, if any. When several numbers are
+/// found, the most specific check wins: CPF, then CNPJ, then card.
+fn find_document_number(value: &str) -> Option<FactRefusal> {
+    let chars: Vec<char> = value.chars().collect();
+    let groups = digit_groups(&chars);
+    let mut found: Option<FactRefusal> = None;
+    for first in 0..groups.len() {
+        let mut digits: Vec<u8> = Vec::with_capacity(MAX_SCANNED_DIGITS);
+        for (index, group) in groups.iter().enumerate().skip(first) {
+            if index > first {
+                let previous = &groups[index - 1];
+                let one_space_apart =
+                    group.start == previous.end + 1 && chars[previous.end].is_whitespace();
+                if !one_space_apart {
+                    break;
+                }
+            }
+            digits.extend_from_slice(&group.digits);
+            if digits.len() > MAX_SCANNED_DIGITS {
+                break;
+            }
+            let refusal = match digits.len() {
+                11 if is_valid_cpf(&digits) => return Some(FactRefusal::Cpf),
+                14 if is_valid_cnpj(&digits) => FactRefusal::Cnpj,
+                13..=19 if passes_luhn(&digits) => FactRefusal::CardNumber,
+                _ => continue,
+            };
+            if found != Some(FactRefusal::Cnpj) {
+                found = Some(refusal);
+            }
+        }
+    }
+    found
+}
+
+/// Splits `chars` into digit groups: a single separator between two digits joins
+/// them, anything else ends the group.
+fn digit_groups(chars: &[char]) -> Vec<DigitGroup> {
+    let mut groups = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        if !chars[i].is_ascii_digit() {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        let mut digits = Vec::new();
+        loop {
+            digits.push(chars[i] as u8 - b'0');
+            i += 1;
+            let joined_by_separator = i + 1 < chars.len()
+                && DIGIT_SEPARATORS.contains(&chars[i])
+                && chars[i + 1].is_ascii_digit();
+            if joined_by_separator {
+                i += 1;
+            } else if i >= chars.len() || !chars[i].is_ascii_digit() {
+                break;
+            }
+        }
+        groups.push(DigitGroup {
+            start,
+            end: i,
+            digits,
+        });
+    }
+    groups
+}
+
+fn all_decimal(digits: &[u8]) -> bool {
+    digits.iter().all(|&d| d <= 9)
+}
+
+fn all_same(digits: &[u8]) -> bool {
+    digits.windows(2).all(|pair| pair[0] == pair[1])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn key(name: &str) -> FactKey {
+        FactKey::parse(name).unwrap()
+    }
+
+    fn policy() -> FactPolicy {
+        FactPolicy::new([key("preferred_time"), key("note"), key("language")])
+    }
+
+    fn check(value: &str) -> Result<(), FactRefusal> {
+        policy().check(&key("note"), value)
+    }
+
+    fn digits(text: &str) -> Vec<u8> {
+        text.bytes()
+            .filter(u8::is_ascii_digit)
+            .map(|b| b - b'0')
+            .collect()
+    }
+
+    fn to_text(digits: &[u8]) -> String {
+        digits.iter().map(|d| char::from(b'0' + d)).collect()
+    }
+
+    /// CPF check digits by the textbook formula (11 minus the remainder, 10 and 11
+    /// becoming 0), written independently of the code under test.
+    fn with_cpf_check_digits(nine: &[u8]) -> Vec<u8> {
+        let mut all = nine.to_vec();
+        for len in [9, 10] {
+            let sum: usize = all
+                .iter()
+                .enumerate()
+                .map(|(i, &d)| usize::from(d) * (len + 1 - i))
+                .sum();
+            let dv = 11 - sum % 11;
+            all.push(if dv >= 10 { 0 } else { dv as u8 });
+        }
+        all
+    }
+
+    fn with_cnpj_check_digits(twelve: &[u8]) -> Vec<u8> {
+        let mut all = twelve.to_vec();
+        for len in [12, 13] {
+            // Weights run 2..=9 cyclically from the right.
+            let sum: usize = all
+                .iter()
+                .rev()
+                .enumerate()
+                .map(|(i, &d)| usize::from(d) * (2 + i % 8))
+                .sum();
+            let rest = sum % 11;
+            all.push(if rest < 2 { 0 } else { (11 - rest) as u8 });
+            assert_eq!(all.len(), len + 1);
+        }
+        all
+    }
+
+    fn with_luhn_digit(body: &[u8]) -> Vec<u8> {
+        let mut all = body.to_vec();
+        all.push(0);
+        let sum: u32 = all
+            .iter()
+            .rev()
+            .enumerate()
+            .map(|(i, &d)| {
+                let d = u32::from(d);
+                if i % 2 == 1 {
+                    (d * 2) / 10 + (d * 2) % 10
+                } else {
+                    d
+                }
+            })
+            .sum();
+        *all.last_mut().unwrap() = ((10 - sum % 10) % 10) as u8;
+        all
+    }
+
+    fn punctuated_cpf(d: &[u8]) -> String {
+        let t = to_text(d);
+        format!("{}.{}.{}-{}", &t[0..3], &t[3..6], &t[6..9], &t[9..11])
+    }
+
+    #[test]
+    fn cpf_validation_accepts_the_public_example_and_computed_numbers() {
+        assert!(is_valid_cpf(&digits("529.982.247-25")));
+        let computed = with_cpf_check_digits(&[1, 2, 3, 4, 5, 6, 7, 8, 9]);
+        assert_eq!(to_text(&computed), "12345678909");
+        assert!(is_valid_cpf(&computed));
+    }
+
+    #[test]
+    fn cpf_validation_refuses_wrong_check_digits_repeated_digits_and_wrong_lengths() {
+        assert!(!is_valid_cpf(&digits("529.982.247-24")));
+        assert!(!is_valid_cpf(&digits("529.982.247-15")));
+        for d in 0..=9u8 {
+            assert!(!is_valid_cpf(&[d; 11]), "{d} repeated");
+        }
+        assert!(!is_valid_cpf(&digits("5299822472")));
+        assert!(!is_valid_cpf(&digits("529982247250")));
+        assert!(!is_valid_cpf(&[]));
+        let mut out_of_range = digits("52998224725");
+        out_of_range[0] = 15;
+        assert!(!is_valid_cpf(&out_of_range));
+    }
+
+    #[test]
+    fn cnpj_validation_accepts_the_public_example_and_computed_numbers() {
+        assert!(is_valid_cnpj(&digits("11.222.333/0001-81")));
+        let computed = with_cnpj_check_digits(&[9, 8, 7, 6, 5, 4, 3, 2, 0, 0, 0, 1]);
+        assert!(is_valid_cnpj(&computed));
+    }
+
+    #[test]
+    fn cnpj_validation_refuses_wrong_check_digits_repeated_digits_and_wrong_lengths() {
+        assert!(!is_valid_cnpj(&digits("11.222.333/0001-82")));
+        assert!(!is_valid_cnpj(&digits("11.222.333/0001-91")));
+        for d in 0..=9u8 {
+            assert!(!is_valid_cnpj(&[d; 14]), "{d} repeated");
+        }
+        assert!(!is_valid_cnpj(&digits("1122233300018")));
+        assert!(!is_valid_cnpj(&digits("52998224725")));
+    }
+
+    #[test]
+    fn luhn_accepts_well_known_test_cards_and_refuses_altered_ones() {
+        for card in ["4111111111111111", "5555555555554444", "378282246310005"] {
+            assert!(passes_luhn(&digits(card)), "{card}");
+        }
+        for card in ["4111111111111112", "5555555555554445", "378282246310006"] {
+            assert!(!passes_luhn(&digits(card)), "{card}");
+        }
+        assert!(passes_luhn(&digits("79927398713")));
+        assert!(!passes_luhn(&[]));
+        assert!(!passes_luhn(&[10, 8]));
+    }
+
+    #[test]
+    fn refuses_a_cpf_with_or_without_punctuation() {
+        for value in [
+            "529.982.247-25",
+            "52998224725",
+            "CPF: 529.982.247-25 ok",
+            "cpf 529 982 247 25",
+            "meu cpf é 52998224725.",
+            "doc529.982.247-25x",
+        ] {
+            assert_eq!(check(value), Err(FactRefusal::Cpf), "{value}");
+        }
+    }
+
+    #[test]
+    fn refuses_a_cnpj_with_or_without_punctuation() {
+        for value in [
+            "11.222.333/0001-81",
+            "11222333000181",
+            "empresa CNPJ 11.222.333/0001-81",
+        ] {
+            assert_eq!(check(value), Err(FactRefusal::Cnpj), "{value}");
+        }
+    }
+
+    #[test]
+    fn refuses_card_numbers_grouped_or_embedded_in_text() {
+        for value in [
+            "4111 1111 1111 1111",
+            "4111-1111-1111-1111",
+            "4111111111111111",
+            "cartão4111111111111111",
+            "card 5555 5555 5555 4444 exp 12/30",
+            "amex 3782 822463 10005",
+            "turma 3 4111 1111 1111 1111",
+        ] {
+            assert_eq!(check(value), Err(FactRefusal::CardNumber), "{value}");
+        }
+    }
+
+    #[test]
+    fn lets_short_numbers_times_and_dates_pass() {
+        for value in [
+            "3 kids",
+            "room 12",
+            "14:30",
+            "2026-12-01",
+            "2026-12-01 14:30",
+            "01/12/2026 às 9h",
+            "R$ 150,00",
+            "size 38.5",
+            "(11) 3456-7890",
+        ] {
+            assert_eq!(check(value), Ok(()), "{value}");
+        }
+    }
+
+    #[test]
+    fn phone_numbers_pass_unless_they_happen_to_pass_a_check() {
+        // Both were checked by hand: the first passes no check, the second's 13 digits
+        // pass Luhn, a false positive the module accepts as the safe side.
+        assert_eq!(check("+55 11 98765-4321"), Ok(()));
+        assert_eq!(check("+55 11 98765-4325"), Err(FactRefusal::CardNumber));
+    }
+
+    #[test]
+    fn a_cpf_wins_over_a_card_found_in_the_same_value() {
+        assert_eq!(
+            check("4111111111111111 e 52998224725"),
+            Err(FactRefusal::Cpf)
+        );
+        assert_eq!(
+            check("4111111111111111 e 11222333000181"),
+            Err(FactRefusal::Cnpj)
+        );
+    }
+
+    #[test]
+    fn refuses_a_disallowed_key_before_anything_else() {
+        let refusal = policy()
+            .check(&key("cpf"), "529.982.247-25\nDiabético")
+            .unwrap_err();
+        assert_eq!(
+            refusal,
+            FactRefusal::KeyNotAllowed {
+                key: "cpf".to_owned()
+            }
+        );
+        assert_eq!(
+            refusal.to_string(),
+            "fact key `cpf` is not in the tenant's allowed keys"
+        );
+        let nothing_allowed = FactPolicy::new([]);
+        assert!(matches!(
+            nothing_allowed.check(&key("note"), "ok"),
+            Err(FactRefusal::KeyNotAllowed { .. })
+        ));
+    }
+
+    #[test]
+    fn refuses_empty_and_whitespace_only_values() {
+        for value in ["", " ", "   \t ", "\u{a0}"] {
+            assert_eq!(check(value), Err(FactRefusal::EmptyValue), "{value:?}");
+        }
+    }
+
+    #[test]
+    fn refuses_control_characters_including_line_breaks() {
+        for value in [
+            "line one\nline two",
+            "tab\there",
+            "nul\u{0}",
+            "bell\u{7}",
+            "x\r",
+        ] {
+            assert_eq!(
+                check(value),
+                Err(FactRefusal::ControlCharacters),
+                "{value:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn checks_run_in_the_documented_order() {
+        let mut short = policy();
+        short.max_value_chars = 10;
+        let note = key("note");
+        assert_eq!(
+            short.check(&note, "a very long value\nwith two lines"),
+            Err(FactRefusal::ControlCharacters)
+        );
+        assert_eq!(
+            short.check(&note, "CPF 529.982.247-25"),
+            Err(FactRefusal::TooLong { chars: 18, max: 10 })
+        );
+        assert_eq!(check("diabetes, cpf 529.982.247-25"), Err(FactRefusal::Cpf));
+    }
+
+    #[test]
+    fn length_counts_characters_not_bytes() {
+        let policy = policy();
+        assert_eq!(policy.max_value_chars, FactPolicy::DEFAULT_MAX_VALUE_CHARS);
+        let note = key("note");
+        assert_eq!(policy.check(&note, &"é".repeat(200)), Ok(()));
+        assert_eq!(
+            policy.check(&note, &"é".repeat(201)),
+            Err(FactRefusal::TooLong {
+                chars: 201,
+                max: 200
+            })
+        );
+    }
+
+    #[test]
+    fn finds_health_terms_in_portuguese_with_or_without_accents() {
+        for (value, term) in [
+            ("Diabético tipo 2", "diabet"),
+            ("diabetico tipo 2", "diabet"),
+            ("está grávida", "gravid"),
+            ("GRÁVIDA de 5 meses", "gravid"),
+            ("tem alergia a dipirona", "alerg"),
+            ("é alérgica a camarão", "alerg"),
+            ("toma remédio para pressão", "remedio"),
+            ("faz quimio às terças", "quimio"),
+            ("teve um AVC", "avc"),
+            ("hipertensão", "hipertens"),
+            ("criança com TDAH", "tdah"),
+            ("doença celíaca", "doenca"),
+            ("sessão de fisioterapia", "fisioterap"),
+        ] {
+            assert_eq!(find_health_term(value), Some(term), "{value}");
+            assert_eq!(
+                check(value),
+                Err(FactRefusal::HealthData { term }),
+                "{value}"
+            );
+        }
+    }
+
+    #[test]
+    fn finds_health_terms_written_with_combining_accents() {
+        assert_eq!(find_health_term("Diabe\u{301}tico"), Some("diabet"));
+        assert_eq!(find_health_term("gra\u{301}vida"), Some("gravid"));
+    }
+
+    #[test]
+    fn finds_health_terms_in_english() {
+        for (value, term) in [
+            ("diagnosed with asthma", "diagnos"),
+            ("asthmatic", "asthma"),
+            ("allergic to peanuts", "allerg"),
+            ("Pregnant, due in May", "pregnan"),
+            ("HIV positive", "hiv"),
+            ("recovering from surgery", "surgery"),
+            ("takes insulin", "insulin"),
+        ] {
+            assert_eq!(find_health_term(value), Some(term), "{value}");
+        }
+    }
+
+    #[test]
+    fn lets_ordinary_values_pass() {
+        for value in [
+            "prefers mornings",
+            "Dra. Ana",
+            "cancelar às 14h",
+            "cancel on rainy days",
+            "corte de cabelo",
+            "haircut on Fridays",
+            "English",
+            "vegetariana",
+            "venha depressa",
+            "gravidade baixa",
+            "gosta de tubérculos assados",
+            "médico de família: Dr. Lima",
+            "hair therapy",
+            "anxious to start",
+            "teaching assistant",
+            "first aid kit",
+            "price surge",
+            "swimming, favourite stroke: crawl",
+            "hive of bees",
+            "10am IST",
+        ] {
+            assert_eq!(check(value), Ok(()), "{value}");
+        }
+    }
+
+    #[test]
+    fn short_terms_match_only_whole_words() {
+        assert_eq!(find_health_term("hivemind"), None);
+        assert_eq!(find_health_term("avcx"), None);
+        assert_eq!(find_health_term("quimica"), None);
+        assert_eq!(find_health_term("aids"), Some("aids"));
+        assert_eq!(find_health_term("teste-hiv"), Some("hiv"));
+    }
+
+    #[test]
+    fn the_health_refusal_names_the_term_not_the_value() {
+        let refusal = check("Diabético tipo 2").unwrap_err();
+        assert_eq!(refusal.code(), "health_data");
+        let message = refusal.to_string();
+        assert!(message.contains("`diabet`"), "{message}");
+        assert!(!message.to_lowercase().contains("diabético"), "{message}");
+    }
+
+    #[test]
+    fn every_listed_term_is_lowercase_ascii_without_accents() {
+        let lists = [HEALTH_TERM_STEMS, HEALTH_TERM_WORDS, HEALTH_TERM_EXCEPTIONS];
+        for term in lists.iter().flat_map(|list| list.iter()) {
+            assert!(
+                !term.is_empty() && term.bytes().all(|b| b.is_ascii_lowercase()),
+                "{term}"
+            );
+        }
+        for exception in HEALTH_TERM_EXCEPTIONS {
+            assert!(
+                HEALTH_TERM_STEMS
+                    .iter()
+                    .any(|stem| exception.starts_with(stem)),
+                "{exception} excepts no stem"
+            );
+        }
+    }
+
+    #[test]
+    fn refusals_have_stable_codes_and_readable_messages() {
+        let all = [
+            (
+                FactRefusal::KeyNotAllowed { key: "x".into() },
+                "key_not_allowed",
+            ),
+            (FactRefusal::EmptyValue, "empty_value"),
+            (FactRefusal::TooLong { chars: 3, max: 2 }, "too_long"),
+            (FactRefusal::ControlCharacters, "control_characters"),
+            (FactRefusal::Cpf, "cpf"),
+            (FactRefusal::Cnpj, "cnpj"),
+            (FactRefusal::CardNumber, "card_number"),
+            (FactRefusal::HealthData { term: "asma" }, "health_data"),
+        ];
+        for (refusal, code) in all {
+            assert_eq!(refusal.code(), code);
+            assert!(!refusal.to_string().is_empty());
+        }
+        assert_eq!(
+            FactRefusal::Cpf.to_string(),
+            "value holds a CPF (Brazilian taxpayer id); personal documents are not stored as facts"
+        );
+        assert_eq!(
+            FactRefusal::CardNumber.to_string(),
+            "value holds a payment card number (passes the Luhn check); \
+             card numbers are not stored as facts"
+        );
+        assert_eq!(
+            FactRefusal::TooLong {
+                chars: 201,
+                max: 200
+            }
+            .to_string(),
+            "fact value has 201 characters, more than the maximum of 200"
+        );
+    }
+
+    fn nine_digits() -> impl Strategy<Value = Vec<u8>> {
+        prop::collection::vec(0..=9u8, 9).prop_filter("not one repeated digit", |d| !all_same(d))
+    }
+
+    fn cpf_text() -> impl Strategy<Value = (Vec<u8>, String)> {
+        (nine_digits(), any::<bool>()).prop_map(|(nine, punctuated)| {
+            let cpf = with_cpf_check_digits(&nine);
+            let text = if punctuated {
+                punctuated_cpf(&cpf)
+            } else {
+                to_text(&cpf)
+            };
+            (cpf, text)
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn any_valid_cpf_in_surrounding_letters_is_refused(
+            (cpf, text) in cpf_text(),
+            before in "[a-zA-Zçãé :,]{0,12}",
+            after in "[a-zA-Zçãé :,]{0,12}",
+        ) {
+            prop_assert!(is_valid_cpf(&cpf));
+            let value = format!("{before}{text}{after}");
+            prop_assert_eq!(check(&value), Err(FactRefusal::Cpf));
+        }
+
+        #[test]
+        fn any_luhn_valid_sixteen_digit_card_in_surrounding_letters_is_refused(
+            body in prop::collection::vec(0..=9u8, 15),
+            layout in 0..3u8,
+            before in "[a-zA-Z :]{0,12}",
+            after in "[a-zA-Z :]{0,12}",
+        ) {
+            let card = with_luhn_digit(&body);
+            prop_assert!(passes_luhn(&card));
+            let plain = to_text(&card);
+            let text = match layout {
+                0 => plain,
+                separator => {
+                    let separator = if separator == 1 { " " } else { "-" };
+                    [&plain[0..4], &plain[4..8], &plain[8..12], &plain[12..16]].join(separator)
+                }
+            };
+            let value = format!("{before}{text}{after}");
+            prop_assert_eq!(check(&value), Err(FactRefusal::CardNumber));
+        }
+
+        #[test]
+        fn no_refusal_message_quotes_the_value(
+            (cpf, text) in cpf_text(),
+            before in "[a-zA-Z \n]{0,8}",
+            after in "[a-zA-Z ]{0,8}",
+            key_name in prop::sample::select(vec!["note", "language", "cpf"]),
+            max in 4..40usize,
+        ) {
+            let value = format!("{before}{text}{after}");
+            prop_assume!(value.chars().count() > 3);
+            let mut policy = policy();
+            policy.max_value_chars = max;
+            let refusal = policy.check(&key(key_name), &value);
+            prop_assert!(refusal.is_err());
+            if let Err(refusal) = refusal {
+                let message = refusal.to_string();
+                let debug = format!("{refusal:?}");
+                prop_assert!(!message.contains(&value), "{}", message);
+                prop_assert!(!message.contains(&text), "{}", message);
+                prop_assert!(!message.contains(&to_text(&cpf)), "{}", message);
+                prop_assert!(!debug.contains(&to_text(&cpf)), "{}", debug);
+            }
+        }
+    }
+}
