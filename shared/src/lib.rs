@@ -9,8 +9,12 @@
 pub mod compaction;
 pub mod domain;
 pub mod facts;
+pub mod model;
 pub mod pruning;
 pub mod request;
+pub mod store;
+pub mod tenant;
+pub mod tools;
 pub mod usage;
 pub mod validate;
 pub mod window;

@@ -1,0 +1,113 @@
+//! The `Model` port: one call to the Messages API. The Anthropic adapter speaks HTTP
+//! to the real API (or to the offline stand-in, through `ANTHROPIC_BASE_URL`).
+
+pub mod anthropic;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::domain::{ContentBlock, Message, Role};
+use crate::request::ModelRequest;
+use crate::usage::Usage;
+
+/// Why the model stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// A final answer.
+    EndTurn,
+    /// The model wants tool results.
+    ToolUse,
+    /// The output budget ran out.
+    MaxTokens,
+    /// A stop sequence matched.
+    StopSequence,
+    /// A long server-side turn paused; send it back to continue.
+    PauseTurn,
+    /// The model declined.
+    Refusal,
+    /// The context window filled up during generation.
+    ModelContextWindowExceeded,
+    /// A reason this version does not know.
+    #[serde(other)]
+    Other,
+}
+
+/// A Messages API response (the fields degrau uses).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelResponse {
+    /// Response id.
+    pub id: String,
+    /// The model that answered.
+    pub model: String,
+    /// Always `assistant`.
+    pub role: Role,
+    /// The answer's blocks.
+    pub content: Vec<ContentBlock>,
+    /// Why it stopped.
+    pub stop_reason: Option<StopReason>,
+    /// Token usage, with prompt-caching fields.
+    pub usage: Usage,
+}
+
+impl ModelResponse {
+    /// The answer as a message to append to the conversation.
+    pub fn message(&self) -> Message {
+        Message {
+            role: Role::Assistant,
+            content: self.content.clone(),
+        }
+    }
+}
+
+/// A failed model call, by what the caller should do about it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ModelError {
+    /// 400 `invalid_request_error` other than an overflow: a bug in the request; the
+    /// API's text is kept for the logs.
+    #[error("the model API refused the request: {message}")]
+    InvalidRequest {
+        /// The API's error text.
+        message: String,
+    },
+    /// 400 "prompt is too long": the caller may cut the window once and retry.
+    #[error("the prompt is too long for the model: {message}")]
+    PromptTooLong {
+        /// The API's error text.
+        message: String,
+    },
+    /// 401/403: the key is wrong or lacks permission.
+    #[error("the model API refused the credentials ({status})")]
+    Authentication {
+        /// HTTP status.
+        status: u16,
+    },
+    /// 429 after the retries.
+    #[error("the model API is rate limiting")]
+    RateLimited {
+        /// Seconds the API asked to wait, when it said.
+        retry_after: Option<u64>,
+    },
+    /// 529, 500 or another 5xx after the retries.
+    #[error("the model API is unavailable ({status})")]
+    Unavailable {
+        /// HTTP status.
+        status: u16,
+    },
+    /// No complete answer within the timeout.
+    #[error("the model API did not answer in time")]
+    Timeout,
+    /// Connection refused, reset or dropped mid-response, after the retries.
+    #[error("could not reach the model API: {0}")]
+    Connection(String),
+    /// A 2xx answer that is not a Messages API response, or another status.
+    #[error("unexpected answer from the model API: {0}")]
+    Protocol(String),
+}
+
+/// One call to the model.
+#[async_trait]
+pub trait Model: Send + Sync {
+    /// Sends one request and returns the model's answer.
+    async fn create(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError>;
+}

@@ -1,0 +1,198 @@
+//! Tenant configuration: the defaults from the environment, overridden per tenant by
+//! the `CONFIG` item.
+
+use serde::{Deserialize, Serialize};
+
+use crate::compaction::CompactionPolicy;
+use crate::domain::FactKey;
+
+/// The tenant's `CONFIG` item; every field is optional and overrides a default.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantConfig {
+    /// The agent's instructions (system[0]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
+    /// Keys facts may be stored under.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_fact_keys: Option<Vec<FactKey>>,
+    /// Names of the built-in tools this tenant uses (all of them when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+    /// Model id for answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Context size (tokens) that triggers a compaction step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compaction_threshold_tokens: Option<u64>,
+    /// Messages a step keeps in the window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_keep_messages: Option<usize>,
+    /// Minutes without messages after which a session closes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_idle_minutes: Option<u64>,
+    /// Days transcripts and summaries of closed sessions are kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcript_retention_days: Option<u32>,
+    /// Days facts are kept after their last update.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fact_retention_days: Option<u32>,
+}
+
+/// Service-wide defaults, from the environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Defaults {
+    /// `MODEL`.
+    pub model: String,
+    /// `SUMMARY_MODEL`.
+    pub summary_model: String,
+    /// Instructions for tenants without their own.
+    pub instructions: String,
+    /// Fact keys for tenants without their own list.
+    pub allowed_fact_keys: Vec<FactKey>,
+    /// `COMPACTION_THRESHOLD_TOKENS`, `WINDOW_KEEP_MESSAGES` and the hard limit.
+    pub compaction: CompactionPolicy,
+    /// `SESSION_IDLE_MINUTES`.
+    pub session_idle_minutes: u64,
+    /// Transcript retention in days.
+    pub transcript_retention_days: u32,
+    /// Fact retention in days.
+    pub fact_retention_days: u32,
+    /// `max_tokens` of an answer.
+    pub max_tokens: u32,
+}
+
+impl Default for Defaults {
+    fn default() -> Self {
+        Defaults {
+            model: "claude-sonnet-5".into(),
+            summary_model: "claude-haiku-4-5".into(),
+            instructions:
+                "You are a helpful assistant for a small business. Answer briefly, in the \
+                           customer's language, and use the tools to check availability before \
+                           offering or booking a time."
+                    .into(),
+            allowed_fact_keys: [
+                "name",
+                "preferred_language",
+                "preferred_time",
+                "preferred_professional",
+                "preferred_service",
+            ]
+            .iter()
+            .filter_map(|k| FactKey::parse(k).ok())
+            .collect(),
+            compaction: CompactionPolicy::default(),
+            session_idle_minutes: 24 * 60,
+            transcript_retention_days: 90,
+            fact_retention_days: 365,
+            max_tokens: 1024,
+        }
+    }
+}
+
+/// The settings in force for one tenant: defaults with the tenant's overrides.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// Model id for answers.
+    pub model: String,
+    /// `max_tokens` of an answer.
+    pub max_tokens: u32,
+    /// The agent's instructions.
+    pub instructions: String,
+    /// Allowed fact keys.
+    pub allowed_fact_keys: Vec<FactKey>,
+    /// Built-in tools enabled (`None`: all).
+    pub tools: Option<Vec<String>>,
+    /// Compaction thresholds.
+    pub compaction: CompactionPolicy,
+    /// Idle minutes before a session closes.
+    pub session_idle_minutes: u64,
+    /// Transcript retention in days.
+    pub transcript_retention_days: u32,
+    /// Fact retention in days.
+    pub fact_retention_days: u32,
+}
+
+impl Settings {
+    /// Defaults overridden by the tenant's config, if any.
+    pub fn resolve(defaults: &Defaults, tenant: Option<&TenantConfig>) -> Settings {
+        let tenant = tenant.cloned().unwrap_or_default();
+        let mut compaction = defaults.compaction;
+        if let Some(threshold) = tenant.compaction_threshold_tokens {
+            compaction.threshold_tokens = threshold;
+        }
+        if let Some(keep) = tenant.window_keep_messages {
+            compaction.keep_messages = keep;
+        }
+        Settings {
+            model: tenant.model.unwrap_or_else(|| defaults.model.clone()),
+            max_tokens: defaults.max_tokens,
+            instructions: tenant
+                .instructions
+                .filter(|text| !text.trim().is_empty())
+                .unwrap_or_else(|| defaults.instructions.clone()),
+            allowed_fact_keys: tenant
+                .allowed_fact_keys
+                .unwrap_or_else(|| defaults.allowed_fact_keys.clone()),
+            tools: tenant.tools,
+            compaction,
+            session_idle_minutes: tenant
+                .session_idle_minutes
+                .unwrap_or(defaults.session_idle_minutes),
+            transcript_retention_days: tenant
+                .transcript_retention_days
+                .unwrap_or(defaults.transcript_retention_days),
+            fact_retention_days: tenant
+                .fact_retention_days
+                .unwrap_or(defaults.fact_retention_days),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tenant_values_override_defaults_and_absent_ones_do_not() {
+        let defaults = Defaults::default();
+        let tenant = TenantConfig {
+            instructions: Some("Book haircuts.".into()),
+            compaction_threshold_tokens: Some(5000),
+            session_idle_minutes: Some(30),
+            ..TenantConfig::default()
+        };
+        let settings = Settings::resolve(&defaults, Some(&tenant));
+        assert_eq!(settings.instructions, "Book haircuts.");
+        assert_eq!(settings.compaction.threshold_tokens, 5000);
+        assert_eq!(
+            settings.compaction.keep_messages,
+            defaults.compaction.keep_messages
+        );
+        assert_eq!(settings.session_idle_minutes, 30);
+        assert_eq!(settings.model, defaults.model);
+        assert_eq!(
+            Settings::resolve(&defaults, None).instructions,
+            defaults.instructions
+        );
+    }
+
+    #[test]
+    fn blank_instructions_fall_back_to_the_default() {
+        let tenant = TenantConfig {
+            instructions: Some("  ".into()),
+            ..TenantConfig::default()
+        };
+        let defaults = Defaults::default();
+        assert_eq!(
+            Settings::resolve(&defaults, Some(&tenant)).instructions,
+            defaults.instructions
+        );
+    }
+
+    #[test]
+    fn unknown_config_fields_are_refused() {
+        assert!(serde_json::from_str::<TenantConfig>(r#"{"instructons": "typo"}"#).is_err());
+    }
+}

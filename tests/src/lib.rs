@@ -1,0 +1,2 @@
+//! Helpers shared by the integration tests (being written).
+pub mod moto;

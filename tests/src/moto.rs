@@ -1,0 +1,1 @@
+//! Connecting to the local moto server (being written).
