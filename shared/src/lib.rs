@@ -6,9 +6,12 @@
 //! fact validation — with no AWS or network in it. The Lambda functions in
 //! `functions/` wire it to DynamoDB, SQS and the Anthropic Messages API.
 
+pub mod ask;
 pub mod compaction;
+pub mod config;
 pub mod domain;
 pub mod facts;
+pub mod jobs;
 pub mod model;
 pub mod pruning;
 pub mod request;

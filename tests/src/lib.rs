@@ -1,2 +1,190 @@
-//! Helpers shared by the integration tests (being written).
+//! Helpers shared by the integration tests: moto clients and fresh tables, the
+//! offline model stand-in as a process, the Lambda Runtime API that runs the real
+//! function binaries, and API Gateway HTTP API (v2) events.
+
+pub mod lambda;
 pub mod moto;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+use serde_json::{Value, json};
+
+/// The offline model stand-in, running as its own process on an ephemeral port.
+pub struct StandIn {
+    child: Child,
+    /// Its base URL (`ANTHROPIC_BASE_URL`).
+    pub url: String,
+    http: reqwest::Client,
+}
+
+impl StandIn {
+    /// Starts `degrau-standin --port 0` and waits for its "listening on" line.
+    pub fn start() -> StandIn {
+        let mut child = Command::new(lambda::binary("degrau-standin"))
+            .args(["--port", "0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the stand-in");
+        let stdout = child.stdout.take().expect("stand-in stdout");
+        let mut line = String::new();
+        let mut reader = BufReader::new(stdout);
+        while !line.contains("listening on") {
+            line.clear();
+            if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                panic!("the stand-in exited before listening");
+            }
+        }
+        let url = line
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .expect("a URL in the stand-in's first line")
+            .trim_end_matches('/')
+            .to_owned();
+        // Keep draining stdout so the stand-in never blocks on a full pipe.
+        std::thread::spawn(move || for _ in reader.lines() {});
+        StandIn {
+            child,
+            url,
+            http: reqwest::Client::new(),
+        }
+    }
+
+    async fn control(&self, path: &str, body: Value) -> Value {
+        let response = self
+            .http
+            .post(format!("{}/stand-in/{path}", self.url))
+            .json(&body)
+            .send()
+            .await
+            .expect("stand-in control call");
+        response.json().await.unwrap_or(Value::Null)
+    }
+
+    /// Queues faults for the next model calls (see the stand-in's README section).
+    pub async fn faults(&self, faults: Value) {
+        self.control("faults", faults).await;
+    }
+
+    /// Queues scripted answers for the next model calls.
+    pub async fn script(&self, answers: Value) {
+        self.control("script", answers).await;
+    }
+
+    /// Every request the stand-in received, in order, with usage and status.
+    pub async fn requests(&self) -> Vec<Value> {
+        let response = self
+            .http
+            .get(format!("{}/stand-in/requests", self.url))
+            .send()
+            .await
+            .expect("stand-in requests");
+        match response.json::<Value>().await.expect("requests JSON") {
+            Value::Array(items) => items,
+            other => other["requests"].as_array().cloned().unwrap_or_default(),
+        }
+    }
+
+    /// Clears faults, script, request log and cache.
+    pub async fn reset(&self) {
+        self.control("reset", json!({})).await;
+    }
+}
+
+impl Drop for StandIn {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An API Gateway HTTP API (payload v2) event, as the JWT authorizer would pass it
+/// when `claims` is given.
+pub fn api_event(
+    method: &str,
+    path: &str,
+    query: &str,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+    claims: Option<Value>,
+) -> Value {
+    let headers: serde_json::Map<String, Value> = headers
+        .iter()
+        .map(|(k, v)| (k.to_ascii_lowercase(), Value::String((*v).to_owned())))
+        .collect();
+    let query_parameters: serde_json::Map<String, Value> = query
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .filter_map(|p| p.split_once('='))
+        .map(|(k, v)| (k.to_owned(), Value::String(v.to_owned())))
+        .collect();
+    let mut context = json!({
+        "accountId": "000000000000",
+        "apiId": "local",
+        "domainName": "localhost",
+        "domainPrefix": "localhost",
+        "http": {"method": method, "path": path, "protocol": "HTTP/1.1", "sourceIp": "127.0.0.1", "userAgent": "degrau-tests"},
+        "requestId": "test",
+        "routeKey": "$default",
+        "stage": "$default",
+        "time": "30/Nov/2026:00:00:00 +0000",
+        "timeEpoch": 0
+    });
+    if let Some(claims) = claims {
+        context["authorizer"] = json!({"jwt": {"claims": claims, "scopes": null}});
+    }
+    let mut event = json!({
+        "version": "2.0",
+        "routeKey": "$default",
+        "rawPath": path,
+        "rawQueryString": query,
+        "headers": headers,
+        "requestContext": context,
+        "isBase64Encoded": false
+    });
+    if !query_parameters.is_empty() {
+        event["queryStringParameters"] = Value::Object(query_parameters);
+    }
+    if let Some(body) = body {
+        event["body"] = Value::String(body.to_owned());
+    }
+    event
+}
+
+/// An HTTP response from the function: status and parsed JSON body.
+#[derive(Debug, Clone)]
+pub struct HttpReply {
+    /// Status code.
+    pub status: u16,
+    /// Response headers (lower-case names).
+    pub headers: serde_json::Map<String, Value>,
+    /// The body parsed as JSON (`Null` when empty or not JSON).
+    pub body: Value,
+    /// The raw body text.
+    pub raw: String,
+}
+
+impl HttpReply {
+    /// Reads a Lambda proxy response.
+    pub fn from_lambda(response: &Value) -> HttpReply {
+        let raw = response["body"].as_str().unwrap_or_default().to_owned();
+        HttpReply {
+            status: response["statusCode"].as_u64().map_or(0, |s| s as u16),
+            headers: response["headers"].as_object().cloned().unwrap_or_default(),
+            body: serde_json::from_str(&raw).unwrap_or(Value::Null),
+            raw,
+        }
+    }
+
+    /// The error envelope's type, if this is an error.
+    pub fn error_type(&self) -> Option<&str> {
+        self.body["error"]["type"].as_str()
+    }
+}
+
+/// A unique suffix for names in one test run.
+pub fn unique(prefix: &str) -> String {
+    format!("{prefix}-{:016x}", fastrand::u64(..))
+}

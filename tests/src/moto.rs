@@ -1,1 +1,141 @@
-//! Connecting to the local moto server (being written).
+//! Connecting the integration tests to the local moto server: SDK clients for its
+//! endpoint, and a fresh table (or queue) per test so tests never share state.
+//!
+//! The endpoint comes from `DEGRAU_TEST_AWS_ENDPOINT`, which `./dev.sh test` sets
+//! after starting moto (`infra/moto.sh start`).
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType, TableStatus,
+    TimeToLiveSpecification,
+};
+use aws_sdk_sqs::types::QueueAttributeName;
+
+/// The variable holding the moto endpoint, e.g. `http://127.0.0.1:5005`.
+pub const ENDPOINT_VAR: &str = "DEGRAU_TEST_AWS_ENDPOINT";
+
+/// The moto endpoint; panics with directions when it is not set.
+pub fn endpoint() -> String {
+    match std::env::var(ENDPOINT_VAR) {
+        Ok(url) if !url.trim().is_empty() => url,
+        _ => panic!(
+            "{ENDPOINT_VAR} is not set: these tests need the local moto server. Run \
+             `./dev.sh test`, or `bash infra/setup.sh && bash infra/moto.sh start` and then \
+             `{ENDPOINT_VAR}=$(bash infra/moto.sh url) cargo test ...`"
+        ),
+    }
+}
+
+/// SDK configuration for moto: region us-east-1 and dummy credentials.
+pub async fn sdk_config() -> SdkConfig {
+    aws_config::defaults(BehaviorVersion::latest())
+        .region(Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
+            "degrau-test",
+            "degrau-test",
+            None,
+            None,
+            "degrau-tests",
+        ))
+        .endpoint_url(endpoint())
+        .load()
+        .await
+}
+
+/// A DynamoDB client talking to moto.
+pub async fn dynamodb_client() -> aws_sdk_dynamodb::Client {
+    aws_sdk_dynamodb::Client::new(&sdk_config().await)
+}
+
+/// An SQS client talking to moto.
+pub async fn sqs_client() -> aws_sdk_sqs::Client {
+    aws_sdk_sqs::Client::new(&sdk_config().await)
+}
+
+/// A name no other test of this or a concurrent run uses.
+pub fn unique_name(prefix: &str) -> String {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "{prefix}-{}-{}-{:08x}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed),
+        fastrand::u32(..)
+    )
+}
+
+/// Creates a new, uniquely named table with degrau's schema (`pk`/`sk` strings,
+/// on-demand, TTL on `expires_at`) and returns its name.
+pub async fn fresh_table(client: &aws_sdk_dynamodb::Client) -> String {
+    let table = unique_name("degrau-test");
+    let key = |name: &str, kind| {
+        KeySchemaElement::builder()
+            .attribute_name(name)
+            .key_type(kind)
+            .build()
+            .expect("key schema element")
+    };
+    let string = |name: &str| {
+        AttributeDefinition::builder()
+            .attribute_name(name)
+            .attribute_type(ScalarAttributeType::S)
+            .build()
+            .expect("attribute definition")
+    };
+    client
+        .create_table()
+        .table_name(&table)
+        .billing_mode(BillingMode::PayPerRequest)
+        .key_schema(key("pk", KeyType::Hash))
+        .key_schema(key("sk", KeyType::Range))
+        .attribute_definitions(string("pk"))
+        .attribute_definitions(string("sk"))
+        .send()
+        .await
+        .unwrap_or_else(|err| panic!("create table {table}: {err:?}"));
+    // moto creates tables active at once; real DynamoDB takes a few seconds.
+    for _ in 0..100 {
+        let described = client
+            .describe_table()
+            .table_name(&table)
+            .send()
+            .await
+            .unwrap_or_else(|err| panic!("describe table {table}: {err:?}"));
+        if described.table().and_then(|t| t.table_status()) == Some(&TableStatus::Active) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    client
+        .update_time_to_live()
+        .table_name(&table)
+        .time_to_live_specification(
+            TimeToLiveSpecification::builder()
+                .enabled(true)
+                .attribute_name("expires_at")
+                .build()
+                .expect("ttl specification"),
+        )
+        .send()
+        .await
+        .unwrap_or_else(|err| panic!("enable TTL on {table}: {err:?}"));
+    table
+}
+
+/// Creates a new, uniquely named FIFO queue (content-based de-duplication off, as
+/// the jobs queue) and returns its URL.
+pub async fn fresh_fifo_queue(client: &aws_sdk_sqs::Client) -> String {
+    let name = format!("{}.fifo", unique_name("degrau-test"));
+    client
+        .create_queue()
+        .queue_name(&name)
+        .attributes(QueueAttributeName::FifoQueue, "true")
+        .attributes(QueueAttributeName::ContentBasedDeduplication, "false")
+        .send()
+        .await
+        .unwrap_or_else(|err| panic!("create queue {name}: {err:?}"))
+        .queue_url
+        .unwrap_or_else(|| panic!("create queue {name}: no URL in the answer"))
+}

@@ -1,20 +1,47 @@
-//! The `ask` Lambda: HTTP API (payload v2) in front of degrau's memory.
+//! The `ask` Lambda: API Gateway HTTP API (payload v2) in front of degrau's memory.
+//! Wires typed config, one SDK config and the clients once, then serves.
 
-use lambda_http::{Body, Error, Request, Response, run, service_fn};
+use std::convert::Infallible;
+use std::sync::Arc;
 
-async fn handle(_request: Request) -> Result<Response<Body>, Error> {
-    let body = serde_json::json!({"error": {"type": "unavailable", "message": "the ask service is not wired yet"}});
-    Ok(Response::builder()
-        .status(503)
-        .header("content-type", "application/json")
-        .body(Body::from(body.to_string()))?)
-}
+use ask::handler::{App, handle};
+use degrau::ask::{AskService, system_clock};
+use degrau::config::Config;
+use degrau::jobs::NoJobs;
+use degrau::model::anthropic::{AnthropicConfig, AnthropicModel};
+use degrau::store::dynamo::DynamoStore;
+use degrau::tools::demo::DemoTools;
+use lambda_http::{Error, run, service_fn};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     lambda_http::tracing::init_default_subscriber();
+    let config = Config::from_env()?;
     let sdk = aws_config::load_from_env().await;
-    let _dynamodb = aws_sdk_dynamodb::Client::new(&sdk);
-    let _sqs = aws_sdk_sqs::Client::new(&sdk);
-    run(service_fn(handle)).await
+    let store = Arc::new(DynamoStore::new(
+        aws_sdk_dynamodb::Client::new(&sdk),
+        config.table_name.clone(),
+    ));
+    let model = AnthropicModel::new(AnthropicConfig {
+        base_url: config.anthropic_base_url.clone(),
+        api_key: config.anthropic_api_key.clone(),
+        ..AnthropicConfig::default()
+    })?;
+    let app = Arc::new(App {
+        service: AskService {
+            store: store.clone(),
+            tenants: store,
+            model: Arc::new(model),
+            tools: Arc::new(DemoTools),
+            jobs: Arc::new(NoJobs),
+            defaults: config.defaults,
+            clock: system_clock(),
+        },
+        auth: config.auth,
+    });
+    run(service_fn(move |request| {
+        let app = app.clone();
+        async move { Ok::<_, Infallible>(handle(&app, request).await) }
+    }))
+    .await
 }

@@ -2,6 +2,8 @@
 //! to the real API (or to the offline stand-in, through `ANTHROPIC_BASE_URL`).
 
 pub mod anthropic;
+#[cfg(any(test, feature = "test-util"))]
+pub mod scripted;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};

@@ -1,1 +1,943 @@
+//! The DynamoDB adapter of the [`Store`] and [`TenantStore`] ports: one table with
+//! `pk`/`sk` strings, the key layout of [`crate::store`]'s module doc, items
+//! (de)serialised with `serde_dynamo`.
+//!
+//! Reads are strongly consistent and bounded by the window: facts and head come in
+//! one query (`sk BETWEEN "FACT#" AND "HEAD"`), the window in a second, from
+//! `summarized_until + 1`. Nothing here scans, and nothing reads summarized messages
+//! except the transcript. A round is one `TransactWriteItems`; SDK errors are
+//! mapped here, once: a failed condition is [`StoreError::Conflict`], throttling and
+//! transient failures are [`StoreError::Unavailable`].
 
+use std::collections::HashMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::config::http::HttpResponse;
+use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
+use aws_sdk_dynamodb::operation::put_item::PutItemError;
+use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::{
+    AttributeValue, DeleteRequest, Put, TransactWriteItem, Update, WriteRequest,
+};
+use serde::{Deserialize, Serialize};
+
+use super::{
+    Claim, ContactKey, Cursor, RoundCommit, SessionFilter, Store, StoreError, TenantStore,
+    TranscriptPage, TurnState,
+};
+use crate::domain::{
+    Fact, FactKey, FactSource, Head, IdempotencyKey, Role, StoredMessage, TenantId,
+};
+use crate::tenant::TenantConfig;
+use crate::usage::Usage;
+
+/// An item as the SDK carries it.
+type Item = HashMap<String, AttributeValue>;
+
+/// How long an idempotency record lives (its TTL), in seconds.
+const REQUEST_TTL_SECONDS: i64 = 24 * 60 * 60;
+/// `TransactWriteItems` takes at most this many actions.
+const MAX_TRANSACTION_ACTIONS: usize = 100;
+/// `BatchWriteItem` takes at most this many requests.
+const BATCH_WRITE_CHUNK: usize = 25;
+/// Attempts at writing a batch's unprocessed items before giving up.
+const BATCH_WRITE_ATTEMPTS: u32 = 8;
+/// The highest sequence number the sort key can order (8 digits).
+const MAX_SEQ: u64 = 99_999_999;
+/// The highest session number the sort key can order (6 digits).
+const MAX_SESSION: u32 = 999_999;
+
+/// The DynamoDB adapter: a client built once at init and the table's name.
+#[derive(Debug, Clone)]
+pub struct DynamoStore {
+    client: Client,
+    table: String,
+}
+
+impl DynamoStore {
+    /// An adapter on `table`, using `client` (built once per process).
+    pub fn new(client: Client, table: impl Into<String>) -> Self {
+        DynamoStore {
+            client,
+            table: table.into(),
+        }
+    }
+
+    /// The table this adapter reads and writes.
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// Every item of a query, following `LastEvaluatedKey`.
+    async fn query_all(&self, query: QueryFluentBuilder) -> Result<Vec<Item>, StoreError> {
+        let mut items = Vec::new();
+        let mut start = None;
+        loop {
+            let page = query
+                .clone()
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|err| sdk_error("query", err))?;
+            items.extend(page.items.unwrap_or_default());
+            match page.last_evaluated_key {
+                Some(key) if !key.is_empty() => start = Some(key),
+                _ => return Ok(items),
+            }
+        }
+    }
+
+    /// The head and the unexpired facts: one strongly consistent query, since `FACT#…`
+    /// sorts right before `HEAD` and nothing else of the contact sorts between them.
+    async fn head_and_facts(
+        &self,
+        key: &ContactKey,
+        now: i64,
+    ) -> Result<(Option<Head>, Vec<Fact>), StoreError> {
+        let query = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .consistent_read(true)
+            .key_condition_expression("pk = :pk AND sk BETWEEN :facts AND :head")
+            .expression_attribute_values(":pk", s(contact_pk(key)))
+            .expression_attribute_values(":facts", s(FACT_PREFIX))
+            .expression_attribute_values(":head", s(HEAD_SK));
+        let mut head = None;
+        let mut facts = Vec::new();
+        for item in self.query_all(query).await? {
+            match item.get("sk") {
+                Some(AttributeValue::S(sk)) if sk == HEAD_SK => {
+                    head = Some(from_item::<HeadItem>(item)?.into());
+                }
+                Some(AttributeValue::S(sk)) if sk.starts_with(FACT_PREFIX) => {
+                    let fact: FactItem = from_item(item)?;
+                    if fact.expires_at.is_none_or(|expires| expires > now) {
+                        facts.push(fact.into());
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok((head, facts))
+    }
+
+    /// The conditional put that claims a key; `Ok(false)` when its condition failed.
+    async fn put_claim(
+        &self,
+        pk: &str,
+        idempotency: &IdempotencyKey,
+        payload_hash: &str,
+        now: i64,
+        lease_seconds: i64,
+    ) -> Result<bool, StoreError> {
+        let item = RequestItem {
+            pk: pk.to_owned(),
+            sk: request_sk(idempotency),
+            status: RequestStatus::InProgress,
+            payload_hash: payload_hash.to_owned(),
+            lease_until: Some(now.saturating_add(lease_seconds)),
+            response: None,
+            expires_at: now.saturating_add(REQUEST_TTL_SECONDS),
+        };
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(to_item(&item)?))
+            .condition_expression(
+                "attribute_not_exists(pk) OR expires_at <= :now \
+                 OR (#status = :in_progress AND lease_until <= :now AND payload_hash = :hash)",
+            )
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":now", n(now))
+            .expression_attribute_values(":in_progress", s(RequestStatus::IN_PROGRESS))
+            .expression_attribute_values(":hash", s(payload_hash))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(SdkError::ServiceError(ctx))
+                if matches!(ctx.err(), PutItemError::ConditionalCheckFailedException(_)) =>
+            {
+                Ok(false)
+            }
+            Err(err) => Err(sdk_error("put_item", err)),
+        }
+    }
+
+    /// Deletes keys in batches of 25, retrying unprocessed ones with backoff.
+    async fn delete_keys(&self, keys: Vec<Item>) -> Result<(), StoreError> {
+        for chunk in keys.chunks(BATCH_WRITE_CHUNK) {
+            let mut requests = chunk
+                .iter()
+                .map(|key| {
+                    let delete = DeleteRequest::builder()
+                        .set_key(Some(key.clone()))
+                        .build()
+                        .map_err(|err| StoreError::Other(format!("delete request: {err}")))?;
+                    Ok(WriteRequest::builder().delete_request(delete).build())
+                })
+                .collect::<Result<Vec<_>, StoreError>>()?;
+            let mut attempt = 0;
+            while !requests.is_empty() {
+                if attempt == BATCH_WRITE_ATTEMPTS {
+                    return Err(StoreError::Unavailable(format!(
+                        "batch_write_item left {} items unprocessed after {attempt} attempts",
+                        requests.len()
+                    )));
+                }
+                if attempt > 0 {
+                    tokio::time::sleep(backoff(attempt)).await;
+                }
+                attempt += 1;
+                let output = self
+                    .client
+                    .batch_write_item()
+                    .request_items(&self.table, requests)
+                    .send()
+                    .await
+                    .map_err(|err| sdk_error("batch_write_item", err))?;
+                requests = output
+                    .unprocessed_items
+                    .and_then(|mut unprocessed| unprocessed.remove(&self.table))
+                    .unwrap_or_default();
+            }
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Store for DynamoStore {
+    async fn load_turn(&self, key: &ContactKey, now: i64) -> Result<TurnState, StoreError> {
+        let (head, facts) = self.head_and_facts(key, now).await?;
+        let Some(head) = head else {
+            return Ok(TurnState {
+                head: None,
+                facts,
+                window: Vec::new(),
+            });
+        };
+        let first = head.summarized_until.saturating_add(1);
+        if first > MAX_SEQ {
+            return Ok(TurnState {
+                head: Some(head),
+                facts,
+                window: Vec::new(),
+            });
+        }
+        let query = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .consistent_read(true)
+            .key_condition_expression("pk = :pk AND sk BETWEEN :from AND :to")
+            .expression_attribute_values(":pk", s(contact_pk(key)))
+            .expression_attribute_values(":from", s(message_sk(head.session, first)))
+            .expression_attribute_values(":to", s(message_sk(head.session, MAX_SEQ)));
+        let window = self
+            .query_all(query)
+            .await?
+            .into_iter()
+            .map(message_from_item)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(TurnState {
+            head: Some(head),
+            facts,
+            window,
+        })
+    }
+
+    async fn load_memory(
+        &self,
+        key: &ContactKey,
+        now: i64,
+    ) -> Result<(Option<Head>, Vec<Fact>), StoreError> {
+        self.head_and_facts(key, now).await
+    }
+
+    async fn commit_round(&self, commit: &RoundCommit) -> Result<(), StoreError> {
+        let actions = 1 + commit.messages.len() + usize::from(commit.idempotency.is_some());
+        if actions > MAX_TRANSACTION_ACTIONS {
+            return Err(StoreError::Other(format!(
+                "a round of {} messages does not fit one transaction",
+                commit.messages.len()
+            )));
+        }
+        let pk = contact_pk(&commit.key);
+        let mut items = Vec::with_capacity(actions);
+        items.push(
+            TransactWriteItem::builder()
+                .update(head_update(&self.table, &pk, commit)?)
+                .build(),
+        );
+        for message in &commit.messages {
+            let put = Put::builder()
+                .table_name(&self.table)
+                .set_item(Some(to_item(&MessageItem::new(&pk, message)?)?))
+                .condition_expression("attribute_not_exists(sk)")
+                .build()
+                .map_err(|err| StoreError::Other(format!("message put: {err}")))?;
+            items.push(TransactWriteItem::builder().put(put).build());
+        }
+        if let Some(done) = &commit.idempotency {
+            let record = RequestItem {
+                pk: pk.clone(),
+                sk: request_sk(&done.key),
+                status: RequestStatus::Completed,
+                payload_hash: done.payload_hash.clone(),
+                lease_until: None,
+                response: Some(done.response.clone()),
+                expires_at: done.expires_at,
+            };
+            let put = Put::builder()
+                .table_name(&self.table)
+                .set_item(Some(to_item(&record)?))
+                .build()
+                .map_err(|err| StoreError::Other(format!("request put: {err}")))?;
+            items.push(TransactWriteItem::builder().put(put).build());
+        }
+        match self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(items))
+            .send()
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(err) => Err(transaction_error(err)),
+        }
+    }
+
+    async fn claim_request(
+        &self,
+        key: &ContactKey,
+        idempotency: &IdempotencyKey,
+        payload_hash: &str,
+        now: i64,
+        lease_seconds: i64,
+    ) -> Result<Claim, StoreError> {
+        let pk = contact_pk(key);
+        // The record can vanish between a failed condition and the read (an erase, a
+        // release, TTL): then the put is tried once more.
+        for _ in 0..2 {
+            if self
+                .put_claim(&pk, idempotency, payload_hash, now, lease_seconds)
+                .await?
+            {
+                return Ok(Claim::Started);
+            }
+            let found = self
+                .client
+                .get_item()
+                .table_name(&self.table)
+                .consistent_read(true)
+                .key("pk", s(&pk))
+                .key("sk", s(request_sk(idempotency)))
+                .send()
+                .await
+                .map_err(|err| sdk_error("get_item", err))?;
+            let Some(item) = found.item else { continue };
+            let record: RequestItem = from_item(item)?;
+            return Ok(if record.payload_hash != payload_hash {
+                Claim::Mismatch
+            } else {
+                match record.status {
+                    RequestStatus::Completed => Claim::Completed {
+                        response: record.response.unwrap_or_default(),
+                    },
+                    RequestStatus::InProgress => Claim::InProgress,
+                }
+            });
+        }
+        Err(StoreError::Unavailable(
+            "the idempotency record changed twice while being claimed".into(),
+        ))
+    }
+
+    async fn release_request(
+        &self,
+        key: &ContactKey,
+        idempotency: &IdempotencyKey,
+    ) -> Result<(), StoreError> {
+        let result = self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .key("pk", s(contact_pk(key)))
+            .key("sk", s(request_sk(idempotency)))
+            .condition_expression("#status = :in_progress")
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":in_progress", s(RequestStatus::IN_PROGRESS))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            // Absent or completed: nothing to release.
+            Err(SdkError::ServiceError(ctx))
+                if matches!(
+                    ctx.err(),
+                    DeleteItemError::ConditionalCheckFailedException(_)
+                ) =>
+            {
+                Ok(())
+            }
+            Err(err) => Err(sdk_error("delete_item", err)),
+        }
+    }
+
+    async fn transcript(
+        &self,
+        key: &ContactKey,
+        sessions: SessionFilter,
+        limit: usize,
+        before: Option<Cursor>,
+    ) -> Result<TranscriptPage, StoreError> {
+        let Some((from, to)) = transcript_range(sessions, before) else {
+            return Ok(TranscriptPage::default());
+        };
+        if limit == 0 {
+            return Ok(TranscriptPage::default());
+        }
+        // BETWEEN rather than begins_with: a key condition takes one operator on the
+        // sort key, and BETWEEN expresses both the session filter and the exclusive
+        // `before` (as the message just before it).
+        let query = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .consistent_read(true)
+            .scan_index_forward(false)
+            .key_condition_expression("pk = :pk AND sk BETWEEN :from AND :to")
+            .expression_attribute_values(":pk", s(contact_pk(key)))
+            .expression_attribute_values(":from", s(message_sk(from.session, from.seq)))
+            .expression_attribute_values(":to", s(message_sk(to.session, to.seq)));
+        // One more than asked for tells whether an older page exists.
+        let want = limit.saturating_add(1);
+        let mut newest_first = Vec::with_capacity(want.min(1000));
+        let mut start = None;
+        loop {
+            let page_limit = i32::try_from(want - newest_first.len()).unwrap_or(i32::MAX);
+            let page = query
+                .clone()
+                .limit(page_limit)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|err| sdk_error("query", err))?;
+            for item in page.items.unwrap_or_default() {
+                newest_first.push(message_from_item(item)?);
+            }
+            match page.last_evaluated_key {
+                Some(key) if !key.is_empty() && newest_first.len() < want => start = Some(key),
+                _ => break,
+            }
+        }
+        let more = newest_first.len() > limit;
+        newest_first.truncate(limit);
+        newest_first.reverse();
+        let next_before = if more {
+            newest_first.first().map(|oldest| Cursor {
+                session: oldest.session,
+                seq: oldest.seq,
+            })
+        } else {
+            None
+        };
+        Ok(TranscriptPage {
+            messages: newest_first,
+            next_before,
+        })
+    }
+
+    async fn erase_contact(&self, key: &ContactKey) -> Result<usize, StoreError> {
+        let query = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .consistent_read(true)
+            .key_condition_expression("pk = :pk")
+            .projection_expression("pk, sk")
+            .expression_attribute_values(":pk", s(contact_pk(key)));
+        let mut erased = 0;
+        let mut start = None;
+        loop {
+            let page = query
+                .clone()
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|err| sdk_error("query", err))?;
+            let keys = page.items.unwrap_or_default();
+            erased += keys.len();
+            self.delete_keys(keys).await?;
+            match page.last_evaluated_key {
+                Some(key) if !key.is_empty() => start = Some(key),
+                _ => return Ok(erased),
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl TenantStore for DynamoStore {
+    async fn tenant_config(&self, tenant: &TenantId) -> Result<Option<TenantConfig>, StoreError> {
+        let found = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .consistent_read(true)
+            .key("pk", s(tenant_pk(tenant)))
+            .key("sk", s(CONFIG_SK))
+            .send()
+            .await
+            .map_err(|err| sdk_error("get_item", err))?;
+        let Some(item) = found.item else {
+            return Ok(None);
+        };
+        let item: ConfigItem = from_item(item)?;
+        serde_json::from_str(&item.config)
+            .map(Some)
+            .map_err(|err| StoreError::Corrupt(format!("tenant config: {err}")))
+    }
+
+    async fn put_tenant_config(
+        &self,
+        tenant: &TenantId,
+        config: &TenantConfig,
+    ) -> Result<(), StoreError> {
+        let item = ConfigItem {
+            pk: tenant_pk(tenant),
+            sk: CONFIG_SK.into(),
+            config: serde_json::to_string(config)
+                .map_err(|err| StoreError::Other(format!("tenant config: {err}")))?,
+        };
+        self.client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(to_item(&item)?))
+            .send()
+            .await
+            .map_err(|err| sdk_error("put_item", err))?;
+        Ok(())
+    }
+}
+
+// ---- key layout ------------------------------------------------------------------
+
+const HEAD_SK: &str = "HEAD";
+const FACT_PREFIX: &str = "FACT#";
+const CONFIG_SK: &str = "CONFIG";
+
+fn contact_pk(key: &ContactKey) -> String {
+    format!("T#{}#C#{}", key.tenant, key.contact)
+}
+
+fn tenant_pk(tenant: &TenantId) -> String {
+    format!("T#{tenant}")
+}
+
+fn message_sk(session: u32, seq: u64) -> String {
+    format!("S#{session:06}#M#{seq:08}")
+}
+
+fn request_sk(idempotency: &IdempotencyKey) -> String {
+    format!("REQ#{idempotency}")
+}
+
+/// The inclusive `(from, to)` positions a transcript query covers, or `None` when
+/// nothing can match (`before` is at or before the first possible message).
+fn transcript_range(sessions: SessionFilter, before: Option<Cursor>) -> Option<(Cursor, Cursor)> {
+    let (from, mut to) = match sessions {
+        SessionFilter::All => (
+            Cursor { session: 0, seq: 0 },
+            Cursor {
+                session: MAX_SESSION,
+                seq: MAX_SEQ,
+            },
+        ),
+        SessionFilter::Only(session) => (
+            Cursor { session, seq: 0 },
+            Cursor {
+                session,
+                seq: MAX_SEQ,
+            },
+        ),
+    };
+    if let Some(before) = before {
+        let just_before = match before.seq {
+            0 => Cursor {
+                session: before.session.checked_sub(1)?,
+                seq: MAX_SEQ,
+            },
+            seq => Cursor {
+                session: before.session,
+                seq: (seq - 1).min(MAX_SEQ),
+            },
+        };
+        to = to.min(just_before);
+    }
+    (from <= to).then_some((from, to))
+}
+
+// ---- items -----------------------------------------------------------------------
+
+/// The head as stored; written only through `UpdateItem`, so only read here.
+#[derive(Deserialize)]
+struct HeadItem {
+    session: u32,
+    #[serde(default)]
+    last_seq: u64,
+    #[serde(default)]
+    summarized_until: u64,
+    #[serde(default)]
+    summary: Option<String>,
+    #[serde(default)]
+    last_context_tokens: u64,
+    #[serde(default)]
+    last_activity: i64,
+    #[serde(default)]
+    steps: u32,
+}
+
+impl From<HeadItem> for Head {
+    fn from(item: HeadItem) -> Head {
+        Head {
+            session: item.session,
+            last_seq: item.last_seq,
+            summarized_until: item.summarized_until,
+            summary: item.summary,
+            last_context_tokens: item.last_context_tokens,
+            last_activity: item.last_activity,
+            steps: item.steps,
+        }
+    }
+}
+
+/// A message as stored. `content` and `pruned` are the blocks as JSON strings: the
+/// exact Messages-API JSON, free of DynamoDB's quirks with empty strings and maps.
+#[derive(Serialize, Deserialize)]
+struct MessageItem {
+    pk: String,
+    sk: String,
+    session: u32,
+    seq: u64,
+    role: Role,
+    content: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pruned: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    usage: Option<Usage>,
+    #[serde(default)]
+    created_at: i64,
+}
+
+impl MessageItem {
+    fn new(pk: &str, message: &StoredMessage) -> Result<Self, StoreError> {
+        let json = |blocks| {
+            serde_json::to_string(blocks)
+                .map_err(|err| StoreError::Other(format!("message blocks: {err}")))
+        };
+        Ok(MessageItem {
+            pk: pk.to_owned(),
+            sk: message_sk(message.session, message.seq),
+            session: message.session,
+            seq: message.seq,
+            role: message.role,
+            content: json(&message.content)?,
+            pruned: message.pruned.as_ref().map(json).transpose()?,
+            usage: message.usage,
+            created_at: message.created_at,
+        })
+    }
+}
+
+fn message_from_item(item: Item) -> Result<StoredMessage, StoreError> {
+    let item: MessageItem = from_item(item)?;
+    let blocks = |json: &str| {
+        serde_json::from_str(json)
+            .map_err(|err| StoreError::Corrupt(format!("message {}: {err}", item.sk)))
+    };
+    Ok(StoredMessage {
+        session: item.session,
+        seq: item.seq,
+        role: item.role,
+        content: blocks(&item.content)?,
+        pruned: item.pruned.as_deref().map(blocks).transpose()?,
+        usage: item.usage,
+        created_at: item.created_at,
+    })
+}
+
+/// A fact as stored; `expires_at` is the TTL attribute (absent: kept).
+#[derive(Deserialize)]
+struct FactItem {
+    key: FactKey,
+    value: String,
+    source_session: u32,
+    source_seq: u64,
+    #[serde(default)]
+    updated_at: i64,
+    #[serde(default)]
+    expires_at: Option<i64>,
+}
+
+impl From<FactItem> for Fact {
+    fn from(item: FactItem) -> Fact {
+        Fact {
+            key: item.key,
+            value: item.value,
+            source: FactSource {
+                session: item.source_session,
+                seq: item.source_seq,
+            },
+            updated_at: item.updated_at,
+        }
+    }
+}
+
+/// The state of an idempotency record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum RequestStatus {
+    InProgress,
+    Completed,
+}
+
+impl RequestStatus {
+    const IN_PROGRESS: &str = "in_progress";
+}
+
+/// An idempotency record (`REQ#{key}`); `expires_at` is its TTL.
+#[derive(Serialize, Deserialize)]
+struct RequestItem {
+    pk: String,
+    sk: String,
+    status: RequestStatus,
+    payload_hash: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    lease_until: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    response: Option<String>,
+    expires_at: i64,
+}
+
+/// The tenant's `CONFIG` item: the config as a JSON string, so that unknown fields
+/// are refused by serde exactly as in any other JSON.
+#[derive(Serialize, Deserialize)]
+struct ConfigItem {
+    pk: String,
+    sk: String,
+    config: String,
+}
+
+// ---- writes ----------------------------------------------------------------------
+
+/// The head's part of a round: an update of only the fields `ask` owns, so that a
+/// compaction step applied since the head was loaded survives; a new session also
+/// resets the summary fields.
+fn head_update(table: &str, pk: &str, commit: &RoundCommit) -> Result<Update, StoreError> {
+    let head = &commit.head;
+    let mut set = vec![
+        "#session = :session",
+        "#last_seq = :last_seq",
+        "#last_context_tokens = :last_context_tokens",
+        "#last_activity = :last_activity",
+    ];
+    let mut update = Update::builder()
+        .table_name(table)
+        .key("pk", s(pk))
+        .key("sk", s(HEAD_SK))
+        .expression_attribute_names("#session", "session")
+        .expression_attribute_names("#last_seq", "last_seq")
+        .expression_attribute_names("#last_context_tokens", "last_context_tokens")
+        .expression_attribute_names("#last_activity", "last_activity")
+        .expression_attribute_values(":session", n(head.session))
+        .expression_attribute_values(":last_seq", n(head.last_seq))
+        .expression_attribute_values(":last_context_tokens", n(head.last_context_tokens))
+        .expression_attribute_values(":last_activity", n(head.last_activity));
+    let new_session = commit
+        .expected
+        .as_ref()
+        .is_none_or(|expected| expected.session != head.session);
+    let mut remove = "";
+    if new_session {
+        set.extend(["#summarized_until = :zero", "#steps = :zero"]);
+        remove = " REMOVE #summary";
+        update = update
+            .expression_attribute_names("#summarized_until", "summarized_until")
+            .expression_attribute_names("#steps", "steps")
+            .expression_attribute_names("#summary", "summary")
+            .expression_attribute_values(":zero", n(0));
+    }
+    update = update.update_expression(format!("SET {}{remove}", set.join(", ")));
+    update = match &commit.expected {
+        None => update.condition_expression("attribute_not_exists(pk)"),
+        Some(expected) => update
+            .condition_expression("#session = :expected_session AND #last_seq = :expected_last_seq")
+            .expression_attribute_values(":expected_session", n(expected.session))
+            .expression_attribute_values(":expected_last_seq", n(expected.last_seq)),
+    };
+    update
+        .build()
+        .map_err(|err| StoreError::Other(format!("head update: {err}")))
+}
+
+// ---- conversions and errors ------------------------------------------------------
+
+fn s(value: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(value.into())
+}
+
+fn n(value: impl ToString) -> AttributeValue {
+    AttributeValue::N(value.to_string())
+}
+
+fn to_item<T: Serialize>(value: &T) -> Result<Item, StoreError> {
+    serde_dynamo::to_item(value).map_err(|err| StoreError::Other(format!("serialise item: {err}")))
+}
+
+fn from_item<T: for<'de> Deserialize<'de>>(item: Item) -> Result<T, StoreError> {
+    serde_dynamo::from_item(item).map_err(|err| StoreError::Corrupt(err.to_string()))
+}
+
+/// Exponential backoff with jitter: about 50 ms, 100 ms, … capped near 2 s.
+fn backoff(attempt: u32) -> Duration {
+    let base = 50u64.saturating_mul(1 << attempt.min(5));
+    Duration::from_millis(base / 2 + fastrand::u64(0..=base / 2))
+}
+
+/// Error codes DynamoDB answers when retrying later may succeed.
+const TRANSIENT_CODES: &[&str] = &[
+    "ProvisionedThroughputExceededException",
+    "ThrottlingException",
+    "RequestLimitExceeded",
+    "TransactionConflictException",
+    "TransactionInProgressException",
+    "InternalServerError",
+    "ServiceUnavailable",
+    "LimitExceededException",
+];
+
+/// Maps an SDK failure: throttling, 5xx, timeouts and dispatch failures are
+/// [`StoreError::Unavailable`]; anything else is [`StoreError::Other`].
+fn sdk_error<E>(operation: &str, err: SdkError<E, HttpResponse>) -> StoreError
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    let transient = match &err {
+        SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
+            true
+        }
+        SdkError::ServiceError(ctx) => {
+            ctx.raw().status().is_server_error()
+                || ctx
+                    .err()
+                    .code()
+                    .is_some_and(|code| TRANSIENT_CODES.contains(&code))
+        }
+        _ => false,
+    };
+    let message = format!("{operation}: {}", DisplayErrorContext(&err));
+    if transient {
+        tracing::warn!(operation, "dynamodb unavailable");
+        StoreError::Unavailable(message)
+    } else {
+        StoreError::Other(message)
+    }
+}
+
+/// Maps a failed round: any failed condition is a [`StoreError::Conflict`] (someone
+/// committed first); a transaction that lost to another or was throttled is
+/// [`StoreError::Unavailable`].
+fn transaction_error(err: SdkError<TransactWriteItemsError, HttpResponse>) -> StoreError {
+    if let Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) =
+        err.as_service_error()
+    {
+        let codes: Vec<&str> = cancelled
+            .cancellation_reasons()
+            .iter()
+            .filter_map(|reason| reason.code())
+            .collect();
+        // Without reasons, the message still names them ("… [ConditionalCheckFailed, None]").
+        let message = cancelled.message().unwrap_or_default();
+        if codes.contains(&"ConditionalCheckFailed")
+            || (codes.is_empty() && message.contains("ConditionalCheckFailed"))
+        {
+            return StoreError::Conflict("the contact's head or a message changed".into());
+        }
+        let transient = [
+            "TransactionConflict",
+            "ThrottlingError",
+            "ProvisionedThroughputExceeded",
+        ];
+        if codes.iter().any(|code| transient.contains(code))
+            || transient.iter().any(|code| message.contains(code))
+        {
+            return StoreError::Unavailable(format!("transaction cancelled: {codes:?}"));
+        }
+        return StoreError::Other(format!("transaction cancelled: {codes:?} {message}"));
+    }
+    sdk_error("transact_write_items", err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn message_keys_sort_by_session_then_sequence() {
+        assert_eq!(message_sk(2, 15), "S#000002#M#00000015");
+        assert!(message_sk(1, 99) < message_sk(2, 1));
+        assert!(message_sk(1, 9) < message_sk(1, 10));
+        // The facts-and-head query relies on nothing else sorting between them.
+        assert!(FACT_PREFIX < HEAD_SK && HEAD_SK < "REQ#" && "REQ#" < "S#");
+    }
+
+    #[test]
+    fn transcript_ranges_stop_just_before_the_cursor() {
+        let at = |session, seq| Cursor { session, seq };
+        assert_eq!(
+            transcript_range(SessionFilter::Only(2), Some(at(2, 5))),
+            Some((at(2, 0), at(2, 4)))
+        );
+        assert_eq!(
+            transcript_range(SessionFilter::All, Some(at(3, 1))),
+            Some((at(0, 0), at(3, 0)))
+        );
+        assert_eq!(
+            transcript_range(SessionFilter::Only(2), Some(at(5, 1))),
+            Some((at(2, 0), at(2, MAX_SEQ)))
+        );
+        assert_eq!(
+            transcript_range(SessionFilter::Only(2), Some(at(1, 7))),
+            None
+        );
+        assert_eq!(transcript_range(SessionFilter::All, Some(at(0, 0))), None);
+    }
+
+    #[test]
+    fn message_items_keep_the_blocks_as_json_strings() {
+        let message = StoredMessage {
+            session: 1,
+            seq: 2,
+            role: Role::Assistant,
+            content: vec![crate::domain::ContentBlock::text("")],
+            pruned: None,
+            usage: Some(Usage {
+                input_tokens: 3,
+                ..Usage::default()
+            }),
+            created_at: 7,
+        };
+        let item = to_item(&MessageItem::new("T#t#C#c", &message).unwrap()).unwrap();
+        assert_eq!(item["content"], s(r#"[{"type":"text","text":""}]"#));
+        assert!(!item.contains_key("pruned"));
+        assert_eq!(message_from_item(item).unwrap(), message);
+    }
+}

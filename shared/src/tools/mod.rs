@@ -61,6 +61,16 @@ pub fn cap_to(content: String, max: usize) -> String {
     out
 }
 
+/// The tools of a tenant.
+#[async_trait]
+pub trait Tools: Send + Sync {
+    /// Definitions sent to the model, in a stable order (they head the cached prefix).
+    fn definitions(&self, enabled: Option<&[String]>) -> Vec<ToolDef>;
+
+    /// Runs one call. Never fails: an error is a result the model reads.
+    async fn call(&self, name: &str, input: &serde_json::Value) -> ToolOutput;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -73,14 +83,4 @@ mod tests {
         assert_eq!(ToolOutput::ok("short").content, "short");
         assert_eq!(cap_to("é".repeat(100), 60).chars().count(), 60);
     }
-}
-
-/// The tools of a tenant.
-#[async_trait]
-pub trait Tools: Send + Sync {
-    /// Definitions sent to the model, in a stable order (they head the cached prefix).
-    fn definitions(&self, enabled: Option<&[String]>) -> Vec<ToolDef>;
-
-    /// Runs one call. Never fails: an error is a result the model reads.
-    async fn call(&self, name: &str, input: &serde_json::Value) -> ToolOutput;
 }

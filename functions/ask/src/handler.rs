@@ -1,0 +1,349 @@
+//! Maps API Gateway HTTP API (payload v2) requests to the ask service and its results
+//! back to HTTP. Always returns a response: an `Err` from an HTTP handler becomes a
+//! bare 502 at API Gateway.
+
+use degrau::ask::{AskError, AskOutcome, AskService, format_cursor};
+use degrau::config::AuthConfig;
+use degrau::domain::{ContactId, IdempotencyKey, TenantId};
+use degrau::model::ModelError;
+use degrau::store::{ContactKey, StoreError};
+use lambda_http::request::RequestContext;
+use lambda_http::{Body, Request, RequestExt, Response};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tracing::{error, warn};
+
+/// Largest request body accepted, in bytes (the text limit is far below it).
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// The handler's dependencies, built once at init.
+pub struct App {
+    /// The service.
+    pub service: AskService,
+    /// How the tenant is found.
+    pub auth: AuthConfig,
+}
+
+/// An HTTP error: status, type and message, rendered as the error envelope.
+#[derive(Debug)]
+struct HttpError {
+    status: u16,
+    kind: &'static str,
+    message: String,
+    retry_after: Option<u64>,
+}
+
+impl HttpError {
+    fn new(status: u16, kind: &'static str, message: impl Into<String>) -> Self {
+        HttpError {
+            status,
+            kind,
+            message: message.into(),
+            retry_after: None,
+        }
+    }
+
+    fn invalid(message: impl Into<String>) -> Self {
+        Self::new(400, "invalid_request", message)
+    }
+}
+
+/// The one place a service error becomes an HTTP status.
+fn from_service(error: AskError) -> HttpError {
+    match error {
+        AskError::InvalidRequest(message) => HttpError::invalid(message),
+        AskError::TooLarge(message) => HttpError::new(413, "too_large", message),
+        AskError::NotFound(message) => HttpError::new(404, "not_found", message),
+        AskError::Conflict(message) => HttpError::new(409, "conflict", message),
+        error @ AskError::IdempotencyMismatch => {
+            HttpError::new(422, "idempotency_mismatch", error.to_string())
+        }
+        AskError::Model(ModelError::RateLimited { retry_after }) => HttpError {
+            retry_after: Some(retry_after.unwrap_or(10)),
+            ..HttpError::new(
+                429,
+                "rate_limited",
+                "the model is rate limiting; nothing was stored, retry later",
+            )
+        },
+        AskError::Model(ModelError::Timeout) => HttpError::new(
+            504,
+            "model_timeout",
+            "the model did not answer in time; nothing was stored",
+        ),
+        AskError::Model(error) => {
+            warn!(%error, "model error");
+            let message = match error {
+                ModelError::Unavailable { .. } | ModelError::Connection(_) => {
+                    "the model is unavailable; nothing was stored, retry later"
+                }
+                ModelError::PromptTooLong { .. } => {
+                    "the conversation is too long for the model; nothing was stored"
+                }
+                _ => "the model call failed; nothing was stored",
+            };
+            HttpError::new(502, "model_error", message)
+        }
+        error @ (AskError::ToolLoop | AskError::EmptyAnswer) => {
+            HttpError::new(502, "model_error", error.to_string())
+        }
+        AskError::Store(StoreError::Unavailable(detail)) => {
+            warn!(%detail, "storage unavailable");
+            HttpError {
+                retry_after: Some(1),
+                ..HttpError::new(
+                    503,
+                    "unavailable",
+                    "storage is busy; nothing was stored, retry shortly",
+                )
+            }
+        }
+        AskError::Store(StoreError::Conflict(_)) => HttpError::new(
+            409,
+            "conflict",
+            "another request for this contact changed it at the same time; retry",
+        ),
+        error @ (AskError::Store(_) | AskError::Internal(_)) => {
+            error!(%error, "internal error");
+            HttpError::new(500, "internal_error", "internal error; nothing was stored")
+        }
+    }
+}
+
+fn json_response(status: u16, body: String) -> Response<Body> {
+    let mut response = Response::new(Body::from(body));
+    *response.status_mut() = http_status(status);
+    response.headers_mut().insert(
+        "content-type",
+        lambda_http::http::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+fn http_status(status: u16) -> lambda_http::http::StatusCode {
+    lambda_http::http::StatusCode::from_u16(status)
+        .unwrap_or(lambda_http::http::StatusCode::INTERNAL_SERVER_ERROR)
+}
+
+fn error_response(error: HttpError) -> Response<Body> {
+    let body = json!({"error": {"type": error.kind, "message": error.message}}).to_string();
+    let mut response = json_response(error.status, body);
+    if let Some(seconds) = error.retry_after
+        && let Ok(value) = lambda_http::http::HeaderValue::from_str(&seconds.to_string())
+    {
+        response.headers_mut().insert("retry-after", value);
+    }
+    response
+}
+
+/// Handles one request; never fails.
+pub async fn handle(app: &App, request: Request) -> Response<Body> {
+    match route(app, &request).await {
+        Ok(response) => response,
+        Err(error) => error_response(error),
+    }
+}
+
+/// The routes, from the path without stage.
+enum Route {
+    Messages(String),
+    Memory(String),
+    Contact(String),
+}
+
+fn parse_route(path: &str) -> Option<Route> {
+    // Under `cargo lambda watch` without a router, paths arrive as /lambda-url/ask/...
+    let path = path.strip_prefix("/lambda-url/ask").unwrap_or(path);
+    let rest = path.strip_prefix("/v1/contacts/")?;
+    let segments: Vec<&str> = rest.split('/').collect();
+    match segments.as_slice() {
+        [contact, "messages"] => Some(Route::Messages((*contact).to_owned())),
+        [contact, "memory"] => Some(Route::Memory((*contact).to_owned())),
+        [contact] => Some(Route::Contact((*contact).to_owned())),
+        _ => None,
+    }
+}
+
+async fn route(app: &App, request: &Request) -> Result<Response<Body>, HttpError> {
+    let raw = request.raw_http_path();
+    let path = if raw.is_empty() {
+        request.uri().path()
+    } else {
+        raw
+    };
+    let route = parse_route(path).ok_or_else(|| {
+        HttpError::new(
+            404,
+            "not_found",
+            format!("no route for {} {}", request.method(), path),
+        )
+    })?;
+    let method = request.method().as_str();
+    let allowed = match &route {
+        Route::Messages(_) => "GET, POST",
+        Route::Memory(_) => "GET",
+        Route::Contact(_) => "DELETE",
+    };
+    if !allowed.split(", ").any(|m| m == method) {
+        return Err(HttpError::new(
+            405,
+            "method_not_allowed",
+            format!("{method} is not allowed here; use {allowed}"),
+        ));
+    }
+    let tenant = tenant(&app.auth, request)?;
+    let contact = match &route {
+        Route::Messages(c) | Route::Memory(c) | Route::Contact(c) => contact_id(c)?,
+    };
+    let key = ContactKey { tenant, contact };
+    let service = &app.service;
+    match (route, method) {
+        (Route::Messages(_), "POST") => post_message(service, &key, request).await,
+        (Route::Messages(_), _) => {
+            let query = request.query_string_parameters_ref();
+            let param = |name: &str| query.and_then(|q| q.first(name));
+            let page = service
+                .transcript(&key, param("session"), param("limit"), param("before"))
+                .await
+                .map_err(from_service)?;
+            let body = json!({
+                "messages": page.messages.iter().map(|m| json!({
+                    "session": m.session,
+                    "seq": m.seq,
+                    "role": m.role,
+                    "content": m.content,
+                    "created_at": m.created_at,
+                })).collect::<Vec<Value>>(),
+                "next_before": page.next_before.as_ref().map(format_cursor),
+            });
+            Ok(json_response(200, body.to_string()))
+        }
+        (Route::Memory(_), _) => {
+            let view = service.memory(&key).await.map_err(from_service)?;
+            let body = serde_json::to_string(&view)
+                .map_err(|e| HttpError::new(500, "internal_error", e.to_string()))?;
+            Ok(json_response(200, body))
+        }
+        (Route::Contact(_), _) => {
+            let items = service.erase(&key).await.map_err(from_service)?;
+            Ok(json_response(
+                200,
+                json!({"erased": true, "items": items}).to_string(),
+            ))
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PostBody {
+    text: String,
+}
+
+async fn post_message(
+    service: &AskService,
+    key: &ContactKey,
+    request: &Request,
+) -> Result<Response<Body>, HttpError> {
+    if let Some(kind) = request.headers().get("content-type") {
+        let kind = kind.to_str().unwrap_or_default().to_ascii_lowercase();
+        if !kind.starts_with("application/json") {
+            return Err(HttpError::new(
+                415,
+                "unsupported_media_type",
+                "send the body as application/json",
+            ));
+        }
+    }
+    let bytes: &[u8] = request.body().as_ref();
+    if bytes.len() > MAX_BODY_BYTES {
+        return Err(HttpError::new(
+            413,
+            "too_large",
+            format!(
+                "the body has {} bytes; the limit is {MAX_BODY_BYTES}",
+                bytes.len()
+            ),
+        ));
+    }
+    let body: PostBody = serde_json::from_slice(bytes).map_err(|e| {
+        HttpError::invalid(format!(
+            "the body must be a JSON object {{\"text\": \"...\"}}: {e}"
+        ))
+    })?;
+    let idempotency = match request.headers().get("idempotency-key") {
+        None => None,
+        Some(value) => {
+            let text = value
+                .to_str()
+                .map_err(|_| HttpError::invalid("Idempotency-Key must be visible ASCII"))?;
+            Some(IdempotencyKey::parse(text).map_err(|e| HttpError::invalid(e.to_string()))?)
+        }
+    };
+    match service
+        .ask(key, &body.text, idempotency.as_ref())
+        .await
+        .map_err(from_service)?
+    {
+        AskOutcome::Answered(response) => {
+            let body = serde_json::to_string(&response)
+                .map_err(|e| HttpError::new(500, "internal_error", e.to_string()))?;
+            Ok(json_response(200, body))
+        }
+        AskOutcome::Replayed(body) => {
+            let mut response = json_response(200, body);
+            response.headers_mut().insert(
+                "idempotent-replayed",
+                lambda_http::http::HeaderValue::from_static("true"),
+            );
+            Ok(response)
+        }
+    }
+}
+
+fn tenant(auth: &AuthConfig, request: &Request) -> Result<TenantId, HttpError> {
+    let unauthenticated = |message: &str| HttpError::new(401, "unauthenticated", message);
+    let value = match auth {
+        AuthConfig::Jwt { claim } => match request.request_context_ref() {
+            Some(RequestContext::ApiGatewayV2(context)) => context
+                .authorizer
+                .as_ref()
+                .and_then(|a| a.jwt.as_ref())
+                .and_then(|jwt| jwt.claims.get(claim))
+                .cloned(),
+            _ => None,
+        }
+        .ok_or_else(|| unauthenticated("no verified tenant claim in the token"))?,
+        AuthConfig::Dev => request
+            .headers()
+            .get("x-tenant-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+            .ok_or_else(|| unauthenticated("AUTH_MODE=dev: send the tenant in X-Tenant-Id"))?,
+    };
+    TenantId::parse(&value).map_err(|e| unauthenticated(&e.to_string()))
+}
+
+fn contact_id(segment: &str) -> Result<ContactId, HttpError> {
+    let decoded = percent_decode(segment)
+        .ok_or_else(|| HttpError::invalid("the contact id is not valid UTF-8"))?;
+    ContactId::parse(&decoded).map_err(|e| HttpError::invalid(e.to_string()))
+}
+
+/// Decodes `%XX` escapes; `None` when an escape is malformed or the result is not UTF-8.
+fn percent_decode(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = text.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}

@@ -1,0 +1,147 @@
+//! What tests can steer and inspect: injected faults, scripted answers and the log
+//! of received calls. The HTTP control endpoints under `/stand-in/` and the Rust
+//! methods of [`crate::StandIn`] share these types.
+
+use degrau::domain::ContentBlock;
+use degrau::model::StopReason;
+use degrau::usage::Usage;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// One injected fault, consumed by the next `POST /v1/messages` before anything
+/// else (headers and body are not even looked at when it sets a `status`).
+///
+/// `hang_ms` sleeps first; then `status` answers that error, `drop` breaks the
+/// connection, and neither answers normally. With `drop`, the request is handled
+/// normally (cache and log included), then the status line, the headers and the
+/// first half of the body are sent and the connection is closed mid-body.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fault {
+    /// HTTP status of the error to answer (400–599, 529 included).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// `error.type`; defaults to the API's type for the status.
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// `error.message`; defaults to a short text naming the fault.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// `retry-after` header, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after: Option<u64>,
+    /// `x-should-retry` header.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub should_retry: Option<bool>,
+    /// `error.details.error_code`, e.g. `enforced_spend_limit_reached`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_code: Option<String>,
+    /// Milliseconds to wait before answering.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hang_ms: Option<u64>,
+    /// Break the connection half-way through the body.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub drop: bool,
+}
+
+impl Fault {
+    /// Why the fault cannot be queued, if it cannot.
+    pub fn problem(&self) -> Option<String> {
+        if let Some(status) = self.status
+            && !(400..=599).contains(&status)
+        {
+            return Some(format!("status must be 400–599, got {status}"));
+        }
+        if self.status.is_some() && self.drop {
+            return Some("a fault sets `status` or `drop`, not both".into());
+        }
+        if self.status.is_none() && !self.drop && self.hang_ms.is_none() {
+            return Some("a fault needs `status`, `hang_ms` or `drop`".into());
+        }
+        None
+    }
+}
+
+/// A scripted answer, used instead of the heuristics by the next valid request
+/// (a request refused with a 400 does not consume it). Usage is still computed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptedAnswer {
+    /// The answer's blocks, as the API returns them.
+    pub content: Vec<ContentBlock>,
+    /// Why it stopped; defaults to `tool_use` when `content` holds one, else
+    /// `end_turn`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<StopReason>,
+}
+
+impl ScriptedAnswer {
+    /// The stop reason to report.
+    pub fn stop_reason(&self) -> StopReason {
+        self.stop_reason.clone().unwrap_or_else(|| {
+            if self
+                .content
+                .iter()
+                .any(|b| matches!(b, ContentBlock::ToolUse { .. }))
+            {
+                StopReason::ToolUse
+            } else {
+                StopReason::EndTurn
+            }
+        })
+    }
+}
+
+/// One `POST /v1/messages` call as the stand-in saw it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoggedCall {
+    /// Its `request-id`.
+    pub request_id: String,
+    /// The HTTP status answered.
+    pub status: u16,
+    /// The body received: JSON when it parsed, else the text (lossy UTF-8).
+    pub body: Value,
+    /// The usage computed, for answered calls.
+    pub usage: Option<Usage>,
+    /// The response body sent (the whole of it, even when `dropped`).
+    pub response: Value,
+    /// True when a `drop` fault cut the response.
+    #[serde(default)]
+    pub dropped: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn faults_parse_from_the_documented_shapes() {
+        let faults: Vec<Fault> = serde_json::from_value(json!([
+            {"status": 529}, {"status": 429, "retry_after": 1}, {"hang_ms": 5000},
+            {"drop": true}, {"status": 400, "type": "invalid_request_error", "message": "no"}
+        ]))
+        .unwrap();
+        assert!(faults.iter().all(|f| f.problem().is_none()));
+        assert_eq!(faults[1].retry_after, Some(1));
+        assert!(faults[3].drop);
+        assert!(Fault::default().problem().is_some());
+        let bad = Fault {
+            status: Some(200),
+            ..Fault::default()
+        };
+        assert!(bad.problem().unwrap().contains("400–599"));
+        assert!(serde_json::from_value::<Fault>(json!({"statuss": 500})).is_err());
+    }
+
+    #[test]
+    fn a_script_defaults_its_stop_reason_from_its_content() {
+        let tool: ScriptedAnswer = serde_json::from_value(json!({"content": [
+            {"type": "tool_use", "id": "t1", "name": "x", "input": {}}]}))
+        .unwrap();
+        assert_eq!(tool.stop_reason(), StopReason::ToolUse);
+        let text: ScriptedAnswer =
+            serde_json::from_value(json!({"content": [{"type": "text", "text": "hi"}]})).unwrap();
+        assert_eq!(text.stop_reason(), StopReason::EndTurn);
+    }
+}

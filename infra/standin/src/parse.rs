@@ -1,0 +1,292 @@
+//! Reading a `POST /v1/messages` body the way the real API does: JSON, the required
+//! fields, the shapes the API accepts, then degrau's own copy of the API's rules
+//! ([`degrau::validate::validate_request`]) with their texts verbatim.
+//!
+//! The API accepts a few shorthands degrau's types do not model; they are rewritten
+//! to the long form first: `system` as a string, message `content` as a string,
+//! `tool_result.content` as a list of text blocks (or absent), a tool without
+//! `description`, and `cache_control` on a tool (kept aside as a breakpoint).
+
+use std::collections::HashSet;
+
+use degrau::request::{MAX_BREAKPOINTS, ModelRequest};
+use degrau::validate::validate_request;
+use serde_json::{Map, Value, json};
+
+use crate::error::ApiError;
+
+/// A request that passed every check.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParsedRequest {
+    /// The request, in degrau's types.
+    pub request: ModelRequest,
+    /// Whether each tool carried `cache_control`.
+    pub tool_breakpoints: Vec<bool>,
+    /// Canonical JSON of the options that invalidate the cached messages part when
+    /// they change (`tool_choice`, `output_config`).
+    pub prelude: String,
+    /// False when `tool_choice` is `{"type": "none"}`: the model may not call tools.
+    pub tools_enabled: bool,
+}
+
+/// Parses and checks a body; the error is the 400 the API would answer.
+pub fn parse_request(body: &[u8]) -> Result<ParsedRequest, ApiError> {
+    let value: Value = serde_json::from_slice(body).map_err(|e| {
+        ApiError::invalid(format!(
+            "There was an error parsing the body of your request as JSON: {e}"
+        ))
+    })?;
+    let Value::Object(mut object) = value else {
+        return Err(ApiError::invalid("body: Input should be a valid dictionary"));
+    };
+    for field in ["model", "max_tokens", "messages"] {
+        if !object.contains_key(field) {
+            return Err(ApiError::invalid(format!("{field}: Field required")));
+        }
+    }
+    if object.get("stream").and_then(Value::as_bool) == Some(true) {
+        return Err(ApiError::invalid(
+            "stream: the offline stand-in does not stream; send the request without \"stream\": true",
+        ));
+    }
+    let tool_breakpoints = normalise(&mut object);
+    let prelude = json!({
+        "tool_choice": object.get("tool_choice"),
+        "output_config": object.get("output_config"),
+    })
+    .to_string();
+    let tools_enabled = object
+        .get("tool_choice")
+        .and_then(|c| c.get("type"))
+        .and_then(Value::as_str)
+        != Some("none");
+
+    let request: ModelRequest = serde_json::from_value(Value::Object(object))
+        .map_err(|e| ApiError::invalid(format!("invalid request body: {e}")))?;
+
+    if request.max_tokens == 0 {
+        return Err(ApiError::invalid(
+            "max_tokens: Input should be greater than or equal to 1",
+        ));
+    }
+    for (index, block) in request.system.iter().enumerate() {
+        if block.kind != "text" {
+            return Err(ApiError::invalid(format!(
+                "system.{index}.type: Input should be 'text'"
+            )));
+        }
+    }
+    check_tools(&request)?;
+    let breakpoints =
+        request.breakpoints() + tool_breakpoints.iter().filter(|&&marked| marked).count();
+    if breakpoints > MAX_BREAKPOINTS {
+        return Err(ApiError::invalid(format!(
+            "A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. Found {breakpoints}."
+        )));
+    }
+    validate_request(&request).map_err(|violation| ApiError::invalid(violation.message))?;
+
+    Ok(ParsedRequest {
+        request,
+        tool_breakpoints,
+        prelude,
+        tools_enabled,
+    })
+}
+
+/// Tool names match `^[a-zA-Z0-9_-]{1,64}$` and are unique.
+fn check_tools(request: &ModelRequest) -> Result<(), ApiError> {
+    let mut seen = HashSet::new();
+    for (index, tool) in request.tools.iter().enumerate() {
+        let name = tool.name.as_str();
+        let well_formed = (1..=64).contains(&name.len())
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if !well_formed {
+            return Err(ApiError::invalid(format!(
+                "tools.{index}.name: String should match pattern '^[a-zA-Z0-9_-]{{1,64}}$'"
+            )));
+        }
+        if !seen.insert(name) {
+            return Err(ApiError::invalid("tools: Tool names must be unique."));
+        }
+    }
+    Ok(())
+}
+
+/// Rewrites the API's shorthands to the long form; returns the tools' breakpoints.
+fn normalise(object: &mut Map<String, Value>) -> Vec<bool> {
+    if let Some(Value::String(text)) = object.get("system") {
+        let blocks = if text.is_empty() {
+            json!([])
+        } else {
+            json!([{"type": "text", "text": text}])
+        };
+        object.insert("system".into(), blocks);
+    }
+    if let Some(Value::Array(messages)) = object.get_mut("messages") {
+        for message in messages.iter_mut().filter_map(Value::as_object_mut) {
+            if let Some(Value::String(text)) = message.get("content") {
+                let blocks = if text.is_empty() {
+                    json!([])
+                } else {
+                    json!([{"type": "text", "text": text}])
+                };
+                message.insert("content".into(), blocks);
+            }
+            if let Some(Value::Array(blocks)) = message.get_mut("content") {
+                for block in blocks.iter_mut().filter_map(Value::as_object_mut) {
+                    if block.get("type").and_then(Value::as_str) == Some("tool_result") {
+                        let content = tool_result_text(block.get("content"));
+                        block.insert("content".into(), Value::String(content));
+                    }
+                }
+            }
+        }
+    }
+    let mut breakpoints = Vec::new();
+    if let Some(Value::Array(tools)) = object.get_mut("tools") {
+        for tool in tools.iter_mut() {
+            let Some(tool) = tool.as_object_mut() else {
+                breakpoints.push(false);
+                continue;
+            };
+            let marked = tool.remove("cache_control").is_some_and(|c| !c.is_null());
+            breakpoints.push(marked);
+            tool.entry("description")
+                .or_insert_with(|| Value::String(String::new()));
+        }
+    }
+    breakpoints
+}
+
+/// `tool_result.content` as text: a string as is, text blocks joined by newlines.
+fn tool_result_text(content: Option<&Value>) -> String {
+    match content {
+        Some(Value::String(text)) => text.clone(),
+        Some(Value::Array(blocks)) => blocks
+            .iter()
+            .filter_map(|b| b.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use degrau::domain::ContentBlock;
+
+    fn error(body: Value) -> String {
+        parse_request(body.to_string().as_bytes())
+            .unwrap_err()
+            .message
+    }
+
+    #[test]
+    fn reports_missing_required_fields_like_the_api() {
+        assert_eq!(
+            error(json!({"max_tokens": 1, "messages": []})),
+            "model: Field required"
+        );
+        assert_eq!(
+            error(json!({"model": "m", "messages": []})),
+            "max_tokens: Field required"
+        );
+        assert_eq!(
+            error(json!({"model": "m", "max_tokens": 1})),
+            "messages: Field required"
+        );
+        assert!(
+            parse_request(b"{not json")
+                .unwrap_err()
+                .message
+                .contains("error parsing the body")
+        );
+        assert_eq!(
+            error(json!([1])),
+            "body: Input should be a valid dictionary"
+        );
+    }
+
+    #[test]
+    fn accepts_the_api_shorthands() {
+        let parsed = parse_request(
+            json!({
+                "model": "m", "max_tokens": 5, "system": "be nice",
+                "tools": [{"name": "t", "input_schema": {"type": "object"}, "cache_control": {"type": "ephemeral"}}],
+                "tool_choice": {"type": "none"},
+                "messages": [
+                    {"role": "user", "content": "hi"},
+                    {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "t", "input": {}}]},
+                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a",
+                        "content": [{"type": "text", "text": "one"}, {"type": "text", "text": "two"}]}]}
+                ]
+            })
+            .to_string()
+            .as_bytes(),
+        )
+        .unwrap();
+        assert_eq!(parsed.request.system[0].text, "be nice");
+        assert_eq!(parsed.request.messages[0].content[0].block, ContentBlock::text("hi"));
+        assert_eq!(
+            parsed.request.messages[2].content[0].block,
+            ContentBlock::tool_result("a", "one\ntwo")
+        );
+        assert_eq!(parsed.tool_breakpoints, vec![true]);
+        assert!(!parsed.tools_enabled);
+        assert!(parsed.prelude.contains("none"));
+    }
+
+    #[test]
+    fn refuses_bad_and_duplicate_tool_names() {
+        let body = |names: &[&str]| {
+            let tools: Vec<Value> = names
+                .iter()
+                .map(|n| json!({"name": n, "description": "", "input_schema": {"type": "object"}}))
+                .collect();
+            json!({"model": "m", "max_tokens": 5, "tools": tools,
+                "messages": [{"role": "user", "content": "hi"}]})
+        };
+        assert_eq!(
+            error(body(&["ok", "bad name"])),
+            "tools.1.name: String should match pattern '^[a-zA-Z0-9_-]{1,64}$'"
+        );
+        assert!(error(body(&[&"x".repeat(65)])).starts_with("tools.0.name"));
+        assert_eq!(error(body(&["a", "a"])), "tools: Tool names must be unique.");
+        assert!(parse_request(body(&["a-b_C9"]).to_string().as_bytes()).is_ok());
+    }
+
+    #[test]
+    fn counts_tool_breakpoints_against_the_maximum() {
+        let marked = json!({"type": "ephemeral"});
+        let body = json!({"model": "m", "max_tokens": 5,
+            "tools": [{"name": "t", "description": "", "input_schema": {}, "cache_control": marked}],
+            "system": [
+                {"type": "text", "text": "a", "cache_control": marked},
+                {"type": "text", "text": "b", "cache_control": marked}],
+            "messages": [{"role": "user", "content": [
+                {"type": "text", "text": "x", "cache_control": marked},
+                {"type": "text", "text": "y", "cache_control": marked}]}]});
+        assert_eq!(
+            error(body),
+            "A maximum of 4 blocks with cache_control may be provided. Found 5."
+        );
+    }
+
+    #[test]
+    fn passes_on_the_api_rule_texts_verbatim() {
+        let text = error(json!({"model": "m", "max_tokens": 5,
+            "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Sure"}]}));
+        assert_eq!(
+            text,
+            "This model does not support assistant message prefill. The conversation must end with a user message."
+        );
+        assert_eq!(
+            error(json!({"model": "m", "max_tokens": 0, "messages": [{"role": "user", "content": "hi"}]})),
+            "max_tokens: Input should be greater than or equal to 1"
+        );
+    }
+}

@@ -1,0 +1,247 @@
+//! The stand-in's view of a prompt: an ordered list of *cacheable positions* (each
+//! tool, each system block, each message content block, in the API's prefix order
+//! tools → system → messages), each with its own token count and the hash of the
+//! whole prefix up to and including it.
+//!
+//! Token counting is the stand-in's own and deterministic: a position costs
+//! `ceil(chars of its canonical JSON without cache_control / 4)`, at least 1. It is
+//! not Claude's tokenizer, and nothing in degrau may depend on the exact numbers;
+//! what matters is that they are stable, add up, and grow with the text.
+//!
+//! Hashes are chained SHA-256 and ignore `cache_control`, so moving a breakpoint
+//! does not change a prefix, while changing any byte of an earlier position does.
+
+use degrau::domain::Role;
+use degrau::request::{ModelRequest, SystemBlock};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+/// Hash of a canonical prefix.
+pub type PrefixHash = [u8; 32];
+
+/// One cacheable position of a prompt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Position {
+    /// Tokens of this position alone.
+    pub tokens: u64,
+    /// Hash of the canonical prefix up to and including this position.
+    pub prefix_hash: PrefixHash,
+    /// Whether the position carries `cache_control`.
+    pub breakpoint: bool,
+}
+
+/// A request flattened into cacheable positions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prompt {
+    positions: Vec<Position>,
+    fingerprint: PrefixHash,
+}
+
+/// Tokens of a text of `chars` characters: a quarter, rounded up, at least 1.
+pub fn tokens_for_chars(chars: usize) -> u64 {
+    (chars as u64).div_ceil(4).max(1)
+}
+
+/// Tokens of a value's canonical JSON (serde writes struct fields in declaration
+/// order and, without `preserve_order`, map keys sorted).
+pub fn tokens_of<T: Serialize>(value: &T) -> u64 {
+    tokens_for_chars(canonical(value).chars().count())
+}
+
+fn canonical<T: Serialize>(value: &T) -> String {
+    // Serialising these plain data types cannot fail; an empty string would only
+    // make the count smaller, never panic a handler.
+    serde_json::to_string(value).unwrap_or_default()
+}
+
+fn chain(previous: &PrefixHash, tag: &str, json: &str) -> PrefixHash {
+    let mut hasher = Sha256::new();
+    hasher.update(previous);
+    hasher.update(tag.as_bytes());
+    hasher.update([0]);
+    hasher.update(json.as_bytes());
+    hasher.finalize().into()
+}
+
+impl Prompt {
+    /// Flattens a request. `tool_breakpoints[i]` says whether tool `i` carried
+    /// `cache_control` (degrau's `ToolDef` has no such field, so the parser keeps it
+    /// aside); `prelude` is the canonical JSON of the request options that
+    /// invalidate the messages part of the cache when they change (`tool_choice`,
+    /// the output format).
+    pub fn flatten(request: &ModelRequest, tool_breakpoints: &[bool], prelude: &str) -> Self {
+        // Caches are per model: the model id seeds the chain.
+        let mut hash = chain(&[0; 32], "degrau-standin/v1 model", &request.model);
+        let mut positions = Vec::new();
+        let mut push = |hash: &mut PrefixHash, tag: &str, json: String, breakpoint: bool| {
+            *hash = chain(hash, tag, &json);
+            positions.push(Position {
+                tokens: tokens_for_chars(json.chars().count()),
+                prefix_hash: *hash,
+                breakpoint,
+            });
+        };
+
+        for (index, tool) in request.tools.iter().enumerate() {
+            let marked = tool_breakpoints.get(index).copied().unwrap_or(false);
+            push(&mut hash, "tool", canonical(tool), marked);
+        }
+        for block in &request.system {
+            let bare = SystemBlock {
+                cache_control: None,
+                ..block.clone()
+            };
+            push(
+                &mut hash,
+                "system",
+                canonical(&bare),
+                block.cache_control.is_some(),
+            );
+        }
+        hash = chain(&hash, "prelude", prelude);
+        for message in &request.messages {
+            let role = match message.role {
+                Role::User => "user",
+                Role::Assistant => "assistant",
+            };
+            for (index, block) in message.content.iter().enumerate() {
+                // The tag keeps message boundaries and roles in the prefix.
+                let tag = if index == 0 {
+                    format!("message {role}")
+                } else {
+                    format!("block {role}")
+                };
+                push(
+                    &mut hash,
+                    &tag,
+                    canonical(&block.block),
+                    block.cache_control.is_some(),
+                );
+            }
+        }
+        Prompt {
+            positions,
+            fingerprint: hash,
+        }
+    }
+
+    /// A prompt made of given positions (for tests of the cache arithmetic).
+    #[cfg(test)]
+    pub(crate) fn from_positions(positions: Vec<Position>) -> Self {
+        Prompt {
+            positions,
+            fingerprint: [0; 32],
+        }
+    }
+
+    /// The positions, in prefix order.
+    pub fn positions(&self) -> &[Position] {
+        &self.positions
+    }
+
+    /// Tokens of the whole prompt.
+    pub fn total_tokens(&self) -> u64 {
+        self.positions.iter().map(|p| p.tokens).sum()
+    }
+
+    /// Hex hash of the whole prompt, options included: a deterministic seed for the
+    /// ids the stand-in invents (the same request always gets the same ids).
+    pub fn fingerprint(&self) -> String {
+        hex::encode(self.fingerprint)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use degrau::domain::ContentBlock;
+    use degrau::request::{CacheControl, RequestBlock, RequestMessage, ToolDef};
+    use serde_json::json;
+
+    fn request(texts: &[&str]) -> ModelRequest {
+        ModelRequest {
+            model: "claude-sonnet-5".into(),
+            max_tokens: 100,
+            tools: vec![ToolDef {
+                name: "t".into(),
+                description: "d".into(),
+                input_schema: json!({"type": "object"}),
+            }],
+            system: vec![SystemBlock {
+                kind: "text".into(),
+                text: "be brief".into(),
+                cache_control: Some(CacheControl::EPHEMERAL),
+            }],
+            messages: vec![RequestMessage {
+                role: Role::User,
+                content: texts
+                    .iter()
+                    .map(|t| RequestBlock {
+                        block: ContentBlock::text(*t),
+                        cache_control: None,
+                    })
+                    .collect(),
+            }],
+        }
+    }
+
+    #[test]
+    fn counts_a_quarter_of_the_canonical_json_rounded_up_and_at_least_one() {
+        assert_eq!(tokens_for_chars(0), 1);
+        assert_eq!(tokens_for_chars(4), 1);
+        assert_eq!(tokens_for_chars(5), 2);
+        // {"type":"text","text":"abcd"} is 29 characters.
+        assert_eq!(tokens_of(&ContentBlock::text("abcd")), 8);
+        let prompt = Prompt::flatten(&request(&["abcd"]), &[], "");
+        assert_eq!(prompt.positions().len(), 3);
+        assert_eq!(prompt.positions()[2].tokens, 8);
+        assert_eq!(
+            prompt.total_tokens(),
+            prompt.positions().iter().map(|p| p.tokens).sum()
+        );
+    }
+
+    #[test]
+    fn breakpoints_do_not_change_hashes_but_content_and_options_do() {
+        let plain = Prompt::flatten(&request(&["a", "b"]), &[], "");
+        let mut marked_request = request(&["a", "b"]);
+        marked_request.system[0].cache_control = None;
+        marked_request.messages[0].content[0].cache_control = Some(CacheControl::EPHEMERAL);
+        let marked = Prompt::flatten(&marked_request, &[true], "");
+        let hashes = |p: &Prompt| -> Vec<PrefixHash> {
+            p.positions().iter().map(|x| x.prefix_hash).collect()
+        };
+        assert_eq!(hashes(&plain), hashes(&marked));
+        assert!(marked.positions()[0].breakpoint && marked.positions()[2].breakpoint);
+
+        let edited = Prompt::flatten(&request(&["a", "c"]), &[], "");
+        assert_eq!(
+            plain.positions()[2].prefix_hash,
+            edited.positions()[2].prefix_hash
+        );
+        assert_ne!(
+            plain.positions()[3].prefix_hash,
+            edited.positions()[3].prefix_hash
+        );
+
+        let forced = Prompt::flatten(&request(&["a", "b"]), &[], r#"{"tool_choice":"none"}"#);
+        assert_eq!(
+            plain.positions()[1].prefix_hash,
+            forced.positions()[1].prefix_hash
+        );
+        assert_ne!(
+            plain.positions()[2].prefix_hash,
+            forced.positions()[2].prefix_hash
+        );
+    }
+
+    #[test]
+    fn another_model_shares_no_prefix() {
+        let a = Prompt::flatten(&request(&["a"]), &[], "");
+        let mut other = request(&["a"]);
+        other.model = "claude-haiku-4-5".into();
+        let b = Prompt::flatten(&other, &[], "");
+        assert_ne!(a.positions()[0].prefix_hash, b.positions()[0].prefix_hash);
+        assert_ne!(a.fingerprint(), b.fingerprint());
+    }
+}

@@ -1,0 +1,648 @@
+//! The ask service: answers a contact's message with the right memory and stores the
+//! whole round, or nothing.
+//!
+//! One round: load the head, facts and window (bounded by the window); open a new
+//! session when the last one went idle; build the request; call the model and run
+//! the tool loop; commit every message of the round with the head update and the
+//! idempotency record in one conditional transaction.
+//!
+//! **Concurrency policy.** Two asks on one contact race at the commit: the condition
+//! `last_seq = :expected` lets exactly one win. The loser, when no tool ran in its
+//! round (so nothing outside degrau happened), reloads the fresh history and answers
+//! again, once. When a tool ran (a booking may have been made), or the retry loses
+//! too, it answers 409 `conflict` and stores nothing; the client sends the message
+//! again. A round is never lost, duplicated or interleaved.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use tracing::{info, warn};
+
+use crate::compaction::{WindowCut, overflow_cut, request_window};
+use crate::domain::{ContentBlock, Fact, Head, IdempotencyKey, Message, Role, StoredMessage};
+use crate::jobs::Jobs;
+use crate::model::{Model, ModelError};
+use crate::request::{RequestParts, build_request};
+use crate::store::{
+    Claim, CompletedRequest, ContactKey, Cursor, SessionFilter, Store, StoreError, TenantStore,
+    TranscriptPage,
+};
+use crate::tenant::{Defaults, Settings};
+use crate::tools::{MAX_RESULTS_CHARS_PER_MESSAGE, Tools, cap_to};
+use crate::usage::RoundUsage;
+
+/// Longest user message, in characters.
+pub const MAX_TEXT_CHARS: usize = 8_000;
+/// Most tool rounds (model calls answered with `tool_use`) in one round.
+pub const MAX_TOOL_ITERATIONS: usize = 8;
+/// How long an in-progress idempotency claim blocks others: longer than the
+/// function's timeout, so a crashed attempt frees its key.
+pub const IDEMPOTENCY_LEASE_SECONDS: i64 = 120;
+/// How long a completed response can be replayed.
+pub const IDEMPOTENCY_TTL_SECONDS: i64 = 24 * 3600;
+/// Largest transcript page.
+pub const MAX_PAGE: usize = 200;
+/// Transcript page size when none is asked for.
+pub const DEFAULT_PAGE: usize = 50;
+
+/// What can go wrong with a request, by what the client should do about it.
+#[derive(Debug, thiserror::Error)]
+pub enum AskError {
+    /// The input is wrong (empty text, bad parameter).
+    #[error("{0}")]
+    InvalidRequest(String),
+    /// The input is over a documented limit.
+    #[error("{0}")]
+    TooLarge(String),
+    /// Nothing is known about the contact.
+    #[error("{0}")]
+    NotFound(String),
+    /// Another request won a race, or holds the idempotency key.
+    #[error("{0}")]
+    Conflict(String),
+    /// The idempotency key was used with another body.
+    #[error("this Idempotency-Key was already used with a different request body")]
+    IdempotencyMismatch,
+    /// The model failed (after retries).
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    /// The model kept asking for tools.
+    #[error(
+        "the model asked for tools more than {MAX_TOOL_ITERATIONS} times in one round; nothing was stored"
+    )]
+    ToolLoop,
+    /// The model answered with no content.
+    #[error("the model returned an empty answer; nothing was stored")]
+    EmptyAnswer,
+    /// Storage failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A bug: a request that could not be built.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+/// The body of a successful ask (stored as-is for idempotent replays).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AskResponse {
+    /// Session the round belongs to.
+    pub session: u32,
+    /// The final answer.
+    pub reply: Reply,
+    /// Sequence numbers of the round's first and last messages.
+    pub round: RoundSpan,
+    /// Usage over the round's model calls; `context_tokens` is the last call's.
+    pub usage: UsageSummary,
+    /// True when the round's context passed the threshold and a step was requested.
+    pub compaction_queued: bool,
+}
+
+/// The final answer of a round.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reply {
+    /// Text blocks joined.
+    pub text: String,
+    /// All blocks of the final assistant message.
+    pub content: Vec<ContentBlock>,
+}
+
+/// Sequence numbers of a round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoundSpan {
+    /// The user's message.
+    pub first_seq: u64,
+    /// The final reply.
+    pub last_seq: u64,
+}
+
+/// Usage of a round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UsageSummary {
+    /// Uncached input tokens, summed.
+    pub input_tokens: u64,
+    /// Cache reads, summed.
+    pub cache_read_input_tokens: u64,
+    /// Cache writes, summed.
+    pub cache_creation_input_tokens: u64,
+    /// Output tokens, summed.
+    pub output_tokens: u64,
+    /// Context size of the round's last request.
+    pub context_tokens: u64,
+}
+
+/// The outcome of an ask.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AskOutcome {
+    /// A new round was answered and stored.
+    Answered(AskResponse),
+    /// An idempotent retry: the stored response, byte for byte.
+    Replayed(String),
+}
+
+/// The memory view of a contact.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MemoryView {
+    /// Current session state.
+    pub session: SessionView,
+    /// Facts with their sources.
+    pub facts: Vec<Fact>,
+}
+
+/// Session state, as the memory view shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SessionView {
+    /// Session number.
+    pub number: u32,
+    /// False once the session went idle: the next message opens a new one.
+    pub open: bool,
+    /// The summary of the folded messages.
+    pub summary: Option<String>,
+    /// Messages up to this sequence number are folded into the summary.
+    pub summarized_until: u64,
+    /// Last committed sequence number.
+    pub last_seq: u64,
+    /// Context size of the last request.
+    pub last_context_tokens: u64,
+    /// Compaction steps applied in this session.
+    pub steps: u32,
+    /// Time of the last round, seconds since the Unix epoch.
+    pub last_activity: i64,
+}
+
+/// A source of the current time (seconds since the Unix epoch); injectable for tests.
+pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
+
+/// The system clock.
+pub fn system_clock() -> Clock {
+    Arc::new(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64)
+    })
+}
+
+/// The ask service and its ports.
+#[derive(Clone)]
+pub struct AskService {
+    /// Conversation storage.
+    pub store: Arc<dyn Store>,
+    /// Tenant configuration.
+    pub tenants: Arc<dyn TenantStore>,
+    /// The model.
+    pub model: Arc<dyn Model>,
+    /// The tools.
+    pub tools: Arc<dyn Tools>,
+    /// The compactor's queue.
+    pub jobs: Arc<dyn Jobs>,
+    /// Service-wide defaults.
+    pub defaults: Defaults,
+    /// The clock.
+    pub clock: Clock,
+}
+
+/// Hash of what an idempotent request carries, to tell a retry from another request.
+pub fn payload_hash(text: &str) -> String {
+    hex::encode(Sha256::digest(text.as_bytes()))
+}
+
+/// Checks a user message against the documented limits.
+pub fn validate_text(text: &str) -> Result<(), AskError> {
+    if text.trim().is_empty() {
+        return Err(AskError::InvalidRequest(
+            "`text` must contain non-whitespace characters".into(),
+        ));
+    }
+    let chars = text.chars().count();
+    if chars > MAX_TEXT_CHARS {
+        return Err(AskError::TooLarge(format!(
+            "`text` has {chars} characters; the limit is {MAX_TEXT_CHARS}"
+        )));
+    }
+    Ok(())
+}
+
+/// Where a turn stands once the session rule is applied.
+struct TurnPlan {
+    session: u32,
+    base_seq: u64,
+    summarized_until: u64,
+    summary: Option<String>,
+    steps: u32,
+    window: Vec<StoredMessage>,
+    closed_session: Option<u32>,
+}
+
+impl AskService {
+    /// Answers `text` from the contact and stores the round.
+    pub async fn ask(
+        &self,
+        key: &ContactKey,
+        text: &str,
+        idempotency: Option<&IdempotencyKey>,
+    ) -> Result<AskOutcome, AskError> {
+        validate_text(text)?;
+        let hash = payload_hash(text);
+        if let Some(idem) = idempotency {
+            match self
+                .store
+                .claim_request(key, idem, &hash, (self.clock)(), IDEMPOTENCY_LEASE_SECONDS)
+                .await?
+            {
+                Claim::Started => {}
+                Claim::Completed { response } => return Ok(AskOutcome::Replayed(response)),
+                Claim::InProgress => {
+                    return Err(AskError::Conflict(
+                        "a request with this Idempotency-Key is still in progress; retry later"
+                            .into(),
+                    ));
+                }
+                Claim::Mismatch => return Err(AskError::IdempotencyMismatch),
+            }
+        }
+        let result = self
+            .answer(key, text, idempotency.map(|idem| (idem, hash.as_str())))
+            .await;
+        if let (Err(_), Some(idem)) = (&result, idempotency)
+            && let Err(error) = self.store.release_request(key, idem).await
+        {
+            warn!(%error, "could not release an idempotency key; it frees itself when its lease ends");
+        }
+        result.map(AskOutcome::Answered)
+    }
+
+    async fn answer(
+        &self,
+        key: &ContactKey,
+        text: &str,
+        idempotency: Option<(&IdempotencyKey, &str)>,
+    ) -> Result<AskResponse, AskError> {
+        let settings = Settings::resolve(
+            &self.defaults,
+            self.tenants.tenant_config(&key.tenant).await?.as_ref(),
+        );
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let now = (self.clock)();
+            let state = self.store.load_turn(key, now).await?;
+            let facts = state.facts;
+            let expected = state.head;
+            let plan = turn_plan(expected.as_ref(), state.window, now, &settings);
+            let (round, usage) = self
+                .run_round(&settings, &facts, &plan, expected.as_ref(), text)
+                .await?;
+
+            let tool_ran = round.len() > 2;
+            let messages: Vec<StoredMessage> = round
+                .into_iter()
+                .zip(plan.base_seq + 1..)
+                .map(|((message, usage), seq)| StoredMessage {
+                    session: plan.session,
+                    seq,
+                    role: message.role,
+                    content: message.content,
+                    pruned: None,
+                    usage,
+                    created_at: now,
+                })
+                .collect();
+            let last_seq = plan.base_seq + messages.len() as u64;
+            let step_due = settings.compaction.step_due(usage.context_tokens());
+            let response = AskResponse {
+                session: plan.session,
+                reply: messages.last().map_or_else(
+                    || Reply {
+                        text: String::new(),
+                        content: Vec::new(),
+                    },
+                    |m| Reply {
+                        text: m.to_message().text(),
+                        content: m.content.clone(),
+                    },
+                ),
+                round: RoundSpan {
+                    first_seq: plan.base_seq + 1,
+                    last_seq,
+                },
+                usage: UsageSummary {
+                    input_tokens: usage.total.input_tokens,
+                    cache_read_input_tokens: usage.total.cache_read_input_tokens,
+                    cache_creation_input_tokens: usage.total.cache_creation_input_tokens,
+                    output_tokens: usage.total.output_tokens,
+                    context_tokens: usage.context_tokens(),
+                },
+                compaction_queued: step_due,
+            };
+            let body =
+                serde_json::to_string(&response).map_err(|e| AskError::Internal(e.to_string()))?;
+            let commit = crate::store::RoundCommit {
+                key: key.clone(),
+                expected: expected.clone(),
+                head: Head {
+                    session: plan.session,
+                    last_seq,
+                    summarized_until: plan.summarized_until,
+                    summary: plan.summary.clone(),
+                    last_context_tokens: usage.context_tokens(),
+                    last_activity: now,
+                    steps: plan.steps,
+                },
+                messages,
+                idempotency: idempotency.map(|(idem, hash)| CompletedRequest {
+                    key: idem.clone(),
+                    payload_hash: hash.to_owned(),
+                    response: body,
+                    expires_at: now + IDEMPOTENCY_TTL_SECONDS,
+                }),
+            };
+            match self.store.commit_round(&commit).await {
+                Ok(()) => {}
+                Err(StoreError::Conflict(_)) if attempt == 1 && !tool_ran => {
+                    info!(
+                        "lost a commit race with no tool run; answering again on the fresh history"
+                    );
+                    continue;
+                }
+                Err(StoreError::Conflict(_)) => {
+                    return Err(AskError::Conflict(
+                        "another message for this contact was answered at the same time; this one was not \
+                         stored. Send it again."
+                            .into(),
+                    ));
+                }
+                Err(other) => return Err(other.into()),
+            }
+
+            info!(
+                session = plan.session,
+                first_seq = response.round.first_seq,
+                last_seq,
+                context_tokens = usage.context_tokens(),
+                cache_read_ratio = usage.cache_read_ratio(),
+                calls = usage.calls,
+                "round committed"
+            );
+            self.after_commit(key, &plan, step_due).await;
+            return Ok(response);
+        }
+    }
+
+    /// Runs the model and the tool loop; returns the round's messages (each with the
+    /// usage of the call that produced it, for assistant messages) and the usage.
+    async fn run_round(
+        &self,
+        settings: &Settings,
+        facts: &[Fact],
+        plan: &TurnPlan,
+        head: Option<&Head>,
+        text: &str,
+    ) -> Result<(Vec<(Message, Option<crate::usage::Usage>)>, RoundUsage), AskError> {
+        let tools = self.tools.definitions(settings.tools.as_deref());
+        let mut cut = match head {
+            Some(head) if head.session == plan.session => {
+                request_window(head, &plan.window, &settings.compaction)
+            }
+            _ => WindowCut {
+                start: 0,
+                hard_capped: false,
+            },
+        };
+        let mut overflow_retried = false;
+        let mut round: Vec<(Message, Option<crate::usage::Usage>)> =
+            vec![(Message::user_text(text), None)];
+        let mut usage = RoundUsage::default();
+        let mut tool_rounds = 0;
+        loop {
+            if cut.hard_capped {
+                warn!(
+                    start = cut.start,
+                    "window cut at the hard cap: a compaction step is late"
+                );
+            }
+            let messages: Vec<Message> = round.iter().map(|(m, _)| m.clone()).collect();
+            let request = build_request(&RequestParts {
+                model: &settings.model,
+                max_tokens: self.defaults.max_tokens,
+                tools: &tools,
+                instructions: &settings.instructions,
+                facts,
+                summary: plan.summary.as_deref(),
+                window: &plan.window[cut.start..],
+                round: &messages,
+            })
+            .map_err(|e| AskError::Internal(e.to_string()))?;
+            let response = match self.model.create(&request).await {
+                Ok(response) => response,
+                Err(ModelError::PromptTooLong { message }) if !overflow_retried => {
+                    warn!(%message, "prompt too long: cutting the window once and retrying");
+                    overflow_retried = true;
+                    cut = overflow_cut(&plan.window, &settings.compaction);
+                    continue;
+                }
+                Err(error) => return Err(error.into()),
+            };
+            usage.record(response.usage);
+            if response.content.is_empty() {
+                return Err(AskError::EmptyAnswer);
+            }
+            let reply = response.message();
+            let calls: Vec<(String, String, serde_json::Value)> = reply
+                .content
+                .iter()
+                .filter_map(|b| match b {
+                    ContentBlock::ToolUse { id, name, input } => {
+                        Some((id.clone(), name.clone(), input.clone()))
+                    }
+                    _ => None,
+                })
+                .collect();
+            round.push((reply, Some(response.usage)));
+            // A response holding tool calls needs their results whatever the stop
+            // reason says, or the next request would be refused.
+            if calls.is_empty() {
+                return Ok((round, usage));
+            }
+            tool_rounds += 1;
+            if tool_rounds > MAX_TOOL_ITERATIONS {
+                return Err(AskError::ToolLoop);
+            }
+            let mut results = Vec::with_capacity(calls.len());
+            let mut budget = MAX_RESULTS_CHARS_PER_MESSAGE;
+            let share = MAX_RESULTS_CHARS_PER_MESSAGE / calls.len();
+            for (id, name, input) in &calls {
+                let output = self.tools.call(name, input).await;
+                let content = cap_to(output.content, share.min(budget));
+                budget = budget.saturating_sub(content.chars().count());
+                info!(tool = %name, is_error = output.is_error, chars = content.len(), "tool called");
+                results.push(ContentBlock::ToolResult {
+                    tool_use_id: id.clone(),
+                    content,
+                    is_error: output.is_error,
+                });
+            }
+            round.push((
+                Message {
+                    role: Role::User,
+                    content: results,
+                },
+                None,
+            ));
+        }
+    }
+
+    async fn after_commit(&self, key: &ContactKey, plan: &TurnPlan, step_due: bool) {
+        if let Some(closed) = plan.closed_session {
+            match self.jobs.enqueue_facts(key, closed).await {
+                Ok(queued) => info!(
+                    session = closed,
+                    queued, "session closed: fact extraction requested"
+                ),
+                Err(error) => warn!(%error, session = closed, "could not request fact extraction"),
+            }
+        }
+        if step_due
+            && let Err(error) = self
+                .jobs
+                .enqueue_step(key, plan.session, plan.summarized_until)
+                .await
+        {
+            warn!(%error, "could not enqueue a compaction step; the next round retries");
+        }
+    }
+
+    /// A page of the transcript. `session` is `current`, `all` or a number; `before`
+    /// a cursor from a previous page (`{session}.{seq}`).
+    pub async fn transcript(
+        &self,
+        key: &ContactKey,
+        session: Option<&str>,
+        limit: Option<&str>,
+        before: Option<&str>,
+    ) -> Result<TranscriptPage, AskError> {
+        let limit = match limit {
+            None => DEFAULT_PAGE,
+            Some(text) => match text.parse::<usize>() {
+                Ok(n) if (1..=MAX_PAGE).contains(&n) => n,
+                _ => {
+                    return Err(AskError::InvalidRequest(format!(
+                        "`limit` must be a whole number from 1 to {MAX_PAGE}"
+                    )));
+                }
+            },
+        };
+        let before = before.map(parse_cursor).transpose()?;
+        let filter = match session.unwrap_or("current") {
+            "all" => SessionFilter::All,
+            "current" => {
+                let (head, _) = self.store.load_memory(key, (self.clock)()).await?;
+                match head {
+                    Some(head) => SessionFilter::Only(head.session),
+                    None => return Err(not_found()),
+                }
+            }
+            number => match number.parse::<u32>() {
+                Ok(n) if n > 0 => SessionFilter::Only(n),
+                _ => {
+                    return Err(AskError::InvalidRequest(
+                        "`session` must be `current`, `all` or a session number".into(),
+                    ));
+                }
+            },
+        };
+        Ok(self.store.transcript(key, filter, limit, before).await?)
+    }
+
+    /// The contact's memory: session state and facts.
+    pub async fn memory(&self, key: &ContactKey) -> Result<MemoryView, AskError> {
+        let now = (self.clock)();
+        let (head, facts) = self.store.load_memory(key, now).await?;
+        let head = head.ok_or_else(not_found)?;
+        let settings = Settings::resolve(
+            &self.defaults,
+            self.tenants.tenant_config(&key.tenant).await?.as_ref(),
+        );
+        Ok(MemoryView {
+            session: SessionView {
+                number: head.session,
+                open: !idle(&head, now, &settings),
+                summary: head.summary.clone(),
+                summarized_until: head.summarized_until,
+                last_seq: head.last_seq,
+                last_context_tokens: head.last_context_tokens,
+                steps: head.steps,
+                last_activity: head.last_activity,
+            },
+            facts,
+        })
+    }
+
+    /// Erases every item about the contact; idempotent. Returns how many went.
+    pub async fn erase(&self, key: &ContactKey) -> Result<usize, AskError> {
+        Ok(self.store.erase_contact(key).await?)
+    }
+}
+
+fn not_found() -> AskError {
+    AskError::NotFound("no conversation with this contact".into())
+}
+
+fn parse_cursor(text: &str) -> Result<Cursor, AskError> {
+    let bad =
+        || AskError::InvalidRequest("`before` must be a cursor returned by a previous page".into());
+    let (session, seq) = text.split_once('.').ok_or_else(bad)?;
+    Ok(Cursor {
+        session: session.parse().map_err(|_| bad())?,
+        seq: seq.parse().map_err(|_| bad())?,
+    })
+}
+
+/// Formats a cursor for a URL.
+pub fn format_cursor(cursor: &Cursor) -> String {
+    format!("{}.{}", cursor.session, cursor.seq)
+}
+
+fn idle(head: &Head, now: i64, settings: &Settings) -> bool {
+    let idle_seconds =
+        i64::try_from(settings.session_idle_minutes.saturating_mul(60)).unwrap_or(i64::MAX);
+    now.saturating_sub(head.last_activity) >= idle_seconds
+}
+
+/// The session rule: a contact's session closes after the idle timeout; the next
+/// message opens a new one that starts with facts and no summary.
+fn turn_plan(
+    head: Option<&Head>,
+    window: Vec<StoredMessage>,
+    now: i64,
+    settings: &Settings,
+) -> TurnPlan {
+    match head {
+        None => TurnPlan {
+            session: 1,
+            base_seq: 0,
+            summarized_until: 0,
+            summary: None,
+            steps: 0,
+            window: Vec::new(),
+            closed_session: None,
+        },
+        Some(head) if idle(head, now, settings) => TurnPlan {
+            session: head.session + 1,
+            base_seq: 0,
+            summarized_until: 0,
+            summary: None,
+            steps: 0,
+            window: Vec::new(),
+            closed_session: Some(head.session),
+        },
+        Some(head) => TurnPlan {
+            session: head.session,
+            base_seq: head.last_seq,
+            summarized_until: head.summarized_until,
+            summary: head.summary.clone(),
+            steps: head.steps,
+            window,
+            closed_session: None,
+        },
+    }
+}

@@ -1,0 +1,191 @@
+//! Typed configuration, read once at init from the environment; a bad or missing
+//! value fails fast with a message naming the variable.
+
+use std::collections::HashMap;
+
+use crate::tenant::Defaults;
+
+/// How `ask` finds the tenant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuthConfig {
+    /// The verified JWT claim (the default).
+    Jwt {
+        /// `TENANT_CLAIM`.
+        claim: String,
+    },
+    /// `AUTH_MODE=dev`: the `X-Tenant-Id` header, for local runs only.
+    Dev,
+}
+
+/// Everything the functions read from the environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// `TABLE_NAME`.
+    pub table_name: String,
+    /// `JOBS_QUEUE_URL` (optional until the compactor is deployed).
+    pub jobs_queue_url: Option<String>,
+    /// `ANTHROPIC_API_KEY`.
+    pub anthropic_api_key: String,
+    /// `ANTHROPIC_BASE_URL`.
+    pub anthropic_base_url: String,
+    /// `AUTH_MODE` and `TENANT_CLAIM`.
+    pub auth: AuthConfig,
+    /// Model, thresholds and session settings.
+    pub defaults: Defaults,
+}
+
+/// A configuration problem, naming the variable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("configuration: {0}")]
+pub struct ConfigError(pub String);
+
+impl Config {
+    /// Reads the process environment.
+    pub fn from_env() -> Result<Config, ConfigError> {
+        Self::from_map(&std::env::vars().collect())
+    }
+
+    /// Reads a map of variables (the environment, or a test's).
+    pub fn from_map(vars: &HashMap<String, String>) -> Result<Config, ConfigError> {
+        let get = |name: &str| vars.get(name).map(|v| v.trim()).filter(|v| !v.is_empty());
+        let required = |name: &str, why: &str| {
+            get(name)
+                .map(str::to_owned)
+                .ok_or_else(|| ConfigError(format!("{name} is not set ({why})")))
+        };
+        fn number<T: std::str::FromStr>(
+            name: &str,
+            value: Option<&str>,
+            default: T,
+        ) -> Result<T, ConfigError> {
+            match value {
+                None => Ok(default),
+                Some(text) => text.parse().map_err(|_| {
+                    ConfigError(format!("{name} must be a whole number, got {text:?}"))
+                }),
+            }
+        }
+
+        let auth = match get("AUTH_MODE").unwrap_or("jwt") {
+            "jwt" => AuthConfig::Jwt {
+                claim: get("TENANT_CLAIM").unwrap_or("custom:tenant_id").to_owned(),
+            },
+            "dev" => AuthConfig::Dev,
+            other => {
+                return Err(ConfigError(format!(
+                    "AUTH_MODE must be `jwt` or `dev`, got {other:?}"
+                )));
+            }
+        };
+        let mut defaults = Defaults::default();
+        if let Some(model) = get("MODEL") {
+            defaults.model = model.to_owned();
+        }
+        if let Some(model) = get("SUMMARY_MODEL") {
+            defaults.summary_model = model.to_owned();
+        }
+        defaults.compaction.threshold_tokens = number(
+            "COMPACTION_THRESHOLD_TOKENS",
+            get("COMPACTION_THRESHOLD_TOKENS"),
+            defaults.compaction.threshold_tokens,
+        )?;
+        defaults.compaction.keep_messages = number(
+            "WINDOW_KEEP_MESSAGES",
+            get("WINDOW_KEEP_MESSAGES"),
+            defaults.compaction.keep_messages,
+        )?;
+        defaults.session_idle_minutes = number(
+            "SESSION_IDLE_MINUTES",
+            get("SESSION_IDLE_MINUTES"),
+            defaults.session_idle_minutes,
+        )?;
+        if defaults.session_idle_minutes == 0 {
+            return Err(ConfigError(
+                "SESSION_IDLE_MINUTES must be at least 1".into(),
+            ));
+        }
+        Ok(Config {
+            table_name: required("TABLE_NAME", "the DynamoDB table")?,
+            jobs_queue_url: get("JOBS_QUEUE_URL").map(str::to_owned),
+            anthropic_api_key: required(
+                "ANTHROPIC_API_KEY",
+                "the Anthropic API key; the local stack sets a dummy one for the offline stand-in",
+            )?,
+            anthropic_base_url: get("ANTHROPIC_BASE_URL")
+                .unwrap_or(crate::model::anthropic::DEFAULT_BASE_URL)
+                .trim_end_matches('/')
+                .to_owned(),
+            auth,
+            defaults,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn jwt_is_the_default_auth_mode() {
+        let config =
+            Config::from_map(&vars(&[("TABLE_NAME", "t"), ("ANTHROPIC_API_KEY", "k")])).unwrap();
+        assert_eq!(
+            config.auth,
+            AuthConfig::Jwt {
+                claim: "custom:tenant_id".into()
+            }
+        );
+        assert_eq!(config.anthropic_base_url, "https://api.anthropic.com");
+        assert_eq!(config.defaults, Defaults::default());
+    }
+
+    #[test]
+    fn reads_every_documented_variable() {
+        let config = Config::from_map(&vars(&[
+            ("TABLE_NAME", "degrau"),
+            ("JOBS_QUEUE_URL", "http://q"),
+            ("ANTHROPIC_API_KEY", "k"),
+            ("ANTHROPIC_BASE_URL", "http://127.0.0.1:4010/"),
+            ("MODEL", "claude-opus-5"),
+            ("SUMMARY_MODEL", "claude-haiku-4-5"),
+            ("COMPACTION_THRESHOLD_TOKENS", "9000"),
+            ("WINDOW_KEEP_MESSAGES", "8"),
+            ("SESSION_IDLE_MINUTES", "30"),
+            ("AUTH_MODE", "dev"),
+        ]))
+        .unwrap();
+        assert_eq!(config.auth, AuthConfig::Dev);
+        assert_eq!(config.anthropic_base_url, "http://127.0.0.1:4010");
+        assert_eq!(config.jobs_queue_url.as_deref(), Some("http://q"));
+        assert_eq!(config.defaults.model, "claude-opus-5");
+        assert_eq!(config.defaults.compaction.threshold_tokens, 9000);
+        assert_eq!(config.defaults.compaction.keep_messages, 8);
+        assert_eq!(config.defaults.session_idle_minutes, 30);
+    }
+
+    #[test]
+    fn fails_fast_naming_the_variable() {
+        let err = Config::from_map(&vars(&[("ANTHROPIC_API_KEY", "k")])).unwrap_err();
+        assert!(err.to_string().contains("TABLE_NAME"));
+        let err = Config::from_map(&vars(&[("TABLE_NAME", "t")])).unwrap_err();
+        assert!(err.to_string().contains("ANTHROPIC_API_KEY"));
+        let base = [("TABLE_NAME", "t"), ("ANTHROPIC_API_KEY", "k")];
+        for (name, value) in [
+            ("AUTH_MODE", "none"),
+            ("COMPACTION_THRESHOLD_TOKENS", "lots"),
+            ("SESSION_IDLE_MINUTES", "0"),
+        ] {
+            let mut all = vars(&base);
+            all.insert(name.into(), value.into());
+            let err = Config::from_map(&all).unwrap_err();
+            assert!(err.to_string().contains(name), "{err}");
+        }
+    }
+}

@@ -1,0 +1,479 @@
+//! The ask service against the in-memory store and the strict scripted model:
+//! whole rounds, the tool loop, sessions, idempotency and the concurrency policy.
+
+#![allow(clippy::unwrap_used, missing_docs)] // a test binary: a panic is a failed test
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use async_trait::async_trait;
+use degrau::ask::{
+    AskError, AskOutcome, AskResponse, AskService, MAX_TEXT_CHARS, MAX_TOOL_ITERATIONS,
+};
+use degrau::domain::{ContactId, ContentBlock, IdempotencyKey, Role, TenantId};
+use degrau::jobs::NoJobs;
+use degrau::model::scripted::ScriptedModel;
+use degrau::model::{Model, ModelError, ModelResponse};
+use degrau::request::ModelRequest;
+use degrau::store::memory::MemoryStore;
+use degrau::store::{ContactKey, SessionFilter, Store};
+use degrau::tenant::Defaults;
+use degrau::tools::demo::DemoTools;
+use degrau::usage::Usage;
+use serde_json::json;
+
+const START: i64 = 1_800_000_000;
+
+struct Harness {
+    store: Arc<MemoryStore>,
+    model: Arc<ScriptedModel>,
+    clock: Arc<AtomicI64>,
+    service: AskService,
+}
+
+fn usage(input: u64) -> Usage {
+    Usage {
+        input_tokens: input,
+        output_tokens: 10,
+        ..Usage::default()
+    }
+}
+
+fn harness_with(model: Arc<dyn Model>, scripted: Arc<ScriptedModel>) -> Harness {
+    let store = Arc::new(MemoryStore::new());
+    let clock = Arc::new(AtomicI64::new(START));
+    let now = clock.clone();
+    let service = AskService {
+        store: store.clone(),
+        tenants: store.clone(),
+        model,
+        tools: Arc::new(DemoTools),
+        jobs: Arc::new(NoJobs),
+        defaults: Defaults::default(),
+        clock: Arc::new(move || now.load(Ordering::SeqCst)),
+    };
+    Harness {
+        store,
+        model: scripted,
+        clock,
+        service,
+    }
+}
+
+fn harness() -> Harness {
+    let model = Arc::new(ScriptedModel::default());
+    harness_with(model.clone(), model)
+}
+
+fn key() -> ContactKey {
+    ContactKey {
+        tenant: TenantId::parse("barber").unwrap(),
+        contact: ContactId::parse("+5511900000000").unwrap(),
+    }
+}
+
+fn answered(outcome: AskOutcome) -> AskResponse {
+    match outcome {
+        AskOutcome::Answered(response) => response,
+        AskOutcome::Replayed(body) => panic!("unexpected replay {body}"),
+    }
+}
+
+async fn stored(h: &Harness) -> Vec<(u32, u64, Role)> {
+    let page = h
+        .store
+        .transcript(&key(), SessionFilter::All, 200, None)
+        .await
+        .unwrap();
+    page.messages
+        .iter()
+        .map(|m| (m.session, m.seq, m.role))
+        .collect()
+}
+
+fn texts(request: &ModelRequest) -> Vec<String> {
+    request
+        .messages
+        .iter()
+        .flat_map(|m| &m.content)
+        .filter_map(|b| match &b.block {
+            ContentBlock::Text { text } => Some(text.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_round_is_stored_whole_and_the_next_turn_sees_it() {
+    let h = harness();
+    h.model
+        .push(ScriptedModel::text("Hello! How can I help?", usage(100)));
+    let first = answered(h.service.ask(&key(), "Hi", None).await.unwrap());
+    assert_eq!(first.session, 1);
+    assert_eq!((first.round.first_seq, first.round.last_seq), (1, 2));
+    assert_eq!(first.reply.text, "Hello! How can I help?");
+    assert_eq!(first.usage.context_tokens, 100);
+
+    h.model.push(ScriptedModel::text("Sure.", usage(150)));
+    let second = answered(h.service.ask(&key(), "Book me in", None).await.unwrap());
+    assert_eq!((second.round.first_seq, second.round.last_seq), (3, 4));
+    assert_eq!(
+        stored(&h).await,
+        vec![
+            (1, 1, Role::User),
+            (1, 2, Role::Assistant),
+            (1, 3, Role::User),
+            (1, 4, Role::Assistant)
+        ]
+    );
+    let requests = h.model.requests();
+    assert_eq!(
+        texts(&requests[1]),
+        ["Hi", "Hello! How can I help?", "Book me in"]
+    );
+    let head = h.store.load_memory(&key(), START).await.unwrap().0.unwrap();
+    assert_eq!((head.last_seq, head.last_context_tokens), (4, 150));
+}
+
+#[tokio::test]
+async fn the_tool_loop_sends_results_first_and_stores_every_message() {
+    let h = harness();
+    h.model.push(ScriptedModel::tool_call(
+        "1",
+        "list_free_slots",
+        json!({"day": "2026-12-01"}),
+        usage(200),
+    ));
+    h.model.push(ScriptedModel::tool_call(
+        "2",
+        "book_slot",
+        json!({"day": "2026-12-01", "time": "10:00", "service": "cut"}),
+        usage(900),
+    ));
+    h.model.push(ScriptedModel::text("Booked!", usage(1000)));
+    let response = answered(
+        h.service
+            .ask(&key(), "Book 10:00 tomorrow", None)
+            .await
+            .unwrap(),
+    );
+    assert_eq!((response.round.first_seq, response.round.last_seq), (1, 6));
+    assert_eq!(
+        response.usage.input_tokens, 2100,
+        "usage sums the round's calls"
+    );
+    assert_eq!(
+        response.usage.context_tokens, 1000,
+        "context is the last call's"
+    );
+
+    let requests = h.model.requests();
+    assert_eq!(requests.len(), 3);
+    let results = &requests[1].messages.last().unwrap().content;
+    assert!(
+        matches!(&results[0].block, ContentBlock::ToolResult { tool_use_id, content, .. }
+        if tool_use_id == "toolu_1" && content.contains("\"slots\""))
+    );
+    let page = h
+        .store
+        .transcript(&key(), SessionFilter::All, 50, None)
+        .await
+        .unwrap();
+    let booked = page.messages[4].content[0].clone();
+    assert!(matches!(booked, ContentBlock::ToolResult { content, .. } if content.contains("BK-")));
+    assert!(page.messages[1].usage.is_some() && page.messages[0].usage.is_none());
+}
+
+#[tokio::test]
+async fn a_tool_loop_that_never_ends_is_an_error_and_writes_nothing() {
+    let h = harness();
+    for i in 0..=MAX_TOOL_ITERATIONS {
+        h.model.push(ScriptedModel::tool_call(
+            &i.to_string(),
+            "list_free_slots",
+            json!({"day": "2026-12-01"}),
+            usage(10),
+        ));
+    }
+    let error = h.service.ask(&key(), "loop", None).await.unwrap_err();
+    assert!(matches!(error, AskError::ToolLoop), "{error:?}");
+    assert_eq!(h.model.requests().len(), MAX_TOOL_ITERATIONS + 1);
+    assert!(stored(&h).await.is_empty());
+    assert_eq!(h.store.item_count(&key()), 0);
+}
+
+#[tokio::test]
+async fn a_failed_model_call_writes_nothing() {
+    let h = harness();
+    h.model.push(Err(ModelError::Unavailable { status: 529 }));
+    let error = h.service.ask(&key(), "hi", None).await.unwrap_err();
+    assert!(matches!(
+        error,
+        AskError::Model(ModelError::Unavailable { status: 529 })
+    ));
+    assert_eq!(h.store.item_count(&key()), 0);
+}
+
+#[tokio::test]
+async fn bad_text_is_refused_before_anything_happens() {
+    let h = harness();
+    for text in ["", "   \n"] {
+        assert!(matches!(
+            h.service.ask(&key(), text, None).await,
+            Err(AskError::InvalidRequest(_))
+        ));
+    }
+    let long = "a".repeat(MAX_TEXT_CHARS + 1);
+    assert!(matches!(
+        h.service.ask(&key(), &long, None).await,
+        Err(AskError::TooLarge(_))
+    ));
+    assert!(
+        h.service
+            .ask(&key(), &"é".repeat(MAX_TEXT_CHARS), None)
+            .await
+            .is_err(),
+        "script is empty"
+    );
+    assert!(
+        h.model.requests().len() == 1,
+        "only the text at the limit reached the model"
+    );
+    assert_eq!(h.store.item_count(&key()), 0);
+}
+
+#[tokio::test]
+async fn an_idempotent_retry_replays_without_calling_the_model() {
+    let h = harness();
+    let idem = IdempotencyKey::parse("req-1").unwrap();
+    h.model.push(ScriptedModel::text("Done", usage(10)));
+    let first = answered(h.service.ask(&key(), "hi", Some(&idem)).await.unwrap());
+    let AskOutcome::Replayed(body) = h.service.ask(&key(), "hi", Some(&idem)).await.unwrap() else {
+        panic!("expected a replay");
+    };
+    assert_eq!(serde_json::from_str::<AskResponse>(&body).unwrap(), first);
+    assert_eq!(h.model.requests().len(), 1);
+    assert!(matches!(
+        h.service.ask(&key(), "other", Some(&idem)).await,
+        Err(AskError::IdempotencyMismatch)
+    ));
+    assert_eq!(stored(&h).await.len(), 2);
+}
+
+#[tokio::test]
+async fn a_failed_idempotent_request_can_be_retried_with_the_same_key() {
+    let h = harness();
+    let idem = IdempotencyKey::parse("req-2").unwrap();
+    h.model.push(Err(ModelError::Timeout));
+    assert!(matches!(
+        h.service.ask(&key(), "hi", Some(&idem)).await,
+        Err(AskError::Model(ModelError::Timeout))
+    ));
+    h.model.push(ScriptedModel::text("Now it works", usage(10)));
+    let response = answered(h.service.ask(&key(), "hi", Some(&idem)).await.unwrap());
+    assert_eq!(response.reply.text, "Now it works");
+}
+
+#[tokio::test]
+async fn an_idle_session_closes_and_the_next_starts_with_facts_and_no_summary() {
+    let h = harness();
+    h.model.push(ScriptedModel::text("one", usage(10)));
+    h.service.ask(&key(), "first session", None).await.unwrap();
+    h.store
+        .set_summarized_until(&key(), 0, Some("The customer likes Fridays.".into()));
+    h.clock.fetch_add(24 * 3600, Ordering::SeqCst);
+    h.model.push(ScriptedModel::text("two", usage(10)));
+    let response = answered(h.service.ask(&key(), "new day", None).await.unwrap());
+    assert_eq!(response.session, 2);
+    assert_eq!((response.round.first_seq, response.round.last_seq), (1, 2));
+    let request = h.model.requests().pop().unwrap();
+    assert_eq!(
+        texts(&request),
+        ["new day"],
+        "the old session's window is not sent"
+    );
+    assert!(
+        !request.system[1].text.contains("Fridays"),
+        "no summary in a new session"
+    );
+    let head = h.store.load_memory(&key(), START).await.unwrap().0.unwrap();
+    assert_eq!(
+        (
+            head.session,
+            head.summary,
+            head.summarized_until,
+            head.steps
+        ),
+        (2, None, 0, 0)
+    );
+    assert_eq!(
+        stored(&h).await.len(),
+        4,
+        "the old session's transcript is kept"
+    );
+}
+
+#[tokio::test]
+async fn summarized_messages_are_never_sent_again() {
+    let h = harness();
+    for i in 0..3 {
+        h.model
+            .push(ScriptedModel::text(&format!("reply {i}"), usage(10)));
+        h.service
+            .ask(&key(), &format!("question {i}"), None)
+            .await
+            .unwrap();
+    }
+    h.store
+        .set_summarized_until(&key(), 4, Some("The customer asked two questions.".into()));
+    h.model.push(ScriptedModel::text("ok", usage(10)));
+    h.service.ask(&key(), "question 3", None).await.unwrap();
+    let request = h.model.requests().pop().unwrap();
+    assert_eq!(texts(&request), ["question 2", "reply 2", "question 3"]);
+    assert!(
+        request.system[1]
+            .text
+            .contains("The customer asked two questions.")
+    );
+}
+
+#[tokio::test]
+async fn prompt_too_long_cuts_the_window_once_and_retries() {
+    let h = harness();
+    for i in 0..10 {
+        h.model
+            .push(ScriptedModel::text(&format!("reply {i}"), usage(10)));
+        h.service
+            .ask(&key(), &format!("question {i}"), None)
+            .await
+            .unwrap();
+    }
+    h.model.push(Err(ModelError::PromptTooLong {
+        message: "prompt is too long: 210000 tokens > 200000 maximum".into(),
+    }));
+    h.model.push(ScriptedModel::text("short now", usage(10)));
+    let response = answered(h.service.ask(&key(), "again", None).await.unwrap());
+    assert_eq!(response.reply.text, "short now");
+    let requests = h.model.requests();
+    let (long, cut) = (&requests[10], &requests[11]);
+    assert_eq!(long.messages.len(), 21);
+    assert!(cut.messages.len() <= Defaults::default().compaction.keep_messages + 1);
+    assert_eq!(cut.messages[0].role, Role::User);
+    let head = h.store.load_memory(&key(), START).await.unwrap().0.unwrap();
+    assert_eq!(
+        head.summarized_until, 0,
+        "the cut does not move summarized_until"
+    );
+
+    h.model.push(Err(ModelError::PromptTooLong {
+        message: "prompt is too long".into(),
+    }));
+    h.model.push(Err(ModelError::PromptTooLong {
+        message: "prompt is too long".into(),
+    }));
+    assert!(matches!(
+        h.service.ask(&key(), "and again", None).await,
+        Err(AskError::Model(ModelError::PromptTooLong { .. }))
+    ));
+}
+
+/// A model that holds the first `hold` calls until all of them arrived, so two asks
+/// both load the same head before either commits.
+struct RendezvousModel {
+    inner: Arc<ScriptedModel>,
+    barrier: tokio::sync::Barrier,
+    calls: AtomicI64,
+    hold: i64,
+}
+
+#[async_trait]
+impl Model for RendezvousModel {
+    async fn create(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        if self.calls.fetch_add(1, Ordering::SeqCst) < self.hold {
+            self.barrier.wait().await;
+        }
+        self.inner.create(request).await
+    }
+}
+
+fn racing_harness() -> Harness {
+    let scripted = Arc::new(ScriptedModel::default());
+    let model = Arc::new(RendezvousModel {
+        inner: scripted.clone(),
+        barrier: tokio::sync::Barrier::new(2),
+        calls: AtomicI64::new(0),
+        hold: 2,
+    });
+    harness_with(model, scripted)
+}
+
+#[tokio::test]
+async fn the_loser_of_a_race_without_tools_answers_again_on_the_fresh_history() {
+    let h = racing_harness();
+    for text in ["a", "b", "c"] {
+        h.model.push(ScriptedModel::text(text, usage(10)));
+    }
+    let k = key();
+    let (one, two) = tokio::join!(
+        h.service.ask(&k, "first", None),
+        h.service.ask(&k, "second", None)
+    );
+    let (one, two) = (answered(one.unwrap()), answered(two.unwrap()));
+    let mut spans = [
+        (one.round.first_seq, one.round.last_seq),
+        (two.round.first_seq, two.round.last_seq),
+    ];
+    spans.sort();
+    assert_eq!(spans, [(1, 2), (3, 4)]);
+    assert_eq!(
+        h.model.requests().len(),
+        3,
+        "the loser called the model again"
+    );
+    let last = h.model.requests().pop().unwrap();
+    assert_eq!(last.messages.len(), 3, "the retry saw the winner's round");
+    assert_eq!(stored(&h).await.len(), 4);
+}
+
+#[tokio::test]
+async fn the_loser_of_a_race_after_a_tool_ran_gets_a_conflict_and_writes_nothing() {
+    let h = racing_harness();
+    // Whichever call comes first gets the tool call; both then finish with text.
+    h.model.push(ScriptedModel::tool_call(
+        "1",
+        "book_slot",
+        json!({"day": "2026-12-01", "time": "10:00", "service": "cut"}),
+        usage(10),
+    ));
+    h.model.push(ScriptedModel::text("plain", usage(10)));
+    h.model.push(ScriptedModel::text("booked", usage(10)));
+    h.model.push(ScriptedModel::text("retried", usage(10)));
+    let k = key();
+    let (one, two) = tokio::join!(
+        h.service.ask(&k, "book", None),
+        h.service.ask(&k, "hello", None)
+    );
+    let outcomes = [one, two];
+    let conflicts = outcomes
+        .iter()
+        .filter(|o| matches!(o, Err(AskError::Conflict(_))))
+        .count();
+    let answers = outcomes.iter().filter(|o| o.is_ok()).count();
+    let messages = stored(&h).await.len();
+    // Either the plain round won (then the tool round lost: 409) or the tool round
+    // won (then the plain round retried once and answered on the fresh history).
+    assert!(
+        (conflicts == 1 && answers == 1 && messages == 2) || (conflicts == 0 && answers == 2),
+        "conflicts {conflicts}, answers {answers}, messages {messages}"
+    );
+    let seqs: Vec<u64> = h
+        .store
+        .transcript(&key(), SessionFilter::All, 50, None)
+        .await
+        .unwrap()
+        .messages
+        .iter()
+        .map(|m| m.seq)
+        .collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>(), "dense");
+}

@@ -1,0 +1,200 @@
+//! A minimal AWS Lambda Runtime API on loopback, so tests run the real function
+//! binaries as processes (the way Lambda does: the process polls for the next
+//! event and posts its response) and can kill and restart them between events.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::{get, post};
+use serde_json::{Value, json};
+use tokio::sync::{Notify, oneshot};
+
+type Reply = Result<Value, Value>;
+
+#[derive(Default)]
+struct Inner {
+    queue: Mutex<VecDeque<(String, Value)>>,
+    waiting: Mutex<HashMap<String, oneshot::Sender<Reply>>>,
+    ready: Notify,
+    counter: Mutex<u64>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The Runtime API server and the function process it feeds.
+pub struct LocalLambda {
+    addr: SocketAddr,
+    inner: Arc<Inner>,
+    child: Option<Child>,
+    binary: PathBuf,
+    env: Vec<(String, String)>,
+}
+
+/// The path of a workspace binary built by `cargo build` (debug profile).
+pub fn binary(name: &str) -> PathBuf {
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    let path = target.join("debug").join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: build the functions first (`./dev.sh test` does)",
+        path.display()
+    );
+    path
+}
+
+impl LocalLambda {
+    /// Serves the Runtime API on an ephemeral port and starts `binary` with `env`.
+    pub async fn start(binary: PathBuf, env: Vec<(String, String)>) -> LocalLambda {
+        let inner = Arc::new(Inner::default());
+        let app = Router::new()
+            .route("/2018-06-01/runtime/invocation/next", get(next))
+            .route(
+                "/2018-06-01/runtime/invocation/{id}/response",
+                post(response),
+            )
+            .route("/2018-06-01/runtime/invocation/{id}/error", post(error))
+            .route("/2018-06-01/runtime/init/error", post(init_error))
+            .with_state(inner.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the runtime API");
+        let addr = listener.local_addr().expect("local address");
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        let mut lambda = LocalLambda {
+            addr,
+            inner,
+            child: None,
+            binary,
+            env,
+        };
+        lambda.spawn();
+        lambda
+    }
+
+    /// Starts a new function process (a cold start).
+    pub fn spawn(&mut self) {
+        self.kill();
+        let mut command = Command::new(&self.binary);
+        command
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("AWS_LAMBDA_RUNTIME_API", self.addr.to_string())
+            .env("AWS_LAMBDA_FUNCTION_NAME", "local")
+            .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "512")
+            .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
+            .env("AWS_LAMBDA_LOG_FORMAT", "JSON")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(if std::env::var("DEGRAU_TEST_FUNCTION_LOGS").is_ok() {
+                Stdio::inherit()
+            } else {
+                Stdio::null()
+            });
+        self.child = Some(command.spawn().expect("start the function binary"));
+    }
+
+    /// Kills the function process, as a crash or a redeploy would.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Sends one event and waits for the function's response (or error).
+    pub async fn invoke(&self, payload: Value) -> Reply {
+        let id = {
+            let mut counter = lock(&self.inner.counter);
+            *counter += 1;
+            format!("req-{counter}")
+        };
+        let (tx, rx) = oneshot::channel();
+        lock(&self.inner.waiting).insert(id.clone(), tx);
+        lock(&self.inner.queue).push_back((id, payload));
+        self.inner.ready.notify_one();
+        match tokio::time::timeout(Duration::from_secs(60), rx).await {
+            Ok(Ok(reply)) => reply,
+            _ => Err(json!({"errorType": "Timeout", "errorMessage": "no response within 60 s"})),
+        }
+    }
+}
+
+impl Drop for LocalLambda {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+async fn next(State(inner): State<Arc<Inner>>) -> impl IntoResponse {
+    loop {
+        let item = lock(&inner.queue).pop_front();
+        if let Some((id, payload)) = item {
+            let mut headers = HeaderMap::new();
+            let deadline = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() + 60_000);
+            let pairs = [
+                ("lambda-runtime-aws-request-id", id),
+                ("lambda-runtime-deadline-ms", deadline.to_string()),
+                (
+                    "lambda-runtime-invoked-function-arn",
+                    "arn:aws:lambda:us-east-1:000000000000:function:local".to_owned(),
+                ),
+                (
+                    "lambda-runtime-trace-id",
+                    "Root=1-00000000-000000000000000000000000".to_owned(),
+                ),
+            ];
+            for (name, value) in pairs {
+                if let Ok(value) = HeaderValue::from_str(&value) {
+                    headers.insert(name, value);
+                }
+            }
+            return (StatusCode::OK, headers, payload.to_string());
+        }
+        inner.ready.notified().await;
+    }
+}
+
+async fn response(
+    State(inner): State<Arc<Inner>>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> StatusCode {
+    let value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    if let Some(tx) = lock(&inner.waiting).remove(&id) {
+        let _ = tx.send(Ok(value));
+    }
+    StatusCode::ACCEPTED
+}
+
+async fn error(State(inner): State<Arc<Inner>>, Path(id): Path<String>, body: Bytes) -> StatusCode {
+    let value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    if let Some(tx) = lock(&inner.waiting).remove(&id) {
+        let _ = tx.send(Err(value));
+    }
+    StatusCode::ACCEPTED
+}
+
+async fn init_error(body: Bytes) -> StatusCode {
+    eprintln!("function init error: {}", String::from_utf8_lossy(&body));
+    StatusCode::ACCEPTED
+}
