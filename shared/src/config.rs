@@ -28,6 +28,8 @@ pub struct Config {
     pub anthropic_api_key: String,
     /// `ANTHROPIC_BASE_URL`.
     pub anthropic_base_url: String,
+    /// `MODEL_TIMEOUT_SECONDS`: the limit of one model call attempt (60 by default).
+    pub model_timeout_seconds: u64,
     /// `AUTH_MODE` and `TENANT_CLAIM`.
     pub auth: AuthConfig,
     /// Model, thresholds and session settings.
@@ -115,6 +117,18 @@ impl Config {
                 .unwrap_or(crate::model::anthropic::DEFAULT_BASE_URL)
                 .trim_end_matches('/')
                 .to_owned(),
+            model_timeout_seconds: match number(
+                "MODEL_TIMEOUT_SECONDS",
+                get("MODEL_TIMEOUT_SECONDS"),
+                60,
+            )? {
+                0 => {
+                    return Err(ConfigError(
+                        "MODEL_TIMEOUT_SECONDS must be at least 1".into(),
+                    ));
+                }
+                seconds => seconds,
+            },
             auth,
             defaults,
         })
@@ -159,6 +173,7 @@ mod tests {
             ("WINDOW_KEEP_MESSAGES", "8"),
             ("SESSION_IDLE_MINUTES", "30"),
             ("AUTH_MODE", "dev"),
+            ("MODEL_TIMEOUT_SECONDS", "5"),
         ]))
         .unwrap();
         assert_eq!(config.auth, AuthConfig::Dev);
@@ -168,6 +183,7 @@ mod tests {
         assert_eq!(config.defaults.compaction.threshold_tokens, 9000);
         assert_eq!(config.defaults.compaction.keep_messages, 8);
         assert_eq!(config.defaults.session_idle_minutes, 30);
+        assert_eq!(config.model_timeout_seconds, 5);
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -16,7 +17,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use serde_json::{Value, json};
-use tokio::sync::{Notify, oneshot};
+use tokio::sync::oneshot;
 
 type Reply = Result<Value, Value>;
 
@@ -24,9 +25,17 @@ type Reply = Result<Value, Value>;
 struct Inner {
     queue: Mutex<VecDeque<(String, Value)>>,
     waiting: Mutex<HashMap<String, oneshot::Sender<Reply>>>,
-    ready: Notify,
     counter: Mutex<u64>,
 }
+
+/// One function instance: its process and the flag its Runtime API checks before
+/// handing it an event, so a killed instance's pending poll never takes one.
+struct Instance {
+    child: Child,
+    alive: Arc<AtomicBool>,
+}
+
+type AppState = (Arc<Inner>, Arc<AtomicBool>);
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
@@ -36,9 +45,9 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// The Runtime API server and the function process it feeds.
 pub struct LocalLambda {
-    addr: SocketAddr,
     inner: Arc<Inner>,
-    child: Option<Child>,
+    children: Vec<Instance>,
+    instances: usize,
     binary: PathBuf,
     env: Vec<(String, String)>,
 }
@@ -60,7 +69,30 @@ pub fn binary(name: &str) -> PathBuf {
 impl LocalLambda {
     /// Serves the Runtime API on an ephemeral port and starts `binary` with `env`.
     pub async fn start(binary: PathBuf, env: Vec<(String, String)>) -> LocalLambda {
+        Self::start_instances(binary, env, 1).await
+    }
+
+    /// Like [`LocalLambda::start`] with `instances` processes polling the same
+    /// queue, as Lambda runs concurrent invocations in separate instances.
+    pub async fn start_instances(
+        binary: PathBuf,
+        env: Vec<(String, String)>,
+        instances: usize,
+    ) -> LocalLambda {
         let inner = Arc::new(Inner::default());
+        let mut lambda = LocalLambda {
+            inner,
+            children: Vec::new(),
+            instances,
+            binary,
+            env,
+        };
+        lambda.spawn().await;
+        lambda
+    }
+
+    /// Serves a Runtime API for one instance on an ephemeral port.
+    async fn serve(&self, alive: Arc<AtomicBool>) -> SocketAddr {
         let app = Router::new()
             .route("/2018-06-01/runtime/invocation/next", get(next))
             .route(
@@ -69,7 +101,7 @@ impl LocalLambda {
             )
             .route("/2018-06-01/runtime/invocation/{id}/error", post(error))
             .route("/2018-06-01/runtime/init/error", post(init_error))
-            .with_state(inner.clone());
+            .with_state((self.inner.clone(), alive));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind the runtime API");
@@ -77,25 +109,29 @@ impl LocalLambda {
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
-        let mut lambda = LocalLambda {
-            addr,
-            inner,
-            child: None,
-            binary,
-            env,
-        };
-        lambda.spawn();
-        lambda
+        addr
     }
 
-    /// Starts a new function process (a cold start).
-    pub fn spawn(&mut self) {
+    /// Starts new function processes (cold starts), replacing any running ones.
+    pub async fn spawn(&mut self) {
         self.kill();
+        for _ in 0..self.instances {
+            let alive = Arc::new(AtomicBool::new(true));
+            let addr = self.serve(alive.clone()).await;
+            let child = self
+                .command(addr)
+                .spawn()
+                .expect("start the function binary");
+            self.children.push(Instance { child, alive });
+        }
+    }
+
+    fn command(&self, addr: SocketAddr) -> Command {
         let mut command = Command::new(&self.binary);
         command
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("AWS_LAMBDA_RUNTIME_API", self.addr.to_string())
+            .env("AWS_LAMBDA_RUNTIME_API", addr.to_string())
             .env("AWS_LAMBDA_FUNCTION_NAME", "local")
             .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "512")
             .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
@@ -108,14 +144,15 @@ impl LocalLambda {
             } else {
                 Stdio::null()
             });
-        self.child = Some(command.spawn().expect("start the function binary"));
+        command
     }
 
-    /// Kills the function process, as a crash or a redeploy would.
+    /// Kills the function processes, as a crash or a redeploy would.
     pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
+        for mut instance in self.children.drain(..) {
+            instance.alive.store(false, Ordering::SeqCst);
+            let _ = instance.child.kill();
+            let _ = instance.child.wait();
         }
     }
 
@@ -129,7 +166,6 @@ impl LocalLambda {
         let (tx, rx) = oneshot::channel();
         lock(&self.inner.waiting).insert(id.clone(), tx);
         lock(&self.inner.queue).push_back((id, payload));
-        self.inner.ready.notify_one();
         match tokio::time::timeout(Duration::from_secs(60), rx).await {
             Ok(Ok(reply)) => reply,
             _ => Err(json!({"errorType": "Timeout", "errorMessage": "no response within 60 s"})),
@@ -143,8 +179,11 @@ impl Drop for LocalLambda {
     }
 }
 
-async fn next(State(inner): State<Arc<Inner>>) -> impl IntoResponse {
+async fn next(State((inner, alive)): State<AppState>) -> impl IntoResponse {
     loop {
+        if !alive.load(Ordering::SeqCst) {
+            return (StatusCode::GONE, HeaderMap::new(), String::new());
+        }
         let item = lock(&inner.queue).pop_front();
         if let Some((id, payload)) = item {
             let mut headers = HeaderMap::new();
@@ -170,12 +209,13 @@ async fn next(State(inner): State<Arc<Inner>>) -> impl IntoResponse {
             }
             return (StatusCode::OK, headers, payload.to_string());
         }
-        inner.ready.notified().await;
+        // Polling keeps a killed instance's pending request from ever taking an event.
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
 
 async fn response(
-    State(inner): State<Arc<Inner>>,
+    State((inner, _)): State<AppState>,
     Path(id): Path<String>,
     body: Bytes,
 ) -> StatusCode {
@@ -186,7 +226,11 @@ async fn response(
     StatusCode::ACCEPTED
 }
 
-async fn error(State(inner): State<Arc<Inner>>, Path(id): Path<String>, body: Bytes) -> StatusCode {
+async fn error(
+    State((inner, _)): State<AppState>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> StatusCode {
     let value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     if let Some(tx) = lock(&inner.waiting).remove(&id) {
         let _ = tx.send(Err(value));

@@ -347,7 +347,11 @@ async fn a_commit_with_a_stale_head_conflicts_and_writes_none_of_its_messages(
     let turn = store.load_turn(&key, NOW).await.unwrap();
     assert_eq!(turn.head, Some(second));
     assert_eq!(seqs(&turn.window), [(1, 1), (1, 2), (1, 3), (1, 4)]);
-    assert!(turn.window.iter().all(|m| !m.text().contains("late")));
+    assert!(
+        turn.window
+            .iter()
+            .all(|m| !m.to_message().text().contains("late"))
+    );
 }
 
 async fn a_second_first_round_for_the_same_contact_conflicts(backend: impl Backend) {
@@ -366,6 +370,23 @@ async fn a_second_first_round_for_the_same_contact_conflicts(backend: impl Backe
     assert!(matches!(err, StoreError::Conflict(_)), "{err:?}");
     let turn = store.load_turn(&key, NOW).await.unwrap();
     assert_eq!(seqs(&turn.window), [(1, 1), (1, 2)]);
+}
+
+async fn a_round_reusing_a_stored_sequence_number_conflicts_and_changes_nothing(
+    backend: impl Backend,
+) {
+    let store = backend.store();
+    let key = ana();
+    let head = commit(&*store, &key, exchange(1, None, "one")).await;
+    // The head's condition holds, but seq 2 exists: the message's own condition fails.
+    let mut overlapping = round(&key, Some(&head), vec![user(1, 2, "x"), user(1, 3, "y")]);
+    overlapping.head.last_seq = 3;
+    let err = store.commit_round(&overlapping).await.unwrap_err();
+    assert!(matches!(err, StoreError::Conflict(_)), "{err:?}");
+    let turn = store.load_turn(&key, NOW).await.unwrap();
+    assert_eq!(turn.head, Some(head));
+    assert_eq!(seqs(&turn.window), [(1, 1), (1, 2)]);
+    assert_eq!(turn.window[1].to_message().text(), "answer to one");
 }
 
 async fn a_new_session_resets_the_summary_and_leaves_the_old_session_out_of_the_window(
@@ -602,10 +623,8 @@ async fn transcript_pages_cover_every_session_exactly_once_in_order(backend: imp
     let key = ana();
     // Session 1: seqs 1..=5; session 2: seqs 1..=4.
     let head = commit(&*store, &key, exchange(1, None, "a")).await;
-    let head = commit(&*store, &key, exchange(1, Some(&head), "b")).await;
-    let mut last = vec![user(1, 5, "c")];
-    last[0].created_at = NOW + 5;
-    let head = commit(&*store, &key, last).await;
+    commit(&*store, &key, exchange(1, Some(&head), "b")).await;
+    let head = commit(&*store, &key, vec![user(1, 5, "c")]).await;
     let head = commit(&*store, &key, exchange(2, Some(&head), "d")).await;
     commit(&*store, &key, exchange(2, Some(&head), "e")).await;
     backend.put_fact(&key, fact("name", "Ana"), None).await;
@@ -695,7 +714,7 @@ async fn transcript_pages_cover_every_session_exactly_once_in_order(backend: imp
         .unwrap();
     assert_eq!(seqs(&whole.messages), [(2, 1), (2, 2), (2, 3), (2, 4)]);
     assert_eq!(whole.next_before, None);
-    assert_eq!(whole.messages[1].text(), "answer to d");
+    assert_eq!(whole.messages[1].to_message().text(), "answer to d");
     // A cursor from another session's page narrows nothing it should not.
     let older = store
         .transcript(
@@ -806,7 +825,7 @@ async fn tenants_are_isolated_even_with_the_same_contact_id(backend: impl Backen
     assert_eq!(store.erase_contact(&other).await.unwrap(), 4);
 
     let turn = store.load_turn(&acme, NOW).await.unwrap();
-    assert_eq!(turn.window[0].text(), "acme's");
+    assert_eq!(turn.window[0].to_message().text(), "acme's");
     assert_eq!(turn.facts, vec![fact("name", "Ana")]);
 }
 
@@ -862,8 +881,11 @@ async fn concurrent_commits_on_the_same_head_let_exactly_one_win(backend: impl B
     let turn = store.load_turn(&key, NOW).await.unwrap();
     assert_eq!(seqs(&turn.window), [(1, 1), (1, 2), (1, 3), (1, 4)]);
     let winner = format!("from task {}", winners[0]);
-    assert_eq!(turn.window[2].text(), winner);
-    assert_eq!(turn.window[3].text(), format!("answer to {winner}"));
+    assert_eq!(turn.window[2].to_message().text(), winner);
+    assert_eq!(
+        turn.window[3].to_message().text(),
+        format!("answer to {winner}")
+    );
     assert_eq!(turn.head.unwrap().last_seq, 4);
 }
 
@@ -876,6 +898,7 @@ macro_rules! contract_tests {
             a_committed_round_loads_back_in_order_with_its_head,
             a_commit_with_a_stale_head_conflicts_and_writes_none_of_its_messages,
             a_second_first_round_for_the_same_contact_conflicts,
+            a_round_reusing_a_stored_sequence_number_conflicts_and_changes_nothing,
             a_new_session_resets_the_summary_and_leaves_the_old_session_out_of_the_window,
             a_commit_in_the_same_session_keeps_a_compaction_step_applied_meanwhile,
             the_window_never_holds_messages_at_or_before_summarized_until,

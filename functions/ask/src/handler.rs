@@ -347,3 +347,433 @@ fn percent_decode(text: &str) -> Option<String> {
     }
     String::from_utf8(out).ok()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use degrau::ask::system_clock;
+    use degrau::jobs::NoJobs;
+    use degrau::model::scripted::ScriptedModel;
+    use degrau::store::memory::MemoryStore;
+    use degrau::tenant::Defaults;
+    use degrau::tools::demo::DemoTools;
+    use degrau::usage::Usage;
+
+    use super::*;
+
+    fn app(auth: AuthConfig) -> (App, Arc<MemoryStore>, Arc<ScriptedModel>) {
+        let store = Arc::new(MemoryStore::new());
+        let model = Arc::new(ScriptedModel::default());
+        let service = AskService {
+            store: store.clone(),
+            tenants: store.clone(),
+            model: model.clone(),
+            tools: Arc::new(DemoTools),
+            jobs: Arc::new(NoJobs),
+            defaults: Defaults::default(),
+            clock: system_clock(),
+        };
+        (App { service, auth }, store, model)
+    }
+
+    fn request(
+        method: &str,
+        path: &str,
+        headers: Value,
+        body: Option<&str>,
+        claims: Option<Value>,
+    ) -> Request {
+        let mut context = json!({
+            "accountId": "0", "apiId": "a", "domainName": "d", "domainPrefix": "d", "requestId": "r",
+            "routeKey": "$default", "stage": "$default", "time": "t", "timeEpoch": 0,
+            "http": {"method": method, "path": path, "protocol": "HTTP/1.1", "sourceIp": "127.0.0.1", "userAgent": "t"}
+        });
+        if let Some(claims) = claims {
+            context["authorizer"] = json!({"jwt": {"claims": claims}});
+        }
+        let event = json!({
+            "version": "2.0", "routeKey": "$default", "rawPath": path, "rawQueryString": "",
+            "headers": headers, "requestContext": context, "isBase64Encoded": false, "body": body
+        });
+        lambda_http::request::from_str(&event.to_string()).unwrap()
+    }
+
+    async fn call(app: &App, request: Request) -> (u16, Value) {
+        let response = handle(app, request).await;
+        let status = response.status().as_u16();
+        let body = match response.body() {
+            Body::Text(text) => serde_json::from_str(text).unwrap_or(Value::Null),
+            Body::Binary(bytes) => serde_json::from_slice(bytes).unwrap_or(Value::Null),
+            Body::Empty => Value::Null,
+            _ => Value::Null,
+        };
+        (status, body)
+    }
+
+    fn dev_headers() -> Value {
+        json!({"content-type": "application/json", "x-tenant-id": "acme"})
+    }
+
+    #[tokio::test]
+    async fn posts_a_message_and_reads_it_back() {
+        let (app, _, model) = app(AuthConfig::Dev);
+        model.push(ScriptedModel::text("Hi there", Usage::default()));
+        let (status, body) = call(
+            &app,
+            request(
+                "POST",
+                "/v1/contacts/ana%40example.com/messages",
+                dev_headers(),
+                Some(r#"{"text":"hello"}"#),
+                None,
+            ),
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["reply"]["text"], "Hi there");
+        assert_eq!(body["round"], json!({"first_seq": 1, "last_seq": 2}));
+        assert_eq!(body["compaction_queued"], false);
+
+        let (status, body) = call(
+            &app,
+            request(
+                "GET",
+                "/v1/contacts/ana@example.com/messages",
+                dev_headers(),
+                None,
+                None,
+            ),
+        )
+        .await;
+        assert_eq!(status, 200);
+        assert_eq!(body["messages"].as_array().unwrap().len(), 2);
+        assert_eq!(body["messages"][0]["content"][0]["text"], "hello");
+
+        let (status, body) = call(
+            &app,
+            request(
+                "GET",
+                "/v1/contacts/ana@example.com/memory",
+                dev_headers(),
+                None,
+                None,
+            ),
+        )
+        .await;
+        assert_eq!(status, 200);
+        assert_eq!(body["session"]["number"], 1);
+        assert_eq!(body["session"]["open"], true);
+    }
+
+    #[tokio::test]
+    async fn jwt_mode_reads_the_claim_and_ignores_the_dev_header() {
+        let (app, store, model) = app(AuthConfig::Jwt {
+            claim: "custom:tenant_id".into(),
+        });
+        let (status, body) = call(
+            &app,
+            request(
+                "POST",
+                "/v1/contacts/bob/messages",
+                dev_headers(),
+                Some(r#"{"text":"hi"}"#),
+                None,
+            ),
+        )
+        .await;
+        assert_eq!(
+            (status, body["error"]["type"].as_str()),
+            (401, Some("unauthenticated"))
+        );
+        assert!(model.requests().is_empty());
+
+        model.push(ScriptedModel::text("ok", Usage::default()));
+        let claims = Some(json!({"custom:tenant_id": "acme", "sub": "u1"}));
+        let (status, _) = call(
+            &app,
+            request(
+                "POST",
+                "/v1/contacts/bob/messages",
+                dev_headers(),
+                Some(r#"{"text":"hi"}"#),
+                claims,
+            ),
+        )
+        .await;
+        assert_eq!(status, 200);
+        let key = ContactKey {
+            tenant: TenantId::parse("acme").unwrap(),
+            contact: ContactId::parse("bob").unwrap(),
+        };
+        assert_eq!(
+            store.item_count(&key),
+            3,
+            "head and two messages under the claim's tenant"
+        );
+    }
+
+    #[tokio::test]
+    async fn bad_input_gets_the_documented_error_and_changes_nothing() {
+        let (app, store, model) = app(AuthConfig::Dev);
+        let long = json!({"text": "x".repeat(8001)}).to_string();
+        let huge = json!({"text": "x".repeat(70_000)}).to_string();
+        let cases: Vec<(Request, u16, &str)> = vec![
+            (
+                request(
+                    "POST",
+                    "/v1/contacts/bob/messages",
+                    dev_headers(),
+                    Some("{not json"),
+                    None,
+                ),
+                400,
+                "invalid_request",
+            ),
+            (
+                request(
+                    "POST",
+                    "/v1/contacts/bob/messages",
+                    dev_headers(),
+                    Some(r#"{"text": 5}"#),
+                    None,
+                ),
+                400,
+                "invalid_request",
+            ),
+            (
+                request(
+                    "POST",
+                    "/v1/contacts/bob/messages",
+                    dev_headers(),
+                    Some(r#"{"text": "hi", "x": 1}"#),
+                    None,
+                ),
+                400,
+                "invalid_request",
+            ),
+            (
+                request(
+                    "POST",
+                    "/v1/contacts/bob/messages",
+                    dev_headers(),
+                    Some(r#"{"text": "  "}"#),
+                    None,
+                ),
+                400,
+                "invalid_request",
+            ),
+            (
+                request(
+                    "POST",
+                    "/v1/contacts/bob/messages",
+                    dev_headers(),
+                    Some(&long),
+                    None,
+                ),
+                413,
+                "too_large",
+            ),
+            (
+                request(
+                    "POST",
+                    "/v1/contacts/bob/messages",
+                    dev_headers(),
+                    Some(&huge),
+                    None,
+                ),
+                413,
+                "too_large",
+            ),
+            (
+                request(
+                    "POST",
+                    "/v1/contacts/bo%23b/messages",
+                    dev_headers(),
+                    Some(r#"{"text":"hi"}"#),
+                    None,
+                ),
+                400,
+                "invalid_request",
+            ),
+            (
+                request(
+                    "POST",
+                    "/v1/contacts/%ff/messages",
+                    dev_headers(),
+                    Some(r#"{"text":"hi"}"#),
+                    None,
+                ),
+                400,
+                "invalid_request",
+            ),
+            (
+                request(
+                    "POST",
+                    "/v1/contacts/bob/messages",
+                    json!({"content-type": "application/json"}),
+                    Some(r#"{"text":"hi"}"#),
+                    None,
+                ),
+                401,
+                "unauthenticated",
+            ),
+            (
+                request(
+                    "POST",
+                    "/v1/contacts/bob/messages",
+                    json!({"content-type": "text/plain", "x-tenant-id": "acme"}),
+                    Some("hi"),
+                    None,
+                ),
+                415,
+                "unsupported_media_type",
+            ),
+            (
+                request(
+                    "POST",
+                    "/v1/contacts/bob/messages",
+                    json!({"content-type": "application/json", "x-tenant-id": "a#b"}),
+                    Some(r#"{"text":"hi"}"#),
+                    None,
+                ),
+                401,
+                "unauthenticated",
+            ),
+            (
+                request(
+                    "POST",
+                    "/v1/contacts/bob/messages",
+                    json!({"content-type": "application/json", "x-tenant-id": "acme", "idempotency-key": "has space"}),
+                    Some(r#"{"text":"hi"}"#),
+                    None,
+                ),
+                400,
+                "invalid_request",
+            ),
+            (
+                request("GET", "/v2/anything", dev_headers(), None, None),
+                404,
+                "not_found",
+            ),
+            (
+                request(
+                    "PUT",
+                    "/v1/contacts/bob/messages",
+                    dev_headers(),
+                    None,
+                    None,
+                ),
+                405,
+                "method_not_allowed",
+            ),
+            (
+                request(
+                    "GET",
+                    "/v1/contacts/bob/messages",
+                    dev_headers(),
+                    None,
+                    None,
+                ),
+                404,
+                "not_found",
+            ),
+            (
+                request("GET", "/v1/contacts/bob/memory", dev_headers(), None, None),
+                404,
+                "not_found",
+            ),
+        ];
+        for (request, status, kind) in cases {
+            let path = request.uri().to_string();
+            let (got, body) = call(&app, request).await;
+            assert_eq!(
+                (got, body["error"]["type"].as_str()),
+                (status, Some(kind)),
+                "{path}: {body}"
+            );
+            assert!(
+                body["error"]["message"]
+                    .as_str()
+                    .is_some_and(|m| !m.is_empty())
+            );
+        }
+        assert!(model.requests().is_empty());
+        let key = ContactKey {
+            tenant: TenantId::parse("acme").unwrap(),
+            contact: ContactId::parse("bob").unwrap(),
+        };
+        assert_eq!(store.item_count(&key), 0);
+    }
+
+    #[tokio::test]
+    async fn model_errors_map_to_their_statuses_with_retry_after_where_it_helps() {
+        let (app, _, model) = app(AuthConfig::Dev);
+        let post = || {
+            request(
+                "POST",
+                "/v1/contacts/bob/messages",
+                dev_headers(),
+                Some(r#"{"text":"hi"}"#),
+                None,
+            )
+        };
+        for (error, status, kind) in [
+            (
+                ModelError::RateLimited {
+                    retry_after: Some(7),
+                },
+                429,
+                "rate_limited",
+            ),
+            (ModelError::Timeout, 504, "model_timeout"),
+            (ModelError::Unavailable { status: 529 }, 502, "model_error"),
+            (
+                ModelError::InvalidRequest {
+                    message: "secret detail".into(),
+                },
+                502,
+                "model_error",
+            ),
+        ] {
+            model.push(Err(error));
+            let response = handle(&app, post()).await;
+            assert_eq!(response.status().as_u16(), status);
+            let text = match response.body() {
+                Body::Text(t) => t.clone(),
+                _ => String::new(),
+            };
+            assert!(text.contains(kind), "{text}");
+            assert!(
+                !text.contains("secret detail"),
+                "API texts stay in the logs"
+            );
+            if status == 429 {
+                assert_eq!(response.headers()["retry-after"], "7");
+            }
+        }
+    }
+
+    #[test]
+    fn routes_parse_with_and_without_the_local_prefix() {
+        assert!(
+            matches!(parse_route("/v1/contacts/x/messages"), Some(Route::Messages(c)) if c == "x")
+        );
+        assert!(matches!(
+            parse_route("/lambda-url/ask/v1/contacts/x/memory"),
+            Some(Route::Memory(_))
+        ));
+        assert!(matches!(
+            parse_route("/v1/contacts/x"),
+            Some(Route::Contact(_))
+        ));
+        assert!(parse_route("/v1/contacts/x/messages/extra").is_none());
+        assert!(
+            parse_route("/v1/contacts/")
+                .is_some_and(|r| matches!(r, Route::Contact(c) if c.is_empty()))
+        );
+        assert_eq!(percent_decode("a%2Bb%40c").as_deref(), Some("a+b@c"));
+        assert_eq!(percent_decode("%zz"), None);
+        assert_eq!(percent_decode("%"), None);
+    }
+}

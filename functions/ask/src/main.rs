@@ -25,6 +25,7 @@ async fn main() -> Result<(), Error> {
     let model = AnthropicModel::new(AnthropicConfig {
         base_url: config.anthropic_base_url.clone(),
         api_key: config.anthropic_api_key.clone(),
+        request_timeout: std::time::Duration::from_secs(config.model_timeout_seconds),
         ..AnthropicConfig::default()
     })?;
     let app = Arc::new(App {

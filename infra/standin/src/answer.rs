@@ -209,7 +209,7 @@ fn remembered(context: &str) -> Option<String> {
         .unwrap_or_default();
     let summary = between(context, "<summary>", "</summary>")
         .map(str::trim)
-        .filter(|s| !s.is_empty() && !(s.starts_with('(') && s.ends_with(')')));
+        .filter(|s| !is_placeholder(s));
     let mut parts = Vec::new();
     if !facts.is_empty() {
         parts.push(format!("facts: {}", facts.join("; ")));
@@ -218,6 +218,11 @@ fn remembered(context: &str) -> Option<String> {
         parts.push(format!("summary: {summary}"));
     }
     (!parts.is_empty()).then(|| parts.join(" — "))
+}
+
+/// Empty, or degrau's "(nothing …)" text in parentheses.
+fn is_placeholder(text: &str) -> bool {
+    text.is_empty() || (text.starts_with('(') && text.ends_with(')'))
 }
 
 fn between<'a>(text: &'a str, open: &str, close: &str) -> Option<&'a str> {
@@ -303,14 +308,10 @@ fn confirmation_in_json(value: &Value) -> Option<String> {
     };
     for (key, field) in fields {
         let key = key.to_lowercase();
-        if (key.contains("confirmation") || key == "booking_id" || key == "booking")
-            && let Some(id) = field.as_str().map(str::to_owned).or_else(|| {
-                field
-                    .as_object()
-                    .and_then(|_| confirmation_in_json(field))
-            })
+        if (key.contains("confirmation") || key == "booking_id")
+            && let Some(id) = field.as_str()
         {
-            return Some(id);
+            return Some(id.to_owned());
         }
         if let Some(text) = field.as_str()
             && text.starts_with("BK-")
@@ -383,8 +384,8 @@ pub fn find_dates(text: &str) -> Vec<String> {
             4 | 7 => bytes.get(start + k) == Some(&b'-'),
             _ => is_digit_at(bytes, start + k),
         });
-        let bounded = (start == 0 || !is_digit_at(bytes, start - 1))
-            && !is_digit_at(bytes, start + 10);
+        let bounded =
+            (start == 0 || !is_digit_at(bytes, start - 1)) && !is_digit_at(bytes, start + 10);
         if !(shape && bounded) {
             continue;
         }
@@ -392,8 +393,7 @@ pub fn find_dates(text: &str) -> Vec<String> {
         let day = two_digits(bytes, start + 8).unwrap_or(0);
         // The ten bytes are ASCII, so these are character boundaries.
         let date = &text[start..start + 10];
-        if (1..=12).contains(&month) && (1..=31).contains(&day) && !days.iter().any(|d| d == date)
-        {
+        if (1..=12).contains(&month) && (1..=31).contains(&day) && !days.iter().any(|d| d == date) {
             days.push(date.to_owned());
         }
     }
@@ -428,10 +428,14 @@ pub fn find_time(text: &str) -> Option<String> {
 }
 
 /// Words split on whitespace and JSON/quote punctuation, trimmed of other
-/// punctuation at both ends.
+/// punctuation at both ends (but a leading `+`).
 fn tokens(text: &str) -> Vec<String> {
     text.split(|c: char| c.is_whitespace() || "\"'`,;{}[]()«»<>=|".contains(c))
-        .map(|t| t.trim_matches(|c: char| !c.is_alphanumeric()))
+        // A leading `+` stays: it belongs to a phone number.
+        .map(|t| {
+            t.trim_start_matches(|c: char| !c.is_alphanumeric() && c != '+')
+                .trim_end_matches(|c: char| !c.is_alphanumeric())
+        })
         .filter(|t| !t.is_empty())
         .map(str::to_owned)
         .collect()
@@ -460,7 +464,9 @@ enum Speaker {
 
 /// A speaker label opening a line (`user:`, `[assistant]`, `- customer:` …).
 fn speaker_label(line: &str) -> Option<(Speaker, &str)> {
-    let trimmed = line.trim_start().trim_start_matches(['-', '*', ' ', '[', '(']);
+    let trimmed = line
+        .trim_start()
+        .trim_start_matches(['-', '*', ' ', '[', '(']);
     let end = trimmed.find([':', ']', ')'])?;
     let label = trimmed[..end]
         .trim()
@@ -742,7 +748,9 @@ mod tests {
     #[test]
     fn finds_dates_and_times_without_regexes() {
         assert_eq!(
-            find_dates("on 2026-12-04 or 2026-12-05, not 2026-13-01 nor 12026-12-01 nor 2026-12-04"),
+            find_dates(
+                "on 2026-12-04 or 2026-12-05, not 2026-13-01 nor 12026-12-01 nor 2026-12-04"
+            ),
             vec!["2026-12-04", "2026-12-05"]
         );
         assert_eq!(find_time("at 14:30."), Some("14:30".into()));

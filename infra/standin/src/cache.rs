@@ -84,9 +84,9 @@ impl Cache {
         let read_end = breakpoints
             .iter()
             .filter_map(|&b| {
-                (b.saturating_sub(LOOKBACK - 1)..=b).rev().find(|&j| {
-                    cacheable(j) && self.entries.contains_key(&positions[j].prefix_hash)
-                })
+                (b.saturating_sub(LOOKBACK - 1)..=b)
+                    .rev()
+                    .find(|&j| cacheable(j) && self.entries.contains_key(&positions[j].prefix_hash))
             })
             .max();
         let read = read_end.map_or(0, |r| cumulative[r]);

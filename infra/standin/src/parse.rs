@@ -37,7 +37,9 @@ pub fn parse_request(body: &[u8]) -> Result<ParsedRequest, ApiError> {
         ))
     })?;
     let Value::Object(mut object) = value else {
-        return Err(ApiError::invalid("body: Input should be a valid dictionary"));
+        return Err(ApiError::invalid(
+            "body: Input should be a valid dictionary",
+        ));
     };
     for field in ["model", "max_tokens", "messages"] {
         if !object.contains_key(field) {
@@ -230,7 +232,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(parsed.request.system[0].text, "be nice");
-        assert_eq!(parsed.request.messages[0].content[0].block, ContentBlock::text("hi"));
+        assert_eq!(
+            parsed.request.messages[0].content[0].block,
+            ContentBlock::text("hi")
+        );
         assert_eq!(
             parsed.request.messages[2].content[0].block,
             ContentBlock::tool_result("a", "one\ntwo")
@@ -255,7 +260,10 @@ mod tests {
             "tools.1.name: String should match pattern '^[a-zA-Z0-9_-]{1,64}$'"
         );
         assert!(error(body(&[&"x".repeat(65)])).starts_with("tools.0.name"));
-        assert_eq!(error(body(&["a", "a"])), "tools: Tool names must be unique.");
+        assert_eq!(
+            error(body(&["a", "a"])),
+            "tools: Tool names must be unique."
+        );
         assert!(parse_request(body(&["a-b_C9"]).to_string().as_bytes()).is_ok());
     }
 
@@ -285,7 +293,9 @@ mod tests {
             "This model does not support assistant message prefill. The conversation must end with a user message."
         );
         assert_eq!(
-            error(json!({"model": "m", "max_tokens": 0, "messages": [{"role": "user", "content": "hi"}]})),
+            error(
+                json!({"model": "m", "max_tokens": 0, "messages": [{"role": "user", "content": "hi"}]})
+            ),
             "max_tokens: Input should be greater than or equal to 1"
         );
     }

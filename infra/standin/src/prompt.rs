@@ -197,7 +197,7 @@ mod tests {
         assert_eq!(prompt.positions()[2].tokens, 8);
         assert_eq!(
             prompt.total_tokens(),
-            prompt.positions().iter().map(|p| p.tokens).sum()
+            prompt.positions().iter().map(|p| p.tokens).sum::<u64>()
         );
     }
 

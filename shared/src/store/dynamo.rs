@@ -890,6 +890,65 @@ fn transaction_error(err: SdkError<TransactWriteItemsError, HttpResponse>) -> St
 mod tests {
     use super::*;
 
+    fn response(status: u16) -> HttpResponse {
+        HttpResponse::new(status.try_into().unwrap(), "".into())
+    }
+
+    fn cancelled(codes: &[&str]) -> SdkError<TransactWriteItemsError, HttpResponse> {
+        use aws_sdk_dynamodb::types::CancellationReason;
+        use aws_sdk_dynamodb::types::error::TransactionCanceledException;
+        let mut err = TransactionCanceledException::builder().message("Transaction cancelled");
+        for code in codes {
+            err = err.cancellation_reasons(CancellationReason::builder().code(*code).build());
+        }
+        SdkError::service_error(
+            TransactWriteItemsError::TransactionCanceledException(err.build()),
+            response(400),
+        )
+    }
+
+    #[test]
+    fn a_failed_condition_in_a_round_is_a_conflict() {
+        let err = transaction_error(cancelled(&["None", "ConditionalCheckFailed", "None"]));
+        assert!(matches!(err, StoreError::Conflict(_)), "{err:?}");
+    }
+
+    #[test]
+    fn a_round_that_lost_a_race_or_was_throttled_is_unavailable() {
+        for code in [
+            "TransactionConflict",
+            "ThrottlingError",
+            "ProvisionedThroughputExceeded",
+        ] {
+            let err = transaction_error(cancelled(&["None", code]));
+            assert!(matches!(err, StoreError::Unavailable(_)), "{code}: {err:?}");
+        }
+        let err = transaction_error(cancelled(&["ValidationError"]));
+        assert!(matches!(err, StoreError::Other(_)), "{err:?}");
+    }
+
+    #[test]
+    fn throttling_server_errors_and_timeouts_are_unavailable() {
+        use aws_sdk_dynamodb::error::ErrorMetadata;
+        use aws_sdk_dynamodb::operation::get_item::GetItemError;
+        let throttled =
+            GetItemError::generic(ErrorMetadata::builder().code("ThrottlingException").build());
+        let err = sdk_error(
+            "get_item",
+            SdkError::service_error(throttled, response(400)),
+        );
+        assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+        let internal = GetItemError::generic(ErrorMetadata::builder().code("Whatever").build());
+        let err = sdk_error("get_item", SdkError::service_error(internal, response(503)));
+        assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+        let err = sdk_error::<GetItemError>("get_item", SdkError::timeout_error("slow"));
+        assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+        let invalid =
+            GetItemError::generic(ErrorMetadata::builder().code("ValidationException").build());
+        let err = sdk_error("get_item", SdkError::service_error(invalid, response(400)));
+        assert!(matches!(err, StoreError::Other(_)), "{err:?}");
+    }
+
     #[test]
     fn message_keys_sort_by_session_then_sequence() {
         assert_eq!(message_sk(2, 15), "S#000002#M#00000015");

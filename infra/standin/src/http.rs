@@ -1,0 +1,395 @@
+//! The HTTP surface: `POST /v1/messages` in the Messages API's shape, and the
+//! test controls under `/stand-in/`:
+//!
+//! | endpoint | does |
+//! |---|---|
+//! | `POST /stand-in/faults` | queue faults (a JSON array of [`Fault`]) |
+//! | `POST /stand-in/script` | queue scripted answers (a JSON array of [`ScriptedAnswer`]) |
+//! | `GET /stand-in/requests` | the calls received, oldest first ([`LoggedCall`]) |
+//! | `POST /stand-in/reset` | clear faults, script, log, cache and clock |
+//! | `POST /stand-in/clock` | `{"advance_seconds": n}` moves the cache clock |
+//! | `GET /stand-in/health` | `{"status": "ok"}` |
+//!
+//! Handlers always answer; every error goes through [`ApiError::into_response`].
+
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use degrau::domain::ContentBlock;
+use degrau::model::StopReason;
+use degrau::usage::Usage;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use crate::StandIn;
+use crate::answer::{Answer, answer};
+use crate::control::{Fault, LoggedCall, ScriptedAnswer};
+use crate::error::ApiError;
+use crate::parse::parse_request;
+use crate::prompt::{Prompt, tokens_for_chars};
+
+/// Largest body accepted: the real API's 32 MB (413 `request_too_large` above).
+pub const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
+
+/// How long a dropped response waits between its partial body and the break, so
+/// the client really receives the headers and the first bytes.
+const DROP_PAUSE: Duration = Duration::from_millis(50);
+
+/// The stand-in's routes.
+pub fn router(standin: StandIn) -> Router {
+    Router::new()
+        .route("/v1/messages", post(messages))
+        .route("/stand-in/faults", post(push_faults))
+        .route("/stand-in/script", post(push_script))
+        .route("/stand-in/requests", get(requests))
+        .route("/stand-in/reset", post(reset))
+        .route("/stand-in/clock", post(clock))
+        .route("/stand-in/health", get(health))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(standin)
+}
+
+/// A successful call: the response body and its usage.
+struct Answered {
+    response: Value,
+    usage: Usage,
+}
+
+async fn messages(
+    State(standin): State<StandIn>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let request_id = standin.next_request_id();
+    let fault = standin.take_fault().unwrap_or_default();
+    if let Some(ms) = fault.hang_ms {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
+    let logged_body = match &body {
+        Ok(bytes) => serde_json::from_slice(bytes)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(bytes).into_owned())),
+        Err(_) => Value::Null,
+    };
+
+    let outcome = match fault.status {
+        Some(status) => Err(injected_error(status, &fault)),
+        None => handle(&standin, &headers, body),
+    };
+    match outcome {
+        Ok(Answered { response, usage }) => {
+            tracing::info!(
+                request_id = %request_id,
+                input_tokens = usage.input_tokens,
+                cache_creation_input_tokens = usage.cache_creation_input_tokens,
+                cache_read_input_tokens = usage.cache_read_input_tokens,
+                output_tokens = usage.output_tokens,
+                dropped = fault.drop,
+                "answered"
+            );
+            let bytes = serde_json::to_vec(&response).unwrap_or_default();
+            standin.record(LoggedCall {
+                request_id: request_id.clone(),
+                status: 200,
+                body: logged_body,
+                usage: Some(usage),
+                response,
+                dropped: fault.drop,
+            });
+            if fault.drop {
+                dropped_response(&request_id, bytes)
+            } else {
+                json_response(&request_id, bytes)
+            }
+        }
+        Err(error) => {
+            tracing::info!(
+                request_id = %request_id,
+                status = error.status,
+                kind = %error.kind,
+                "refused"
+            );
+            standin.record(LoggedCall {
+                request_id: request_id.clone(),
+                status: error.status,
+                body: logged_body,
+                usage: None,
+                response: error.envelope(&request_id),
+                dropped: false,
+            });
+            error.into_response(&request_id)
+        }
+    }
+}
+
+fn injected_error(status: u16, fault: &Fault) -> ApiError {
+    let mut error = ApiError::new(status, "");
+    if let Some(kind) = &fault.kind {
+        error.kind.clone_from(kind);
+    }
+    error.message = fault.message.clone().unwrap_or_else(|| match status {
+        529 => "Overloaded".to_owned(),
+        500 => "Internal server error".to_owned(),
+        _ => format!("Injected fault {status} (offline stand-in)"),
+    });
+    error.retry_after = fault.retry_after;
+    error.should_retry = fault.should_retry;
+    error.error_code.clone_from(&fault.error_code);
+    error
+}
+
+/// Everything after the faults: headers, body, limits, cache, answer.
+fn handle(
+    standin: &StandIn,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Answered, ApiError> {
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+    };
+    if header("x-api-key").is_none() {
+        return Err(ApiError::new(401, "x-api-key header is required"));
+    }
+    if header("anthropic-version").is_none() {
+        return Err(ApiError::invalid("anthropic-version: header is required"));
+    }
+    let bytes = body.map_err(|rejection| {
+        if rejection.status().as_u16() == 413 {
+            ApiError::new(413, "Request exceeds the maximum allowed number of bytes.")
+        } else {
+            ApiError::invalid(format!("could not read the request body: {rejection}"))
+        }
+    })?;
+    let parsed = parse_request(&bytes)?;
+    let prompt = Prompt::flatten(&parsed.request, &parsed.tool_breakpoints, &parsed.prelude);
+    let total = prompt.total_tokens();
+    let config = standin.config();
+    if total > config.context_limit {
+        return Err(ApiError::invalid(format!(
+            "prompt is too long: {total} tokens > {} maximum",
+            config.context_limit
+        )));
+    }
+
+    let (scripted, cached, number) = standin.with(|state| {
+        let now = standin.now_ms_of(state);
+        let usage = state
+            .cache
+            .account(&prompt, now, config.min_cacheable_tokens);
+        state.messages += 1;
+        (state.script.pop_front(), usage, state.messages)
+    });
+    let (content, stop_reason, output_tokens) = match scripted {
+        Some(script) => {
+            let stop = script.stop_reason();
+            let tokens = output_tokens(&script.content);
+            (script.content, stop, tokens)
+        }
+        None => {
+            let reply = answer(&parsed.request, parsed.tools_enabled, &prompt.fingerprint());
+            fit(reply, parsed.request.max_tokens)
+        }
+    };
+    let usage = Usage {
+        output_tokens,
+        ..cached
+    };
+    let response = json!({
+        "id": format!("msg_standin_{number}"),
+        "type": "message",
+        "role": "assistant",
+        "model": parsed.request.model,
+        "content": content,
+        "stop_reason": stop_reason,
+        "stop_sequence": null,
+        "usage": usage,
+    });
+    Ok(Answered { response, usage })
+}
+
+/// Output tokens of a reply: a quarter of its characters (text as is, tool calls
+/// as JSON), rounded up.
+fn output_tokens(content: &[ContentBlock]) -> u64 {
+    let chars: usize = content
+        .iter()
+        .map(|block| match block {
+            ContentBlock::Text { text } => text.chars().count(),
+            other => serde_json::to_string(other).map_or(0, |j| j.chars().count()),
+        })
+        .sum();
+    tokens_for_chars(chars)
+}
+
+/// Cuts a heuristic reply to `max_tokens` like the real API: only text survives,
+/// and the stop reason says why.
+fn fit(reply: Answer, max_tokens: u32) -> (Vec<ContentBlock>, StopReason, u64) {
+    let tokens = output_tokens(&reply.content);
+    if tokens <= u64::from(max_tokens) {
+        return (reply.content, reply.stop_reason, tokens);
+    }
+    let keep = usize::try_from(max_tokens)
+        .unwrap_or(usize::MAX)
+        .saturating_mul(4);
+    let text: String = reply
+        .content
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        .chars()
+        .take(keep)
+        .collect();
+    let content = if text.trim().is_empty() {
+        Vec::new()
+    } else {
+        vec![ContentBlock::text(text)]
+    };
+    // At most `max_tokens * 4` characters are kept, so this never passes the budget.
+    let tokens = if content.is_empty() {
+        u64::from(max_tokens)
+    } else {
+        output_tokens(&content)
+    };
+    (content, StopReason::MaxTokens, tokens)
+}
+
+fn json_response(request_id: &str, bytes: Vec<u8>) -> Response {
+    let mut response = Body::from(bytes).into_response();
+    set_headers(&mut response, request_id);
+    response
+}
+
+fn set_headers(response: &mut Response, request_id: &str) {
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if let Ok(value) = HeaderValue::from_str(request_id) {
+        headers.insert("request-id", value);
+    }
+}
+
+/// Status, headers and the first half of the body; then the connection breaks
+/// (the body stream fails, so hyper aborts the chunked response).
+fn dropped_response(request_id: &str, bytes: Vec<u8>) -> Response {
+    let bytes = Bytes::from(bytes);
+    let half = bytes.slice(..bytes.len() / 2);
+    let mut response = Body::from_stream(Truncated {
+        chunk: Some(half),
+        pause: Box::pin(tokio::time::sleep(DROP_PAUSE)),
+    })
+    .into_response();
+    set_headers(&mut response, request_id);
+    response
+}
+
+/// A body that yields one chunk, waits a moment, then fails.
+struct Truncated {
+    chunk: Option<Bytes>,
+    pause: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl futures_core::Stream for Truncated {
+    type Item = Result<Bytes, std::io::Error>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if let Some(chunk) = self.chunk.take() {
+            return Poll::Ready(Some(Ok(chunk)));
+        }
+        ready!(self.pause.as_mut().poll(cx));
+        Poll::Ready(Some(Err(std::io::Error::new(
+            std::io::ErrorKind::ConnectionAborted,
+            "connection dropped by an injected fault (offline stand-in)",
+        ))))
+    }
+}
+
+async fn push_faults(State(standin): State<StandIn>, body: Bytes) -> Response {
+    let faults: Vec<Fault> = match control_body(&standin, &body) {
+        Ok(faults) => faults,
+        Err(response) => return *response,
+    };
+    if let Some((index, problem)) = faults
+        .iter()
+        .enumerate()
+        .find_map(|(i, f)| f.problem().map(|p| (i, p)))
+    {
+        return control_error(&standin, format!("{index}: {problem}"));
+    }
+    let queued = standin.push_faults(faults);
+    axum::Json(json!({"queued": queued})).into_response()
+}
+
+async fn push_script(State(standin): State<StandIn>, body: Bytes) -> Response {
+    let answers: Vec<ScriptedAnswer> = match control_body(&standin, &body) {
+        Ok(answers) => answers,
+        Err(response) => return *response,
+    };
+    let queued = standin.push_script(answers);
+    axum::Json(json!({"queued": queued})).into_response()
+}
+
+async fn requests(State(standin): State<StandIn>) -> Response {
+    axum::Json(standin.requests()).into_response()
+}
+
+async fn reset(State(standin): State<StandIn>) -> Response {
+    standin.reset();
+    axum::Json(json!({"reset": true})).into_response()
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClockAdvance {
+    advance_seconds: u64,
+}
+
+async fn clock(State(standin): State<StandIn>, body: Bytes) -> Response {
+    let advance: ClockAdvance = match control_body(&standin, &body) {
+        Ok(advance) => advance,
+        Err(response) => return *response,
+    };
+    let now_ms = standin.advance_clock(advance.advance_seconds);
+    axum::Json(json!({"now_ms": now_ms})).into_response()
+}
+
+async fn health() -> Response {
+    axum::Json(json!({"status": "ok"})).into_response()
+}
+
+async fn not_found(State(standin): State<StandIn>, uri: axum::http::Uri) -> Response {
+    let request_id = standin.next_request_id();
+    ApiError::new(404, format!("Not found: {}", uri.path())).into_response(&request_id)
+}
+
+async fn method_not_allowed(State(standin): State<StandIn>) -> Response {
+    let request_id = standin.next_request_id();
+    ApiError::new(405, "Method not allowed").into_response(&request_id)
+}
+
+fn control_body<T: DeserializeOwned>(standin: &StandIn, body: &[u8]) -> Result<T, Box<Response>> {
+    serde_json::from_slice(body).map_err(|e| Box::new(control_error(standin, e.to_string())))
+}
+
+fn control_error(standin: &StandIn, message: String) -> Response {
+    let request_id = standin.next_request_id();
+    ApiError::invalid(message).into_response(&request_id)
+}

@@ -1,0 +1,269 @@
+//! degrau-standin: an offline stand-in for the Anthropic Messages API.
+//!
+//! It is both the local chat's model when no `ANTHROPIC_API_KEY` is set and the
+//! strict model double of degrau's integration tests and benchmarks (one
+//! component, not two). degrau's real HTTP client talks to it unchanged through
+//! `ANTHROPIC_BASE_URL`. It
+//!
+//! - refuses what the real API refuses, with the same texts ([`parse`]);
+//! - counts tokens its own deterministic way and simulates prompt caching the
+//!   documented way, so `usage` behaves like the real one ([`prompt`], [`cache`]);
+//! - answers deterministically, every text reply marked `[offline stand-in]`, and
+//!   calls the scheduling demo's tools when asked ([`answer`]);
+//! - lets tests inject faults, script answers, read the calls it received and move
+//!   the cache clock ([`control`], and the `/stand-in/` endpoints of [`http`]).
+//!
+//! Run it in-process with [`spawn`] (or [`serve`] on a listener of your own), or
+//! as the `degrau-standin` binary.
+
+pub mod answer;
+pub mod cache;
+pub mod cli;
+pub mod control;
+pub mod error;
+pub mod http;
+pub mod parse;
+pub mod prompt;
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+use crate::cache::Cache;
+use crate::control::{Fault, LoggedCall, ScriptedAnswer};
+
+/// Tunables of a stand-in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Config {
+    /// Largest prompt accepted, in the stand-in's tokens (default 200,000).
+    pub context_limit: u64,
+    /// Smallest prefix that is cached, in tokens (default 1,024; the real minimum
+    /// depends on the model, 512 to 4,096).
+    pub min_cacheable_tokens: u64,
+    /// Calls kept in the log; the oldest go first (default 10,000).
+    pub log_capacity: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            context_limit: 200_000,
+            min_cacheable_tokens: 1_024,
+            log_capacity: 10_000,
+        }
+    }
+}
+
+impl Config {
+    /// Sets the context limit.
+    pub fn with_context_limit(mut self, tokens: u64) -> Self {
+        self.context_limit = tokens;
+        self
+    }
+
+    /// Sets the minimum cacheable prefix.
+    pub fn with_min_cacheable_tokens(mut self, tokens: u64) -> Self {
+        self.min_cacheable_tokens = tokens;
+        self
+    }
+
+    /// Sets how many calls the log keeps.
+    pub fn with_log_capacity(mut self, calls: usize) -> Self {
+        self.log_capacity = calls;
+        self
+    }
+}
+
+/// A stand-in: its configuration and all its state behind one lock. Cloning
+/// shares the state. The lock is a std `Mutex`, never held across an `.await`.
+#[derive(Debug, Clone)]
+pub struct StandIn {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    config: Config,
+    started: Instant,
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    cache: Cache,
+    faults: VecDeque<Fault>,
+    script: VecDeque<ScriptedAnswer>,
+    log: VecDeque<LoggedCall>,
+    requests: u64,
+    messages: u64,
+    clock_offset_ms: u64,
+}
+
+impl Default for StandIn {
+    fn default() -> Self {
+        StandIn::new(Config::default())
+    }
+}
+
+impl StandIn {
+    /// A fresh stand-in.
+    pub fn new(config: Config) -> Self {
+        StandIn {
+            shared: Arc::new(Shared {
+                config,
+                started: Instant::now(),
+                state: Mutex::new(State::default()),
+            }),
+        }
+    }
+
+    /// Its configuration.
+    pub fn config(&self) -> Config {
+        self.shared.config
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+        // A panic elsewhere cannot leave this state half-updated in a way that
+        // matters more than losing the stand-in, so poisoning is ignored.
+        let mut state = self
+            .shared
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        f(&mut state)
+    }
+
+    fn now_ms_of(&self, state: &State) -> u64 {
+        let elapsed = u64::try_from(self.shared.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        elapsed.saturating_add(state.clock_offset_ms)
+    }
+
+    /// The cache clock, in milliseconds: real time since start plus every advance.
+    pub fn now_ms(&self) -> u64 {
+        self.with(|state| self.now_ms_of(state))
+    }
+
+    /// Moves the cache clock forward.
+    pub fn advance_clock(&self, seconds: u64) -> u64 {
+        self.with(|state| {
+            state.clock_offset_ms = state
+                .clock_offset_ms
+                .saturating_add(seconds.saturating_mul(1000));
+            self.now_ms_of(state)
+        })
+    }
+
+    /// Queues faults for the next calls; returns how many are queued.
+    pub fn push_faults(&self, faults: impl IntoIterator<Item = Fault>) -> usize {
+        self.with(|state| {
+            state.faults.extend(faults);
+            state.faults.len()
+        })
+    }
+
+    /// Queues scripted answers for the next valid calls; returns how many are queued.
+    pub fn push_script(&self, answers: impl IntoIterator<Item = ScriptedAnswer>) -> usize {
+        self.with(|state| {
+            state.script.extend(answers);
+            state.script.len()
+        })
+    }
+
+    /// The calls received, oldest first.
+    pub fn requests(&self) -> Vec<LoggedCall> {
+        self.with(|state| state.log.iter().cloned().collect())
+    }
+
+    /// Clears faults, script, log, cache and clock advances (ids keep counting, so
+    /// they stay unique for the process's life).
+    pub fn reset(&self) {
+        self.with(|state| {
+            state.faults.clear();
+            state.script.clear();
+            state.log.clear();
+            state.cache.clear();
+            state.clock_offset_ms = 0;
+        });
+    }
+
+    /// Live cache entries now.
+    pub fn cache_entries(&self) -> usize {
+        self.with(|state| state.cache.live_entries(self.now_ms_of(state)))
+    }
+
+    fn next_request_id(&self) -> String {
+        self.with(|state| {
+            state.requests += 1;
+            format!("req_standin_{}", state.requests)
+        })
+    }
+
+    fn take_fault(&self) -> Option<Fault> {
+        self.with(|state| state.faults.pop_front())
+    }
+
+    fn record(&self, call: LoggedCall) {
+        let capacity = self.shared.config.log_capacity;
+        self.with(|state| {
+            state.log.push_back(call);
+            while state.log.len() > capacity {
+                state.log.pop_front();
+            }
+        });
+    }
+}
+
+/// Serves the stand-in on a bound listener until the task is dropped.
+pub async fn serve(listener: TcpListener, standin: StandIn) -> std::io::Result<()> {
+    axum::serve(listener, http::router(standin)).await
+}
+
+/// A stand-in serving on `127.0.0.1` in a background task; dropping it stops the
+/// server.
+#[derive(Debug)]
+pub struct Running {
+    url: String,
+    addr: SocketAddr,
+    standin: StandIn,
+    task: JoinHandle<std::io::Result<()>>,
+}
+
+impl Running {
+    /// Base URL, e.g. `http://127.0.0.1:40123` (what `ANTHROPIC_BASE_URL` takes).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The stand-in, to queue faults or scripts and read the log directly.
+    pub fn standin(&self) -> &StandIn {
+        &self.standin
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Starts a stand-in on an ephemeral loopback port, in-process (for tests).
+pub async fn spawn(standin: StandIn) -> std::io::Result<Running> {
+    let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
+    let addr = listener.local_addr()?;
+    let task = tokio::spawn(serve(listener, standin.clone()));
+    Ok(Running {
+        url: format!("http://{addr}"),
+        addr,
+        standin,
+        task,
+    })
+}

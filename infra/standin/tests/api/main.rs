@@ -1,0 +1,9 @@
+//! The stand-in over HTTP, served in-process on 127.0.0.1 and driven by reqwest
+//! the way degrau's client drives the real API.
+
+mod answers;
+mod binary;
+mod caching;
+mod control;
+mod helpers;
+mod validation;
