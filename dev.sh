@@ -1,20 +1,34 @@
 #!/usr/bin/env bash
 # degrau's developer entry point.
-#   ./dev.sh up     set up and run the local stack
-#   ./dev.sh test   run every test
+#   ./dev.sh up      set up and run the local stack, then chat with it (Ctrl-D to stop)
+#   ./dev.sh start   the same stack, detached: prints the API base URL
+#   ./dev.sh stop    stop the detached stack
+#   ./dev.sh test    run every test (installs what it needs, starts moto itself)
 set -euo pipefail
 cd "$(dirname "$0")"
 
 case "${1:-}" in
   up)
-    cargo build --workspace
-    echo "degrau: built ask and compactor (the local stack arrives with the ask function)."
+    trap 'bash infra/stack.sh stop' EXIT
+    bash infra/stack.sh start
+    python3 infra/chat.py --api "$(cat .local/api.url)"
+    ;;
+  start)
+    bash infra/stack.sh start
+    ;;
+  stop)
+    bash infra/stack.sh stop
     ;;
   test)
-    cargo test --workspace --all-targets
+    bash infra/setup.sh
+    bash infra/moto.sh start
+    trap 'bash infra/moto.sh stop' EXIT
+    # The end-to-end tests run the real function binaries and the stand-in.
+    cargo build --workspace --bins
+    DEGRAU_TEST_AWS_ENDPOINT="$(bash infra/moto.sh url)" cargo test --workspace --all-targets
     ;;
   *)
-    echo "usage: ./dev.sh up|test" >&2
+    echo "usage: ./dev.sh up|start|stop|test" >&2
     exit 2
     ;;
 esac

@@ -2,16 +2,16 @@
 //! starts with [`MARKER`] so nobody mistakes it for Claude — except the answer to a
 //! fact-extraction request, which must be bare JSON for its parser.
 //!
-//! In order of precedence:
-//! 1. system[0] holds `degrau:summarize` → a third-person summary of the
+//! In order of precedence (a forced `tool_choice` comes first, see [`answer`]):
+//! 1. `system[0]` holds `degrau:summarize` → a third-person summary of the
 //!    conversation handed in the last user message, every identifier kept;
-//! 2. system[0] holds `degrau:extract-facts` → `{"facts": []}`;
+//! 2. `system[0]` holds `degrau:extract-facts` → `{"facts": []}`;
 //! 3. the last user turn holds `tool_result` blocks → a short summary of them;
 //! 4. "what did I say first?" → the first user text the request shows (proof that
 //!    the conversation was rebuilt from storage);
 //! 5. the demo tools are defined and the text asks about availability or a
 //!    booking → `tool_use` (two dates → two parallel calls);
-//! 6. otherwise an echo, with what degrau remembers from system[1].
+//! 6. otherwise an echo, with what degrau remembers from `system[1]`.
 
 use std::collections::HashMap;
 
@@ -21,11 +21,13 @@ use degrau::request::ModelRequest;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use crate::parse::ToolChoice;
+
 /// Opening of every text reply.
 pub const MARKER: &str = "[offline stand-in]";
-/// Marker in system[0] of a summary request.
+/// Marker in `system[0]` of a summary request.
 pub const SUMMARIZE_MARKER: &str = "degrau:summarize";
-/// Marker in system[0] of a fact-extraction request.
+/// Marker in `system[0]` of a fact-extraction request.
 pub const EXTRACT_FACTS_MARKER: &str = "degrau:extract-facts";
 /// The demo tool that lists free slots.
 pub const LIST_FREE_SLOTS: &str = "list_free_slots";
@@ -84,10 +86,14 @@ impl Answer {
     }
 }
 
-/// Answers a validated request. `tools_enabled` is false under
-/// `tool_choice: none`; `id_seed` makes the invented `tool_use` ids deterministic
-/// per request yet distinct across the turns of a conversation.
-pub fn answer(request: &ModelRequest, tools_enabled: bool, id_seed: &str) -> Answer {
+/// Answers a validated request. `id_seed` makes the invented `tool_use` ids
+/// deterministic per request yet distinct across the turns of a conversation.
+///
+/// A forced `tool_choice` (`any`, or `tool` with a name) gets only `tool_use`
+/// blocks, like the real API: `{"facts": []}` as the input of a fact-extraction
+/// call, `{"summary": …}` for a summary, the demo heuristics' input when they
+/// apply, else `{}`.
+pub fn answer(request: &ModelRequest, choice: &ToolChoice, id_seed: &str) -> Answer {
     let system0 = request.system.first().map_or("", |b| b.text.as_str());
     let last_turn = last_user_turn(request);
     let text = last_turn
@@ -99,6 +105,43 @@ pub fn answer(request: &ModelRequest, tools_enabled: bool, id_seed: &str) -> Ans
         .collect::<Vec<_>>()
         .join("\n");
 
+    let demo_tools = [LIST_FREE_SLOTS, BOOK_SLOT]
+        .iter()
+        .all(|name| request.tools.iter().any(|t| t.name == *name));
+    let demo_calls = if demo_tools {
+        demo_tool_calls(&text)
+    } else {
+        None
+    };
+    let forced = match choice {
+        ToolChoice::Tool(name) => Some(name.as_str()),
+        ToolChoice::Any => Some(
+            demo_calls
+                .as_ref()
+                .and_then(|calls| calls.first())
+                .map(|(name, _)| *name)
+                .or_else(|| request.tools.first().map(|t| t.name.as_str()))
+                .unwrap_or_default(),
+        ),
+        ToolChoice::Auto | ToolChoice::None => None,
+    };
+    if let Some(name) = forced {
+        let input = if system0.contains(EXTRACT_FACTS_MARKER) {
+            json!({"facts": []})
+        } else if system0.contains(SUMMARIZE_MARKER) {
+            json!({"summary": summarize_conversation(&text)})
+        } else {
+            demo_calls
+                .into_iter()
+                .flatten()
+                .find(|(called, _)| *called == name)
+                .map_or_else(|| json!({}), |(_, input)| input)
+        };
+        return Answer {
+            content: vec![ContentBlock::tool_use(tool_use_id(id_seed, 0), name, input)],
+            stop_reason: StopReason::ToolUse,
+        };
+    }
     if system0.contains(SUMMARIZE_MARKER) {
         return Answer::text(summarize_conversation(&text));
     }
@@ -120,12 +163,8 @@ pub fn answer(request: &ModelRequest, tools_enabled: bool, id_seed: &str) -> Ans
             seen_and_remembered(request)
         ));
     }
-    let demo_tools = [LIST_FREE_SLOTS, BOOK_SLOT]
-        .iter()
-        .all(|name| request.tools.iter().any(|t| t.name == *name));
-    if tools_enabled
-        && demo_tools
-        && let Some(calls) = demo_tool_calls(&text)
+    if *choice != ToolChoice::None
+        && let Some(calls) = demo_calls
     {
         let mut content = vec![ContentBlock::text(format!("{MARKER} Let me check."))];
         for (index, (name, input)) in calls.into_iter().enumerate() {
@@ -600,7 +639,7 @@ mod tests {
     }
 
     fn reply(request: &ModelRequest) -> Answer {
-        answer(request, true, "seed")
+        answer(request, &ToolChoice::Auto, "seed")
     }
 
     fn text_of(answer: &Answer) -> String {
@@ -659,7 +698,10 @@ mod tests {
         assert_eq!(reply(&req).stop_reason, StopReason::EndTurn);
         let tools = demo_tools();
         let req = request_with(&tools, None, &[], &[Message::user_text("free slots?")]);
-        assert_eq!(answer(&req, false, "s").stop_reason, StopReason::EndTurn);
+        assert_eq!(
+            answer(&req, &ToolChoice::None, "s").stop_reason,
+            StopReason::EndTurn
+        );
     }
 
     #[test]
@@ -779,6 +821,43 @@ mod tests {
             assert!(summary.contains(id), "{id} kept");
         }
         assert_eq!(summary.matches(MARKER).count(), 1);
+    }
+
+    #[test]
+    fn a_forced_tool_gets_only_a_tool_use() {
+        let mut tools = demo_tools();
+        tools.push(ToolDef {
+            name: "record_facts".into(),
+            description: "facts".into(),
+            input_schema: json!({"type": "object"}),
+        });
+        let mut req = request_with(&tools, None, &[], &[Message::user_text("user: hi")]);
+        req.system[0].text = "degrau:extract-facts".into();
+        let forced = answer(&req, &ToolChoice::Tool("record_facts".into()), "s");
+        assert_eq!(forced.stop_reason, StopReason::ToolUse);
+        assert_eq!(forced.content.len(), 1);
+        let ContentBlock::ToolUse { name, input, .. } = &forced.content[0] else {
+            panic!("expected a tool_use");
+        };
+        assert_eq!(
+            (name.as_str(), input),
+            ("record_facts", &json!({"facts": []}))
+        );
+
+        let req = request_with(
+            &tools,
+            None,
+            &[],
+            &[Message::user_text("free on 2026-12-09?")],
+        );
+        let any = answer(&req, &ToolChoice::Any, "s");
+        let ContentBlock::ToolUse { name, input, .. } = &any.content[0] else {
+            panic!("expected a tool_use");
+        };
+        assert_eq!(
+            (name.as_str(), input),
+            (LIST_FREE_SLOTS, &json!({"day": "2026-12-09"}))
+        );
     }
 
     #[test]

@@ -14,7 +14,8 @@ use serde_json::Value;
 /// `hang_ms` sleeps first; then `status` answers that error, `drop` breaks the
 /// connection, and neither answers normally. With `drop`, the request is handled
 /// normally (cache and log included), then the status line, the headers and the
-/// first half of the body are sent and the connection is closed mid-body.
+/// first half of the body (the answer, or the error of a refused request) are
+/// sent and the connection is closed mid-body.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Fault {
@@ -30,6 +31,9 @@ pub struct Fault {
     /// `retry-after` header, in seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_after: Option<u64>,
+    /// `retry-after-ms` header, for tests that should not wait whole seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_ms: Option<u64>,
     /// `x-should-retry` header.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub should_retry: Option<bool>,

@@ -17,6 +17,8 @@ pub struct ApiError {
     pub message: String,
     /// `retry-after` header, in seconds.
     pub retry_after: Option<u64>,
+    /// `retry-after-ms` header (read by the official SDKs before `retry-after`).
+    pub retry_after_ms: Option<u64>,
     /// `x-should-retry` header.
     pub should_retry: Option<bool>,
     /// `error.details.error_code` (e.g. `enforced_spend_limit_reached`).
@@ -47,6 +49,7 @@ impl ApiError {
             kind: kind_for_status(status).to_owned(),
             message: message.into(),
             retry_after: None,
+            retry_after_ms: None,
             should_retry: None,
             error_code: None,
         }
@@ -82,6 +85,9 @@ impl ApiError {
         if let Some(seconds) = self.retry_after {
             headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
         }
+        if let Some(ms) = self.retry_after_ms {
+            headers.insert("retry-after-ms", HeaderValue::from(ms));
+        }
         if let Some(retry) = self.should_retry {
             headers.insert(
                 "x-should-retry",
@@ -114,11 +120,13 @@ mod tests {
     fn the_response_carries_status_and_retry_headers() {
         let mut error = ApiError::new(529, "Overloaded");
         error.retry_after = Some(2);
+        error.retry_after_ms = Some(1500);
         error.should_retry = Some(false);
         let response = error.into_response("req_standin_1");
         assert_eq!(response.status().as_u16(), 529);
         assert_eq!(response.headers()["request-id"], "req_standin_1");
         assert_eq!(response.headers()["retry-after"], "2");
+        assert_eq!(response.headers()["retry-after-ms"], "1500");
         assert_eq!(response.headers()["x-should-retry"], "false");
     }
 }

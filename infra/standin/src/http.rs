@@ -119,15 +119,23 @@ async fn messages(
                 kind = %error.kind,
                 "refused"
             );
+            let envelope = error.envelope(&request_id);
+            let bytes = serde_json::to_vec(&envelope).unwrap_or_default();
             standin.record(LoggedCall {
                 request_id: request_id.clone(),
                 status: error.status,
                 body: logged_body,
                 usage: None,
-                response: error.envelope(&request_id),
-                dropped: false,
+                response: envelope,
+                dropped: fault.drop,
             });
-            error.into_response(&request_id)
+            if fault.drop {
+                let mut response = dropped_response(&request_id, bytes);
+                *response.status_mut() = error.into_response(&request_id).status();
+                response
+            } else {
+                error.into_response(&request_id)
+            }
         }
     }
 }
@@ -143,6 +151,7 @@ fn injected_error(status: u16, fault: &Fault) -> ApiError {
         _ => format!("Injected fault {status} (offline stand-in)"),
     });
     error.retry_after = fault.retry_after;
+    error.retry_after_ms = fault.retry_after_ms;
     error.should_retry = fault.should_retry;
     error.error_code.clone_from(&fault.error_code);
     error
@@ -200,7 +209,7 @@ fn handle(
             (script.content, stop, tokens)
         }
         None => {
-            let reply = answer(&parsed.request, parsed.tools_enabled, &prompt.fingerprint());
+            let reply = answer(&parsed.request, &parsed.tool_choice, &prompt.fingerprint());
             fit(reply, parsed.request.max_tokens)
         }
     };

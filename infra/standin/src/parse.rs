@@ -25,8 +25,40 @@ pub struct ParsedRequest {
     /// Canonical JSON of the options that invalidate the cached messages part when
     /// they change (`tool_choice`, `output_config`).
     pub prelude: String,
-    /// False when `tool_choice` is `{"type": "none"}`: the model may not call tools.
-    pub tools_enabled: bool,
+    /// What `tool_choice` allows.
+    pub tool_choice: ToolChoice,
+}
+
+/// The request's `tool_choice`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ToolChoice {
+    /// The model decides (the default).
+    #[default]
+    Auto,
+    /// The model must call some tool.
+    Any,
+    /// The model must call this tool (the older structured-output idiom).
+    Tool(String),
+    /// The model may not call tools.
+    None,
+}
+
+fn tool_choice(value: Option<&Value>) -> Result<ToolChoice, ApiError> {
+    let Some(value) = value.filter(|v| !v.is_null()) else {
+        return Ok(ToolChoice::Auto);
+    };
+    match value.get("type").and_then(Value::as_str) {
+        Some("auto") => Ok(ToolChoice::Auto),
+        Some("any") => Ok(ToolChoice::Any),
+        Some("none") => Ok(ToolChoice::None),
+        Some("tool") => match value.get("name").and_then(Value::as_str) {
+            Some(name) => Ok(ToolChoice::Tool(name.to_owned())),
+            None => Err(ApiError::invalid("tool_choice.tool.name: Field required")),
+        },
+        _ => Err(ApiError::invalid(
+            "tool_choice.type: Input should be 'auto', 'any', 'tool' or 'none'",
+        )),
+    }
 }
 
 /// Parses and checks a body; the error is the 400 the API would answer.
@@ -57,11 +89,7 @@ pub fn parse_request(body: &[u8]) -> Result<ParsedRequest, ApiError> {
         "output_config": object.get("output_config"),
     })
     .to_string();
-    let tools_enabled = object
-        .get("tool_choice")
-        .and_then(|c| c.get("type"))
-        .and_then(Value::as_str)
-        != Some("none");
+    let tool_choice = tool_choice(object.get("tool_choice"))?;
 
     let request: ModelRequest = serde_json::from_value(Value::Object(object))
         .map_err(|e| ApiError::invalid(format!("invalid request body: {e}")))?;
@@ -79,6 +107,20 @@ pub fn parse_request(body: &[u8]) -> Result<ParsedRequest, ApiError> {
         }
     }
     check_tools(&request)?;
+    // Not a quoted API text: the notes do not give this one.
+    match &tool_choice {
+        ToolChoice::Tool(name) if !request.tools.iter().any(|t| &t.name == name) => {
+            return Err(ApiError::invalid(format!(
+                "tool_choice: tool `{name}` is not defined in `tools`"
+            )));
+        }
+        ToolChoice::Any if request.tools.is_empty() => {
+            return Err(ApiError::invalid(
+                "tool_choice: `any` requires at least one tool in `tools`",
+            ));
+        }
+        _ => {}
+    }
     let breakpoints =
         request.breakpoints() + tool_breakpoints.iter().filter(|&&marked| marked).count();
     if breakpoints > MAX_BREAKPOINTS {
@@ -92,7 +134,7 @@ pub fn parse_request(body: &[u8]) -> Result<ParsedRequest, ApiError> {
         request,
         tool_breakpoints,
         prelude,
-        tools_enabled,
+        tool_choice,
     })
 }
 
@@ -241,7 +283,7 @@ mod tests {
             ContentBlock::tool_result("a", "one\ntwo")
         );
         assert_eq!(parsed.tool_breakpoints, vec![true]);
-        assert!(!parsed.tools_enabled);
+        assert_eq!(parsed.tool_choice, ToolChoice::None);
         assert!(parsed.prelude.contains("none"));
     }
 
@@ -282,6 +324,34 @@ mod tests {
             error(body),
             "A maximum of 4 blocks with cache_control may be provided. Found 5."
         );
+    }
+
+    #[test]
+    fn reads_tool_choice_and_refuses_an_undefined_forced_tool() {
+        let body = |choice: Value| {
+            json!({"model": "m", "max_tokens": 5, "tool_choice": choice,
+                "tools": [{"name": "t", "description": "", "input_schema": {"type": "object"}}],
+                "messages": [{"role": "user", "content": "hi"}]})
+        };
+        let parse = |choice: Value| parse_request(body(choice).to_string().as_bytes());
+        assert_eq!(
+            parse(json!({"type": "tool", "name": "t"}))
+                .unwrap()
+                .tool_choice,
+            ToolChoice::Tool("t".into())
+        );
+        assert_eq!(
+            parse(json!({"type": "any"})).unwrap().tool_choice,
+            ToolChoice::Any
+        );
+        assert_eq!(parse(Value::Null).unwrap().tool_choice, ToolChoice::Auto);
+        assert!(
+            parse(json!({"type": "tool", "name": "x"}))
+                .unwrap_err()
+                .message
+                .contains("`x` is not defined")
+        );
+        assert!(parse(json!({"type": "sometimes"})).is_err());
     }
 
     #[test]

@@ -950,6 +950,13 @@ mod tests {
     }
 
     #[test]
+    fn the_status_in_conditions_is_the_status_items_hold() {
+        let stored: AttributeValue =
+            serde_dynamo::to_attribute_value(RequestStatus::InProgress).unwrap();
+        assert_eq!(stored, s(RequestStatus::IN_PROGRESS));
+    }
+
+    #[test]
     fn message_keys_sort_by_session_then_sequence() {
         assert_eq!(message_sk(2, 15), "S#000002#M#00000015");
         assert!(message_sk(1, 99) < message_sk(2, 1));

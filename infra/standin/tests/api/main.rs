@@ -4,6 +4,7 @@
 mod answers;
 mod binary;
 mod caching;
+mod client;
 mod control;
 mod helpers;
 mod validation;

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# The local stack: moto (DynamoDB + SQS), the table and queues provisioned from
+# template.yaml, the offline model stand-in (unless ANTHROPIC_API_KEY is set), and
+# both functions under `cargo lambda watch` with the API Gateway paths.
+#   infra/stack.sh start   start everything in the background; prints the API URL
+#   infra/stack.sh stop    stop what start started
+# State (pids, logs, env) lives in .local/.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+state="$root/.local"
+mkdir -p "$state"
+api_port="${DEGRAU_API_PORT:-9000}"
+standin_port="${DEGRAU_STANDIN_PORT:-4010}"
+
+stop_pid() {
+  local file="$state/$1.pid"
+  if [[ -f "$file" ]]; then
+    local pid
+    pid="$(cat "$file")"
+    kill -- "-$pid" 2>/dev/null || kill "$pid" 2>/dev/null || true
+    rm -f "$file"
+  fi
+}
+
+wait_for() { # url, what, log
+  for _ in $(seq 1 600); do
+    if python3 -c "import sys,urllib.request
+try:
+    urllib.request.urlopen(sys.argv[1], timeout=2)
+except urllib.error.HTTPError:
+    pass
+except Exception:
+    sys.exit(1)" "$1" 2>/dev/null; then
+      return 0
+    fi
+    sleep 0.5
+  done
+  echo "$2 did not come up; last lines of $3:" >&2
+  tail -n 30 "$3" >&2
+  exit 1
+}
+
+start() {
+  bash infra/setup.sh
+  # shellcheck disable=SC1091
+  source .venv/bin/activate
+  bash infra/moto.sh start
+  local endpoint
+  endpoint="$(bash infra/moto.sh url)"
+  python3 infra/provision.py --endpoint "$endpoint" > "$state/provision.env"
+  # shellcheck disable=SC1091
+  source "$state/provision.env"
+
+  local model_env=()
+  if [[ -n "${ANTHROPIC_API_KEY:-}" ]]; then
+    echo "degrau: ANTHROPIC_API_KEY is set: the local stack talks to Claude (${ANTHROPIC_BASE_URL:-https://api.anthropic.com})."
+    model_env=(--env-var "ANTHROPIC_API_KEY=$ANTHROPIC_API_KEY")
+    [[ -n "${ANTHROPIC_BASE_URL:-}" ]] && model_env+=(--env-var "ANTHROPIC_BASE_URL=$ANTHROPIC_BASE_URL")
+  else
+    cargo build -q -p degrau-standin
+    stop_pid standin
+    setsid target/debug/degrau-standin --port "$standin_port" > "$state/standin.log" 2>&1 &
+    echo $! > "$state/standin.pid"
+    wait_for "http://127.0.0.1:$standin_port/stand-in/requests" "the stand-in" "$state/standin.log"
+    echo "degrau: no ANTHROPIC_API_KEY: using the offline stand-in at http://127.0.0.1:$standin_port (not Claude)."
+    model_env=(--env-var "ANTHROPIC_API_KEY=offline-stand-in"
+               --env-var "ANTHROPIC_BASE_URL=${ANTHROPIC_BASE_URL:-http://127.0.0.1:$standin_port}")
+  fi
+
+  stop_pid watch
+  cargo build -q -p ask -p compactor
+  setsid cargo lambda watch --invoke-address 127.0.0.1 --invoke-port "$api_port" --ignore-changes \
+    --env-var "TABLE_NAME=$TABLE_NAME" \
+    --env-var "JOBS_QUEUE_URL=$JOBS_QUEUE_URL" \
+    --env-var "AWS_ENDPOINT_URL=$endpoint" \
+    --env-var "AWS_REGION=us-east-1" \
+    --env-var "AWS_ACCESS_KEY_ID=local" \
+    --env-var "AWS_SECRET_ACCESS_KEY=local" \
+    --env-var "AUTH_MODE=dev" \
+    --env-var "RUST_LOG=info" \
+    "${model_env[@]}" > "$state/watch.log" 2>&1 &
+  echo $! > "$state/watch.pid"
+  # The first request compiles and starts the function: wait for a JSON 404.
+  wait_for "http://127.0.0.1:$api_port/v1/contacts/probe/memory" "cargo lambda watch" "$state/watch.log"
+  echo "http://127.0.0.1:$api_port" > "$state/api.url"
+  echo "degrau: local API at http://127.0.0.1:$api_port (AUTH_MODE=dev: send X-Tenant-Id)"
+}
+
+stop() {
+  stop_pid watch
+  stop_pid standin
+  bash infra/moto.sh stop
+  rm -f "$state/api.url"
+}
+
+case "${1:-}" in
+  start) start ;;
+  stop) stop ;;
+  *) echo "usage: infra/stack.sh start|stop" >&2; exit 2 ;;
+esac
