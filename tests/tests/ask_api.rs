@@ -387,7 +387,15 @@ async fn bad_input_gets_the_documented_4xx_and_leaves_storage_unchanged() {
         ("x-tenant-id", "acme"),
     ];
     let too_long = json!({"text": "x".repeat(8_001)}).to_string();
-    let cases: Vec<(&str, &str, Vec<(&str, &str)>, Option<&str>, u16, &str)> = vec![
+    type Case<'a> = (
+        &'a str,
+        &'a str,
+        Vec<(&'a str, &'a str)>,
+        Option<&'a str>,
+        u16,
+        &'a str,
+    );
+    let cases: Vec<Case> = vec![
         (
             "POST",
             "/v1/contacts/gil/messages",
