@@ -17,6 +17,53 @@ pub enum AuthConfig {
     Dev,
 }
 
+/// Where the Anthropic API key comes from; read once at init.
+#[derive(Clone, PartialEq, Eq)]
+pub enum ApiKeySource {
+    /// `ANTHROPIC_API_KEY`: the key itself (local runs; the stack sets a dummy one).
+    Value(String),
+    /// `ANTHROPIC_API_KEY_PARAMETER`: the name of an SSM SecureString holding it.
+    SsmParameter(String),
+}
+
+impl std::fmt::Debug for ApiKeySource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ApiKeySource::Value(_) => f.write_str("Value(<redacted>)"),
+            ApiKeySource::SsmParameter(name) => write!(f, "SsmParameter({name:?})"),
+        }
+    }
+}
+
+impl ApiKeySource {
+    /// The key: the value itself, or the decrypted SSM parameter.
+    pub async fn resolve(&self, ssm: &aws_sdk_ssm::Client) -> Result<String, ConfigError> {
+        match self {
+            ApiKeySource::Value(key) => Ok(key.clone()),
+            ApiKeySource::SsmParameter(name) => {
+                let output = ssm
+                    .get_parameter()
+                    .name(name)
+                    .with_decryption(true)
+                    .send()
+                    .await
+                    .map_err(|e| {
+                        ConfigError(format!(
+                            "could not read ANTHROPIC_API_KEY_PARAMETER {name:?} from SSM: {}",
+                            aws_sdk_ssm::error::DisplayErrorContext(e)
+                        ))
+                    })?;
+                output
+                    .parameter()
+                    .and_then(|p| p.value())
+                    .filter(|v| !v.is_empty())
+                    .map(str::to_owned)
+                    .ok_or_else(|| ConfigError(format!("the SSM parameter {name:?} is empty")))
+            }
+        }
+    }
+}
+
 /// Everything the functions read from the environment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
@@ -24,8 +71,8 @@ pub struct Config {
     pub table_name: String,
     /// `JOBS_QUEUE_URL` (optional until the compactor is deployed).
     pub jobs_queue_url: Option<String>,
-    /// `ANTHROPIC_API_KEY`.
-    pub anthropic_api_key: String,
+    /// Where the Anthropic API key comes from.
+    pub anthropic_api_key: ApiKeySource,
     /// `ANTHROPIC_BASE_URL`.
     pub anthropic_base_url: String,
     /// `MODEL_TIMEOUT_SECONDS`: the limit of one model call attempt (60 by default).
@@ -109,10 +156,18 @@ impl Config {
         Ok(Config {
             table_name: required("TABLE_NAME", "the DynamoDB table")?,
             jobs_queue_url: get("JOBS_QUEUE_URL").map(str::to_owned),
-            anthropic_api_key: required(
-                "ANTHROPIC_API_KEY",
-                "the Anthropic API key; the local stack sets a dummy one for the offline stand-in",
-            )?,
+            anthropic_api_key: match (get("ANTHROPIC_API_KEY"), get("ANTHROPIC_API_KEY_PARAMETER"))
+            {
+                (Some(key), _) => ApiKeySource::Value(key.to_owned()),
+                (None, Some(name)) => ApiKeySource::SsmParameter(name.to_owned()),
+                (None, None) => {
+                    return Err(ConfigError(
+                        "neither ANTHROPIC_API_KEY nor ANTHROPIC_API_KEY_PARAMETER is set (the local stack \
+                         sets a dummy key for the offline stand-in)"
+                            .into(),
+                    ));
+                }
+            },
             anthropic_base_url: get("ANTHROPIC_BASE_URL")
                 .unwrap_or(crate::model::anthropic::DEFAULT_BASE_URL)
                 .trim_end_matches('/')
@@ -192,6 +247,24 @@ mod tests {
         assert!(err.to_string().contains("TABLE_NAME"));
         let err = Config::from_map(&vars(&[("TABLE_NAME", "t")])).unwrap_err();
         assert!(err.to_string().contains("ANTHROPIC_API_KEY"));
+        let from_ssm = Config::from_map(&vars(&[
+            ("TABLE_NAME", "t"),
+            ("ANTHROPIC_API_KEY_PARAMETER", "/degrau/key"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            from_ssm.anthropic_api_key,
+            ApiKeySource::SsmParameter("/degrau/key".into())
+        );
+        let direct = Config::from_map(&vars(&[
+            ("TABLE_NAME", "t"),
+            ("ANTHROPIC_API_KEY", "sk-secret"),
+        ]))
+        .unwrap();
+        assert!(
+            !format!("{direct:?}").contains("sk-secret"),
+            "the key never reaches a log"
+        );
         let base = [("TABLE_NAME", "t"), ("ANTHROPIC_API_KEY", "k")];
         for (name, value) in [
             ("AUTH_MODE", "none"),

@@ -24,7 +24,10 @@ async fn main() -> Result<(), Error> {
     ));
     let model = AnthropicModel::new(AnthropicConfig {
         base_url: config.anthropic_base_url.clone(),
-        api_key: config.anthropic_api_key.clone(),
+        api_key: config
+            .anthropic_api_key
+            .resolve(&aws_sdk_ssm::Client::new(&sdk))
+            .await?,
         request_timeout: std::time::Duration::from_secs(config.model_timeout_seconds),
         ..AnthropicConfig::default()
     })?;
