@@ -24,6 +24,7 @@ use crate::domain::{ContentBlock, Fact, Head, IdempotencyKey, Message, Role, Sto
 use crate::jobs::Jobs;
 use crate::model::{Model, ModelError};
 use crate::request::{RequestParts, build_request};
+use crate::store::SessionArchive;
 use crate::store::{
     Claim, CompletedRequest, ContactKey, Cursor, SessionFilter, Store, StoreError, TenantStore,
     TranscriptPage,
@@ -294,6 +295,7 @@ impl AskService {
                 .await?;
 
             let tool_ran = round.len() > 2;
+            let transcript_retention = i64::from(settings.transcript_retention_days) * 86_400;
             let messages: Vec<StoredMessage> = round
                 .into_iter()
                 .zip(plan.base_seq + 1..)
@@ -355,6 +357,17 @@ impl AskService {
                     response: body,
                     expires_at: now + IDEMPOTENCY_TTL_SECONDS,
                 }),
+                archive: expected
+                    .as_ref()
+                    .filter(|_| plan.closed_session.is_some())
+                    .map(|closed| SessionArchive {
+                        session: closed.session,
+                        summary: closed.summary.clone(),
+                        summarized_until: closed.summarized_until,
+                        last_seq: closed.last_seq,
+                        expires_at: now + transcript_retention,
+                    }),
+                messages_expire_at: now + transcript_retention,
             };
             match self.store.commit_round(&commit).await {
                 Ok(()) => {}

@@ -101,6 +101,10 @@ pub struct ModelRequest {
     /// Tool definitions; omitted when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tools: Vec<ToolDef>,
+    /// How the model must use the tools (`{"type": "tool", "name": ...}` forces one:
+    /// the structured-output style the facts job uses); omitted when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<serde_json::Value>,
     /// System blocks.
     #[serde(default)]
     pub system: Vec<SystemBlock>,
@@ -208,6 +212,7 @@ pub fn build_request(parts: &RequestParts<'_>) -> Result<ModelRequest, BuildErro
         model: parts.model.to_owned(),
         max_tokens: parts.max_tokens,
         tools: parts.tools.to_vec(),
+        tool_choice: None,
         system: vec![
             system_block(parts.instructions.to_owned()),
             system_block(render_contact_context(parts.facts, parts.summary)),

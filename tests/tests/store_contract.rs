@@ -244,6 +244,8 @@ fn round(key: &ContactKey, expected: Option<&Head>, messages: Vec<StoredMessage>
         },
         messages,
         idempotency: None,
+        archive: None,
+        messages_expire_at: NOW + 90 * 86_400,
     }
 }
 

@@ -167,6 +167,7 @@ mod tests {
                 description: "d".into(),
                 input_schema: json!({"type": "object"}),
             }],
+            tool_choice: None,
             system: vec![SystemBlock {
                 kind: "text".into(),
                 text: "be brief".into(),

@@ -646,6 +646,7 @@ mod tests {
             model: "claude-sonnet-5".to_owned(),
             max_tokens: 256,
             tools: Vec::new(),
+            tool_choice: None,
             system: Vec::new(),
             messages: vec![RequestMessage {
                 role: Role::User,

@@ -18,7 +18,7 @@ pub mod memory;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use crate::domain::{ContactId, Fact, Head, IdempotencyKey, StoredMessage, TenantId};
+use crate::domain::{ContactId, Fact, FactKey, Head, IdempotencyKey, StoredMessage, TenantId};
 
 /// One contact of one tenant: the partition every item about the contact lives in.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -57,6 +57,66 @@ pub struct RoundCommit {
     pub messages: Vec<StoredMessage>,
     /// The idempotency record to mark completed, with the response to replay.
     pub idempotency: Option<CompletedRequest>,
+    /// When this round opens a new session: the closed session's summary, kept as
+    /// its own item (`SUM#{session:06}`) for the facts job and the transcript view.
+    pub archive: Option<SessionArchive>,
+    /// When the round's messages expire (TTL attribute `expires_at`, seconds since
+    /// the epoch): now plus the tenant's transcript retention.
+    pub messages_expire_at: i64,
+}
+
+/// A closed session's summary, archived when the next session opens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionArchive {
+    /// The closed session.
+    pub session: u32,
+    /// Its summary when it closed, if any step ran.
+    pub summary: Option<String>,
+    /// Its `summarized_until` when it closed.
+    pub summarized_until: u64,
+    /// Its last sequence number.
+    pub last_seq: u64,
+    /// TTL: now plus the tenant's transcript retention.
+    pub expires_at: i64,
+}
+
+/// A compaction step to apply under the condition `summarized_until = :seen`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AppliedStep {
+    /// The session the step was planned for (the head must still be in it).
+    pub session: u32,
+    /// The `summarized_until` the plan was made from.
+    pub seen_summarized_until: u64,
+    /// The new `summarized_until`.
+    pub new_summarized_until: u64,
+    /// The merged summary.
+    pub summary: String,
+    /// Pruned copies for kept messages (at most [`MAX_PRUNES_PER_STEP`]).
+    pub prune: Vec<crate::pruning::PruneDecision>,
+}
+
+/// Most pruning decisions one step writes: one transaction holds at most 100
+/// actions, one of which is the head update. Later steps prune the rest.
+pub const MAX_PRUNES_PER_STEP: usize = 90;
+
+/// What the facts job reads about a closed session.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ClosedSession {
+    /// The archived summary of the session (`None` when no step ran or nothing was
+    /// archived).
+    pub summary: Option<String>,
+    /// The session's messages after the archived `summarized_until`, oldest first
+    /// (bounded by the window the session had when it closed).
+    pub messages: Vec<StoredMessage>,
+}
+
+/// A fact to store, with its expiry (TTL).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FactWrite {
+    /// The fact, with its source.
+    pub fact: Fact,
+    /// Seconds since the epoch: its update time plus the tenant's fact retention.
+    pub expires_at: i64,
 }
 
 /// A completed idempotent request: the key and the response to replay.
@@ -178,6 +238,30 @@ pub trait Store: Send + Sync {
 
     /// Erases every item of the contact; returns how many were deleted.
     async fn erase_contact(&self, key: &ContactKey) -> Result<usize, StoreError>;
+
+    /// Applies a compaction step in one transaction: the head's summary,
+    /// `summarized_until` and step count, under the condition that the head exists,
+    /// is still in `step.session` and still has `summarized_until = seen`; and the
+    /// pruned copies of the kept messages. `Ok(false)` when the condition fails (a
+    /// duplicate or stale job, or an erased contact): nothing is written.
+    async fn apply_step(&self, key: &ContactKey, step: &AppliedStep) -> Result<bool, StoreError>;
+
+    /// The archived summary of a closed session and its messages after it.
+    async fn load_closed_session(
+        &self,
+        key: &ContactKey,
+        session: u32,
+        now: i64,
+    ) -> Result<ClosedSession, StoreError>;
+
+    /// Stores facts (replacing by key) and removes keys, only while the contact's
+    /// head exists (an erased contact gets nothing back). `Ok(false)` when it does not.
+    async fn save_facts(
+        &self,
+        key: &ContactKey,
+        writes: &[FactWrite],
+        removals: &[FactKey],
+    ) -> Result<bool, StoreError>;
 }
 
 /// Tenant configuration, read by `ask` at each turn (a single `GetItem`).
