@@ -22,6 +22,7 @@ use tracing::{info, warn};
 use crate::compaction::{WindowCut, overflow_cut, request_window};
 use crate::domain::{ContentBlock, Fact, Head, IdempotencyKey, Message, Role, StoredMessage};
 use crate::jobs::Jobs;
+use crate::metrics::{Event, Unit};
 use crate::model::{Model, ModelError};
 use crate::request::{RequestParts, build_request};
 use crate::store::SessionArchive;
@@ -223,6 +224,27 @@ pub fn validate_text(text: &str) -> Result<(), AskError> {
     Ok(())
 }
 
+/// What a round measured besides usage.
+#[derive(Debug, Default)]
+struct RoundStats {
+    model_ms: f64,
+    tool_calls: u64,
+}
+
+/// A short, stable name of a model error, for metrics and logs.
+pub fn model_error_kind(error: &ModelError) -> &'static str {
+    match error {
+        ModelError::InvalidRequest { .. } => "invalid_request",
+        ModelError::PromptTooLong { .. } => "prompt_too_long",
+        ModelError::Authentication { .. } => "authentication",
+        ModelError::RateLimited { .. } => "rate_limited",
+        ModelError::Unavailable { .. } => "unavailable",
+        ModelError::Timeout => "timeout",
+        ModelError::Connection(_) => "connection",
+        ModelError::Protocol(_) => "protocol",
+    }
+}
+
 /// Where a turn stands once the session rule is applied.
 struct TurnPlan {
     session: u32,
@@ -251,7 +273,10 @@ impl AskService {
                 .await?
             {
                 Claim::Started => {}
-                Claim::Completed { response } => return Ok(AskOutcome::Replayed(response)),
+                Claim::Completed { response } => {
+                    Event::new("ask").count("IdempotentReplays", 1).emit();
+                    return Ok(AskOutcome::Replayed(response));
+                }
                 Claim::InProgress => {
                     return Err(AskError::Conflict(
                         "a request with this Idempotency-Key is still in progress; retry later"
@@ -290,7 +315,7 @@ impl AskService {
             let facts = state.facts;
             let expected = state.head;
             let plan = turn_plan(expected.as_ref(), state.window, now, &settings);
-            let (round, usage) = self
+            let (round, usage, stats) = self
                 .run_round(&settings, &facts, &plan, expected.as_ref(), text)
                 .await?;
 
@@ -369,7 +394,11 @@ impl AskService {
                     }),
                 messages_expire_at: now + transcript_retention,
             };
-            match self.store.commit_round(&commit).await {
+            let committed = self.store.commit_round(&commit).await;
+            if let Err(StoreError::Conflict(_)) = &committed {
+                Event::new("ask").count("RoundConflicts", 1).emit();
+            }
+            match committed {
                 Ok(()) => {}
                 Err(StoreError::Conflict(_)) if attempt == 1 && !tool_ran => {
                     info!(
@@ -396,6 +425,22 @@ impl AskService {
                 calls = usage.calls,
                 "round committed"
             );
+            Event::new("ask")
+                .count("RoundsCommitted", 1)
+                .count("ContextTokens", usage.context_tokens())
+                .metric("CacheReadRatio", usage.cache_read_ratio(), Unit::None)
+                .count("InputTokens", usage.total.input_tokens)
+                .count("CacheReadInputTokens", usage.total.cache_read_input_tokens)
+                .count(
+                    "CacheCreationInputTokens",
+                    usage.total.cache_creation_input_tokens,
+                )
+                .count("OutputTokens", usage.total.output_tokens)
+                .count("ModelCalls", u64::from(usage.calls))
+                .count("ToolCalls", stats.tool_calls)
+                .metric("ModelLatency", stats.model_ms, Unit::Milliseconds)
+                .count("CompactionQueued", u64::from(step_due))
+                .emit();
             self.after_commit(key, &plan, step_due).await;
             return Ok(response);
         }
@@ -410,7 +455,14 @@ impl AskService {
         plan: &TurnPlan,
         head: Option<&Head>,
         text: &str,
-    ) -> Result<(Vec<(Message, Option<crate::usage::Usage>)>, RoundUsage), AskError> {
+    ) -> Result<
+        (
+            Vec<(Message, Option<crate::usage::Usage>)>,
+            RoundUsage,
+            RoundStats,
+        ),
+        AskError,
+    > {
         let tools = self.tools.definitions(settings.tools.as_deref());
         let mut cut = match head {
             Some(head) if head.session == plan.session => {
@@ -425,6 +477,7 @@ impl AskService {
         let mut round: Vec<(Message, Option<crate::usage::Usage>)> =
             vec![(Message::user_text(text), None)];
         let mut usage = RoundUsage::default();
+        let mut stats = RoundStats::default();
         let mut tool_rounds = 0;
         loop {
             if cut.hard_capped {
@@ -445,7 +498,16 @@ impl AskService {
                 round: &messages,
             })
             .map_err(|e| AskError::Internal(e.to_string()))?;
-            let response = match self.model.create(&request).await {
+            let started = std::time::Instant::now();
+            let result = self.model.create(&request).await;
+            stats.model_ms += started.elapsed().as_secs_f64() * 1000.0;
+            if let Err(error) = &result {
+                Event::new("ask")
+                    .dimension("ErrorType", model_error_kind(error))
+                    .count("ModelErrors", 1)
+                    .emit();
+            }
+            let response = match result {
                 Ok(response) => response,
                 Err(ModelError::PromptTooLong { message }) if !overflow_retried => {
                     warn!(%message, "prompt too long: cutting the window once and retrying");
@@ -474,7 +536,7 @@ impl AskService {
             // A response holding tool calls needs their results whatever the stop
             // reason says, or the next request would be refused.
             if calls.is_empty() {
-                return Ok((round, usage));
+                return Ok((round, usage, stats));
             }
             tool_rounds += 1;
             if tool_rounds > MAX_TOOL_ITERATIONS {
@@ -483,6 +545,7 @@ impl AskService {
             let mut results = Vec::with_capacity(calls.len());
             let mut budget = MAX_RESULTS_CHARS_PER_MESSAGE;
             let share = MAX_RESULTS_CHARS_PER_MESSAGE / calls.len();
+            stats.tool_calls += calls.len() as u64;
             for (id, name, input) in &calls {
                 let output = self.tools.call(name, input).await;
                 let content = cap_to(output.content, share.min(budget));

@@ -12,6 +12,7 @@ pub mod config;
 pub mod domain;
 pub mod facts;
 pub mod jobs;
+pub mod metrics;
 pub mod model;
 pub mod pruning;
 pub mod request;

@@ -48,6 +48,7 @@ pub struct LocalLambda {
     inner: Arc<Inner>,
     children: Vec<Instance>,
     instances: usize,
+    output: Arc<Mutex<Vec<String>>>,
     binary: PathBuf,
     env: Vec<(String, String)>,
 }
@@ -84,6 +85,7 @@ impl LocalLambda {
             inner,
             children: Vec::new(),
             instances,
+            output: Arc::default(),
             binary,
             env,
         };
@@ -118,10 +120,38 @@ impl LocalLambda {
         for _ in 0..self.instances {
             let alive = Arc::new(AtomicBool::new(true));
             let addr = self.serve(alive.clone()).await;
-            let child = self
+            let mut child = self
                 .command(addr)
                 .spawn()
                 .expect("start the function binary");
+            for stream in [
+                child
+                    .stdout
+                    .take()
+                    .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+                child
+                    .stderr
+                    .take()
+                    .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+            ]
+            .into_iter()
+            .flatten()
+            {
+                let output = self.output.clone();
+                let echo = std::env::var("DEGRAU_TEST_FUNCTION_LOGS").is_ok();
+                std::thread::spawn(move || {
+                    use std::io::BufRead;
+                    for line in std::io::BufReader::new(stream)
+                        .lines()
+                        .map_while(Result::ok)
+                    {
+                        if echo {
+                            eprintln!("{line}");
+                        }
+                        lock(&output).push(line);
+                    }
+                });
+            }
             self.children.push(Instance { child, alive });
         }
     }
@@ -138,13 +168,15 @@ impl LocalLambda {
             .env("AWS_LAMBDA_LOG_FORMAT", "JSON")
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(if std::env::var("DEGRAU_TEST_FUNCTION_LOGS").is_ok() {
-                Stdio::inherit()
-            } else {
-                Stdio::null()
-            });
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
         command
+    }
+
+    /// Every line the function processes printed so far (stdout and stderr: logs
+    /// and EMF metrics). `DEGRAU_TEST_FUNCTION_LOGS=1` also echoes them.
+    pub fn output(&self) -> Vec<String> {
+        lock(&self.output).clone()
     }
 
     /// Kills the function processes, as a crash or a redeploy would.

@@ -581,3 +581,66 @@ async fn the_memory_view_shows_the_session_and_unique_names_do_not_collide() {
     );
     assert_eq!(memory.body["facts"], json!([]));
 }
+
+#[tokio::test]
+async fn one_round_prints_emf_metrics_and_no_message_text_or_contact() {
+    let stack = stack().await;
+    let reply = stack
+        .post("acme", "+5511987654321", "my secret plan is ZQX-SECRET")
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.raw);
+    // The runtime posts the response before the process flushes every line: wait a little.
+    let mut lines = Vec::new();
+    for _ in 0..100 {
+        lines = stack.lambda.output();
+        if lines.iter().any(|l| l.contains("RoundsCommitted")) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let event: Value = lines
+        .iter()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v.get("RoundsCommitted").is_some())
+        .expect("an EMF line for the round");
+    let directive = &event["_aws"]["CloudWatchMetrics"][0];
+    assert_eq!(directive["Namespace"], "degrau");
+    assert_eq!(directive["Dimensions"], json!([["Function"]]));
+    assert_eq!(event["Function"], "ask");
+    let units: std::collections::HashMap<String, String> = directive["Metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["Name"].as_str().unwrap().to_owned(),
+                m["Unit"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    for (name, unit) in [
+        ("RoundsCommitted", "Count"),
+        ("ContextTokens", "Count"),
+        ("CacheReadRatio", "None"),
+        ("InputTokens", "Count"),
+        ("CacheReadInputTokens", "Count"),
+        ("CacheCreationInputTokens", "Count"),
+        ("OutputTokens", "Count"),
+        ("ModelCalls", "Count"),
+        ("ToolCalls", "Count"),
+        ("ModelLatency", "Milliseconds"),
+        ("CompactionQueued", "Count"),
+    ] {
+        assert_eq!(units.get(name).map(String::as_str), Some(unit), "{name}");
+        assert!(event[name].is_number(), "{name} has a value");
+    }
+    assert_eq!(
+        event["ContextTokens"].as_f64(),
+        reply.body["usage"]["context_tokens"].as_f64()
+    );
+    for line in &lines {
+        assert!(!line.contains("ZQX-SECRET"), "message text leaked: {line}");
+        assert!(!line.contains("5511987654321"), "contact leaked: {line}");
+        assert!(!line.contains("offline-test-key"), "key leaked: {line}");
+    }
+}
