@@ -504,6 +504,7 @@ impl AskService {
             if let Err(error) = &result {
                 Event::new("ask")
                     .dimension("ErrorType", model_error_kind(error))
+                    .rollup()
                     .count("ModelErrors", 1)
                     .emit();
             }

@@ -35,6 +35,7 @@ impl Unit {
 pub struct Event {
     dimensions: Vec<(&'static str, String)>,
     metrics: Vec<(&'static str, f64, Unit)>,
+    rollup: bool,
 }
 
 impl Event {
@@ -43,7 +44,15 @@ impl Event {
         Event {
             dimensions: vec![("Function", function.to_owned())],
             metrics: Vec::new(),
+            rollup: false,
         }
+    }
+
+    /// Also publishes the metrics under `Function` alone, so alarms and dashboards
+    /// can sum across the extra dimensions (every `ErrorType`, say).
+    pub fn rollup(mut self) -> Event {
+        self.rollup = true;
+        self
     }
 
     /// Adds a dimension (e.g. `ErrorType`).
@@ -67,6 +76,10 @@ impl Event {
     pub fn render(&self, timestamp_ms: u64) -> String {
         let mut root = Map::new();
         let dimension_names: Vec<&str> = self.dimensions.iter().map(|(name, _)| *name).collect();
+        let mut dimension_sets = vec![dimension_names];
+        if self.rollup && self.dimensions.len() > 1 {
+            dimension_sets.insert(0, vec!["Function"]);
+        }
         let definitions: Vec<Value> = self
             .metrics
             .iter()
@@ -78,7 +91,7 @@ impl Event {
                 "Timestamp": timestamp_ms,
                 "CloudWatchMetrics": [{
                     "Namespace": NAMESPACE,
-                    "Dimensions": [dimension_names],
+                    "Dimensions": dimension_sets,
                     "Metrics": definitions,
                 }]
             }),
@@ -109,6 +122,7 @@ mod tests {
     fn renders_the_embedded_metric_format() {
         let line = Event::new("ask")
             .dimension("ErrorType", "timeout")
+            .rollup()
             .count("ModelErrors", 1)
             .metric("ModelLatency", 12.5, Unit::Milliseconds)
             .render(1_700_000_000_000);
@@ -116,7 +130,10 @@ mod tests {
         assert_eq!(value["_aws"]["Timestamp"], 1_700_000_000_000u64);
         let directive = &value["_aws"]["CloudWatchMetrics"][0];
         assert_eq!(directive["Namespace"], "degrau");
-        assert_eq!(directive["Dimensions"], json!([["Function", "ErrorType"]]));
+        assert_eq!(
+            directive["Dimensions"],
+            json!([["Function"], ["Function", "ErrorType"]])
+        );
         assert_eq!(
             directive["Metrics"],
             json!([{"Name": "ModelErrors", "Unit": "Count"}, {"Name": "ModelLatency", "Unit": "Milliseconds"}])

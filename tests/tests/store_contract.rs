@@ -7,6 +7,7 @@
 
 #![allow(clippy::unwrap_used)]
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -14,10 +15,12 @@ use degrau::domain::{
     ContactId, ContentBlock, Fact, FactKey, FactSource, Head, IdempotencyKey, Role, StoredMessage,
     TenantId,
 };
+use degrau::pruning::PruneDecision;
 use degrau::store::dynamo::DynamoStore;
 use degrau::store::memory::MemoryStore;
 use degrau::store::{
-    Claim, CompletedRequest, ContactKey, Cursor, RoundCommit, SessionFilter, Store, StoreError,
+    AppliedStep, Claim, ClosedSession, CompletedRequest, ContactKey, Cursor, FactWrite,
+    MAX_PRUNES_PER_STEP, RoundCommit, SessionArchive, SessionFilter, Store, StoreError,
     TenantStore,
 };
 use degrau::tenant::TenantConfig;
@@ -27,6 +30,11 @@ use serde_json::json;
 
 /// A point in time the tests count from (seconds since the epoch).
 const NOW: i64 = 1_800_000_000;
+/// A TTL far beyond any test run (2100-01-01): `transcript` filters expiry by the
+/// system clock, so retained items must outlive the real date, not just `NOW`.
+const RETAINED: i64 = 4_102_444_800;
+/// A TTL long past by any clock (2001).
+const LONG_EXPIRED: i64 = 1_000_000_000;
 
 /// An adapter under test, with the few raw writes and reads the contract needs that
 /// the port itself does not offer (a compaction step, a fact, an item count).
@@ -41,6 +49,11 @@ trait Backend: Sized {
     async fn put_fact(&self, key: &ContactKey, fact: Fact, expires_at: Option<i64>);
     /// Counts the items of the contact's partition, bypassing the adapter's reads.
     async fn raw_item_count(&self, key: &ContactKey) -> usize;
+    /// A message item's `expires_at` attribute, read raw (`None`: no item or none).
+    async fn raw_message_expires_at(&self, key: &ContactKey, session: u32, seq: u64)
+    -> Option<i64>;
+    /// A session's archive item (`SUM#…`), read raw.
+    async fn raw_archive(&self, key: &ContactKey, session: u32) -> Option<SessionArchive>;
 }
 
 struct Memory(Arc<MemoryStore>);
@@ -68,6 +81,19 @@ impl Backend for Memory {
     async fn raw_item_count(&self, key: &ContactKey) -> usize {
         self.0.item_count(key)
     }
+
+    async fn raw_message_expires_at(
+        &self,
+        key: &ContactKey,
+        session: u32,
+        seq: u64,
+    ) -> Option<i64> {
+        self.0.message_expires_at(key, session, seq)
+    }
+
+    async fn raw_archive(&self, key: &ContactKey, session: u32) -> Option<SessionArchive> {
+        self.0.archive(key, session)
+    }
 }
 
 struct Dynamo {
@@ -87,6 +113,35 @@ fn n(value: impl ToString) -> AttributeValue {
 /// The contact's partition key, as the adapter lays it out.
 fn raw_pk(key: &ContactKey) -> String {
     format!("T#{}#C#{}", key.tenant, key.contact)
+}
+
+fn raw_number<T: std::str::FromStr>(
+    item: &HashMap<String, AttributeValue>,
+    name: &str,
+) -> Option<T> {
+    match item.get(name) {
+        Some(AttributeValue::N(number)) => number.parse().ok(),
+        _ => None,
+    }
+}
+
+impl Dynamo {
+    async fn raw_get(
+        &self,
+        key: &ContactKey,
+        sk: String,
+    ) -> Option<HashMap<String, AttributeValue>> {
+        self.client
+            .get_item()
+            .table_name(&self.table)
+            .consistent_read(true)
+            .key("pk", s(raw_pk(key)))
+            .key("sk", s(sk))
+            .send()
+            .await
+            .unwrap()
+            .item
+    }
 }
 
 impl Backend for Dynamo {
@@ -167,6 +222,32 @@ impl Backend for Dynamo {
             }
         }
     }
+
+    async fn raw_message_expires_at(
+        &self,
+        key: &ContactKey,
+        session: u32,
+        seq: u64,
+    ) -> Option<i64> {
+        let item = self
+            .raw_get(key, format!("S#{session:06}#M#{seq:08}"))
+            .await?;
+        raw_number(&item, "expires_at")
+    }
+
+    async fn raw_archive(&self, key: &ContactKey, session: u32) -> Option<SessionArchive> {
+        let item = self.raw_get(key, format!("SUM#{session:06}")).await?;
+        Some(SessionArchive {
+            session: raw_number(&item, "session").unwrap(),
+            summary: match item.get("summary") {
+                Some(AttributeValue::S(summary)) => Some(summary.clone()),
+                _ => None,
+            },
+            summarized_until: raw_number(&item, "summarized_until").unwrap(),
+            last_seq: raw_number(&item, "last_seq").unwrap(),
+            expires_at: raw_number(&item, "expires_at").unwrap(),
+        })
+    }
 }
 
 // ---- fixtures --------------------------------------------------------------------
@@ -245,7 +326,7 @@ fn round(key: &ContactKey, expected: Option<&Head>, messages: Vec<StoredMessage>
         messages,
         idempotency: None,
         archive: None,
-        messages_expire_at: NOW + 90 * 86_400,
+        messages_expire_at: RETAINED,
     }
 }
 
@@ -274,6 +355,71 @@ fn idem(key: &str) -> IdempotencyKey {
 
 fn seqs(messages: &[StoredMessage]) -> Vec<(u32, u64)> {
     messages.iter().map(|m| (m.session, m.seq)).collect()
+}
+
+/// Session 1 with a tool call: 1 user, 2 assistant, 3 user, 4 `tool_use`,
+/// 5 `tool_result`, 6 assistant, 7 user, 8 assistant.
+async fn tool_session<S: Store>(store: &S, key: &ContactKey) -> Head {
+    commit(store, key, exchange(1, None, "hello")).await;
+    let head = commit(
+        store,
+        key,
+        vec![
+            user(1, 3, "any slot tuesday?"),
+            message(
+                1,
+                4,
+                Role::Assistant,
+                vec![ContentBlock::tool_use(
+                    "toolu_1",
+                    "list_free_slots",
+                    json!({"day": "tuesday"}),
+                )],
+            ),
+            message(
+                1,
+                5,
+                Role::User,
+                vec![ContentBlock::tool_result(
+                    "toolu_1",
+                    "[\"09:00\", \"10:00\"]",
+                )],
+            ),
+            assistant(1, 6, "09:00 or 10:00."),
+        ],
+    )
+    .await;
+    commit(store, key, exchange(1, Some(&head), "09:00 please")).await
+}
+
+fn step(session: u32, seen: u64, new: u64, summary: &str, prune: &[u64]) -> AppliedStep {
+    AppliedStep {
+        session,
+        seen_summarized_until: seen,
+        new_summarized_until: new,
+        summary: summary.into(),
+        prune: prune
+            .iter()
+            .map(|&seq| PruneDecision {
+                seq,
+                pruned: vec![ContentBlock::tool_result(
+                    "toolu_1",
+                    format!("[pruned at {summary}]"),
+                )],
+            })
+            .collect(),
+    }
+}
+
+fn fact_write(key: &str, value: &str, seq: u64, expires_at: i64) -> FactWrite {
+    FactWrite {
+        fact: Fact {
+            source: FactSource { session: 1, seq },
+            updated_at: NOW,
+            ..fact(key, value)
+        },
+        expires_at,
+    }
 }
 
 // ---- the contract ----------------------------------------------------------------
@@ -891,6 +1037,514 @@ async fn concurrent_commits_on_the_same_head_let_exactly_one_win(backend: impl B
     assert_eq!(turn.head.unwrap().last_seq, 4);
 }
 
+async fn a_step_applies_once_and_a_repeat_with_the_same_seen_value_changes_nothing(
+    backend: impl Backend,
+) {
+    let store = backend.store();
+    let key = ana();
+    tool_session(&*store, &key).await;
+    assert!(
+        store
+            .apply_step(&key, &step(1, 0, 2, "first", &[5]))
+            .await
+            .unwrap()
+    );
+    let after = store.load_turn(&key, NOW).await.unwrap();
+    let head = after.head.clone().unwrap();
+    assert_eq!(
+        (head.summarized_until, head.summary.as_deref(), head.steps),
+        (2, Some("first"), 1)
+    );
+    let items = backend.raw_item_count(&key).await;
+
+    // The same job again (another summary, another pruning, the same `seen`).
+    assert!(
+        !store
+            .apply_step(&key, &step(1, 0, 4, "again", &[5, 7]))
+            .await
+            .unwrap()
+    );
+    assert_eq!(store.load_turn(&key, NOW).await.unwrap(), after);
+    assert_eq!(backend.raw_item_count(&key).await, items);
+}
+
+async fn a_stale_step_changes_nothing_and_the_next_one_applies(backend: impl Backend) {
+    let store = backend.store();
+    let key = ana();
+    tool_session(&*store, &key).await;
+    assert!(
+        store
+            .apply_step(&key, &step(1, 0, 2, "first", &[]))
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .apply_step(&key, &step(1, 2, 6, "second", &[]))
+            .await
+            .unwrap()
+    );
+    let before = store.load_turn(&key, NOW).await.unwrap();
+    // Planned from `summarized_until = 2`, which is no longer stored.
+    assert!(
+        !store
+            .apply_step(&key, &step(1, 2, 4, "stale", &[5]))
+            .await
+            .unwrap()
+    );
+    let after = store.load_turn(&key, NOW).await.unwrap();
+    assert_eq!(after, before);
+    let head = after.head.unwrap();
+    assert_eq!(
+        (head.summarized_until, head.summary.as_deref(), head.steps),
+        (6, Some("second"), 2)
+    );
+    assert_eq!(seqs(&after.window), [(1, 7), (1, 8)]);
+}
+
+async fn a_step_for_a_session_the_head_left_changes_nothing(backend: impl Backend) {
+    let store = backend.store();
+    let key = ana();
+    let head = tool_session(&*store, &key).await;
+    commit(&*store, &key, exchange(2, Some(&head), "new day")).await;
+    let before = store.load_turn(&key, NOW).await.unwrap();
+    // Session 2 also has `summarized_until = 0`: only the session check refuses.
+    assert!(
+        !store
+            .apply_step(&key, &step(1, 0, 2, "late", &[5]))
+            .await
+            .unwrap()
+    );
+    assert_eq!(store.load_turn(&key, NOW).await.unwrap(), before);
+    let old = store
+        .transcript(&key, SessionFilter::Only(1), 50, None)
+        .await
+        .unwrap();
+    assert!(old.messages.iter().all(|m| m.pruned.is_none()));
+}
+
+async fn a_step_on_an_erased_contact_changes_nothing_and_writes_no_item(backend: impl Backend) {
+    let store = backend.store();
+    let key = ana();
+    tool_session(&*store, &key).await;
+    store.erase_contact(&key).await.unwrap();
+    assert!(
+        !store
+            .apply_step(&key, &step(1, 0, 2, "ghost", &[5]))
+            .await
+            .unwrap()
+    );
+    assert_eq!(backend.raw_item_count(&key).await, 0);
+    // Nor on a contact never seen.
+    let bob = contact_key("acme", "bob");
+    assert!(
+        !store
+            .apply_step(&bob, &step(1, 0, 0, "ghost", &[]))
+            .await
+            .unwrap()
+    );
+    assert_eq!(backend.raw_item_count(&bob).await, 0);
+}
+
+async fn a_step_writes_pruned_copies_that_load_turn_returns_with_the_originals_intact(
+    backend: impl Backend,
+) {
+    let store = backend.store();
+    let key = ana();
+    tool_session(&*store, &key).await;
+    let original = store.load_turn(&key, NOW).await.unwrap().window[4].clone();
+    assert_eq!(original.seq, 5);
+
+    let applied = step(1, 0, 2, "first", &[5]);
+    assert!(store.apply_step(&key, &applied).await.unwrap());
+    let turn = store.load_turn(&key, NOW).await.unwrap();
+    assert_eq!(
+        seqs(&turn.window),
+        [(1, 3), (1, 4), (1, 5), (1, 6), (1, 7), (1, 8)]
+    );
+    let pruned = &turn.window[2];
+    assert_eq!(pruned.pruned.as_ref(), Some(&applied.prune[0].pruned));
+    assert_eq!(pruned.content, original.content);
+    assert_eq!(
+        pruned.effective_content(),
+        applied.prune[0].pruned.as_slice()
+    );
+    assert!(
+        turn.window
+            .iter()
+            .filter(|m| m.seq != 5)
+            .all(|m| m.pruned.is_none())
+    );
+    // A prune aimed at a message that does not exist fails the whole step.
+    assert!(
+        !store
+            .apply_step(&key, &step(1, 2, 4, "second", &[7, 99]))
+            .await
+            .unwrap()
+    );
+    assert_eq!(store.load_turn(&key, NOW).await.unwrap(), turn);
+}
+
+async fn a_step_that_cannot_fit_one_transaction_is_refused(backend: impl Backend) {
+    let store = backend.store();
+    let key = ana();
+    tool_session(&*store, &key).await;
+    let too_many: Vec<u64> = (1..=MAX_PRUNES_PER_STEP as u64 + 1).collect();
+    let err = store
+        .apply_step(&key, &step(1, 0, 2, "big", &too_many))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Other(_)), "{err:?}");
+    let err = store
+        .apply_step(&key, &step(1, 0, 2, "twice", &[5, 5]))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Other(_)), "{err:?}");
+    assert_eq!(
+        store
+            .load_turn(&key, NOW)
+            .await
+            .unwrap()
+            .head
+            .unwrap()
+            .steps,
+        0
+    );
+}
+
+async fn a_new_session_commit_archives_the_old_summary_for_load_closed_session(
+    backend: impl Backend,
+) {
+    let store = backend.store();
+    let key = ana();
+    let head = tool_session(&*store, &key).await;
+    assert!(
+        store
+            .apply_step(&key, &step(1, 0, 4, "Ana wants Tuesday.", &[]))
+            .await
+            .unwrap()
+    );
+    let closing = store.load_turn(&key, NOW).await.unwrap().head.unwrap();
+    let archive = SessionArchive {
+        session: 1,
+        summary: closing.summary.clone(),
+        summarized_until: closing.summarized_until,
+        last_seq: closing.last_seq,
+        expires_at: RETAINED,
+    };
+
+    // A losing commit writes no archive either.
+    let stale = round(
+        &key,
+        Some(&Head {
+            last_seq: head.last_seq - 1,
+            ..head.clone()
+        }),
+        exchange(2, None, "lost"),
+    );
+    let stale = RoundCommit {
+        archive: Some(archive.clone()),
+        ..stale
+    };
+    let err = store.commit_round(&stale).await.unwrap_err();
+    assert!(matches!(err, StoreError::Conflict(_)), "{err:?}");
+    assert_eq!(backend.raw_archive(&key, 1).await, None);
+
+    let opening = RoundCommit {
+        archive: Some(archive.clone()),
+        ..round(&key, Some(&closing), exchange(2, Some(&closing), "new day"))
+    };
+    store.commit_round(&opening).await.unwrap();
+    assert_eq!(backend.raw_archive(&key, 1).await, Some(archive));
+    let head = store.load_turn(&key, NOW).await.unwrap().head.unwrap();
+    assert_eq!((head.session, head.summary), (2, None));
+
+    let closed = store.load_closed_session(&key, 1, NOW).await.unwrap();
+    assert_eq!(closed.summary.as_deref(), Some("Ana wants Tuesday."));
+    assert_eq!(seqs(&closed.messages), [(1, 5), (1, 6), (1, 7), (1, 8)]);
+    assert_eq!(
+        closed.messages[3].to_message().text(),
+        "answer to 09:00 please"
+    );
+
+    // A session with no archive reads whole, with no summary.
+    let open = store.load_closed_session(&key, 2, NOW).await.unwrap();
+    assert_eq!(open.summary, None);
+    assert_eq!(seqs(&open.messages), [(2, 1), (2, 2)]);
+    assert_eq!(
+        store.load_closed_session(&key, 7, NOW).await.unwrap(),
+        ClosedSession::default()
+    );
+    // Past the archive's retention, the session is gone.
+    assert_eq!(
+        store.load_closed_session(&key, 1, RETAINED).await.unwrap(),
+        ClosedSession::default()
+    );
+}
+
+async fn an_archive_without_a_summary_loads_the_session_whole_and_skips_expired_messages(
+    backend: impl Backend,
+) {
+    let store = backend.store();
+    let key = ana();
+    let first = RoundCommit {
+        messages_expire_at: NOW,
+        ..round(&key, None, exchange(1, None, "old"))
+    };
+    store.commit_round(&first).await.unwrap();
+    let head = commit(&*store, &key, exchange(1, Some(&first.head), "newer")).await;
+    let opening = RoundCommit {
+        archive: Some(SessionArchive {
+            session: 1,
+            summary: None,
+            summarized_until: 0,
+            last_seq: head.last_seq,
+            expires_at: RETAINED,
+        }),
+        ..round(&key, Some(&head), exchange(2, None, "next"))
+    };
+    store.commit_round(&opening).await.unwrap();
+
+    let closed = store.load_closed_session(&key, 1, NOW - 1).await.unwrap();
+    assert_eq!(closed.summary, None);
+    assert_eq!(seqs(&closed.messages), [(1, 1), (1, 2), (1, 3), (1, 4)]);
+    // At NOW the first round's messages have expired.
+    let closed = store.load_closed_session(&key, 1, NOW).await.unwrap();
+    assert_eq!(seqs(&closed.messages), [(1, 3), (1, 4)]);
+}
+
+async fn the_transcript_of_all_sessions_never_returns_an_archive_item(backend: impl Backend) {
+    let store = backend.store();
+    let key = ana();
+    let mut head = commit(&*store, &key, exchange(1, None, "one")).await;
+    // Sessions 1 to 3 closed and archived, session 4 open.
+    for session in 2..=4 {
+        let opening = RoundCommit {
+            archive: Some(SessionArchive {
+                session: session - 1,
+                summary: Some(format!("session {}", session - 1)),
+                summarized_until: 0,
+                last_seq: head.last_seq,
+                expires_at: RETAINED,
+            }),
+            ..round(&key, Some(&head), exchange(session, None, "again"))
+        };
+        store.commit_round(&opening).await.unwrap();
+        head = opening.head;
+    }
+    // Head, 8 messages, 3 archives.
+    assert_eq!(backend.raw_item_count(&key).await, 12);
+    let all = store
+        .transcript(&key, SessionFilter::All, 100, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        seqs(&all.messages),
+        [
+            (1, 1),
+            (1, 2),
+            (2, 1),
+            (2, 2),
+            (3, 1),
+            (3, 2),
+            (4, 1),
+            (4, 2)
+        ]
+    );
+    assert_eq!(all.next_before, None);
+    // Paging from the newest end starts at a message, not at an archive.
+    let newest = store
+        .transcript(&key, SessionFilter::All, 1, None)
+        .await
+        .unwrap();
+    assert_eq!(seqs(&newest.messages), [(4, 2)]);
+    let last_closed = store
+        .transcript(&key, SessionFilter::Only(3), 100, None)
+        .await
+        .unwrap();
+    assert_eq!(seqs(&last_closed.messages), [(3, 1), (3, 2)]);
+}
+
+async fn message_items_carry_their_expiry_and_expired_ones_leave_the_transcript_but_not_the_window(
+    backend: impl Backend,
+) {
+    let store = backend.store();
+    let key = ana();
+    let old = RoundCommit {
+        messages_expire_at: LONG_EXPIRED,
+        ..round(&key, None, exchange(1, None, "long ago"))
+    };
+    store.commit_round(&old).await.unwrap();
+    commit(&*store, &key, exchange(1, Some(&old.head), "today")).await;
+    for seq in [1, 2] {
+        assert_eq!(
+            backend.raw_message_expires_at(&key, 1, seq).await,
+            Some(LONG_EXPIRED)
+        );
+    }
+    for seq in [3, 4] {
+        assert_eq!(
+            backend.raw_message_expires_at(&key, 1, seq).await,
+            Some(RETAINED)
+        );
+    }
+
+    for sessions in [SessionFilter::All, SessionFilter::Only(1)] {
+        let page = store.transcript(&key, sessions, 10, None).await.unwrap();
+        assert_eq!(seqs(&page.messages), [(1, 3), (1, 4)]);
+        assert_eq!(page.next_before, None);
+    }
+    // A full page followed only by expired messages has no older page.
+    let page = store
+        .transcript(&key, SessionFilter::All, 2, None)
+        .await
+        .unwrap();
+    assert_eq!(seqs(&page.messages), [(1, 3), (1, 4)]);
+    // The open session's window stays whole, so no tool pair is ever split.
+    let turn = store.load_turn(&key, NOW).await.unwrap();
+    assert_eq!(seqs(&turn.window), [(1, 1), (1, 2), (1, 3), (1, 4)]);
+}
+
+async fn saved_facts_keep_source_and_expiry_replace_by_key_and_removals_delete(
+    backend: impl Backend,
+) {
+    let store = backend.store();
+    let key = ana();
+    commit(&*store, &key, exchange(1, None, "I'm Ana, mornings please")).await;
+    let name = fact_write("name", "Ana", 1, NOW + 3600);
+    let time = fact_write("preferred_time", "mornings", 1, NOW + 60);
+    assert!(
+        store
+            .save_facts(&key, &[name.clone(), time.clone()], &[])
+            .await
+            .unwrap()
+    );
+    let (_, facts) = store.load_memory(&key, NOW).await.unwrap();
+    assert_eq!(facts, vec![name.fact.clone(), time.fact.clone()]);
+    assert_eq!(facts[1].source, FactSource { session: 1, seq: 1 });
+    // The expiry was stored with each fact.
+    let (_, facts) = store.load_memory(&key, NOW + 60).await.unwrap();
+    assert_eq!(facts, vec![name.fact.clone()]);
+
+    let renamed = fact_write("name", "Ana Paula", 2, NOW + 7200);
+    let never_stored = FactKey::parse("preferred_service").unwrap();
+    assert!(
+        store
+            .save_facts(
+                &key,
+                std::slice::from_ref(&renamed),
+                &[FactKey::parse("preferred_time").unwrap(), never_stored],
+            )
+            .await
+            .unwrap()
+    );
+    let turn = store.load_turn(&key, NOW).await.unwrap();
+    assert_eq!(turn.facts, vec![renamed.fact]);
+    // Head, 2 messages, 1 fact.
+    assert_eq!(backend.raw_item_count(&key).await, 4);
+    // Nothing to change still answers whether the contact exists.
+    assert!(store.save_facts(&key, &[], &[]).await.unwrap());
+}
+
+async fn saving_facts_for_an_erased_or_unknown_contact_writes_nothing(backend: impl Backend) {
+    let store = backend.store();
+    let key = ana();
+    commit(&*store, &key, exchange(1, None, "hi")).await;
+    store.erase_contact(&key).await.unwrap();
+    let name = fact_write("name", "Ana", 1, NOW + 3600);
+    assert!(
+        !store
+            .save_facts(&key, std::slice::from_ref(&name), &[])
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .save_facts(&key, &[], &[FactKey::parse("name").unwrap()])
+            .await
+            .unwrap()
+    );
+    assert!(!store.save_facts(&key, &[], &[]).await.unwrap());
+    assert_eq!(backend.raw_item_count(&key).await, 0);
+    // An idempotency record alone is not a contact.
+    let bob = contact_key("acme", "bob");
+    store
+        .claim_request(&bob, &idem("k"), "h", NOW, 30)
+        .await
+        .unwrap();
+    assert!(!store.save_facts(&bob, &[name], &[]).await.unwrap());
+    assert_eq!(backend.raw_item_count(&bob).await, 1);
+}
+
+async fn saving_more_facts_than_one_transaction_holds_writes_them_all(backend: impl Backend) {
+    let store = backend.store();
+    let key = ana();
+    commit(&*store, &key, exchange(1, None, "hi")).await;
+    let writes: Vec<FactWrite> = (0..150)
+        .map(|i| fact_write(&format!("k{i:03}"), &format!("v{i}"), 1, NOW + 60))
+        .collect();
+    assert!(store.save_facts(&key, &writes, &[]).await.unwrap());
+    let (_, facts) = store.load_memory(&key, NOW).await.unwrap();
+    assert_eq!(facts.len(), 150);
+    let removals: Vec<FactKey> = (0..120)
+        .map(|i| FactKey::parse(&format!("k{i:03}")).unwrap())
+        .collect();
+    assert!(store.save_facts(&key, &[], &removals).await.unwrap());
+    let (_, facts) = store.load_memory(&key, NOW).await.unwrap();
+    assert_eq!(facts.len(), 30);
+    assert_eq!(facts[0].key.as_str(), "k120");
+}
+
+async fn a_fact_batch_naming_a_key_twice_is_refused(backend: impl Backend) {
+    let store = backend.store();
+    let key = ana();
+    commit(&*store, &key, exchange(1, None, "hi")).await;
+    let name = fact_write("name", "Ana", 1, NOW + 60);
+    for (writes, removals) in [
+        (vec![name.clone(), name.clone()], vec![]),
+        (vec![name.clone()], vec![FactKey::parse("name").unwrap()]),
+    ] {
+        let err = store
+            .save_facts(&key, &writes, &removals)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, StoreError::Other(_)), "{err:?}");
+    }
+    assert!(store.load_memory(&key, NOW).await.unwrap().1.is_empty());
+}
+
+async fn erasing_a_contact_removes_its_session_archives_too(backend: impl Backend) {
+    let store = backend.store();
+    let key = ana();
+    let head = commit(&*store, &key, exchange(1, None, "one")).await;
+    let opening = RoundCommit {
+        archive: Some(SessionArchive {
+            session: 1,
+            summary: Some("Ana said one.".into()),
+            summarized_until: 2,
+            last_seq: 2,
+            expires_at: RETAINED,
+        }),
+        ..round(&key, Some(&head), exchange(2, None, "two"))
+    };
+    store.commit_round(&opening).await.unwrap();
+    assert!(
+        store
+            .save_facts(&key, &[fact_write("name", "Ana", 1, RETAINED)], &[])
+            .await
+            .unwrap()
+    );
+    // Head, 4 messages, 1 archive, 1 fact.
+    assert_eq!(backend.raw_item_count(&key).await, 7);
+    assert_eq!(store.erase_contact(&key).await.unwrap(), 7);
+    assert_eq!(backend.raw_item_count(&key).await, 0);
+    assert_eq!(backend.raw_archive(&key, 1).await, None);
+    assert_eq!(
+        store.load_closed_session(&key, 1, NOW).await.unwrap(),
+        ClosedSession::default()
+    );
+}
+
 // ---- one suite per adapter -------------------------------------------------------
 
 macro_rules! contract_tests {
@@ -915,6 +1569,21 @@ macro_rules! contract_tests {
             tenants_are_isolated_even_with_the_same_contact_id,
             tenant_configs_round_trip_per_tenant,
             concurrent_commits_on_the_same_head_let_exactly_one_win,
+            a_step_applies_once_and_a_repeat_with_the_same_seen_value_changes_nothing,
+            a_stale_step_changes_nothing_and_the_next_one_applies,
+            a_step_for_a_session_the_head_left_changes_nothing,
+            a_step_on_an_erased_contact_changes_nothing_and_writes_no_item,
+            a_step_writes_pruned_copies_that_load_turn_returns_with_the_originals_intact,
+            a_step_that_cannot_fit_one_transaction_is_refused,
+            a_new_session_commit_archives_the_old_summary_for_load_closed_session,
+            an_archive_without_a_summary_loads_the_session_whole_and_skips_expired_messages,
+            the_transcript_of_all_sessions_never_returns_an_archive_item,
+            message_items_carry_their_expiry_and_expired_ones_leave_the_transcript_but_not_the_window,
+            saved_facts_keep_source_and_expiry_replace_by_key_and_removals_delete,
+            saving_facts_for_an_erased_or_unknown_contact_writes_nothing,
+            saving_more_facts_than_one_transaction_holds_writes_them_all,
+            a_fact_batch_naming_a_key_twice_is_refused,
+            erasing_a_contact_removes_its_session_archives_too,
         );
     };
     (@each $backend:ty; $($test:ident),+ $(,)?) => {

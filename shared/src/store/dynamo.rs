@@ -5,9 +5,16 @@
 //! Reads are strongly consistent and bounded by the window: facts and head come in
 //! one query (`sk BETWEEN "FACT#" AND "HEAD"`), the window in a second, from
 //! `summarized_until + 1`. Nothing here scans, and nothing reads summarized messages
-//! except the transcript. A round is one `TransactWriteItems`; SDK errors are
-//! mapped here, once: a failed condition is [`StoreError::Conflict`], throttling and
-//! transient failures are [`StoreError::Unavailable`].
+//! except the transcript and the facts job's read of a closed session (from its
+//! archived `summarized_until`). A round, a compaction step and a fact batch are each
+//! one `TransactWriteItems`; SDK errors are mapped here, once: a failed condition is
+//! [`StoreError::Conflict`] for a round and `Ok(false)` for a step or a fact batch
+//! (a duplicate job or an erased contact, not an error); throttling and transient
+//! failures are [`StoreError::Unavailable`].
+//!
+//! Messages, session archives and facts carry the TTL attribute `expires_at`. TTL
+//! deletes only eventually, so reads filter on it too, except the window of the open
+//! session (see the note in `load_turn`).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -21,16 +28,18 @@ use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, DeleteRequest, Put, TransactWriteItem, Update, WriteRequest,
+    AttributeValue, ConditionCheck, Delete, DeleteRequest, Put, TransactWriteItem, Update,
+    WriteRequest,
 };
 use serde::{Deserialize, Serialize};
 
+use super::memory::{system_now, validate_fact_changes, validate_step};
 use super::{
-    Claim, ContactKey, Cursor, RoundCommit, SessionFilter, Store, StoreError, TenantStore,
-    TranscriptPage, TurnState,
+    AppliedStep, Claim, ClosedSession, ContactKey, Cursor, FactWrite, RoundCommit, SessionArchive,
+    SessionFilter, Store, StoreError, TenantStore, TranscriptPage, TurnState,
 };
 use crate::domain::{
-    Fact, FactKey, FactSource, Head, IdempotencyKey, Role, StoredMessage, TenantId,
+    ContentBlock, Fact, FactKey, FactSource, Head, IdempotencyKey, Role, StoredMessage, TenantId,
 };
 use crate::tenant::TenantConfig;
 use crate::usage::Usage;
@@ -88,6 +97,52 @@ impl DynamoStore {
                 Some(key) if !key.is_empty() => start = Some(key),
                 _ => return Ok(items),
             }
+        }
+    }
+
+    /// The messages of `session` after `after`, oldest first, each with its TTL: one
+    /// strongly consistent query, paginated.
+    async fn messages_after(
+        &self,
+        key: &ContactKey,
+        session: u32,
+        after: u64,
+    ) -> Result<Vec<(StoredMessage, Option<i64>)>, StoreError> {
+        let first = after.saturating_add(1);
+        if first > MAX_SEQ {
+            return Ok(Vec::new());
+        }
+        let query = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .consistent_read(true)
+            .key_condition_expression("pk = :pk AND sk BETWEEN :from AND :to")
+            .expression_attribute_values(":pk", s(contact_pk(key)))
+            .expression_attribute_values(":from", s(message_sk(session, first)))
+            .expression_attribute_values(":to", s(message_sk(session, MAX_SEQ)));
+        self.query_all(query)
+            .await?
+            .into_iter()
+            .map(message_and_expiry)
+            .collect()
+    }
+
+    /// Runs a transaction whose failed conditions mean "not now, and nothing
+    /// written" (a duplicate step, an erased contact): `Ok(false)` then.
+    async fn transact_if(&self, items: Vec<TransactWriteItem>) -> Result<bool, StoreError> {
+        match self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(items))
+            .send()
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(err) => match transaction_error(err) {
+                StoreError::Conflict(_) => Ok(false),
+                other => Err(other),
+            },
         }
     }
 
@@ -223,29 +278,17 @@ impl Store for DynamoStore {
                 window: Vec::new(),
             });
         };
-        let first = head.summarized_until.saturating_add(1);
-        if first > MAX_SEQ {
-            return Ok(TurnState {
-                head: Some(head),
-                facts,
-                window: Vec::new(),
-            });
-        }
-        let query = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .consistent_read(true)
-            .key_condition_expression("pk = :pk AND sk BETWEEN :from AND :to")
-            .expression_attribute_values(":pk", s(contact_pk(key)))
-            .expression_attribute_values(":from", s(message_sk(head.session, first)))
-            .expression_attribute_values(":to", s(message_sk(head.session, MAX_SEQ)));
+        // The window is deliberately not filtered by `expires_at`: it belongs to the
+        // open session, and dropping its oldest messages could split a
+        // `tool_use`/`tool_result` pair or start it at a non-user message. A session
+        // still open past its retention keeps it whole until a step folds it away;
+        // its messages then expire with the closed session.
         let window = self
-            .query_all(query)
+            .messages_after(key, head.session, head.summarized_until)
             .await?
             .into_iter()
-            .map(message_from_item)
-            .collect::<Result<Vec<_>, _>>()?;
+            .map(|(message, _)| message)
+            .collect();
         Ok(TurnState {
             head: Some(head),
             facts,
@@ -262,7 +305,10 @@ impl Store for DynamoStore {
     }
 
     async fn commit_round(&self, commit: &RoundCommit) -> Result<(), StoreError> {
-        let actions = 1 + commit.messages.len() + usize::from(commit.idempotency.is_some());
+        let actions = 1
+            + commit.messages.len()
+            + usize::from(commit.idempotency.is_some())
+            + usize::from(commit.archive.is_some());
         if actions > MAX_TRANSACTION_ACTIONS {
             return Err(StoreError::Other(format!(
                 "a round of {} messages does not fit one transaction",
@@ -279,7 +325,11 @@ impl Store for DynamoStore {
         for message in &commit.messages {
             let put = Put::builder()
                 .table_name(&self.table)
-                .set_item(Some(to_item(&MessageItem::new(&pk, message)?)?))
+                .set_item(Some(to_item(&MessageItem::new(
+                    &pk,
+                    message,
+                    Some(commit.messages_expire_at),
+                )?)?))
                 .condition_expression("attribute_not_exists(sk)")
                 .build()
                 .map_err(|err| StoreError::Other(format!("message put: {err}")))?;
@@ -300,6 +350,17 @@ impl Store for DynamoStore {
                 .set_item(Some(to_item(&record)?))
                 .build()
                 .map_err(|err| StoreError::Other(format!("request put: {err}")))?;
+            items.push(TransactWriteItem::builder().put(put).build());
+        }
+        if let Some(archive) = &commit.archive {
+            // Unconditional: the head's condition already lets only one round close
+            // a session, and an erased contact starts over from session 1 with no
+            // archive left to collide with.
+            let put = Put::builder()
+                .table_name(&self.table)
+                .set_item(Some(to_item(&ArchiveItem::new(&pk, archive))?))
+                .build()
+                .map_err(|err| StoreError::Other(format!("archive put: {err}")))?;
             items.push(TransactWriteItem::builder().put(put).build());
         }
         match self
@@ -417,6 +478,11 @@ impl Store for DynamoStore {
             .expression_attribute_values(":pk", s(contact_pk(key)))
             .expression_attribute_values(":from", s(message_sk(from.session, from.seq)))
             .expression_attribute_values(":to", s(message_sk(to.session, to.seq)));
+        // `transcript` takes no `now`: expired messages are dropped by the system
+        // clock. Filtering here rather than with a FilterExpression keeps one
+        // definition of "expired" (`expires_at <= now`) for both adapters; the loop
+        // below keeps reading until the page is full either way.
+        let now = system_now();
         // One more than asked for tells whether an older page exists.
         let want = limit.saturating_add(1);
         let mut newest_first = Vec::with_capacity(want.min(1000));
@@ -431,7 +497,10 @@ impl Store for DynamoStore {
                 .await
                 .map_err(|err| sdk_error("query", err))?;
             for item in page.items.unwrap_or_default() {
-                newest_first.push(message_from_item(item)?);
+                let (message, expires_at) = message_and_expiry(item)?;
+                if expires_at.is_none_or(|expires| expires > now) {
+                    newest_first.push(message);
+                }
             }
             match page.last_evaluated_key {
                 Some(key) if !key.is_empty() && newest_first.len() < want => start = Some(key),
@@ -483,33 +552,150 @@ impl Store for DynamoStore {
         }
     }
 
-    // TEMPORARY: replaced by the compactor work on the store adapters.
-    async fn apply_step(&self, _: &ContactKey, _: &super::AppliedStep) -> Result<bool, StoreError> {
-        Err(StoreError::Other(
-            "apply_step is not implemented yet".into(),
-        ))
+    async fn apply_step(&self, key: &ContactKey, step: &AppliedStep) -> Result<bool, StoreError> {
+        validate_step(step)?;
+        let pk = contact_pk(key);
+        let head = Update::builder()
+            .table_name(&self.table)
+            .key("pk", s(&pk))
+            .key("sk", s(HEAD_SK))
+            .update_expression(
+                "SET #summary = :summary, #summarized_until = :new, \
+                 #steps = if_not_exists(#steps, :zero) + :one",
+            )
+            .condition_expression(
+                "attribute_exists(pk) AND #session = :session AND #summarized_until = :seen",
+            )
+            .expression_attribute_names("#summary", "summary")
+            .expression_attribute_names("#summarized_until", "summarized_until")
+            .expression_attribute_names("#steps", "steps")
+            .expression_attribute_names("#session", "session")
+            .expression_attribute_values(":summary", s(&step.summary))
+            .expression_attribute_values(":new", n(step.new_summarized_until))
+            .expression_attribute_values(":zero", n(0))
+            .expression_attribute_values(":one", n(1))
+            .expression_attribute_values(":session", n(step.session))
+            .expression_attribute_values(":seen", n(step.seen_summarized_until))
+            .build()
+            .map_err(|err| StoreError::Other(format!("step head update: {err}")))?;
+        let mut items = Vec::with_capacity(1 + step.prune.len());
+        items.push(TransactWriteItem::builder().update(head).build());
+        for decision in &step.prune {
+            // The condition keeps an update from creating a stray item (an erased
+            // contact, a wrong sequence number); it fails the whole step instead.
+            let update = Update::builder()
+                .table_name(&self.table)
+                .key("pk", s(&pk))
+                .key("sk", s(message_sk(step.session, decision.seq)))
+                .update_expression("SET pruned = :pruned")
+                .condition_expression("attribute_exists(sk)")
+                .expression_attribute_values(":pruned", s(blocks_json(&decision.pruned)?))
+                .build()
+                .map_err(|err| StoreError::Other(format!("prune update: {err}")))?;
+            items.push(TransactWriteItem::builder().update(update).build());
+        }
+        self.transact_if(items).await
     }
 
     async fn load_closed_session(
         &self,
-        _: &ContactKey,
-        _: u32,
-        _: i64,
-    ) -> Result<super::ClosedSession, StoreError> {
-        Err(StoreError::Other(
-            "load_closed_session is not implemented yet".into(),
-        ))
+        key: &ContactKey,
+        session: u32,
+        now: i64,
+    ) -> Result<ClosedSession, StoreError> {
+        let found = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .consistent_read(true)
+            .key("pk", s(contact_pk(key)))
+            .key("sk", s(archive_sk(session)))
+            .send()
+            .await
+            .map_err(|err| sdk_error("get_item", err))?;
+        let (summary, summarized_until) = match found.item.map(from_item::<ArchiveItem>) {
+            // Past its retention the archive is gone, and so is every message of the
+            // session (they expired no later): nothing to read.
+            Some(Ok(archive)) if archive.expires_at <= now => {
+                return Ok(ClosedSession::default());
+            }
+            Some(archive) => {
+                let archive = archive?;
+                (archive.summary, archive.summarized_until)
+            }
+            None => (None, 0),
+        };
+        let messages = self
+            .messages_after(key, session, summarized_until)
+            .await?
+            .into_iter()
+            .filter(|(_, expires_at)| expires_at.is_none_or(|expires| expires > now))
+            .map(|(message, _)| message)
+            .collect();
+        Ok(ClosedSession { summary, messages })
     }
 
     async fn save_facts(
         &self,
-        _: &ContactKey,
-        _: &[super::FactWrite],
-        _: &[crate::domain::FactKey],
+        key: &ContactKey,
+        writes: &[FactWrite],
+        removals: &[FactKey],
     ) -> Result<bool, StoreError> {
-        Err(StoreError::Other(
-            "save_facts is not implemented yet".into(),
-        ))
+        validate_fact_changes(writes, removals)?;
+        let pk = contact_pk(key);
+        let mut actions = Vec::with_capacity(writes.len() + removals.len());
+        for write in writes {
+            let put = Put::builder()
+                .table_name(&self.table)
+                .set_item(Some(to_item(&FactItem::new(&pk, write))?))
+                .build()
+                .map_err(|err| StoreError::Other(format!("fact put: {err}")))?;
+            actions.push(TransactWriteItem::builder().put(put).build());
+        }
+        for removal in removals {
+            let delete = Delete::builder()
+                .table_name(&self.table)
+                .key("pk", s(&pk))
+                .key("sk", s(fact_sk(removal)))
+                .build()
+                .map_err(|err| StoreError::Other(format!("fact delete: {err}")))?;
+            actions.push(TransactWriteItem::builder().delete(delete).build());
+        }
+        let head_exists = ConditionCheck::builder()
+            .table_name(&self.table)
+            .key("pk", s(&pk))
+            .key("sk", s(HEAD_SK))
+            .condition_expression("attribute_exists(pk)")
+            .build()
+            .map_err(|err| StoreError::Other(format!("head check: {err}")))?;
+        // Without changes, the check alone still answers whether the head exists.
+        if actions.is_empty() {
+            return self
+                .transact_if(vec![
+                    TransactWriteItem::builder()
+                        .condition_check(head_exists)
+                        .build(),
+                ])
+                .await;
+        }
+        // A tenant's fact keys are a short closed list, so one transaction is the
+        // rule; a longer batch is split, each part re-checking the head. When an
+        // erase lands between parts, the later ones write nothing and the answer is
+        // `Ok(false)`; the earlier ones committed while the contact existed, like a
+        // whole batch committed just before the erase.
+        for chunk in actions.chunks(MAX_TRANSACTION_ACTIONS - 1) {
+            let mut items = Vec::with_capacity(chunk.len() + 1);
+            items.push(
+                TransactWriteItem::builder()
+                    .condition_check(head_exists.clone())
+                    .build(),
+            );
+            items.extend_from_slice(chunk);
+            if !self.transact_if(items).await? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 }
 
@@ -573,6 +759,16 @@ fn tenant_pk(tenant: &TenantId) -> String {
 
 fn message_sk(session: u32, seq: u64) -> String {
     format!("S#{session:06}#M#{seq:08}")
+}
+
+fn fact_sk(key: &FactKey) -> String {
+    format!("{FACT_PREFIX}{key}")
+}
+
+/// A closed session's archive. `SUM#` sorts after every `S#…` message key (`U` >
+/// `#`), so no message range (`BETWEEN S#… AND S#…`) ever reaches it.
+fn archive_sk(session: u32) -> String {
+    format!("SUM#{session:06}")
 }
 
 fn request_sk(idempotency: &IdempotencyKey) -> String {
@@ -664,35 +860,41 @@ struct MessageItem {
     usage: Option<Usage>,
     #[serde(default)]
     created_at: i64,
+    /// TTL; absent on messages stored before rounds carried one (kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    expires_at: Option<i64>,
 }
 
 impl MessageItem {
-    fn new(pk: &str, message: &StoredMessage) -> Result<Self, StoreError> {
-        let json = |blocks| {
-            serde_json::to_string(blocks)
-                .map_err(|err| StoreError::Other(format!("message blocks: {err}")))
-        };
+    fn new(pk: &str, message: &StoredMessage, expires_at: Option<i64>) -> Result<Self, StoreError> {
         Ok(MessageItem {
             pk: pk.to_owned(),
             sk: message_sk(message.session, message.seq),
             session: message.session,
             seq: message.seq,
             role: message.role,
-            content: json(&message.content)?,
-            pruned: message.pruned.as_ref().map(json).transpose()?,
+            content: blocks_json(&message.content)?,
+            pruned: message.pruned.as_deref().map(blocks_json).transpose()?,
             usage: message.usage,
             created_at: message.created_at,
+            expires_at,
         })
     }
 }
 
-fn message_from_item(item: Item) -> Result<StoredMessage, StoreError> {
+/// Blocks as stored in `content` and `pruned`: their Messages-API JSON.
+fn blocks_json(blocks: &[ContentBlock]) -> Result<String, StoreError> {
+    serde_json::to_string(blocks).map_err(|err| StoreError::Other(format!("message blocks: {err}")))
+}
+
+/// A message item read back, with its TTL.
+fn message_and_expiry(item: Item) -> Result<(StoredMessage, Option<i64>), StoreError> {
     let item: MessageItem = from_item(item)?;
     let blocks = |json: &str| {
         serde_json::from_str(json)
             .map_err(|err| StoreError::Corrupt(format!("message {}: {err}", item.sk)))
     };
-    Ok(StoredMessage {
+    let message = StoredMessage {
         session: item.session,
         seq: item.seq,
         role: item.role,
@@ -700,20 +902,68 @@ fn message_from_item(item: Item) -> Result<StoredMessage, StoreError> {
         pruned: item.pruned.as_deref().map(blocks).transpose()?,
         usage: item.usage,
         created_at: item.created_at,
-    })
+    };
+    Ok((message, item.expires_at))
+}
+
+/// A closed session's archive (`SUM#{session:06}`); `expires_at` is its TTL.
+#[derive(Serialize, Deserialize)]
+struct ArchiveItem {
+    pk: String,
+    sk: String,
+    session: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    summary: Option<String>,
+    #[serde(default)]
+    summarized_until: u64,
+    #[serde(default)]
+    last_seq: u64,
+    expires_at: i64,
+}
+
+impl ArchiveItem {
+    fn new(pk: &str, archive: &SessionArchive) -> Self {
+        ArchiveItem {
+            pk: pk.to_owned(),
+            sk: archive_sk(archive.session),
+            session: archive.session,
+            summary: archive.summary.clone(),
+            summarized_until: archive.summarized_until,
+            last_seq: archive.last_seq,
+            expires_at: archive.expires_at,
+        }
+    }
 }
 
 /// A fact as stored; `expires_at` is the TTL attribute (absent: kept).
-#[derive(Deserialize)]
+#[derive(Serialize, Deserialize)]
 struct FactItem {
+    pk: String,
+    sk: String,
     key: FactKey,
     value: String,
     source_session: u32,
     source_seq: u64,
     #[serde(default)]
     updated_at: i64,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     expires_at: Option<i64>,
+}
+
+impl FactItem {
+    fn new(pk: &str, write: &FactWrite) -> Self {
+        let fact = &write.fact;
+        FactItem {
+            pk: pk.to_owned(),
+            sk: fact_sk(&fact.key),
+            key: fact.key.clone(),
+            value: fact.value.clone(),
+            source_session: fact.source.session,
+            source_seq: fact.source.seq,
+            updated_at: fact.updated_at,
+            expires_at: Some(write.expires_at),
+        }
+    }
 }
 
 impl From<FactItem> for Fact {
@@ -992,6 +1242,9 @@ mod tests {
         assert!(message_sk(1, 9) < message_sk(1, 10));
         // The facts-and-head query relies on nothing else sorting between them.
         assert!(FACT_PREFIX < HEAD_SK && HEAD_SK < "REQ#" && "REQ#" < "S#");
+        // Archives sort after every message, so message ranges never reach them.
+        assert!(message_sk(MAX_SESSION, MAX_SEQ) < archive_sk(0));
+        assert!(archive_sk(9) < archive_sk(10));
     }
 
     #[test]
@@ -1030,9 +1283,10 @@ mod tests {
             }),
             created_at: 7,
         };
-        let item = to_item(&MessageItem::new("T#t#C#c", &message).unwrap()).unwrap();
+        let item = to_item(&MessageItem::new("T#t#C#c", &message, Some(9)).unwrap()).unwrap();
         assert_eq!(item["content"], s(r#"[{"type":"text","text":""}]"#));
         assert!(!item.contains_key("pruned"));
-        assert_eq!(message_from_item(item).unwrap(), message);
+        assert_eq!(item["expires_at"], n(9));
+        assert_eq!(message_and_expiry(item).unwrap(), (message, Some(9)));
     }
 }

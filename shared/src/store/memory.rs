@@ -2,17 +2,22 @@
 //! and local experiments: the same conditions as the DynamoDB adapter, checked under
 //! one mutex so a commit is all or nothing. The mutex is never held across an
 //! `.await` (no method here awaits).
+//!
+//! It also holds the checks both adapters make on a step's and a fact batch's shape
+//! (`validate_step`, `validate_fact_changes`), so the two refuse the same input.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 
 use super::{
-    Claim, ContactKey, Cursor, RoundCommit, SessionFilter, Store, StoreError, TenantStore,
-    TranscriptPage, TurnState,
+    AppliedStep, Claim, ClosedSession, ContactKey, Cursor, FactWrite, MAX_PRUNES_PER_STEP,
+    RoundCommit, SessionArchive, SessionFilter, Store, StoreError, TenantStore, TranscriptPage,
+    TurnState,
 };
-use crate::domain::{Fact, Head, IdempotencyKey, StoredMessage, TenantId};
+use crate::domain::{Fact, FactKey, Head, IdempotencyKey, StoredMessage, TenantId};
 use crate::tenant::TenantConfig;
 
 /// How long an idempotency record lives, in seconds (as in DynamoDB's TTL).
@@ -37,7 +42,9 @@ struct Contact {
     /// By key, each with its optional expiry (seconds since the epoch).
     facts: BTreeMap<String, (Fact, Option<i64>)>,
     /// By (session, seq): the sort key's order.
-    messages: BTreeMap<(u32, u64), StoredMessage>,
+    messages: BTreeMap<(u32, u64), MessageEntry>,
+    /// Closed sessions' summaries (`SUM#{session}`), by session.
+    archives: BTreeMap<u32, SessionArchive>,
     requests: HashMap<String, Request>,
 }
 
@@ -46,7 +53,21 @@ impl Contact {
         usize::from(self.head.is_some())
             + self.facts.len()
             + self.messages.len()
+            + self.archives.len()
             + self.requests.len()
+    }
+}
+
+/// A stored message and its TTL (`None` for messages stored before rounds carried one).
+#[derive(Debug, Clone)]
+struct MessageEntry {
+    message: StoredMessage,
+    expires_at: Option<i64>,
+}
+
+impl MessageEntry {
+    fn live_at(&self, now: i64) -> bool {
+        self.expires_at.is_none_or(|expires| expires > now)
     }
 }
 
@@ -105,10 +126,79 @@ impl MemoryStore {
     }
 
     /// Test helper: how many items the contact's partition holds (head, facts,
-    /// messages, idempotency records), as a raw query would count them.
+    /// messages, session archives, idempotency records), as a raw query would count
+    /// them.
     pub fn item_count(&self, key: &ContactKey) -> usize {
         self.lock().contacts.get(key).map_or(0, Contact::item_count)
     }
+
+    /// Test helper: the TTL stored with a message (`None` when the message is absent
+    /// or has none), as a raw read of its `expires_at` attribute would see it.
+    pub fn message_expires_at(&self, key: &ContactKey, session: u32, seq: u64) -> Option<i64> {
+        self.lock()
+            .contacts
+            .get(key)
+            .and_then(|contact| contact.messages.get(&(session, seq)))
+            .and_then(|entry| entry.expires_at)
+    }
+
+    /// Test helper: a closed session's archive item as stored, expired or not.
+    pub fn archive(&self, key: &ContactKey, session: u32) -> Option<SessionArchive> {
+        self.lock()
+            .contacts
+            .get(key)
+            .and_then(|contact| contact.archives.get(&session))
+            .cloned()
+    }
+}
+
+/// Refuses a step no single transaction can hold: more than
+/// [`MAX_PRUNES_PER_STEP`] decisions (the caller truncates), or two decisions for one
+/// message (a transaction may not touch an item twice).
+pub(super) fn validate_step(step: &AppliedStep) -> Result<(), StoreError> {
+    if step.prune.len() > MAX_PRUNES_PER_STEP {
+        return Err(StoreError::Other(format!(
+            "a step with {} pruning decisions exceeds the limit of {MAX_PRUNES_PER_STEP}",
+            step.prune.len()
+        )));
+    }
+    let mut seen = HashSet::with_capacity(step.prune.len());
+    if let Some(twice) = step.prune.iter().find(|d| !seen.insert(d.seq)) {
+        return Err(StoreError::Other(format!(
+            "a step prunes message {} twice",
+            twice.seq
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses a fact batch that names one key twice (two writes, or a write and a
+/// removal): which one should win is the caller's decision, not the store's, and a
+/// transaction may not touch an item twice.
+pub(super) fn validate_fact_changes(
+    writes: &[FactWrite],
+    removals: &[FactKey],
+) -> Result<(), StoreError> {
+    let mut seen = HashSet::with_capacity(writes.len() + removals.len());
+    let keys = writes.iter().map(|write| &write.fact.key).chain(removals);
+    for key in keys {
+        if !seen.insert(key.as_str()) {
+            return Err(StoreError::Other(format!(
+                "a fact batch names the key {key} twice"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The system clock, in seconds since the epoch: only for the transcript's expiry
+/// filter, since `Store::transcript` takes no `now` (every other read is given one).
+pub(super) fn system_now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| {
+            i64::try_from(elapsed.as_secs()).unwrap_or(i64::MAX)
+        })
 }
 
 fn facts_at(contact: &Contact, now: i64) -> Vec<Fact> {
@@ -127,6 +217,7 @@ impl Store for MemoryStore {
         let Some(contact) = state.contacts.get(key) else {
             return Ok(TurnState::default());
         };
+        // Not filtered by expiry, as in the DynamoDB adapter: see the note there.
         let window = match &contact.head {
             Some(head) => contact
                 .messages
@@ -134,7 +225,7 @@ impl Store for MemoryStore {
                     (head.session, head.summarized_until.saturating_add(1))
                         ..=(head.session, u64::MAX),
                 )
-                .map(|(_, message)| message.clone())
+                .map(|(_, entry)| entry.message.clone())
                 .collect(),
             None => Vec::new(),
         };
@@ -196,9 +287,16 @@ impl Store for MemoryStore {
             head.summary = None;
         }
         for message in &commit.messages {
-            contact
-                .messages
-                .insert((message.session, message.seq), message.clone());
+            contact.messages.insert(
+                (message.session, message.seq),
+                MessageEntry {
+                    message: message.clone(),
+                    expires_at: Some(commit.messages_expire_at),
+                },
+            );
+        }
+        if let Some(archive) = &commit.archive {
+            contact.archives.insert(archive.session, archive.clone());
         }
         if let Some(done) = &commit.idempotency {
             contact.requests.insert(
@@ -283,10 +381,13 @@ impl Store for MemoryStore {
         let Some(contact) = state.contacts.get(key) else {
             return Ok(TranscriptPage::default());
         };
+        let now = system_now();
         let mut newest_first: Vec<StoredMessage> = contact
             .messages
             .values()
             .rev()
+            .filter(|entry| entry.live_at(now))
+            .map(|entry| &entry.message)
             .filter(|message| match sessions {
                 SessionFilter::All => true,
                 SessionFilter::Only(session) => message.session == session,
@@ -324,33 +425,90 @@ impl Store for MemoryStore {
             .map_or(0, |contact| contact.item_count()))
     }
 
-    // TEMPORARY: replaced by the compactor work on the store adapters.
-    async fn apply_step(&self, _: &ContactKey, _: &super::AppliedStep) -> Result<bool, StoreError> {
-        Err(StoreError::Other(
-            "apply_step is not implemented yet".into(),
-        ))
+    async fn apply_step(&self, key: &ContactKey, step: &AppliedStep) -> Result<bool, StoreError> {
+        validate_step(step)?;
+        let mut state = self.lock();
+        let Some(contact) = state.contacts.get_mut(key) else {
+            return Ok(false);
+        };
+        // The transaction's conditions, all checked before anything changes.
+        let head_holds = contact.head.as_ref().is_some_and(|head| {
+            head.session == step.session && head.summarized_until == step.seen_summarized_until
+        });
+        let messages_exist = step
+            .prune
+            .iter()
+            .all(|decision| contact.messages.contains_key(&(step.session, decision.seq)));
+        if !head_holds || !messages_exist {
+            return Ok(false);
+        }
+        if let Some(head) = contact.head.as_mut() {
+            head.summary = Some(step.summary.clone());
+            head.summarized_until = step.new_summarized_until;
+            head.steps += 1;
+        }
+        for decision in &step.prune {
+            if let Some(entry) = contact.messages.get_mut(&(step.session, decision.seq)) {
+                entry.message.pruned = Some(decision.pruned.clone());
+            }
+        }
+        Ok(true)
     }
 
     async fn load_closed_session(
         &self,
-        _: &ContactKey,
-        _: u32,
-        _: i64,
-    ) -> Result<super::ClosedSession, StoreError> {
-        Err(StoreError::Other(
-            "load_closed_session is not implemented yet".into(),
-        ))
+        key: &ContactKey,
+        session: u32,
+        now: i64,
+    ) -> Result<ClosedSession, StoreError> {
+        let state = self.lock();
+        let Some(contact) = state.contacts.get(key) else {
+            return Ok(ClosedSession::default());
+        };
+        let (summary, summarized_until) = match contact.archives.get(&session) {
+            // Past its retention the archive is gone, and so is every message of
+            // the session (they expired no later): nothing to read.
+            Some(archive) if archive.expires_at <= now => {
+                return Ok(ClosedSession::default());
+            }
+            Some(archive) => (archive.summary.clone(), archive.summarized_until),
+            None => (None, 0),
+        };
+        let messages = contact
+            .messages
+            .range((session, summarized_until.saturating_add(1))..=(session, u64::MAX))
+            .map(|(_, entry)| entry)
+            .filter(|entry| entry.live_at(now))
+            .map(|entry| entry.message.clone())
+            .collect();
+        Ok(ClosedSession { summary, messages })
     }
 
     async fn save_facts(
         &self,
-        _: &ContactKey,
-        _: &[super::FactWrite],
-        _: &[crate::domain::FactKey],
+        key: &ContactKey,
+        writes: &[FactWrite],
+        removals: &[FactKey],
     ) -> Result<bool, StoreError> {
-        Err(StoreError::Other(
-            "save_facts is not implemented yet".into(),
-        ))
+        validate_fact_changes(writes, removals)?;
+        let mut state = self.lock();
+        let Some(contact) = state
+            .contacts
+            .get_mut(key)
+            .filter(|contact| contact.head.is_some())
+        else {
+            return Ok(false);
+        };
+        for write in writes {
+            contact.facts.insert(
+                write.fact.key.as_str().to_owned(),
+                (write.fact.clone(), Some(write.expires_at)),
+            );
+        }
+        for removal in removals {
+            contact.facts.remove(removal.as_str());
+        }
+        Ok(true)
     }
 }
 
