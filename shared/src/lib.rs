@@ -8,6 +8,7 @@
 
 pub mod ask;
 pub mod compaction;
+pub mod compactor;
 pub mod config;
 pub mod domain;
 pub mod facts;

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use ask::handler::{App, handle};
 use degrau::ask::{AskService, system_clock};
 use degrau::config::Config;
-use degrau::jobs::NoJobs;
+use degrau::jobs::sqs::SqsJobs;
+use degrau::jobs::{Jobs, NoJobs};
 use degrau::model::anthropic::{AnthropicConfig, AnthropicModel};
 use degrau::store::dynamo::DynamoStore;
 use degrau::tools::demo::DemoTools;
@@ -31,13 +32,17 @@ async fn main() -> Result<(), Error> {
         request_timeout: std::time::Duration::from_secs(config.model_timeout_seconds),
         ..AnthropicConfig::default()
     })?;
+    let jobs: Arc<dyn Jobs> = match &config.jobs_queue_url {
+        Some(url) => Arc::new(SqsJobs::new(aws_sdk_sqs::Client::new(&sdk), url.clone())),
+        None => Arc::new(NoJobs),
+    };
     let app = Arc::new(App {
         service: AskService {
             store: store.clone(),
             tenants: store,
             model: Arc::new(model),
             tools: Arc::new(DemoTools),
-            jobs: Arc::new(NoJobs),
+            jobs,
             defaults: config.defaults,
             clock: system_clock(),
         },

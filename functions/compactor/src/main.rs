@@ -1,16 +1,44 @@
-//! The `compactor` Lambda: SQS FIFO consumer for compaction steps and fact extraction.
+//! The `compactor` Lambda: SQS FIFO consumer for compaction steps and fact
+//! extraction. Wires typed config, one SDK config and the clients once, then serves.
 
-use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
-use lambda_runtime::{Error, LambdaEvent, run, service_fn};
+use std::sync::Arc;
 
-async fn handle(_event: LambdaEvent<SqsEvent>) -> Result<SqsBatchResponse, Error> {
-    Ok(SqsBatchResponse::default())
-}
+use compactor::handler::handle;
+use degrau::ask::system_clock;
+use degrau::compactor::Compactor;
+use degrau::config::Config;
+use degrau::model::anthropic::{AnthropicConfig, AnthropicModel};
+use degrau::store::dynamo::DynamoStore;
+use lambda_runtime::{Error, run, service_fn};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     lambda_runtime::tracing::init_default_subscriber();
+    let config = Config::from_env()?;
     let sdk = aws_config::load_from_env().await;
-    let _dynamodb = aws_sdk_dynamodb::Client::new(&sdk);
-    run(service_fn(handle)).await
+    let store = Arc::new(DynamoStore::new(
+        aws_sdk_dynamodb::Client::new(&sdk),
+        config.table_name.clone(),
+    ));
+    let model = AnthropicModel::new(AnthropicConfig {
+        base_url: config.anthropic_base_url.clone(),
+        api_key: config
+            .anthropic_api_key
+            .resolve(&aws_sdk_ssm::Client::new(&sdk))
+            .await?,
+        request_timeout: std::time::Duration::from_secs(config.model_timeout_seconds),
+        ..AnthropicConfig::default()
+    })?;
+    let compactor = Arc::new(Compactor {
+        store: store.clone(),
+        tenants: store,
+        model: Arc::new(model),
+        defaults: config.defaults,
+        clock: system_clock(),
+    });
+    run(service_fn(move |event| {
+        let compactor = compactor.clone();
+        async move { handle(&compactor, event).await }
+    }))
+    .await
 }

@@ -1,0 +1,293 @@
+//! Maps an SQS FIFO batch to compactor jobs and their results to a partial batch
+//! response.
+//!
+//! Records run in order. At the first failure the handler stops and reports that
+//! record and every later one, so the queue delivers them again in the same order
+//! (a FIFO group must not skip ahead); the records before it are deleted. A body
+//! that is not a [`Job`] is a failure too: a poison message goes to the DLQ after
+//! the queue's `maxReceiveCount`, where it can be inspected. Every failure is
+//! reported, retryable or not; [`degrau::compactor::CompactorError::retryable`]
+//! only sets the log level, since the DLQ is where a job that cannot succeed should
+//! end up.
+
+use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
+use degrau::compactor::{Compactor, CompactorError, JobOutcome};
+use degrau::jobs::Job;
+use degrau::metrics::Event;
+use lambda_runtime::{Error, LambdaEvent};
+use tracing::{Instrument, error, info_span, warn};
+
+/// Runs a batch; see the module documentation for the failure rule.
+///
+/// Returns `Err` only when a record to report has no `messageId` (never seen from
+/// SQS): the whole batch is then delivered again, which is safe because every job
+/// is idempotent.
+pub async fn handle(
+    compactor: &Compactor,
+    event: LambdaEvent<SqsEvent>,
+) -> Result<SqsBatchResponse, Error> {
+    let records = event.payload.records;
+    let mut first_failure = None;
+    for (index, record) in records.iter().enumerate() {
+        let message_id = record.message_id.as_deref().unwrap_or_default();
+        let span = info_span!("record", message_id);
+        let body = record.body.as_deref().unwrap_or_default();
+        let job = match serde_json::from_str::<Job>(body) {
+            Ok(job) => job,
+            Err(parse) => {
+                Event::new("compactor")
+                    .dimension("Kind", "malformed")
+                    .rollup()
+                    .count("JobFailures", 1)
+                    .emit();
+                // The serde message may quote the body (a contact id): log its class only.
+                span.in_scope(|| error!(category = ?parse.classify(), "the body is not a job"));
+                first_failure = Some(index);
+                break;
+            }
+        };
+        let result = compactor.run(&job).instrument(span.clone()).await;
+        record_metrics(&job, &result);
+        if let Err(failure) = result {
+            let (code, retryable) = (failure.code(), failure.retryable());
+            span.in_scope(|| {
+                if retryable {
+                    warn!(code, retryable, error = %failure, "job failed");
+                } else {
+                    error!(code, retryable, error = %failure, "job failed");
+                }
+            });
+            first_failure = Some(index);
+            break;
+        }
+    }
+
+    let mut response = SqsBatchResponse::default();
+    if let Some(first) = first_failure {
+        for record in &records[first..] {
+            let Some(id) = record.message_id.clone() else {
+                return Err("a record to report has no messageId; failing the whole batch".into());
+            };
+            let mut failure = BatchItemFailure::default();
+            failure.item_identifier = id;
+            response.batch_item_failures.push(failure);
+        }
+        warn!(
+            failed = response.batch_item_failures.len(),
+            done = first,
+            "batch partly failed"
+        );
+    }
+    Ok(response)
+}
+
+/// One EMF event per job: what it did, by kind and reason.
+fn record_metrics(job: &Job, result: &Result<JobOutcome, CompactorError>) {
+    let event = Event::new("compactor").dimension("Kind", job.kind());
+    let event = match result {
+        Ok(JobOutcome::StepApplied { pruned, .. }) => event
+            .count("StepsApplied", 1)
+            .count("MessagesPruned", *pruned as u64),
+        Ok(JobOutcome::StepSkipped { reason }) | Ok(JobOutcome::FactsSkipped { reason }) => {
+            event.dimension("Reason", *reason).count("JobsSkipped", 1)
+        }
+        Ok(JobOutcome::FactsStored {
+            stored,
+            refused,
+            removed,
+        }) => event
+            .count("FactsStored", *stored as u64)
+            .count("FactsRefused", *refused as u64)
+            .count("FactsRemoved", *removed as u64),
+        Err(error) => event
+            .dimension("Error", error.code())
+            .count("JobFailures", 1),
+    };
+    event.rollup().emit();
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use degrau::ask::AskService;
+    use degrau::compaction::CompactionPolicy;
+    use degrau::domain::{ContactId, TenantId};
+    use degrau::jobs::NoJobs;
+    use degrau::model::ModelError;
+    use degrau::model::scripted::ScriptedModel;
+    use degrau::store::memory::MemoryStore;
+    use degrau::store::{ContactKey, Store};
+    use degrau::tenant::Defaults;
+    use degrau::tools::demo::DemoTools;
+    use degrau::usage::Usage;
+    use lambda_runtime::Context;
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    const NOW: i64 = 1_800_000_000;
+
+    struct Harness {
+        store: Arc<MemoryStore>,
+        model: Arc<ScriptedModel>,
+        compactor: Compactor,
+        ask: AskService,
+    }
+
+    fn harness() -> Harness {
+        let store = Arc::new(MemoryStore::new());
+        let model = Arc::new(ScriptedModel::default());
+        let defaults = Defaults {
+            compaction: CompactionPolicy {
+                threshold_tokens: 1000,
+                keep_messages: 2,
+                ..CompactionPolicy::default()
+            },
+            ..Defaults::default()
+        };
+        let clock: degrau::ask::Clock = Arc::new(|| NOW);
+        Harness {
+            compactor: Compactor {
+                store: store.clone(),
+                tenants: store.clone(),
+                model: model.clone(),
+                defaults: defaults.clone(),
+                clock: clock.clone(),
+            },
+            ask: AskService {
+                store: store.clone(),
+                tenants: store.clone(),
+                model: model.clone(),
+                tools: Arc::new(DemoTools),
+                jobs: Arc::new(NoJobs),
+                defaults,
+                clock,
+            },
+            store,
+            model,
+        }
+    }
+
+    fn key(contact: &str) -> ContactKey {
+        ContactKey {
+            tenant: TenantId::parse("barber").unwrap(),
+            contact: ContactId::parse(contact).unwrap(),
+        }
+    }
+
+    /// Two rounds, the last one measured over the threshold: a step is due.
+    async fn due_conversation(h: &Harness, contact: &str) {
+        for (text, tokens) in [("hi", 100), ("thanks", 5000)] {
+            let usage = Usage {
+                input_tokens: tokens,
+                ..Usage::default()
+            };
+            h.model.push(ScriptedModel::text("ok", usage));
+            h.ask.ask(&key(contact), text, None).await.unwrap();
+        }
+    }
+
+    fn step(contact: &str) -> Value {
+        json!({"kind": "step", "tenant": "barber", "contact": contact, "session": 1, "summarized_until": 0})
+    }
+
+    fn event(bodies: &[(&str, String)]) -> LambdaEvent<SqsEvent> {
+        let records: Vec<Value> = bodies
+            .iter()
+            .map(|(id, body)| json!({"messageId": id, "body": body, "eventSource": "aws:sqs"}))
+            .collect();
+        let payload = serde_json::from_value(json!({ "Records": records })).unwrap();
+        LambdaEvent::new(payload, Context::default())
+    }
+
+    fn failed_ids(response: &SqsBatchResponse) -> Vec<&str> {
+        response
+            .batch_item_failures
+            .iter()
+            .map(|f| f.item_identifier.as_str())
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_failure_reports_that_record_and_every_later_one_and_stops() {
+        let h = harness();
+        due_conversation(&h, "bruno").await;
+        due_conversation(&h, "carla").await;
+        let asks = h.model.requests().len();
+        h.model.push(Err(ModelError::Unavailable { status: 529 }));
+
+        let response = handle(
+            &h.compactor,
+            event(&[
+                ("1", step("ana").to_string()),
+                ("2", step("bruno").to_string()),
+                ("3", step("carla").to_string()),
+            ]),
+        )
+        .await
+        .unwrap();
+
+        assert_eq!(failed_ids(&response), ["2", "3"]);
+        assert_eq!(
+            h.model.requests().len(),
+            asks + 1,
+            "only job 2 reached the model"
+        );
+        let (carla, _) = h.store.load_memory(&key("carla"), NOW).await.unwrap();
+        assert_eq!(carla.unwrap().summarized_until, 0, "job 3 was not run");
+        assert_eq!(
+            serde_json::to_value(&response).unwrap(),
+            json!({"batchItemFailures": [{"itemIdentifier": "2"}, {"itemIdentifier": "3"}]}),
+            "the shape Lambda reads; any other shape counts as total success"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_malformed_body_is_a_failure() {
+        let h = harness();
+        for body in [
+            "not json".to_owned(),
+            json!({"kind": "step", "tenant": "barber", "contact": "a#b", "session": 1, "summarized_until": 0})
+                .to_string(),
+            json!({"kind": "rebuild", "tenant": "barber", "contact": "ana"}).to_string(),
+        ] {
+            let response = handle(
+                &h.compactor,
+                event(&[("1", step("ana").to_string()), ("2", body)]),
+            )
+            .await
+            .unwrap();
+            assert_eq!(failed_ids(&response), ["2"]);
+        }
+        assert!(h.model.requests().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_batch_that_succeeds_reports_no_failures() {
+        let h = harness();
+        due_conversation(&h, "bruno").await;
+        h.model.push(ScriptedModel::text(
+            "The customer greeted the agent.",
+            Usage::default(),
+        ));
+        let facts = json!({"kind": "facts", "tenant": "barber", "contact": "ana", "session": 1});
+        let response = handle(
+            &h.compactor,
+            event(&[
+                ("1", step("ana").to_string()),
+                ("2", facts.to_string()),
+                ("3", step("bruno").to_string()),
+            ]),
+        )
+        .await
+        .unwrap();
+        assert!(response.batch_item_failures.is_empty());
+        let (bruno, _) = h.store.load_memory(&key("bruno"), NOW).await.unwrap();
+        assert_eq!(bruno.unwrap().summarized_until, 2, "the step was applied");
+        assert_eq!(
+            serde_json::to_value(&response).unwrap(),
+            json!({"batchItemFailures": []})
+        );
+    }
+}
