@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The local stack: moto (DynamoDB + SQS), the table and queues provisioned from
-# template.yaml, the offline model stand-in (unless ANTHROPIC_API_KEY is set), and
-# both functions under `cargo lambda watch` with the API Gateway paths.
+# template.yaml, the offline model stand-in (unless ANTHROPIC_API_KEY is set),
+# both functions under `cargo lambda watch` with the API Gateway paths, and the
+# bridge (degrau-bridge) that feeds the jobs queue to the compactor the way the
+# SQS event source mapping does in AWS.
 #   infra/stack.sh start   start everything in the background; prints the API URL
 #   infra/stack.sh stop    stop what start started
 # State (pids, logs, env) lives in .local/.
@@ -70,6 +72,7 @@ start() {
 
   stop_pid watch
   cargo build -q -p ask -p compactor
+  cargo build -q -p degrau-bridge
   setsid cargo lambda watch --invoke-address 127.0.0.1 --invoke-port "$api_port" --ignore-changes \
     --env-var "TABLE_NAME=$TABLE_NAME" \
     --env-var "JOBS_QUEUE_URL=$JOBS_QUEUE_URL" \
@@ -84,10 +87,24 @@ start() {
   # The first request compiles and starts the function: wait for a JSON 404.
   wait_for "http://127.0.0.1:$api_port/v1/contacts/probe/memory" "cargo lambda watch" "$state/watch.log"
   echo "http://127.0.0.1:$api_port" > "$state/api.url"
+
+  # The event source mapping's stand-in: polls the jobs queue and invokes the
+  # compactor through watch's invoke endpoint (which compiles it on first use).
+  # Failed jobs come back after 5 s instead of the queue's 720 s (local only).
+  stop_pid bridge
+  setsid env AWS_ENDPOINT_URL="$endpoint" AWS_REGION=us-east-1 \
+    AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local \
+    "${CARGO_TARGET_DIR:-$root/target}/debug/degrau-bridge" \
+    --queue-url "$JOBS_QUEUE_URL" \
+    --invoke-url "http://127.0.0.1:$api_port" --function compactor \
+    --retry-visibility 5 > "$state/bridge.log" 2>&1 &
+  echo $! > "$state/bridge.pid"
+  echo "degrau: bridge feeding the jobs queue to the compactor (log: .local/bridge.log)"
   echo "degrau: local API at http://127.0.0.1:$api_port (AUTH_MODE=dev: send X-Tenant-Id)"
 }
 
 stop() {
+  stop_pid bridge
   stop_pid watch
   stop_pid standin
   bash infra/moto.sh stop

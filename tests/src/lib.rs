@@ -4,6 +4,7 @@
 
 pub mod lambda;
 pub mod moto;
+pub mod stack;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -21,8 +22,14 @@ pub struct StandIn {
 impl StandIn {
     /// Starts `degrau-standin --port 0` and waits for its "listening on" line.
     pub fn start() -> StandIn {
+        Self::start_with(&[])
+    }
+
+    /// Like [`StandIn::start`] with extra arguments (`--context-limit N`, ...).
+    pub fn start_with(args: &[&str]) -> StandIn {
         let mut child = Command::new(lambda::binary("degrau-standin"))
             .args(["--port", "0"])
+            .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
