@@ -30,9 +30,10 @@ use crate::store::{
     Claim, CompletedRequest, ContactKey, Cursor, SessionFilter, Store, StoreError, TenantStore,
     TranscriptPage,
 };
-use crate::tenant::{Defaults, Settings};
+use crate::tenant::{ContextPolicy, Defaults, Settings};
 use crate::tools::{MAX_RESULTS_CHARS_PER_MESSAGE, Tools, cap_to};
 use crate::usage::RoundUsage;
+use crate::window::safe_window_start;
 
 /// Longest user message, in characters.
 pub const MAX_TEXT_CHARS: usize = 8_000;
@@ -335,7 +336,8 @@ impl AskService {
                 })
                 .collect();
             let last_seq = plan.base_seq + messages.len() as u64;
-            let step_due = settings.compaction.step_due(usage.context_tokens());
+            let step_due = settings.context_policy == ContextPolicy::Stepped
+                && settings.compaction.step_due(usage.context_tokens());
             let response = AskResponse {
                 session: plan.session,
                 reply: messages.last().map_or_else(
@@ -464,8 +466,12 @@ impl AskService {
         AskError,
     > {
         let tools = self.tools.definitions(settings.tools.as_deref());
-        let mut cut = match head {
-            Some(head) if head.session == plan.session => {
+        let mut cut = match (settings.context_policy, head) {
+            (ContextPolicy::SlidingWindow, _) => WindowCut {
+                start: safe_window_start(&plan.window, settings.compaction.keep_messages),
+                hard_capped: false,
+            },
+            (ContextPolicy::Stepped, Some(head)) if head.session == plan.session => {
                 request_window(head, &plan.window, &settings.compaction)
             }
             _ => WindowCut {

@@ -148,6 +148,14 @@ impl Config {
             get("SESSION_IDLE_MINUTES"),
             defaults.session_idle_minutes,
         )?;
+        if let Some(policy) = get("CONTEXT_POLICY") {
+            defaults.context_policy =
+                crate::tenant::ContextPolicy::parse(policy).ok_or_else(|| {
+                    ConfigError(format!(
+                        "CONTEXT_POLICY must be `stepped`, `full` or `sliding`, got {policy:?}"
+                    ))
+                })?;
+        }
         if defaults.session_idle_minutes == 0 {
             return Err(ConfigError(
                 "SESSION_IDLE_MINUTES must be at least 1".into(),
@@ -229,6 +237,7 @@ mod tests {
             ("SESSION_IDLE_MINUTES", "30"),
             ("AUTH_MODE", "dev"),
             ("MODEL_TIMEOUT_SECONDS", "5"),
+            ("CONTEXT_POLICY", "sliding"),
         ]))
         .unwrap();
         assert_eq!(config.auth, AuthConfig::Dev);
@@ -239,6 +248,10 @@ mod tests {
         assert_eq!(config.defaults.compaction.keep_messages, 8);
         assert_eq!(config.defaults.session_idle_minutes, 30);
         assert_eq!(config.model_timeout_seconds, 5);
+        assert_eq!(
+            config.defaults.context_policy,
+            crate::tenant::ContextPolicy::SlidingWindow
+        );
     }
 
     #[test]
@@ -270,6 +283,7 @@ mod tests {
             ("AUTH_MODE", "none"),
             ("COMPACTION_THRESHOLD_TOKENS", "lots"),
             ("SESSION_IDLE_MINUTES", "0"),
+            ("CONTEXT_POLICY", "everything"),
         ] {
             let mut all = vars(&base);
             all.insert(name.into(), value.into());

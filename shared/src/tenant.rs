@@ -39,6 +39,33 @@ pub struct TenantConfig {
     pub fact_retention_days: Option<u32>,
 }
 
+/// What a request carries of the conversation. degrau's steps are the product; the
+/// other two exist so the benchmarks can run the same functions with only this
+/// value switched (`CONTEXT_POLICY`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ContextPolicy {
+    /// Summary plus the window since the last step; steps when the threshold passes.
+    #[default]
+    Stepped,
+    /// Every message of the session, every turn; no steps (the naive client).
+    FullHistory,
+    /// The last `keep_messages` messages cut at a safe start, every turn; no steps
+    /// and no summary (what `trim_messages`-style helpers do).
+    SlidingWindow,
+}
+
+impl ContextPolicy {
+    /// Parses `stepped`, `full` or `sliding`.
+    pub fn parse(text: &str) -> Option<ContextPolicy> {
+        match text {
+            "stepped" => Some(ContextPolicy::Stepped),
+            "full" => Some(ContextPolicy::FullHistory),
+            "sliding" => Some(ContextPolicy::SlidingWindow),
+            _ => None,
+        }
+    }
+}
+
 /// Service-wide defaults, from the environment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Defaults {
@@ -60,6 +87,8 @@ pub struct Defaults {
     pub fact_retention_days: u32,
     /// `max_tokens` of an answer.
     pub max_tokens: u32,
+    /// `CONTEXT_POLICY` (benchmarks only; `stepped` in production).
+    pub context_policy: ContextPolicy,
 }
 
 impl Default for Defaults {
@@ -87,6 +116,7 @@ impl Default for Defaults {
             transcript_retention_days: 90,
             fact_retention_days: 365,
             max_tokens: 1024,
+            context_policy: ContextPolicy::Stepped,
         }
     }
 }
@@ -98,6 +128,8 @@ pub struct Settings {
     pub model: String,
     /// `max_tokens` of an answer.
     pub max_tokens: u32,
+    /// What a request carries of the conversation.
+    pub context_policy: ContextPolicy,
     /// The agent's instructions.
     pub instructions: String,
     /// Allowed fact keys.
@@ -128,6 +160,7 @@ impl Settings {
         Settings {
             model: tenant.model.unwrap_or_else(|| defaults.model.clone()),
             max_tokens: defaults.max_tokens,
+            context_policy: defaults.context_policy,
             instructions: tenant
                 .instructions
                 .filter(|text| !text.trim().is_empty())

@@ -477,3 +477,39 @@ async fn the_loser_of_a_race_after_a_tool_ran_gets_a_conflict_and_writes_nothing
         .collect();
     assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>(), "dense");
 }
+
+#[tokio::test]
+async fn the_benchmark_policies_switch_only_what_the_request_carries() {
+    use degrau::tenant::ContextPolicy;
+    for policy in [ContextPolicy::SlidingWindow, ContextPolicy::FullHistory] {
+        let mut h = harness();
+        h.service.defaults.context_policy = policy;
+        h.service.defaults.compaction.keep_messages = 4;
+        h.service.defaults.compaction.threshold_tokens = 1;
+        for i in 0..6 {
+            h.model
+                .push(ScriptedModel::text(&format!("reply {i}"), usage(10)));
+            let response = answered(
+                h.service
+                    .ask(&key(), &format!("question {i}"), None)
+                    .await
+                    .unwrap(),
+            );
+            assert!(!response.compaction_queued, "{policy:?} never steps");
+        }
+        let last = h.model.requests().pop().unwrap();
+        match policy {
+            ContextPolicy::SlidingWindow => assert_eq!(
+                texts(&last),
+                [
+                    "question 3",
+                    "reply 3",
+                    "question 4",
+                    "reply 4",
+                    "question 5"
+                ]
+            ),
+            _ => assert_eq!(last.messages.len(), 11, "the whole session"),
+        }
+    }
+}
