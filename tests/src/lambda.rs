@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Bytes;
@@ -33,9 +33,19 @@ struct Inner {
 struct Instance {
     child: Child,
     alive: Arc<AtomicBool>,
+    spawned: Instant,
+    first_poll: Arc<Mutex<Option<Instant>>>,
 }
 
-type AppState = (Arc<Inner>, Arc<AtomicBool>);
+/// What one instance's Runtime API knows: whether the instance is alive and when
+/// it first asked for an event (the end of its init).
+#[derive(Clone)]
+struct InstanceState {
+    alive: Arc<AtomicBool>,
+    first_poll: Arc<Mutex<Option<Instant>>>,
+}
+
+type AppState = (Arc<Inner>, InstanceState);
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
@@ -94,7 +104,7 @@ impl LocalLambda {
     }
 
     /// Serves a Runtime API for one instance on an ephemeral port.
-    async fn serve(&self, alive: Arc<AtomicBool>) -> SocketAddr {
+    async fn serve(&self, instance: InstanceState) -> SocketAddr {
         let app = Router::new()
             .route("/2018-06-01/runtime/invocation/next", get(next))
             .route(
@@ -103,7 +113,7 @@ impl LocalLambda {
             )
             .route("/2018-06-01/runtime/invocation/{id}/error", post(error))
             .route("/2018-06-01/runtime/init/error", post(init_error))
-            .with_state((self.inner.clone(), alive));
+            .with_state((self.inner.clone(), instance));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind the runtime API");
@@ -119,7 +129,14 @@ impl LocalLambda {
         self.kill();
         for _ in 0..self.instances {
             let alive = Arc::new(AtomicBool::new(true));
-            let addr = self.serve(alive.clone()).await;
+            let first_poll = Arc::new(Mutex::new(None));
+            let addr = self
+                .serve(InstanceState {
+                    alive: alive.clone(),
+                    first_poll: first_poll.clone(),
+                })
+                .await;
+            let spawned = Instant::now();
             let mut child = self
                 .command(addr)
                 .spawn()
@@ -152,7 +169,12 @@ impl LocalLambda {
                     }
                 });
             }
-            self.children.push(Instance { child, alive });
+            self.children.push(Instance {
+                child,
+                alive,
+                spawned,
+                first_poll,
+            });
         }
     }
 
@@ -177,6 +199,20 @@ impl LocalLambda {
     /// and EMF metrics). `DEGRAU_TEST_FUNCTION_LOGS=1` also echoes them.
     pub fn output(&self) -> Vec<String> {
         lock(&self.output).clone()
+    }
+
+    /// Process ids of the running instances (for CPU time and memory readings).
+    pub fn pids(&self) -> Vec<u32> {
+        self.children.iter().map(|i| i.child.id()).collect()
+    }
+
+    /// For each running instance, the time from process start to its first poll
+    /// for an event: the function's init (cold start), once it has polled.
+    pub fn init_durations(&self) -> Vec<Option<Duration>> {
+        self.children
+            .iter()
+            .map(|i| lock(&i.first_poll).map(|at| at.duration_since(i.spawned)))
+            .collect()
     }
 
     /// Kills the function processes, as a crash or a redeploy would.
@@ -211,9 +247,10 @@ impl Drop for LocalLambda {
     }
 }
 
-async fn next(State((inner, alive)): State<AppState>) -> impl IntoResponse {
+async fn next(State((inner, instance)): State<AppState>) -> impl IntoResponse {
+    lock(&instance.first_poll).get_or_insert_with(Instant::now);
     loop {
-        if !alive.load(Ordering::SeqCst) {
+        if !instance.alive.load(Ordering::SeqCst) {
             return (StatusCode::GONE, HeaderMap::new(), String::new());
         }
         let item = lock(&inner.queue).pop_front();
