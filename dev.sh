@@ -4,6 +4,7 @@
 #   ./dev.sh start   the same stack, detached: prints the API base URL
 #   ./dev.sh stop    stop the detached stack
 #   ./dev.sh test    run every test (installs what it needs, starts moto itself)
+#   ./dev.sh bench   run the benchmarks; prints the tables, writes results/
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -27,8 +28,11 @@ case "${1:-}" in
     cargo build --workspace --bins
     DEGRAU_TEST_AWS_ENDPOINT="$(bash infra/moto.sh url)" cargo test --workspace --all-targets
     ;;
+  bench)
+    bash bench/run.sh "${@:2}"
+    ;;
   *)
-    echo "usage: ./dev.sh up|start|stop|test" >&2
+    echo "usage: ./dev.sh up|start|stop|test|bench" >&2
     exit 2
     ;;
 esac

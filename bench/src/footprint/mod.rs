@@ -1,0 +1,1 @@
+//! The cost of an ask as the history grows (being written).

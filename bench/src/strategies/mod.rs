@@ -1,0 +1,1 @@
+//! Context strategies side by side (being written).
