@@ -2,10 +2,11 @@
 """Create the local stack's DynamoDB tables and SQS queues in moto from template.yaml.
 
 The template is the single source: every AWS::DynamoDB::Table and AWS::SQS::Queue it
-declares is created (key schema, billing mode, TTL, point-in-time recovery; FIFO
-attributes, visibility timeout, retention, dead-letter redrive), named
-`{prefix}-{logical-id-in-kebab-case}` (`.fifo` for FIFO queues). Idempotent: what
-exists is reused and its attributes brought in line.
+declares is created (key schema, billing mode, global secondary indexes, TTL,
+point-in-time recovery; FIFO attributes, visibility timeout, retention, dead-letter
+redrive), named `{prefix}-{logical-id-in-kebab-case}` (`.fifo` for FIFO queues).
+Idempotent: what exists is reused and its attributes brought in line (a missing
+index is added).
 
 Prints, for each function environment variable of the template that references one
 of those resources (TABLE_NAME, JOBS_QUEUE_URL), a `NAME=value` line on stdout:
@@ -121,6 +122,7 @@ class Stack:
         try:
             description = self.dynamodb.describe_table(TableName=name)["Table"]
             log(f"table {name} exists, reusing it")
+            self.add_missing_indexes(name, props, description)
         except ClientError as err:
             if err.response["Error"]["Code"] != "ResourceNotFoundException":
                 raise
@@ -155,6 +157,29 @@ class Stack:
                 PointInTimeRecoverySpecification={"PointInTimeRecoveryEnabled": True},
             )
         self.created[logical_id] = {"Ref": name, "Arn": description["TableArn"]}
+
+    def add_missing_indexes(self, name: str, props: dict, description: dict) -> None:
+        """Creates the template's global secondary indexes a reused table lacks (a
+        local table made before the index was added), one update each."""
+        existing = {i["IndexName"] for i in description.get("GlobalSecondaryIndexes", [])}
+        definitions = {a["AttributeName"]: a for a in props["AttributeDefinitions"]}
+        # Every key attribute of the table and of its indexes once this one exists:
+        # moto replaces the table's definitions with these, DynamoDB merges them.
+        keys = {k["AttributeName"] for k in props["KeySchema"]}
+        for index in props.get("GlobalSecondaryIndexes", []):
+            if index["IndexName"] in existing:
+                keys |= {k["AttributeName"] for k in index["KeySchema"]}
+        for index in props.get("GlobalSecondaryIndexes", []):
+            if index["IndexName"] in existing:
+                continue
+            keys |= {k["AttributeName"] for k in index["KeySchema"]}
+            self.dynamodb.update_table(
+                TableName=name,
+                AttributeDefinitions=[definitions[k] for k in sorted(keys)],
+                GlobalSecondaryIndexUpdates=[{"Create": index}],
+            )
+            existing.add(index["IndexName"])
+            log(f"table {name}: index {index['IndexName']} added")
 
     # ---- SQS -----------------------------------------------------------------------
 

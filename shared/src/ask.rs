@@ -255,6 +255,9 @@ struct TurnPlan {
     steps: u32,
     window: Vec<StoredMessage>,
     closed_session: Option<u32>,
+    /// The closed session whose fact extraction this round requests: the closed
+    /// one, unless the scheduled sweep already requested it.
+    request_facts: Option<u32>,
 }
 
 impl AskService {
@@ -321,6 +324,7 @@ impl AskService {
                 .await?;
 
             let tool_ran = round.len() > 2;
+            let round_token = format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..));
             let transcript_retention = i64::from(settings.transcript_retention_days) * 86_400;
             let messages: Vec<StoredMessage> = round
                 .into_iter()
@@ -376,6 +380,10 @@ impl AskService {
                     last_context_tokens: usage.context_tokens(),
                     last_activity: now,
                     steps: plan.steps,
+                    // Cleared by every round: a new session has had no extraction,
+                    // and a continued one has messages the requested one missed.
+                    facts_requested: None,
+                    last_round: Some(round_token.clone()),
                 },
                 messages,
                 idempotency: idempotency.map(|(idem, hash)| CompletedRequest {
@@ -396,7 +404,13 @@ impl AskService {
                     }),
                 messages_expire_at: now + transcript_retention,
             };
-            let committed = self.store.commit_round(&commit).await;
+            let mut committed = self.store.commit_round(&commit).await;
+            if committed.is_err() && self.landed(key, &round_token).await {
+                // DynamoDB applied the transaction but its answer was lost (a timeout,
+                // or a retry that then failed): the round is stored, exactly once.
+                warn!("the commit's answer was lost, but the round is stored");
+                committed = Ok(());
+            }
             if let Err(StoreError::Conflict(_)) = &committed {
                 Event::new("ask").count("RoundConflicts", 1).emit();
             }
@@ -574,8 +588,22 @@ impl AskService {
         }
     }
 
+    /// Whether the head records the round `token` as its last commit.
+    async fn landed(&self, key: &ContactKey, token: &str) -> bool {
+        match self.store.load_memory(key, (self.clock)()).await {
+            Ok((Some(head), _)) => head.last_round.as_deref() == Some(token),
+            _ => false,
+        }
+    }
+
     async fn after_commit(&self, key: &ContactKey, plan: &TurnPlan, step_due: bool) {
-        if let Some(closed) = plan.closed_session {
+        if plan.closed_session.is_some() && plan.request_facts.is_none() {
+            info!(
+                session = plan.closed_session,
+                "session closed: the sweep already requested its fact extraction"
+            );
+        }
+        if let Some(closed) = plan.request_facts {
             match self.jobs.enqueue_facts(key, closed).await {
                 Ok(queued) => info!(
                     session = closed,
@@ -686,9 +714,18 @@ pub fn format_cursor(cursor: &Cursor) -> String {
 }
 
 fn idle(head: &Head, now: i64, settings: &Settings) -> bool {
-    let idle_seconds =
-        i64::try_from(settings.session_idle_minutes.saturating_mul(60)).unwrap_or(i64::MAX);
-    now.saturating_sub(head.last_activity) >= idle_seconds
+    idle_since(head.last_activity, now, settings)
+}
+
+/// True when a session last active at `last_activity` is closed at `now` under the
+/// tenant's idle timeout: the one rule `ask` and the sweep share.
+pub(crate) fn idle_since(last_activity: i64, now: i64, settings: &Settings) -> bool {
+    now.saturating_sub(last_activity) >= idle_seconds(settings.session_idle_minutes)
+}
+
+/// An idle timeout in seconds, saturating.
+pub(crate) fn idle_seconds(minutes: u64) -> i64 {
+    i64::try_from(minutes.saturating_mul(60)).unwrap_or(i64::MAX)
 }
 
 /// The session rule: a contact's session closes after the idle timeout; the next
@@ -708,6 +745,7 @@ fn turn_plan(
             steps: 0,
             window: Vec::new(),
             closed_session: None,
+            request_facts: None,
         },
         Some(head) if idle(head, now, settings) => TurnPlan {
             session: head.session + 1,
@@ -717,6 +755,7 @@ fn turn_plan(
             steps: 0,
             window: Vec::new(),
             closed_session: Some(head.session),
+            request_facts: (head.facts_requested != Some(head.session)).then_some(head.session),
         },
         Some(head) => TurnPlan {
             session: head.session,
@@ -726,6 +765,7 @@ fn turn_plan(
             steps: head.steps,
             window,
             closed_session: None,
+            request_facts: None,
         },
     }
 }

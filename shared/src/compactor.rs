@@ -13,6 +13,12 @@
 //! stores only what passes [`FactPolicy::check`] and cites a message of the session
 //! (invariant 8).
 //!
+//! **The sweep.** A session whose contact never writes again would never have
+//! its facts extracted, since only the next message closes a session. The
+//! scheduled [`Compactor::sweep`] finds sessions idle past their tenant's timeout
+//! in the sweep index and requests their extraction, at most
+//! [`SWEEP_LIMIT_PER_BUCKET`] per bucket and run.
+//!
 //! **What the model sees.** Message text is rendered as one line per item and
 //! passed through [`neutralize`], so it can neither close the prompt's tags nor
 //! forge a speaker line. Long raw tool output is left out of the summary prompt;
@@ -21,23 +27,25 @@
 //! **Logs.** Structured fields only: kinds, counts, sequence numbers, refusal codes
 //! and fact keys. Never message text, summaries, fact values or contact ids.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use serde::Serialize;
 use serde_json::{Value, json};
 use tracing::{info, instrument, warn};
 
-use crate::ask::Clock;
+use crate::ask::{Clock, idle_seconds, idle_since};
 use crate::compaction::plan_step;
-use crate::domain::{ContentBlock, Fact, FactKey, FactSource, Role, StoredMessage};
+use crate::domain::{ContentBlock, Fact, FactKey, FactSource, Role, StoredMessage, TenantId};
 use crate::facts::FactPolicy;
-use crate::jobs::Job;
+use crate::jobs::{Job, Jobs};
 use crate::model::{Model, ModelError, ModelResponse, StopReason};
 use crate::request::{
     ModelRequest, RequestBlock, RequestMessage, SystemBlock, ToolDef, neutralize,
 };
 use crate::store::{
-    AppliedStep, ContactKey, FactWrite, MAX_PRUNES_PER_STEP, Store, StoreError, TenantStore,
+    AppliedStep, ContactKey, FactWrite, IdleSession, MAX_PRUNES_PER_STEP, SWEEP_BUCKETS, Store,
+    StoreError, TenantStore,
 };
 use crate::tenant::{Defaults, Settings};
 
@@ -103,6 +111,32 @@ pub const MAX_SHOWN_TOOL_OUTPUT_CHARS: usize = 300;
 
 /// Name of the forced tool of a fact-extraction request.
 pub const RECORD_FACTS_TOOL: &str = "record_facts";
+
+/// Most idle sessions one sweep reads per bucket (16 buckets: at most 1,600 per
+/// run). Each costs a tenant config read (once per tenant and run), one
+/// `SendMessage` and one conditional update, a few tens of milliseconds in all,
+/// so a full run stays well inside the compactor's timeout. Sessions past the
+/// limit wait for the next run (every 15 minutes): the oldest go first.
+pub const SWEEP_LIMIT_PER_BUCKET: usize = 100;
+
+/// What one sweep did. Every candidate counts once: `found = enqueued + skipped +
+/// failed`; `buckets_failed` counts the buckets whose index read failed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct SweepReport {
+    /// Heads read from the sweep index (idle by the default timeout).
+    pub found: usize,
+    /// Fact extractions requested. The head is then marked swept; when marking
+    /// fails (the contact wrote meanwhile, or storage failed), the job stands and
+    /// the next sweep or message may request a harmless duplicate.
+    pub enqueued: usize,
+    /// Candidates not yet idle by their tenant's own, longer, timeout.
+    pub skipped: usize,
+    /// Candidates whose tenant config could not be read or whose job could not be
+    /// enqueued: left in the index, so the next sweep retries them.
+    pub failed: usize,
+    /// Buckets whose index read failed (their heads wait for the next sweep).
+    pub buckets_failed: usize,
+}
 
 /// What a job did. Skips are normal outcomes, not failures: the queue deletes the
 /// message.
@@ -227,6 +261,123 @@ impl Compactor {
         };
         info!(?outcome, "job done");
         Ok(outcome)
+    }
+
+    /// The session sweep: requests fact extraction for every session idle past its
+    /// tenant's timeout whose contact did not write again (the next message would
+    /// have closed it and requested the extraction itself).
+    ///
+    /// Reads each of the [`SWEEP_BUCKETS`] buckets of the sweep index for heads
+    /// idle by the default timeout (`SESSION_IDLE_MINUTES`, the only one known
+    /// without reading every tenant), oldest first, at most
+    /// [`SWEEP_LIMIT_PER_BUCKET`] each; checks each against its tenant's own
+    /// timeout ([`Settings::resolve`]); then enqueues the facts job and only then
+    /// marks the head swept. In that order a failed mark leaves a job that is a
+    /// harmless duplicate of the next one, and a failed enqueue leaves the head in
+    /// the index for the next sweep. Two consequences of the one query bound: a
+    /// tenant whose timeout is shorter than the default is swept once idle by the
+    /// default; and heads of tenants with a longer timeout, not idle yet, are read
+    /// and skipped again by every run until they are.
+    ///
+    /// A failure on one candidate, or on one bucket's index read, is logged and
+    /// counted, and the sweep goes on with the rest, so that one throttled read or
+    /// one unreadable entry holds up only its own bucket. When every bucket's read
+    /// failed (storage is down), the sweep is an error: the first one.
+    #[instrument(skip_all)]
+    pub async fn sweep(&self, jobs: &dyn Jobs, now: i64) -> Result<SweepReport, CompactorError> {
+        let before = now
+            .saturating_sub(idle_seconds(self.defaults.session_idle_minutes))
+            .saturating_add(1);
+        let mut report = SweepReport::default();
+        let mut tenants: HashMap<TenantId, Settings> = HashMap::new();
+        let mut first_error = None;
+        for bucket in 0..SWEEP_BUCKETS {
+            let candidates = match self
+                .store
+                .idle_sessions(bucket, before, SWEEP_LIMIT_PER_BUCKET)
+                .await
+            {
+                Ok(candidates) => candidates,
+                Err(error) => {
+                    warn!(bucket, %error, "sweep: could not read a bucket of the index");
+                    report.buckets_failed += 1;
+                    first_error.get_or_insert(error);
+                    continue;
+                }
+            };
+            report.found += candidates.len();
+            for candidate in candidates {
+                let settings = match tenants.get(&candidate.key.tenant) {
+                    Some(settings) => settings,
+                    None => match self.tenants.tenant_config(&candidate.key.tenant).await {
+                        Ok(config) => tenants
+                            .entry(candidate.key.tenant.clone())
+                            .or_insert(Settings::resolve(&self.defaults, config.as_ref())),
+                        Err(error) => {
+                            warn!(bucket, %error, "sweep: could not read a tenant's config");
+                            report.failed += 1;
+                            continue;
+                        }
+                    },
+                };
+                if !idle_since(candidate.last_activity, now, settings) {
+                    report.skipped += 1;
+                    continue;
+                }
+                if self.request_facts(jobs, bucket, &candidate).await {
+                    report.enqueued += 1;
+                } else {
+                    report.failed += 1;
+                }
+            }
+        }
+        info!(
+            found = report.found,
+            enqueued = report.enqueued,
+            skipped = report.skipped,
+            failed = report.failed,
+            buckets_failed = report.buckets_failed,
+            "sweep done"
+        );
+        match first_error {
+            Some(error) if report.buckets_failed == usize::from(SWEEP_BUCKETS) => Err(error.into()),
+            _ => Ok(report),
+        }
+    }
+
+    /// Enqueues one swept session's facts job, then marks its head; true when the
+    /// job was enqueued.
+    async fn request_facts(&self, jobs: &dyn Jobs, bucket: u8, idle: &IdleSession) -> bool {
+        let session = idle.session;
+        match jobs.enqueue_facts(&idle.key, session).await {
+            Ok(true) => {}
+            Ok(false) => {
+                warn!(bucket, session, "sweep: no jobs queue is configured");
+                return false;
+            }
+            Err(error) => {
+                warn!(bucket, session, %error, "sweep: could not enqueue a facts job");
+                return false;
+            }
+        }
+        match self
+            .store
+            .mark_swept(&idle.key, session, idle.last_activity)
+            .await
+        {
+            Ok(true) => {}
+            Ok(false) => info!(
+                bucket,
+                session, "sweep: the contact moved on meanwhile; its job is a harmless duplicate"
+            ),
+            Err(error) => warn!(
+                bucket,
+                session,
+                %error,
+                "sweep: could not mark a head; the next sweep requests its facts again"
+            ),
+        }
+        true
     }
 
     async fn step(

@@ -240,6 +240,16 @@ pub struct Head {
     /// Compaction steps applied in this session.
     #[serde(default)]
     pub steps: u32,
+    /// The session whose fact extraction the scheduled sweep already requested
+    /// (set by [`crate::store::Store::mark_swept`]), so the next message, closing
+    /// that session, does not request it a second time. Every round writes it
+    /// back as `None`: a round means the session has messages no extraction saw.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub facts_requested: Option<u32>,
+    /// Token of the last committed round: lets `ask` recognise its own commit when
+    /// the answer to it was lost (a timeout after DynamoDB applied it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_round: Option<String>,
 }
 
 /// Why an identifier was refused.
@@ -564,6 +574,8 @@ mod tests {
             last_context_tokens: 1200,
             last_activity: 1_700_000_000,
             steps: 1,
+            facts_requested: Some(2),
+            last_round: None,
         };
         let back: Head = serde_json::from_str(&serde_json::to_string(&head).unwrap()).unwrap();
         assert_eq!(back, head);

@@ -4,6 +4,8 @@
 
 pub mod lambda;
 pub mod moto;
+pub mod serial;
+pub mod soak;
 pub mod stack;
 
 use std::io::{BufRead, BufReader};

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType, TableStatus,
-    TimeToLiveSpecification,
+    AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
+    ProjectionType, ScalarAttributeType, TableStatus, TimeToLiveSpecification,
 };
 use aws_sdk_sqs::types::QueueAttributeName;
 
@@ -67,7 +67,9 @@ pub fn unique_name(prefix: &str) -> String {
 }
 
 /// Creates a new, uniquely named table with degrau's schema (`pk`/`sk` strings,
-/// on-demand, TTL on `expires_at`) and returns its name.
+/// on-demand, TTL on `expires_at`, and the sparse sweep index `by-activity` on
+/// `sweep_pk`/`sweep_sk` projecting `session`, as in `template.yaml`) and returns
+/// its name.
 pub async fn fresh_table(client: &aws_sdk_dynamodb::Client) -> String {
     let table = unique_name("degrau-test");
     let key = |name: &str, kind| {
@@ -77,21 +79,36 @@ pub async fn fresh_table(client: &aws_sdk_dynamodb::Client) -> String {
             .build()
             .expect("key schema element")
     };
-    let string = |name: &str| {
+    let attribute = |name: &str, kind| {
         AttributeDefinition::builder()
             .attribute_name(name)
-            .attribute_type(ScalarAttributeType::S)
+            .attribute_type(kind)
             .build()
             .expect("attribute definition")
     };
+    let sweep_index = GlobalSecondaryIndex::builder()
+        .index_name(degrau::store::SWEEP_INDEX)
+        .key_schema(key("sweep_pk", KeyType::Hash))
+        .key_schema(key("sweep_sk", KeyType::Range))
+        .projection(
+            Projection::builder()
+                .projection_type(ProjectionType::Include)
+                .non_key_attributes("session")
+                .build(),
+        )
+        .build()
+        .expect("sweep index");
     client
         .create_table()
         .table_name(&table)
         .billing_mode(BillingMode::PayPerRequest)
         .key_schema(key("pk", KeyType::Hash))
         .key_schema(key("sk", KeyType::Range))
-        .attribute_definitions(string("pk"))
-        .attribute_definitions(string("sk"))
+        .attribute_definitions(attribute("pk", ScalarAttributeType::S))
+        .attribute_definitions(attribute("sk", ScalarAttributeType::S))
+        .attribute_definitions(attribute("sweep_pk", ScalarAttributeType::S))
+        .attribute_definitions(attribute("sweep_sk", ScalarAttributeType::N))
+        .global_secondary_indexes(sweep_index)
         .send()
         .await
         .unwrap_or_else(|err| panic!("create table {table}: {err:?}"));

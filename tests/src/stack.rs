@@ -14,6 +14,7 @@ use degrau_bridge::{BatchReport, Invoke, QueueConfig, poll_once};
 use serde_json::{Value, json};
 
 use crate::lambda::{LocalLambda, binary};
+use crate::serial::{OneAtATime, one_at_a_time};
 use crate::{HttpReply, StandIn, api_event, moto};
 
 /// Invokes a [`LocalLambda`] for the bridge.
@@ -47,6 +48,9 @@ pub struct FullStack {
     pub queue: QueueConfig,
     /// Its dead-letter queue.
     pub dlq_url: String,
+    /// The forwarder that serialises the functions' DynamoDB calls, when no other
+    /// endpoint was given (see [`crate::serial::OneAtATime`]).
+    _serial: Option<OneAtATime>,
 }
 
 /// Creates a FIFO queue with a FIFO dead-letter queue after `max_receives`.
@@ -81,15 +85,42 @@ pub async fn jobs_queues(sqs: &aws_sdk_sqs::Client, max_receives: u32) -> (Strin
     (url, dlq_url)
 }
 
+/// How [`FullStack::start_with`] starts the stack; the default is [`FullStack::start`]'s.
+#[derive(Debug, Clone, Default)]
+pub struct StackOptions<'a> {
+    /// Arguments of the stand-in (`--context-limit N`, ...).
+    pub standin_args: &'a [&'a str],
+    /// Extra environment of both functions; a name given here replaces the default.
+    pub env: Vec<(String, String)>,
+    /// The endpoint both functions reach DynamoDB at (`AWS_ENDPOINT_URL_DYNAMODB`),
+    /// e.g. a fault-injecting proxy in front of moto; `None` is moto itself, through
+    /// a forwarder that passes one call at a time (moto's transactions are not safe
+    /// under concurrency; DynamoDB's are).
+    pub dynamodb_endpoint: Option<String>,
+    /// How many ask instances serve concurrent invocations (0 counts as 1).
+    pub ask_instances: usize,
+}
+
 impl FullStack {
     /// Starts everything; `standin_args` go to the stand-in (e.g. a context limit).
     pub async fn start(standin_args: &[&str]) -> FullStack {
+        Self::start_with(&StackOptions {
+            standin_args,
+            ..StackOptions::default()
+        })
+        .await
+    }
+
+    /// Like [`FullStack::start`] with the [`StackOptions`]: extra environment for
+    /// both functions, several ask instances, or DynamoDB reached through another
+    /// endpoint (a fault-injecting proxy) while the test's own clients read moto.
+    pub async fn start_with(options: &StackOptions<'_>) -> FullStack {
         let dynamodb = moto::dynamodb_client().await;
         let sqs = moto::sqs_client().await;
         let table = moto::fresh_table(&dynamodb).await;
         let (queue_url, dlq_url) = jobs_queues(&sqs, 3).await;
-        let standin = StandIn::start_with(standin_args);
-        let common: Vec<(String, String)> = [
+        let standin = StandIn::start_with(options.standin_args);
+        let mut common: Vec<(String, String)> = [
             ("TABLE_NAME", table.as_str()),
             ("JOBS_QUEUE_URL", queue_url.as_str()),
             ("AWS_ENDPOINT_URL", moto::endpoint().as_str()),
@@ -104,7 +135,27 @@ impl FullStack {
         .iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect();
-        let ask = LocalLambda::start(binary("ask"), common.clone()).await;
+        let serial = match &options.dynamodb_endpoint {
+            Some(_) => None,
+            None => Some(one_at_a_time(&moto::endpoint()).await),
+        };
+        let endpoint = options
+            .dynamodb_endpoint
+            .clone()
+            .or_else(|| serial.as_ref().map(|s| s.url().to_owned()));
+        if let Some(endpoint) = endpoint {
+            common.push(("AWS_ENDPOINT_URL_DYNAMODB".to_owned(), endpoint));
+        }
+        for (name, value) in &options.env {
+            common.retain(|(k, _)| k != name);
+            common.push((name.clone(), value.clone()));
+        }
+        let ask = LocalLambda::start_instances(
+            binary("ask"),
+            common.clone(),
+            options.ask_instances.max(1),
+        )
+        .await;
         let compactor = LocalLambda::start(binary("compactor"), common).await;
         let mut queue = QueueConfig::discover(&sqs, &queue_url)
             .await
@@ -120,7 +171,27 @@ impl FullStack {
             table,
             queue,
             dlq_url,
+            _serial: serial,
         }
+    }
+
+    /// Any API call, with extra headers (an `Idempotency-Key`) and a query string.
+    pub async fn call_with(
+        &self,
+        method: &str,
+        path: &str,
+        query: &str,
+        tenant: &str,
+        headers: &[(&str, &str)],
+        body: Option<&str>,
+    ) -> HttpReply {
+        let mut all = vec![
+            ("content-type", "application/json"),
+            ("x-tenant-id", tenant),
+        ];
+        all.extend_from_slice(headers);
+        let event = api_event(method, path, query, &all, body, None);
+        HttpReply::from_lambda(&self.ask.invoke(event).await.expect("ask answered"))
     }
 
     /// Writes a tenant's config item.
@@ -224,6 +295,24 @@ impl FullStack {
             .await
             .expect("age the head");
     }
+
+    /// Like [`FullStack::age_contact`], and moves the head's sweep index entry
+    /// (`sweep_sk`, its last activity) back with it, as if the time had passed
+    /// since the round. The head must be in the index (not swept since its last
+    /// round).
+    pub async fn age_indexed_contact(&self, tenant: &str, contact: &str, seconds: i64) {
+        self.dynamodb
+            .update_item()
+            .table_name(&self.table)
+            .key("pk", AttributeValue::S(format!("T#{tenant}#C#{contact}")))
+            .key("sk", AttributeValue::S("HEAD".into()))
+            .update_expression("SET last_activity = last_activity - :s, sweep_sk = sweep_sk - :s")
+            .condition_expression("attribute_exists(sweep_sk)")
+            .expression_attribute_values(":s", AttributeValue::N(seconds.to_string()))
+            .send()
+            .await
+            .expect("age the head and its sweep index entry");
+    }
 }
 
 /// The `/v1/messages` calls the stand-in received, with their bodies.
@@ -249,4 +338,116 @@ pub fn message_texts(entry: &Value) -> Vec<String> {
         .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
         .filter_map(|b| b["text"].as_str().map(str::to_owned))
         .collect()
+}
+
+/// One item as DynamoDB holds it.
+pub type RawItem = std::collections::HashMap<String, AttributeValue>;
+
+/// A message item read raw from the table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RawMessage {
+    /// Session number.
+    pub session: u64,
+    /// Sequence number within the session.
+    pub seq: u64,
+    /// `user` or `assistant`.
+    pub role: String,
+    /// The content blocks (the stored JSON, parsed).
+    pub content: Value,
+}
+
+impl RawMessage {
+    /// The text of its text blocks, joined.
+    pub fn text(&self) -> String {
+        self.content
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|b| b["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("")
+    }
+
+    /// True for a user message made only of text (where a round starts).
+    pub fn is_user_text(&self) -> bool {
+        self.role == "user"
+            && self
+                .content
+                .as_array()
+                .is_some_and(|blocks| blocks.iter().all(|b| b["type"] == "text"))
+    }
+}
+
+/// The string attribute `name` of a raw item ("" when absent).
+pub fn attr_s(item: &RawItem, name: &str) -> String {
+    item.get(name)
+        .and_then(|v| v.as_s().ok())
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// The number attribute `name` of a raw item (0 when absent).
+pub fn attr_n(item: &RawItem, name: &str) -> u64 {
+    item.get(name)
+        .and_then(|v| v.as_n().ok())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+impl FullStack {
+    /// Every item of a contact's partition (`pk = T#{tenant}#C#{contact}`), raw and
+    /// sorted by `sk`: one strongly consistent Query, paginated.
+    pub async fn contact_items(&self, tenant: &str, contact: &str) -> Vec<RawItem> {
+        let mut items = Vec::new();
+        let mut start = None;
+        loop {
+            let page = self
+                .dynamodb
+                .query()
+                .table_name(&self.table)
+                .consistent_read(true)
+                .key_condition_expression("pk = :pk")
+                .expression_attribute_values(
+                    ":pk",
+                    AttributeValue::S(format!("T#{tenant}#C#{contact}")),
+                )
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .expect("query a contact's items");
+            items.extend(page.items().iter().cloned());
+            start = page.last_evaluated_key().cloned();
+            if start.is_none() {
+                break;
+            }
+        }
+        items.sort_by_key(|item| attr_s(item, "sk"));
+        items
+    }
+
+    /// A contact's message items, in (session, seq) order.
+    pub async fn stored_messages(&self, tenant: &str, contact: &str) -> Vec<RawMessage> {
+        let mut messages: Vec<RawMessage> = self
+            .contact_items(tenant, contact)
+            .await
+            .iter()
+            .filter(|item| attr_s(item, "sk").starts_with("S#"))
+            .map(|item| RawMessage {
+                session: attr_n(item, "session"),
+                seq: attr_n(item, "seq"),
+                role: attr_s(item, "role"),
+                content: serde_json::from_str(&attr_s(item, "content")).unwrap_or(Value::Null),
+            })
+            .collect();
+        messages.sort_by_key(|m| (m.session, m.seq));
+        messages
+    }
+
+    /// A contact's head item, raw, if there is one.
+    pub async fn raw_head(&self, tenant: &str, contact: &str) -> Option<RawItem> {
+        self.contact_items(tenant, contact)
+            .await
+            .into_iter()
+            .find(|item| attr_s(item, "sk") == "HEAD")
+    }
 }

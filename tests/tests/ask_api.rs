@@ -10,6 +10,9 @@ use serde_json::{Value, json};
 
 struct Stack {
     lambda: LocalLambda,
+    /// Serialises the function's DynamoDB calls: moto's transactions are not safe
+    /// under concurrency (DynamoDB's are).
+    _serial: degrau_tests::serial::OneAtATime,
     standin: StandIn,
     dynamodb: aws_sdk_dynamodb::Client,
     table: String,
@@ -19,7 +22,9 @@ async fn stack_with(instances: usize, extra: &[(&str, &str)]) -> Stack {
     let dynamodb = moto::dynamodb_client().await;
     let table = moto::fresh_table(&dynamodb).await;
     let standin = StandIn::start();
+    let serial = degrau_tests::serial::one_at_a_time(&moto::endpoint()).await;
     let mut env: Vec<(String, String)> = [
+        ("AWS_ENDPOINT_URL_DYNAMODB", serial.url()),
         ("TABLE_NAME", table.as_str()),
         ("AWS_ENDPOINT_URL", moto::endpoint().as_str()),
         ("AWS_REGION", "us-east-1"),
@@ -41,6 +46,7 @@ async fn stack_with(instances: usize, extra: &[(&str, &str)]) -> Stack {
     let lambda = LocalLambda::start_instances(binary("ask"), env, instances).await;
     Stack {
         lambda,
+        _serial: serial,
         standin,
         dynamodb,
         table,

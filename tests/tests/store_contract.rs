@@ -20,8 +20,8 @@ use degrau::store::dynamo::DynamoStore;
 use degrau::store::memory::MemoryStore;
 use degrau::store::{
     AppliedStep, Claim, ClosedSession, CompletedRequest, ContactKey, Cursor, FactWrite,
-    MAX_PRUNES_PER_STEP, RoundCommit, SessionArchive, SessionFilter, Store, StoreError,
-    TenantStore,
+    IdleSession, MAX_PRUNES_PER_STEP, RoundCommit, SWEEP_BUCKETS, SessionArchive, SessionFilter,
+    Store, StoreError, TenantStore, sweep_bucket,
 };
 use degrau::tenant::TenantConfig;
 use degrau::usage::Usage;
@@ -54,6 +54,9 @@ trait Backend: Sized {
     -> Option<i64>;
     /// A session's archive item (`SUM#…`), read raw.
     async fn raw_archive(&self, key: &ContactKey, session: u32) -> Option<SessionArchive>;
+    /// The head's sweep index attributes as (bucket, `sweep_sk`), read raw; `None`
+    /// when the head carries none.
+    async fn raw_sweep(&self, key: &ContactKey) -> Option<(u8, i64)>;
 }
 
 struct Memory(Arc<MemoryStore>);
@@ -93,6 +96,10 @@ impl Backend for Memory {
 
     async fn raw_archive(&self, key: &ContactKey, session: u32) -> Option<SessionArchive> {
         self.0.archive(key, session)
+    }
+
+    async fn raw_sweep(&self, key: &ContactKey) -> Option<(u8, i64)> {
+        self.0.sweep_entry(key)
     }
 }
 
@@ -248,6 +255,26 @@ impl Backend for Dynamo {
             expires_at: raw_number(&item, "expires_at").unwrap(),
         })
     }
+
+    async fn raw_sweep(&self, key: &ContactKey) -> Option<(u8, i64)> {
+        let item = self.raw_get(key, "HEAD".into()).await?;
+        let sweep_pk = match item.get("sweep_pk") {
+            Some(AttributeValue::S(sweep_pk)) => sweep_pk.clone(),
+            None => {
+                assert!(!item.contains_key("sweep_sk"), "sweep_sk without sweep_pk");
+                return None;
+            }
+            Some(other) => panic!("sweep_pk is not a string: {other:?}"),
+        };
+        let bucket = sweep_pk
+            .strip_prefix("OPEN#")
+            .and_then(|bucket| bucket.parse().ok())
+            .unwrap_or_else(|| panic!("sweep_pk {sweep_pk:?} is not OPEN#{{bucket}}"));
+        Some((
+            bucket,
+            raw_number(&item, "sweep_sk").expect("a numeric sweep_sk"),
+        ))
+    }
 }
 
 // ---- fixtures --------------------------------------------------------------------
@@ -322,6 +349,8 @@ fn round(key: &ContactKey, expected: Option<&Head>, messages: Vec<StoredMessage>
             last_context_tokens: 60 + last.seq,
             last_activity: NOW + last.seq as i64,
             steps: 0,
+            facts_requested: None,
+            last_round: None,
         },
         messages,
         idempotency: None,
@@ -1545,6 +1574,234 @@ async fn erasing_a_contact_removes_its_session_archives_too(backend: impl Backen
     );
 }
 
+// ---- the sweep index ---------------------------------------------------------------
+
+/// The first session's first round for `key`, last active at `last_activity`.
+async fn commit_at<S: Store>(store: &S, key: &ContactKey, last_activity: i64) {
+    let mut commit = round(key, None, exchange(1, None, "hi"));
+    commit.head.last_activity = last_activity;
+    store.commit_round(&commit).await.unwrap();
+}
+
+/// `count` contacts of tenant `acme` whose sweep bucket is `bucket`.
+fn contacts_in_bucket(bucket: u8, count: usize) -> Vec<ContactKey> {
+    (0..)
+        .map(|i| contact_key("acme", &format!("+55119{i:08}")))
+        .filter(|key| sweep_bucket(key) == bucket)
+        .take(count)
+        .collect()
+}
+
+fn idle(key: &ContactKey, session: u32, last_activity: i64) -> IdleSession {
+    IdleSession {
+        key: key.clone(),
+        session,
+        last_activity,
+    }
+}
+
+async fn every_round_indexes_the_head_under_its_bucket_at_its_last_activity(backend: impl Backend) {
+    let store = backend.store();
+    let key = ana();
+    let bucket = sweep_bucket(&key);
+    assert!(bucket < SWEEP_BUCKETS);
+    let head = commit(&*store, &key, exchange(1, None, "hello")).await;
+    assert_eq!(head.last_activity, NOW + 2);
+    assert_eq!(backend.raw_sweep(&key).await, Some((bucket, NOW + 2)));
+    assert_eq!(
+        store.idle_sessions(bucket, NOW + 3, 10).await.unwrap(),
+        vec![idle(&key, 1, NOW + 2)]
+    );
+    assert!(
+        store
+            .idle_sessions(bucket, NOW + 2, 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "strictly before"
+    );
+    let other = (bucket + 1) % SWEEP_BUCKETS;
+    assert!(
+        store
+            .idle_sessions(other, i64::MAX, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // The next round moves the entry to its own time.
+    let head = commit(&*store, &key, exchange(1, Some(&head), "again")).await;
+    assert_eq!(
+        backend.raw_sweep(&key).await,
+        Some((bucket, head.last_activity))
+    );
+    assert!(
+        store
+            .idle_sessions(bucket, NOW + 3, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // A partition holding only an idempotency record has no head to index.
+    let bruno = contact_key("acme", "bruno");
+    store
+        .claim_request(&bruno, &idem("k"), "h", NOW, 60)
+        .await
+        .unwrap();
+    assert_eq!(backend.raw_sweep(&bruno).await, None);
+    let found = store
+        .idle_sessions(sweep_bucket(&bruno), i64::MAX, 10)
+        .await
+        .unwrap();
+    assert!(found.iter().all(|entry| entry.key != bruno), "{found:?}");
+}
+
+async fn idle_sessions_come_oldest_first_up_to_the_limit_from_one_bucket_only(
+    backend: impl Backend,
+) {
+    let store = backend.store();
+    let bucket = 3;
+    let crowd = contacts_in_bucket(bucket, 4);
+    let elsewhere = contacts_in_bucket((bucket + 1) % SWEEP_BUCKETS, 1);
+    // Written out of order, read back by last activity.
+    for (key, at) in crowd.iter().zip([NOW + 30, NOW + 20, NOW + 40, NOW + 10]) {
+        commit_at(&*store, key, at).await;
+    }
+    commit_at(&*store, &elsewhere[0], NOW + 5).await;
+
+    let oldest = vec![
+        idle(&crowd[3], 1, NOW + 10),
+        idle(&crowd[1], 1, NOW + 20),
+        idle(&crowd[0], 1, NOW + 30),
+    ];
+    assert_eq!(
+        store.idle_sessions(bucket, NOW + 35, 10).await.unwrap(),
+        oldest
+    );
+    assert_eq!(
+        store.idle_sessions(bucket, NOW + 35, 2).await.unwrap(),
+        oldest[..2]
+    );
+    assert!(
+        store
+            .idle_sessions(bucket, NOW + 35, 0)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        store
+            .idle_sessions(bucket, i64::MAX, 10)
+            .await
+            .unwrap()
+            .len(),
+        4
+    );
+    assert!(
+        store
+            .idle_sessions(bucket, NOW + 10, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+async fn a_swept_head_leaves_the_index_until_its_next_round(backend: impl Backend) {
+    let store = backend.store();
+    let key = ana();
+    let bucket = sweep_bucket(&key);
+    let head = commit(&*store, &key, exchange(1, None, "hello")).await;
+    assert_eq!(head.facts_requested, None);
+
+    assert!(store.mark_swept(&key, 1, head.last_activity).await.unwrap());
+    let (swept, _) = store.load_memory(&key, NOW).await.unwrap();
+    assert_eq!(
+        swept,
+        Some(Head {
+            facts_requested: Some(1),
+            last_round: None,
+            ..head.clone()
+        }),
+        "only facts_requested changed"
+    );
+    assert_eq!(backend.raw_sweep(&key).await, None);
+    assert!(
+        store
+            .idle_sessions(bucket, i64::MAX, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        !store.mark_swept(&key, 1, head.last_activity).await.unwrap(),
+        "swept already"
+    );
+
+    // A round in the same session puts it back and clears facts_requested.
+    let head = commit(&*store, &key, exchange(1, Some(&head), "again")).await;
+    assert_eq!(head.facts_requested, None);
+    assert_eq!(
+        backend.raw_sweep(&key).await,
+        Some((bucket, head.last_activity))
+    );
+
+    // So does a round opening a new session.
+    assert!(store.mark_swept(&key, 1, head.last_activity).await.unwrap());
+    let expected = store.load_turn(&key, NOW).await.unwrap().head;
+    assert_eq!(expected.as_ref().unwrap().facts_requested, Some(1));
+    let head = commit(&*store, &key, exchange(2, expected.as_ref(), "new session")).await;
+    assert_eq!((head.session, head.facts_requested), (2, None));
+    assert_eq!(
+        store.idle_sessions(bucket, i64::MAX, 10).await.unwrap(),
+        vec![idle(&key, 2, head.last_activity)]
+    );
+
+    // A round's head is written as given: `Some` sets the attribute.
+    let mut commit_with = round(&key, Some(&head), exchange(2, Some(&head), "set"));
+    commit_with.head.facts_requested = Some(2);
+    store.commit_round(&commit_with).await.unwrap();
+    let (head, _) = store.load_memory(&key, NOW).await.unwrap();
+    assert_eq!(head.unwrap().facts_requested, Some(2));
+}
+
+async fn marking_a_head_that_moved_on_or_was_erased_writes_nothing(backend: impl Backend) {
+    let store = backend.store();
+    let key = ana();
+    let head = commit(&*store, &key, exchange(1, None, "hello")).await;
+    assert!(!store.mark_swept(&key, 2, head.last_activity).await.unwrap());
+    assert!(
+        !store
+            .mark_swept(&key, 1, head.last_activity - 1)
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        store.load_memory(&key, NOW).await.unwrap().0.unwrap(),
+        head,
+        "unchanged"
+    );
+    assert_eq!(
+        backend.raw_sweep(&key).await,
+        Some((sweep_bucket(&key), head.last_activity))
+    );
+
+    let stranger = contact_key("acme", "stranger");
+    assert!(!store.mark_swept(&stranger, 1, NOW).await.unwrap());
+    assert_eq!(backend.raw_item_count(&stranger).await, 0, "no stray head");
+
+    store.erase_contact(&key).await.unwrap();
+    assert!(!store.mark_swept(&key, 1, head.last_activity).await.unwrap());
+    assert_eq!(backend.raw_item_count(&key).await, 0);
+    assert!(
+        store
+            .idle_sessions(sweep_bucket(&key), i64::MAX, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
 // ---- one suite per adapter -------------------------------------------------------
 
 macro_rules! contract_tests {
@@ -1584,6 +1841,10 @@ macro_rules! contract_tests {
             saving_more_facts_than_one_transaction_holds_writes_them_all,
             a_fact_batch_naming_a_key_twice_is_refused,
             erasing_a_contact_removes_its_session_archives_too,
+            every_round_indexes_the_head_under_its_bucket_at_its_last_activity,
+            idle_sessions_come_oldest_first_up_to_the_limit_from_one_bucket_only,
+            a_swept_head_leaves_the_index_until_its_next_round,
+            marking_a_head_that_moved_on_or_was_erased_writes_nothing,
         );
     };
     (@each $backend:ty; $($test:ident),+ $(,)?) => {

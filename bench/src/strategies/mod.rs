@@ -1,1 +1,373 @@
-//! Context strategies side by side (being written).
+//! Context strategies side by side: full history, a sliding window and degrau's
+//! stepped compaction, on the same scripted conversation, through the real `ask`
+//! and `compactor` functions on the local stack, with only `CONTEXT_POLICY`
+//! switched.
+//!
+//! - [`script`] generates the conversations (seeded, Portuguese and English);
+//! - [`run`] plays one through a fresh stack with one policy;
+//! - [`tap`] records every model call on its way to the stand-in;
+//! - [`report`] turns the calls into figures and tables;
+//! - [`svg`] draws context tokens per turn.
+//!
+//! [`compare`] runs the three policies on one conversation, [`write_results`]
+//! writes `results/strategies.{md,json}` and `results/context-per-turn-{N}.svg`.
+//! The `strategies` binary is the command line.
+
+pub mod report;
+pub mod run;
+pub mod script;
+pub mod svg;
+pub mod tap;
+
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+use serde_json::json;
+
+use report::{Metrics, Prices};
+use run::{Policy, RunSettings, StrategyRun};
+use script::Conversation;
+
+/// Where the figures came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Machine {
+    /// `uname -m`.
+    pub arch: String,
+    /// `nproc`.
+    pub cpus: usize,
+    /// `model name` of `/proc/cpuinfo`, when there is one.
+    pub cpu_model: Option<String>,
+    /// The day of the run, UTC, `YYYY-MM-DD`.
+    pub date: String,
+}
+
+impl Machine {
+    /// Reads this machine.
+    pub fn detect() -> Machine {
+        let arch = std::process::Command::new("uname")
+            .arg("-m")
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| std::env::consts::ARCH.to_owned());
+        let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+        let cpu_model = std::fs::read_to_string("/proc/cpuinfo")
+            .ok()
+            .and_then(|text| {
+                text.lines()
+                    .find(|l| l.starts_with("model name"))
+                    .and_then(|l| l.split_once(':'))
+                    .map(|(_, v)| v.trim().to_owned())
+            });
+        let days = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() / 86_400);
+        Machine {
+            arch,
+            cpus,
+            cpu_model,
+            date: civil_date(days),
+        }
+    }
+
+    /// `x86_64, 2 CPUs (model), 2026-11-30`.
+    pub fn label(&self) -> String {
+        match &self.cpu_model {
+            Some(model) => format!("{}, {} CPUs ({model}), {}", self.arch, self.cpus, self.date),
+            None => format!("{}, {} CPUs, {}", self.arch, self.cpus, self.date),
+        }
+    }
+}
+
+/// `YYYY-MM-DD` of a count of days since 1970-01-01 (proleptic Gregorian).
+pub fn civil_date(days_since_epoch: u64) -> String {
+    // Howard Hinnant's days-to-civil algorithm.
+    let z = days_since_epoch as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
+/// Runs `policies` on one conversation, one fresh stack each: one after the other,
+/// or all at once when `parallel` (each has its own processes; moto is shared).
+pub async fn compare(
+    conversation: &Conversation,
+    policies: &[Policy],
+    settings: &RunSettings,
+    parallel: bool,
+) -> Vec<StrategyRun> {
+    if parallel {
+        let runs = policies
+            .iter()
+            .map(|&policy| run::run_strategy(conversation, policy, settings));
+        join_all(runs).await
+    } else {
+        let mut out = Vec::new();
+        for &policy in policies {
+            out.push(run::run_strategy(conversation, policy, settings).await);
+        }
+        out
+    }
+}
+
+/// Awaits futures concurrently on the current task; the outputs keep their order.
+pub async fn join_all<F: std::future::Future>(
+    futures: impl IntoIterator<Item = F>,
+) -> Vec<F::Output> {
+    let mut pinned: Vec<std::pin::Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
+    let mut outputs: Vec<Option<F::Output>> = pinned.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (future, output) in pinned.iter_mut().zip(outputs.iter_mut()) {
+            if output.is_none() {
+                match future.as_mut().poll(cx) {
+                    std::task::Poll::Ready(value) => *output = Some(value),
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+    outputs.into_iter().flatten().collect()
+}
+
+/// Colour of a policy in the plots.
+pub fn color(policy: Policy) -> &'static str {
+    match policy {
+        Policy::Full => "#d62728",
+        Policy::Sliding => "#1f77b4",
+        Policy::Stepped => "#2ca02c",
+    }
+}
+
+/// One conversation's comparison, as written to the results.
+pub struct Comparison<'a> {
+    /// The conversation.
+    pub conversation: &'a Conversation,
+    /// Its runs.
+    pub runs: &'a [StrategyRun],
+    /// Their figures.
+    pub metrics: Vec<Metrics>,
+}
+
+/// The context plot of one comparison.
+pub fn plot(
+    comparison: &Comparison<'_>,
+    settings: &RunSettings,
+    context_limit: u64,
+    machine: &Machine,
+) -> String {
+    let series: Vec<svg::Series<'_>> = comparison
+        .runs
+        .iter()
+        .map(|run| svg::Series {
+            label: run.policy.label(),
+            color: color(run.policy),
+            values: run.per_turn.iter().map(|t| t.context_tokens).collect(),
+        })
+        .collect();
+    let peak = series
+        .iter()
+        .flat_map(|s| s.values.iter().copied())
+        .max()
+        .unwrap_or(0);
+    let mut rules = vec![svg::Rule {
+        label: "compaction threshold",
+        value: settings.threshold_tokens,
+    }];
+    if peak * 10 >= context_limit * 6 {
+        rules.push(svg::Rule {
+            label: "stand-in context limit",
+            value: context_limit,
+        });
+    }
+    svg::chart(
+        &format!(
+            "Context tokens per turn: {} turns, seed {}",
+            comparison.conversation.turns.len(),
+            comparison.conversation.seed
+        ),
+        &[
+            &format!(
+                "degrau benchmark: real ask and compactor on the local stack, offline stand-in's token count; threshold {}, keep {} messages",
+                report::thousands(settings.threshold_tokens as f64),
+                settings.keep_messages,
+            ),
+            &machine.label(),
+        ],
+        &series,
+        &rules,
+    )
+}
+
+/// The markdown note: settings, prices, the tables, the plots.
+pub fn markdown(
+    comparisons: &[Comparison<'_>],
+    settings: &RunSettings,
+    prices: &Prices,
+    machine: &Machine,
+    command: &str,
+) -> String {
+    let groups: Vec<Vec<Metrics>> = comparisons.iter().map(|c| c.metrics.clone()).collect();
+    let mut out = String::new();
+    out.push_str("# Context strategies side by side\n\n");
+    out.push_str(&format!(
+        "Machine: {}. Command: `{command}`.\n\n",
+        machine.label()
+    ));
+    out.push_str(&format!(
+        "Each conversation is played three times through the real `ask` and `compactor` \
+         binaries on the local stack (moto, the bridge, the offline stand-in), a fresh stack \
+         each time, with only `CONTEXT_POLICY` switched. Tenant config for all three: \
+         compaction threshold {} tokens, keep {} messages (the sliding window keeps the \
+         same {} messages, cut at a safe start). Stand-in: context limit 200,000 tokens unless \
+         set otherwise ({}), minimum cacheable prefix 1,024, its own token count (a quarter of \
+         the characters of each block's JSON). The cache clock moves {} seconds between \
+         turns (0: the turns follow each other within the cache's five-minute lifetime, as in \
+         a live chat; a customer who answers an hour later finds the cache cold whatever the \
+         strategy).\n\n",
+        settings.threshold_tokens,
+        settings.keep_messages,
+        settings.keep_messages,
+        if settings.standin_args.is_empty() {
+            "no arguments".to_owned()
+        } else {
+            format!("`{}`", settings.standin_args.join(" "))
+        },
+        settings.gap_seconds
+    ));
+    out.push_str(&format!(
+        "Cost is in base input tokens of the answer model ({}): input + {}× cache writes + \
+         {}× cache reads + R × output with R = {} (output/input price ratio of {answer}, $15 / \
+         $3 per million), and the compactor's summary and fact calls ({}) at {:.3}× ({} vs \
+         {answer}: $1 vs $3 per million input, the same R). The cache read ratio is cache \
+         reads over all input tokens of the ask calls; contexts are input + cache read + \
+         cache write of each accepted ask call; rejected counts every model call answered \
+         with a status other than 200 (the ask function then cuts its window once and \
+         retries). \"Identifier visible\" says whether the order code planted on turn 2 was \
+         anywhere in the request (messages or system) answering the turn that asks for it.\n\n",
+        prices.answer_model,
+        prices.cache_write,
+        prices.cache_read,
+        prices.output_ratio,
+        prices.summary_model,
+        prices.summary_model_factor,
+        prices.summary_model,
+        answer = prices.answer_model,
+    ));
+    out.push_str(&report::table(&groups));
+    out.push_str("\nWhere the cost goes, and the run's own checks (the tap's records against the stand-in's log; tool mismatches: turns where the model's tool use differed from the script's intent):\n\n");
+    out.push_str(&report::details(&groups));
+    out.push_str(
+        "\nReading the figures: the stand-in's text replies quote what degrau remembers (up \
+         to 200 characters of the summary), so once degrau has stepped its answers are longer \
+         than the other strategies' (the output column); \"cost without answer output\" leaves \
+         the answers out and compares only what the context policy controls. A full-history \
+         request larger than the stand-in's context limit is refused (counted in rejected); the \
+         ask function then cuts its window to the last messages and retries once, so from \
+         there on full history behaves like a sliding window that first sends a refused request \
+         (unbilled, but a round trip) every turn.\n\n",
+    );
+    for c in comparisons {
+        let n = c.conversation.turns.len();
+        out.push_str(&format!(
+            "![context tokens per turn, {n} turns](context-per-turn-{n}.svg)\n\n"
+        ));
+    }
+    out
+}
+
+/// The JSON document: settings, prices, machine, and per comparison the metrics
+/// and each run's context per turn.
+pub fn json_document(
+    comparisons: &[Comparison<'_>],
+    settings: &RunSettings,
+    prices: &Prices,
+    machine: &Machine,
+) -> serde_json::Value {
+    json!({
+        "machine": machine,
+        "settings": settings,
+        "prices": prices,
+        "conversations": comparisons.iter().map(|c| json!({
+            "turns": c.conversation.turns.len(),
+            "seed": c.conversation.seed,
+            "identifier": c.conversation.identifier,
+            "plant_turn": c.conversation.plant_turn,
+            "recall_turn": c.conversation.recall_turn,
+            "metrics": c.metrics,
+            "context_per_turn": c.runs.iter().map(|r| json!({
+                "policy": r.policy,
+                "values": r.per_turn.iter().map(|t| t.context_tokens).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// Writes `strategies.md`, `strategies.json` and one `context-per-turn-{N}.svg` per
+/// comparison into `dir`.
+pub fn write_results(
+    dir: &Path,
+    comparisons: &[Comparison<'_>],
+    settings: &RunSettings,
+    prices: &Prices,
+    machine: &Machine,
+    command: &str,
+    context_limit: u64,
+) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    std::fs::write(
+        dir.join("strategies.md"),
+        markdown(comparisons, settings, prices, machine, command),
+    )?;
+    let document = json_document(comparisons, settings, prices, machine);
+    std::fs::write(
+        dir.join("strategies.json"),
+        serde_json::to_string_pretty(&document).map_err(std::io::Error::other)? + "\n",
+    )?;
+    for c in comparisons {
+        std::fs::write(
+            dir.join(format!(
+                "context-per-turn-{}.svg",
+                c.conversation.turns.len()
+            )),
+            plot(c, settings, context_limit, machine),
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn civil_dates() {
+        assert_eq!(civil_date(0), "1970-01-01");
+        assert_eq!(civil_date(11_016), "2000-02-29");
+        assert_eq!(civil_date(20_787), "2026-11-30");
+    }
+
+    #[tokio::test]
+    async fn join_all_keeps_the_order() {
+        let futures = (0..3u64).map(|i| async move {
+            tokio::time::sleep(std::time::Duration::from_millis(30 - 10 * i)).await;
+            i
+        });
+        assert_eq!(join_all(futures).await, vec![0, 1, 2]);
+    }
+}

@@ -1,5 +1,7 @@
-//! Maps an SQS FIFO batch to compactor jobs and their results to a partial batch
-//! response.
+//! The compactor's two kinds of events: an SQS FIFO batch of jobs, mapped to a
+//! partial batch response ([`handle_batch`]), and the scheduled rule's constant
+//! input `{"sweep": true}`, which runs the session sweep and answers its report.
+//! [`handle`] tells them apart; anything else is refused with an error.
 //!
 //! Records run in order. At the first failure the handler stops and reports that
 //! record and every later one, so the queue delivers them again in the same order
@@ -11,18 +13,54 @@
 //! end up.
 
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
-use degrau::compactor::{Compactor, CompactorError, JobOutcome};
-use degrau::jobs::Job;
+use degrau::compactor::{Compactor, CompactorError, JobOutcome, SweepReport};
+use degrau::jobs::{Job, Jobs};
 use degrau::metrics::Event;
 use lambda_runtime::{Error, LambdaEvent};
+use serde_json::Value;
 use tracing::{Instrument, error, info_span, warn};
+
+/// Dispatches one event: `Records` (an SQS batch) to [`handle_batch`], whose
+/// partial batch response it returns as JSON; `{"sweep": true}` to
+/// [`Compactor::sweep`] with `jobs`, whose [`SweepReport`] it returns as JSON.
+/// Anything else is an error (nothing runs), as is a sweep that could read no
+/// bucket of the index (the schedule's retry, or the next run, starts it over).
+pub async fn handle(
+    compactor: &Compactor,
+    jobs: &dyn Jobs,
+    event: LambdaEvent<Value>,
+) -> Result<Value, Error> {
+    let (payload, context) = event.into_parts();
+    if payload.get("Records").is_some() {
+        // The serde message may quote the event: report its class only.
+        let batch: SqsEvent = serde_json::from_value(payload).map_err(|err| {
+            format!(
+                "an event with Records is not an SQS batch ({:?})",
+                err.classify()
+            )
+        })?;
+        let response = handle_batch(compactor, LambdaEvent::new(batch, context)).await?;
+        return Ok(serde_json::to_value(response)?);
+    }
+    if payload.get("sweep") == Some(&Value::Bool(true)) {
+        let result = compactor.sweep(jobs, (compactor.clock)()).await;
+        record_sweep_metrics(&result);
+        let report = result.map_err(|failure| {
+            error!(code = failure.code(), error = %failure, "sweep failed");
+            failure
+        })?;
+        return Ok(serde_json::to_value(report)?);
+    }
+    // Never echo the event: it may hold anything.
+    Err("unrecognised event: expected an SQS batch (Records) or {\"sweep\": true}".into())
+}
 
 /// Runs a batch; see the module documentation for the failure rule.
 ///
 /// Returns `Err` only when a record to report has no `messageId` (never seen from
 /// SQS): the whole batch is then delivered again, which is safe because every job
 /// is idempotent.
-pub async fn handle(
+pub async fn handle_batch(
     compactor: &Compactor,
     event: LambdaEvent<SqsEvent>,
 ) -> Result<SqsBatchResponse, Error> {
@@ -81,6 +119,23 @@ pub async fn handle(
     Ok(response)
 }
 
+/// One EMF event per sweep: what it found and did.
+fn record_sweep_metrics(result: &Result<SweepReport, CompactorError>) {
+    let event = Event::new("compactor").dimension("Kind", "sweep");
+    let event = match result {
+        Ok(report) => event
+            .count("SweepFound", report.found as u64)
+            .count("SweepEnqueued", report.enqueued as u64)
+            .count("SweepSkipped", report.skipped as u64)
+            .count("SweepFailed", report.failed as u64)
+            .count("SweepBucketsFailed", report.buckets_failed as u64),
+        Err(error) => event
+            .dimension("Error", error.code())
+            .count("JobFailures", 1),
+    };
+    event.rollup().emit();
+}
+
 /// One EMF event per job: what it did, by kind and reason.
 fn record_metrics(job: &Job, result: &Result<JobOutcome, CompactorError>) {
     let event = Event::new("compactor").dimension("Kind", job.kind());
@@ -108,12 +163,14 @@ fn record_metrics(job: &Job, result: &Result<JobOutcome, CompactorError>) {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
+    use std::sync::atomic::{AtomicI64, Ordering};
+    use std::sync::{Arc, Mutex};
 
+    use async_trait::async_trait;
     use degrau::ask::AskService;
     use degrau::compaction::CompactionPolicy;
     use degrau::domain::{ContactId, TenantId};
-    use degrau::jobs::NoJobs;
+    use degrau::jobs::{EnqueueError, NoJobs};
     use degrau::model::ModelError;
     use degrau::model::scripted::ScriptedModel;
     use degrau::store::memory::MemoryStore;
@@ -131,8 +188,29 @@ mod tests {
     struct Harness {
         store: Arc<MemoryStore>,
         model: Arc<ScriptedModel>,
+        clock: Arc<AtomicI64>,
         compactor: Compactor,
         ask: AskService,
+    }
+
+    /// A queue that records the facts jobs it is given.
+    #[derive(Default)]
+    struct RecordingJobs(Mutex<Vec<(ContactKey, u32)>>);
+
+    #[async_trait]
+    impl Jobs for RecordingJobs {
+        async fn enqueue_step(&self, _: &ContactKey, _: u32, _: u64) -> Result<bool, EnqueueError> {
+            Ok(true)
+        }
+
+        async fn enqueue_facts(
+            &self,
+            key: &ContactKey,
+            session: u32,
+        ) -> Result<bool, EnqueueError> {
+            self.0.lock().unwrap().push((key.clone(), session));
+            Ok(true)
+        }
     }
 
     fn harness() -> Harness {
@@ -146,8 +224,11 @@ mod tests {
             },
             ..Defaults::default()
         };
-        let clock: degrau::ask::Clock = Arc::new(|| NOW);
+        let now = Arc::new(AtomicI64::new(NOW));
+        let read = now.clone();
+        let clock: degrau::ask::Clock = Arc::new(move || read.load(Ordering::SeqCst));
         Harness {
+            clock: now,
             compactor: Compactor {
                 store: store.clone(),
                 tenants: store.clone(),
@@ -217,7 +298,7 @@ mod tests {
         let asks = h.model.requests().len();
         h.model.push(Err(ModelError::Unavailable { status: 529 }));
 
-        let response = handle(
+        let response = handle_batch(
             &h.compactor,
             event(&[
                 ("1", step("ana").to_string()),
@@ -252,7 +333,7 @@ mod tests {
                 .to_string(),
             json!({"kind": "rebuild", "tenant": "barber", "contact": "ana"}).to_string(),
         ] {
-            let response = handle(
+            let response = handle_batch(
                 &h.compactor,
                 event(&[("1", step("ana").to_string()), ("2", body)]),
             )
@@ -272,7 +353,7 @@ mod tests {
             Usage::default(),
         ));
         let facts = json!({"kind": "facts", "tenant": "barber", "contact": "ana", "session": 1});
-        let response = handle(
+        let response = handle_batch(
             &h.compactor,
             event(&[
                 ("1", step("ana").to_string()),
@@ -288,6 +369,79 @@ mod tests {
         assert_eq!(
             serde_json::to_value(&response).unwrap(),
             json!({"batchItemFailures": []})
+        );
+    }
+
+    #[tokio::test]
+    async fn a_sweep_event_runs_the_sweep_and_answers_its_report() {
+        let h = harness();
+        h.model.push(ScriptedModel::text("ok", Usage::default()));
+        h.ask.ask(&key("ana"), "hi", None).await.unwrap();
+        h.clock.store(NOW + 24 * 3600, Ordering::SeqCst);
+        let jobs = RecordingJobs::default();
+
+        let sweep = LambdaEvent::new(json!({"sweep": true}), Context::default());
+        let report = handle(&h.compactor, &jobs, sweep).await.unwrap();
+
+        assert_eq!(
+            report,
+            json!({"found": 1, "enqueued": 1, "skipped": 0, "failed": 0, "buckets_failed": 0})
+        );
+        assert_eq!(*jobs.0.lock().unwrap(), vec![(key("ana"), 1)]);
+        let (head, _) = h.store.load_memory(&key("ana"), NOW).await.unwrap();
+        assert_eq!(head.unwrap().facts_requested, Some(1));
+    }
+
+    #[tokio::test]
+    async fn an_sqs_event_takes_the_batch_path_and_answers_its_partial_failures() {
+        let h = harness();
+        let jobs = RecordingJobs::default();
+        let records = json!({"Records": [
+            {"messageId": "1", "body": step("ana").to_string(), "eventSource": "aws:sqs"},
+            {"messageId": "2", "body": "not a job", "eventSource": "aws:sqs"},
+        ]});
+        let response = handle(
+            &h.compactor,
+            &jobs,
+            LambdaEvent::new(records, Context::default()),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            response,
+            json!({"batchItemFailures": [{"itemIdentifier": "2"}]})
+        );
+        assert!(jobs.0.lock().unwrap().is_empty(), "no sweep ran");
+    }
+
+    #[tokio::test]
+    async fn any_other_event_is_refused_and_runs_nothing() {
+        let h = harness();
+        h.model.push(ScriptedModel::text("ok", Usage::default()));
+        h.ask.ask(&key("ana"), "hi", None).await.unwrap();
+        h.clock.store(NOW + 24 * 3600, Ordering::SeqCst);
+        let jobs = RecordingJobs::default();
+        for junk in [
+            json!({}),
+            json!({"sweep": false}),
+            json!({"sweep": "true"}),
+            json!("sweep"),
+            json!([{"sweep": true}]),
+            json!(null),
+            json!({"Records": "not a list"}),
+        ] {
+            let result = handle(
+                &h.compactor,
+                &jobs,
+                LambdaEvent::new(junk.clone(), Context::default()),
+            )
+            .await;
+            assert!(result.is_err(), "{junk} was accepted: {result:?}");
+        }
+        assert!(jobs.0.lock().unwrap().is_empty());
+        assert!(
+            h.model.requests().len() == 1,
+            "only the ask reached the model"
         );
     }
 }

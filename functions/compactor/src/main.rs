@@ -1,5 +1,6 @@
 //! The `compactor` Lambda: SQS FIFO consumer for compaction steps and fact
-//! extraction. Wires typed config, one SDK config and the clients once, then serves.
+//! extraction, and the scheduled session sweep. Wires typed config, one SDK config
+//! and the clients once, then serves.
 
 use std::sync::Arc;
 
@@ -7,6 +8,8 @@ use compactor::handler::handle;
 use degrau::ask::system_clock;
 use degrau::compactor::Compactor;
 use degrau::config::Config;
+use degrau::jobs::sqs::SqsJobs;
+use degrau::jobs::{Jobs, NoJobs};
 use degrau::model::anthropic::{AnthropicConfig, AnthropicModel};
 use degrau::store::dynamo::DynamoStore;
 use lambda_runtime::{Error, run, service_fn};
@@ -29,6 +32,11 @@ async fn main() -> Result<(), Error> {
         request_timeout: std::time::Duration::from_secs(config.model_timeout_seconds),
         ..AnthropicConfig::default()
     })?;
+    // The sweep's queue; without one, a sweep enqueues nothing and says so.
+    let jobs: Arc<dyn Jobs> = match &config.jobs_queue_url {
+        Some(url) => Arc::new(SqsJobs::new(aws_sdk_sqs::Client::new(&sdk), url.clone())),
+        None => Arc::new(NoJobs),
+    };
     let compactor = Arc::new(Compactor {
         store: store.clone(),
         tenants: store,
@@ -37,8 +45,8 @@ async fn main() -> Result<(), Error> {
         clock: system_clock(),
     });
     run(service_fn(move |event| {
-        let compactor = compactor.clone();
-        async move { handle(&compactor, event).await }
+        let (compactor, jobs) = (compactor.clone(), jobs.clone());
+        async move { handle(&compactor, jobs.as_ref(), event).await }
     }))
     .await
 }

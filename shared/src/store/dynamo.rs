@@ -12,6 +12,11 @@
 //! (a duplicate job or an erased contact, not an error); throttling and transient
 //! failures are [`StoreError::Unavailable`].
 //!
+//! The head also carries the sweep index's keys (`sweep_pk`, `sweep_sk`; see
+//! [`crate::store`]): the sweep queries the GSI [`SWEEP_INDEX`], the only read here
+//! that is not strongly consistent (a GSI cannot be), so `mark_swept` re-checks
+//! the head under a condition.
+//!
 //! Messages, session archives and facts carry the TTL attribute `expires_at`. TTL
 //! deletes only eventually, so reads filter on it too, except the window of the open
 //! session (see the note in `load_turn`).
@@ -27,6 +32,7 @@ use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
     AttributeValue, ConditionCheck, Delete, DeleteRequest, Put, TransactWriteItem, Update,
     WriteRequest,
@@ -35,11 +41,13 @@ use serde::{Deserialize, Serialize};
 
 use super::memory::{system_now, validate_fact_changes, validate_step};
 use super::{
-    AppliedStep, Claim, ClosedSession, ContactKey, Cursor, FactWrite, RoundCommit, SessionArchive,
-    SessionFilter, Store, StoreError, TenantStore, TranscriptPage, TurnState,
+    AppliedStep, Claim, ClosedSession, ContactKey, Cursor, FactWrite, IdleSession, RoundCommit,
+    SWEEP_INDEX, SessionArchive, SessionFilter, Store, StoreError, TenantStore, TranscriptPage,
+    TurnState, sweep_bucket,
 };
 use crate::domain::{
-    ContentBlock, Fact, FactKey, FactSource, Head, IdempotencyKey, Role, StoredMessage, TenantId,
+    ContactId, ContentBlock, Fact, FactKey, FactSource, Head, IdempotencyKey, Role, StoredMessage,
+    TenantId,
 };
 use crate::tenant::TenantConfig;
 use crate::usage::Usage;
@@ -525,6 +533,21 @@ impl Store for DynamoStore {
     }
 
     async fn erase_contact(&self, key: &ContactKey) -> Result<usize, StoreError> {
+        // The head goes first: from then on a round racing this erase fails its
+        // `last_seq = :expected` condition instead of landing between the listing and
+        // the deletes below (it would leave messages with no head). A round that
+        // committed before the head went is listed by a later pass.
+        let head = self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .key("pk", s(contact_pk(key)))
+            .key("sk", s(HEAD_SK))
+            .return_values(aws_sdk_dynamodb::types::ReturnValue::AllOld)
+            .send()
+            .await
+            .map_err(|err| sdk_error("delete head", err))?;
+        let mut erased = usize::from(head.attributes.is_some_and(|a| !a.is_empty()));
         let query = self
             .client
             .query()
@@ -533,23 +556,32 @@ impl Store for DynamoStore {
             .key_condition_expression("pk = :pk")
             .projection_expression("pk, sk")
             .expression_attribute_values(":pk", s(contact_pk(key)));
-        let mut erased = 0;
-        let mut start = None;
-        loop {
-            let page = query
-                .clone()
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(|err| sdk_error("query", err))?;
-            let keys = page.items.unwrap_or_default();
-            erased += keys.len();
-            self.delete_keys(keys).await?;
-            match page.last_evaluated_key {
-                Some(key) if !key.is_empty() => start = Some(key),
-                _ => return Ok(erased),
+        // Passes until a listing comes back empty; bounded, since after the head is
+        // gone nothing but a brand-new first round can add items.
+        for _ in 0..ERASE_PASSES {
+            let mut start = None;
+            let mut found = 0;
+            loop {
+                let page = query
+                    .clone()
+                    .set_exclusive_start_key(start)
+                    .send()
+                    .await
+                    .map_err(|err| sdk_error("query", err))?;
+                let keys = page.items.unwrap_or_default();
+                found += keys.len();
+                self.delete_keys(keys).await?;
+                match page.last_evaluated_key {
+                    Some(key) if !key.is_empty() => start = Some(key),
+                    _ => break,
+                }
+            }
+            erased += found;
+            if found == 0 {
+                return Ok(erased);
             }
         }
+        Ok(erased)
     }
 
     async fn apply_step(&self, key: &ContactKey, step: &AppliedStep) -> Result<bool, StoreError> {
@@ -697,6 +729,88 @@ impl Store for DynamoStore {
         }
         Ok(true)
     }
+
+    async fn idle_sessions(
+        &self,
+        bucket: u8,
+        last_activity_before: i64,
+        limit: usize,
+    ) -> Result<Vec<IdleSession>, StoreError> {
+        // Ascending by `sweep_sk`: the sessions idle longest come first. No filter
+        // expression, so `Limit` counts exactly the items returned.
+        let query = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name(SWEEP_INDEX)
+            .key_condition_expression("sweep_pk = :bucket AND sweep_sk < :before")
+            .expression_attribute_values(":bucket", s(sweep_pk(bucket)))
+            .expression_attribute_values(":before", n(last_activity_before));
+        let mut found = Vec::with_capacity(limit.min(1000));
+        let mut start = None;
+        while found.len() < limit {
+            let page_limit = i32::try_from(limit - found.len()).unwrap_or(i32::MAX);
+            let page = query
+                .clone()
+                .limit(page_limit)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|err| sdk_error("query", err))?;
+            for item in page.items.unwrap_or_default() {
+                let entry: SweepEntry = from_item(item)?;
+                found.push(IdleSession {
+                    key: parse_contact_pk(&entry.pk)?,
+                    session: entry.session,
+                    last_activity: entry.sweep_sk,
+                });
+            }
+            match page.last_evaluated_key {
+                Some(key) if !key.is_empty() => start = Some(key),
+                _ => break,
+            }
+        }
+        found.truncate(limit);
+        Ok(found)
+    }
+
+    async fn mark_swept(
+        &self,
+        key: &ContactKey,
+        session: u32,
+        last_activity: i64,
+    ) -> Result<bool, StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("pk", s(contact_pk(key)))
+            .key("sk", s(HEAD_SK))
+            .update_expression("REMOVE sweep_pk, sweep_sk SET facts_requested = :session")
+            .condition_expression(
+                "attribute_exists(sweep_pk) AND #session = :session \
+                 AND last_activity = :last_activity",
+            )
+            .expression_attribute_names("#session", "session")
+            .expression_attribute_values(":session", n(session))
+            .expression_attribute_values(":last_activity", n(last_activity))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            // Moved on, erased (the condition keeps the update from creating an
+            // item), or swept already.
+            Err(SdkError::ServiceError(ctx))
+                if matches!(
+                    ctx.err(),
+                    UpdateItemError::ConditionalCheckFailedException(_)
+                ) =>
+            {
+                Ok(false)
+            }
+            Err(err) => Err(sdk_error("update_item", err)),
+        }
+    }
 }
 
 #[async_trait]
@@ -745,12 +859,34 @@ impl TenantStore for DynamoStore {
 
 // ---- key layout ------------------------------------------------------------------
 
+/// Listing-and-deleting passes of an erase before it settles.
+const ERASE_PASSES: usize = 4;
+
 const HEAD_SK: &str = "HEAD";
 const FACT_PREFIX: &str = "FACT#";
 const CONFIG_SK: &str = "CONFIG";
 
 fn contact_pk(key: &ContactKey) -> String {
     format!("T#{}#C#{}", key.tenant, key.contact)
+}
+
+/// The contact a partition key names: the inverse of [`contact_pk`]. Neither id
+/// may hold `#`, so the split is unambiguous; both are validated again.
+fn parse_contact_pk(pk: &str) -> Result<ContactKey, StoreError> {
+    let corrupt = || StoreError::Corrupt("a sweep index entry's pk is not a contact's".into());
+    let (tenant, contact) = pk
+        .strip_prefix("T#")
+        .and_then(|rest| rest.split_once("#C#"))
+        .ok_or_else(corrupt)?;
+    Ok(ContactKey {
+        tenant: TenantId::parse(tenant).map_err(|_| corrupt())?,
+        contact: ContactId::parse(contact).map_err(|_| corrupt())?,
+    })
+}
+
+/// The sweep index partition of a bucket.
+fn sweep_pk(bucket: u8) -> String {
+    format!("OPEN#{bucket}")
 }
 
 fn tenant_pk(tenant: &TenantId) -> String {
@@ -828,6 +964,19 @@ struct HeadItem {
     last_activity: i64,
     #[serde(default)]
     steps: u32,
+    #[serde(default)]
+    facts_requested: Option<u32>,
+    #[serde(default)]
+    last_round: Option<String>,
+}
+
+/// A head as the sweep index projects it (`INCLUDE session`): `sweep_sk` is the
+/// head's `last_activity`.
+#[derive(Deserialize)]
+struct SweepEntry {
+    pk: String,
+    session: u32,
+    sweep_sk: i64,
 }
 
 impl From<HeadItem> for Head {
@@ -840,6 +989,8 @@ impl From<HeadItem> for Head {
             last_context_tokens: item.last_context_tokens,
             last_activity: item.last_activity,
             steps: item.steps,
+            facts_requested: item.facts_requested,
+            last_round: item.last_round,
         }
     }
 }
@@ -1027,7 +1178,11 @@ fn head_update(table: &str, pk: &str, commit: &RoundCommit) -> Result<Update, St
         "#last_seq = :last_seq",
         "#last_context_tokens = :last_context_tokens",
         "#last_activity = :last_activity",
+        // Back into the sweep index, at the round's time.
+        "sweep_pk = :sweep_pk",
+        "sweep_sk = :last_activity",
     ];
+    let mut remove = Vec::new();
     let mut update = Update::builder()
         .table_name(table)
         .key("pk", s(pk))
@@ -1039,22 +1194,40 @@ fn head_update(table: &str, pk: &str, commit: &RoundCommit) -> Result<Update, St
         .expression_attribute_values(":session", n(head.session))
         .expression_attribute_values(":last_seq", n(head.last_seq))
         .expression_attribute_values(":last_context_tokens", n(head.last_context_tokens))
-        .expression_attribute_values(":last_activity", n(head.last_activity));
+        .expression_attribute_values(":last_activity", n(head.last_activity))
+        .expression_attribute_values(":sweep_pk", s(sweep_pk(sweep_bucket(&commit.key))));
+    if let Some(round) = &head.last_round {
+        set.push("last_round = :last_round");
+        update = update.expression_attribute_values(":last_round", s(round));
+    }
+    update = match head.facts_requested {
+        Some(session) => {
+            set.push("facts_requested = :facts_requested");
+            update.expression_attribute_values(":facts_requested", n(session))
+        }
+        None => {
+            remove.push("facts_requested");
+            update
+        }
+    };
     let new_session = commit
         .expected
         .as_ref()
         .is_none_or(|expected| expected.session != head.session);
-    let mut remove = "";
     if new_session {
         set.extend(["#summarized_until = :zero", "#steps = :zero"]);
-        remove = " REMOVE #summary";
+        remove.push("#summary");
         update = update
             .expression_attribute_names("#summarized_until", "summarized_until")
             .expression_attribute_names("#steps", "steps")
             .expression_attribute_names("#summary", "summary")
             .expression_attribute_values(":zero", n(0));
     }
-    update = update.update_expression(format!("SET {}{remove}", set.join(", ")));
+    let mut expression = format!("SET {}", set.join(", "));
+    if !remove.is_empty() {
+        expression.push_str(&format!(" REMOVE {}", remove.join(", ")));
+    }
+    update = update.update_expression(expression);
     update = match &commit.expected {
         None => update.condition_expression("attribute_not_exists(pk)"),
         Some(expected) => update
@@ -1245,6 +1418,20 @@ mod tests {
         // Archives sort after every message, so message ranges never reach them.
         assert!(message_sk(MAX_SESSION, MAX_SEQ) < archive_sk(0));
         assert!(archive_sk(9) < archive_sk(10));
+    }
+
+    #[test]
+    fn a_contact_key_reads_back_from_its_partition_key() {
+        let key = ContactKey {
+            tenant: TenantId::parse("barber.sp").unwrap(),
+            contact: ContactId::parse("+55:11@x_y-z.C").unwrap(),
+        };
+        assert_eq!(parse_contact_pk(&contact_pk(&key)).unwrap(), key);
+        for bad in ["T#t", "T#t#X#c", "CONFIG", "T##C#c", "T#t#C#", "T#t#C#a#b"] {
+            let err = parse_contact_pk(bad).unwrap_err();
+            assert!(matches!(err, StoreError::Corrupt(_)), "{bad}: {err:?}");
+        }
+        assert_eq!(sweep_pk(7), "OPEN#7");
     }
 
     #[test]

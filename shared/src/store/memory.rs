@@ -13,9 +13,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 
 use super::{
-    AppliedStep, Claim, ClosedSession, ContactKey, Cursor, FactWrite, MAX_PRUNES_PER_STEP,
-    RoundCommit, SessionArchive, SessionFilter, Store, StoreError, TenantStore, TranscriptPage,
-    TurnState,
+    AppliedStep, Claim, ClosedSession, ContactKey, Cursor, FactWrite, IdleSession,
+    MAX_PRUNES_PER_STEP, RoundCommit, SessionArchive, SessionFilter, Store, StoreError,
+    TenantStore, TranscriptPage, TurnState, sweep_bucket,
 };
 use crate::domain::{Fact, FactKey, Head, IdempotencyKey, StoredMessage, TenantId};
 use crate::tenant::TenantConfig;
@@ -39,6 +39,9 @@ struct State {
 #[derive(Debug, Default)]
 struct Contact {
     head: Option<Head>,
+    /// The head's `sweep_sk` while it is in the sweep index (its bucket follows
+    /// from the key): set by every round, cleared by `mark_swept`.
+    sweep_sk: Option<i64>,
     /// By key, each with its optional expiry (seconds since the epoch).
     facts: BTreeMap<String, (Fact, Option<i64>)>,
     /// By (session, seq): the sort key's order.
@@ -140,6 +143,18 @@ impl MemoryStore {
             .get(key)
             .and_then(|contact| contact.messages.get(&(session, seq)))
             .and_then(|entry| entry.expires_at)
+    }
+
+    /// Test helper: the head's sweep index entry as (bucket, `sweep_sk`), `None`
+    /// when the head is not in the index, as a raw read of `sweep_pk`/`sweep_sk`
+    /// would see it.
+    pub fn sweep_entry(&self, key: &ContactKey) -> Option<(u8, i64)> {
+        self.lock()
+            .contacts
+            .get(key)
+            .filter(|contact| contact.head.is_some())
+            .and_then(|contact| contact.sweep_sk)
+            .map(|sweep_sk| (sweep_bucket(key), sweep_sk))
     }
 
     /// Test helper: a closed session's archive item as stored, expired or not.
@@ -281,6 +296,9 @@ impl Store for MemoryStore {
         head.last_seq = commit.head.last_seq;
         head.last_context_tokens = commit.head.last_context_tokens;
         head.last_activity = commit.head.last_activity;
+        head.facts_requested = commit.head.facts_requested;
+        head.last_round.clone_from(&commit.head.last_round);
+        contact.sweep_sk = Some(commit.head.last_activity);
         if new_session {
             head.summarized_until = 0;
             head.steps = 0;
@@ -508,6 +526,63 @@ impl Store for MemoryStore {
         for removal in removals {
             contact.facts.remove(removal.as_str());
         }
+        Ok(true)
+    }
+
+    async fn idle_sessions(
+        &self,
+        bucket: u8,
+        last_activity_before: i64,
+        limit: usize,
+    ) -> Result<Vec<IdleSession>, StoreError> {
+        let state = self.lock();
+        let mut found: Vec<IdleSession> = state
+            .contacts
+            .iter()
+            .filter_map(|(key, contact)| {
+                let head = contact.head.as_ref()?;
+                let sweep_sk = contact.sweep_sk?;
+                (sweep_sk < last_activity_before && sweep_bucket(key) == bucket).then(|| {
+                    IdleSession {
+                        key: key.clone(),
+                        session: head.session,
+                        last_activity: sweep_sk,
+                    }
+                })
+            })
+            .collect();
+        // The index's order: by `sweep_sk`; ties in a stable order of their own.
+        found.sort_by(|a, b| {
+            a.last_activity
+                .cmp(&b.last_activity)
+                .then_with(|| a.key.tenant.cmp(&b.key.tenant))
+                .then_with(|| a.key.contact.cmp(&b.key.contact))
+        });
+        found.truncate(limit);
+        Ok(found)
+    }
+
+    async fn mark_swept(
+        &self,
+        key: &ContactKey,
+        session: u32,
+        last_activity: i64,
+    ) -> Result<bool, StoreError> {
+        let mut state = self.lock();
+        let Some(contact) = state.contacts.get_mut(key) else {
+            return Ok(false);
+        };
+        let Some(head) = contact.head.as_mut() else {
+            return Ok(false);
+        };
+        if contact.sweep_sk.is_none()
+            || head.session != session
+            || head.last_activity != last_activity
+        {
+            return Ok(false);
+        }
+        contact.sweep_sk = None;
+        head.facts_requested = Some(session);
         Ok(true)
     }
 }

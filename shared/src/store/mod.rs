@@ -11,12 +11,21 @@
 //! | fact | `T#{tenant}#C#{contact}` | `FACT#{key}` |
 //! | message | `T#{tenant}#C#{contact}` | `S#{session:06}#M#{seq:08}` |
 //! | idempotency | `T#{tenant}#C#{contact}` | `REQ#{key}` |
+//!
+//! **The sweep index.** Every round also writes `sweep_pk` (`OPEN#{bucket}`, see
+//! [`sweep_bucket`]) and `sweep_sk` (a number, the head's `last_activity`) on the
+//! head; the sparse global secondary index [`SWEEP_INDEX`] is keyed on them, so the
+//! scheduled sweep finds sessions idle since a given time with one query per bucket
+//! instead of a scan. [`Store::mark_swept`] removes both attributes once the
+//! session's fact extraction is requested, which takes the head out of the index
+//! until its next round puts it back.
 
 pub mod dynamo;
 pub mod memory;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
 use crate::domain::{ContactId, Fact, FactKey, Head, IdempotencyKey, StoredMessage, TenantId};
 
@@ -27,6 +36,35 @@ pub struct ContactKey {
     pub tenant: TenantId,
     /// The contact, from the URL.
     pub contact: ContactId,
+}
+
+/// The sweep index: a sparse GSI on the heads, `sweep_pk` (hash) and `sweep_sk`
+/// (range). Its name in `template.yaml`.
+pub const SWEEP_INDEX: &str = "by-activity";
+
+/// How many partitions the sweep index spreads heads over: few enough that a sweep
+/// reads them all with one small query each, enough that no single index partition
+/// takes every head's write.
+pub const SWEEP_BUCKETS: u8 = 16;
+
+/// The sweep bucket of a contact: the first byte of the SHA-256 of its partition
+/// key (`T#{tenant}#C#{contact}`), modulo [`SWEEP_BUCKETS`]. Stable, and spread
+/// evenly whatever the ids look like (phone numbers share long prefixes).
+pub fn sweep_bucket(key: &ContactKey) -> u8 {
+    let digest = Sha256::digest(format!("T#{}#C#{}", key.tenant, key.contact).as_bytes());
+    digest[0] % SWEEP_BUCKETS
+}
+
+/// A head found in the sweep index: its session has had no round since
+/// `last_activity`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdleSession {
+    /// The contact.
+    pub key: ContactKey,
+    /// The head's session when it was indexed.
+    pub session: u32,
+    /// The head's `last_activity` when it was indexed (its `sweep_sk`).
+    pub last_activity: i64,
 }
 
 /// What `ask` reads before a turn: bounded by the window, never by the history.
@@ -49,9 +87,11 @@ pub struct RoundCommit {
     /// the stored head still has this session and `last_seq`.
     pub expected: Option<Head>,
     /// The new head. Only the fields `ask` owns are written (session, last_seq,
-    /// last context tokens, last activity; and, when the session changes, the reset
-    /// of summary, summarized_until and steps), so a compaction step applied
-    /// meanwhile is kept.
+    /// last context tokens, last activity, `facts_requested` as given — set when
+    /// `Some`, removed when `None` — and, when the session changes, the reset of
+    /// summary, summarized_until and steps), so a compaction step applied
+    /// meanwhile is kept. Every round also (re)writes the head's sweep index
+    /// attributes from `last_activity`.
     pub head: Head,
     /// The round's messages, with dense sequence numbers following `expected`.
     pub messages: Vec<StoredMessage>,
@@ -261,6 +301,29 @@ pub trait Store: Send + Sync {
         key: &ContactKey,
         writes: &[FactWrite],
         removals: &[FactKey],
+    ) -> Result<bool, StoreError>;
+
+    /// Heads of [`sweep_bucket`] `bucket` still in the sweep index with
+    /// `last_activity < last_activity_before`, oldest first, at most `limit`. Read
+    /// from a global secondary index, so eventually consistent: a head may show
+    /// its state of a moment ago, which [`Store::mark_swept`]'s condition catches.
+    async fn idle_sessions(
+        &self,
+        bucket: u8,
+        last_activity_before: i64,
+        limit: usize,
+    ) -> Result<Vec<IdleSession>, StoreError>;
+
+    /// Takes the head out of the sweep index and records `facts_requested =
+    /// session`, under the condition that the head exists, is still in the index,
+    /// and still has this `session` and `last_activity`. `Ok(false)` when it does
+    /// not (the contact wrote again, was erased, or was swept already): nothing is
+    /// written.
+    async fn mark_swept(
+        &self,
+        key: &ContactKey,
+        session: u32,
+        last_activity: i64,
     ) -> Result<bool, StoreError>;
 }
 

@@ -1,0 +1,434 @@
+//! `strategies`: full history, sliding window and degrau's steps side by side on
+//! scripted conversations, through the real functions on the local stack.
+//!
+//! ```text
+//! strategies [--long] [--turns 20,200] [--seed N] [--threshold TOKENS] [--keep N] [--gap-seconds N]
+//!            [--sequential] [--no-log-check] [--out DIR] [--show-script]
+//! strategies --sweep 4000,8000,16000,32000 [--sweep-turns 200] [--seed N] [--keep N]
+//! ```
+//!
+//! Needs moto (`DEGRAU_TEST_AWS_ENDPOINT`) and the workspace binaries built
+//! (`cargo build --workspace --bins`); `bash bench/run.sh` (or `./dev.sh bench`)
+//! does both. Prints the table and writes `results/strategies.md`,
+//! `results/strategies.json` and `results/context-per-turn-{N}.svg`; a sweep
+//! writes `results/threshold-sweep.{md,json}`.
+//!
+//! Options it does not know are reported and ignored: `bench/run.sh` passes the
+//! same arguments to the `footprint` benchmark.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use degrau_bench::strategies::report::{Metrics, Prices, metrics, thousands};
+use degrau_bench::strategies::run::{Policy, RunSettings};
+use degrau_bench::strategies::script::conversation;
+use degrau_bench::strategies::{Comparison, Machine, compare, join_all, write_results};
+use serde_json::json;
+
+const USAGE: &str = "\
+usage: strategies [--long] [--turns 20,200] [--seed N] [--threshold TOKENS] [--keep N] [--gap-seconds N]
+                  [--sequential] [--no-log-check] [--out DIR] [--show-script]
+       strategies --sweep T1,T2,... [--sweep-turns 200] [--seed N] [--keep N] [--out DIR]
+
+  --long          also run the 1,000-turn conversation (default lengths: 20 and 200)
+  --turns LIST    conversation lengths, comma-separated (overrides the defaults and --long)
+  --seed N        seed of the scripted conversations (default 2026)
+  --threshold N   compaction threshold in the stand-in's tokens (default 16000)
+  --keep N        messages a step keeps, and the sliding window's size (default 12)
+  --gap-seconds N move the stand-in's cache clock N seconds after each turn (default 0:
+                  back-to-back turns; above 300 every cache entry expires between turns)
+  --sequential    run the three strategies one after the other (default: at once)
+  --no-log-check  do not compare the tap's records with the stand-in's log
+  --show-script   print the scripted conversations (turn, kind, language, text) and stop
+  --out DIR       where to write results (default: results/ at the repository root)
+  --sweep LIST    run degrau's steps once per threshold (plus full and sliding once)
+  --sweep-turns N length of the sweep's conversation (default 200)";
+
+/// The stand-in's default context limit (its `--context-limit`).
+const CONTEXT_LIMIT: u64 = 200_000;
+
+struct Options {
+    turns: Vec<usize>,
+    seed: u64,
+    threshold: u64,
+    keep: usize,
+    parallel: bool,
+    check_log: bool,
+    out: PathBuf,
+    sweep: Option<Vec<u64>>,
+    sweep_turns: usize,
+    show_script: bool,
+    gap_seconds: u64,
+}
+
+fn list<T: std::str::FromStr>(flag: &str, value: &str) -> Result<Vec<T>, String> {
+    value
+        .split(',')
+        .map(|v| {
+            v.trim()
+                .replace('_', "")
+                .parse()
+                .map_err(|_| format!("{flag}: not a number: {v:?}"))
+        })
+        .collect()
+}
+
+fn parse(args: &[String]) -> Result<Option<Options>, String> {
+    let mut options = Options {
+        turns: vec![20, 200],
+        seed: 2026,
+        threshold: 16_000,
+        keep: 12,
+        parallel: true,
+        check_log: true,
+        out: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../results"),
+        sweep: None,
+        sweep_turns: 200,
+        show_script: false,
+        gap_seconds: 0,
+    };
+    let mut long = false;
+    let mut turns: Option<Vec<usize>> = None;
+    let mut iter = args.iter();
+    while let Some(arg) = iter.next() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) => (f, Some(v.to_owned())),
+            None => (arg.as_str(), None),
+        };
+        let takes_value = matches!(
+            flag,
+            "--turns"
+                | "--seed"
+                | "--threshold"
+                | "--keep"
+                | "--out"
+                | "--sweep"
+                | "--sweep-turns"
+                | "--gap-seconds"
+        );
+        let value = if takes_value {
+            match inline.or_else(|| iter.next().cloned()) {
+                Some(v) => v,
+                None => return Err(format!("{flag} needs a value\n\n{USAGE}")),
+            }
+        } else {
+            String::new()
+        };
+        let number = |v: &str| -> Result<u64, String> {
+            v.replace('_', "")
+                .parse()
+                .map_err(|_| format!("{flag}: not a number: {v:?}"))
+        };
+        match flag {
+            "-h" | "--help" => return Ok(None),
+            "--long" => long = true,
+            "--sequential" => options.parallel = false,
+            "--no-log-check" => options.check_log = false,
+            "--show-script" => options.show_script = true,
+            "--turns" => turns = Some(list(flag, &value)?),
+            "--seed" => options.seed = number(&value)?,
+            "--threshold" => options.threshold = number(&value)?,
+            "--keep" => options.keep = number(&value)? as usize,
+            "--out" => options.out = PathBuf::from(value),
+            "--sweep" => options.sweep = Some(list(flag, &value)?),
+            "--sweep-turns" => options.sweep_turns = number(&value)? as usize,
+            "--gap-seconds" => options.gap_seconds = number(&value)?,
+            other => eprintln!("strategies: ignoring {other:?} (not one of its options)"),
+        }
+    }
+    options.turns = match turns {
+        Some(t) => t,
+        None if long => vec![20, 200, 1000],
+        None => options.turns,
+    };
+    if options.turns.iter().any(|&t| t < 5) {
+        return Err("--turns: a conversation needs at least 5 turns".into());
+    }
+    Ok(Some(options))
+}
+
+fn settings_for(options: &Options, threshold: u64) -> RunSettings {
+    RunSettings {
+        threshold_tokens: threshold,
+        keep_messages: options.keep,
+        standin_args: Vec::new(),
+        check_log: options.check_log,
+        gap_seconds: options.gap_seconds,
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let options = match parse(&args) {
+        Ok(Some(options)) => options,
+        Ok(None) => {
+            println!("{USAGE}");
+            return;
+        }
+        Err(message) => {
+            eprintln!("strategies: {message}");
+            std::process::exit(2);
+        }
+    };
+    let command = std::iter::once("strategies".to_owned())
+        .chain(args.iter().cloned())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let machine = Machine::detect();
+    let prices = Prices::default();
+    if let Some(thresholds) = options.sweep.clone() {
+        sweep(&options, &thresholds, &prices, &machine, &command).await;
+        return;
+    }
+
+    let settings = settings_for(&options, options.threshold);
+    let started = Instant::now();
+    let conversations: Vec<_> = options
+        .turns
+        .iter()
+        .map(|&n| conversation(n, options.seed))
+        .collect();
+    if options.show_script {
+        for c in &conversations {
+            println!(
+                "# {} turns, seed {}, identifier {} (planted on turn {}, asked for on turn {})",
+                c.turns.len(),
+                c.seed,
+                c.identifier,
+                c.plant_turn + 1,
+                c.recall_turn + 1
+            );
+            for (i, turn) in c.turns.iter().enumerate() {
+                println!(
+                    "{:>4} {:<16} {:?} {}",
+                    i + 1,
+                    format!("{:?}", turn.kind),
+                    turn.lang,
+                    turn.text
+                );
+            }
+        }
+        return;
+    }
+    let mut all_runs = Vec::new();
+    for c in &conversations {
+        let t = Instant::now();
+        eprintln!(
+            "strategies: {} turns ({}), seed {}…",
+            c.turns.len(),
+            if options.parallel {
+                "three stacks at once"
+            } else {
+                "one stack at a time"
+            },
+            c.seed
+        );
+        let runs = compare(c, &Policy::ALL, &settings, options.parallel).await;
+        eprintln!(
+            "strategies: {} turns done in {:.0} s",
+            c.turns.len(),
+            t.elapsed().as_secs_f64()
+        );
+        all_runs.push(runs);
+    }
+    let comparisons: Vec<Comparison<'_>> = conversations
+        .iter()
+        .zip(&all_runs)
+        .map(|(c, runs)| Comparison {
+            conversation: c,
+            runs,
+            metrics: runs.iter().map(|r| metrics(r, &prices)).collect(),
+        })
+        .collect();
+    let groups: Vec<Vec<Metrics>> = comparisons.iter().map(|c| c.metrics.clone()).collect();
+    println!(
+        "\n## Context strategies ({}; threshold {}, keep {}; cost in base input tokens of {}, R = {}, {} at {:.3}×)\n",
+        machine.label(),
+        settings.threshold_tokens,
+        settings.keep_messages,
+        prices.answer_model,
+        prices.output_ratio,
+        prices.summary_model,
+        prices.summary_model_factor
+    );
+    println!("{}", degrau_bench::strategies::report::table(&groups));
+    println!("{}", degrau_bench::strategies::report::details(&groups));
+    for m in groups.iter().flatten() {
+        if m.policy == Policy::Stepped && m.rejected > 0 {
+            eprintln!(
+                "strategies: WARNING: degrau's steps saw {} rejected requests at {} turns",
+                m.rejected, m.turns
+            );
+        }
+        if let Some(check) = m.log_check.as_ref().filter(|c| !c.agrees) {
+            eprintln!(
+                "strategies: WARNING: the tap and the stand-in's log disagree ({} vs {} calls)",
+                check.tapped_calls, check.logged_calls
+            );
+        }
+    }
+    match write_results(
+        &options.out,
+        &comparisons,
+        &settings,
+        &prices,
+        &machine,
+        &command,
+        CONTEXT_LIMIT,
+    ) {
+        Ok(()) => eprintln!(
+            "strategies: wrote {}/strategies.md, strategies.json and context-per-turn-*.svg in {:.0} s",
+            options.out.display(),
+            started.elapsed().as_secs_f64()
+        ),
+        Err(error) => {
+            eprintln!(
+                "strategies: could not write {}: {error}",
+                options.out.display()
+            );
+            std::process::exit(1);
+        }
+    }
+}
+
+/// Runs full and sliding once and degrau's steps once per threshold, on one
+/// conversation; prints and writes `threshold-sweep.{md,json}`.
+async fn sweep(
+    options: &Options,
+    thresholds: &[u64],
+    prices: &Prices,
+    machine: &Machine,
+    command: &str,
+) {
+    let started = Instant::now();
+    let c = conversation(options.sweep_turns, options.seed);
+    eprintln!(
+        "strategies: threshold sweep on {} turns, seed {}: {thresholds:?}",
+        c.turns.len(),
+        c.seed
+    );
+    let base_settings = settings_for(options, options.threshold);
+    let baselines = compare(
+        &c,
+        &[Policy::Full, Policy::Sliding],
+        &base_settings,
+        options.parallel,
+    )
+    .await;
+    let base: Vec<Metrics> = baselines.iter().map(|r| metrics(r, prices)).collect();
+    let full = base
+        .iter()
+        .find(|m| m.policy == Policy::Full)
+        .map(|m| m.cost);
+    let sliding = base
+        .iter()
+        .find(|m| m.policy == Policy::Sliding)
+        .map(|m| m.cost);
+    let mut rows = Vec::new();
+    // Two thresholds at a time: each stack is a few processes on a small machine.
+    for chunk in thresholds.chunks(if options.parallel { 2 } else { 1 }) {
+        let runs = chunk.iter().map(|&threshold| {
+            let settings = settings_for(options, threshold);
+            let c = &c;
+            async move {
+                let runs = compare(c, &[Policy::Stepped], &settings, false).await;
+                (threshold, runs)
+            }
+        });
+        let results = join_all(runs).await;
+        for (threshold, runs) in results {
+            for run in &runs {
+                rows.push((threshold, metrics(run, prices)));
+            }
+        }
+    }
+    let ratio =
+        |cost: f64, base: Option<f64>| base.map_or("–".into(), |b| format!("{:.3}", cost / b));
+    let mut table = String::from(
+        "| threshold | cost (base-input tokens) | vs full | vs sliding | cost without answer output | summary cost | cache read ratio | max context | mean context | steps | rejected | identifier visible |\n\
+         |---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+    );
+    for m in &base {
+        table.push_str(&format!(
+            "| ({}) | {} | {} | {} | {} | – | {:.1}% | {} | {} | – | {} | {} |\n",
+            m.policy.label(),
+            thousands(m.cost),
+            ratio(m.cost, full),
+            ratio(m.cost, sliding),
+            thousands(m.cost - m.cost_answer_output),
+            m.cache_read_ratio * 100.0,
+            thousands(m.max_context as f64),
+            thousands(m.mean_context),
+            m.rejected,
+            if m.identifier_visible { "yes" } else { "no" }
+        ));
+    }
+    for (threshold, m) in &rows {
+        table.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {:.1}% | {} | {} | {} | {} | {} |\n",
+            thousands(*threshold as f64),
+            thousands(m.cost),
+            ratio(m.cost, full),
+            ratio(m.cost, sliding),
+            thousands(m.cost - m.cost_answer_output),
+            thousands(m.cost_compactor),
+            m.cache_read_ratio * 100.0,
+            thousands(m.max_context as f64),
+            thousands(m.mean_context),
+            m.steps,
+            m.rejected,
+            if m.identifier_visible { "yes" } else { "no" }
+        ));
+    }
+    let best = rows
+        .iter()
+        .filter(|(_, m)| m.identifier_visible && m.rejected == 0)
+        .min_by(|a, b| a.1.cost.total_cmp(&b.1.cost));
+    let verdict = match best {
+        Some((threshold, m)) => format!(
+            "Cheapest threshold with the identifier visible and no rejection: {} tokens ({} base-input tokens, {} of full history, {} of the sliding window).",
+            thousands(*threshold as f64),
+            thousands(m.cost),
+            ratio(m.cost, full),
+            ratio(m.cost, sliding)
+        ),
+        None => "No threshold kept the identifier visible without rejections.".into(),
+    };
+    let text = format!(
+        "# Compaction threshold sweep\n\nMachine: {}. Command: `{command}`. {} turns, seed {}, keep {} messages; prices as in strategies.md.\n\n{table}\n{verdict}\n",
+        machine.label(),
+        c.turns.len(),
+        c.seed,
+        options.keep
+    );
+    println!("\n{text}");
+    let document = json!({
+        "machine": machine,
+        "turns": c.turns.len(),
+        "seed": c.seed,
+        "keep_messages": options.keep,
+        "prices": prices,
+        "baselines": base,
+        "stepped": rows.iter().map(|(t, m)| json!({"threshold_tokens": t, "metrics": m})).collect::<Vec<_>>(),
+    });
+    let written = std::fs::create_dir_all(&options.out)
+        .and_then(|()| std::fs::write(options.out.join("threshold-sweep.md"), &text))
+        .and_then(|()| {
+            std::fs::write(
+                options.out.join("threshold-sweep.json"),
+                serde_json::to_string_pretty(&document).unwrap_or_default() + "\n",
+            )
+        });
+    match written {
+        Ok(()) => eprintln!(
+            "strategies: wrote {}/threshold-sweep.{{md,json}} in {:.0} s",
+            options.out.display(),
+            started.elapsed().as_secs_f64()
+        ),
+        Err(error) => {
+            eprintln!("strategies: could not write the sweep: {error}");
+            std::process::exit(1);
+        }
+    }
+}

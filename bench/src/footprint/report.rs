@@ -1,0 +1,1007 @@
+//! From the measurements to figures: one ask at each checkpoint turn, the
+//! compaction work amortized per ask, the AWS bill per million asks (prices
+//! stated), and the markdown table.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use super::cold::ColdStarts;
+use super::degrau_run::{AskFigures, DegrauRun};
+use super::langchain::{LangchainRun, LangchainTurn};
+use super::procfs::Machine;
+use degrau_awsproxy::size::MAX_ITEM_BYTES;
+
+/// The prices the bill uses (USD; us-east-1, on demand, as in
+/// `shared/NOTES-AWS.md` and the AWS price pages of late 2026).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Prices {
+    /// Lambda duration, arm64, per GB-second.
+    pub lambda_gb_second: f64,
+    /// Lambda requests, per million.
+    pub lambda_per_million_requests: f64,
+    /// Memory of both functions in `template.yaml` (`MemorySize`), MB.
+    pub memory_mb: u64,
+    /// DynamoDB on-demand, per million write request units (1 KB).
+    pub dynamodb_per_million_write_units: f64,
+    /// DynamoDB on-demand, per million read request units (4 KB strongly
+    /// consistent; half a unit eventually consistent; transactions double).
+    pub dynamodb_per_million_read_units: f64,
+    /// SQS FIFO, per million requests (each 64 KB of payload is one request).
+    pub sqs_fifo_per_million_requests: f64,
+    /// CloudWatch Logs ingestion, per GB.
+    pub logs_per_gb: f64,
+    /// Not a price: the latency assumed for one DynamoDB or SQS call in AWS, ms
+    /// ("single-digit milliseconds"), billed in place of moto's on this machine.
+    pub assumed_aws_call_ms: f64,
+}
+
+impl Default for Prices {
+    fn default() -> Self {
+        Prices {
+            lambda_gb_second: 0.000_013_333_4,
+            lambda_per_million_requests: 0.20,
+            memory_mb: 512,
+            dynamodb_per_million_write_units: 0.625,
+            dynamodb_per_million_read_units: 0.125,
+            sqs_fifo_per_million_requests: 0.50,
+            logs_per_gb: 0.50,
+            assumed_aws_call_ms: 5.0,
+        }
+    }
+}
+
+impl Prices {
+    /// USD per million invocations lasting `ms` each (billed per started ms).
+    pub fn lambda(&self, invocations_per_ask: f64, ms_per_ask: f64) -> f64 {
+        let gb = self.memory_mb as f64 / 1024.0;
+        invocations_per_ask * self.lambda_per_million_requests
+            + 1e6 * gb * (ms_per_ask / 1000.0) * self.lambda_gb_second
+    }
+
+    /// USD per million asks of `rcu` and `wcu` each.
+    pub fn dynamodb(&self, rcu: f64, wcu: f64) -> f64 {
+        rcu * self.dynamodb_per_million_read_units + wcu * self.dynamodb_per_million_write_units
+    }
+
+    /// USD per million asks of `requests` billed SQS requests each.
+    pub fn sqs(&self, requests: f64) -> f64 {
+        requests * self.sqs_fifo_per_million_requests
+    }
+
+    /// USD per million asks printing `bytes` of logs each.
+    pub fn logs(&self, bytes: f64) -> f64 {
+        1e6 * bytes / 1e9 * self.logs_per_gb
+    }
+
+    /// What each second of model time costs per million asks (the ask function
+    /// waits for the model, and Lambda bills the wait).
+    pub fn per_model_second(&self) -> f64 {
+        self.lambda(0.0, 1000.0)
+    }
+
+    /// The duration billed for an invocation that lasted `wall_ms`, of which
+    /// `aws_ms` waiting on `calls` AWS calls: moto's latency is replaced by
+    /// [`Prices::assumed_aws_call_ms`] per call; Lambda bills started ms.
+    pub fn billed_ms(&self, wall_ms: f64, aws_ms: f64, calls: u64) -> f64 {
+        ((wall_ms - aws_ms).max(0.0) + calls as f64 * self.assumed_aws_call_ms).ceil()
+    }
+}
+
+/// Σ of `values`, 0.0 (not -0.0) when empty.
+fn sum(values: impl Iterator<Item = f64>) -> f64 {
+    values.fold(0.0, |a, b| a + b)
+}
+
+/// The compaction work of a span of turns, per ask.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Amortized {
+    /// First turn of the span (1-based).
+    pub from_turn: usize,
+    /// Last turn of the span.
+    pub to_turn: usize,
+    /// Compactor invocations in the span.
+    pub invocations: usize,
+    /// Per ask: compactor invocations.
+    pub invocations_per_ask: f64,
+    /// Per ask: compactor wall time as measured here, ms.
+    pub duration_ms_per_ask: f64,
+    /// Per ask: compactor duration billed, ms (moto's latency replaced, see
+    /// [`Prices::billed_ms`]).
+    pub billed_ms_per_ask: f64,
+    /// Per ask: compactor CPU, ms.
+    pub cpu_ms_per_ask: f64,
+    /// Per ask: DynamoDB calls of the compactor.
+    pub dynamodb_calls_per_ask: f64,
+    /// Per ask: read units.
+    pub rcu_per_ask: f64,
+    /// Per ask: write units.
+    pub wcu_per_ask: f64,
+    /// Per ask: billed SQS requests of the event source mapping (empty polls
+    /// excluded: they run whatever the traffic).
+    pub sqs_requests_per_ask: f64,
+}
+
+/// The bill per million asks, USD, excluding the model.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Bill {
+    /// The ask's billed duration, ms: its own time (wall time less the time in
+    /// AWS calls) plus [`Prices::assumed_aws_call_ms`] per AWS call.
+    pub ask_billed_ms: f64,
+    /// The ask function at its wall time as measured here (moto's latency
+    /// included): for comparison, not in the total.
+    pub ask_lambda_as_measured: f64,
+    /// The ask function: requests and GB-seconds of its billed duration.
+    pub ask_lambda: f64,
+    /// The ask's DynamoDB units.
+    pub ask_dynamodb: f64,
+    /// The ask's SQS requests (the step jobs it sends).
+    pub ask_sqs: f64,
+    /// The compactor's invocations and GB-seconds, amortized.
+    pub compaction_lambda: f64,
+    /// The compactor's DynamoDB units, amortized.
+    pub compaction_dynamodb: f64,
+    /// The event source mapping's SQS requests, amortized.
+    pub compaction_sqs: f64,
+    /// CloudWatch Logs ingestion of what the ask prints.
+    pub logs: f64,
+    /// Everything.
+    pub total: f64,
+}
+
+/// Figures at one checkpoint turn.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Checkpoint {
+    /// The turn (1-based).
+    pub turn: usize,
+    /// degrau's ask at that turn.
+    pub degrau: AskFigures,
+    /// The largest per-ask figures of degrau over turns 1..=turn.
+    pub degrau_max: MaxSoFar,
+    /// degrau's compaction work over the span since the previous checkpoint, per ask.
+    pub compaction: Amortized,
+    /// degrau's bill per million asks, from the ask at this turn.
+    pub bill: Bill,
+    /// The same from the mean ask over the span since the previous checkpoint
+    /// (the sawtooth's phase at one turn says little; the mean is the steady state).
+    pub span_bill: Bill,
+    /// LangChain's turn, per access pattern (absent past a failure).
+    pub langchain: BTreeMap<String, LangchainTurn>,
+    /// LangChain's DynamoDB bill per million asks, per pattern.
+    pub langchain_dynamodb_bill: BTreeMap<String, f64>,
+}
+
+/// Largest per-ask figures so far.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct MaxSoFar {
+    /// Bytes read.
+    pub bytes_read: u64,
+    /// Bytes written.
+    pub bytes_written: u64,
+    /// Read units.
+    pub rcu: f64,
+    /// Write units.
+    pub wcu: f64,
+    /// DynamoDB calls.
+    pub dynamodb_calls: u64,
+}
+
+/// Where LangChain's history item meets DynamoDB's 400 KB limit.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ItemLimit {
+    /// Access pattern.
+    pub pattern: String,
+    /// The first turn whose write failed, if one did.
+    pub failed_turn: Option<usize>,
+    /// Its error.
+    pub error: Option<String>,
+    /// The first turn whose item was over 400 KB although the write went through
+    /// (moto may not enforce the limit on updates; DynamoDB does).
+    pub over_limit_turn: Option<usize>,
+    /// Item size at the last turn measured, bytes.
+    pub last_item_bytes: u64,
+    /// Its turn.
+    pub last_turn: usize,
+    /// Mean growth per turn, bytes.
+    pub growth_per_turn: f64,
+    /// The turn where linear growth reaches 400 KB, when not reached in the run.
+    pub projected_turn: Option<usize>,
+}
+
+/// Everything the benchmark found.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    /// The machine.
+    pub machine: Machine,
+    /// Build profile of the function binaries, and a warning if any.
+    pub profile: String,
+    /// Warning about the binaries.
+    pub binaries_note: Option<String>,
+    /// Clock ticks per second and where that came from.
+    pub clk_tck: (u64, String),
+    /// Turns played.
+    pub turns: usize,
+    /// Checkpoint turns.
+    pub checkpoints: Vec<usize>,
+    /// Conversation seed.
+    pub seed: u64,
+    /// Compaction threshold (tokens) and messages kept per step.
+    pub threshold_tokens: u64,
+    /// Messages a step keeps.
+    pub keep_messages: usize,
+    /// Prices.
+    pub prices: Prices,
+    /// Figures per checkpoint.
+    pub at: Vec<Checkpoint>,
+    /// Steps over the run.
+    pub steps: u64,
+    /// Failed asks (must be 0).
+    pub failed_asks: usize,
+    /// Mean bytes the ask printed per ask.
+    pub log_bytes_per_ask: f64,
+    /// Peak RSS of the long-running ask and compactor processes at the end, KiB.
+    pub peak_rss_end_kib: (Option<u64>, Option<u64>),
+    /// LangChain's 400 KB limit, per pattern.
+    pub item_limits: Vec<ItemLimit>,
+    /// LangChain's pinned requirements.
+    pub langchain_requirements: Vec<String>,
+    /// Why LangChain did not run, if it did not.
+    pub langchain_skipped: Option<String>,
+    /// Cold starts.
+    pub cold_starts: Vec<ColdStarts>,
+    /// Per-turn series (degrau asks, compactions; LangChain turns).
+    pub series: Series,
+}
+
+/// Every turn, for plots and checks.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Series {
+    /// degrau's asks.
+    pub degrau: Vec<AskFigures>,
+    /// degrau's compaction work per turn (only turns that had some).
+    pub compactions: Vec<super::degrau_run::CompactionFigures>,
+    /// LangChain's turns.
+    pub langchain: Vec<LangchainTurn>,
+}
+
+/// The bill per million asks of the mean of `asks`, with `compaction` amortized.
+fn ask_bill(prices: &Prices, asks: &[&AskFigures], compaction: &Amortized, log_bytes: f64) -> Bill {
+    let n = asks.len().max(1) as f64;
+    let mean = |f: &dyn Fn(&AskFigures) -> f64| sum(asks.iter().map(|a| f(a))) / n;
+    let ask_billed_ms = mean(&|a| {
+        prices.billed_ms(
+            a.wall_ms,
+            a.aws.duration_ms,
+            a.aws.dynamodb_calls + a.aws.sqs_calls,
+        )
+    });
+    let ask_lambda = prices.lambda(1.0, ask_billed_ms);
+    let ask_lambda_as_measured = prices.lambda(1.0, mean(&|a| a.wall_ms.ceil()));
+    let ask_dynamodb = prices.dynamodb(mean(&|a| a.aws.rcu), mean(&|a| a.aws.wcu));
+    let ask_sqs = prices.sqs(mean(&|a| a.aws.sqs_billed_requests as f64));
+    let compaction_lambda =
+        prices.lambda(compaction.invocations_per_ask, compaction.billed_ms_per_ask);
+    let compaction_dynamodb = prices.dynamodb(compaction.rcu_per_ask, compaction.wcu_per_ask);
+    let compaction_sqs = prices.sqs(compaction.sqs_requests_per_ask);
+    let logs = prices.logs(log_bytes);
+    Bill {
+        ask_billed_ms,
+        ask_lambda_as_measured,
+        ask_lambda,
+        ask_dynamodb,
+        ask_sqs,
+        compaction_lambda,
+        compaction_dynamodb,
+        compaction_sqs,
+        logs,
+        total: ask_lambda
+            + ask_dynamodb
+            + ask_sqs
+            + compaction_lambda
+            + compaction_dynamodb
+            + compaction_sqs
+            + logs,
+    }
+}
+
+/// Inputs of [`build`] besides the runs.
+pub struct Settings {
+    /// Checkpoint turns, ascending.
+    pub checkpoints: Vec<usize>,
+    /// Conversation seed.
+    pub seed: u64,
+    /// Compaction threshold.
+    pub threshold_tokens: u64,
+    /// Messages kept per step.
+    pub keep_messages: usize,
+    /// Clock ticks per second and its source.
+    pub clk_tck: (u64, String),
+    /// The machine.
+    pub machine: Machine,
+}
+
+fn amortize(run: &DegrauRun, from: usize, to: usize, prices: &Prices) -> Amortized {
+    let span: Vec<_> = run
+        .compactions
+        .iter()
+        .filter(|c| c.turn >= from && c.turn <= to)
+        .collect();
+    let asks = span.len().max(1) as f64;
+    let invocations: usize = span.iter().map(|c| c.invocations).sum();
+    Amortized {
+        from_turn: from,
+        to_turn: to,
+        invocations,
+        invocations_per_ask: invocations as f64 / asks,
+        duration_ms_per_ask: sum(span.iter().map(|c| c.duration_ms)) / asks,
+        billed_ms_per_ask: sum(span.iter().filter(|c| c.invocations > 0).map(|c| {
+            prices.billed_ms(
+                c.duration_ms,
+                c.aws.dynamodb_duration_ms,
+                c.aws.dynamodb_calls,
+            )
+        })) / asks,
+        cpu_ms_per_ask: sum(span.iter().map(|c| c.cpu_ms)) / asks,
+        dynamodb_calls_per_ask: sum(span.iter().map(|c| c.aws.dynamodb_calls as f64)) / asks,
+        rcu_per_ask: sum(span.iter().map(|c| c.aws.rcu)) / asks,
+        wcu_per_ask: sum(span.iter().map(|c| c.aws.wcu)) / asks,
+        sqs_requests_per_ask: sum(span.iter().map(|c| c.aws.sqs_billed_requests as f64)) / asks,
+    }
+}
+
+fn item_limit(pattern: &str, turns: &[&LangchainTurn]) -> ItemLimit {
+    let failed = turns.iter().find(|t| t.error.is_some());
+    let over = turns
+        .iter()
+        .find(|t| t.item_bytes > MAX_ITEM_BYTES)
+        .map(|t| t.turn);
+    let measured: Vec<_> = turns.iter().filter(|t| t.item_bytes > 0).collect();
+    let (last_turn, last_bytes) = measured.last().map_or((0, 0), |t| (t.turn, t.item_bytes));
+    let growth = match (measured.first(), measured.last()) {
+        (Some(a), Some(b)) if b.turn > a.turn => {
+            (b.item_bytes as f64 - a.item_bytes as f64) / (b.turn - a.turn) as f64
+        }
+        _ => 0.0,
+    };
+    let projected = (failed.is_none() && over.is_none() && growth > 0.0).then(|| {
+        last_turn + ((MAX_ITEM_BYTES as f64 - last_bytes as f64) / growth).ceil() as usize
+    });
+    ItemLimit {
+        pattern: pattern.to_owned(),
+        failed_turn: failed.map(|t| t.turn),
+        error: failed.and_then(|t| t.error.clone()),
+        over_limit_turn: over,
+        last_item_bytes: last_bytes,
+        last_turn,
+        growth_per_turn: growth,
+        projected_turn: projected,
+    }
+}
+
+/// Puts the runs together.
+pub fn build(
+    settings: Settings,
+    run: &DegrauRun,
+    langchain: &LangchainRun,
+    cold_starts: Vec<ColdStarts>,
+    profile: String,
+    binaries_note: Option<String>,
+) -> Report {
+    let prices = Prices::default();
+    let mut at = Vec::new();
+    let mut previous = 0;
+    let patterns: Vec<String> = {
+        let mut seen: Vec<String> = Vec::new();
+        for turn in &langchain.turns {
+            if !seen.contains(&turn.pattern) {
+                seen.push(turn.pattern.clone());
+            }
+        }
+        seen
+    };
+    for &turn in &settings.checkpoints {
+        let Some(ask) = run.asks.get(turn.saturating_sub(1)).cloned() else {
+            continue;
+        };
+        let upto = &run.asks[..turn];
+        let degrau_max = MaxSoFar {
+            bytes_read: upto.iter().map(|a| a.aws.bytes_read).max().unwrap_or(0),
+            bytes_written: upto.iter().map(|a| a.aws.bytes_written).max().unwrap_or(0),
+            rcu: upto.iter().map(|a| a.aws.rcu).fold(0.0, f64::max),
+            wcu: upto.iter().map(|a| a.aws.wcu).fold(0.0, f64::max),
+            dynamodb_calls: upto.iter().map(|a| a.aws.dynamodb_calls).max().unwrap_or(0),
+        };
+        let compaction = amortize(run, previous + 1, turn, &prices);
+        previous = turn;
+        let bill = ask_bill(&prices, &[&ask], &compaction, run.log_bytes_per_ask);
+        let span: Vec<&AskFigures> = run
+            .asks
+            .iter()
+            .filter(|a| a.turn >= compaction.from_turn && a.turn <= turn)
+            .collect();
+        let span_bill = ask_bill(&prices, &span, &compaction, run.log_bytes_per_ask);
+        let mut lc = BTreeMap::new();
+        let mut lc_bill = BTreeMap::new();
+        for pattern in &patterns {
+            if let Some(t) = langchain
+                .turns
+                .iter()
+                .find(|t| &t.pattern == pattern && t.turn == turn)
+            {
+                lc_bill.insert(pattern.clone(), prices.dynamodb(t.aws.rcu, t.aws.wcu));
+                lc.insert(pattern.clone(), t.clone());
+            }
+        }
+        at.push(Checkpoint {
+            turn,
+            degrau: ask,
+            degrau_max,
+            compaction,
+            bill,
+            span_bill,
+            langchain: lc,
+            langchain_dynamodb_bill: lc_bill,
+        });
+    }
+    let item_limits = patterns
+        .iter()
+        .map(|p| {
+            let turns: Vec<&LangchainTurn> =
+                langchain.turns.iter().filter(|t| &t.pattern == p).collect();
+            item_limit(p, &turns)
+        })
+        .collect();
+    Report {
+        machine: settings.machine,
+        profile,
+        binaries_note,
+        clk_tck: settings.clk_tck,
+        turns: run.asks.len(),
+        checkpoints: settings.checkpoints,
+        seed: settings.seed,
+        threshold_tokens: settings.threshold_tokens,
+        keep_messages: settings.keep_messages,
+        prices,
+        at,
+        steps: run.steps,
+        failed_asks: run.asks.iter().filter(|a| a.status != 200).count(),
+        log_bytes_per_ask: run.log_bytes_per_ask,
+        peak_rss_end_kib: (run.ask_peak_rss_kib_end, run.compactor_peak_rss_kib_end),
+        item_limits,
+        langchain_requirements: langchain.requirements.clone(),
+        langchain_skipped: langchain.skipped.clone(),
+        cold_starts,
+        series: Series {
+            degrau: run.asks.clone(),
+            compactions: run
+                .compactions
+                .iter()
+                .filter(|c| c.invocations > 0)
+                .cloned()
+                .collect(),
+            langchain: langchain.turns.clone(),
+        },
+    }
+}
+
+/// `1234567` → `1,234,567`.
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn units(x: f64) -> String {
+    if (x - x.round()).abs() < 1e-9 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.1}")
+    }
+}
+
+fn dollars(x: f64) -> String {
+    if x >= 100.0 {
+        format!("${}", thousands(x.round() as u64))
+    } else {
+        format!("${x:.2}")
+    }
+}
+
+fn kib(k: f64) -> String {
+    format!("{:.1} MiB", k / 1024.0)
+}
+
+fn row(out: &mut String, label: &str, cells: &[String]) {
+    let _ = writeln!(out, "| {label} | {} |", cells.join(" | "));
+}
+
+/// The markdown report.
+pub fn markdown(report: &Report, command: &str) -> String {
+    let mut out = String::new();
+    let p = &report.prices;
+    let _ = writeln!(
+        out,
+        "# degrau footprint: the cost of an ask as the history grows\n"
+    );
+    let _ = writeln!(
+        out,
+        "Machine: {} · function binaries: **{}** build · `{command}` · seed {} · \
+         compaction threshold {} tokens, {} messages kept per step · {} turns, {} steps, \
+         {} failed asks.\n",
+        report.machine.label(),
+        report.profile,
+        report.seed,
+        thousands(report.threshold_tokens),
+        report.keep_messages,
+        thousands(report.turns as u64),
+        report.steps,
+        report.failed_asks,
+    );
+    if let Some(note) = &report.binaries_note {
+        let _ = writeln!(out, "> {note}\n");
+    }
+
+    let patterns: Vec<String> = report
+        .item_limits
+        .iter()
+        .map(|l| l.pattern.clone())
+        .collect();
+    let mut header = vec!["per ask".to_owned()];
+    for c in &report.at {
+        header.push(format!("degrau @{}", thousands(c.turn as u64)));
+    }
+    for pattern in &patterns {
+        for c in &report.at {
+            header.push(format!("LangChain {pattern} @{}", thousands(c.turn as u64)));
+        }
+    }
+    let _ = writeln!(out, "## One ask at turn N\n");
+    let _ = writeln!(
+        out,
+        "degrau: the real `ask` function (one message in, the model and tool loop, one \
+         transaction out). LangChain: `DynamoDBChatMessageHistory` on the same \
+         conversation (user and reply texts); `separate` = add the user message, add the \
+         reply, read the history; `runnable` = read once, add both in one \
+         `add_messages` (what `RunnableWithMessageHistory` does). Sizes and capacity \
+         units by DynamoDB's rules, recorded by `degrau-awsproxy`.\n"
+    );
+    let _ = writeln!(out, "| {} |", header.join(" | "));
+    let _ = writeln!(out, "|{}", "---|".repeat(header.len()));
+    type Cell = dyn Fn(&AskFigures) -> String;
+    type LcCell = dyn Fn(&LangchainTurn) -> String;
+    let rows: Vec<(&str, Box<Cell>, Box<LcCell>)> = vec![
+        (
+            "DynamoDB calls",
+            Box::new(|a| a.aws.dynamodb_calls.to_string()),
+            Box::new(|t| t.aws.dynamodb_calls.to_string()),
+        ),
+        (
+            "items read",
+            Box::new(|a| thousands(a.aws.items_read)),
+            Box::new(|t| thousands(t.aws.items_read)),
+        ),
+        (
+            "bytes read",
+            Box::new(|a| thousands(a.aws.bytes_read)),
+            Box::new(|t| thousands(t.aws.bytes_read)),
+        ),
+        (
+            "items written",
+            Box::new(|a| thousands(a.aws.items_written)),
+            Box::new(|t| thousands(t.aws.items_written)),
+        ),
+        (
+            "bytes written",
+            Box::new(|a| thousands(a.aws.bytes_written)),
+            Box::new(|t| thousands(t.aws.bytes_written)),
+        ),
+        (
+            "read units (RCU)",
+            Box::new(|a| units(a.aws.rcu)),
+            Box::new(|t| units(t.aws.rcu)),
+        ),
+        (
+            "write units (WCU)",
+            Box::new(|a| units(a.aws.wcu)),
+            Box::new(|t| units(t.aws.wcu)),
+        ),
+        (
+            "SQS requests",
+            Box::new(|a| a.aws.sqs_billed_requests.to_string()),
+            Box::new(|_| "—".to_owned()),
+        ),
+        (
+            "CPU ms (schedstat)",
+            Box::new(|a| format!("{:.1}", a.cpu_ms)),
+            Box::new(|t| format!("{:.1}", t.cpu_ms)),
+        ),
+        (
+            "CPU ms (utime+stime)",
+            Box::new(|a| format!("{:.0}", a.cpu_ticks_ms)),
+            Box::new(|_| "—".to_owned()),
+        ),
+        (
+            "wall ms",
+            Box::new(|a| format!("{:.1}", a.wall_ms)),
+            Box::new(|t| format!("{:.1}", t.wall_ms)),
+        ),
+        (
+            "… of which in AWS calls (moto here)",
+            Box::new(|a| format!("{:.1}", a.aws.duration_ms)),
+            Box::new(|t| format!("{:.1}", t.aws.duration_ms)),
+        ),
+    ];
+    for (label, degrau, lc) in &rows {
+        let mut cells: Vec<String> = report.at.iter().map(|c| degrau(&c.degrau)).collect();
+        for pattern in &patterns {
+            for c in &report.at {
+                cells.push(
+                    c.langchain
+                        .get(pattern)
+                        .map_or_else(|| "failed earlier".to_owned(), lc),
+                );
+            }
+        }
+        row(&mut out, label, &cells);
+    }
+    let blanks = patterns.len() * report.at.len();
+    let pad = |mut cells: Vec<String>| {
+        cells.extend(std::iter::repeat_n(String::new(), blanks));
+        cells
+    };
+    row(
+        &mut out,
+        "degrau, largest of turns 1..N: bytes read / RCU",
+        &pad(report
+            .at
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} / {}",
+                    thousands(c.degrau_max.bytes_read),
+                    units(c.degrau_max.rcu)
+                )
+            })
+            .collect()),
+    );
+    row(
+        &mut out,
+        "degrau, largest of turns 1..N: bytes written / WCU",
+        &pad(report
+            .at
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} / {}",
+                    thousands(c.degrau_max.bytes_written),
+                    units(c.degrau_max.wcu)
+                )
+            })
+            .collect()),
+    );
+    row(
+        &mut out,
+        &format!(
+            "billed ms (own time + {} ms per AWS call)",
+            report.prices.assumed_aws_call_ms
+        ),
+        &pad(report
+            .at
+            .iter()
+            .map(|c| format!("{:.0}", c.bill.ask_billed_ms))
+            .collect()),
+    );
+    if !patterns.is_empty() {
+        let mut sizes: Vec<String> = report.at.iter().map(|_| String::new()).collect();
+        for pattern in &patterns {
+            for c in &report.at {
+                sizes.push(
+                    c.langchain
+                        .get(pattern)
+                        .map_or_else(String::new, |t| thousands(t.item_bytes)),
+                );
+            }
+        }
+        row(
+            &mut out,
+            "LangChain history item after the turn, bytes",
+            &sizes,
+        );
+    }
+    let _ = writeln!(out);
+    for limit in &report.item_limits {
+        let text = match (
+            limit.failed_turn,
+            limit.over_limit_turn,
+            limit.projected_turn,
+        ) {
+            (Some(turn), _, _) => format!(
+                "its write failed at turn {turn}: {}; every later message is lost the same way",
+                limit.error.as_deref().unwrap_or("error")
+            ),
+            (None, Some(turn), _) => format!(
+                "the item passed 400 KB at turn {turn} (moto accepted it; DynamoDB refuses items over 400 KB)"
+            ),
+            (None, None, Some(turn)) => format!(
+                "not reached in this run; {} bytes at turn {}, growing {:.0} bytes a turn: \
+                 400 KB at about turn {}",
+                thousands(limit.last_item_bytes),
+                limit.last_turn,
+                limit.growth_per_turn,
+                thousands(turn as u64)
+            ),
+            _ => "not measured".to_owned(),
+        };
+        let _ = writeln!(
+            out,
+            "- LangChain `{}`, DynamoDB's 400 KB item limit: {text}.",
+            limit.pattern
+        );
+    }
+    if let Some(why) = &report.langchain_skipped {
+        let _ = writeln!(out, "- LangChain did not run: {why}.");
+    }
+    let _ = writeln!(out);
+
+    let _ = writeln!(out, "## Compaction, amortized per ask\n");
+    let _ = writeln!(
+        out,
+        "The compactor's work (step jobs from the SQS FIFO queue, through the event \
+         source mapping) over the turns since the previous column, divided by those \
+         turns.\n"
+    );
+    let _ = writeln!(
+        out,
+        "| per ask | {} |",
+        report
+            .at
+            .iter()
+            .map(|c| format!("turns {}–{}", c.compaction.from_turn, c.compaction.to_turn))
+            .collect::<Vec<_>>()
+            .join(" | ")
+    );
+    let _ = writeln!(out, "|{}", "---|".repeat(report.at.len() + 1));
+    type AmortizedCell = Box<dyn Fn(&Amortized) -> String>;
+    let compaction_rows: Vec<(&str, AmortizedCell)> = vec![
+        (
+            "compactor invocations",
+            Box::new(|a| format!("{} ({:.3})", a.invocations, a.invocations_per_ask)),
+        ),
+        (
+            "compactor ms (measured here)",
+            Box::new(|a| format!("{:.2}", a.duration_ms_per_ask)),
+        ),
+        (
+            "compactor ms (billed)",
+            Box::new(|a| format!("{:.2}", a.billed_ms_per_ask)),
+        ),
+        (
+            "compactor CPU ms",
+            Box::new(|a| format!("{:.2}", a.cpu_ms_per_ask)),
+        ),
+        (
+            "DynamoDB calls",
+            Box::new(|a| format!("{:.2}", a.dynamodb_calls_per_ask)),
+        ),
+        ("RCU", Box::new(|a| format!("{:.2}", a.rcu_per_ask))),
+        ("WCU", Box::new(|a| format!("{:.2}", a.wcu_per_ask))),
+        (
+            "SQS requests",
+            Box::new(|a| format!("{:.2}", a.sqs_requests_per_ask)),
+        ),
+    ];
+    for (label, cell) in &compaction_rows {
+        row(
+            &mut out,
+            label,
+            &report
+                .at
+                .iter()
+                .map(|c| cell(&c.compaction))
+                .collect::<Vec<_>>(),
+        );
+    }
+    let _ = writeln!(out);
+
+    let _ = writeln!(out, "## AWS bill per million asks, excluding the model\n");
+    let mut header = vec!["USD per 1M asks".to_owned()];
+    for c in &report.at {
+        header.push(format!("degrau @{}", thousands(c.turn as u64)));
+    }
+    for pattern in &patterns {
+        for c in &report.at {
+            header.push(format!("LangChain {pattern} @{}", thousands(c.turn as u64)));
+        }
+    }
+    let _ = writeln!(out, "| {} |", header.join(" | "));
+    let _ = writeln!(out, "|{}", "---|".repeat(header.len()));
+    let lc_cells = |f: &dyn Fn(f64) -> String| {
+        let mut cells = Vec::new();
+        for pattern in &patterns {
+            for c in &report.at {
+                cells.push(
+                    c.langchain_dynamodb_bill
+                        .get(pattern)
+                        .map_or_else(|| "—".to_owned(), |b| f(*b)),
+                );
+            }
+        }
+        cells
+    };
+    /// What the LangChain columns of a bill row hold.
+    enum Lc {
+        Dynamo,
+        Total,
+        Blank,
+    }
+    type BillCell = Box<dyn Fn(&Checkpoint) -> String>;
+    let bill_rows: Vec<(&str, BillCell, Lc)> = vec![
+        (
+            "ask Lambda (requests + GB-s)",
+            Box::new(|c| dollars(c.bill.ask_lambda)),
+            Lc::Blank,
+        ),
+        (
+            "ask DynamoDB",
+            Box::new(|c| dollars(c.bill.ask_dynamodb)),
+            Lc::Dynamo,
+        ),
+        (
+            "ask SQS (step jobs sent)",
+            Box::new(|c| dollars(c.bill.ask_sqs)),
+            Lc::Blank,
+        ),
+        (
+            "compactor Lambda",
+            Box::new(|c| dollars(c.bill.compaction_lambda)),
+            Lc::Blank,
+        ),
+        (
+            "compactor DynamoDB",
+            Box::new(|c| dollars(c.bill.compaction_dynamodb)),
+            Lc::Blank,
+        ),
+        (
+            "SQS (jobs received and deleted)",
+            Box::new(|c| dollars(c.bill.compaction_sqs)),
+            Lc::Blank,
+        ),
+        (
+            "CloudWatch Logs ingestion",
+            Box::new(|c| dollars(c.bill.logs)),
+            Lc::Blank,
+        ),
+        (
+            "**total**",
+            Box::new(|c| format!("**{}**", dollars(c.bill.total))),
+            Lc::Total,
+        ),
+        (
+            "total from the mean ask of the span since the previous column (steady state)",
+            Box::new(|c| dollars(c.span_bill.total)),
+            Lc::Blank,
+        ),
+        (
+            "(ask Lambda at the wall time measured here, moto's latency included; not in the total)",
+            Box::new(|c| dollars(c.bill.ask_lambda_as_measured)),
+            Lc::Blank,
+        ),
+    ];
+    for (label, cell, lc) in &bill_rows {
+        let mut cells: Vec<String> = report.at.iter().map(cell).collect();
+        match lc {
+            Lc::Dynamo => cells.extend(lc_cells(&dollars)),
+            Lc::Total => {
+                cells.extend(lc_cells(&|b| format!("**{}** (DynamoDB only)", dollars(b))));
+            }
+            Lc::Blank => cells.extend(std::iter::repeat_n("—".to_owned(), blanks)),
+        }
+        row(&mut out, label, &cells);
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "Prices (USD, us-east-1, on demand): Lambda arm64 ${} per GB-second and ${:.2} per \
+         million requests, at the template's {} MB; DynamoDB ${} per million write units \
+         (1 KB) and ${} per million read units (4 KB strongly consistent, half for eventually \
+         consistent, transactions double); SQS FIFO ${:.2} per million requests (64 KB \
+         each); CloudWatch Logs ingestion ${:.2} per GB. Lambda duration: the function's \
+         measured wall time less the time it waited on moto, plus an assumed {} ms per \
+         DynamoDB or SQS call (moto on a shared 2-core machine answers in tens to hundreds \
+         of ms, DynamoDB in single-digit ms); the stand-in's answers on loopback are \
+         included. In production the function also waits for the model, and each second \
+         of that wait adds {} per million asks. Storage, data transfer, API Gateway and the \
+         model are not included. LangChain's column is its DynamoDB cost only (its \
+         process is not a Lambda here).\n",
+        p.lambda_gb_second,
+        p.lambda_per_million_requests,
+        p.memory_mb,
+        p.dynamodb_per_million_write_units,
+        p.dynamodb_per_million_read_units,
+        p.sqs_fifo_per_million_requests,
+        p.logs_per_gb,
+        p.assumed_aws_call_ms,
+        dollars(p.per_model_second()),
+    );
+
+    let _ = writeln!(out, "## Cold start and footprint\n");
+    let _ = writeln!(
+        out,
+        "| function | binary ({}) | init, median of {} (min–max) | peak RSS after one invocation, median | peak RSS after the {}-turn run |",
+        report.profile,
+        report.cold_starts.first().map_or(0, |c| c.init_ms.len()),
+        thousands(report.turns as u64),
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|");
+    for (i, cold) in report.cold_starts.iter().enumerate() {
+        let min = cold.init_ms.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = cold.init_ms.iter().copied().fold(0.0, f64::max);
+        let end = if i == 0 {
+            report.peak_rss_end_kib.0
+        } else {
+            report.peak_rss_end_kib.1
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {:.1} ms ({:.1}–{:.1}) | {} | {} |",
+            cold.function,
+            kib(cold.binary_bytes as f64 / 1024.0),
+            cold.median_init_ms(),
+            min,
+            max,
+            kib(cold.median_peak_rss_kib()),
+            end.map_or_else(|| "—".to_owned(), |k| kib(k as f64)),
+        );
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "Init: process start to its first poll of the local Runtime API; peak RSS: `VmHWM` \
+         of `/proc/PID/status`. CPU per ask: the ask process's CPU over the invocation, from \
+         `/proc/PID/task/*/schedstat` (ns) and from `utime+stime` of `/proc/PID/stat` \
+         ({} ticks a second, {}; 10 ms steps at 100). The ask prints {:.0} bytes of logs \
+         and metrics per ask on average.\n",
+        report.clk_tck.0, report.clk_tck.1, report.log_bytes_per_ask,
+    );
+    if !report.langchain_requirements.is_empty() {
+        let _ = writeln!(
+            out,
+            "LangChain side: {} (`bench/langchain/history.py`).",
+            report.langchain_requirements.join(", ")
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_print_for_people() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(1234), "1,234");
+        assert_eq!(thousands(1_234_567), "1,234,567");
+        assert_eq!(units(2.0), "2");
+        assert_eq!(units(2.5), "2.5");
+        assert_eq!(dollars(0.626), "$0.63");
+        assert_eq!(dollars(1234.4), "$1,234");
+    }
+
+    #[test]
+    fn the_bill_follows_the_prices() {
+        let p = Prices::default();
+        // 1 M requests at 100 ms and 512 MB: $0.20 + 0.5 GB × 0.1 s × 1e6 × $0.0000133334.
+        assert!((p.lambda(1.0, 100.0) - (0.20 + 0.666_67)).abs() < 1e-3);
+        assert!((p.dynamodb(2.0, 4.0) - (0.25 + 2.5)).abs() < 1e-9);
+        assert!((p.sqs(3.0) - 1.5).abs() < 1e-9);
+        assert!((p.per_model_second() - 6.6667).abs() < 1e-3);
+    }
+}

@@ -1,0 +1,290 @@
+//! The local stack of [`degrau_tests::stack::FullStack`], with every AWS call of
+//! the functions *and* of the event source mapping (the bridge) going through a
+//! recording [`degrau_awsproxy`] proxy in front of moto, and the function
+//! binaries of the release profile when they are built.
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use aws_config::{BehaviorVersion, Region};
+use degrau::domain::TenantId;
+use degrau::store::TenantStore;
+use degrau::store::dynamo::DynamoStore;
+use degrau::tenant::TenantConfig;
+use degrau_awsproxy::Running;
+use degrau_bridge::{Invoke, QueueConfig, poll_once};
+use degrau_tests::lambda::LocalLambda;
+use degrau_tests::stack::jobs_queues;
+use degrau_tests::{HttpReply, StandIn, api_event, moto};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+/// Which build of the function binaries runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Binaries {
+    /// `release` or `debug`.
+    pub profile: String,
+    /// The `ask` binary.
+    pub ask: PathBuf,
+    /// The `compactor` binary.
+    pub compactor: PathBuf,
+    /// A warning, e.g. a release build older than the debug one.
+    pub note: Option<String>,
+}
+
+impl Binaries {
+    /// `target/release/{ask,compactor}` when both exist (built with `cargo build
+    /// --release -p ask -p compactor`), else the debug ones.
+    pub fn find() -> Binaries {
+        let target = std::env::var("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
+        let release = (target.join("release/ask"), target.join("release/compactor"));
+        let debug = (target.join("debug/ask"), target.join("debug/compactor"));
+        let modified = |path: &PathBuf| std::fs::metadata(path).and_then(|m| m.modified()).ok();
+        if release.0.exists() && release.1.exists() {
+            let stale = [(&release.0, &debug.0), (&release.1, &debug.1)]
+                .iter()
+                .any(|(r, d)| matches!((modified(r), modified(d)), (Some(r), Some(d)) if r < d));
+            Binaries {
+                profile: "release".into(),
+                ask: release.0,
+                compactor: release.1,
+                note: stale.then(|| {
+                    "the release binaries are older than the debug ones: rebuild them \
+                     (cargo build --release -p ask -p compactor) to measure the current code"
+                        .to_owned()
+                }),
+            }
+        } else {
+            Binaries {
+                profile: "debug".into(),
+                ask: debug.0,
+                compactor: debug.1,
+                note: Some(
+                    "debug build: CPU time and init are far above release figures; \
+                     `cargo build --release -p ask -p compactor` first"
+                        .into(),
+                ),
+            }
+        }
+    }
+}
+
+/// Invokes the compactor for the bridge and keeps each invocation's duration.
+pub struct TimedInvoke<'a> {
+    lambda: &'a LocalLambda,
+    /// Wall time of each invocation.
+    pub durations: Mutex<Vec<Duration>>,
+}
+
+impl<'a> TimedInvoke<'a> {
+    /// Wraps `lambda`.
+    pub fn new(lambda: &'a LocalLambda) -> Self {
+        TimedInvoke {
+            lambda,
+            durations: Mutex::default(),
+        }
+    }
+
+    /// The durations so far.
+    pub fn take(&self) -> Vec<Duration> {
+        std::mem::take(&mut *self.durations.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+#[async_trait]
+impl Invoke for TimedInvoke<'_> {
+    async fn invoke(&self, event: Value) -> Result<Value, String> {
+        let started = Instant::now();
+        let result = self.lambda.invoke(event).await;
+        self.durations
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(started.elapsed());
+        result.map_err(|error| error["errorType"].to_string())
+    }
+}
+
+/// Both functions behind the proxy, their table and queue, and the stand-in.
+pub struct ProxiedStack {
+    /// The recording proxy in front of moto.
+    pub proxy: Running,
+    /// The ask function.
+    pub ask: LocalLambda,
+    /// The compactor function.
+    pub compactor: LocalLambda,
+    /// The model stand-in.
+    pub standin: StandIn,
+    /// DynamoDB on moto, directly (set-up only: not recorded).
+    pub dynamodb: aws_sdk_dynamodb::Client,
+    /// SQS through the proxy: the bridge's calls are recorded as the event source
+    /// mapping's.
+    pub sqs: aws_sdk_sqs::Client,
+    /// The table.
+    pub table: String,
+    /// The jobs queue.
+    pub queue: QueueConfig,
+    /// Which binaries run.
+    pub binaries: Binaries,
+}
+
+impl ProxiedStack {
+    /// Starts the proxy, a fresh table and queue on moto, the stand-in and both
+    /// functions (`AWS_ENDPOINT_URL` = the proxy).
+    pub async fn start(binaries: Binaries) -> ProxiedStack {
+        let upstream = moto::endpoint();
+        let proxy = degrau_awsproxy::spawn(upstream.clone()).await;
+        let dynamodb = moto::dynamodb_client().await;
+        let direct_sqs = moto::sqs_client().await;
+        let table = moto::fresh_table(&dynamodb).await;
+        let (queue_url, _dlq_url) = jobs_queues(&direct_sqs, 3).await;
+        let standin = StandIn::start_with(&[]);
+        let env: Vec<(String, String)> = [
+            ("TABLE_NAME", table.as_str()),
+            ("JOBS_QUEUE_URL", queue_url.as_str()),
+            ("AWS_ENDPOINT_URL", proxy.url()),
+            ("AWS_REGION", "us-east-1"),
+            ("AWS_ACCESS_KEY_ID", "test"),
+            ("AWS_SECRET_ACCESS_KEY", "test"),
+            ("ANTHROPIC_API_KEY", "offline-test-key"),
+            ("ANTHROPIC_BASE_URL", standin.url.as_str()),
+            ("AUTH_MODE", "dev"),
+            ("RUST_LOG", "info"),
+        ]
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+        let ask = LocalLambda::start(binaries.ask.clone(), env.clone()).await;
+        let compactor = LocalLambda::start(binaries.compactor.clone(), env).await;
+        let sqs = aws_sdk_sqs::Client::new(
+            &aws_config::defaults(BehaviorVersion::latest())
+                .region(Region::new("us-east-1"))
+                .credentials_provider(aws_sdk_sqs::config::Credentials::new(
+                    "degrau-bench",
+                    "degrau-bench",
+                    None,
+                    None,
+                    "degrau-bench",
+                ))
+                .endpoint_url(proxy.url())
+                .load()
+                .await,
+        );
+        let mut queue = QueueConfig::discover(&direct_sqs, &queue_url)
+            .await
+            .expect("queue ARN");
+        queue.wait_time_seconds = 0;
+        queue.retry_visibility_seconds = Some(0);
+        ProxiedStack {
+            proxy,
+            ask,
+            compactor,
+            standin,
+            dynamodb,
+            sqs,
+            table,
+            queue,
+            binaries,
+        }
+    }
+
+    /// Writes a tenant's config item (directly on moto).
+    pub async fn configure(&self, tenant: &str, config: &TenantConfig) {
+        DynamoStore::new(self.dynamodb.clone(), self.table.clone())
+            .put_tenant_config(&TenantId::parse(tenant).expect("tenant id"), config)
+            .await
+            .expect("tenant config");
+    }
+
+    /// Any API call to the ask function.
+    pub async fn call(
+        &self,
+        method: &str,
+        path: &str,
+        tenant: &str,
+        body: Option<&str>,
+    ) -> HttpReply {
+        let event = api_event(
+            method,
+            path,
+            "",
+            &[
+                ("content-type", "application/json"),
+                ("x-tenant-id", tenant),
+            ],
+            body,
+            None,
+        );
+        match self.ask.invoke(event).await {
+            Ok(answer) => HttpReply::from_lambda(&answer),
+            Err(error) => HttpReply {
+                status: 0,
+                headers: serde_json::Map::new(),
+                body: error.clone(),
+                raw: error.to_string(),
+            },
+        }
+    }
+
+    /// Sends one message.
+    pub async fn post(&self, tenant: &str, contact: &str, text: &str) -> HttpReply {
+        let body = json!({ "text": text }).to_string();
+        self.call(
+            "POST",
+            &format!("/v1/contacts/{contact}/messages"),
+            tenant,
+            Some(&body),
+        )
+        .await
+    }
+
+    /// The memory view of a contact.
+    pub async fn memory(&self, tenant: &str, contact: &str) -> Value {
+        self.call(
+            "GET",
+            &format!("/v1/contacts/{contact}/memory"),
+            tenant,
+            None,
+        )
+        .await
+        .body
+    }
+
+    /// Runs the bridge with `invoke` until the queue is empty twice in a row;
+    /// returns how many batches it delivered.
+    pub async fn drain(&self, invoke: &TimedInvoke<'_>) -> usize {
+        let mut batches = 0;
+        let mut empty = 0;
+        for _ in 0..50 {
+            let report = poll_once(&self.sqs, &self.queue, invoke)
+                .await
+                .expect("bridge round");
+            if report.received == 0 {
+                empty += 1;
+                if empty == 2 {
+                    break;
+                }
+            } else {
+                empty = 0;
+                batches += 1;
+            }
+        }
+        batches
+    }
+
+    /// Sends a job body to the queue through the proxy.
+    pub async fn send_job(&self, body: &str, group: &str, dedup: &str) {
+        self.sqs
+            .send_message()
+            .queue_url(&self.queue.queue_url)
+            .message_body(body)
+            .message_group_id(group)
+            .message_deduplication_id(dedup)
+            .send()
+            .await
+            .expect("send a job");
+    }
+}

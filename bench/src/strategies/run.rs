@@ -1,0 +1,304 @@
+//! Plays one scripted conversation through the real functions with one context
+//! policy: a fresh [`FullStack`] (moto table and FIFO queue, the stand-in, the
+//! `ask` and `compactor` binaries) whose functions run with `CONTEXT_POLICY` set and
+//! reach the stand-in through a [`Tap`]. After every turn the bridge drains the
+//! jobs queue (only the stepped policy queues steps; for the others it finds the
+//! queue empty). Nothing but `CONTEXT_POLICY` differs between the runs of one
+//! conversation: same tenant config, same stand-in, same accounting.
+
+use std::time::Instant;
+
+use degrau::tenant::TenantConfig;
+use degrau::usage::Usage;
+use degrau_tests::stack::{FullStack, StackOptions};
+use serde::{Deserialize, Serialize};
+
+use super::script::Conversation;
+use super::tap::{Call, Caller, Tap};
+
+/// Tenant of every run.
+pub const TENANT: &str = "bench-barbershop";
+/// Contact of every run.
+pub const CONTACT: &str = "customer-1";
+
+/// The agent's instructions in every run (system[0]).
+pub const INSTRUCTIONS: &str = "You are the scheduling assistant of a barber shop. Answer \
+briefly, in the customer's language (Portuguese or English). Check availability with \
+list_free_slots before offering a time, and book only what the customer confirmed, with \
+book_slot. Give the confirmation id after a booking. Remember the customer's preferences \
+(professional, time of day, style) and use them when offering times.";
+
+/// What a request carries of the conversation (`CONTEXT_POLICY`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Policy {
+    /// Every message of the session, every turn.
+    Full,
+    /// The last `keep` messages, cut at a safe start, every turn.
+    Sliding,
+    /// degrau: summary plus the window since the last step.
+    Stepped,
+}
+
+impl Policy {
+    /// All three, in table order.
+    pub const ALL: [Policy; 3] = [Policy::Full, Policy::Sliding, Policy::Stepped];
+
+    /// The `CONTEXT_POLICY` value.
+    pub fn env_value(self) -> &'static str {
+        match self {
+            Policy::Full => "full",
+            Policy::Sliding => "sliding",
+            Policy::Stepped => "stepped",
+        }
+    }
+
+    /// A label for tables and plots.
+    pub fn label(self) -> &'static str {
+        match self {
+            Policy::Full => "full history",
+            Policy::Sliding => "sliding window",
+            Policy::Stepped => "degrau (stepped)",
+        }
+    }
+
+    /// Parses `full`, `sliding` or `stepped`.
+    pub fn parse(text: &str) -> Option<Policy> {
+        Policy::ALL.into_iter().find(|p| p.env_value() == text)
+    }
+}
+
+/// Settings shared by every policy of a comparison.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RunSettings {
+    /// `compaction_threshold_tokens` of the tenant.
+    pub threshold_tokens: u64,
+    /// `window_keep_messages` of the tenant (the sliding window's size too).
+    pub keep_messages: usize,
+    /// Arguments of the stand-in.
+    pub standin_args: Vec<String>,
+    /// Whether to check the tap's figures against the stand-in's own log at the end.
+    pub check_log: bool,
+    /// Seconds the stand-in's cache clock moves between two turns (0: the turns follow
+    /// each other at once, well within the cache's five minutes).
+    pub gap_seconds: u64,
+}
+
+/// One turn as it went.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TurnRecord {
+    /// HTTP status of the ask function's answer.
+    pub status: u16,
+    /// Context of the turn's last accepted ask call (what degrau measures).
+    pub context_tokens: u64,
+    /// Ask calls of the turn (the tool loop makes several; a refusal adds one).
+    pub ask_calls: usize,
+    /// Whether the model called a tool on this turn.
+    pub tool_called: bool,
+    /// Whether the script expected a tool call.
+    pub tool_expected: bool,
+}
+
+/// What the stand-in's own log said, compared with the tap.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LogCheck {
+    /// Calls in the stand-in's log.
+    pub logged_calls: usize,
+    /// Calls the tap saw.
+    pub tapped_calls: usize,
+    /// Whether statuses and usage agree call by call.
+    pub agrees: bool,
+}
+
+/// Everything one policy's run produced.
+#[derive(Debug, Clone, Serialize)]
+pub struct StrategyRun {
+    /// The policy.
+    pub policy: Policy,
+    /// Turns played.
+    pub turns: usize,
+    /// Every model call, oldest first.
+    pub calls: Vec<Call>,
+    /// One record per turn.
+    pub per_turn: Vec<TurnRecord>,
+    /// `steps` of the memory view at the end.
+    pub steps: u64,
+    /// Length of the summary at the end, in characters.
+    pub summary_chars: usize,
+    /// Index of the turn that asked for the planted identifier.
+    pub recall_turn: usize,
+    /// Compactor invocations that failed (bridge reports).
+    pub compactor_failures: usize,
+    /// Wall-clock seconds of the run (stack start to last turn).
+    pub elapsed_seconds: f64,
+    /// The check against the stand-in's log, when made.
+    pub log_check: Option<LogCheck>,
+}
+
+/// Plays `conversation` with `policy`. Panics (with a message) when the local
+/// stack cannot start: a benchmark without its stack has nothing to say.
+pub async fn run_strategy(
+    conversation: &Conversation,
+    policy: Policy,
+    settings: &RunSettings,
+) -> StrategyRun {
+    let started = Instant::now();
+    let tap = Tap::start().await.expect("start the tap");
+    let standin_args: Vec<&str> = settings.standin_args.iter().map(String::as_str).collect();
+    let stack = FullStack::start_with(&StackOptions {
+        standin_args: &standin_args,
+        env: vec![
+            ("CONTEXT_POLICY".to_owned(), policy.env_value().to_owned()),
+            ("ANTHROPIC_BASE_URL".to_owned(), tap.url.clone()),
+        ],
+        ..StackOptions::default()
+    })
+    .await;
+    tap.set_upstream(&stack.standin.url);
+    stack
+        .configure(
+            TENANT,
+            &TenantConfig {
+                instructions: Some(INSTRUCTIONS.to_owned()),
+                compaction_threshold_tokens: Some(settings.threshold_tokens),
+                window_keep_messages: Some(settings.keep_messages),
+                ..TenantConfig::default()
+            },
+        )
+        .await;
+
+    let total = conversation.turns.len();
+    let mut statuses = Vec::with_capacity(total);
+    let mut compactor_failures = 0;
+    for (index, turn) in conversation.turns.iter().enumerate() {
+        let watch = (index == conversation.recall_turn).then_some(conversation.identifier.as_str());
+        tap.begin_turn(index, watch);
+        let reply = stack.post(TENANT, CONTACT, &turn.text).await;
+        if reply.status != 200 {
+            eprintln!(
+                "  [{} {total}] turn {index}: status {} {}",
+                policy.env_value(),
+                reply.status,
+                reply.raw.chars().take(200).collect::<String>()
+            );
+        }
+        statuses.push(reply.status);
+        for report in stack.drain().await {
+            compactor_failures += report.failed;
+        }
+        if settings.gap_seconds > 0 {
+            advance_clock(&stack.standin.url, settings.gap_seconds).await;
+        }
+        if (index + 1).is_multiple_of(100) && index + 1 < total {
+            eprintln!(
+                "  [{} {total}] turn {}/{total}, {:.0} s",
+                policy.env_value(),
+                index + 1,
+                started.elapsed().as_secs_f64()
+            );
+        }
+    }
+    let memory = stack.memory(TENANT, CONTACT).await;
+    let steps = memory["session"]["steps"].as_u64().unwrap_or(0);
+    let summary_chars = memory["session"]["summary"]
+        .as_str()
+        .map_or(0, |s| s.chars().count());
+    let elapsed_seconds = started.elapsed().as_secs_f64();
+    let calls = tap.calls();
+    let log_check = if settings.check_log {
+        Some(check_log(&stack.standin.url, &calls).await)
+    } else {
+        None
+    };
+    let per_turn = per_turn(conversation, &calls, &statuses);
+    clean_up(&stack).await;
+    StrategyRun {
+        policy,
+        turns: total,
+        calls,
+        per_turn,
+        steps,
+        summary_chars,
+        recall_turn: conversation.recall_turn,
+        compactor_failures,
+        elapsed_seconds,
+        log_check,
+    }
+}
+
+/// Moves the stand-in's cache clock (time passing between two messages).
+async fn advance_clock(standin_url: &str, seconds: u64) {
+    let _ = reqwest::Client::new()
+        .post(format!("{standin_url}/stand-in/clock"))
+        .json(&serde_json::json!({ "advance_seconds": seconds }))
+        .send()
+        .await;
+}
+
+/// Deletes the run's table and queues, so that a shared moto does not keep them.
+async fn clean_up(stack: &FullStack) {
+    let _ = stack
+        .dynamodb
+        .delete_table()
+        .table_name(&stack.table)
+        .send()
+        .await;
+    for url in [&stack.queue.queue_url, &stack.dlq_url] {
+        let _ = stack.sqs.delete_queue().queue_url(url).send().await;
+    }
+}
+
+/// Groups the calls by turn.
+fn per_turn(conversation: &Conversation, calls: &[Call], statuses: &[u16]) -> Vec<TurnRecord> {
+    let mut records: Vec<TurnRecord> = conversation
+        .turns
+        .iter()
+        .zip(statuses)
+        .map(|(turn, &status)| TurnRecord {
+            status,
+            context_tokens: 0,
+            ask_calls: 0,
+            tool_called: false,
+            tool_expected: turn.expects_tool(),
+        })
+        .collect();
+    for call in calls.iter().filter(|c| c.caller == Caller::Ask) {
+        let Some(record) = records.get_mut(call.turn) else {
+            continue;
+        };
+        record.ask_calls += 1;
+        if let Some(usage) = call.usage {
+            record.context_tokens = usage.context_tokens();
+        }
+        record.tool_called |= !call.tools_called.is_empty();
+    }
+    records
+}
+
+/// One entry of the stand-in's log, without its bodies.
+#[derive(Deserialize)]
+struct LoggedLean {
+    status: u16,
+    #[serde(default)]
+    usage: Option<Usage>,
+}
+
+/// Reads the stand-in's log (bodies skipped, not kept) and compares it with the
+/// tap's record, call by call.
+async fn check_log(standin_url: &str, calls: &[Call]) -> LogCheck {
+    let bytes = match reqwest::get(format!("{standin_url}/stand-in/requests")).await {
+        Ok(response) => response.bytes().await.unwrap_or_default(),
+        Err(_) => Default::default(),
+    };
+    let logged: Vec<LoggedLean> = serde_json::from_slice(&bytes).unwrap_or_default();
+    let agrees = logged.len() == calls.len()
+        && logged
+            .iter()
+            .zip(calls)
+            .all(|(l, c)| l.status == c.status && l.usage == c.usage);
+    LogCheck {
+        logged_calls: logged.len(),
+        tapped_calls: calls.len(),
+        agrees,
+    }
+}

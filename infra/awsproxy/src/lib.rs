@@ -1,0 +1,749 @@
+//! `degrau-awsproxy`: a recording, fault-injecting HTTP/1.1 reverse proxy in front
+//! of moto (or any AWS JSON-protocol endpoint), for the benchmarks and the
+//! reliability tests.
+//!
+//! Point an SDK (or a whole function, through `AWS_ENDPOINT_URL`) at the proxy
+//! instead of moto. Every request is forwarded unchanged — method, path, query,
+//! headers (the SigV4 `Authorization` and `Host` included: moto checks no
+//! signature) and body — and the upstream's answer comes back unchanged. On the
+//! way, the proxy records one [`Call`] per request and can inject [`Fault`]s.
+//!
+//! ## What a call records
+//! - `service` from `X-Amz-Target` (`DynamoDB_20120810.*` → `dynamodb`,
+//!   `AmazonSQS.*` → `sqs`, else `other`) and `operation` (the part after the
+//!   dot);
+//! - `status`, the error's short `error_type`, the `fault` applied, the time
+//!   spent and the body sizes;
+//! - for DynamoDB: items and bytes read and written with DynamoDB's item-size
+//!   rules ([`size`]), and read/write capacity units with its on-demand rules
+//!   ([`dynamodb`], where the approximations are listed);
+//! - for SQS: messages moved and the requests SQS would bill.
+//!
+//! ## Control endpoints (same port, under `/proxy/`)
+//! | route | does |
+//! |---|---|
+//! | `GET /proxy/log` | the calls, oldest first (JSON list); `?since=N` only those with `seq` ≥ N |
+//! | `GET /proxy/summary` | their totals ([`Summary`]); `?since=N` as above |
+//! | `POST /proxy/reset` | forgets the log and every pending fault |
+//! | `POST /proxy/faults` | queues a JSON list of [`Fault`]s (FIFO); answers `{"queued": n, "pending": m}` |
+//! | `GET /proxy/faults` | the faults not used up yet |
+//! | `DELETE /proxy/faults` | drops the pending faults |
+//!
+//! ```json
+//! [{"service": "dynamodb", "operation": "TransactWriteItems", "status": 400,
+//!   "type": "ProvisionedThroughputExceededException", "message": "slow down"},
+//!  {"service": "dynamodb", "operation": "Query", "status": 500, "type": "InternalServerError", "times": 3},
+//!  {"service": "dynamodb", "operation": "Query", "delay_ms": 3000},
+//!  {"service": "dynamodb", "operation": "TransactWriteItems", "drop": "after"},
+//!  {"service": "sqs", "operation": "DeleteMessageBatch", "drop": "before"}]
+//! ```
+//!
+//! Mind the SDK's retries: the Rust SDK retries throttling, 500s and broken
+//! connections (3 attempts by default), so one fault is absorbed by a retry
+//! unless the client is built with one attempt or the fault has `"times": 3`.
+//!
+//! ## In process
+//! [`spawn`] serves on an ephemeral loopback port and returns a [`Running`]
+//! handle with the same operations as methods. The `degrau-awsproxy` binary
+//! serves the same router: `degrau-awsproxy --upstream http://127.0.0.1:5005
+//! --port 0` prints `degrau-awsproxy listening on http://127.0.0.1:PORT`.
+
+pub mod dynamodb;
+pub mod fault;
+pub mod record;
+pub mod size;
+
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+pub use fault::{DropPoint, Fault};
+pub use record::{Call, Summary};
+
+use dynamodb::{Outcome, ReadBack};
+use fault::FaultQueue;
+use record::SQS_BILLING_CHUNK_BYTES;
+
+/// Largest request body forwarded (a `TransactWriteItems` may carry 4 MB).
+pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+
+/// How long a dropped response waits between its partial body and the break, so
+/// the client really receives the headers and the first bytes.
+const DROP_PAUSE: Duration = Duration::from_millis(50);
+
+/// Headers that belong to one connection, not to the message.
+const HOP_BY_HOP: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "upgrade",
+    "expect",
+    "content-length",
+];
+
+/// How the proxy runs.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where calls go, e.g. `http://127.0.0.1:5005`.
+    pub upstream: String,
+    /// Size updated items by reading them back after a successful update (one
+    /// `GetItem` upstream per update, neither logged nor faulted), since DynamoDB
+    /// charges an update by the item's size, which the request does not show.
+    /// Off: the request's key and values are the (lower-bound) size.
+    pub shadow_reads: bool,
+}
+
+impl Config {
+    /// Forwards to `upstream`, with shadow reads.
+    pub fn new(upstream: impl Into<String>) -> Config {
+        Config {
+            upstream: upstream.into().trim_end_matches('/').to_owned(),
+            shadow_reads: true,
+        }
+    }
+}
+
+struct Shared {
+    config: Config,
+    http: reqwest::Client,
+    next_seq: AtomicU64,
+    log: Mutex<Vec<Call>>,
+    faults: Mutex<FaultQueue>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The proxy's state: its log and fault queue. Cheap to clone.
+#[derive(Clone)]
+pub struct Proxy(Arc<Shared>);
+
+impl Proxy {
+    /// A proxy for `config` (serve it with [`router`] or [`serve`]).
+    pub fn new(config: Config) -> Proxy {
+        let http = reqwest::Client::builder()
+            .no_proxy()
+            .connect_timeout(Duration::from_secs(5))
+            .build()
+            .unwrap_or_else(|_| reqwest::Client::new());
+        Proxy(Arc::new(Shared {
+            config,
+            http,
+            next_seq: AtomicU64::new(0),
+            log: Mutex::new(Vec::new()),
+            faults: Mutex::new(FaultQueue::default()),
+        }))
+    }
+
+    /// Every call logged since the last reset, oldest first.
+    pub fn log(&self) -> Vec<Call> {
+        lock(&self.0.log).clone()
+    }
+
+    /// The calls with `seq` ≥ `since`.
+    pub fn log_since(&self, since: u64) -> Vec<Call> {
+        lock(&self.0.log)
+            .iter()
+            .filter(|c| c.seq >= since)
+            .cloned()
+            .collect()
+    }
+
+    /// The `seq` the next call will get: a mark to pass to [`Proxy::log_since`].
+    pub fn mark(&self) -> u64 {
+        self.0.next_seq.load(Ordering::SeqCst)
+    }
+
+    /// Forgets the log and the pending faults.
+    pub fn reset(&self) {
+        lock(&self.0.log).clear();
+        lock(&self.0.faults).clear();
+    }
+
+    /// Queues faults after the pending ones; refuses the whole list, naming the
+    /// first bad fault, when one cannot be applied.
+    pub fn faults(&self, faults: impl IntoIterator<Item = Fault>) -> Result<usize, String> {
+        let faults: Vec<Fault> = faults.into_iter().collect();
+        if let Some((index, problem)) = faults
+            .iter()
+            .enumerate()
+            .find_map(|(i, f)| f.problem().map(|p| (i, p)))
+        {
+            return Err(format!("fault {index}: {problem}"));
+        }
+        let count = faults.len();
+        lock(&self.0.faults).push(faults);
+        Ok(count)
+    }
+
+    /// The faults not used up yet.
+    pub fn pending_faults(&self) -> Vec<Fault> {
+        lock(&self.0.faults).pending()
+    }
+
+    /// Drops the pending faults.
+    pub fn clear_faults(&self) {
+        lock(&self.0.faults).clear();
+    }
+
+    fn record(&self, call: Call) {
+        lock(&self.0.log).push(call);
+    }
+}
+
+/// The proxy's routes: the control endpoints, and everything else forwarded.
+pub fn router(proxy: Proxy) -> Router {
+    Router::new()
+        .route("/proxy/log", get(log_route))
+        .route("/proxy/summary", get(summary_route))
+        .route("/proxy/reset", post(reset_route))
+        .route(
+            "/proxy/faults",
+            get(pending_route).post(faults_route).delete(clear_route),
+        )
+        .fallback(forward)
+        .with_state(proxy)
+}
+
+/// Serves `proxy` on `listener` until the task is dropped.
+pub async fn serve(listener: TcpListener, proxy: Proxy) -> std::io::Result<()> {
+    axum::serve(listener, router(proxy)).await
+}
+
+/// A proxy serving in this process; stops when dropped.
+pub struct Running {
+    proxy: Proxy,
+    url: String,
+    task: JoinHandle<()>,
+}
+
+impl Running {
+    /// Its base URL, e.g. `http://127.0.0.1:41234` (for `AWS_ENDPOINT_URL`).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The shared state (log and faults), e.g. to hand to another task.
+    pub fn proxy(&self) -> &Proxy {
+        &self.proxy
+    }
+
+    /// Every call logged since the last reset, oldest first.
+    pub fn log(&self) -> Vec<Call> {
+        self.proxy.log()
+    }
+
+    /// The calls with `seq` ≥ `since` (see [`Running::mark`]).
+    pub fn log_since(&self, since: u64) -> Vec<Call> {
+        self.proxy.log_since(since)
+    }
+
+    /// The `seq` the next call will get.
+    pub fn mark(&self) -> u64 {
+        self.proxy.mark()
+    }
+
+    /// Forgets the log and the pending faults.
+    pub fn reset(&self) {
+        self.proxy.reset();
+    }
+
+    /// Queues faults (see [`Fault`]); refuses a list holding a bad one.
+    pub fn faults(&self, faults: impl IntoIterator<Item = Fault>) -> Result<usize, String> {
+        self.proxy.faults(faults)
+    }
+
+    /// The faults not used up yet.
+    pub fn pending_faults(&self) -> Vec<Fault> {
+        self.proxy.pending_faults()
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Starts a proxy to `upstream` on an ephemeral loopback port, with shadow reads.
+///
+/// # Panics
+/// When no loopback port can be bound.
+pub async fn spawn(upstream: impl Into<String>) -> Running {
+    spawn_with(Config::new(upstream))
+        .await
+        .unwrap_or_else(|err| panic!("degrau-awsproxy: bind 127.0.0.1:0: {err}"))
+}
+
+/// Starts a proxy with `config` on an ephemeral loopback port.
+pub async fn spawn_with(config: Config) -> std::io::Result<Running> {
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}", listener.local_addr()?);
+    let proxy = Proxy::new(config);
+    let served = proxy.clone();
+    let task = tokio::spawn(async move {
+        let _ = serve(listener, served).await;
+    });
+    Ok(Running { proxy, url, task })
+}
+
+fn since(uri: &Uri) -> u64 {
+    uri.query()
+        .into_iter()
+        .flat_map(|q| q.split('&'))
+        .filter_map(|pair| pair.split_once('='))
+        .find(|(k, _)| *k == "since")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0)
+}
+
+async fn log_route(State(proxy): State<Proxy>, uri: Uri) -> Response {
+    axum::Json(proxy.log_since(since(&uri))).into_response()
+}
+
+async fn summary_route(State(proxy): State<Proxy>, uri: Uri) -> Response {
+    axum::Json(Summary::of(&proxy.log_since(since(&uri)))).into_response()
+}
+
+async fn reset_route(State(proxy): State<Proxy>) -> Response {
+    proxy.reset();
+    axum::Json(json!({})).into_response()
+}
+
+async fn pending_route(State(proxy): State<Proxy>) -> Response {
+    axum::Json(proxy.pending_faults()).into_response()
+}
+
+async fn clear_route(State(proxy): State<Proxy>) -> Response {
+    proxy.clear_faults();
+    axum::Json(json!({})).into_response()
+}
+
+async fn faults_route(State(proxy): State<Proxy>, body: Bytes) -> Response {
+    let faults: Vec<Fault> = match serde_json::from_slice(&body) {
+        Ok(faults) => faults,
+        Err(err) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                axum::Json(json!({"error": format!("a JSON list of faults: {err}")})),
+            )
+                .into_response();
+        }
+    };
+    match proxy.faults(faults) {
+        Ok(queued) => axum::Json(json!({
+            "queued": queued,
+            "pending": proxy.pending_faults().len(),
+        }))
+        .into_response(),
+        Err(problem) => (
+            StatusCode::BAD_REQUEST,
+            axum::Json(json!({ "error": problem })),
+        )
+            .into_response(),
+    }
+}
+
+/// Service and operation of a request.
+fn classify(headers: &HeaderMap, method: &str, uri: &Uri, body: &[u8]) -> (String, String) {
+    if let Some(target) = headers
+        .get("x-amz-target")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|t| t.split_once('.'))
+    {
+        let service = match target.0 {
+            "DynamoDB_20120810" => "dynamodb",
+            "AmazonSQS" => "sqs",
+            _ => "other",
+        };
+        return (service.to_owned(), target.1.to_owned());
+    }
+    // The query protocol: `Action=...` in the form body or the query string.
+    let form = std::str::from_utf8(body).unwrap_or_default();
+    let action = form
+        .split('&')
+        .chain(uri.query().unwrap_or_default().split('&'))
+        .filter_map(|pair| pair.split_once('='))
+        .find(|(k, _)| *k == "Action")
+        .map(|(_, v)| v.to_owned());
+    (
+        "other".to_owned(),
+        action.unwrap_or_else(|| format!("{method} {}", uri.path())),
+    )
+}
+
+/// The short error type of an AWS JSON error answer.
+fn error_type(headers: &HeaderMap, body: &Value) -> Option<String> {
+    let raw = body
+        .get("__type")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .or_else(|| {
+            headers
+                .get("x-amzn-errortype")
+                .and_then(|v| v.to_str().ok())
+                .map(|v| v.split(':').next().unwrap_or(v).to_owned())
+        })?;
+    Some(raw.rsplit('#').next().unwrap_or(&raw).to_owned())
+}
+
+fn millis(since: Instant) -> f64 {
+    since.elapsed().as_secs_f64() * 1000.0
+}
+
+async fn forward(State(proxy): State<Proxy>, request: Request) -> Response {
+    let started = Instant::now();
+    let seq = proxy.0.next_seq.fetch_add(1, Ordering::SeqCst);
+    let (parts, body) = request.into_parts();
+    let body = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
+        Ok(body) => body,
+        Err(err) => {
+            return (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("degrau-awsproxy: request body: {err}"),
+            )
+                .into_response();
+        }
+    };
+    let (service, operation) = classify(&parts.headers, parts.method.as_str(), &parts.uri, &body);
+    let fault = lock(&proxy.0.faults).take(&service, &operation, &body);
+    let mut call = Call {
+        seq,
+        service: service.clone(),
+        operation: operation.clone(),
+        request_bytes: body.len() as u64,
+        fault: fault.clone(),
+        ..Call::default()
+    };
+    let request_json: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    call.resource = match service.as_str() {
+        "dynamodb" => dynamodb::table_of(&request_json),
+        "sqs" => request_json
+            .get("QueueUrl")
+            .and_then(Value::as_str)
+            .and_then(|url| url.rsplit('/').next())
+            .map(str::to_owned),
+        _ => None,
+    };
+
+    if let Some(fault) = &fault {
+        if let Some(delay) = fault.delay_ms {
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+        }
+        if let Some(status) = fault.status {
+            let kind = fault.qualified_type(&service);
+            let body = json!({"__type": kind, "message": fault.message_text()}).to_string();
+            call.status = status;
+            call.error_type = kind.rsplit('#').next().map(str::to_owned);
+            call.response_bytes = body.len() as u64;
+            call.duration_ms = millis(started);
+            proxy.record(call);
+            return error_response(status, body);
+        }
+        if fault.drop == Some(DropPoint::Before) {
+            call.duration_ms = millis(started);
+            proxy.record(call);
+            return dropped_response(StatusCode::OK, HeaderMap::new(), Bytes::new());
+        }
+    }
+
+    let upstream = format!(
+        "{}{}",
+        proxy.0.config.upstream,
+        parts.uri.path_and_query().map_or("/", |pq| pq.as_str())
+    );
+    let mut headers = parts.headers.clone();
+    strip_hop_by_hop(&mut headers);
+    let answer = proxy
+        .0
+        .http
+        .request(parts.method.clone(), &upstream)
+        .headers(headers)
+        .body(body.clone())
+        .send()
+        .await;
+    let answer = match answer {
+        Ok(answer) => answer,
+        Err(err) => {
+            let body = json!({
+                "__type": "com.amazonaws.degrau.awsproxy#UpstreamUnreachable",
+                "message": format!("degrau-awsproxy: {upstream}: {err}"),
+            })
+            .to_string();
+            call.status = 502;
+            call.error_type = Some("UpstreamUnreachable".into());
+            call.duration_ms = millis(started);
+            proxy.record(call);
+            return error_response(502, body);
+        }
+    };
+    let status = answer.status();
+    let mut response_headers = answer.headers().clone();
+    strip_hop_by_hop(&mut response_headers);
+    let response_body = match answer.bytes().await {
+        Ok(bytes) => bytes,
+        Err(err) => {
+            call.status = 502;
+            call.error_type = Some("UpstreamBodyError".into());
+            call.duration_ms = millis(started);
+            proxy.record(call);
+            return error_response(
+                502,
+                json!({
+                    "__type": "com.amazonaws.degrau.awsproxy#UpstreamBodyError",
+                    "message": format!("degrau-awsproxy: reading the answer: {err}"),
+                })
+                .to_string(),
+            );
+        }
+    };
+
+    call.status = status.as_u16();
+    call.response_bytes = response_body.len() as u64;
+    let response_json: Value = if service == "other" {
+        Value::Null
+    } else {
+        serde_json::from_slice(&response_body).unwrap_or(Value::Null)
+    };
+    if !status.is_success() {
+        call.error_type = error_type(&response_headers, &response_json);
+    }
+    match service.as_str() {
+        "dynamodb" => {
+            let outcome = Outcome::of(call.status, call.error_type.as_deref());
+            let read_backs = if outcome == Outcome::Done && proxy.0.config.shadow_reads {
+                dynamodb::read_backs(&operation, &request_json)
+            } else {
+                Vec::new()
+            };
+            let mut sizes = Vec::with_capacity(read_backs.len());
+            for read_back in &read_backs {
+                sizes.push((
+                    read_back.index,
+                    shadow_read(&proxy, &parts.headers, read_back).await,
+                ));
+            }
+            call.usage = dynamodb::account(
+                &operation,
+                &request_json,
+                &response_json,
+                outcome,
+                &|index| {
+                    sizes
+                        .iter()
+                        .find(|(i, _)| *i == index)
+                        .and_then(|(_, size)| *size)
+                },
+            );
+        }
+        "sqs" => {
+            call.sqs_billed_requests = (body.len() as u64).div_ceil(SQS_BILLING_CHUNK_BYTES).max(1);
+            if status.is_success() {
+                call.messages = sqs_messages(&operation, &request_json, &response_json);
+            }
+        }
+        _ => {}
+    }
+    call.duration_ms = millis(started);
+    proxy.record(call);
+
+    if fault.as_ref().and_then(|f| f.drop) == Some(DropPoint::After) {
+        return dropped_response(status, response_headers, response_body);
+    }
+    let mut response = Response::new(Body::from(response_body));
+    *response.status_mut() = status;
+    *response.headers_mut() = response_headers;
+    response
+}
+
+/// Messages an SQS call moved.
+fn sqs_messages(operation: &str, request: &Value, response: &Value) -> u64 {
+    let count = |value: &Value, field: &str| {
+        value
+            .get(field)
+            .and_then(Value::as_array)
+            .map_or(0, |a| a.len() as u64)
+    };
+    match operation {
+        "SendMessage" | "DeleteMessage" | "ChangeMessageVisibility" => 1,
+        "SendMessageBatch" | "DeleteMessageBatch" | "ChangeMessageVisibilityBatch" => {
+            count(response, "Successful")
+        }
+        "ReceiveMessage" => count(response, "Messages"),
+        _ => count(request, "Entries"),
+    }
+}
+
+/// Reads an updated item back upstream (consistently) and returns its size;
+/// `None` when the read failed or found nothing.
+async fn shadow_read(proxy: &Proxy, original: &HeaderMap, read_back: &ReadBack) -> Option<u64> {
+    let mut headers = HeaderMap::new();
+    // moto takes the region (and so the backend) from the credential scope.
+    for name in [
+        header::AUTHORIZATION,
+        header::HOST,
+        HeaderName::from_static("x-amz-date"),
+    ] {
+        if let Some(value) = original.get(&name) {
+            headers.insert(name, value.clone());
+        }
+    }
+    headers.insert(
+        HeaderName::from_static("x-amz-target"),
+        HeaderValue::from_static("DynamoDB_20120810.GetItem"),
+    );
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/x-amz-json-1.0"),
+    );
+    let body = json!({
+        "TableName": read_back.table,
+        "Key": read_back.key,
+        "ConsistentRead": true,
+    });
+    let answer = proxy
+        .0
+        .http
+        .post(format!("{}/", proxy.0.config.upstream))
+        .headers(headers)
+        .body(body.to_string())
+        .send()
+        .await
+        .ok()?;
+    if !answer.status().is_success() {
+        return None;
+    }
+    let value: Value = serde_json::from_slice(&answer.bytes().await.ok()?).ok()?;
+    value.get("Item").map(size::item_size)
+}
+
+fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    for name in HOP_BY_HOP {
+        headers.remove(*name);
+    }
+}
+
+fn error_response(status: u16, body: String) -> Response {
+    let mut response = Response::new(Body::from(body));
+    *response.status_mut() =
+        StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/x-amz-json-1.0"),
+    );
+    headers.insert(
+        HeaderName::from_static("x-amzn-requestid"),
+        HeaderValue::from_static("degrau-awsproxy-injected"),
+    );
+    response
+}
+
+/// The status line, the headers and half of `body`; then the connection breaks
+/// (the body stream fails, so hyper aborts the chunked response).
+fn dropped_response(status: StatusCode, headers: HeaderMap, body: Bytes) -> Response {
+    let half = body.slice(..body.len() / 2);
+    let mut response = Body::from_stream(Truncated {
+        chunk: Some(half),
+        pause: Box::pin(tokio::time::sleep(DROP_PAUSE)),
+    })
+    .into_response();
+    *response.status_mut() = status;
+    *response.headers_mut() = headers;
+    response
+}
+
+/// A body that yields one chunk, waits a moment, then fails.
+struct Truncated {
+    chunk: Option<Bytes>,
+    pause: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl futures_core::Stream for Truncated {
+    type Item = Result<Bytes, std::io::Error>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if let Some(chunk) = self.chunk.take() {
+            return Poll::Ready(Some(Ok(chunk)));
+        }
+        ready!(self.pause.as_mut().poll(cx));
+        Poll::Ready(Some(Err(std::io::Error::new(
+            std::io::ErrorKind::ConnectionAborted,
+            "connection dropped by an injected fault (degrau-awsproxy)",
+        ))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn requests_are_classified_by_their_target() {
+        let mut headers = HeaderMap::new();
+        let uri: Uri = "/".parse().unwrap();
+        headers.insert(
+            "x-amz-target",
+            HeaderValue::from_static("DynamoDB_20120810.Query"),
+        );
+        assert_eq!(
+            classify(&headers, "POST", &uri, b"{}"),
+            ("dynamodb".into(), "Query".into())
+        );
+        headers.insert(
+            "x-amz-target",
+            HeaderValue::from_static("AmazonSQS.SendMessage"),
+        );
+        assert_eq!(
+            classify(&headers, "POST", &uri, b"{}"),
+            ("sqs".into(), "SendMessage".into())
+        );
+        let form = HeaderMap::new();
+        assert_eq!(
+            classify(&form, "POST", &uri, b"Action=ListQueues&Version=2012-11-05"),
+            ("other".into(), "ListQueues".into())
+        );
+        assert_eq!(
+            classify(&form, "GET", &"/moto-api/".parse().unwrap(), b""),
+            ("other".into(), "GET /moto-api/".into())
+        );
+    }
+
+    #[test]
+    fn error_types_lose_their_namespace() {
+        let body =
+            json!({"__type": "com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException"});
+        assert_eq!(
+            error_type(&HeaderMap::new(), &body).unwrap(),
+            "ConditionalCheckFailedException"
+        );
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            "x-amzn-errortype",
+            HeaderValue::from_static("ResourceNotFoundException:http://internal"),
+        );
+        assert_eq!(
+            error_type(&headers, &Value::Null).unwrap(),
+            "ResourceNotFoundException"
+        );
+    }
+}

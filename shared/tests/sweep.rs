@@ -1,0 +1,458 @@
+//! The session sweep against the in-memory store, the ask service and a recording
+//! jobs queue: an idle session's facts are requested once, by the sweep or by the
+//! next message, never by both; tenants' own timeouts are honoured; failures leave
+//! the session for the next sweep.
+
+#![allow(clippy::unwrap_used, missing_docs)] // a test binary: a panic is a failed test
+
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use degrau::ask::AskService;
+use degrau::compactor::{Compactor, CompactorError, SweepReport};
+use degrau::domain::{ContactId, Fact, FactKey, Head, IdempotencyKey, TenantId};
+use degrau::jobs::{EnqueueError, Job, Jobs};
+use degrau::model::scripted::ScriptedModel;
+use degrau::store::memory::MemoryStore;
+use degrau::store::{
+    AppliedStep, Claim, ClosedSession, ContactKey, Cursor, FactWrite, IdleSession, RoundCommit,
+    SWEEP_BUCKETS, SessionFilter, Store, StoreError, TenantStore, TranscriptPage, TurnState,
+    sweep_bucket,
+};
+use degrau::tenant::{Defaults, TenantConfig};
+use degrau::tools::demo::DemoTools;
+use degrau::usage::Usage;
+
+const START: i64 = 1_800_000_000;
+const MINUTE: i64 = 60;
+/// The default idle timeout of these tests (`Defaults::session_idle_minutes`).
+const IDLE: i64 = 24 * 60 * MINUTE;
+
+/// A queue that records every job, or refuses them all while `fail` is set.
+#[derive(Default)]
+struct RecordingJobs {
+    jobs: Mutex<Vec<Job>>,
+    fail: AtomicBool,
+}
+
+impl RecordingJobs {
+    fn facts(&self) -> Vec<(ContactKey, u32)> {
+        self.jobs
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|job| job.kind() == "facts")
+            .map(|job| (job.key(), job.session()))
+            .collect()
+    }
+}
+
+#[async_trait]
+impl Jobs for RecordingJobs {
+    async fn enqueue_step(
+        &self,
+        key: &ContactKey,
+        session: u32,
+        summarized_until: u64,
+    ) -> Result<bool, EnqueueError> {
+        if self.fail.load(Ordering::SeqCst) {
+            return Err(EnqueueError("the queue is down".into()));
+        }
+        self.jobs.lock().unwrap().push(Job::Step {
+            tenant: key.tenant.clone(),
+            contact: key.contact.clone(),
+            session,
+            summarized_until,
+        });
+        Ok(true)
+    }
+
+    async fn enqueue_facts(&self, key: &ContactKey, session: u32) -> Result<bool, EnqueueError> {
+        if self.fail.load(Ordering::SeqCst) {
+            return Err(EnqueueError("the queue is down".into()));
+        }
+        self.jobs.lock().unwrap().push(Job::Facts {
+            tenant: key.tenant.clone(),
+            contact: key.contact.clone(),
+            session,
+        });
+        Ok(true)
+    }
+}
+
+struct Harness {
+    store: Arc<MemoryStore>,
+    model: Arc<ScriptedModel>,
+    clock: Arc<AtomicI64>,
+    /// What the ask service enqueued (the next message closing a session).
+    ask_jobs: Arc<RecordingJobs>,
+    /// What the sweep enqueued.
+    sweep_jobs: RecordingJobs,
+    ask: AskService,
+    compactor: Compactor,
+}
+
+fn harness() -> Harness {
+    let store = Arc::new(MemoryStore::new());
+    let model = Arc::new(ScriptedModel::default());
+    let clock = Arc::new(AtomicI64::new(START));
+    let now = clock.clone();
+    let clock_fn: degrau::ask::Clock = Arc::new(move || now.load(Ordering::SeqCst));
+    let ask_jobs = Arc::new(RecordingJobs::default());
+    Harness {
+        ask: AskService {
+            store: store.clone(),
+            tenants: store.clone(),
+            model: model.clone(),
+            tools: Arc::new(DemoTools),
+            jobs: ask_jobs.clone(),
+            defaults: Defaults::default(),
+            clock: clock_fn.clone(),
+        },
+        compactor: Compactor {
+            store: store.clone(),
+            tenants: store.clone(),
+            model: model.clone(),
+            defaults: Defaults::default(),
+            clock: clock_fn,
+        },
+        store,
+        model,
+        clock,
+        ask_jobs,
+        sweep_jobs: RecordingJobs::default(),
+    }
+}
+
+fn key(tenant: &str, contact: &str) -> ContactKey {
+    ContactKey {
+        tenant: TenantId::parse(tenant).unwrap(),
+        contact: ContactId::parse(contact).unwrap(),
+    }
+}
+
+impl Harness {
+    fn at(&self, seconds_after_start: i64) -> i64 {
+        let now = START + seconds_after_start;
+        self.clock.store(now, Ordering::SeqCst);
+        now
+    }
+
+    /// One round from `key`, answered with plain text.
+    async fn say(&self, key: &ContactKey, text: &str) -> u32 {
+        self.model.push(ScriptedModel::text("ok", Usage::default()));
+        match self.ask.ask(key, text, None).await.unwrap() {
+            degrau::ask::AskOutcome::Answered(response) => response.session,
+            other => panic!("expected an answer, got {other:?}"),
+        }
+    }
+
+    async fn sweep(&self, now: i64) -> SweepReport {
+        self.compactor.sweep(&self.sweep_jobs, now).await.unwrap()
+    }
+
+    async fn facts_requested(&self, key: &ContactKey) -> Option<u32> {
+        let (head, _) = self.store.load_memory(key, START).await.unwrap();
+        head.unwrap().facts_requested
+    }
+}
+
+fn report(found: usize, enqueued: usize, skipped: usize, failed: usize) -> SweepReport {
+    SweepReport {
+        found,
+        enqueued,
+        skipped,
+        failed,
+        buckets_failed: 0,
+    }
+}
+
+#[tokio::test]
+async fn an_idle_session_is_swept_once_when_its_timeout_has_passed() {
+    let h = harness();
+    let ana = key("barber", "ana");
+    h.say(&ana, "hi").await;
+
+    assert_eq!(
+        h.sweep(h.at(IDLE - 1)).await,
+        report(0, 0, 0, 0),
+        "not idle yet"
+    );
+    assert_eq!(h.sweep(h.at(IDLE)).await, report(1, 1, 0, 0));
+    assert_eq!(h.sweep_jobs.facts(), vec![(ana.clone(), 1)]);
+    assert_eq!(h.facts_requested(&ana).await, Some(1));
+    assert_eq!(h.store.sweep_entry(&ana), None, "out of the index");
+
+    assert_eq!(
+        h.sweep(h.at(3 * IDLE)).await,
+        report(0, 0, 0, 0),
+        "a swept session is not swept again"
+    );
+    assert_eq!(h.sweep_jobs.facts().len(), 1);
+    assert!(h.ask_jobs.facts().is_empty());
+}
+
+#[tokio::test]
+async fn a_contact_idle_by_the_default_but_not_by_its_tenants_longer_timeout_is_skipped() {
+    let h = harness();
+    let patient = TenantConfig {
+        session_idle_minutes: Some(3 * 24 * 60),
+        ..TenantConfig::default()
+    };
+    h.store
+        .put_tenant_config(&TenantId::parse("clinic").unwrap(), &patient)
+        .await
+        .unwrap();
+    let bia = key("clinic", "bia");
+    let caio = key("barber", "caio");
+    h.say(&bia, "hi").await;
+    h.say(&caio, "hi").await;
+
+    assert_eq!(h.sweep(h.at(IDLE)).await, report(2, 1, 1, 0));
+    assert_eq!(h.sweep_jobs.facts(), vec![(caio, 1)]);
+    assert_eq!(h.facts_requested(&bia).await, None);
+    assert!(
+        h.store.sweep_entry(&bia).is_some(),
+        "left for a later sweep"
+    );
+
+    assert_eq!(h.sweep(h.at(3 * IDLE - 1)).await, report(1, 0, 1, 0));
+    assert_eq!(h.sweep(h.at(3 * IDLE)).await, report(1, 1, 0, 0));
+    assert_eq!(h.sweep_jobs.facts().last(), Some(&(bia, 1)));
+}
+
+#[tokio::test]
+async fn a_swept_session_whose_contact_writes_again_opens_a_new_one_without_a_second_facts_job() {
+    let h = harness();
+    let ana = key("barber", "ana");
+    h.say(&ana, "hi").await;
+    h.sweep(h.at(IDLE)).await;
+    assert_eq!(h.sweep_jobs.facts(), vec![(ana.clone(), 1)]);
+
+    h.at(IDLE + 10 * MINUTE);
+    assert_eq!(h.say(&ana, "hello again").await, 2, "a new session");
+    assert!(
+        h.ask_jobs.facts().is_empty(),
+        "the sweep already requested session 1's facts"
+    );
+    assert_eq!(
+        h.facts_requested(&ana).await,
+        None,
+        "the new session does not carry the old value"
+    );
+    assert_eq!(
+        h.store.sweep_entry(&ana),
+        Some((sweep_bucket(&ana), START + IDLE + 10 * MINUTE)),
+        "back in the index at its new activity"
+    );
+
+    // Session 2 closes by the next message (not swept): that one requests it.
+    h.at(2 * IDLE + 10 * MINUTE);
+    assert_eq!(h.say(&ana, "me again").await, 3);
+    assert_eq!(h.ask_jobs.facts(), vec![(ana.clone(), 2)]);
+
+    // And session 3, left idle, is swept.
+    assert_eq!(
+        h.sweep(h.at(3 * IDLE + 10 * MINUTE)).await,
+        report(1, 1, 0, 0)
+    );
+    assert_eq!(h.sweep_jobs.facts(), vec![(ana.clone(), 1), (ana, 3)]);
+}
+
+#[tokio::test]
+async fn an_erased_contact_is_not_swept() {
+    let h = harness();
+    let ana = key("barber", "ana");
+    let bruno = key("barber", "bruno");
+    h.say(&ana, "hi").await;
+    h.say(&bruno, "hi").await;
+    h.ask.erase(&ana).await.unwrap();
+
+    assert_eq!(h.sweep(h.at(IDLE)).await, report(1, 1, 0, 0));
+    assert_eq!(h.sweep_jobs.facts(), vec![(bruno, 1)]);
+    assert_eq!(h.store.item_count(&ana), 0, "marking wrote nothing back");
+    assert!(!h.store.mark_swept(&ana, 1, START).await.unwrap());
+}
+
+#[tokio::test]
+async fn a_failed_enqueue_leaves_the_session_for_the_next_sweep() {
+    let h = harness();
+    let ana = key("barber", "ana");
+    h.say(&ana, "hi").await;
+    h.sweep_jobs.fail.store(true, Ordering::SeqCst);
+    assert_eq!(h.sweep(h.at(IDLE)).await, report(1, 0, 0, 1));
+    assert_eq!(h.facts_requested(&ana).await, None, "not marked");
+
+    h.sweep_jobs.fail.store(false, Ordering::SeqCst);
+    assert_eq!(h.sweep(h.at(IDLE + 15 * MINUTE)).await, report(1, 1, 0, 0));
+    assert_eq!(h.sweep_jobs.facts(), vec![(ana, 1)]);
+}
+
+/// The memory store, whose sweep index reads fail for the buckets in `failing`.
+struct FlakyIndex {
+    inner: Arc<MemoryStore>,
+    failing: Vec<u8>,
+}
+
+#[async_trait]
+impl Store for FlakyIndex {
+    async fn load_turn(&self, key: &ContactKey, now: i64) -> Result<TurnState, StoreError> {
+        self.inner.load_turn(key, now).await
+    }
+    async fn load_memory(
+        &self,
+        key: &ContactKey,
+        now: i64,
+    ) -> Result<(Option<Head>, Vec<Fact>), StoreError> {
+        self.inner.load_memory(key, now).await
+    }
+    async fn commit_round(&self, commit: &RoundCommit) -> Result<(), StoreError> {
+        self.inner.commit_round(commit).await
+    }
+    async fn claim_request(
+        &self,
+        key: &ContactKey,
+        idempotency: &IdempotencyKey,
+        payload_hash: &str,
+        now: i64,
+        lease_seconds: i64,
+    ) -> Result<Claim, StoreError> {
+        self.inner
+            .claim_request(key, idempotency, payload_hash, now, lease_seconds)
+            .await
+    }
+    async fn release_request(
+        &self,
+        key: &ContactKey,
+        idempotency: &IdempotencyKey,
+    ) -> Result<(), StoreError> {
+        self.inner.release_request(key, idempotency).await
+    }
+    async fn transcript(
+        &self,
+        key: &ContactKey,
+        sessions: SessionFilter,
+        limit: usize,
+        before: Option<Cursor>,
+    ) -> Result<TranscriptPage, StoreError> {
+        self.inner.transcript(key, sessions, limit, before).await
+    }
+    async fn erase_contact(&self, key: &ContactKey) -> Result<usize, StoreError> {
+        self.inner.erase_contact(key).await
+    }
+    async fn apply_step(&self, key: &ContactKey, step: &AppliedStep) -> Result<bool, StoreError> {
+        self.inner.apply_step(key, step).await
+    }
+    async fn load_closed_session(
+        &self,
+        key: &ContactKey,
+        session: u32,
+        now: i64,
+    ) -> Result<ClosedSession, StoreError> {
+        self.inner.load_closed_session(key, session, now).await
+    }
+    async fn save_facts(
+        &self,
+        key: &ContactKey,
+        writes: &[FactWrite],
+        removals: &[FactKey],
+    ) -> Result<bool, StoreError> {
+        self.inner.save_facts(key, writes, removals).await
+    }
+    async fn idle_sessions(
+        &self,
+        bucket: u8,
+        last_activity_before: i64,
+        limit: usize,
+    ) -> Result<Vec<IdleSession>, StoreError> {
+        if self.failing.contains(&bucket) {
+            return Err(StoreError::Unavailable("throttled".into()));
+        }
+        self.inner
+            .idle_sessions(bucket, last_activity_before, limit)
+            .await
+    }
+    async fn mark_swept(
+        &self,
+        key: &ContactKey,
+        session: u32,
+        last_activity: i64,
+    ) -> Result<bool, StoreError> {
+        self.inner.mark_swept(key, session, last_activity).await
+    }
+}
+
+#[tokio::test]
+async fn a_failed_bucket_read_holds_up_only_that_bucket_and_all_failing_is_an_error() {
+    let h = harness();
+    let ana = key("barber", "ana");
+    let bruno = (0..)
+        .map(|i| key("barber", &format!("bruno{i}")))
+        .find(|k| sweep_bucket(k) != sweep_bucket(&ana))
+        .unwrap();
+    h.say(&ana, "hi").await;
+    h.say(&bruno, "hi").await;
+    let compactor = |failing: Vec<u8>| Compactor {
+        store: Arc::new(FlakyIndex {
+            inner: h.store.clone(),
+            failing,
+        }),
+        ..h.compactor.clone()
+    };
+    let now = h.at(IDLE);
+
+    let partial = compactor(vec![sweep_bucket(&ana)])
+        .sweep(&h.sweep_jobs, now)
+        .await
+        .unwrap();
+    assert_eq!(
+        partial,
+        SweepReport {
+            buckets_failed: 1,
+            ..report(1, 1, 0, 0)
+        }
+    );
+    assert_eq!(h.sweep_jobs.facts(), vec![(bruno, 1)]);
+    assert!(
+        h.store.sweep_entry(&ana).is_some(),
+        "left for the next sweep"
+    );
+
+    let error = compactor((0..SWEEP_BUCKETS).collect())
+        .sweep(&h.sweep_jobs, now)
+        .await
+        .unwrap_err();
+    assert!(matches!(
+        error,
+        CompactorError::Store(StoreError::Unavailable(_))
+    ));
+    assert_eq!(h.sweep(now).await, report(1, 1, 0, 0), "the next sweep");
+    assert_eq!(h.sweep_jobs.facts().last(), Some(&(ana, 1)));
+}
+
+#[tokio::test]
+async fn each_bucket_is_read_up_to_its_limit_per_run_oldest_first() {
+    use degrau::compactor::SWEEP_LIMIT_PER_BUCKET;
+    let h = harness();
+    // More idle contacts in one bucket than a run takes, one minute apart.
+    let bucket = sweep_bucket(&key("barber", "c0"));
+    let crowd: Vec<ContactKey> = (0..)
+        .map(|i| key("barber", &format!("c{i}")))
+        .filter(|k| sweep_bucket(k) == bucket)
+        .take(SWEEP_LIMIT_PER_BUCKET + 3)
+        .collect();
+    for (i, contact) in crowd.iter().enumerate() {
+        h.at(i as i64 * MINUTE);
+        h.say(contact, "hi").await;
+    }
+    let now = h.at(IDLE + crowd.len() as i64 * MINUTE);
+    assert_eq!(
+        h.sweep(now).await,
+        report(SWEEP_LIMIT_PER_BUCKET, SWEEP_LIMIT_PER_BUCKET, 0, 0)
+    );
+    let swept: Vec<ContactKey> = h.sweep_jobs.facts().into_iter().map(|(k, _)| k).collect();
+    assert_eq!(swept, crowd[..SWEEP_LIMIT_PER_BUCKET], "the oldest first");
+    assert_eq!(h.sweep(now).await, report(3, 3, 0, 0), "the rest next run");
+    assert!(bucket < SWEEP_BUCKETS);
+}
