@@ -28,7 +28,9 @@ pub struct CompactionPolicy {
 impl Default for CompactionPolicy {
     fn default() -> Self {
         CompactionPolicy {
-            threshold_tokens: 16_000,
+            // The cheapest of 4k–32k on the 200-turn benchmark (results/threshold-sweep.md):
+            // 0.36 of full history, the early identifier still visible.
+            threshold_tokens: 8_000,
             keep_messages: 12,
             hard_limit_tokens: 150_000,
             prune_keep_turns: 2,

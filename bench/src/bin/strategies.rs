@@ -19,6 +19,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
+use degrau::compaction::CompactionPolicy;
 use degrau_bench::strategies::report::{Metrics, Prices, metrics, thousands};
 use degrau_bench::strategies::run::{Policy, RunSettings};
 use degrau_bench::strategies::script::conversation;
@@ -33,11 +34,14 @@ usage: strategies [--long] [--turns 20,200] [--seed N] [--threshold TOKENS] [--k
   --long          also run the 1,000-turn conversation (default lengths: 20 and 200)
   --turns LIST    conversation lengths, comma-separated (overrides the defaults and --long)
   --seed N        seed of the scripted conversations (default 2026)
-  --threshold N   compaction threshold in the stand-in's tokens (default 16000)
-  --keep N        messages a step keeps, and the sliding window's size (default 12)
+  --threshold N   compaction threshold in the stand-in's tokens (default: degrau's,
+                  COMPACTION_THRESHOLD_TOKENS' default)
+  --keep N        messages a step keeps, and the sliding window's size (default: degrau's,
+                  WINDOW_KEEP_MESSAGES' default)
   --gap-seconds N move the stand-in's cache clock N seconds after each turn (default 0:
                   back-to-back turns; above 300 every cache entry expires between turns)
-  --sequential    run the three strategies one after the other (default: at once)
+  --policies LIST which strategies to run (default full,sliding,stepped)
+  --sequential    run the strategies one after the other (default: at once)
   --no-log-check  do not compare the tap's records with the stand-in's log
   --show-script   print the scripted conversations (turn, kind, language, text) and stop
   --out DIR       where to write results (default: results/ at the repository root)
@@ -59,6 +63,7 @@ struct Options {
     sweep_turns: usize,
     show_script: bool,
     gap_seconds: u64,
+    policies: Vec<Policy>,
 }
 
 fn list<T: std::str::FromStr>(flag: &str, value: &str) -> Result<Vec<T>, String> {
@@ -74,18 +79,23 @@ fn list<T: std::str::FromStr>(flag: &str, value: &str) -> Result<Vec<T>, String>
 }
 
 fn parse(args: &[String]) -> Result<Option<Options>, String> {
+    // The tenant config of every run defaults to degrau's own defaults.
+    let defaults = CompactionPolicy::default();
     let mut options = Options {
         turns: vec![20, 200],
         seed: 2026,
-        threshold: 16_000,
-        keep: 12,
+        threshold: defaults.threshold_tokens,
+        keep: defaults.keep_messages,
         parallel: true,
         check_log: true,
-        out: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../results"),
+        out: std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .map_or_else(|| PathBuf::from("results"), |root| root.join("results")),
         sweep: None,
         sweep_turns: 200,
         show_script: false,
         gap_seconds: 0,
+        policies: Policy::ALL.to_vec(),
     };
     let mut long = false;
     let mut turns: Option<Vec<usize>> = None;
@@ -105,6 +115,7 @@ fn parse(args: &[String]) -> Result<Option<Options>, String> {
                 | "--sweep"
                 | "--sweep-turns"
                 | "--gap-seconds"
+                | "--policies"
         );
         let value = if takes_value {
             match inline.or_else(|| iter.next().cloned()) {
@@ -133,6 +144,15 @@ fn parse(args: &[String]) -> Result<Option<Options>, String> {
             "--sweep" => options.sweep = Some(list(flag, &value)?),
             "--sweep-turns" => options.sweep_turns = number(&value)? as usize,
             "--gap-seconds" => options.gap_seconds = number(&value)?,
+            "--policies" => {
+                options.policies = value
+                    .split(',')
+                    .map(|p| {
+                        Policy::parse(p.trim())
+                            .ok_or_else(|| format!("--policies: unknown policy {p:?}"))
+                    })
+                    .collect::<Result<_, _>>()?;
+            }
             other => eprintln!("strategies: ignoring {other:?} (not one of its options)"),
         }
     }
@@ -215,16 +235,22 @@ async fn main() {
     for c in &conversations {
         let t = Instant::now();
         eprintln!(
-            "strategies: {} turns ({}), seed {}…",
+            "strategies: {} turns, {} ({}), seed {}…",
             c.turns.len(),
+            options
+                .policies
+                .iter()
+                .map(|p| p.env_value())
+                .collect::<Vec<_>>()
+                .join(", "),
             if options.parallel {
-                "three stacks at once"
+                "at once"
             } else {
-                "one stack at a time"
+                "one after the other"
             },
             c.seed
         );
-        let runs = compare(c, &Policy::ALL, &settings, options.parallel).await;
+        let runs = compare(c, &options.policies, &settings, options.parallel).await;
         eprintln!(
             "strategies: {} turns done in {:.0} s",
             c.turns.len(),

@@ -2,6 +2,12 @@
 //! same moto through the same proxy: `bench/langchain/history.py`, run with the
 //! repository's `.venv/bin/python` after `pip install -r
 //! bench/langchain/requirements.txt` (pinned; only when the benchmark runs).
+//!
+//! By default only the checkpoint turns go through the class, each on a history
+//! item seeded with the earlier turns exactly as the class stores them (checked
+//! equal, call for call, to playing every turn); `--langchain-full` plays every
+//! turn, which on moto takes tens of minutes for 300 turns since each call moves
+//! the whole, growing item.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -40,6 +46,8 @@ pub struct LangchainTurn {
 /// How the LangChain side went.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LangchainRun {
+    /// `seeded` or `full` (see [`Plan::full`]).
+    pub mode: String,
     /// The pinned versions (the requirements file's lines).
     pub requirements: Vec<String>,
     /// Every turn of every pattern.
@@ -52,6 +60,19 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+/// How the script plays the conversation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// `separate`, `runnable` or both, comma-separated.
+    pub patterns: String,
+    /// Play every turn through the class (`full`) rather than only the
+    /// checkpoints, each on a history item seeded with the earlier turns
+    /// (`seeded`: the same item, far faster on moto).
+    pub full: bool,
+    /// The checkpoint turns.
+    pub checkpoints: Vec<usize>,
+}
+
 /// Installs the requirements and runs the script on `transcript` (user text,
 /// reply text per turn) through `endpoint` (the proxy); `work` holds the
 /// conversation and output files.
@@ -59,7 +80,7 @@ pub fn run(
     endpoint: &str,
     table: &str,
     transcript: &[(String, String)],
-    patterns: &str,
+    plan: &Plan,
     work: &Path,
 ) -> LangchainRun {
     let root = root();
@@ -71,7 +92,9 @@ pub fn run(
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .map(str::to_owned)
         .collect();
+    let mode = if plan.full { "full" } else { "seeded" }.to_owned();
     let skipped = |why: String| LangchainRun {
+        mode: mode.clone(),
         requirements: requirements.clone(),
         turns: Vec::new(),
         skipped: Some(why),
@@ -114,17 +137,14 @@ pub fn run(
     }
     // langchain-community 0.4 warns at import that it is being sunset; the class
     // measured is the one its docs still show.
+    let checkpoints: Vec<String> = plan.checkpoints.iter().map(usize::to_string).collect();
     let status = Command::new(&python)
         .args(["-W", "ignore::DeprecationWarning"])
         .arg(root.join("bench/langchain/history.py"))
-        .args([
-            "--endpoint",
-            endpoint,
-            "--table",
-            table,
-            "--patterns",
-            patterns,
-        ])
+        .args(["--endpoint", endpoint, "--table", table])
+        .args(["--patterns", &plan.patterns])
+        .args(["--mode", if plan.full { "full" } else { "seeded" }])
+        .args(["--checkpoints", &checkpoints.join(",")])
         .arg("--conversation")
         .arg(&conversation)
         .arg("--out")
@@ -156,6 +176,7 @@ pub fn run(
         })
         .collect();
     LangchainRun {
+        mode,
         requirements,
         turns,
         skipped: None,

@@ -34,8 +34,8 @@ use stack::{Binaries, ProxiedStack};
 /// The command line's usage text.
 pub const USAGE: &str = "\
 usage: footprint [--long] [--checkpoints 10,100,300] [--seed N] [--threshold TOKENS]
-                 [--keep N] [--cold-starts N] [--no-langchain] [--langchain-patterns LIST]
-                 [--out DIR]
+                 [--keep N] [--cold-starts N] [--no-langchain] [--langchain-full]
+                 [--langchain-patterns LIST] [--out DIR]
 
   --long               play 1,000 turns, checkpoints 10, 100 and 1,000
                        (default: 300 turns, checkpoints 10, 100 and 300)
@@ -45,6 +45,9 @@ usage: footprint [--long] [--checkpoints 10,100,300] [--seed N] [--threshold TOK
   --keep N             messages a step keeps (default 12, as deployed)
   --cold-starts N      fresh processes per function for init and memory (default 5)
   --no-langchain       skip the LangChain comparison (and its pip install)
+  --langchain-full     play every LangChain turn (default: only the checkpoints, each
+                       on a history item seeded with the earlier turns; same figures,
+                       minutes instead of tens of minutes on moto)
   --langchain-patterns separate,runnable (default: both)
   --out DIR            where to write footprint.md and footprint.json (default results/)
 
@@ -68,6 +71,8 @@ pub struct Options {
     pub langchain: bool,
     /// LangChain access patterns.
     pub langchain_patterns: String,
+    /// Play every LangChain turn rather than seeding the checkpoints.
+    pub langchain_full: bool,
     /// Output folder.
     pub out: PathBuf,
     /// Arguments that were ignored.
@@ -84,6 +89,7 @@ impl Default for Options {
             cold_starts: 5,
             langchain: true,
             langchain_patterns: "separate,runnable".into(),
+            langchain_full: false,
             out: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../results"),
             ignored: Vec::new(),
         }
@@ -123,6 +129,7 @@ impl Options {
                 "--keep" => options.keep = number(arg, value(arg)?)? as usize,
                 "--cold-starts" => options.cold_starts = number(arg, value(arg)?)? as usize,
                 "--no-langchain" => options.langchain = false,
+                "--langchain-full" => options.langchain_full = true,
                 "--langchain-patterns" => {
                     let patterns = value(arg)?;
                     if patterns
@@ -207,19 +214,25 @@ pub async fn run(options: &Options) -> Report {
         let endpoint = stack.proxy.url().to_owned();
         let table = degrau_tests::moto::unique_name("footprint-langchain");
         let transcript = degrau.transcript.clone();
-        let patterns = options.langchain_patterns.clone();
+        let plan = langchain::Plan {
+            patterns: options.langchain_patterns.clone(),
+            full: options.langchain_full,
+            checkpoints: options.checkpoints.clone(),
+        };
         let work = options.out.join("tmp");
         tokio::task::spawn_blocking(move || {
-            langchain::run(&endpoint, &table, &transcript, &patterns, &work)
+            langchain::run(&endpoint, &table, &transcript, &plan, &work)
         })
         .await
         .unwrap_or_else(|err| langchain::LangchainRun {
+            mode: String::new(),
             requirements: Vec::new(),
             turns: Vec::new(),
             skipped: Some(format!("the LangChain task failed: {err}")),
         })
     } else {
         langchain::LangchainRun {
+            mode: String::new(),
             requirements: Vec::new(),
             turns: Vec::new(),
             skipped: Some("--no-langchain".into()),
@@ -231,6 +244,7 @@ pub async fn run(options: &Options) -> Report {
         options.cold_starts
     );
     let cold_starts = cold::measure(&mut stack, options.cold_starts).await;
+    stack.clean_up().await;
     eprintln!(
         "footprint: done in {:.0} s",
         started.elapsed().as_secs_f64()

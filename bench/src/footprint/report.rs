@@ -159,6 +159,8 @@ pub struct Checkpoint {
     pub degrau: AskFigures,
     /// The largest per-ask figures of degrau over turns 1..=turn.
     pub degrau_max: MaxSoFar,
+    /// degrau's mean ask over the span since the previous checkpoint.
+    pub degrau_mean: MeanOfSpan,
     /// degrau's compaction work over the span since the previous checkpoint, per ask.
     pub compaction: Amortized,
     /// degrau's bill per million asks, from the ask at this turn.
@@ -185,6 +187,21 @@ pub struct MaxSoFar {
     pub wcu: f64,
     /// DynamoDB calls.
     pub dynamodb_calls: u64,
+}
+
+/// Mean per-ask figures over a span of turns.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct MeanOfSpan {
+    /// Bytes read.
+    pub bytes_read: f64,
+    /// Bytes written.
+    pub bytes_written: f64,
+    /// Read units.
+    pub rcu: f64,
+    /// Write units.
+    pub wcu: f64,
+    /// CPU ms (schedstat).
+    pub cpu_ms: f64,
 }
 
 /// Where LangChain's history item meets DynamoDB's 400 KB limit.
@@ -246,6 +263,8 @@ pub struct Report {
     pub item_limits: Vec<ItemLimit>,
     /// LangChain's pinned requirements.
     pub langchain_requirements: Vec<String>,
+    /// `seeded` (checkpoint turns on a seeded item) or `full` (every turn).
+    pub langchain_mode: String,
     /// Why LangChain did not run, if it did not.
     pub langchain_skipped: Option<String>,
     /// Cold starts.
@@ -421,6 +440,14 @@ pub fn build(
             .filter(|a| a.turn >= compaction.from_turn && a.turn <= turn)
             .collect();
         let span_bill = ask_bill(&prices, &span, &compaction, run.log_bytes_per_ask);
+        let n = span.len().max(1) as f64;
+        let degrau_mean = MeanOfSpan {
+            bytes_read: sum(span.iter().map(|a| a.aws.bytes_read as f64)) / n,
+            bytes_written: sum(span.iter().map(|a| a.aws.bytes_written as f64)) / n,
+            rcu: sum(span.iter().map(|a| a.aws.rcu)) / n,
+            wcu: sum(span.iter().map(|a| a.aws.wcu)) / n,
+            cpu_ms: sum(span.iter().map(|a| a.cpu_ms)) / n,
+        };
         let mut lc = BTreeMap::new();
         let mut lc_bill = BTreeMap::new();
         for pattern in &patterns {
@@ -437,6 +464,7 @@ pub fn build(
             turn,
             degrau: ask,
             degrau_max,
+            degrau_mean,
             compaction,
             bill,
             span_bill,
@@ -470,6 +498,7 @@ pub fn build(
         peak_rss_end_kib: (run.ask_peak_rss_kib_end, run.compactor_peak_rss_kib_end),
         item_limits,
         langchain_requirements: langchain.requirements.clone(),
+        langchain_mode: langchain.mode.clone(),
         langchain_skipped: langchain.skipped.clone(),
         cold_starts,
         series: Series {
@@ -684,6 +713,45 @@ pub fn markdown(report: &Report, command: &str) -> String {
                     units(c.degrau_max.wcu)
                 )
             })
+            .collect()),
+    );
+    row(
+        &mut out,
+        "degrau, mean of the turns since the previous column: bytes read / RCU",
+        &pad(report
+            .at
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} / {:.1}",
+                    thousands(c.degrau_mean.bytes_read.round() as u64),
+                    c.degrau_mean.rcu
+                )
+            })
+            .collect()),
+    );
+    row(
+        &mut out,
+        "degrau, mean of the turns since the previous column: bytes written / WCU",
+        &pad(report
+            .at
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} / {:.1}",
+                    thousands(c.degrau_mean.bytes_written.round() as u64),
+                    c.degrau_mean.wcu
+                )
+            })
+            .collect()),
+    );
+    row(
+        &mut out,
+        "degrau, mean of the turns since the previous column: CPU ms",
+        &pad(report
+            .at
+            .iter()
+            .map(|c| format!("{:.1}", c.degrau_mean.cpu_ms))
             .collect()),
     );
     row(
@@ -970,10 +1038,20 @@ pub fn markdown(report: &Report, command: &str) -> String {
          and metrics per ask on average.\n",
         report.clk_tck.0, report.clk_tck.1, report.log_bytes_per_ask,
     );
-    if !report.langchain_requirements.is_empty() {
+    if !report.langchain_requirements.is_empty() && report.langchain_skipped.is_none() {
+        let how = if report.langchain_mode == "full" {
+            "every turn played through the class"
+        } else {
+            "each checkpoint turn played through the class on a history item seeded with \
+             the earlier turns exactly as the class stores them (the same calls and sizes \
+             as playing every turn; `--langchain-full` does that)"
+        };
         let _ = writeln!(
             out,
-            "LangChain side: {} (`bench/langchain/history.py`).",
+            "LangChain side: {} (`bench/langchain/history.py`); {how}. Only the user and \
+             reply texts are stored there, not the tool rounds degrau keeps, which favours \
+             LangChain. Its CPU is the Python process's (`time.process_time`), its wall \
+             time the history calls' alone.",
             report.langchain_requirements.join(", ")
         );
     }

@@ -3,9 +3,9 @@
 //! recording [`degrau_awsproxy`] proxy in front of moto, and the function
 //! binaries of the release profile when they are built.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use async_trait::async_trait;
 use aws_config::{BehaviorVersion, Region};
@@ -43,18 +43,24 @@ impl Binaries {
             .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
         let release = (target.join("release/ask"), target.join("release/compactor"));
         let debug = (target.join("debug/ask"), target.join("debug/compactor"));
-        let modified = |path: &PathBuf| std::fs::metadata(path).and_then(|m| m.modified()).ok();
         if release.0.exists() && release.1.exists() {
-            let stale = [(&release.0, &debug.0), (&release.1, &debug.1)]
+            let built = [&release.0, &release.1]
                 .iter()
-                .any(|(r, d)| matches!((modified(r), modified(d)), (Some(r), Some(d)) if r < d));
+                .filter_map(|p| modified(p))
+                .min();
+            let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+            let sources = ["shared", "functions/ask", "functions/compactor"]
+                .iter()
+                .filter_map(|dir| newest(&root.join(dir)))
+                .max();
+            let stale = matches!((built, sources), (Some(built), Some(source)) if source > built);
             Binaries {
                 profile: "release".into(),
                 ask: release.0,
                 compactor: release.1,
                 note: stale.then(|| {
-                    "the release binaries are older than the debug ones: rebuild them \
-                     (cargo build --release -p ask -p compactor) to measure the current code"
+                    "sources of the functions changed after the release binaries were built: \
+                     `cargo build --release -p ask -p compactor` to measure the current code"
                         .to_owned()
                 }),
             }
@@ -71,6 +77,29 @@ impl Binaries {
             }
         }
     }
+}
+
+fn modified(path: &Path) -> Option<SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+/// The newest modification time of the `.rs` and `Cargo.toml` files under `dir`.
+fn newest(dir: &Path) -> Option<SystemTime> {
+    let mut newest = None;
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs")
+                || path.file_name().is_some_and(|n| n == "Cargo.toml")
+            {
+                newest = newest.max(modified(&path));
+            }
+        }
+    }
+    newest
 }
 
 /// Invokes the compactor for the bridge and keeps each invocation's duration.
@@ -127,6 +156,10 @@ pub struct ProxiedStack {
     pub table: String,
     /// The jobs queue.
     pub queue: QueueConfig,
+    /// Its dead-letter queue's URL.
+    pub dlq_url: String,
+    /// SQS on moto, directly (set-up and clean-up only).
+    pub direct_sqs: aws_sdk_sqs::Client,
     /// Which binaries run.
     pub binaries: Binaries,
 }
@@ -140,7 +173,7 @@ impl ProxiedStack {
         let dynamodb = moto::dynamodb_client().await;
         let direct_sqs = moto::sqs_client().await;
         let table = moto::fresh_table(&dynamodb).await;
-        let (queue_url, _dlq_url) = jobs_queues(&direct_sqs, 3).await;
+        let (queue_url, dlq_url) = jobs_queues(&direct_sqs, 3).await;
         let standin = StandIn::start_with(&[]);
         let env: Vec<(String, String)> = [
             ("TABLE_NAME", table.as_str()),
@@ -187,6 +220,8 @@ impl ProxiedStack {
             sqs,
             table,
             queue,
+            dlq_url,
+            direct_sqs,
             binaries,
         }
     }
@@ -273,6 +308,20 @@ impl ProxiedStack {
             }
         }
         batches
+    }
+
+    /// Deletes the table and the queues on moto (directly), which keeps a shared
+    /// moto from growing run after run (it never frees what tests leave).
+    pub async fn clean_up(&self) {
+        let _ = self
+            .dynamodb
+            .delete_table()
+            .table_name(&self.table)
+            .send()
+            .await;
+        for url in [&self.queue.queue_url, &self.dlq_url] {
+            let _ = self.direct_sqs.delete_queue().queue_url(url).send().await;
+        }
     }
 
     /// Sends a job body to the queue through the proxy.

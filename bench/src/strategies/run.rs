@@ -11,6 +11,7 @@ use std::time::Instant;
 use degrau::tenant::TenantConfig;
 use degrau::usage::Usage;
 use degrau_tests::stack::{FullStack, StackOptions};
+use degrau_tests::{HttpReply, api_event};
 use serde::{Deserialize, Serialize};
 
 use super::script::Conversation;
@@ -87,7 +88,7 @@ pub struct RunSettings {
 /// One turn as it went.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TurnRecord {
-    /// HTTP status of the ask function's answer.
+    /// HTTP status of the ask function's answer (0: the invocation failed).
     pub status: u16,
     /// Context of the turn's last accepted ask call (what degrau measures).
     pub context_tokens: u64,
@@ -173,16 +174,15 @@ pub async fn run_strategy(
     for (index, turn) in conversation.turns.iter().enumerate() {
         let watch = (index == conversation.recall_turn).then_some(conversation.identifier.as_str());
         tap.begin_turn(index, watch);
-        let reply = stack.post(TENANT, CONTACT, &turn.text).await;
-        if reply.status != 200 {
+        let (status, raw) = post(&stack, &turn.text).await;
+        if status != 200 {
             eprintln!(
-                "  [{} {total}] turn {index}: status {} {}",
+                "  [{} {total}] turn {index}: status {status} {}",
                 policy.env_value(),
-                reply.status,
-                reply.raw.chars().take(200).collect::<String>()
+                raw.chars().take(200).collect::<String>()
             );
         }
-        statuses.push(reply.status);
+        statuses.push(status);
         for report in stack.drain().await {
             compactor_failures += report.failed;
         }
@@ -223,6 +223,31 @@ pub async fn run_strategy(
         compactor_failures,
         elapsed_seconds,
         log_check,
+    }
+}
+
+/// Sends one message; an invocation that fails (the local Runtime API gives up after
+/// 60 s on a loaded machine) is status 0 with the error, not a panic, so that a long
+/// run keeps its figures and reports the failed turn.
+async fn post(stack: &FullStack, text: &str) -> (u16, String) {
+    let body = serde_json::json!({ "text": text }).to_string();
+    let event = api_event(
+        "POST",
+        &format!("/v1/contacts/{CONTACT}/messages"),
+        "",
+        &[
+            ("content-type", "application/json"),
+            ("x-tenant-id", TENANT),
+        ],
+        Some(&body),
+        None,
+    );
+    match stack.ask.invoke(event).await {
+        Ok(response) => {
+            let reply = HttpReply::from_lambda(&response);
+            (reply.status, reply.raw)
+        }
+        Err(error) => (0, error.to_string()),
     }
 }
 
