@@ -26,10 +26,15 @@ them (sizes and capacity units per DynamoDB's rules). Output: JSON lines
   {"pattern": ..., "turn": n, "wall_ms": ..., "cpu_ms": ..., "messages": m,
    "error": null | "...", "calls": [...]}
 
-When the history no longer fits DynamoDB's 400 KB item limit, the first turn
-whose item cannot be stored is found (in seeded mode by bisection over the
-seeded item) and reported with its error; the pattern then stops, since every
-later add fails the same way.
+Where the history no longer fits DynamoDB's 400 KB item limit, by DynamoDB's
+size rules (degrau-awsproxy's sizes of seeded items, found by bisection), a
+record for the first turn DynamoDB would refuse is written, with the turn and
+size of the last item that fits ("last_fit"); the pattern then stops, since
+every later add fails the same way. moto's own checks differ: its PutItem limit
+is 405,000 bytes of its own estimate, and its UpdateItem check counts the
+replaced attribute twice, so it refuses the class's updates from about half the
+limit on; such a refusal is reported with "moto_artifact": true, not as the
+limit.
 
 usage: history.py --endpoint URL --table NAME --conversation FILE --out FILE
                   [--patterns separate,runnable] [--mode seeded|full]
@@ -90,11 +95,29 @@ def messages_of(turns):
     return messages
 
 
-def seed(history, session_id, turns):
-    """Writes the history item holding `turns`, as the class would have stored it."""
-    history.table.put_item(
-        Item={"SessionId": session_id, "History": messages_to_dict(messages_of(turns))}
-    )
+# DynamoDB's item limit, by its own size rules (which degrau-awsproxy applies).
+ITEM_LIMIT = 400 * 1024
+
+
+def seed(endpoint, history, session_id, turns):
+    """Writes the history item holding `turns`, as the class would have stored it,
+    and returns its size by DynamoDB's rules (from the proxy's log), or None when
+    moto refused it."""
+    control(endpoint, "reset", "POST")
+    try:
+        history.table.put_item(
+            Item={"SessionId": session_id, "History": messages_to_dict(messages_of(turns))}
+        )
+    except Exception:
+        return None
+    puts = [
+        c for c in control(endpoint, "log") if c["operation"] == "PutItem" and c["status"] == 200
+    ]
+    return puts[-1]["bytes_written"] if puts else None
+
+
+def fits(size):
+    return size is not None and size <= ITEM_LIMIT
 
 
 def measure(endpoint, pattern, history, number, turn):
@@ -120,62 +143,106 @@ def measure(endpoint, pattern, history, number, turn):
     }
 
 
-def first_unstorable(history, session_id, turns, low, high):
-    """The first turn in (low, high] whose history no longer fits one item, and the
-    error storing it: the largest n whose seeded item is accepted, plus one."""
-    error = None
+def limit_record(endpoint, pattern, history, session_id, turns, low, high):
+    """Finds, by bisection over seeded items, the largest n in [low, high] whose
+    history fits DynamoDB's limit, and returns the record of turn n + 1: the first
+    one whose write DynamoDB refuses, with the size of the last item that fits."""
+    sizes = {}
     while low < high:
         middle = (low + high + 1) // 2
-        try:
-            seed(history, session_id, turns[:middle])
+        size = seed(endpoint, history, session_id, turns[:middle])
+        if fits(size):
+            sizes[middle] = size
             low = middle
-        except Exception as exc:
-            error = f"{type(exc).__name__}: {exc}"
+        else:
             high = middle - 1
-    return low + 1, error
+    last = sizes.get(low) or seed(endpoint, history, session_id, turns[:low]) or 0
+    over = seed(endpoint, history, session_id, turns[: low + 1])
+    over_text = f"{over:,} bytes" if over is not None else "too large for moto to store"
+    return {
+        "pattern": pattern,
+        "turn": low + 1,
+        "wall_ms": 0.0,
+        "cpu_ms": 0.0,
+        "messages": None,
+        "error": (
+            f"the history item would be {over_text} by DynamoDB's size rules, over its "
+            f"400 KB ({ITEM_LIMIT:,} bytes) limit: DynamoDB refuses the write"
+        ),
+        "calls": [],
+        "last_fit": [low, last],
+    }
 
 
-def run_full(args, out, pattern, history, turns):
+MOTO_UPDATE_CHECK = "Item size to update has exceeded"
+
+
+def refused_by_moto_only(endpoint, history, session_id, turns, number, record):
+    """moto checks an UpdateItem against its limit counting the replaced attribute
+    twice (old and new value), so it refuses updates of items past about half the
+    limit that DynamoDB accepts. True when that is what happened at turn `number`."""
+    if record["error"] is None or MOTO_UPDATE_CHECK not in record["error"]:
+        return False
+    return fits(seed(endpoint, history, session_id, turns[:number]))
+
+
+def report_moto_refusal(out, pattern, record):
+    record["moto_artifact"] = True
+    record["error"] = (
+        "moto refused the class's UpdateItem (its check counts the replaced History "
+        "twice); DynamoDB accepts this item: " + record["error"]
+    )
+    out.write(json.dumps(record) + "\n")
+    print(f"langchain {pattern}: turn {record['turn']}: {record['error']}", file=sys.stderr)
+
+
+def run_full(args, out, pattern, history, session_id, turns):
     for number, turn in enumerate(turns, start=1):
         record = measure(args.endpoint, pattern, history, number, turn)
-        out.write(json.dumps(record) + "\n")
-        out.flush()
-        if record["error"] is not None:
-            print(f"langchain {pattern}: turn {number}: {record['error']}", file=sys.stderr)
-            return
-        if number % 100 == 0:
-            print(f"langchain {pattern}: turn {number}", file=sys.stderr)
-
-
-def run_seeded(args, out, pattern, history, session_id, turns, checkpoints):
-    stored = 0  # turns known to fit in the item
-    for number in checkpoints:
-        if number > len(turns):
-            break
-        try:
-            seed(history, session_id, turns[: number - 1])
-            record = measure(args.endpoint, pattern, history, number, turns[number - 1])
-        except Exception as exc:
-            record = {"error": f"{type(exc).__name__}: {exc}"}
         if record["error"] is None:
             out.write(json.dumps(record) + "\n")
             out.flush()
-            stored = number
-            print(f"langchain {pattern}: turn {number}", file=sys.stderr)
+            if number % 100 == 0:
+                print(f"langchain {pattern}: turn {number}", file=sys.stderr)
             continue
-        turn, error = first_unstorable(history, session_id, turns, stored, number)
-        failed = {
-            "pattern": pattern,
-            "turn": turn,
-            "wall_ms": 0.0,
-            "cpu_ms": 0.0,
-            "messages": None,
-            "error": error or record["error"],
-            "calls": [],
-        }
-        out.write(json.dumps(failed) + "\n")
-        print(f"langchain {pattern}: turn {turn}: {failed['error']}", file=sys.stderr)
+        if refused_by_moto_only(args.endpoint, history, session_id, turns, number, record):
+            report_moto_refusal(out, pattern, record)
+        else:
+            out.write(json.dumps(record) + "\n")
+            print(f"langchain {pattern}: turn {number}: {record['error']}", file=sys.stderr)
+        # No later turn can be played through the class; find where DynamoDB's limit is.
+        if not fits(seed(args.endpoint, history, session_id, turns)):
+            failed = limit_record(
+                args.endpoint, pattern, history, session_id, turns, number - 1, len(turns)
+            )
+            out.write(json.dumps(failed) + "\n")
+            print(f"langchain {pattern}: turn {failed['turn']}: {failed['error']}", file=sys.stderr)
         return
+
+
+def run_seeded(args, out, pattern, history, session_id, turns, checkpoints):
+    stored = 0  # turns known to fit in one item
+    for number in checkpoints:
+        if number > len(turns):
+            break
+        if not fits(seed(args.endpoint, history, session_id, turns[:number])):
+            failed = limit_record(
+                args.endpoint, pattern, history, session_id, turns, stored, number - 1
+            )
+            out.write(json.dumps(failed) + "\n")
+            print(f"langchain {pattern}: turn {failed['turn']}: {failed['error']}", file=sys.stderr)
+            return
+        stored = number
+        seed(args.endpoint, history, session_id, turns[: number - 1])
+        record = measure(args.endpoint, pattern, history, number, turns[number - 1])
+        if record["error"] is not None and refused_by_moto_only(
+            args.endpoint, history, session_id, turns, number, record
+        ):
+            report_moto_refusal(out, pattern, record)
+            continue
+        out.write(json.dumps(record) + "\n")
+        out.flush()
+        print(f"langchain {pattern}: turn {number}", file=sys.stderr)
 
 
 def main():
@@ -212,7 +279,7 @@ def play(args, out, turns, checkpoints):
             endpoint_url=args.endpoint,
         )
         if args.mode == "full":
-            run_full(args, out, pattern, history, turns)
+            run_full(args, out, pattern, history, session_id, turns)
         else:
             run_seeded(args, out, pattern, history, session_id, turns, checkpoints)
 

@@ -41,6 +41,14 @@ pub struct LangchainTurn {
     /// back by the proxy), bytes.
     #[serde(default)]
     pub item_bytes: u64,
+    /// The error is moto's alone: its UpdateItem check counts the replaced
+    /// attribute twice, so it refuses items DynamoDB accepts.
+    #[serde(default)]
+    pub moto_artifact: bool,
+    /// On the record of the first turn past DynamoDB's item limit: the last turn
+    /// whose history fits, and that item's size (DynamoDB's rules), bytes.
+    #[serde(default)]
+    pub last_fit: Option<(usize, u64)>,
 }
 
 /// How the LangChain side went.

@@ -11,7 +11,7 @@ use super::cold::ColdStarts;
 use super::degrau_run::{AskFigures, DegrauRun};
 use super::langchain::{LangchainRun, LangchainTurn};
 use super::procfs::Machine;
-use degrau_awsproxy::size::MAX_ITEM_BYTES;
+use degrau_awsproxy::size::{MAX_ITEM_BYTES, read_units, write_units};
 
 /// The prices the bill uses (USD; us-east-1, on demand, as in
 /// `shared/NOTES-AWS.md` and the AWS price pages of late 2026).
@@ -209,8 +209,12 @@ pub struct MeanOfSpan {
 pub struct ItemLimit {
     /// Access pattern.
     pub pattern: String,
-    /// The first turn whose write failed, if one did.
+    /// The first turn whose history no longer fits DynamoDB's item limit (by
+    /// DynamoDB's size rules), if the run got there.
     pub failed_turn: Option<usize>,
+    /// The first turn whose write moto alone refused (see
+    /// [`LangchainTurn::moto_artifact`]).
+    pub moto_refused_turn: Option<usize>,
     /// Its error.
     pub error: Option<String>,
     /// The first turn whose item was over 400 KB although the write went through
@@ -224,6 +228,10 @@ pub struct ItemLimit {
     pub growth_per_turn: f64,
     /// The turn where linear growth reaches 400 KB, when not reached in the run.
     pub projected_turn: Option<usize>,
+    /// The last turn that fits, with the read and write units of one ask there
+    /// (derived from the item's size: the pattern's reads and writes of an item of
+    /// that size, within a unit) and their cost per million asks (USD).
+    pub last_before_failure: Option<(usize, f64, f64, f64)>,
 }
 
 /// Everything the benchmark found.
@@ -369,13 +377,30 @@ fn amortize(run: &DegrauRun, from: usize, to: usize, prices: &Prices) -> Amortiz
     }
 }
 
-fn item_limit(pattern: &str, turns: &[&LangchainTurn]) -> ItemLimit {
-    let failed = turns.iter().find(|t| t.error.is_some());
+fn item_limit(pattern: &str, turns: &[&LangchainTurn], prices: &Prices) -> ItemLimit {
+    let failed = turns.iter().find(|t| t.error.is_some() && !t.moto_artifact);
+    let moto_refused_turn = turns.iter().find(|t| t.moto_artifact).map(|t| t.turn);
+    let last_before_failure = failed.and_then(|f| f.last_fit).map(|(turn, bytes)| {
+        // Eventually consistent GetItems (the class's default) and UpdateItems of
+        // the whole item: `separate` reads it 3 times and writes it twice,
+        // `runnable` reads it twice and writes it once.
+        let (reads, writes) = if pattern == "runnable" {
+            (2.0, 1.0)
+        } else {
+            (3.0, 2.0)
+        };
+        let rcu = reads * read_units(bytes, false);
+        let wcu = writes * write_units(bytes);
+        (turn, rcu, wcu, prices.dynamodb(rcu, wcu))
+    });
     let over = turns
         .iter()
         .find(|t| t.item_bytes > MAX_ITEM_BYTES)
         .map(|t| t.turn);
-    let measured: Vec<_> = turns.iter().filter(|t| t.item_bytes > 0).collect();
+    let measured: Vec<_> = turns
+        .iter()
+        .filter(|t| t.item_bytes > 0 && t.error.is_none())
+        .collect();
     let (last_turn, last_bytes) = measured.last().map_or((0, 0), |t| (t.turn, t.item_bytes));
     let growth = match (measured.first(), measured.last()) {
         (Some(a), Some(b)) if b.turn > a.turn => {
@@ -395,6 +420,8 @@ fn item_limit(pattern: &str, turns: &[&LangchainTurn]) -> ItemLimit {
         last_turn,
         growth_per_turn: growth,
         projected_turn: projected,
+        last_before_failure,
+        moto_refused_turn,
     }
 }
 
@@ -454,7 +481,7 @@ pub fn build(
             if let Some(t) = langchain
                 .turns
                 .iter()
-                .find(|t| &t.pattern == pattern && t.turn == turn)
+                .find(|t| &t.pattern == pattern && t.turn == turn && t.error.is_none())
             {
                 lc_bill.insert(pattern.clone(), prices.dynamodb(t.aws.rcu, t.aws.wcu));
                 lc.insert(pattern.clone(), t.clone());
@@ -477,7 +504,7 @@ pub fn build(
         .map(|p| {
             let turns: Vec<&LangchainTurn> =
                 langchain.turns.iter().filter(|t| &t.pattern == p).collect();
-            item_limit(p, &turns)
+            item_limit(p, &turns, &prices)
         })
         .collect();
     Report {
@@ -545,6 +572,18 @@ fn dollars(x: f64) -> String {
 
 fn kib(k: f64) -> String {
     format!("{:.1} MiB", k / 1024.0)
+}
+
+/// What a LangChain cell without a measured turn says.
+fn missing(report: &Report, pattern: &str, turn: usize) -> String {
+    let limit = report.item_limits.iter().find(|l| l.pattern == pattern);
+    match limit {
+        Some(l) if l.failed_turn.is_some_and(|t| t <= turn) => "over 400 KB".to_owned(),
+        Some(l) if l.moto_refused_turn.is_some_and(|t| t <= turn) => {
+            "moto refused (note)".to_owned()
+        }
+        _ => "—".to_owned(),
+    }
 }
 
 fn row(out: &mut String, label: &str, cells: &[String]) {
@@ -674,7 +713,7 @@ pub fn markdown(report: &Report, command: &str) -> String {
                 cells.push(
                     c.langchain
                         .get(pattern)
-                        .map_or_else(|| "failed earlier".to_owned(), lc),
+                        .map_or_else(|| missing(report, pattern, c.turn), lc),
                 );
             }
         }
@@ -790,12 +829,27 @@ pub fn markdown(report: &Report, command: &str) -> String {
             limit.over_limit_turn,
             limit.projected_turn,
         ) {
-            (Some(turn), _, _) => format!(
-                "its write failed at turn {turn}: {}; every later message is lost the same way",
-                limit.error.as_deref().unwrap_or("error")
-            ),
+            (Some(turn), _, _) => {
+                let mut text = format!(
+                    "reached at turn {turn}: {}; every later add fails the same way \
+                     (the class raises; an agent that catches it loses the messages)",
+                    limit.error.as_deref().unwrap_or("error")
+                );
+                if let Some((last, rcu, wcu, cost)) = limit.last_before_failure {
+                    let _ = write!(
+                        text,
+                        ". At turn {last}, the last that fits, one ask costs about {} RCU and \
+                         {} WCU: {} per million asks in DynamoDB alone",
+                        units(rcu),
+                        units(wcu),
+                        dollars(cost)
+                    );
+                }
+                text
+            }
             (None, Some(turn), _) => format!(
-                "the item passed 400 KB at turn {turn} (moto accepted it; DynamoDB refuses items over 400 KB)"
+                "the item passed 400 KB at turn {turn} (moto accepted it; DynamoDB refuses \
+                 items over 400 KB)"
             ),
             (None, None, Some(turn)) => format!(
                 "not reached in this run; {} bytes at turn {}, growing {:.0} bytes a turn: \
@@ -805,13 +859,22 @@ pub fn markdown(report: &Report, command: &str) -> String {
                 limit.growth_per_turn,
                 thousands(turn as u64)
             ),
-            _ => "not measured".to_owned(),
+            _ => "not reached in this run".to_owned(),
         };
         let _ = writeln!(
             out,
             "- LangChain `{}`, DynamoDB's 400 KB item limit: {text}.",
             limit.pattern
         );
+        if let Some(turn) = limit.moto_refused_turn {
+            let _ = writeln!(
+                out,
+                "- LangChain `{}`: moto refused the class's UpdateItem from turn {turn} on, \
+                 although DynamoDB would accept the item (moto's update check counts the \
+                 replaced attribute twice); later checkpoints could not be measured on moto.",
+                limit.pattern
+            );
+        }
     }
     if let Some(why) = &report.langchain_skipped {
         let _ = writeln!(out, "- LangChain did not run: {why}.");
