@@ -39,12 +39,12 @@ use aws_sdk_dynamodb::types::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::memory::{system_now, validate_fact_changes, validate_step};
 use super::{
     AppliedStep, Claim, ClosedSession, ContactKey, Cursor, FactWrite, IdleSession, RoundCommit,
     SWEEP_INDEX, SessionArchive, SessionFilter, Store, StoreError, TenantStore, TranscriptPage,
     TurnState, sweep_bucket,
 };
+use super::{system_now, validate_fact_changes, validate_step};
 use crate::domain::{
     ContactId, ContentBlock, Fact, FactKey, FactSource, Head, IdempotencyKey, Role, StoredMessage,
     TenantId,
@@ -515,21 +515,7 @@ impl Store for DynamoStore {
                 _ => break,
             }
         }
-        let more = newest_first.len() > limit;
-        newest_first.truncate(limit);
-        newest_first.reverse();
-        let next_before = if more {
-            newest_first.first().map(|oldest| Cursor {
-                session: oldest.session,
-                seq: oldest.seq,
-            })
-        } else {
-            None
-        };
-        Ok(TranscriptPage {
-            messages: newest_first,
-            next_before,
-        })
+        Ok(TranscriptPage::from_newest_first(newest_first, limit))
     }
 
     async fn erase_contact(&self, key: &ContactKey) -> Result<usize, StoreError> {

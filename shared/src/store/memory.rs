@@ -6,16 +6,17 @@
 //! It also holds the checks both adapters make on a step's and a fact batch's shape
 //! (`validate_step`, `validate_fact_changes`), so the two refuse the same input.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 
+use super::{system_now, validate_fact_changes, validate_step};
+
 use super::{
-    AppliedStep, Claim, ClosedSession, ContactKey, Cursor, FactWrite, IdleSession,
-    MAX_PRUNES_PER_STEP, RoundCommit, SessionArchive, SessionFilter, Store, StoreError,
-    TenantStore, TranscriptPage, TurnState, sweep_bucket,
+    AppliedStep, Claim, ClosedSession, ContactKey, Cursor, FactWrite, IdleSession, RoundCommit,
+    SessionArchive, SessionFilter, Store, StoreError, TenantStore, TranscriptPage, TurnState,
+    sweep_bucket,
 };
 use crate::domain::{Fact, FactKey, Head, IdempotencyKey, StoredMessage, TenantId};
 use crate::tenant::TenantConfig;
@@ -165,55 +166,6 @@ impl MemoryStore {
             .and_then(|contact| contact.archives.get(&session))
             .cloned()
     }
-}
-
-/// Refuses a step no single transaction can hold: more than
-/// [`MAX_PRUNES_PER_STEP`] decisions (the caller truncates), or two decisions for one
-/// message (a transaction may not touch an item twice).
-pub(super) fn validate_step(step: &AppliedStep) -> Result<(), StoreError> {
-    if step.prune.len() > MAX_PRUNES_PER_STEP {
-        return Err(StoreError::Other(format!(
-            "a step with {} pruning decisions exceeds the limit of {MAX_PRUNES_PER_STEP}",
-            step.prune.len()
-        )));
-    }
-    let mut seen = HashSet::with_capacity(step.prune.len());
-    if let Some(twice) = step.prune.iter().find(|d| !seen.insert(d.seq)) {
-        return Err(StoreError::Other(format!(
-            "a step prunes message {} twice",
-            twice.seq
-        )));
-    }
-    Ok(())
-}
-
-/// Refuses a fact batch that names one key twice (two writes, or a write and a
-/// removal): which one should win is the caller's decision, not the store's, and a
-/// transaction may not touch an item twice.
-pub(super) fn validate_fact_changes(
-    writes: &[FactWrite],
-    removals: &[FactKey],
-) -> Result<(), StoreError> {
-    let mut seen = HashSet::with_capacity(writes.len() + removals.len());
-    let keys = writes.iter().map(|write| &write.fact.key).chain(removals);
-    for key in keys {
-        if !seen.insert(key.as_str()) {
-            return Err(StoreError::Other(format!(
-                "a fact batch names the key {key} twice"
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// The system clock, in seconds since the epoch: only for the transcript's expiry
-/// filter, since `Store::transcript` takes no `now` (every other read is given one).
-pub(super) fn system_now() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |elapsed| {
-            i64::try_from(elapsed.as_secs()).unwrap_or(i64::MAX)
-        })
 }
 
 fn facts_at(contact: &Contact, now: i64) -> Vec<Fact> {
@@ -400,7 +352,7 @@ impl Store for MemoryStore {
             return Ok(TranscriptPage::default());
         };
         let now = system_now();
-        let mut newest_first: Vec<StoredMessage> = contact
+        let newest_first: Vec<StoredMessage> = contact
             .messages
             .values()
             .rev()
@@ -418,21 +370,7 @@ impl Store for MemoryStore {
             .take(limit.saturating_add(1))
             .cloned()
             .collect();
-        let more = limit > 0 && newest_first.len() > limit;
-        newest_first.truncate(limit);
-        newest_first.reverse();
-        let next_before = if more {
-            newest_first.first().map(|oldest| Cursor {
-                session: oldest.session,
-                seq: oldest.seq,
-            })
-        } else {
-            None
-        };
-        Ok(TranscriptPage {
-            messages: newest_first,
-            next_before,
-        })
+        Ok(TranscriptPage::from_newest_first(newest_first, limit))
     }
 
     async fn erase_contact(&self, key: &ContactKey) -> Result<usize, StoreError> {

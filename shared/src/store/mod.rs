@@ -23,6 +23,9 @@
 pub mod dynamo;
 pub mod memory;
 
+use std::collections::HashSet;
+use std::time::{SystemTime, UNIX_EPOCH};
+
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -342,4 +345,77 @@ pub trait TenantStore: Send + Sync {
         tenant: &TenantId,
         config: &crate::tenant::TenantConfig,
     ) -> Result<(), StoreError>;
+}
+
+impl TranscriptPage {
+    /// A page from up to `limit + 1` messages read newest first: the first `limit`,
+    /// turned oldest first, with a cursor when the extra one shows there is more.
+    pub fn from_newest_first(mut newest_first: Vec<StoredMessage>, limit: usize) -> TranscriptPage {
+        let more = newest_first.len() > limit;
+        newest_first.truncate(limit);
+        newest_first.reverse();
+        let next_before = more
+            .then(|| {
+                newest_first.first().map(|oldest| Cursor {
+                    session: oldest.session,
+                    seq: oldest.seq,
+                })
+            })
+            .flatten();
+        TranscriptPage {
+            messages: newest_first,
+            next_before,
+        }
+    }
+}
+
+// Checks both adapters share, so they refuse the same input the same way.
+
+/// Refuses a step no single transaction can hold: more than
+/// [`MAX_PRUNES_PER_STEP`] decisions (the caller truncates), or two decisions for one
+/// message (a transaction may not touch an item twice).
+pub(crate) fn validate_step(step: &AppliedStep) -> Result<(), StoreError> {
+    if step.prune.len() > MAX_PRUNES_PER_STEP {
+        return Err(StoreError::Other(format!(
+            "a step with {} pruning decisions exceeds the limit of {MAX_PRUNES_PER_STEP}",
+            step.prune.len()
+        )));
+    }
+    let mut seen = HashSet::with_capacity(step.prune.len());
+    if let Some(twice) = step.prune.iter().find(|d| !seen.insert(d.seq)) {
+        return Err(StoreError::Other(format!(
+            "a step prunes message {} twice",
+            twice.seq
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses a fact batch that names one key twice (two writes, or a write and a
+/// removal): which one should win is the caller's decision, not the store's, and a
+/// transaction may not touch an item twice.
+pub(crate) fn validate_fact_changes(
+    writes: &[FactWrite],
+    removals: &[FactKey],
+) -> Result<(), StoreError> {
+    let mut seen = HashSet::with_capacity(writes.len() + removals.len());
+    let keys = writes.iter().map(|write| &write.fact.key).chain(removals);
+    for key in keys {
+        if !seen.insert(key.as_str()) {
+            return Err(StoreError::Other(format!(
+                "a fact batch names the key {key} twice"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The system clock, in seconds since the epoch: only for the transcript's expiry
+/// filter, since `Store::transcript` takes no `now` (every other read is given one).
+pub(crate) fn system_now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| {
+            i64::try_from(elapsed.as_secs()).unwrap_or(i64::MAX)
+        })
 }
