@@ -3,4 +3,5 @@
 //! in DynamoDB, CPU, cold start and memory as the history grows (`footprint`).
 
 pub mod footprint;
+pub mod moto;
 pub mod strategies;

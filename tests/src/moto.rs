@@ -31,6 +31,11 @@ pub fn endpoint() -> String {
 
 /// SDK configuration for moto: region us-east-1 and dummy credentials.
 pub async fn sdk_config() -> SdkConfig {
+    sdk_config_at(&endpoint()).await
+}
+
+/// [`sdk_config`] for the moto server at `endpoint` (a benchmark's own moto).
+pub async fn sdk_config_at(endpoint: &str) -> SdkConfig {
     aws_config::defaults(BehaviorVersion::latest())
         .region(Region::new("us-east-1"))
         .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
@@ -40,7 +45,7 @@ pub async fn sdk_config() -> SdkConfig {
             None,
             "degrau-tests",
         ))
-        .endpoint_url(endpoint())
+        .endpoint_url(endpoint)
         .load()
         .await
 }

@@ -99,6 +99,10 @@ pub struct StackOptions<'a> {
     pub dynamodb_endpoint: Option<String>,
     /// How many ask instances serve concurrent invocations (0 counts as 1).
     pub ask_instances: usize,
+    /// The moto server of this stack; `None` is the shared one
+    /// ([`moto::ENDPOINT_VAR`]). A long benchmark gives each run its own, so that
+    /// moto's memory goes away with the run.
+    pub moto_endpoint: Option<String>,
 }
 
 impl FullStack {
@@ -115,15 +119,17 @@ impl FullStack {
     /// both functions, several ask instances, or DynamoDB reached through another
     /// endpoint (a fault-injecting proxy) while the test's own clients read moto.
     pub async fn start_with(options: &StackOptions<'_>) -> FullStack {
-        let dynamodb = moto::dynamodb_client().await;
-        let sqs = moto::sqs_client().await;
+        let moto_url = options.moto_endpoint.clone().unwrap_or_else(moto::endpoint);
+        let config = moto::sdk_config_at(&moto_url).await;
+        let dynamodb = aws_sdk_dynamodb::Client::new(&config);
+        let sqs = aws_sdk_sqs::Client::new(&config);
         let table = moto::fresh_table(&dynamodb).await;
         let (queue_url, dlq_url) = jobs_queues(&sqs, 3).await;
         let standin = StandIn::start_with(options.standin_args);
         let mut common: Vec<(String, String)> = [
             ("TABLE_NAME", table.as_str()),
             ("JOBS_QUEUE_URL", queue_url.as_str()),
-            ("AWS_ENDPOINT_URL", moto::endpoint().as_str()),
+            ("AWS_ENDPOINT_URL", moto_url.as_str()),
             ("AWS_REGION", "us-east-1"),
             ("AWS_ACCESS_KEY_ID", "test"),
             ("AWS_SECRET_ACCESS_KEY", "test"),
@@ -137,7 +143,7 @@ impl FullStack {
         .collect();
         let serial = match &options.dynamodb_endpoint {
             Some(_) => None,
-            None => Some(one_at_a_time(&moto::endpoint()).await),
+            None => Some(one_at_a_time(&moto_url).await),
         };
         let endpoint = options
             .dynamodb_endpoint

@@ -26,6 +26,7 @@ use degrau::store::{
 use degrau::tenant::TenantConfig;
 use degrau::usage::Usage;
 use degrau_tests::moto;
+use degrau_tests::serial::{OneAtATime, one_at_a_time};
 use serde_json::json;
 
 /// A point in time the tests count from (seconds since the epoch).
@@ -107,6 +108,10 @@ struct Dynamo {
     client: aws_sdk_dynamodb::Client,
     table: String,
     store: Arc<DynamoStore>,
+    /// The adapter reaches moto through it: moto's transactions race under
+    /// concurrency where DynamoDB's do not (see [`OneAtATime`]), and the concurrent
+    /// commits test would otherwise check moto, not the adapter.
+    _serial: OneAtATime,
 }
 
 fn s(value: impl Into<String>) -> AttributeValue {
@@ -157,11 +162,14 @@ impl Backend for Dynamo {
     async fn start() -> Self {
         let client = moto::dynamodb_client().await;
         let table = moto::fresh_table(&client).await;
-        let store = Arc::new(DynamoStore::new(client.clone(), table.clone()));
+        let serial = one_at_a_time(&moto::endpoint()).await;
+        let serial_client = aws_sdk_dynamodb::Client::new(&moto::sdk_config_at(serial.url()).await);
+        let store = Arc::new(DynamoStore::new(serial_client, table.clone()));
         Dynamo {
             client,
             table,
             store,
+            _serial: serial,
         }
     }
 

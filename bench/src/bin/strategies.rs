@@ -7,7 +7,7 @@
 //! strategies --sweep 4000,8000,16000,32000 [--sweep-turns 200] [--seed N] [--keep N]
 //! ```
 //!
-//! Needs moto (`DEGRAU_TEST_AWS_ENDPOINT`) and the workspace binaries built
+//! Needs `.venv` (moto: each run starts its own server) and the workspace binaries built
 //! (`cargo build --workspace --bins`); `bash bench/run.sh` (or `./dev.sh bench`)
 //! does both. Prints the table and writes `results/strategies.md`,
 //! `results/strategies.json` and `results/context-per-turn-{N}.svg`; a sweep

@@ -98,7 +98,7 @@ pub fn civil_date(days_since_epoch: u64) -> String {
 }
 
 /// Runs `policies` on one conversation, one fresh stack each: one after the other,
-/// or all at once when `parallel` (each has its own processes; moto is shared).
+/// or all at once when `parallel` (each has its own processes, moto included).
 pub async fn compare(
     conversation: &Conversation,
     policies: &[Policy],

@@ -1,6 +1,6 @@
 //! Plays one scripted conversation through the real functions with one context
-//! policy: a fresh [`FullStack`] (moto table and FIFO queue, the stand-in, the
-//! `ask` and `compactor` binaries) whose functions run with `CONTEXT_POLICY` set and
+//! policy: a fresh [`FullStack`] (its own moto server, table and FIFO queue, the
+//! stand-in, the `ask` and `compactor` binaries) whose functions run with `CONTEXT_POLICY` set and
 //! reach the stand-in through a [`Tap`]. After every turn the bridge drains the
 //! jobs queue (only the stepped policy queues steps; for the others it finds the
 //! queue empty). Nothing but `CONTEXT_POLICY` differs between the runs of one
@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::script::Conversation;
 use super::tap::{Call, Caller, Tap};
+use crate::moto::PrivateMoto;
 
 /// Tenant of every run.
 pub const TENANT: &str = "bench-barbershop";
@@ -144,6 +145,7 @@ pub async fn run_strategy(
     settings: &RunSettings,
 ) -> StrategyRun {
     let started = Instant::now();
+    let moto = PrivateMoto::start().await.expect("start a moto server");
     let tap = Tap::start().await.expect("start the tap");
     let standin_args: Vec<&str> = settings.standin_args.iter().map(String::as_str).collect();
     let stack = FullStack::start_with(&StackOptions {
@@ -152,6 +154,7 @@ pub async fn run_strategy(
             ("CONTEXT_POLICY".to_owned(), policy.env_value().to_owned()),
             ("ANTHROPIC_BASE_URL".to_owned(), tap.url.clone()),
         ],
+        moto_endpoint: Some(moto.url.clone()),
         ..StackOptions::default()
     })
     .await;
@@ -211,7 +214,8 @@ pub async fn run_strategy(
         None
     };
     let per_turn = per_turn(conversation, &calls, &statuses);
-    clean_up(&stack).await;
+    drop(stack);
+    drop(moto);
     StrategyRun {
         policy,
         turns: total,
@@ -258,19 +262,6 @@ async fn advance_clock(standin_url: &str, seconds: u64) {
         .json(&serde_json::json!({ "advance_seconds": seconds }))
         .send()
         .await;
-}
-
-/// Deletes the run's table and queues, so that a shared moto does not keep them.
-async fn clean_up(stack: &FullStack) {
-    let _ = stack
-        .dynamodb
-        .delete_table()
-        .table_name(&stack.table)
-        .send()
-        .await;
-    for url in [&stack.queue.queue_url, &stack.dlq_url] {
-        let _ = stack.sqs.delete_queue().queue_url(url).send().await;
-    }
 }
 
 /// Groups the calls by turn.
