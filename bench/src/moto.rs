@@ -1,7 +1,7 @@
-//! A moto server of one benchmark run: `.venv/bin/moto_server` on a free loopback
-//! port, stopped when dropped. moto keeps every item and message it ever saw in one
-//! Python process (a 1,000-turn full-history run grows it by gigabytes), so a long
-//! comparison gives each strategy its own and the memory goes with the run.
+//! A moto server of one benchmark run: `infra/moto_server.py` (moto's server
+//! without its instance tracker, which would keep a copy of every item each query
+//! returned) on a free loopback port, stopped when dropped. Each strategy gets its
+//! own, so that runs share nothing but the machine.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -16,27 +16,29 @@ pub struct PrivateMoto {
 }
 
 impl PrivateMoto {
-    /// Starts `moto_server` from the repository's `.venv` (made by `infra/setup.sh`)
-    /// and waits until it answers.
+    /// Starts `infra/moto_server.py` with the repository's `.venv` (made by
+    /// `infra/setup.sh`) and waits until it answers.
     pub async fn start() -> Result<PrivateMoto, String> {
-        let server = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/moto_server");
-        if !server.exists() {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+        let python = root.join(".venv/bin/python");
+        if !python.exists() {
             return Err(format!(
                 "{} is missing: run `bash infra/setup.sh` first",
-                server.display()
+                python.display()
             ));
         }
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .map_err(|e| format!("no free port: {e}"))?
             .port();
-        let child = Command::new(&server)
+        let child = Command::new(&python)
+            .arg(root.join("infra/moto_server.py"))
             .args(["-H", "127.0.0.1", "-p", &port.to_string()])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .map_err(|e| format!("start {}: {e}", server.display()))?;
+            .map_err(|e| format!("start {}: {e}", python.display()))?;
         let moto = PrivateMoto {
             child,
             url: format!("http://127.0.0.1:{port}"),
