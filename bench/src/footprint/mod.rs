@@ -41,7 +41,7 @@ usage: footprint [--long] [--checkpoints 10,100,300] [--seed N] [--threshold TOK
                        (default: 300 turns, checkpoints 10, 100 and 300)
   --checkpoints LIST   checkpoint turns, comma-separated; the last one is the length
   --seed N             seed of the scripted conversation (default 2026, as strategies)
-  --threshold N        compaction threshold in tokens (default 16000, as deployed)
+  --threshold N        compaction threshold in tokens (default: degrau's, 8000)
   --keep N             messages a step keeps (default 12, as deployed)
   --cold-starts N      fresh processes per function for init and memory (default 5)
   --no-langchain       skip the LangChain comparison (and its pip install)
@@ -84,8 +84,8 @@ impl Default for Options {
         Options {
             checkpoints: vec![10, 100, 300],
             seed: 2026,
-            threshold: 16_000,
-            keep: 12,
+            threshold: degrau::compaction::CompactionPolicy::default().threshold_tokens,
+            keep: degrau::compaction::CompactionPolicy::default().keep_messages,
             cold_starts: 5,
             langchain: true,
             langchain_patterns: "separate,runnable".into(),
