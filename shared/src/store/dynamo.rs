@@ -42,9 +42,8 @@ use serde::{Deserialize, Serialize};
 use super::{
     AppliedStep, Claim, ClosedSession, ContactKey, Cursor, FactWrite, IdleSession, RoundCommit,
     SWEEP_INDEX, SessionArchive, SessionFilter, Store, StoreError, TenantStore, TranscriptPage,
-    TurnState, sweep_bucket,
+    TurnState, sweep_bucket, system_now, validate_fact_changes, validate_step,
 };
-use super::{system_now, validate_fact_changes, validate_step};
 use crate::domain::{
     ContactId, ContentBlock, Fact, FactKey, FactSource, Head, IdempotencyKey, Role, StoredMessage,
     TenantId,

@@ -1,22 +1,18 @@
 //! The in-memory adapter of the [`Store`] and [`TenantStore`] ports, for unit tests
 //! and local experiments: the same conditions as the DynamoDB adapter, checked under
 //! one mutex so a commit is all or nothing. The mutex is never held across an
-//! `.await` (no method here awaits).
-//!
-//! It also holds the checks both adapters make on a step's and a fact batch's shape
-//! (`validate_step`, `validate_fact_changes`), so the two refuse the same input.
+//! `.await` (no method here awaits). The checks on a step's and a fact batch's shape
+//! live in the port module, shared with the DynamoDB adapter.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use async_trait::async_trait;
 
-use super::{system_now, validate_fact_changes, validate_step};
-
 use super::{
     AppliedStep, Claim, ClosedSession, ContactKey, Cursor, FactWrite, IdleSession, RoundCommit,
     SessionArchive, SessionFilter, Store, StoreError, TenantStore, TranscriptPage, TurnState,
-    sweep_bucket,
+    sweep_bucket, system_now, validate_fact_changes, validate_step,
 };
 use crate::domain::{Fact, FactKey, Head, IdempotencyKey, StoredMessage, TenantId};
 use crate::tenant::TenantConfig;
