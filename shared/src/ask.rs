@@ -14,12 +14,14 @@
 //! again. A round is never lost, duplicated or interleaved.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use tracing::{info, warn};
 
 use crate::compaction::{WindowCut, overflow_cut, request_window};
+use crate::deadline::Deadline;
 use crate::domain::{ContentBlock, Fact, Head, IdempotencyKey, Message, Role, StoredMessage};
 use crate::jobs::Jobs;
 use crate::metrics::{Event, Unit};
@@ -48,6 +50,10 @@ pub const IDEMPOTENCY_TTL_SECONDS: i64 = 24 * 3600;
 pub const MAX_PAGE: usize = 200;
 /// Transcript page size when none is asked for.
 pub const DEFAULT_PAGE: usize = 50;
+/// Time an ask keeps for its commit (one `TransactWriteItems`, and the read that
+/// recognises a commit whose answer was lost): the model and the tools must be done
+/// this long before the request's deadline.
+pub const COMMIT_MARGIN: Duration = Duration::from_secs(2);
 
 /// What can go wrong with a request, by what the client should do about it.
 #[derive(Debug, thiserror::Error)]
@@ -267,6 +273,7 @@ impl AskService {
         key: &ContactKey,
         text: &str,
         idempotency: Option<&IdempotencyKey>,
+        deadline: Deadline,
     ) -> Result<AskOutcome, AskError> {
         validate_text(text)?;
         let hash = payload_hash(text);
@@ -291,7 +298,12 @@ impl AskService {
             }
         }
         let result = self
-            .answer(key, text, idempotency.map(|idem| (idem, hash.as_str())))
+            .answer(
+                key,
+                text,
+                idempotency.map(|idem| (idem, hash.as_str())),
+                deadline,
+            )
             .await;
         if let (Err(_), Some(idem)) = (&result, idempotency)
             && let Err(error) = self.store.release_request(key, idem).await
@@ -306,6 +318,7 @@ impl AskService {
         key: &ContactKey,
         text: &str,
         idempotency: Option<(&IdempotencyKey, &str)>,
+        deadline: Deadline,
     ) -> Result<AskResponse, AskError> {
         let settings = Settings::resolve(
             &self.defaults,
@@ -320,7 +333,7 @@ impl AskService {
             let expected = state.head;
             let plan = turn_plan(expected.as_ref(), state.window, now, &settings);
             let (round, usage, stats) = self
-                .run_round(&settings, &facts, &plan, expected.as_ref(), text)
+                .run_round(&settings, &facts, &plan, expected.as_ref(), text, deadline)
                 .await?;
 
             let tool_ran = round.len() > 2;
@@ -471,6 +484,7 @@ impl AskService {
         plan: &TurnPlan,
         head: Option<&Head>,
         text: &str,
+        deadline: Deadline,
     ) -> Result<
         (
             Vec<(Message, Option<crate::usage::Usage>)>,
@@ -519,7 +533,7 @@ impl AskService {
             })
             .map_err(|e| AskError::Internal(e.to_string()))?;
             let started = std::time::Instant::now();
-            let result = self.model.create(&request).await;
+            let result = self.model.create(&request, deadline).await;
             stats.model_ms += started.elapsed().as_secs_f64() * 1000.0;
             if let Err(error) = &result {
                 Event::new("ask")
@@ -568,7 +582,7 @@ impl AskService {
             let share = MAX_RESULTS_CHARS_PER_MESSAGE / calls.len();
             stats.tool_calls += calls.len() as u64;
             for (id, name, input) in &calls {
-                let output = self.tools.call(name, input).await;
+                let output = self.tools.call(name, input, deadline).await;
                 let content = cap_to(output.content, share.min(budget));
                 budget = budget.saturating_sub(content.chars().count());
                 info!(tool = %name, is_error = output.is_error, chars = content.len(), "tool called");

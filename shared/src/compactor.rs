@@ -36,6 +36,7 @@ use tracing::{info, instrument, warn};
 
 use crate::ask::{Clock, idle_seconds, idle_since};
 use crate::compaction::plan_step;
+use crate::deadline::Deadline;
 use crate::domain::{ContentBlock, Fact, FactKey, FactSource, Role, StoredMessage, TenantId};
 use crate::facts::FactPolicy;
 use crate::jobs::{Job, Jobs};
@@ -242,7 +243,7 @@ pub struct Compactor {
 impl Compactor {
     /// Runs one job.
     #[instrument(skip_all, fields(job = job.kind(), session = job.session()))]
-    pub async fn run(&self, job: &Job) -> Result<JobOutcome, CompactorError> {
+    pub async fn run(&self, job: &Job, deadline: Deadline) -> Result<JobOutcome, CompactorError> {
         let key = job.key();
         let settings = Settings::resolve(
             &self.defaults,
@@ -254,10 +255,10 @@ impl Compactor {
                 summarized_until,
                 ..
             } => {
-                self.step(&key, &settings, *session, *summarized_until)
+                self.step(&key, &settings, *session, *summarized_until, deadline)
                     .await?
             }
-            Job::Facts { session, .. } => self.facts(&key, &settings, *session).await?,
+            Job::Facts { session, .. } => self.facts(&key, &settings, *session, deadline).await?,
         };
         info!(?outcome, "job done");
         Ok(outcome)
@@ -386,6 +387,7 @@ impl Compactor {
         settings: &Settings,
         session: u32,
         summarized_until: u64,
+        deadline: Deadline,
     ) -> Result<JobOutcome, CompactorError> {
         let skipped = |reason| Ok(JobOutcome::StepSkipped { reason });
         let now = (self.clock)();
@@ -414,7 +416,7 @@ impl Compactor {
             head.summary.as_deref(),
             folded,
         );
-        let response = self.model.create(&request).await?;
+        let response = self.model.create(&request, deadline).await?;
         let summary = response_text(&response);
         if summary.is_empty() {
             return Err(CompactorError::EmptySummary);
@@ -466,6 +468,7 @@ impl Compactor {
         key: &ContactKey,
         settings: &Settings,
         session: u32,
+        deadline: Deadline,
     ) -> Result<JobOutcome, CompactorError> {
         let skipped = |reason| Ok(JobOutcome::FactsSkipped { reason });
         if settings.allowed_fact_keys.is_empty() {
@@ -490,7 +493,7 @@ impl Compactor {
             closed.summary.as_deref(),
             &closed.messages,
         );
-        let response = self.model.create(&request).await?;
+        let response = self.model.create(&request, deadline).await?;
         let proposal = read_proposal(&response)?;
 
         let policy = FactPolicy::new(settings.allowed_fact_keys.iter().cloned());

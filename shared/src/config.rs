@@ -77,11 +77,19 @@ pub struct Config {
     pub anthropic_base_url: String,
     /// `MODEL_TIMEOUT_SECONDS`: the limit of one model call attempt (60 by default).
     pub model_timeout_seconds: u64,
+    /// `ASK_TIMEOUT_SECONDS`: the time budget of one ask, from its start to its answer
+    /// (25 by default, below API Gateway's 29 s); see [`crate::ask::COMMIT_MARGIN`].
+    pub ask_timeout_seconds: u64,
     /// `AUTH_MODE` and `TENANT_CLAIM`.
     pub auth: AuthConfig,
     /// Model, thresholds and session settings.
     pub defaults: Defaults,
 }
+
+/// `ASK_TIMEOUT_SECONDS` when unset: an answer leaves the function 25 s after the
+/// request reached it at the latest, 4 s before API Gateway gives up (29 s) on the
+/// client, which is room for a cold start and the network.
+pub const DEFAULT_ASK_TIMEOUT_SECONDS: u64 = 25;
 
 /// A configuration problem, naming the variable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -192,6 +200,19 @@ impl Config {
                 }
                 seconds => seconds,
             },
+            ask_timeout_seconds: match number(
+                "ASK_TIMEOUT_SECONDS",
+                get("ASK_TIMEOUT_SECONDS"),
+                DEFAULT_ASK_TIMEOUT_SECONDS,
+            )? {
+                seconds if seconds <= crate::ask::COMMIT_MARGIN.as_secs() => {
+                    return Err(ConfigError(format!(
+                        "ASK_TIMEOUT_SECONDS must be more than the {} s kept for the commit",
+                        crate::ask::COMMIT_MARGIN.as_secs()
+                    )));
+                }
+                seconds => seconds,
+            },
             auth,
             defaults,
         })
@@ -221,6 +242,7 @@ mod tests {
         );
         assert_eq!(config.anthropic_base_url, "https://api.anthropic.com");
         assert_eq!(config.defaults, Defaults::default());
+        assert_eq!(config.ask_timeout_seconds, DEFAULT_ASK_TIMEOUT_SECONDS);
     }
 
     #[test]
@@ -237,6 +259,7 @@ mod tests {
             ("SESSION_IDLE_MINUTES", "30"),
             ("AUTH_MODE", "dev"),
             ("MODEL_TIMEOUT_SECONDS", "5"),
+            ("ASK_TIMEOUT_SECONDS", "20"),
             ("CONTEXT_POLICY", "sliding"),
         ]))
         .unwrap();
@@ -248,6 +271,7 @@ mod tests {
         assert_eq!(config.defaults.compaction.keep_messages, 8);
         assert_eq!(config.defaults.session_idle_minutes, 30);
         assert_eq!(config.model_timeout_seconds, 5);
+        assert_eq!(config.ask_timeout_seconds, 20);
         assert_eq!(
             config.defaults.context_policy,
             crate::tenant::ContextPolicy::SlidingWindow
@@ -284,6 +308,8 @@ mod tests {
             ("COMPACTION_THRESHOLD_TOKENS", "lots"),
             ("SESSION_IDLE_MINUTES", "0"),
             ("CONTEXT_POLICY", "everything"),
+            ("ASK_TIMEOUT_SECONDS", "2"),
+            ("ASK_TIMEOUT_SECONDS", "soon"),
         ] {
             let mut all = vars(&base);
             all.insert(name.into(), value.into());

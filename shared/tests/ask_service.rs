@@ -10,6 +10,7 @@ use async_trait::async_trait;
 use degrau::ask::{
     AskError, AskOutcome, AskResponse, AskService, MAX_TEXT_CHARS, MAX_TOOL_ITERATIONS,
 };
+use degrau::deadline::Deadline;
 use degrau::domain::{ContactId, ContentBlock, IdempotencyKey, Role, TenantId};
 use degrau::jobs::NoJobs;
 use degrau::model::scripted::ScriptedModel;
@@ -23,6 +24,11 @@ use degrau::usage::Usage;
 use serde_json::json;
 
 const START: i64 = 1_800_000_000;
+
+/// A deadline no test here reaches.
+fn minute() -> Deadline {
+    Deadline::after(std::time::Duration::from_secs(60))
+}
 
 struct Harness {
     store: Arc<MemoryStore>,
@@ -108,14 +114,19 @@ async fn a_round_is_stored_whole_and_the_next_turn_sees_it() {
     let h = harness();
     h.model
         .push(ScriptedModel::text("Hello! How can I help?", usage(100)));
-    let first = answered(h.service.ask(&key(), "Hi", None).await.unwrap());
+    let first = answered(h.service.ask(&key(), "Hi", None, minute()).await.unwrap());
     assert_eq!(first.session, 1);
     assert_eq!((first.round.first_seq, first.round.last_seq), (1, 2));
     assert_eq!(first.reply.text, "Hello! How can I help?");
     assert_eq!(first.usage.context_tokens, 100);
 
     h.model.push(ScriptedModel::text("Sure.", usage(150)));
-    let second = answered(h.service.ask(&key(), "Book me in", None).await.unwrap());
+    let second = answered(
+        h.service
+            .ask(&key(), "Book me in", None, minute())
+            .await
+            .unwrap(),
+    );
     assert_eq!((second.round.first_seq, second.round.last_seq), (3, 4));
     assert_eq!(
         stored(&h).await,
@@ -153,7 +164,7 @@ async fn the_tool_loop_sends_results_first_and_stores_every_message() {
     h.model.push(ScriptedModel::text("Booked!", usage(1000)));
     let response = answered(
         h.service
-            .ask(&key(), "Book 10:00 tomorrow", None)
+            .ask(&key(), "Book 10:00 tomorrow", None, minute())
             .await
             .unwrap(),
     );
@@ -195,7 +206,11 @@ async fn a_tool_loop_that_never_ends_is_an_error_and_writes_nothing() {
             usage(10),
         ));
     }
-    let error = h.service.ask(&key(), "loop", None).await.unwrap_err();
+    let error = h
+        .service
+        .ask(&key(), "loop", None, minute())
+        .await
+        .unwrap_err();
     assert!(matches!(error, AskError::ToolLoop), "{error:?}");
     assert_eq!(h.model.requests().len(), MAX_TOOL_ITERATIONS + 1);
     assert!(stored(&h).await.is_empty());
@@ -206,7 +221,11 @@ async fn a_tool_loop_that_never_ends_is_an_error_and_writes_nothing() {
 async fn a_failed_model_call_writes_nothing() {
     let h = harness();
     h.model.push(Err(ModelError::Unavailable { status: 529 }));
-    let error = h.service.ask(&key(), "hi", None).await.unwrap_err();
+    let error = h
+        .service
+        .ask(&key(), "hi", None, minute())
+        .await
+        .unwrap_err();
     assert!(matches!(
         error,
         AskError::Model(ModelError::Unavailable { status: 529 })
@@ -219,18 +238,18 @@ async fn bad_text_is_refused_before_anything_happens() {
     let h = harness();
     for text in ["", "   \n"] {
         assert!(matches!(
-            h.service.ask(&key(), text, None).await,
+            h.service.ask(&key(), text, None, minute()).await,
             Err(AskError::InvalidRequest(_))
         ));
     }
     let long = "a".repeat(MAX_TEXT_CHARS + 1);
     assert!(matches!(
-        h.service.ask(&key(), &long, None).await,
+        h.service.ask(&key(), &long, None, minute()).await,
         Err(AskError::TooLarge(_))
     ));
     assert!(
         h.service
-            .ask(&key(), &"é".repeat(MAX_TEXT_CHARS), None)
+            .ask(&key(), &"é".repeat(MAX_TEXT_CHARS), None, minute())
             .await
             .is_err(),
         "script is empty"
@@ -247,14 +266,24 @@ async fn an_idempotent_retry_replays_without_calling_the_model() {
     let h = harness();
     let idem = IdempotencyKey::parse("req-1").unwrap();
     h.model.push(ScriptedModel::text("Done", usage(10)));
-    let first = answered(h.service.ask(&key(), "hi", Some(&idem)).await.unwrap());
-    let AskOutcome::Replayed(body) = h.service.ask(&key(), "hi", Some(&idem)).await.unwrap() else {
+    let first = answered(
+        h.service
+            .ask(&key(), "hi", Some(&idem), minute())
+            .await
+            .unwrap(),
+    );
+    let AskOutcome::Replayed(body) = h
+        .service
+        .ask(&key(), "hi", Some(&idem), minute())
+        .await
+        .unwrap()
+    else {
         panic!("expected a replay");
     };
     assert_eq!(serde_json::from_str::<AskResponse>(&body).unwrap(), first);
     assert_eq!(h.model.requests().len(), 1);
     assert!(matches!(
-        h.service.ask(&key(), "other", Some(&idem)).await,
+        h.service.ask(&key(), "other", Some(&idem), minute()).await,
         Err(AskError::IdempotencyMismatch)
     ));
     assert_eq!(stored(&h).await.len(), 2);
@@ -266,11 +295,16 @@ async fn a_failed_idempotent_request_can_be_retried_with_the_same_key() {
     let idem = IdempotencyKey::parse("req-2").unwrap();
     h.model.push(Err(ModelError::Timeout));
     assert!(matches!(
-        h.service.ask(&key(), "hi", Some(&idem)).await,
+        h.service.ask(&key(), "hi", Some(&idem), minute()).await,
         Err(AskError::Model(ModelError::Timeout))
     ));
     h.model.push(ScriptedModel::text("Now it works", usage(10)));
-    let response = answered(h.service.ask(&key(), "hi", Some(&idem)).await.unwrap());
+    let response = answered(
+        h.service
+            .ask(&key(), "hi", Some(&idem), minute())
+            .await
+            .unwrap(),
+    );
     assert_eq!(response.reply.text, "Now it works");
 }
 
@@ -278,12 +312,20 @@ async fn a_failed_idempotent_request_can_be_retried_with_the_same_key() {
 async fn an_idle_session_closes_and_the_next_starts_with_facts_and_no_summary() {
     let h = harness();
     h.model.push(ScriptedModel::text("one", usage(10)));
-    h.service.ask(&key(), "first session", None).await.unwrap();
+    h.service
+        .ask(&key(), "first session", None, minute())
+        .await
+        .unwrap();
     h.store
         .set_summarized_until(&key(), 0, Some("The customer likes Fridays.".into()));
     h.clock.fetch_add(24 * 3600, Ordering::SeqCst);
     h.model.push(ScriptedModel::text("two", usage(10)));
-    let response = answered(h.service.ask(&key(), "new day", None).await.unwrap());
+    let response = answered(
+        h.service
+            .ask(&key(), "new day", None, minute())
+            .await
+            .unwrap(),
+    );
     assert_eq!(response.session, 2);
     assert_eq!((response.round.first_seq, response.round.last_seq), (1, 2));
     let request = h.model.requests().pop().unwrap();
@@ -320,14 +362,17 @@ async fn summarized_messages_are_never_sent_again() {
         h.model
             .push(ScriptedModel::text(&format!("reply {i}"), usage(10)));
         h.service
-            .ask(&key(), &format!("question {i}"), None)
+            .ask(&key(), &format!("question {i}"), None, minute())
             .await
             .unwrap();
     }
     h.store
         .set_summarized_until(&key(), 4, Some("The customer asked two questions.".into()));
     h.model.push(ScriptedModel::text("ok", usage(10)));
-    h.service.ask(&key(), "question 3", None).await.unwrap();
+    h.service
+        .ask(&key(), "question 3", None, minute())
+        .await
+        .unwrap();
     let request = h.model.requests().pop().unwrap();
     assert_eq!(texts(&request), ["question 2", "reply 2", "question 3"]);
     assert!(
@@ -344,7 +389,7 @@ async fn prompt_too_long_cuts_the_window_once_and_retries() {
         h.model
             .push(ScriptedModel::text(&format!("reply {i}"), usage(10)));
         h.service
-            .ask(&key(), &format!("question {i}"), None)
+            .ask(&key(), &format!("question {i}"), None, minute())
             .await
             .unwrap();
     }
@@ -352,7 +397,12 @@ async fn prompt_too_long_cuts_the_window_once_and_retries() {
         message: "prompt is too long: 210000 tokens > 200000 maximum".into(),
     }));
     h.model.push(ScriptedModel::text("short now", usage(10)));
-    let response = answered(h.service.ask(&key(), "again", None).await.unwrap());
+    let response = answered(
+        h.service
+            .ask(&key(), "again", None, minute())
+            .await
+            .unwrap(),
+    );
     assert_eq!(response.reply.text, "short now");
     let requests = h.model.requests();
     let (long, cut) = (&requests[10], &requests[11]);
@@ -372,7 +422,7 @@ async fn prompt_too_long_cuts_the_window_once_and_retries() {
         message: "prompt is too long".into(),
     }));
     assert!(matches!(
-        h.service.ask(&key(), "and again", None).await,
+        h.service.ask(&key(), "and again", None, minute()).await,
         Err(AskError::Model(ModelError::PromptTooLong { .. }))
     ));
 }
@@ -388,11 +438,15 @@ struct RendezvousModel {
 
 #[async_trait]
 impl Model for RendezvousModel {
-    async fn create(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+    async fn create(
+        &self,
+        request: &ModelRequest,
+        deadline: Deadline,
+    ) -> Result<ModelResponse, ModelError> {
         if self.calls.fetch_add(1, Ordering::SeqCst) < self.hold {
             self.barrier.wait().await;
         }
-        self.inner.create(request).await
+        self.inner.create(request, deadline).await
     }
 }
 
@@ -415,8 +469,8 @@ async fn the_loser_of_a_race_without_tools_answers_again_on_the_fresh_history() 
     }
     let k = key();
     let (one, two) = tokio::join!(
-        h.service.ask(&k, "first", None),
-        h.service.ask(&k, "second", None)
+        h.service.ask(&k, "first", None, minute()),
+        h.service.ask(&k, "second", None, minute())
     );
     let (one, two) = (answered(one.unwrap()), answered(two.unwrap()));
     let mut spans = [
@@ -450,8 +504,8 @@ async fn the_loser_of_a_race_after_a_tool_ran_gets_a_conflict_and_writes_nothing
     h.model.push(ScriptedModel::text("retried", usage(10)));
     let k = key();
     let (one, two) = tokio::join!(
-        h.service.ask(&k, "book", None),
-        h.service.ask(&k, "hello", None)
+        h.service.ask(&k, "book", None, minute()),
+        h.service.ask(&k, "hello", None, minute())
     );
     let outcomes = [one, two];
     let conflicts = outcomes
@@ -491,7 +545,7 @@ async fn the_benchmark_policies_switch_only_what_the_request_carries() {
                 .push(ScriptedModel::text(&format!("reply {i}"), usage(10)));
             let response = answered(
                 h.service
-                    .ask(&key(), &format!("question {i}"), None)
+                    .ask(&key(), &format!("question {i}"), None, minute())
                     .await
                     .unwrap(),
             );

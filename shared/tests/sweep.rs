@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use degrau::ask::AskService;
 use degrau::compactor::{Compactor, CompactorError, SweepReport};
+use degrau::deadline::Deadline;
 use degrau::domain::{ContactId, Fact, FactKey, Head, IdempotencyKey, TenantId};
 use degrau::jobs::{EnqueueError, Job, Jobs};
 use degrau::model::scripted::ScriptedModel;
@@ -142,7 +143,17 @@ impl Harness {
     /// One round from `key`, answered with plain text.
     async fn say(&self, key: &ContactKey, text: &str) -> u32 {
         self.model.push(ScriptedModel::text("ok", Usage::default()));
-        match self.ask.ask(key, text, None).await.unwrap() {
+        match self
+            .ask
+            .ask(
+                key,
+                text,
+                None,
+                Deadline::after(std::time::Duration::from_secs(60)),
+            )
+            .await
+            .unwrap()
+        {
             degrau::ask::AskOutcome::Answered(response) => response.session,
             other => panic!("expected an answer, got {other:?}"),
         }

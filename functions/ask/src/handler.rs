@@ -3,12 +3,15 @@
 //! bare 502 at API Gateway.
 
 use degrau::ask::{AskError, AskOutcome, AskService, format_cursor};
+use std::time::Duration;
+
 use degrau::config::AuthConfig;
+use degrau::deadline::Deadline;
 use degrau::domain::{ContactId, IdempotencyKey, TenantId};
 use degrau::model::ModelError;
 use degrau::store::{ContactKey, StoreError};
 use lambda_http::request::RequestContext;
-use lambda_http::{Body, Request, RequestExt, Response};
+use lambda_http::{Body, Context, Request, RequestExt, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tracing::{error, warn};
@@ -22,6 +25,20 @@ pub struct App {
     pub service: AskService,
     /// How the tenant is found.
     pub auth: AuthConfig,
+    /// `ASK_TIMEOUT_SECONDS`: the longest a request may take, from its arrival to its
+    /// answer.
+    pub ask_timeout: Duration,
+}
+
+/// A request's deadline: `budget` from now, or the invocation's own deadline (the
+/// Lambda context's) when that comes first. A context without one (built by hand, as
+/// tests and some local runners do) leaves the budget alone.
+pub fn request_deadline(budget: Duration, context: Option<&Context>) -> Deadline {
+    let own = Deadline::after(budget);
+    match context.and_then(|c| Deadline::from_epoch_millis(c.deadline)) {
+        Some(invocation) => own.earlier(invocation),
+        None => own,
+    }
 }
 
 /// An HTTP error: status, type and message, rendered as the error envelope.
@@ -138,7 +155,8 @@ fn error_response(error: HttpError) -> Response<Body> {
 
 /// Handles one request; never fails.
 pub async fn handle(app: &App, request: Request) -> Response<Body> {
-    match route(app, &request).await {
+    let deadline = request_deadline(app.ask_timeout, request.lambda_context_ref());
+    match route(app, &request, deadline).await {
         Ok(response) => response,
         Err(error) => error_response(error),
     }
@@ -164,7 +182,11 @@ fn parse_route(path: &str) -> Option<Route> {
     }
 }
 
-async fn route(app: &App, request: &Request) -> Result<Response<Body>, HttpError> {
+async fn route(
+    app: &App,
+    request: &Request,
+    deadline: Deadline,
+) -> Result<Response<Body>, HttpError> {
     let raw = request.raw_http_path();
     let path = if raw.is_empty() {
         request.uri().path()
@@ -198,7 +220,7 @@ async fn route(app: &App, request: &Request) -> Result<Response<Body>, HttpError
     let key = ContactKey { tenant, contact };
     let service = &app.service;
     match (route, method) {
-        (Route::Messages(_), "POST") => post_message(service, &key, request).await,
+        (Route::Messages(_), "POST") => post_message(service, &key, request, deadline).await,
         (Route::Messages(_), _) => {
             let query = request.query_string_parameters_ref();
             let param = |name: &str| query.and_then(|q| q.first(name));
@@ -244,6 +266,7 @@ async fn post_message(
     service: &AskService,
     key: &ContactKey,
     request: &Request,
+    deadline: Deadline,
 ) -> Result<Response<Body>, HttpError> {
     if let Some(kind) = request.headers().get("content-type") {
         let kind = kind.to_str().unwrap_or_default().to_ascii_lowercase();
@@ -281,7 +304,7 @@ async fn post_message(
         }
     };
     match service
-        .ask(key, &body.text, idempotency.as_ref())
+        .ask(key, &body.text, idempotency.as_ref(), deadline)
         .await
         .map_err(from_service)?
     {
@@ -374,7 +397,15 @@ mod tests {
             defaults: Defaults::default(),
             clock: system_clock(),
         };
-        (App { service, auth }, store, model)
+        (
+            App {
+                service,
+                auth,
+                ask_timeout: Duration::from_secs(25),
+            },
+            store,
+            model,
+        )
     }
 
     fn request(

@@ -47,6 +47,7 @@ async fn main() -> Result<(), Error> {
             clock: system_clock(),
         },
         auth: config.auth,
+        ask_timeout: std::time::Duration::from_secs(config.ask_timeout_seconds),
     });
     run(service_fn(move |request| {
         let app = app.clone();

@@ -37,7 +37,14 @@ fn app(auth: AuthConfig) -> (App, Arc<MemoryStore>) {
         defaults: Defaults::default(),
         clock: system_clock(),
     };
-    (App { service, auth }, store)
+    (
+        App {
+            service,
+            auth,
+            ask_timeout: std::time::Duration::from_secs(25),
+        },
+        store,
+    )
 }
 
 fn segment() -> impl Strategy<Value = String> {

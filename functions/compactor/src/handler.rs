@@ -12,13 +12,26 @@
 //! only sets the log level, since the DLQ is where a job that cannot succeed should
 //! end up.
 
+use std::time::Duration;
+
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use degrau::compactor::{Compactor, CompactorError, JobOutcome, SweepReport};
+use degrau::deadline::Deadline;
 use degrau::jobs::{Job, Jobs};
 use degrau::metrics::Event;
 use lambda_runtime::{Error, LambdaEvent};
 use serde_json::Value;
 use tracing::{Instrument, error, info_span, warn};
+
+/// Time a job keeps besides its model call: its reads and its conditional write.
+pub const JOB_STORE_MARGIN: Duration = Duration::from_secs(5);
+
+/// The time budget of one job: one model attempt's limit (`MODEL_TIMEOUT_SECONDS`;
+/// the adapter's retries fit in what is left of it when an attempt fails fast) and
+/// [`JOB_STORE_MARGIN`].
+pub fn job_budget(model_timeout: Duration) -> Duration {
+    model_timeout + JOB_STORE_MARGIN
+}
 
 /// Dispatches one event: `Records` (an SQS batch) to [`handle_batch`], whose
 /// partial batch response it returns as JSON; `{"sweep": true}` to
@@ -28,6 +41,7 @@ use tracing::{Instrument, error, info_span, warn};
 pub async fn handle(
     compactor: &Compactor,
     jobs: &dyn Jobs,
+    job_budget: Duration,
     event: LambdaEvent<Value>,
 ) -> Result<Value, Error> {
     let (payload, context) = event.into_parts();
@@ -39,7 +53,8 @@ pub async fn handle(
                 err.classify()
             )
         })?;
-        let response = handle_batch(compactor, LambdaEvent::new(batch, context)).await?;
+        let response =
+            handle_batch(compactor, job_budget, LambdaEvent::new(batch, context)).await?;
         return Ok(serde_json::to_value(response)?);
     }
     if payload.get("sweep") == Some(&Value::Bool(true)) {
@@ -62,6 +77,7 @@ pub async fn handle(
 /// is idempotent.
 pub async fn handle_batch(
     compactor: &Compactor,
+    job_budget: Duration,
     event: LambdaEvent<SqsEvent>,
 ) -> Result<SqsBatchResponse, Error> {
     let records = event.payload.records;
@@ -84,7 +100,10 @@ pub async fn handle_batch(
                 break;
             }
         };
-        let result = compactor.run(&job).instrument(span.clone()).await;
+        let result = compactor
+            .run(&job, Deadline::after(job_budget))
+            .instrument(span.clone())
+            .await;
         record_metrics(&job, &result);
         if let Err(failure) = result {
             let (code, retryable) = (failure.code(), failure.retryable());
@@ -184,6 +203,7 @@ mod tests {
     use super::*;
 
     const NOW: i64 = 1_800_000_000;
+    const BUDGET: Duration = Duration::from_secs(30);
 
     struct Harness {
         store: Arc<MemoryStore>,
@@ -250,6 +270,10 @@ mod tests {
         }
     }
 
+    fn minute() -> Deadline {
+        Deadline::after(Duration::from_secs(60))
+    }
+
     fn key(contact: &str) -> ContactKey {
         ContactKey {
             tenant: TenantId::parse("barber").unwrap(),
@@ -265,7 +289,10 @@ mod tests {
                 ..Usage::default()
             };
             h.model.push(ScriptedModel::text("ok", usage));
-            h.ask.ask(&key(contact), text, None).await.unwrap();
+            h.ask
+                .ask(&key(contact), text, None, minute())
+                .await
+                .unwrap();
         }
     }
 
@@ -300,6 +327,7 @@ mod tests {
 
         let response = handle_batch(
             &h.compactor,
+            BUDGET,
             event(&[
                 ("1", step("ana").to_string()),
                 ("2", step("bruno").to_string()),
@@ -335,6 +363,7 @@ mod tests {
         ] {
             let response = handle_batch(
                 &h.compactor,
+                BUDGET,
                 event(&[("1", step("ana").to_string()), ("2", body)]),
             )
             .await
@@ -355,6 +384,7 @@ mod tests {
         let facts = json!({"kind": "facts", "tenant": "barber", "contact": "ana", "session": 1});
         let response = handle_batch(
             &h.compactor,
+            BUDGET,
             event(&[
                 ("1", step("ana").to_string()),
                 ("2", facts.to_string()),
@@ -376,12 +406,12 @@ mod tests {
     async fn a_sweep_event_runs_the_sweep_and_answers_its_report() {
         let h = harness();
         h.model.push(ScriptedModel::text("ok", Usage::default()));
-        h.ask.ask(&key("ana"), "hi", None).await.unwrap();
+        h.ask.ask(&key("ana"), "hi", None, minute()).await.unwrap();
         h.clock.store(NOW + 24 * 3600, Ordering::SeqCst);
         let jobs = RecordingJobs::default();
 
         let sweep = LambdaEvent::new(json!({"sweep": true}), Context::default());
-        let report = handle(&h.compactor, &jobs, sweep).await.unwrap();
+        let report = handle(&h.compactor, &jobs, BUDGET, sweep).await.unwrap();
 
         assert_eq!(
             report,
@@ -403,6 +433,7 @@ mod tests {
         let response = handle(
             &h.compactor,
             &jobs,
+            BUDGET,
             LambdaEvent::new(records, Context::default()),
         )
         .await
@@ -418,7 +449,7 @@ mod tests {
     async fn any_other_event_is_refused_and_runs_nothing() {
         let h = harness();
         h.model.push(ScriptedModel::text("ok", Usage::default()));
-        h.ask.ask(&key("ana"), "hi", None).await.unwrap();
+        h.ask.ask(&key("ana"), "hi", None, minute()).await.unwrap();
         h.clock.store(NOW + 24 * 3600, Ordering::SeqCst);
         let jobs = RecordingJobs::default();
         for junk in [
@@ -433,6 +464,7 @@ mod tests {
             let result = handle(
                 &h.compactor,
                 &jobs,
+                BUDGET,
                 LambdaEvent::new(junk.clone(), Context::default()),
             )
             .await;

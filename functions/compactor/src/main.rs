@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use compactor::handler::handle;
+use compactor::handler::{handle, job_budget};
 use degrau::ask::system_clock;
 use degrau::compactor::Compactor;
 use degrau::config::Config;
@@ -44,9 +44,10 @@ async fn main() -> Result<(), Error> {
         defaults: config.defaults,
         clock: system_clock(),
     });
+    let job_budget = job_budget(std::time::Duration::from_secs(config.model_timeout_seconds));
     run(service_fn(move |event| {
         let (compactor, jobs) = (compactor.clone(), jobs.clone());
-        async move { handle(&compactor, jobs.as_ref(), event).await }
+        async move { handle(&compactor, jobs.as_ref(), job_budget, event).await }
     }))
     .await
 }

@@ -21,6 +21,7 @@ use reqwest::{StatusCode, Url};
 use serde::Deserialize;
 
 use super::{Model, ModelError, ModelResponse};
+use crate::deadline::Deadline;
 use crate::request::ModelRequest;
 
 /// Where the real API lives.
@@ -202,7 +203,11 @@ impl AnthropicModel {
 
 #[async_trait]
 impl Model for AnthropicModel {
-    async fn create(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+    async fn create(
+        &self,
+        request: &ModelRequest,
+        _deadline: Deadline,
+    ) -> Result<ModelResponse, ModelError> {
         let body = serde_json::to_vec(request).map_err(|e| ModelError::InvalidRequest {
             message: format!(
                 "the request cannot be encoded as JSON: {}",
@@ -466,6 +471,11 @@ mod tests {
 
     const KEY: &str = "sk-ant-test-0123456789";
 
+    /// A deadline no test here reaches unless it says so.
+    fn minute() -> Deadline {
+        Deadline::after(Duration::from_secs(60))
+    }
+
     /// A canned answer of the scripted server.
     #[derive(Clone)]
     struct Reply {
@@ -661,7 +671,7 @@ mod tests {
     #[tokio::test]
     async fn a_success_is_parsed_and_the_request_carries_the_headers_and_exact_body() {
         let (base_url, script) = serve(vec![Reply::ok()]).await;
-        let response = model(base_url).create(&request()).await.unwrap();
+        let response = model(base_url).create(&request(), minute()).await.unwrap();
 
         assert_eq!(response.id, "msg_01");
         assert_eq!(response.model, "claude-sonnet-5");
@@ -700,7 +710,7 @@ mod tests {
             Reply::ok(),
         ])
         .await;
-        let response = model(base_url).create(&request()).await.unwrap();
+        let response = model(base_url).create(&request(), minute()).await.unwrap();
         assert_eq!(response.id, "msg_01");
         assert_eq!(script.requests(), 2);
     }
@@ -712,7 +722,7 @@ mod tests {
             Reply::ok(),
         ])
         .await;
-        assert!(model(base_url).create(&request()).await.is_ok());
+        assert!(model(base_url).create(&request(), minute()).await.is_ok());
         assert_eq!(script.requests(), 2);
     }
 
@@ -722,7 +732,10 @@ mod tests {
             Reply::error(429, "rate_limit_error", "Rate limited").header("retry-after", "0"),
         ])
         .await;
-        let error = model(base_url).create(&request()).await.unwrap_err();
+        let error = model(base_url)
+            .create(&request(), minute())
+            .await
+            .unwrap_err();
         assert_eq!(
             error,
             ModelError::RateLimited {
@@ -741,9 +754,10 @@ mod tests {
         .await;
         let call = model(base_url);
         // A guard against hanging for an hour, not a timing assertion.
-        let outcome = tokio::time::timeout(Duration::from_secs(30), call.create(&request()))
-            .await
-            .expect("the hour-long retry-after was honoured");
+        let outcome =
+            tokio::time::timeout(Duration::from_secs(30), call.create(&request(), minute()))
+                .await
+                .expect("the hour-long retry-after was honoured");
         assert!(outcome.is_ok());
         assert_eq!(script.requests(), 2);
     }
@@ -751,7 +765,10 @@ mod tests {
     #[tokio::test]
     async fn three_500s_are_unavailable_after_exactly_three_attempts() {
         let (base_url, script) = serve(vec![Reply::error(500, "api_error", "Internal")]).await;
-        let error = model(base_url).create(&request()).await.unwrap_err();
+        let error = model(base_url)
+            .create(&request(), minute())
+            .await
+            .unwrap_err();
         assert_eq!(error, ModelError::Unavailable { status: 500 });
         assert_eq!(script.requests(), 3);
     }
@@ -762,7 +779,10 @@ mod tests {
             Reply::error(500, "api_error", "Internal").header("x-should-retry", "false"),
         ])
         .await;
-        let error = model(base_url).create(&request()).await.unwrap_err();
+        let error = model(base_url)
+            .create(&request(), minute())
+            .await
+            .unwrap_err();
         assert_eq!(error, ModelError::Unavailable { status: 500 });
         assert_eq!(script.requests(), 1);
     }
@@ -775,7 +795,7 @@ mod tests {
             Reply::ok(),
         ])
         .await;
-        assert!(model(base_url).create(&request()).await.is_ok());
+        assert!(model(base_url).create(&request(), minute()).await.is_ok());
         assert_eq!(script.requests(), 2);
     }
 
@@ -785,7 +805,10 @@ mod tests {
                     immediately after: toolu_1.";
         let (base_url, script) =
             serve(vec![Reply::error(400, "invalid_request_error", text)]).await;
-        let error = model(base_url).create(&request()).await.unwrap_err();
+        let error = model(base_url)
+            .create(&request(), minute())
+            .await
+            .unwrap_err();
         assert_eq!(
             error,
             ModelError::InvalidRequest {
@@ -800,7 +823,10 @@ mod tests {
         let text = "prompt is too long: 210000 tokens > 200000 maximum";
         let (base_url, script) =
             serve(vec![Reply::error(400, "invalid_request_error", text)]).await;
-        let error = model(base_url).create(&request()).await.unwrap_err();
+        let error = model(base_url)
+            .create(&request(), minute())
+            .await
+            .unwrap_err();
         assert_eq!(
             error,
             ModelError::PromptTooLong {
@@ -818,7 +844,10 @@ mod tests {
             "model: claude-2.1",
         )])
         .await;
-        let error = model(base_url).create(&request()).await.unwrap_err();
+        let error = model(base_url)
+            .create(&request(), minute())
+            .await
+            .unwrap_err();
         assert_eq!(
             error,
             ModelError::InvalidRequest {
@@ -835,7 +864,10 @@ mod tests {
             "invalid x-api-key",
         )])
         .await;
-        let error = model(base_url).create(&request()).await.unwrap_err();
+        let error = model(base_url)
+            .create(&request(), minute())
+            .await
+            .unwrap_err();
         assert_eq!(error, ModelError::Authentication { status: 401 });
         assert_eq!(script.requests(), 1);
     }
@@ -856,7 +888,10 @@ mod tests {
             body: body.to_string(),
         };
         let (base_url, script) = serve(vec![reply]).await;
-        let error = model(base_url).create(&request()).await.unwrap_err();
+        let error = model(base_url)
+            .create(&request(), minute())
+            .await
+            .unwrap_err();
         assert_eq!(
             error,
             ModelError::RateLimited {
@@ -874,7 +909,10 @@ mod tests {
             body: "<html>Bad Gateway</html>".to_owned(),
         };
         let (base_url, script) = serve(vec![reply]).await;
-        let error = model(base_url).create(&request()).await.unwrap_err();
+        let error = model(base_url)
+            .create(&request(), minute())
+            .await
+            .unwrap_err();
         assert_eq!(error, ModelError::Unavailable { status: 502 });
         assert_eq!(script.requests(), 3);
     }
@@ -887,7 +925,10 @@ mod tests {
             body: json!({"id": "msg_01", "content": "secret words"}).to_string(),
         };
         let (base_url, script) = serve(vec![reply]).await;
-        let error = model(base_url).create(&request()).await.unwrap_err();
+        let error = model(base_url)
+            .create(&request(), minute())
+            .await
+            .unwrap_err();
         let ModelError::Protocol(text) = error else {
             panic!("expected a protocol error, got {error:?}");
         };
@@ -908,7 +949,7 @@ mod tests {
         config.request_timeout = Duration::from_millis(200);
         let error = AnthropicModel::new(config)
             .unwrap()
-            .create(&request())
+            .create(&request(), minute())
             .await
             .unwrap_err();
         assert_eq!(error, ModelError::Timeout);
@@ -925,7 +966,10 @@ mod tests {
             stream.shutdown().await.unwrap();
         })
         .await;
-        let error = model(base_url).create(&request()).await.unwrap_err();
+        let error = model(base_url)
+            .create(&request(), minute())
+            .await
+            .unwrap_err();
         assert!(
             matches!(error, ModelError::Connection(_)),
             "expected a connection error, got {error:?}"
@@ -945,7 +989,10 @@ mod tests {
             stream.shutdown().await.unwrap();
         })
         .await;
-        let error = model(base_url).create(&request()).await.unwrap_err();
+        let error = model(base_url)
+            .create(&request(), minute())
+            .await
+            .unwrap_err();
         assert!(
             matches!(error, ModelError::Protocol(_)),
             "expected a protocol error, got {error:?}"
@@ -958,7 +1005,10 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base_url = format!("http://{}", listener.local_addr().unwrap());
         drop(listener);
-        let error = model(base_url).create(&request()).await.unwrap_err();
+        let error = model(base_url)
+            .create(&request(), minute())
+            .await
+            .unwrap_err();
         let ModelError::Connection(text) = error else {
             panic!("expected a connection error, got {error:?}");
         };
@@ -968,7 +1018,9 @@ mod tests {
     #[tokio::test]
     async fn a_base_url_with_a_trailing_slash_reaches_the_same_endpoint() {
         let (base_url, script) = serve(vec![Reply::ok()]).await;
-        let response = model(format!("{base_url}/")).create(&request()).await;
+        let response = model(format!("{base_url}/"))
+            .create(&request(), minute())
+            .await;
         assert!(response.is_ok());
         assert_eq!(script.seen.lock().unwrap()[0].path, "/v1/messages");
     }

@@ -8,6 +8,7 @@ pub mod scripted;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+use crate::deadline::Deadline;
 use crate::domain::{ContentBlock, Message, Role};
 use crate::request::ModelRequest;
 use crate::usage::Usage;
@@ -110,6 +111,11 @@ pub enum ModelError {
 /// One call to the model.
 #[async_trait]
 pub trait Model: Send + Sync {
-    /// Sends one request and returns the model's answer.
-    async fn create(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError>;
+    /// Sends one request and returns the model's answer, within `deadline`: every
+    /// attempt, retry and wait of the call ends by then.
+    async fn create(
+        &self,
+        request: &ModelRequest,
+        deadline: Deadline,
+    ) -> Result<ModelResponse, ModelError>;
 }

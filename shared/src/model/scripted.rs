@@ -7,6 +7,7 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 
 use super::{Model, ModelError, ModelResponse, StopReason};
+use crate::deadline::Deadline;
 use crate::domain::{ContentBlock, Role};
 use crate::request::ModelRequest;
 use crate::usage::Usage;
@@ -84,7 +85,11 @@ pub fn response(
 
 #[async_trait]
 impl Model for ScriptedModel {
-    async fn create(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+    async fn create(
+        &self,
+        request: &ModelRequest,
+        _deadline: Deadline,
+    ) -> Result<ModelResponse, ModelError> {
         lock(&self.requests).push(request.clone());
         if let Err(violation) = validate_request(request) {
             return Err(ModelError::InvalidRequest {

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::{ToolOutput, Tools};
+use crate::deadline::Deadline;
 use crate::request::ToolDef;
 
 const PROFESSIONALS: [&str; 3] = ["Ana", "Bruno", "Carla"];
@@ -58,7 +59,8 @@ impl Tools for DemoTools {
             .collect()
     }
 
-    async fn call(&self, name: &str, input: &Value) -> ToolOutput {
+    // The demo answers at once, from memory: no deadline can bind.
+    async fn call(&self, name: &str, input: &Value, _deadline: Deadline) -> ToolOutput {
         match name {
             "list_free_slots" => list_free_slots(input),
             "book_slot" => book_slot(input),
@@ -150,13 +152,17 @@ fn book_slot(input: &Value) -> ToolOutput {
 mod tests {
     use super::*;
 
+    fn minute() -> Deadline {
+        Deadline::after(std::time::Duration::from_secs(60))
+    }
+
     #[tokio::test]
     async fn free_slots_are_a_long_deterministic_list() {
         let first = DemoTools
-            .call("list_free_slots", &json!({"day": "2026-12-01"}))
+            .call("list_free_slots", &json!({"day": "2026-12-01"}), minute())
             .await;
         let again = DemoTools
-            .call("list_free_slots", &json!({"day": "2026-12-01"}))
+            .call("list_free_slots", &json!({"day": "2026-12-01"}), minute())
             .await;
         assert!(!first.is_error);
         assert_eq!(first, again);
@@ -168,7 +174,7 @@ mod tests {
             "long enough to be worth pruning"
         );
         let other = DemoTools
-            .call("list_free_slots", &json!({"day": "2026-12-02"}))
+            .call("list_free_slots", &json!({"day": "2026-12-02"}), minute())
             .await;
         assert_ne!(first.content, other.content);
     }
@@ -176,11 +182,11 @@ mod tests {
     #[tokio::test]
     async fn booking_returns_a_stable_confirmation_id() {
         let input = json!({"day": "2026-12-01", "time": "10:30", "service": "haircut"});
-        let booked = DemoTools.call("book_slot", &input).await;
+        let booked = DemoTools.call("book_slot", &input, minute()).await;
         let parsed: Value = serde_json::from_str(&booked.content).unwrap();
         let id = parsed["confirmation_id"].as_str().unwrap();
         assert!(id.starts_with("BK-") && id.len() == 11, "{id}");
-        assert_eq!(DemoTools.call("book_slot", &input).await, booked);
+        assert_eq!(DemoTools.call("book_slot", &input, minute()).await, booked);
     }
 
     #[tokio::test]
@@ -195,7 +201,7 @@ mod tests {
             ("book_slot", json!({"day": "2026-12-01", "time": "10:00"})),
             ("cancel_everything", json!({})),
         ] {
-            let out = DemoTools.call(name, &input).await;
+            let out = DemoTools.call(name, &input, minute()).await;
             assert!(out.is_error, "{name} {input}");
         }
     }

@@ -5,6 +5,7 @@ pub mod demo;
 
 use async_trait::async_trait;
 
+use crate::deadline::Deadline;
 use crate::request::ToolDef;
 
 /// Largest tool result kept, in characters.
@@ -67,8 +68,9 @@ pub trait Tools: Send + Sync {
     /// Definitions sent to the model, in a stable order (they head the cached prefix).
     fn definitions(&self, enabled: Option<&[String]>) -> Vec<ToolDef>;
 
-    /// Runs one call. Never fails: an error is a result the model reads.
-    async fn call(&self, name: &str, input: &serde_json::Value) -> ToolOutput;
+    /// Runs one call within `deadline`. Never fails: an error (a timeout included)
+    /// is a result the model reads.
+    async fn call(&self, name: &str, input: &serde_json::Value, deadline: Deadline) -> ToolOutput;
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use degrau::deadline::Deadline;
 use degrau::domain::{ContentBlock, Message};
 use degrau::model::anthropic::{AnthropicConfig, AnthropicModel};
 use degrau::model::{Model, ModelError, StopReason};
@@ -24,6 +25,11 @@ fn model(standin: &TestStandIn) -> AnthropicModel {
     .expect("client builds")
 }
 
+/// A deadline no test here reaches.
+fn minute() -> Deadline {
+    Deadline::after(Duration::from_secs(60))
+}
+
 fn request(text: &str) -> ModelRequest {
     build_request(&RequestParts {
         model: "claude-sonnet-5",
@@ -42,7 +48,10 @@ fn request(text: &str) -> ModelRequest {
 async fn degrau_s_client_gets_answers_and_cache_usage() {
     let standin = start().await;
     let model = model(&standin);
-    let first = model.create(&request("hello")).await.expect("an answer");
+    let first = model
+        .create(&request("hello"), minute())
+        .await
+        .expect("an answer");
     assert!(
         first
             .message()
@@ -51,14 +60,17 @@ async fn degrau_s_client_gets_answers_and_cache_usage() {
     );
     assert_eq!(first.stop_reason, Some(StopReason::EndTurn));
     assert!(first.usage.cache_creation_input_tokens > 1024);
-    let again = model.create(&request("hello")).await.expect("an answer");
+    let again = model
+        .create(&request("hello"), minute())
+        .await
+        .expect("an answer");
     assert_eq!(
         again.usage.cache_read_input_tokens,
         first.usage.context_tokens()
     );
 
     let calls = model
-        .create(&request("free slots on 2026-12-03?"))
+        .create(&request("free slots on 2026-12-03?"), minute())
         .await
         .expect("an answer");
     assert_eq!(calls.stop_reason, Some(StopReason::ToolUse));
@@ -79,7 +91,7 @@ async fn degrau_s_client_retries_over_overload_and_a_dropped_connection() {
             &json!([{"status": 529}, {"drop": true}]),
         )
         .await;
-    let answer = model(&standin).create(&request("hi")).await;
+    let answer = model(&standin).create(&request("hi"), minute()).await;
     assert!(answer.is_ok(), "{answer:?}");
     let statuses: Vec<(u64, bool)> = standin
         .logged()
@@ -107,7 +119,7 @@ async fn degrau_s_client_honours_retry_after_and_the_spend_limit() {
             ]),
         )
         .await;
-    let answer = model(&standin).create(&request("hi")).await;
+    let answer = model(&standin).create(&request("hi"), minute()).await;
     assert!(
         matches!(answer, Err(ModelError::RateLimited { .. })),
         "{answer:?}"
@@ -122,7 +134,7 @@ async fn degrau_s_client_honours_retry_after_and_the_spend_limit() {
 #[tokio::test]
 async fn degrau_s_client_sees_a_too_long_prompt_as_such() {
     let standin = start_with(Config::default().with_context_limit(100)).await;
-    let answer = model(&standin).create(&request("hi")).await;
+    let answer = model(&standin).create(&request("hi"), minute()).await;
     assert!(
         matches!(&answer, Err(ModelError::PromptTooLong { message }) if message.contains("> 100 maximum")),
         "{answer:?}"
@@ -135,6 +147,6 @@ async fn a_hang_past_the_client_timeout_is_retried() {
     standin
         .control("/stand-in/faults", &json!([{"hang_ms": 2000}]))
         .await;
-    let answer = model(&standin).create(&request("hi")).await;
+    let answer = model(&standin).create(&request("hi"), minute()).await;
     assert!(answer.is_ok(), "{answer:?}");
 }
