@@ -8,6 +8,13 @@
 //! The wait is the server's `retry-after-ms`/`retry-after` when it is within
 //! `max_retry_after`, else an exponential backoff with jitter.
 //!
+//! **The deadline.** A call ends by the deadline it is given: each attempt's timeout
+//! is the smaller of `request_timeout` and the time left; no attempt starts with less
+//! than `min_attempt` left (the call is then a `Timeout`); a retry is made only when
+//! its wait plus `min_attempt` fits in what is left, else the call ends with the last
+//! attempt's error. A hung model thus costs one attempt cut at the deadline, never
+//! three full ones.
+//!
 //! Logs carry only status, attempt, the API's request id and latency: never the key,
 //! the request or the API's error text (which may quote the request).
 
@@ -55,6 +62,8 @@ pub struct AnthropicConfig {
     pub backoff_max: Duration,
     /// Longest server-requested wait honoured; a longer one falls back to the backoff.
     pub max_retry_after: Duration,
+    /// Least time left for an attempt to start: one with less could not finish.
+    pub min_attempt: Duration,
 }
 
 impl Default for AnthropicConfig {
@@ -68,6 +77,7 @@ impl Default for AnthropicConfig {
             backoff_base: Duration::from_millis(500),
             backoff_max: Duration::from_secs(8),
             max_retry_after: Duration::from_secs(60),
+            min_attempt: Duration::from_secs(1),
         }
     }
 }
@@ -89,6 +99,7 @@ impl fmt::Debug for AnthropicConfig {
             .field("backoff_base", &self.backoff_base)
             .field("backoff_max", &self.backoff_max)
             .field("max_retry_after", &self.max_retry_after)
+            .field("min_attempt", &self.min_attempt)
             .finish()
     }
 }
@@ -146,12 +157,12 @@ impl AnthropicModel {
         })
     }
 
-    /// One attempt: send, read the whole body, classify.
-    async fn attempt(&self, body: Vec<u8>) -> Result<Answer, Failure> {
+    /// One attempt within `timeout`: send, read the whole body, classify.
+    async fn attempt(&self, body: Vec<u8>, timeout: Duration) -> Result<Answer, Failure> {
         let response = self
             .client
             .post(self.endpoint.clone())
-            .timeout(self.config.request_timeout)
+            .timeout(timeout)
             .body(body)
             .send()
             .await
@@ -206,7 +217,7 @@ impl Model for AnthropicModel {
     async fn create(
         &self,
         request: &ModelRequest,
-        _deadline: Deadline,
+        deadline: Deadline,
     ) -> Result<ModelResponse, ModelError> {
         let body = serde_json::to_vec(request).map_err(|e| ModelError::InvalidRequest {
             message: format!(
@@ -218,8 +229,19 @@ impl Model for AnthropicModel {
         let mut retries = 0;
         loop {
             let attempt = retries + 1;
+            let left = deadline.remaining();
+            if left < self.config.min_attempt {
+                tracing::warn!(
+                    attempt,
+                    left_ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX),
+                    "no time left for a model call"
+                );
+                return Err(ModelError::Timeout);
+            }
             let started = Instant::now();
-            let outcome = self.attempt(body.clone()).await;
+            let outcome = self
+                .attempt(body.clone(), self.config.request_timeout.min(left))
+                .await;
             let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
             let failure = match outcome {
                 Ok(answer) => {
@@ -253,6 +275,18 @@ impl Model for AnthropicModel {
                 .retry_after
                 .filter(|wait| *wait <= self.config.max_retry_after)
                 .unwrap_or_else(|| self.backoff(retries));
+            if !deadline.allows(delay.saturating_add(self.config.min_attempt)) {
+                tracing::warn!(
+                    status,
+                    attempt,
+                    request_id,
+                    latency_ms,
+                    error,
+                    delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                    "model call failed; no time left to retry"
+                );
+                return Err(failure.error);
+            }
             tracing::warn!(
                 status,
                 attempt,
@@ -644,6 +678,7 @@ mod tests {
             backoff_base: Duration::from_millis(1),
             backoff_max: Duration::from_millis(4),
             max_retry_after: Duration::from_secs(60),
+            min_attempt: Duration::from_secs(1),
         }
     }
 
@@ -1025,6 +1060,93 @@ mod tests {
         assert_eq!(script.seen.lock().unwrap()[0].path, "/v1/messages");
     }
 
+    // The time budget: the deadline bounds every attempt, retry and wait. The outer
+    // `tokio::time::timeout`s guard against a test hanging for minutes; they assert
+    // nothing about time.
+
+    #[tokio::test]
+    async fn a_hung_model_gets_one_attempt_cut_at_the_deadline_and_no_retry() {
+        let (base_url, accepted) = serve_raw(|mut stream| async move {
+            read_request(&mut stream).await;
+            std::future::pending::<()>().await;
+            drop(stream);
+        })
+        .await;
+        let mut config = config(base_url);
+        config.request_timeout = Duration::from_secs(60);
+        let call = AnthropicModel::new(config).unwrap();
+        let deadline = Deadline::after(Duration::from_millis(1_500));
+        let outcome =
+            tokio::time::timeout(Duration::from_secs(20), call.create(&request(), deadline))
+                .await
+                .expect("the model call ran past its deadline");
+        assert_eq!(outcome.unwrap_err(), ModelError::Timeout);
+        assert_eq!(
+            accepted.load(Ordering::SeqCst),
+            1,
+            "no retry once the time is up"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_retry_after_longer_than_the_time_left_is_not_waited_for() {
+        let (base_url, script) = serve(vec![
+            Reply::error(429, "rate_limit_error", "Rate limited").header("retry-after", "30"),
+            Reply::ok(),
+        ])
+        .await;
+        let call = model(base_url);
+        let deadline = Deadline::after(Duration::from_secs(10));
+        let outcome =
+            tokio::time::timeout(Duration::from_secs(20), call.create(&request(), deadline))
+                .await
+                .expect("the retry-after was waited for past the deadline");
+        assert_eq!(
+            outcome.unwrap_err(),
+            ModelError::RateLimited {
+                retry_after: Some(30)
+            },
+            "the last attempt's error"
+        );
+        assert_eq!(script.requests(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_backoff_that_does_not_fit_ends_with_the_last_attempts_error() {
+        let (base_url, script) =
+            serve(vec![Reply::error(529, "overloaded_error", "Overloaded")]).await;
+        let mut config = config(base_url);
+        config.backoff_base = Duration::from_secs(5);
+        config.backoff_max = Duration::from_secs(10);
+        let call = AnthropicModel::new(config).unwrap();
+        let deadline = Deadline::after(Duration::from_secs(3));
+        let outcome =
+            tokio::time::timeout(Duration::from_secs(30), call.create(&request(), deadline))
+                .await
+                .expect("the model call ran past its deadline");
+        assert_eq!(
+            outcome.unwrap_err(),
+            ModelError::Unavailable { status: 529 }
+        );
+        assert_eq!(script.requests(), 1);
+    }
+
+    #[tokio::test]
+    async fn no_attempt_starts_with_less_than_the_floor_left() {
+        let (base_url, script) = serve(vec![Reply::ok()]).await;
+        let deadline = Deadline::after(Duration::from_millis(100));
+        let error = model(base_url)
+            .create(&request(), deadline)
+            .await
+            .unwrap_err();
+        assert_eq!(error, ModelError::Timeout);
+        assert_eq!(
+            script.requests(),
+            0,
+            "an attempt that could not finish was not made"
+        );
+    }
+
     #[test]
     fn the_backoff_doubles_with_jitter_and_stops_at_the_cap() {
         let mut config = config("http://127.0.0.1:1".to_owned());
@@ -1095,5 +1217,6 @@ mod tests {
         assert_eq!(config.backoff_base, Duration::from_millis(500));
         assert_eq!(config.backoff_max, Duration::from_secs(8));
         assert_eq!(config.max_retry_after, Duration::from_secs(60));
+        assert_eq!(config.min_attempt, Duration::from_secs(1));
     }
 }
