@@ -6,6 +6,15 @@
 //! the tool loop; commit every message of the round with the head update and the
 //! idempotency record in one conditional transaction.
 //!
+//! **Time budget.** An ask gets one [`Deadline`]: the earlier of the invocation's
+//! and `ASK_TIMEOUT_SECONDS` from its start (the handler builds it). The model and
+//! the tools must be done [`COMMIT_MARGIN`] before it, so the commit fits; every model
+//! call and tool call gets that earlier deadline, no model call starts with less than
+//! [`MIN_MODEL_CALL`] left, and a round that runs out of time answers
+//! `ModelError::Timeout` (504 `model_timeout`), or the error of the model call that
+//! used up the time, with nothing written and the idempotency key released. The
+//! client is never told the round failed while it is being stored.
+//!
 //! **Concurrency policy.** Two asks on one contact race at the commit: the condition
 //! `last_seq = :expected` lets exactly one win. The loser, when no tool ran in its
 //! round (so nothing outside degrau happened), reloads the fresh history and answers
@@ -54,6 +63,8 @@ pub const DEFAULT_PAGE: usize = 50;
 /// recognises a commit whose answer was lost): the model and the tools must be done
 /// this long before the request's deadline.
 pub const COMMIT_MARGIN: Duration = Duration::from_secs(2);
+/// Least time left for a model call to start: one with less could not finish.
+pub const MIN_MODEL_CALL: Duration = Duration::from_secs(1);
 
 /// What can go wrong with a request, by what the client should do about it.
 #[derive(Debug, thiserror::Error)]
@@ -267,7 +278,8 @@ struct TurnPlan {
 }
 
 impl AskService {
-    /// Answers `text` from the contact and stores the round.
+    /// Answers `text` from the contact and stores the round, answering by `deadline`
+    /// (see the module's time budget).
     pub async fn ask(
         &self,
         key: &ContactKey,
@@ -333,8 +345,19 @@ impl AskService {
             let expected = state.head;
             let plan = turn_plan(expected.as_ref(), state.window, now, &settings);
             let (round, usage, stats) = self
-                .run_round(&settings, &facts, &plan, expected.as_ref(), text, deadline)
+                .run_round(
+                    &settings,
+                    &facts,
+                    &plan,
+                    expected.as_ref(),
+                    text,
+                    deadline.before(COMMIT_MARGIN),
+                )
                 .await?;
+            if !deadline.allows(COMMIT_MARGIN) {
+                // Only a model or tool that overran its own deadline gets here.
+                return Err(out_of_time("before the commit"));
+            }
 
             let tool_ran = round.len() > 2;
             let round_token = format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..));
@@ -475,8 +498,9 @@ impl AskService {
         }
     }
 
-    /// Runs the model and the tool loop; returns the round's messages (each with the
-    /// usage of the call that produced it, for assistant messages) and the usage.
+    /// Runs the model and the tool loop by `deadline`; returns the round's messages
+    /// (each with the usage of the call that produced it, for assistant messages) and
+    /// the usage.
     async fn run_round(
         &self,
         settings: &Settings,
@@ -532,6 +556,9 @@ impl AskService {
                 round: &messages,
             })
             .map_err(|e| AskError::Internal(e.to_string()))?;
+            if !deadline.allows(MIN_MODEL_CALL) {
+                return Err(out_of_time("before a model call"));
+            }
             let started = std::time::Instant::now();
             let result = self.model.create(&request, deadline).await;
             stats.model_ms += started.elapsed().as_secs_f64() * 1000.0;
@@ -706,6 +733,13 @@ impl AskService {
     pub async fn erase(&self, key: &ContactKey) -> Result<usize, AskError> {
         Ok(self.store.erase_contact(key).await?)
     }
+}
+
+/// The round ran out of time: 504 `model_timeout`, counted.
+fn out_of_time(when: &'static str) -> AskError {
+    warn!(when, "the ask ran out of time; nothing is stored");
+    Event::new("ask").count("OutOfTime", 1).emit();
+    AskError::Model(ModelError::Timeout)
 }
 
 fn not_found() -> AskError {

@@ -1,6 +1,11 @@
 //! A minimal AWS Lambda Runtime API on loopback, so tests run the real function
 //! binaries as processes (the way Lambda does: the process polls for the next
 //! event and posts its response) and can kill and restart them between events.
+//!
+//! Each event carries the invocation deadline Lambda would advertise
+//! (`Lambda-Runtime-Deadline-Ms`, counted from when the function takes the event):
+//! [`DEFAULT_TIMEOUT`] unless the test chooses another with
+//! [`LocalLambda::invoke_within`].
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -21,9 +26,12 @@ use tokio::sync::oneshot;
 
 type Reply = Result<Value, Value>;
 
+/// The function timeout the Runtime API advertises when a test names none.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
 #[derive(Default)]
 struct Inner {
-    queue: Mutex<VecDeque<(String, Value)>>,
+    queue: Mutex<VecDeque<(String, Value, Duration)>>,
     waiting: Mutex<HashMap<String, oneshot::Sender<Reply>>>,
     counter: Mutex<u64>,
 }
@@ -224,8 +232,16 @@ impl LocalLambda {
         }
     }
 
-    /// Sends one event and waits for the function's response (or error).
+    /// Sends one event and waits for the function's response (or error), with the
+    /// [`DEFAULT_TIMEOUT`].
     pub async fn invoke(&self, payload: Value) -> Reply {
+        self.invoke_within(payload, DEFAULT_TIMEOUT).await
+    }
+
+    /// Sends one event whose invocation deadline is `timeout` after the function
+    /// takes it, as a function configured with that timeout gets it, and waits for
+    /// the response (or error) until a little after it.
+    pub async fn invoke_within(&self, payload: Value, timeout: Duration) -> Reply {
         let id = {
             let mut counter = lock(&self.inner.counter);
             *counter += 1;
@@ -233,10 +249,15 @@ impl LocalLambda {
         };
         let (tx, rx) = oneshot::channel();
         lock(&self.inner.waiting).insert(id.clone(), tx);
-        lock(&self.inner.queue).push_back((id, payload));
-        match tokio::time::timeout(Duration::from_secs(60), rx).await {
+        lock(&self.inner.queue).push_back((id, payload, timeout));
+        // The wait starts before the function takes the event: room for that.
+        let patience = timeout.max(DEFAULT_TIMEOUT) + Duration::from_secs(5);
+        match tokio::time::timeout(patience, rx).await {
             Ok(Ok(reply)) => reply,
-            _ => Err(json!({"errorType": "Timeout", "errorMessage": "no response within 60 s"})),
+            _ => Err(json!({
+                "errorType": "Timeout",
+                "errorMessage": format!("no response within {} s", patience.as_secs())
+            })),
         }
     }
 }
@@ -254,11 +275,11 @@ async fn next(State((inner, instance)): State<AppState>) -> impl IntoResponse {
             return (StatusCode::GONE, HeaderMap::new(), String::new());
         }
         let item = lock(&inner.queue).pop_front();
-        if let Some((id, payload)) = item {
+        if let Some((id, payload, timeout)) = item {
             let mut headers = HeaderMap::new();
             let deadline = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis() + 60_000);
+                .map_or(0, |d| (d + timeout).as_millis());
             let pairs = [
                 ("lambda-runtime-aws-request-id", id),
                 ("lambda-runtime-deadline-ms", deadline.to_string()),

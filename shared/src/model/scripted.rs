@@ -1,5 +1,6 @@
 //! A scripted model double for unit tests: answers from a queue, records every
-//! request, and refuses what the real API refuses (through [`crate::validate`]).
+//! request and the deadline it came with, and refuses what the real API refuses
+//! (through [`crate::validate`]). It answers at once, so deadlines never bind it.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -21,6 +22,7 @@ pub type Step = Result<ModelResponse, ModelError>;
 pub struct ScriptedModel {
     script: Mutex<VecDeque<Step>>,
     requests: Mutex<Vec<ModelRequest>>,
+    deadlines: Mutex<Vec<Deadline>>,
 }
 
 impl ScriptedModel {
@@ -29,6 +31,7 @@ impl ScriptedModel {
         ScriptedModel {
             script: Mutex::new(steps.into_iter().collect()),
             requests: Mutex::default(),
+            deadlines: Mutex::default(),
         }
     }
 
@@ -40,6 +43,11 @@ impl ScriptedModel {
     /// Every request received, in order.
     pub fn requests(&self) -> Vec<ModelRequest> {
         lock(&self.requests).clone()
+    }
+
+    /// The deadline of every request received, in order.
+    pub fn deadlines(&self) -> Vec<Deadline> {
+        lock(&self.deadlines).clone()
     }
 
     /// A text answer with `end_turn`.
@@ -88,9 +96,10 @@ impl Model for ScriptedModel {
     async fn create(
         &self,
         request: &ModelRequest,
-        _deadline: Deadline,
+        deadline: Deadline,
     ) -> Result<ModelResponse, ModelError> {
         lock(&self.requests).push(request.clone());
+        lock(&self.deadlines).push(deadline);
         if let Err(violation) = validate_request(request) {
             return Err(ModelError::InvalidRequest {
                 message: violation.message,
