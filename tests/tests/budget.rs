@@ -229,7 +229,12 @@ async fn an_unknown_route_or_method_gets_the_error_envelope_from_the_function() 
     for (method, path, status, kind) in [
         ("GET", "/v2/anything", 404, "not_found"),
         ("GET", "/", 404, "not_found"),
-        ("PUT", "/v1/contacts/ana/messages", 405, "method_not_allowed"),
+        (
+            "PUT",
+            "/v1/contacts/ana/messages",
+            405,
+            "method_not_allowed",
+        ),
         ("POST", "/v1/contacts/ana/memory", 405, "method_not_allowed"),
     ] {
         let reply = stack.call(method, path, TENANT, None).await;

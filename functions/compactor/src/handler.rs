@@ -3,18 +3,27 @@
 //! input `{"sweep": true}`, which runs the session sweep and answers its report.
 //! [`handle`] tells them apart; anything else is refused with an error.
 //!
-//! Records run in order. At the first failure the handler stops and reports that
-//! record and every later one, so the queue delivers them again in the same order
-//! (a FIFO group must not skip ahead); the records before it are deleted. A body
-//! that is not a [`Job`] is a failure too: a poison message goes to the DLQ after
-//! the queue's `maxReceiveCount`, where it can be inspected. Every failure is
+//! Records run in order, each within its time budget ([`job_budget`]). FIFO order
+//! holds per message group (one conversation): when a record fails, it and every
+//! later record *of its group* are reported, so the queue delivers them again in the
+//! same order, while the other groups' records go on. One poison job thus holds back
+//! its own conversation only, never the other conversations of the batch. (Records
+//! without a `MessageGroupId`, which a FIFO queue always sets, count as one group.)
+//! A body that is not a [`Job`] is a failure too: a poison message goes to the DLQ
+//! after the queue's `maxReceiveCount`, where it can be inspected. Every failure is
 //! reported, retryable or not; [`degrau::compactor::CompactorError::retryable`]
 //! only sets the log level, since the DLQ is where a job that cannot succeed should
 //! end up.
+//!
+//! **The invocation's deadline.** Before each record the handler checks the time
+//! left of the invocation (the Lambda context's deadline): when less than one job
+//! budget is left, that record and every later one are reported, to come back in a
+//! later batch, instead of the whole batch timing out.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
-use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
+use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use degrau::compactor::{Compactor, CompactorError, JobOutcome, SweepReport};
 use degrau::deadline::Deadline;
 use degrau::jobs::{Job, Jobs};
@@ -70,7 +79,7 @@ pub async fn handle(
     Err("unrecognised event: expected an SQS batch (Records) or {\"sweep\": true}".into())
 }
 
-/// Runs a batch; see the module documentation for the failure rule.
+/// Runs a batch; see the module documentation for the failure rules.
 ///
 /// Returns `Err` only when a record to report has no `messageId` (never seen from
 /// SQS): the whole batch is then delivered again, which is safe because every job
@@ -80,32 +89,102 @@ pub async fn handle_batch(
     job_budget: Duration,
     event: LambdaEvent<SqsEvent>,
 ) -> Result<SqsBatchResponse, Error> {
-    let records = event.payload.records;
-    let mut first_failure = None;
+    let (batch, context) = event.into_parts();
+    let invocation = Deadline::from_epoch_millis(context.deadline);
+    let records = batch.records;
+    // Indices of the records to report, in order.
+    let mut failed: Vec<usize> = Vec::new();
+    let mut held_groups: HashSet<&str> = HashSet::new();
+    let (mut held_back, mut out_of_time) = (0u64, 0u64);
     for (index, record) in records.iter().enumerate() {
-        let message_id = record.message_id.as_deref().unwrap_or_default();
-        let span = info_span!("record", message_id);
-        let body = record.body.as_deref().unwrap_or_default();
-        let job = match serde_json::from_str::<Job>(body) {
-            Ok(job) => job,
-            Err(parse) => {
-                Event::new("compactor")
-                    .dimension("Kind", "malformed")
-                    .rollup()
-                    .count("JobFailures", 1)
-                    .emit();
-                // The serde message may quote the body (a contact id): log its class only.
-                span.in_scope(|| error!(category = ?parse.classify(), "the body is not a job"));
-                first_failure = Some(index);
-                break;
-            }
+        let group = record
+            .attributes
+            .get("MessageGroupId")
+            .map_or("", String::as_str);
+        if out_of_time > 0 {
+            out_of_time += 1;
+            failed.push(index);
+            continue;
+        }
+        if held_groups.contains(group) {
+            // An earlier record of this conversation failed: FIFO order within it.
+            held_back += 1;
+            failed.push(index);
+            continue;
+        }
+        if let Some(invocation) = invocation
+            && !invocation.allows(job_budget)
+        {
+            warn!(
+                left_ms = u64::try_from(invocation.remaining().as_millis()).unwrap_or(u64::MAX),
+                budget_ms = u64::try_from(job_budget.as_millis()).unwrap_or(u64::MAX),
+                "less than one job budget is left; the rest of the batch comes back later"
+            );
+            out_of_time = 1;
+            failed.push(index);
+            continue;
+        }
+        let own = Deadline::after(job_budget);
+        let deadline = invocation.map_or(own, |invocation| own.earlier(invocation));
+        if !run_record(compactor, record, deadline).await {
+            held_groups.insert(group);
+            failed.push(index);
+        }
+    }
+
+    let mut response = SqsBatchResponse::default();
+    for &index in &failed {
+        let Some(id) = records[index].message_id.clone() else {
+            return Err("a record to report has no messageId; failing the whole batch".into());
         };
-        let result = compactor
-            .run(&job, Deadline::after(job_budget))
-            .instrument(span.clone())
-            .await;
-        record_metrics(&job, &result);
-        if let Err(failure) = result {
+        let mut failure = BatchItemFailure::default();
+        failure.item_identifier = id;
+        response.batch_item_failures.push(failure);
+    }
+    if !failed.is_empty() {
+        warn!(
+            failed = failed.len(),
+            done = records.len() - failed.len(),
+            held_back,
+            out_of_time,
+            "batch partly failed"
+        );
+        for (reason, count) in [("group_failed", held_back), ("out_of_time", out_of_time)] {
+            if count > 0 {
+                Event::new("compactor")
+                    .dimension("Reason", reason)
+                    .rollup()
+                    .count("RecordsHeldBack", count)
+                    .emit();
+            }
+        }
+    }
+    Ok(response)
+}
+
+/// Runs one record's job by `deadline`; true when it succeeded (a skip included).
+async fn run_record(compactor: &Compactor, record: &SqsMessage, deadline: Deadline) -> bool {
+    let message_id = record.message_id.as_deref().unwrap_or_default();
+    let span = info_span!("record", message_id);
+    let body = record.body.as_deref().unwrap_or_default();
+    let job = match serde_json::from_str::<Job>(body) {
+        Ok(job) => job,
+        Err(parse) => {
+            Event::new("compactor")
+                .dimension("Kind", "malformed")
+                .rollup()
+                .count("JobFailures", 1)
+                .emit();
+            // The serde message may quote the body (a contact id): log its class only.
+            span.in_scope(|| error!(category = ?parse.classify(), "the body is not a job"));
+            return false;
+        }
+    };
+    let result = compactor.run(&job, deadline).instrument(span.clone()).await;
+    record_metrics(&job, &result);
+    match result {
+        Ok(_) => true,
+        Err(failure) => {
             let (code, retryable) = (failure.code(), failure.retryable());
             span.in_scope(|| {
                 if retryable {
@@ -114,28 +193,9 @@ pub async fn handle_batch(
                     error!(code, retryable, error = %failure, "job failed");
                 }
             });
-            first_failure = Some(index);
-            break;
+            false
         }
     }
-
-    let mut response = SqsBatchResponse::default();
-    if let Some(first) = first_failure {
-        for record in &records[first..] {
-            let Some(id) = record.message_id.clone() else {
-                return Err("a record to report has no messageId; failing the whole batch".into());
-            };
-            let mut failure = BatchItemFailure::default();
-            failure.item_identifier = id;
-            response.batch_item_failures.push(failure);
-        }
-        warn!(
-            failed = response.batch_item_failures.len(),
-            done = first,
-            "batch partly failed"
-        );
-    }
-    Ok(response)
 }
 
 /// One EMF event per sweep: what it found and did.
@@ -190,8 +250,9 @@ mod tests {
     use degrau::compaction::CompactionPolicy;
     use degrau::domain::{ContactId, TenantId};
     use degrau::jobs::{EnqueueError, NoJobs};
-    use degrau::model::ModelError;
     use degrau::model::scripted::ScriptedModel;
+    use degrau::model::{Model, ModelError, ModelResponse};
+    use degrau::request::ModelRequest;
     use degrau::store::memory::MemoryStore;
     use degrau::store::{ContactKey, Store};
     use degrau::tenant::Defaults;
@@ -309,6 +370,48 @@ mod tests {
         LambdaEvent::new(payload, Context::default())
     }
 
+    /// Records as a FIFO queue delivers them: each with its `MessageGroupId`.
+    fn grouped_event(records: &[(&str, &str, String)]) -> LambdaEvent<SqsEvent> {
+        let records: Vec<Value> = records
+            .iter()
+            .map(|(id, group, body)| {
+                json!({"messageId": id, "body": body, "eventSource": "aws:sqs",
+                       "attributes": {"MessageGroupId": group}})
+            })
+            .collect();
+        let payload = serde_json::from_value(json!({ "Records": records })).unwrap();
+        LambdaEvent::new(payload, Context::default())
+    }
+
+    fn facts(contact: &str) -> Value {
+        json!({"kind": "facts", "tenant": "barber", "contact": contact, "session": 1})
+    }
+
+    /// A summary model that takes `per_call` for each answer, honouring its deadline
+    /// like the HTTP adapter (an answer that would come later is a `Timeout` then).
+    struct SlowModel {
+        inner: Arc<ScriptedModel>,
+        per_call: Duration,
+        calls: std::sync::atomic::AtomicUsize,
+    }
+
+    #[async_trait]
+    impl Model for SlowModel {
+        async fn create(
+            &self,
+            request: &ModelRequest,
+            deadline: Deadline,
+        ) -> Result<ModelResponse, ModelError> {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            if deadline.remaining() < self.per_call {
+                tokio::time::sleep_until(deadline.instant()).await;
+                return Err(ModelError::Timeout);
+            }
+            tokio::time::sleep(self.per_call).await;
+            self.inner.create(request, deadline).await
+        }
+    }
+
     fn failed_ids(response: &SqsBatchResponse) -> Vec<&str> {
         response
             .batch_item_failures
@@ -318,7 +421,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_failure_reports_that_record_and_every_later_one_and_stops() {
+    async fn without_message_groups_a_failure_holds_back_every_later_record() {
         let h = harness();
         due_conversation(&h, "bruno").await;
         due_conversation(&h, "carla").await;
@@ -350,6 +453,121 @@ mod tests {
             json!({"batchItemFailures": [{"itemIdentifier": "2"}, {"itemIdentifier": "3"}]}),
             "the shape Lambda reads; any other shape counts as total success"
         );
+    }
+
+    #[tokio::test]
+    async fn a_failed_record_holds_back_only_its_own_message_group() {
+        let h = harness();
+        due_conversation(&h, "bruno").await;
+        due_conversation(&h, "carla").await;
+        let asks = h.model.requests().len();
+        h.model.push(Err(ModelError::Unavailable { status: 529 }));
+        h.model.push(ScriptedModel::text(
+            "The customer greeted the agent.",
+            Usage::default(),
+        ));
+
+        let response = handle_batch(
+            &h.compactor,
+            BUDGET,
+            grouped_event(&[
+                ("1", "g-bruno", step("bruno").to_string()),
+                ("2", "g-carla", step("carla").to_string()),
+                ("3", "g-bruno", facts("bruno").to_string()),
+                ("4", "g-carla", step("carla").to_string()),
+            ]),
+        )
+        .await
+        .unwrap();
+
+        assert_eq!(
+            failed_ids(&response),
+            ["1", "3"],
+            "bruno's later job waits behind its failed one; carla's group goes on"
+        );
+        assert_eq!(
+            h.model.requests().len(),
+            asks + 2,
+            "bruno's facts job did not run"
+        );
+        let (carla, _) = h.store.load_memory(&key("carla"), NOW).await.unwrap();
+        assert_eq!(
+            carla.unwrap().summarized_until,
+            2,
+            "carla's step was applied"
+        );
+        let (bruno, _) = h.store.load_memory(&key("bruno"), NOW).await.unwrap();
+        assert_eq!(bruno.unwrap().summarized_until, 0);
+    }
+
+    #[tokio::test]
+    async fn a_malformed_record_holds_back_only_its_own_message_group() {
+        let h = harness();
+        due_conversation(&h, "carla").await;
+        h.model.push(ScriptedModel::text(
+            "The customer greeted the agent.",
+            Usage::default(),
+        ));
+        let response = handle_batch(
+            &h.compactor,
+            BUDGET,
+            grouped_event(&[
+                ("1", "g-ana", "not a job".to_owned()),
+                ("2", "g-carla", step("carla").to_string()),
+                ("3", "g-ana", step("ana").to_string()),
+            ]),
+        )
+        .await
+        .unwrap();
+        assert_eq!(failed_ids(&response), ["1", "3"]);
+        let (carla, _) = h.store.load_memory(&key("carla"), NOW).await.unwrap();
+        assert_eq!(carla.unwrap().summarized_until, 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_record_that_cannot_fit_what_is_left_of_the_invocation_is_reported_with_the_rest() {
+        let h = harness();
+        for contact in ["bruno", "carla", "dora"] {
+            due_conversation(&h, contact).await;
+            h.model.push(ScriptedModel::text(
+                "The customer greeted the agent.",
+                Usage::default(),
+            ));
+        }
+        let slow = Arc::new(SlowModel {
+            inner: h.model.clone(),
+            per_call: Duration::from_secs(25),
+            calls: std::sync::atomic::AtomicUsize::new(0),
+        });
+        let compactor = Compactor {
+            model: slow.clone(),
+            ..h.compactor.clone()
+        };
+        // The invocation ends 50 s from now: after one 25 s job, less than one job
+        // budget (30 s) is left.
+        let mut event = grouped_event(&[
+            ("1", "g-bruno", step("bruno").to_string()),
+            ("2", "g-carla", step("carla").to_string()),
+            ("3", "g-dora", step("dora").to_string()),
+        ]);
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        event.context.deadline = now_ms + 50_000;
+
+        let response = handle_batch(&compactor, BUDGET, event).await.unwrap();
+
+        assert_eq!(failed_ids(&response), ["2", "3"]);
+        assert_eq!(
+            slow.calls.load(Ordering::SeqCst),
+            1,
+            "only the first job ran"
+        );
+        let (bruno, _) = h.store.load_memory(&key("bruno"), NOW).await.unwrap();
+        assert_eq!(bruno.unwrap().summarized_until, 2);
+        let (carla, _) = h.store.load_memory(&key("carla"), NOW).await.unwrap();
+        assert_eq!(carla.unwrap().summarized_until, 0, "job 2 was not started");
     }
 
     #[tokio::test]
