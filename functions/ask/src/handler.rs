@@ -347,28 +347,14 @@ fn tenant(auth: &AuthConfig, request: &Request) -> Result<TenantId, HttpError> {
     TenantId::parse(&value).map_err(|e| unauthenticated(&e.to_string()))
 }
 
+/// The contact id of a path segment, percent-decoded (`%40` is `@`). A `%` that does
+/// not start a valid escape (`%+4`, `%zz`) stays as it is, and no contact id may
+/// hold a `%`, so it is refused.
 fn contact_id(segment: &str) -> Result<ContactId, HttpError> {
-    let decoded = percent_decode(segment)
-        .ok_or_else(|| HttpError::invalid("the contact id is not valid UTF-8"))?;
+    let decoded = percent_encoding::percent_decode_str(segment)
+        .decode_utf8()
+        .map_err(|_| HttpError::invalid("the contact id is not valid UTF-8"))?;
     ContactId::parse(&decoded).map_err(|e| HttpError::invalid(e.to_string()))
-}
-
-/// Decodes `%XX` escapes; `None` when an escape is malformed or the result is not UTF-8.
-fn percent_decode(text: &str) -> Option<String> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = text.get(i + 1..i + 3)?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
 }
 
 #[cfg(test)]
@@ -786,6 +772,28 @@ mod tests {
     }
 
     #[test]
+    fn a_malformed_escape_in_the_contact_id_is_never_decoded() {
+        // `%+4` is no escape (a sign is not a hex digit): it stays as it is, and `%` is
+        // not allowed in a contact id.
+        for malformed in ["ana%+40x", "%+4", "%-1", "%zz", "%", "ana%4"] {
+            let error = contact_id(malformed).unwrap_err();
+            assert_eq!(error.status, 400);
+            assert!(
+                error.message.contains(r#"(found "%")"#),
+                "{malformed}: {}",
+                error.message
+            );
+        }
+        assert_eq!(contact_id("a%2Bb%40c").unwrap().as_str(), "a+b@c");
+        assert_eq!(
+            contact_id("ana%40example.com").unwrap().as_str(),
+            "ana@example.com"
+        );
+        let error = contact_id("%ff%fe").unwrap_err();
+        assert!(error.message.contains("UTF-8"), "{}", error.message);
+    }
+
+    #[test]
     fn routes_parse_with_and_without_the_local_prefix() {
         assert!(
             matches!(parse_route("/v1/contacts/x/messages"), Some(Route::Messages(c)) if c == "x")
@@ -803,8 +811,5 @@ mod tests {
             parse_route("/v1/contacts/")
                 .is_some_and(|r| matches!(r, Route::Contact(c) if c.is_empty()))
         );
-        assert_eq!(percent_decode("a%2Bb%40c").as_deref(), Some("a+b@c"));
-        assert_eq!(percent_decode("%zz"), None);
-        assert_eq!(percent_decode("%"), None);
     }
 }
