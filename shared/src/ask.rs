@@ -15,6 +15,25 @@
 //! used up the time, with nothing written and the idempotency key released. The
 //! client is never told the round failed while it is being stored.
 //!
+//! **Stop reasons.** `end_turn` and `stop_sequence` end the round; `tool_use` runs
+//! the tools. A reply cut off at `max_tokens` that holds a `tool_use` never runs it
+//! (its input may be cut short): the same request is sent once more with twice the
+//! `max_tokens` (at most [`MAX_RETRY_MAX_TOKENS`]), and a second cut-off call, or no
+//! time for the retry, is [`AskError::TruncatedToolCall`]. A text reply cut off at
+//! `max_tokens` is stored as it is, marked in [`Reply::stop_reason`] and counted
+//! (`RepliesTruncated`). `refusal` stores nothing ([`AskError::Refused`], counted as
+//! `ModelRefusals`). `model_context_window_exceeded` is handled like a "prompt is too
+//! long" error: the window is cut at a safe start once and the model asked again.
+//! `pause_turn` only follows server tools, which degrau does not define: it is
+//! [`AskError::UnexpectedStop`]. A reply with no text and no tool call (thinking
+//! alone) is [`AskError::EmptyAnswer`].
+//!
+//! **Extended thinking.** With the tenant's `thinking_budget_tokens`, each request
+//! asks for thinking and gets that budget on top of the answer's `max_tokens`; the
+//! `thinking` and `redacted_thinking` blocks are stored with their signatures and
+//! sent back unchanged in every later request (a tool loop's turn must start with
+//! them).
+//!
 //! **Concurrency policy.** Two asks on one contact race at the commit: the condition
 //! `last_seq = :expected` lets exactly one win. The loser, when no tool ran in its
 //! round (so nothing outside degrau happened), reloads the fresh history and answers
@@ -34,7 +53,7 @@ use crate::deadline::Deadline;
 use crate::domain::{ContentBlock, Fact, Head, IdempotencyKey, Message, Role, StoredMessage};
 use crate::jobs::Jobs;
 use crate::metrics::{Event, Unit};
-use crate::model::{Model, ModelError};
+use crate::model::{Model, ModelError, StopReason};
 use crate::request::{RequestParts, build_request};
 use crate::store::SessionArchive;
 use crate::store::{
@@ -65,6 +84,9 @@ pub const DEFAULT_PAGE: usize = 50;
 pub const COMMIT_MARGIN: Duration = Duration::from_secs(2);
 /// Least time left for a model call to start: one with less could not finish.
 pub const MIN_MODEL_CALL: Duration = Duration::from_secs(1);
+/// Largest `max_tokens` of the retry of a cut-off tool call (see the stop reasons in
+/// the module documentation).
+pub const MAX_RETRY_MAX_TOKENS: u32 = 16_384;
 
 /// What can go wrong with a request, by what the client should do about it.
 #[derive(Debug, thiserror::Error)]
@@ -95,6 +117,21 @@ pub enum AskError {
     /// The model answered with no content.
     #[error("the model returned an empty answer; nothing was stored")]
     EmptyAnswer,
+    /// The model declined to answer (`stop_reason` `refusal`).
+    #[error("the model declined to answer this message; nothing was stored")]
+    Refused,
+    /// A tool call was cut off at `max_tokens`, again after one retry with a larger
+    /// budget: its input may be incomplete, so it was not run.
+    #[error(
+        "the model's tool call was cut off by its output limit, also with a larger one; no tool ran and nothing was stored"
+    )]
+    TruncatedToolCall,
+    /// A stop reason degrau does not continue from (`pause_turn`: degrau defines no
+    /// server tools).
+    #[error(
+        "the model stopped with `{0}`, which degrau does not continue from; nothing was stored"
+    )]
+    UnexpectedStop(&'static str),
     /// Storage failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -125,6 +162,10 @@ pub struct Reply {
     pub text: String,
     /// All blocks of the final assistant message.
     pub content: Vec<ContentBlock>,
+    /// Why the model stopped: `end_turn`, or `max_tokens` when the text was cut off
+    /// by the output limit (stored as it is); `null` when the API did not say.
+    #[serde(default)]
+    pub stop_reason: Option<StopReason>,
 }
 
 /// Sequence numbers of a round.
@@ -247,6 +288,14 @@ pub fn validate_text(text: &str) -> Result<(), AskError> {
 struct RoundStats {
     model_ms: f64,
     tool_calls: u64,
+    /// Why the model stopped on the final answer.
+    stop_reason: Option<StopReason>,
+}
+
+/// `max_tokens` of the one retry of a tool call cut off at `max_tokens`: twice as
+/// much, at most [`MAX_RETRY_MAX_TOKENS`].
+fn retry_max_tokens(max_tokens: u32) -> u32 {
+    max_tokens.saturating_mul(2).min(MAX_RETRY_MAX_TOKENS)
 }
 
 /// A short, stable name of a model error, for metrics and logs.
@@ -384,10 +433,12 @@ impl AskService {
                     || Reply {
                         text: String::new(),
                         content: Vec::new(),
+                        stop_reason: None,
                     },
                     |m| Reply {
                         text: m.to_message().text(),
                         content: m.content.clone(),
+                        stop_reason: stats.stop_reason.clone(),
                     },
                 ),
                 round: RoundSpan {
@@ -492,6 +543,10 @@ impl AskService {
                 .count("ToolCalls", stats.tool_calls)
                 .metric("ModelLatency", stats.model_ms, Unit::Milliseconds)
                 .count("CompactionQueued", u64::from(step_due))
+                .count(
+                    "RepliesTruncated",
+                    u64::from(stats.stop_reason == Some(StopReason::MaxTokens)),
+                )
                 .emit();
             self.after_commit(key, &plan, step_due).await;
             return Ok(response);
@@ -532,6 +587,11 @@ impl AskService {
             },
         };
         let mut overflow_retried = false;
+        // Thinking tokens count against `max_tokens`: the answer keeps its own budget.
+        let mut max_tokens = settings
+            .max_tokens
+            .saturating_add(settings.thinking_budget_tokens.unwrap_or(0));
+        let mut truncation_retried = false;
         let mut round: Vec<(Message, Option<crate::usage::Usage>)> =
             vec![(Message::user_text(text), None)];
         let mut usage = RoundUsage::default();
@@ -547,7 +607,8 @@ impl AskService {
             let messages: Vec<Message> = round.iter().map(|(m, _)| m.clone()).collect();
             let request = build_request(&RequestParts {
                 model: &settings.model,
-                max_tokens: self.defaults.max_tokens,
+                max_tokens,
+                thinking: settings.thinking_budget_tokens,
                 tools: &tools,
                 instructions: &settings.instructions,
                 facts,
@@ -580,7 +641,64 @@ impl AskService {
                 Err(error) => return Err(error.into()),
             };
             usage.record(response.usage);
-            if response.content.is_empty() {
+            let stop = response.stop_reason.clone();
+            match stop {
+                Some(StopReason::ModelContextWindowExceeded) if !overflow_retried => {
+                    // The context filled up while the model wrote: like a prompt that
+                    // is too long, cut the window once and ask again.
+                    warn!("the context window filled up: cutting the window once and retrying");
+                    overflow_retried = true;
+                    cut = overflow_cut(&plan.window, &settings.compaction);
+                    continue;
+                }
+                Some(StopReason::ModelContextWindowExceeded) => {
+                    return Err(AskError::Model(ModelError::PromptTooLong {
+                        message: "the context window filled up during generation \
+                                  (stop_reason model_context_window_exceeded)"
+                            .to_owned(),
+                    }));
+                }
+                Some(StopReason::Refusal) => {
+                    warn!("the model declined to answer; nothing is stored");
+                    Event::new("ask").count("ModelRefusals", 1).emit();
+                    return Err(AskError::Refused);
+                }
+                Some(StopReason::PauseTurn) => {
+                    warn!("the model paused its turn; degrau defines no server tools");
+                    return Err(AskError::UnexpectedStop("pause_turn"));
+                }
+                _ => {}
+            }
+            let has_tool_use = response
+                .content
+                .iter()
+                .any(|b| matches!(b, ContentBlock::ToolUse { .. }));
+            if stop == Some(StopReason::MaxTokens) && has_tool_use {
+                // The output limit cut a tool call: its input may be incomplete, so it
+                // never runs. Ask again once with twice the budget.
+                Event::new("ask").count("TruncatedToolCalls", 1).emit();
+                let larger = retry_max_tokens(max_tokens);
+                if truncation_retried || larger <= max_tokens {
+                    return Err(AskError::TruncatedToolCall);
+                }
+                if !deadline.allows(MIN_MODEL_CALL) {
+                    // No time to ask again: the cut-off call is the error.
+                    return Err(AskError::TruncatedToolCall);
+                }
+                warn!(
+                    max_tokens,
+                    larger, "a tool call was cut off at max_tokens: asking again"
+                );
+                truncation_retried = true;
+                max_tokens = larger;
+                continue;
+            }
+            let answers = response
+                .content
+                .iter()
+                .any(|b| matches!(b, ContentBlock::Text { .. } | ContentBlock::ToolUse { .. }));
+            if !answers {
+                // Nothing, or thinking alone: nothing a person could read.
                 return Err(AskError::EmptyAnswer);
             }
             let reply = response.message();
@@ -598,6 +716,7 @@ impl AskService {
             // A response holding tool calls needs their results whatever the stop
             // reason says, or the next request would be refused.
             if calls.is_empty() {
+                stats.stop_reason = stop;
                 return Ok((round, usage, stats));
             }
             tool_rounds += 1;

@@ -595,6 +595,7 @@ fn text_request(
     ModelRequest {
         model: model.to_owned(),
         max_tokens: COMPACTOR_MAX_TOKENS,
+        thinking: None,
         tools,
         tool_choice,
         system: vec![SystemBlock {
@@ -665,6 +666,9 @@ pub fn summary_request(
                     };
                     lines.push(format!("tool: {name} {verb} {shown}"));
                 }
+                // The model's own thinking is not part of the conversation: it is
+                // never summarised.
+                ContentBlock::Thinking { .. } | ContentBlock::RedactedThinking { .. } => {}
             }
         }
     }

@@ -46,6 +46,20 @@ pub enum ContentBlock {
         #[serde(default, skip_serializing_if = "is_false")]
         is_error: bool,
     },
+    /// The model's extended thinking (assistant, when the tenant turned it on). Stored
+    /// and sent back exactly as received: the API checks the signature, and a tool
+    /// loop's assistant turn must start with its thinking.
+    Thinking {
+        /// The thinking text (a summary of it, on current models).
+        thinking: String,
+        /// The API's signature over the block.
+        signature: String,
+    },
+    /// Thinking the API encrypted; sent back unchanged like [`ContentBlock::Thinking`].
+    RedactedThinking {
+        /// The encrypted thinking.
+        data: String,
+    },
 }
 
 fn is_false(value: &bool) -> bool {
@@ -65,6 +79,14 @@ impl ContentBlock {
             content: content.into(),
             is_error: false,
         }
+    }
+
+    /// True for `thinking` and `redacted_thinking` blocks.
+    pub fn is_thinking(&self) -> bool {
+        matches!(
+            self,
+            ContentBlock::Thinking { .. } | ContentBlock::RedactedThinking { .. }
+        )
     }
 
     /// A tool call.
@@ -457,6 +479,26 @@ mod tests {
         let back: Message =
             serde_json::from_value(serde_json::to_value(&results).unwrap()).unwrap();
         assert_eq!(back, results);
+        let thinking = json!({"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "Check Friday first.", "signature": "EqQBCkgIARABGAIiQ"},
+            {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix"},
+            {"type": "text", "text": "Let me check."}
+        ]});
+        let parsed: Message = serde_json::from_value(thinking.clone()).unwrap();
+        assert_eq!(
+            parsed.content[0],
+            ContentBlock::Thinking {
+                thinking: "Check Friday first.".into(),
+                signature: "EqQBCkgIARABGAIiQ".into()
+            }
+        );
+        assert!(parsed.content[1].is_thinking() && !parsed.content[2].is_thinking());
+        assert_eq!(
+            serde_json::to_value(&parsed).unwrap(),
+            thinking,
+            "unchanged"
+        );
+        assert_eq!(parsed.text(), "Let me check.");
     }
 
     #[test]

@@ -16,6 +16,10 @@
 //! the cache find the previous write even when a turn adds more than 20 blocks.
 //! Same inputs give byte-identical JSON: serde writes fields in declaration order and
 //! facts are sorted by key.
+//!
+//! With extended thinking on (a tenant setting), the request carries `thinking` and
+//! the assistant turns carry their `thinking`/`redacted_thinking` blocks exactly as
+//! stored. Breakpoints fall on user messages only, so never on a thinking block.
 
 use serde::{Deserialize, Serialize};
 
@@ -91,13 +95,39 @@ pub struct RequestMessage {
     pub content: Vec<RequestBlock>,
 }
 
+/// Extended thinking: `{"type": "enabled", "budget_tokens": N}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Thinking {
+    /// The model thinks first, using up to `budget_tokens` of `max_tokens`.
+    Enabled {
+        /// At least 1,024, and less than `max_tokens`.
+        budget_tokens: u32,
+    },
+    /// No thinking (the same as leaving the field out).
+    Disabled,
+}
+
+impl Thinking {
+    /// The budget, when thinking is on.
+    pub fn budget(&self) -> Option<u32> {
+        match self {
+            Thinking::Enabled { budget_tokens } => Some(*budget_tokens),
+            Thinking::Disabled => None,
+        }
+    }
+}
+
 /// The body of `POST /v1/messages`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelRequest {
     /// Model id.
     pub model: String,
-    /// Output token budget.
+    /// Output token budget (thinking included).
     pub max_tokens: u32,
+    /// Extended thinking; omitted when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking: Option<Thinking>,
     /// Tool definitions; omitted when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tools: Vec<ToolDef>,
@@ -135,8 +165,10 @@ impl ModelRequest {
 pub struct RequestParts<'a> {
     /// Model id.
     pub model: &'a str,
-    /// Output token budget.
+    /// Output token budget, the thinking budget included.
     pub max_tokens: u32,
+    /// Extended thinking's budget, in tokens; `None` leaves thinking off.
+    pub thinking: Option<u32>,
     /// The tenant's tools.
     pub tools: &'a [ToolDef],
     /// The tenant's instructions (system[0]).
@@ -211,6 +243,9 @@ pub fn build_request(parts: &RequestParts<'_>) -> Result<ModelRequest, BuildErro
     Ok(ModelRequest {
         model: parts.model.to_owned(),
         max_tokens: parts.max_tokens,
+        thinking: parts
+            .thinking
+            .map(|budget_tokens| Thinking::Enabled { budget_tokens }),
         tools: parts.tools.to_vec(),
         tool_choice: None,
         system: vec![
@@ -342,6 +377,7 @@ mod tests {
         RequestParts {
             model: "claude-sonnet-5",
             max_tokens: 1024,
+            thinking: None,
             tools,
             instructions: "You schedule appointments for a barber shop.",
             facts,
@@ -397,6 +433,22 @@ mod tests {
             .map(String::as_str)
             .collect();
         assert!(keys.contains(&"tools") && keys.contains(&"system") && keys.contains(&"messages"));
+    }
+
+    #[test]
+    fn thinking_is_carried_when_the_tenant_turns_it_on_and_left_out_otherwise() {
+        let round = [Message::user_text("hi")];
+        let mut p = parts(&[], &[], &[], &round);
+        let json = serde_json::to_value(build_request(&p).unwrap()).unwrap();
+        assert!(json.get("thinking").is_none());
+        p.thinking = Some(2048);
+        p.max_tokens = 1024 + 2048;
+        let json = serde_json::to_value(build_request(&p).unwrap()).unwrap();
+        assert_eq!(
+            json["thinking"],
+            json!({"type": "enabled", "budget_tokens": 2048})
+        );
+        assert_eq!(json["max_tokens"], 3072);
     }
 
     #[test]

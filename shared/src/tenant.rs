@@ -37,6 +37,49 @@ pub struct TenantConfig {
     /// Days facts are kept after their last update.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fact_retention_days: Option<u32>,
+    /// Extended thinking's budget in tokens for answers (absent: no thinking).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking_budget_tokens: Option<ThinkingBudget>,
+}
+
+use crate::validate::MIN_THINKING_BUDGET;
+
+/// Largest thinking budget degrau accepts: with the answer's own 1,024 tokens, and
+/// twice that for a retried tool call, an assistant message stays far below
+/// DynamoDB's 400 KB item limit.
+pub const MAX_THINKING_BUDGET: u32 = 8_000;
+
+/// A tenant's thinking budget: [`MIN_THINKING_BUDGET`] to [`MAX_THINKING_BUDGET`]
+/// tokens; a `CONFIG` item with another value is refused when read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "u32", into = "u32")]
+pub struct ThinkingBudget(u32);
+
+impl ThinkingBudget {
+    /// The budget in tokens.
+    pub fn tokens(self) -> u32 {
+        self.0
+    }
+}
+
+impl TryFrom<u32> for ThinkingBudget {
+    type Error = String;
+
+    fn try_from(tokens: u32) -> Result<Self, String> {
+        if (MIN_THINKING_BUDGET..=MAX_THINKING_BUDGET).contains(&tokens) {
+            Ok(ThinkingBudget(tokens))
+        } else {
+            Err(format!(
+                "thinking_budget_tokens must be from {MIN_THINKING_BUDGET} to {MAX_THINKING_BUDGET}, got {tokens}"
+            ))
+        }
+    }
+}
+
+impl From<ThinkingBudget> for u32 {
+    fn from(budget: ThinkingBudget) -> u32 {
+        budget.0
+    }
 }
 
 /// What a request carries of the conversation. degrau's steps are the product; the
@@ -144,6 +187,8 @@ pub struct Settings {
     pub transcript_retention_days: u32,
     /// Fact retention in days.
     pub fact_retention_days: u32,
+    /// Extended thinking's budget for answers, in tokens (`None`: off).
+    pub thinking_budget_tokens: Option<u32>,
 }
 
 impl Settings {
@@ -179,6 +224,7 @@ impl Settings {
             fact_retention_days: tenant
                 .fact_retention_days
                 .unwrap_or(defaults.fact_retention_days),
+            thinking_budget_tokens: tenant.thinking_budget_tokens.map(ThinkingBudget::tokens),
         }
     }
 }
@@ -222,6 +268,29 @@ mod tests {
             Settings::resolve(&defaults, Some(&tenant)).instructions,
             defaults.instructions
         );
+    }
+
+    #[test]
+    fn a_thinking_budget_is_read_within_its_bounds_and_refused_outside() {
+        let config: TenantConfig =
+            serde_json::from_str(r#"{"thinking_budget_tokens": 2048}"#).unwrap();
+        let settings = Settings::resolve(&Defaults::default(), Some(&config));
+        assert_eq!(settings.thinking_budget_tokens, Some(2048));
+        assert_eq!(
+            Settings::resolve(&Defaults::default(), None).thinking_budget_tokens,
+            None,
+            "off unless the tenant turns it on"
+        );
+        for bad in [0, 1023, 8001] {
+            let error = serde_json::from_str::<TenantConfig>(&format!(
+                r#"{{"thinking_budget_tokens": {bad}}}"#
+            ))
+            .unwrap_err();
+            assert!(
+                error.to_string().contains("thinking_budget_tokens"),
+                "{error}"
+            );
+        }
     }
 
     #[test]

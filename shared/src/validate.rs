@@ -23,8 +23,25 @@ fn violation(message: String) -> Result<(), ApiRuleViolation> {
     Err(ApiRuleViolation { message })
 }
 
+/// Least `thinking.budget_tokens` the API accepts.
+pub const MIN_THINKING_BUDGET: u32 = 1_024;
+
 /// Checks a request the way the Messages API does.
 pub fn validate_request(request: &ModelRequest) -> Result<(), ApiRuleViolation> {
+    if let Some(budget) = request.thinking.and_then(|t| t.budget()) {
+        if budget < MIN_THINKING_BUDGET {
+            return violation(format!(
+                "thinking.enabled.budget_tokens: Input should be greater than or equal to {MIN_THINKING_BUDGET}"
+            ));
+        }
+        if request.max_tokens <= budget {
+            return violation(
+                "`max_tokens` must be greater than `thinking.budget_tokens`. Please consult our \
+                 documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#max-tokens-and-context-window-size"
+                    .into(),
+            );
+        }
+    }
     let breakpoints = request.breakpoints();
     if breakpoints > MAX_BREAKPOINTS {
         return violation(format!(
@@ -132,6 +149,9 @@ pub fn validate_request(request: &ModelRequest) -> Result<(), ApiRuleViolation> 
             }
         }
     }
+    if request.thinking.and_then(|t| t.budget()).is_some() {
+        thinking_leads_the_tool_loop(&merged)?;
+    }
     if uses_tools && request.tools.is_empty() {
         // Not a quoted API text: the notes only say such a request must define tools.
         return violation(
@@ -140,6 +160,50 @@ pub fn validate_request(request: &ModelRequest) -> Result<(), ApiRuleViolation> 
         );
     }
     Ok(())
+}
+
+/// With thinking on, the assistant turn of a running tool loop (the one before a
+/// final user message of tool results) must start with its thinking: the API
+/// refuses a request that dropped it.
+fn thinking_leads_the_tool_loop(
+    merged: &[(Role, Vec<&RequestBlock>)],
+) -> Result<(), ApiRuleViolation> {
+    let Some(((Role::User, last), before)) = merged.split_last() else {
+        return Ok(());
+    };
+    if !last
+        .iter()
+        .any(|b| matches!(b.block, ContentBlock::ToolResult { .. }))
+    {
+        return Ok(());
+    }
+    let index = before.len().saturating_sub(1);
+    let Some((Role::Assistant, turn)) = before.last() else {
+        return Ok(());
+    };
+    match turn.first().map(|b| &b.block) {
+        Some(block) if block.is_thinking() => Ok(()),
+        first => violation(format!(
+            "messages.{index}.content.0.type: Expected `thinking` or `redacted_thinking`, but found `{}`. \
+             When `thinking` is enabled, a final `assistant` message must start with a thinking block \
+             (preceeding the lastmost set of `tool_use` and `tool_result` blocks). We recommend you \
+             include thinking blocks from previous turns. To avoid this requirement, disable \
+             `thinking`. Please consult our documentation at \
+             https://docs.claude.com/en/docs/build-with-claude/extended-thinking",
+            first.map_or("nothing", block_type)
+        )),
+    }
+}
+
+/// A block's `type` as the API names it.
+fn block_type(block: &ContentBlock) -> &'static str {
+    match block {
+        ContentBlock::Text { .. } => "text",
+        ContentBlock::ToolUse { .. } => "tool_use",
+        ContentBlock::ToolResult { .. } => "tool_result",
+        ContentBlock::Thinking { .. } => "thinking",
+        ContentBlock::RedactedThinking { .. } => "redacted_thinking",
+    }
 }
 
 fn merge_roles(request: &ModelRequest) -> Vec<(Role, Vec<&RequestBlock>)> {
@@ -170,7 +234,7 @@ fn tool_result_ids<'a>(blocks: &'a [&'a RequestBlock]) -> impl Iterator<Item = &
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::request::{CacheControl, RequestMessage, SystemBlock, ToolDef};
+    use crate::request::{CacheControl, RequestMessage, SystemBlock, Thinking, ToolDef};
     use serde_json::json;
 
     fn block(b: ContentBlock) -> RequestBlock {
@@ -191,6 +255,7 @@ mod tests {
         ModelRequest {
             model: "m".into(),
             max_tokens: 10,
+            thinking: None,
             tools: vec![ToolDef {
                 name: "t".into(),
                 description: "d".into(),
@@ -330,6 +395,99 @@ mod tests {
             message(Role::User, vec![B::text("b")]),
         ]);
         assert_eq!(validate_request(&ok), Ok(()));
+    }
+
+    fn thinking_request(
+        budget: u32,
+        max_tokens: u32,
+        messages: Vec<RequestMessage>,
+    ) -> ModelRequest {
+        ModelRequest {
+            max_tokens,
+            thinking: Some(Thinking::Enabled {
+                budget_tokens: budget,
+            }),
+            ..request(messages)
+        }
+    }
+
+    fn signed(text: &str) -> ContentBlock {
+        B::Thinking {
+            thinking: text.into(),
+            signature: "sig".into(),
+        }
+    }
+
+    #[test]
+    fn thinking_needs_a_budget_of_1024_below_max_tokens() {
+        let hi = || vec![message(Role::User, vec![B::text("hi")])];
+        assert_eq!(
+            validate_request(&thinking_request(1000, 4000, hi()))
+                .unwrap_err()
+                .message,
+            "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024"
+        );
+        assert!(
+            validate_request(&thinking_request(2048, 2048, hi()))
+                .unwrap_err()
+                .message
+                .starts_with("`max_tokens` must be greater than `thinking.budget_tokens`.")
+        );
+        assert_eq!(
+            validate_request(&thinking_request(2048, 3072, hi())),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn a_tool_loop_turn_must_start_with_its_thinking_when_thinking_is_on() {
+        let loop_with = |assistant: Vec<ContentBlock>| {
+            thinking_request(
+                1024,
+                2048,
+                vec![
+                    message(Role::User, vec![B::text("slots?")]),
+                    message(Role::Assistant, assistant),
+                    message(Role::User, vec![B::tool_result("a", "[]")]),
+                ],
+            )
+        };
+        let kept = loop_with(vec![
+            signed("check"),
+            B::text("checking"),
+            B::tool_use("a", "t", json!({})),
+        ]);
+        assert_eq!(validate_request(&kept), Ok(()));
+        let redacted = loop_with(vec![
+            B::RedactedThinking { data: "x".into() },
+            B::tool_use("a", "t", json!({})),
+        ]);
+        assert_eq!(validate_request(&redacted), Ok(()));
+        let dropped = loop_with(vec![B::text("checking"), B::tool_use("a", "t", json!({}))]);
+        assert_eq!(
+            validate_request(&dropped).unwrap_err().message,
+            "messages.1.content.0.type: Expected `thinking` or `redacted_thinking`, but found `text`. \
+             When `thinking` is enabled, a final `assistant` message must start with a thinking block \
+             (preceeding the lastmost set of `tool_use` and `tool_result` blocks). We recommend you \
+             include thinking blocks from previous turns. To avoid this requirement, disable \
+             `thinking`. Please consult our documentation at \
+             https://docs.claude.com/en/docs/build-with-claude/extended-thinking"
+        );
+        // Earlier turns may drop theirs (the API strips them), and without thinking
+        // nothing is required.
+        let earlier = thinking_request(
+            1024,
+            2048,
+            vec![
+                message(Role::User, vec![B::text("hi")]),
+                message(Role::Assistant, vec![B::text("hello")]),
+                message(Role::User, vec![B::text("slots?")]),
+            ],
+        );
+        assert_eq!(validate_request(&earlier), Ok(()));
+        let mut off = loop_with(vec![B::tool_use("a", "t", json!({}))]);
+        off.thinking = None;
+        assert_eq!(validate_request(&off), Ok(()));
     }
 
     #[test]

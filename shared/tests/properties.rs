@@ -117,6 +117,7 @@ fn request(
     build_request(&RequestParts {
         model: "claude-sonnet-5",
         max_tokens: 512,
+        thinking: None,
         tools,
         instructions: "You book haircuts.",
         facts,

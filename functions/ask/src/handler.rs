@@ -101,9 +101,11 @@ fn from_service(error: AskError) -> HttpError {
             };
             HttpError::new(502, "model_error", message)
         }
-        error @ (AskError::ToolLoop | AskError::EmptyAnswer) => {
-            HttpError::new(502, "model_error", error.to_string())
-        }
+        error @ AskError::Refused => HttpError::new(502, "model_refused", error.to_string()),
+        error @ (AskError::ToolLoop
+        | AskError::EmptyAnswer
+        | AskError::TruncatedToolCall
+        | AskError::UnexpectedStop(_)) => HttpError::new(502, "model_error", error.to_string()),
         AskError::Store(StoreError::Unavailable(detail)) => {
             warn!(%detail, "storage unavailable");
             HttpError {
@@ -769,6 +771,69 @@ mod tests {
                 assert_eq!(response.headers()["retry-after"], "7");
             }
         }
+    }
+
+    #[tokio::test]
+    async fn a_refusal_is_502_model_refused_and_a_cut_off_tool_call_502_model_error() {
+        use degrau::domain::ContentBlock;
+        use degrau::model::StopReason;
+        use degrau::model::scripted::response;
+        let (app, store, model) = app(AuthConfig::Dev);
+        let post = || {
+            request(
+                "POST",
+                "/v1/contacts/bob/messages",
+                dev_headers(),
+                Some(r#"{"text":"hi"}"#),
+                None,
+            )
+        };
+        model.push(Ok(response(
+            vec![ContentBlock::text("I can't help with that.")],
+            StopReason::Refusal,
+            Usage::default(),
+        )));
+        let (status, body) = call(&app, post()).await;
+        assert_eq!(
+            (status, body["error"]["type"].as_str()),
+            (502, Some("model_refused"))
+        );
+        let cut = || {
+            Ok(response(
+                vec![ContentBlock::tool_use("t", "book_slot", json!({}))],
+                StopReason::MaxTokens,
+                Usage::default(),
+            ))
+        };
+        model.push(cut());
+        model.push(cut());
+        let (status, body) = call(&app, post()).await;
+        assert_eq!(
+            (status, body["error"]["type"].as_str()),
+            (502, Some("model_error"))
+        );
+        let key = ContactKey {
+            tenant: TenantId::parse("acme").unwrap(),
+            contact: ContactId::parse("bob").unwrap(),
+        };
+        assert_eq!(store.item_count(&key), 0);
+    }
+
+    #[test]
+    fn request_deadlines_take_the_earlier_of_the_budget_and_the_invocation() {
+        let budget = Duration::from_secs(25);
+        assert!(request_deadline(budget, None).remaining() > Duration::from_secs(24));
+        let mut context = Context::default();
+        assert!(
+            request_deadline(budget, Some(&context)).remaining() > Duration::from_secs(24),
+            "no deadline in the context: the budget alone"
+        );
+        let in_five_seconds = std::time::SystemTime::now() + Duration::from_secs(5);
+        context.deadline = in_five_seconds
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        assert!(request_deadline(budget, Some(&context)).remaining() <= Duration::from_secs(5));
     }
 
     #[test]

@@ -628,6 +628,7 @@ mod tests {
         build_request(&RequestParts {
             model: "claude-sonnet-5",
             max_tokens: 1024,
+            thinking: None,
             tools,
             instructions: "You schedule haircuts.",
             facts: &[],

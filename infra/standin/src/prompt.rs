@@ -162,6 +162,7 @@ mod tests {
         ModelRequest {
             model: "claude-sonnet-5".into(),
             max_tokens: 100,
+            thinking: None,
             tools: vec![ToolDef {
                 name: "t".into(),
                 description: "d".into(),

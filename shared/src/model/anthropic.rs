@@ -690,6 +690,7 @@ mod tests {
         ModelRequest {
             model: "claude-sonnet-5".to_owned(),
             max_tokens: 256,
+            thinking: None,
             tools: Vec::new(),
             tool_choice: None,
             system: Vec::new(),

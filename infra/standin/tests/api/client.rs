@@ -34,6 +34,7 @@ fn request(text: &str) -> ModelRequest {
     build_request(&RequestParts {
         model: "claude-sonnet-5",
         max_tokens: 1024,
+        thinking: None,
         tools: &demo_tools(),
         instructions: &long_instructions(),
         facts: &[],

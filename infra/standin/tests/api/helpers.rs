@@ -145,6 +145,7 @@ pub fn degrau_request(
     let request = build_request(&RequestParts {
         model: "claude-sonnet-5",
         max_tokens: 1024,
+        thinking: None,
         tools,
         instructions,
         facts: &[],
