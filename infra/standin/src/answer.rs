@@ -22,6 +22,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::parse::ToolChoice;
+use crate::thinking::{redacted_data, thinking_block};
 
 /// Opening of every text reply.
 pub const MARKER: &str = "[offline stand-in]";
@@ -93,7 +94,40 @@ impl Answer {
 /// blocks, like the real API: `{"facts": []}` as the input of a fact-extraction
 /// call, `{"summary": …}` for a summary, the demo heuristics' input when they
 /// apply, else `{}`.
+///
+/// With `thinking` enabled the answer starts with a signed `thinking` block, and an
+/// answer that calls tools carries a sealed `redacted_thinking` block after it, so a
+/// tool loop sends both kinds back ([`crate::thinking`]).
 pub fn answer(request: &ModelRequest, choice: &ToolChoice, id_seed: &str) -> Answer {
+    let mut answer = plain_answer(request, choice, id_seed);
+    if request.thinking.and_then(|t| t.budget()).is_some() {
+        let mut thoughts = vec![thinking_block(format!(
+            "{MARKER} thinking about: «{}»",
+            clip(&last_user_text(request), 80)
+        ))];
+        if answer.stop_reason == StopReason::ToolUse {
+            thoughts.push(ContentBlock::RedactedThinking {
+                data: redacted_data(id_seed),
+            });
+        }
+        answer.content.splice(0..0, thoughts);
+    }
+    answer
+}
+
+/// The text of the last user turn (tool results aside).
+fn last_user_text(request: &ModelRequest) -> String {
+    last_user_turn(request)
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn plain_answer(request: &ModelRequest, choice: &ToolChoice, id_seed: &str) -> Answer {
     let system0 = request.system.first().map_or("", |b| b.text.as_str());
     let last_turn = last_user_turn(request);
     let text = last_turn

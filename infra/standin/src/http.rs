@@ -203,8 +203,9 @@ fn handle(
         (state.script.pop_front(), usage, state.messages)
     });
     let (content, stop_reason, output_tokens) = match scripted {
-        Some(script) => {
+        Some(mut script) => {
             let stop = script.stop_reason();
+            crate::thinking::sign_scripted(&mut script.content, &prompt.fingerprint());
             let tokens = output_tokens(&script.content);
             (script.content, stop, tokens)
         }
@@ -243,16 +244,27 @@ fn output_tokens(content: &[ContentBlock]) -> u64 {
     tokens_for_chars(chars)
 }
 
-/// Cuts a heuristic reply to `max_tokens` like the real API: only text survives,
-/// and the stop reason says why.
+/// Cuts a heuristic reply to `max_tokens` like the real API: the thinking and the
+/// text survive (no tool call), and the stop reason says why.
 fn fit(reply: Answer, max_tokens: u32) -> (Vec<ContentBlock>, StopReason, u64) {
     let tokens = output_tokens(&reply.content);
     if tokens <= u64::from(max_tokens) {
         return (reply.content, reply.stop_reason, tokens);
     }
-    let keep = usize::try_from(max_tokens)
+    let mut content: Vec<ContentBlock> = reply
+        .content
+        .iter()
+        .filter(|b| b.is_thinking())
+        .cloned()
+        .collect();
+    // Thinking comes first and spends the budget first; the text gets what is left.
+    let thought = usize::try_from(output_tokens(&content))
         .unwrap_or(usize::MAX)
         .saturating_mul(4);
+    let keep = usize::try_from(max_tokens)
+        .unwrap_or(usize::MAX)
+        .saturating_mul(4)
+        .saturating_sub(if content.is_empty() { 0 } else { thought });
     let text: String = reply
         .content
         .iter()
@@ -265,16 +277,14 @@ fn fit(reply: Answer, max_tokens: u32) -> (Vec<ContentBlock>, StopReason, u64) {
         .chars()
         .take(keep)
         .collect();
-    let content = if text.trim().is_empty() {
-        Vec::new()
-    } else {
-        vec![ContentBlock::text(text)]
-    };
-    // At most `max_tokens * 4` characters are kept, so this never passes the budget.
+    if !text.trim().is_empty() {
+        content.push(ContentBlock::text(text));
+    }
+    // What is kept fits `max_tokens * 4` characters, so the budget is never passed.
     let tokens = if content.is_empty() {
         u64::from(max_tokens)
     } else {
-        output_tokens(&content)
+        output_tokens(&content).min(u64::from(max_tokens))
     };
     (content, StopReason::MaxTokens, tokens)
 }

@@ -10,6 +10,8 @@
 //!   documented way, so `usage` behaves like the real one ([`prompt`], [`cache`]);
 //! - answers deterministically, every text reply marked `[offline stand-in]`, and
 //!   calls the scheduling demo's tools when asked ([`answer`]);
+//! - thinks when asked (`thinking`), with signed blocks it checks when they come
+//!   back, like the real API ([`thinking`]);
 //! - lets tests inject faults, script answers, read the calls it received and move
 //!   the cache clock ([`control`], and the `/stand-in/` endpoints of [`http`]).
 //!
@@ -24,6 +26,7 @@ pub mod error;
 pub mod http;
 pub mod parse;
 pub mod prompt;
+pub mod thinking;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;

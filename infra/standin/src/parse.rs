@@ -1,6 +1,7 @@
 //! Reading a `POST /v1/messages` body the way the real API does: JSON, the required
 //! fields, the shapes the API accepts, then degrau's own copy of the API's rules
-//! ([`degrau::validate::validate_request`]) with their texts verbatim.
+//! ([`degrau::validate::validate_request`]) with their texts verbatim, and the
+//! signatures of the thinking blocks sent back ([`crate::thinking::verify`]).
 //!
 //! The API accepts a few shorthands degrau's types do not model; they are rewritten
 //! to the long form first: `system` as a string, message `content` as a string,
@@ -23,7 +24,7 @@ pub struct ParsedRequest {
     /// Whether each tool carried `cache_control`.
     pub tool_breakpoints: Vec<bool>,
     /// Canonical JSON of the options that invalidate the cached messages part when
-    /// they change (`tool_choice`, `output_config`).
+    /// they change (`tool_choice`, `output_config`, `thinking`).
     pub prelude: String,
     /// What `tool_choice` allows.
     pub tool_choice: ToolChoice,
@@ -87,6 +88,7 @@ pub fn parse_request(body: &[u8]) -> Result<ParsedRequest, ApiError> {
     let prelude = json!({
         "tool_choice": object.get("tool_choice"),
         "output_config": object.get("output_config"),
+        "thinking": object.get("thinking"),
     })
     .to_string();
     let tool_choice = tool_choice(object.get("tool_choice"))?;
@@ -129,6 +131,7 @@ pub fn parse_request(body: &[u8]) -> Result<ParsedRequest, ApiError> {
         )));
     }
     validate_request(&request).map_err(|violation| ApiError::invalid(violation.message))?;
+    crate::thinking::verify(&request)?;
 
     Ok(ParsedRequest {
         request,

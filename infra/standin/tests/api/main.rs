@@ -7,4 +7,5 @@ mod caching;
 mod client;
 mod control;
 mod helpers;
+mod thinking;
 mod validation;
