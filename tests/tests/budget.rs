@@ -134,6 +134,178 @@ async fn a_tool_round_that_outlasts_ask_timeout_answers_504_and_a_retry_stores_o
 }
 
 // ---------------------------------------------------------------------------------
+// 2. Stop reasons and thinking blocks
+// ---------------------------------------------------------------------------------
+
+/// The `tool_use` inputs of the stored messages, in order.
+fn stored_tool_inputs(messages: &[degrau_tests::stack::RawMessage]) -> Vec<Value> {
+    messages
+        .iter()
+        .flat_map(|m| m.content.as_array().cloned().unwrap_or_default())
+        .filter(|b| b["type"] == "tool_use")
+        .map(|b| b["input"].clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_tool_call_cut_off_at_max_tokens_is_never_run_and_is_asked_again_with_twice_the_budget() {
+    let stack = FullStack::start(&[]).await;
+    stack
+        .standin
+        .script(json!([{"content": [
+            {"type": "text", "text": "Booking it."},
+            {"type": "tool_use", "id": "toolu_cut", "name": "book_slot", "input": {"day": "2026-12-03"}}
+        ], "stop_reason": "max_tokens"}]))
+        .await;
+    let reply = stack
+        .post(TENANT, "caio", "please book 10:30 on 2026-12-03")
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.raw);
+
+    let log = stack.standin.requests().await;
+    let calls = model_calls(&log);
+    assert_eq!(
+        calls
+            .iter()
+            .map(|c| c["body"]["max_tokens"].as_u64().unwrap())
+            .collect::<Vec<_>>(),
+        [1024, 2048, 2048],
+        "the cut-off call, the retry, the answer to the tool's result"
+    );
+    let messages = stack.stored_messages(TENANT, "caio").await;
+    assert_eq!(
+        stored_tool_inputs(&messages),
+        [json!({"day": "2026-12-03", "time": "10:30", "service": "haircut"})],
+        "only the whole call was run and stored"
+    );
+    assert_eq!(
+        rounds(&stack, "caio").await,
+        ["please book 10:30 on 2026-12-03"]
+    );
+}
+
+#[tokio::test]
+async fn a_refusal_answers_502_model_refused_and_writes_nothing() {
+    let stack = FullStack::start(&[]).await;
+    stack
+        .standin
+        .script(
+            json!([{"content": [{"type": "text", "text": "I can't help with that."}],
+                        "stop_reason": "refusal"}]),
+        )
+        .await;
+    let reply = stack.post(TENANT, "duda", "hello").await;
+    assert_error(&reply, 502, "model_refused");
+    assert!(stack.contact_items(TENANT, "duda").await.is_empty());
+}
+
+#[tokio::test]
+async fn a_text_reply_cut_at_max_tokens_is_stored_and_marked_in_the_response() {
+    let stack = FullStack::start(&[]).await;
+    stack
+        .standin
+        .script(
+            json!([{"content": [{"type": "text", "text": "We open Monday to"}],
+                        "stop_reason": "max_tokens"}]),
+        )
+        .await;
+    let reply = stack.post(TENANT, "edu", "opening hours?").await;
+    assert_eq!(reply.status, 200, "{}", reply.raw);
+    assert_eq!(reply.body["reply"]["stop_reason"], "max_tokens");
+    let messages = stack.stored_messages(TENANT, "edu").await;
+    assert_eq!(messages.len(), 2);
+    assert_eq!(messages[1].text(), "We open Monday to");
+    let next = stack.post(TENANT, "edu", "thanks").await;
+    assert_eq!(
+        next.body["reply"]["stop_reason"], "end_turn",
+        "{}",
+        next.raw
+    );
+}
+
+#[tokio::test]
+async fn model_context_window_exceeded_is_answered_again_on_a_cut_window() {
+    let stack = FullStack::start(&[]).await;
+    stack
+        .standin
+        .script(
+            json!([{"content": [{"type": "text", "text": "a partial answ"}],
+                        "stop_reason": "model_context_window_exceeded"}]),
+        )
+        .await;
+    let reply = stack.post(TENANT, "fabi", "hello").await;
+    assert_eq!(reply.status, 200, "{}", reply.raw);
+    assert_ne!(reply.body["reply"]["text"], "a partial answ");
+    assert_eq!(model_calls(&stack.standin.requests().await).len(), 2);
+    let messages = stack.stored_messages(TENANT, "fabi").await;
+    assert_eq!(messages.len(), 2);
+    assert_ne!(
+        messages[1].text(),
+        "a partial answ",
+        "the partial answer is not stored"
+    );
+}
+
+#[tokio::test]
+async fn thinking_blocks_are_stored_and_sent_back_exactly_through_a_tool_loop_and_later_turns() {
+    let stack = FullStack::start(&[]).await;
+    stack
+        .configure(
+            TENANT,
+            &serde_json::from_value(json!({"thinking_budget_tokens": 1024})).unwrap(),
+        )
+        .await;
+    // The stand-in checks every signature sent back and refuses a tool loop whose
+    // turn lost its thinking, as the real API does: a 200 means degrau kept them.
+    let reply = stack
+        .post(TENANT, "gabi", "any free slots on 2026-12-03?")
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.raw);
+    assert_eq!(reply.body["reply"]["content"][0]["type"], "thinking");
+    let later = stack.post(TENANT, "gabi", "thanks, see you").await;
+    assert_eq!(later.status, 200, "{}", later.raw);
+
+    let log = stack.standin.requests().await;
+    let calls = model_calls(&log);
+    assert_eq!(calls.len(), 3);
+    for call in &calls {
+        assert_eq!(call["status"], 200);
+        assert_eq!(
+            call["body"]["thinking"],
+            json!({"type": "enabled", "budget_tokens": 1024})
+        );
+        assert_eq!(call["body"]["max_tokens"], 1024 + 1024);
+    }
+    // What the model returned is what was stored, and what the next requests sent.
+    let returned: Vec<Value> = calls[..2]
+        .iter()
+        .flat_map(|c| c["response"]["content"].as_array().cloned().unwrap())
+        .filter(|b| b["type"] == "thinking" || b["type"] == "redacted_thinking")
+        .collect();
+    assert_eq!(
+        returned.len(),
+        3,
+        "thinking twice, one redacted block: {returned:?}"
+    );
+    let stored: Vec<Value> = stack
+        .stored_messages(TENANT, "gabi")
+        .await
+        .iter()
+        .flat_map(|m| m.content.as_array().cloned().unwrap())
+        .filter(|b| b["type"] == "thinking" || b["type"] == "redacted_thinking")
+        .collect();
+    assert_eq!(stored[..3], returned[..], "stored with their signatures");
+    let sent_later: Vec<Value> = calls[2]["body"]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["content"].as_array().cloned().unwrap())
+        .filter(|b| b["type"] == "thinking" || b["type"] == "redacted_thinking")
+        .collect();
+    assert_eq!(sent_later, returned, "sent back unchanged in the next turn");
+}
+
+// ---------------------------------------------------------------------------------
 // The template fits the budgets
 // ---------------------------------------------------------------------------------
 
