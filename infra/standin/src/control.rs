@@ -67,7 +67,10 @@ impl Fault {
 }
 
 /// A scripted answer, used instead of the heuristics by the next valid request
-/// (a request refused with a 400 does not consume it). Usage is still computed.
+/// (a request refused with a 400 does not consume it). Usage is still computed. A
+/// `thinking` block with an empty `signature`, or a `redacted_thinking` block with
+/// empty `data`, is signed (sealed) by the stand-in, so it is accepted when it comes
+/// back.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScriptedAnswer {
