@@ -4,7 +4,8 @@
 //!
 //! Each event carries the invocation deadline Lambda would advertise
 //! (`Lambda-Runtime-Deadline-Ms`, counted from when the function takes the event):
-//! [`DEFAULT_TIMEOUT`] unless the test chooses another with
+//! the function's timeout ([`DEFAULT_TIMEOUT`] unless set with
+//! [`LocalLambda::set_timeout`]), or the one a test chooses for one event with
 //! [`LocalLambda::invoke_within`].
 
 use std::collections::{HashMap, VecDeque};
@@ -69,6 +70,7 @@ pub struct LocalLambda {
     output: Arc<Mutex<Vec<String>>>,
     binary: PathBuf,
     env: Vec<(String, String)>,
+    timeout: Duration,
 }
 
 /// The path of a workspace binary built by `cargo build` (debug profile).
@@ -106,6 +108,7 @@ impl LocalLambda {
             output: Arc::default(),
             binary,
             env,
+            timeout: DEFAULT_TIMEOUT,
         };
         lambda.spawn().await;
         lambda
@@ -232,10 +235,16 @@ impl LocalLambda {
         }
     }
 
-    /// Sends one event and waits for the function's response (or error), with the
-    /// [`DEFAULT_TIMEOUT`].
+    /// The function's timeout, as its configuration would set it (the deadline of
+    /// every event [`LocalLambda::invoke`] sends).
+    pub fn set_timeout(&mut self, timeout: Duration) {
+        self.timeout = timeout;
+    }
+
+    /// Sends one event and waits for the function's response (or error), within the
+    /// function's timeout.
     pub async fn invoke(&self, payload: Value) -> Reply {
-        self.invoke_within(payload, DEFAULT_TIMEOUT).await
+        self.invoke_within(payload, self.timeout).await
     }
 
     /// Sends one event whose invocation deadline is `timeout` after the function

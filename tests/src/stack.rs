@@ -17,6 +17,9 @@ use crate::lambda::{LocalLambda, binary};
 use crate::serial::{OneAtATime, one_at_a_time};
 use crate::{HttpReply, StandIn, api_event, moto};
 
+/// The compactor's function timeout in `template.yaml`.
+pub const COMPACTOR_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+
 /// Invokes a [`LocalLambda`] for the bridge.
 pub struct LocalInvoke<'a>(pub &'a LocalLambda);
 
@@ -162,7 +165,9 @@ impl FullStack {
             options.ask_instances.max(1),
         )
         .await;
-        let compactor = LocalLambda::start(binary("compactor"), common).await;
+        let mut compactor = LocalLambda::start(binary("compactor"), common).await;
+        // The template's: a batch's records start only while a job budget is left.
+        compactor.set_timeout(COMPACTOR_TIMEOUT);
         let mut queue = QueueConfig::discover(&sqs, &queue_url)
             .await
             .expect("queue ARN");

@@ -15,10 +15,12 @@
 //! only sets the log level, since the DLQ is where a job that cannot succeed should
 //! end up.
 //!
-//! **The invocation's deadline.** Before each record the handler checks the time
-//! left of the invocation (the Lambda context's deadline): when less than one job
-//! budget is left, that record and every later one are reported, to come back in a
-//! later batch, instead of the whole batch timing out.
+//! **The invocation's deadline.** Before each record after the first, the handler
+//! checks the time left of the invocation (the Lambda context's deadline): when less
+//! than one job budget is left, that record and every later one are reported, to come
+//! back in a later batch, instead of the whole batch timing out. The first record
+//! always runs (within the invocation's deadline when that comes first), so a function
+//! timeout shorter than a job budget, a misconfiguration, still makes progress.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -114,6 +116,7 @@ pub async fn handle_batch(
         }
         if let Some(invocation) = invocation
             && !invocation.allows(job_budget)
+            && index > 0
         {
             warn!(
                 left_ms = u64::try_from(invocation.remaining().as_millis()).unwrap_or(u64::MAX),
@@ -126,6 +129,14 @@ pub async fn handle_batch(
         }
         let own = Deadline::after(job_budget);
         let deadline = invocation.map_or(own, |invocation| own.earlier(invocation));
+        if deadline < own {
+            // Only the first record gets here: a function timeout shorter than one job
+            // budget is a misconfiguration, but the batch still makes progress.
+            warn!(
+                left_ms = u64::try_from(deadline.remaining().as_millis()).unwrap_or(u64::MAX),
+                "the invocation has less than one job budget: the first record runs with what is left"
+            );
+        }
         if !run_record(compactor, record, deadline).await {
             held_groups.insert(group);
             failed.push(index);
@@ -568,6 +579,30 @@ mod tests {
         assert_eq!(bruno.unwrap().summarized_until, 2);
         let (carla, _) = h.store.load_memory(&key("carla"), NOW).await.unwrap();
         assert_eq!(carla.unwrap().summarized_until, 0, "job 2 was not started");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_first_record_runs_even_when_the_function_timeout_is_shorter_than_a_job_budget() {
+        let h = harness();
+        due_conversation(&h, "bruno").await;
+        due_conversation(&h, "carla").await;
+        h.model.push(ScriptedModel::text(
+            "The customer greeted the agent.",
+            Usage::default(),
+        ));
+        let mut event = grouped_event(&[
+            ("1", "g-bruno", step("bruno").to_string()),
+            ("2", "g-carla", step("carla").to_string()),
+        ]);
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        event.context.deadline = now_ms + 20_000;
+        let response = handle_batch(&h.compactor, BUDGET, event).await.unwrap();
+        assert_eq!(failed_ids(&response), ["2"]);
+        let (bruno, _) = h.store.load_memory(&key("bruno"), NOW).await.unwrap();
+        assert_eq!(bruno.unwrap().summarized_until, 2, "the first job ran");
     }
 
     #[tokio::test]
