@@ -18,7 +18,7 @@ fn thinking_body(messages: Value) -> Value {
         "model": "claude-sonnet-5",
         "max_tokens": 2048,
         "thinking": {"type": "enabled", "budget_tokens": 1024},
-        "tools": serde_json::to_value(demo_tools()).unwrap(),
+        "tools": serde_json::to_value(demo_tools()).expect("tools serialise"),
         "system": [{"type": "text", "text": "You schedule haircuts."}],
         "messages": messages,
     })
@@ -59,8 +59,18 @@ async fn a_thinking_request_is_answered_with_signed_thinking_first() {
     assert_eq!(reply.status, 200, "{}", reply.body);
     let content = blocks(&reply.body);
     assert_eq!(content[0]["type"], "thinking");
-    assert!(!content[0]["thinking"].as_str().unwrap().is_empty());
-    assert!(!content[0]["signature"].as_str().unwrap().is_empty());
+    assert!(
+        !content[0]["thinking"]
+            .as_str()
+            .expect("a string")
+            .is_empty()
+    );
+    assert!(
+        !content[0]["signature"]
+            .as_str()
+            .expect("a string")
+            .is_empty()
+    );
     assert_eq!(content[1]["type"], "text");
 
     let plain = standin
@@ -114,7 +124,7 @@ async fn a_tool_loop_turn_without_its_thinking_is_refused_with_the_api_text() {
     let (_, mut next) = tool_loop(&standin).await;
     let kept: Vec<Value> = next[1]["content"]
         .as_array()
-        .unwrap()
+        .expect("present")
         .iter()
         .filter(|b| b["type"] != "thinking" && b["type"] != "redacted_thinking")
         .cloned()
@@ -125,7 +135,7 @@ async fn a_tool_loop_turn_without_its_thinking_is_refused_with_the_api_text() {
     assert!(
         reply.body["error"]["message"]
             .as_str()
-            .unwrap()
+            .expect("present")
             .starts_with(
                 "messages.1.content.0.type: Expected `thinking` or `redacted_thinking`, but found `text`."
             ),
@@ -151,7 +161,7 @@ async fn thinking_parameters_are_checked_like_the_api() {
     assert!(
         reply.body["error"]["message"]
             .as_str()
-            .unwrap()
+            .expect("present")
             .starts_with("`max_tokens` must be greater than `thinking.budget_tokens`.")
     );
 }
