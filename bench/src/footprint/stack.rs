@@ -191,7 +191,8 @@ impl ProxiedStack {
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect();
         let ask = LocalLambda::start(binaries.ask.clone(), env.clone()).await;
-        let compactor = LocalLambda::start(binaries.compactor.clone(), env).await;
+        let mut compactor = LocalLambda::start(binaries.compactor.clone(), env).await;
+        compactor.set_timeout(degrau_tests::stack::COMPACTOR_TIMEOUT);
         let sqs = aws_sdk_sqs::Client::new(
             &aws_config::defaults(BehaviorVersion::latest())
                 .region(Region::new("us-east-1"))
