@@ -37,12 +37,13 @@ impl Deadline {
     }
 
     /// The deadline a Lambda context carries, in milliseconds since the Unix epoch
-    /// (`Lambda-Runtime-Deadline-Ms`); `None` for 0, what a context built by hand
-    /// (a test, some local runners) holds.
+    /// (`Lambda-Runtime-Deadline-Ms`), read when the invocation starts. `None` when it
+    /// carries none that can be true: 0 (a context built by hand, in tests), or a time
+    /// already past, which Lambda never hands out but local runners do (`cargo lambda
+    /// watch` sends a fixed 600000, ten minutes into 1970).
     pub fn from_epoch_millis(millis: u64) -> Option<Self> {
-        (millis > 0).then(|| {
-            Deadline::from_system_time(SystemTime::UNIX_EPOCH + Duration::from_millis(millis))
-        })
+        let at = SystemTime::UNIX_EPOCH + Duration::from_millis(millis);
+        (millis > 0 && at > SystemTime::now()).then(|| Deadline::from_system_time(at))
     }
 
     /// The instant itself.
@@ -124,6 +125,11 @@ mod tests {
         let gone = Deadline::from_system_time(SystemTime::UNIX_EPOCH);
         assert!(gone.is_past());
         assert_eq!(Deadline::from_epoch_millis(0), None);
+        assert_eq!(
+            Deadline::from_epoch_millis(600_000),
+            None,
+            "cargo lambda watch's fixed value is no deadline"
+        );
         let millis = in_a_minute
             .duration_since(SystemTime::UNIX_EPOCH)
             .unwrap()

@@ -828,6 +828,11 @@ mod tests {
             request_deadline(budget, Some(&context)).remaining() > Duration::from_secs(24),
             "no deadline in the context: the budget alone"
         );
+        context.deadline = 600_000;
+        assert!(
+            request_deadline(budget, Some(&context)).remaining() > Duration::from_secs(24),
+            "cargo lambda watch's fixed, long past deadline: the budget alone"
+        );
         let in_five_seconds = std::time::SystemTime::now() + Duration::from_secs(5);
         context.deadline = in_five_seconds
             .duration_since(std::time::UNIX_EPOCH)
