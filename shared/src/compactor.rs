@@ -241,7 +241,7 @@ pub struct Compactor {
 }
 
 impl Compactor {
-    /// Runs one job.
+    /// Runs one job; its model call ends by `deadline`.
     #[instrument(skip_all, fields(job = job.kind(), session = job.session()))]
     pub async fn run(&self, job: &Job, deadline: Deadline) -> Result<JobOutcome, CompactorError> {
         let key = job.key();

@@ -44,8 +44,8 @@ pub fn job_budget(model_timeout: Duration) -> Duration {
     model_timeout + JOB_STORE_MARGIN
 }
 
-/// Dispatches one event: `Records` (an SQS batch) to [`handle_batch`], whose
-/// partial batch response it returns as JSON; `{"sweep": true}` to
+/// Dispatches one event: `Records` (an SQS batch) to [`handle_batch`], each job
+/// within `job_budget`, whose partial batch response it returns as JSON; `{"sweep": true}` to
 /// [`Compactor::sweep`] with `jobs`, whose [`SweepReport`] it returns as JSON.
 /// Anything else is an error (nothing runs), as is a sweep that could read no
 /// bucket of the index (the schedule's retry, or the next run, starts it over).
