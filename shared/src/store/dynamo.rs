@@ -10,7 +10,9 @@
 //! one `TransactWriteItems`; SDK errors are mapped here, once: a failed condition is
 //! [`StoreError::Conflict`] for a round and `Ok(false)` for a step or a fact batch
 //! (a duplicate job or an erased contact, not an error); throttling and transient
-//! failures are [`StoreError::Unavailable`].
+//! failures are [`StoreError::Unavailable`]. A transaction cancelled only by a
+//! `TransactionConflict` (another transaction on one of its items in flight) wrote
+//! nothing, and is tried again a few times here before it counts as unavailable.
 //!
 //! The head also carries the sweep index's keys (`sweep_pk`, `sweep_sk`; see
 //! [`crate::store`]): the sweep queries the GSI [`SWEEP_INDEX`], the only read here
@@ -62,6 +64,10 @@ const MAX_TRANSACTION_ACTIONS: usize = 100;
 const BATCH_WRITE_CHUNK: usize = 25;
 /// Attempts at writing a batch's unprocessed items before giving up.
 const BATCH_WRITE_ATTEMPTS: u32 = 8;
+/// Attempts at a transaction cancelled by a `TransactionConflict` (another
+/// transaction on one of its items in flight) before it is [`StoreError::Unavailable`]:
+/// the backoffs between them add up to well under a second.
+const TRANSACTION_CONFLICT_ATTEMPTS: u32 = 4;
 /// The highest sequence number the sort key can order (8 digits).
 const MAX_SEQ: u64 = 99_999_999;
 /// The highest session number the sort key can order (6 digits).
@@ -135,21 +141,41 @@ impl DynamoStore {
             .collect()
     }
 
+    /// Runs a transaction. One that DynamoDB cancelled only because another
+    /// transaction on one of its items was in flight (`TransactionConflict`) wrote
+    /// nothing and is tried again, up to [`TRANSACTION_CONFLICT_ATTEMPTS`] times
+    /// with a short jittered backoff; then, or on any other failure, the error is
+    /// mapped by [`transaction_error`].
+    async fn transact(&self, items: Vec<TransactWriteItem>) -> Result<(), StoreError> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let result = self
+                .client
+                .transact_write_items()
+                .set_transact_items(Some(items.clone()))
+                .send()
+                .await;
+            match result {
+                Ok(_) => return Ok(()),
+                Err(err)
+                    if attempt < TRANSACTION_CONFLICT_ATTEMPTS && is_transaction_conflict(&err) =>
+                {
+                    tracing::info!(attempt, "transaction conflict: trying again");
+                    tokio::time::sleep(backoff(attempt)).await;
+                }
+                Err(err) => return Err(transaction_error(err)),
+            }
+        }
+    }
+
     /// Runs a transaction whose failed conditions mean "not now, and nothing
     /// written" (a duplicate step, an erased contact): `Ok(false)` then.
     async fn transact_if(&self, items: Vec<TransactWriteItem>) -> Result<bool, StoreError> {
-        match self
-            .client
-            .transact_write_items()
-            .set_transact_items(Some(items))
-            .send()
-            .await
-        {
-            Ok(_) => Ok(true),
-            Err(err) => match transaction_error(err) {
-                StoreError::Conflict(_) => Ok(false),
-                other => Err(other),
-            },
+        match self.transact(items).await {
+            Ok(()) => Ok(true),
+            Err(StoreError::Conflict(_)) => Ok(false),
+            Err(other) => Err(other),
         }
     }
 
@@ -370,16 +396,7 @@ impl Store for DynamoStore {
                 .map_err(|err| StoreError::Other(format!("archive put: {err}")))?;
             items.push(TransactWriteItem::builder().put(put).build());
         }
-        match self
-            .client
-            .transact_write_items()
-            .set_transact_items(Some(items))
-            .send()
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(err) => Err(transaction_error(err)),
-        }
+        self.transact(items).await
     }
 
     async fn claim_request(
@@ -1289,6 +1306,29 @@ where
     }
 }
 
+/// True when a transaction was cancelled only because another transaction on one of
+/// its items was in flight: a `TransactionConflict` reason and no failed condition.
+/// Nothing was written, and trying again may succeed.
+fn is_transaction_conflict(err: &SdkError<TransactWriteItemsError, HttpResponse>) -> bool {
+    let Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) =
+        err.as_service_error()
+    else {
+        return false;
+    };
+    let codes: Vec<&str> = cancelled
+        .cancellation_reasons()
+        .iter()
+        .filter_map(|reason| reason.code())
+        .collect();
+    // Without reasons, the message still names them ("… [TransactionConflict]").
+    let message = cancelled.message().unwrap_or_default();
+    let conflict = codes.contains(&"TransactionConflict")
+        || (codes.is_empty() && message.contains("TransactionConflict"));
+    let condition_failed =
+        codes.contains(&"ConditionalCheckFailed") || message.contains("ConditionalCheckFailed");
+    conflict && !condition_failed
+}
+
 /// Maps a failed round: any failed condition is a [`StoreError::Conflict`] (someone
 /// committed first); a transaction that lost to another or was throttled is
 /// [`StoreError::Unavailable`].
@@ -1362,6 +1402,21 @@ mod tests {
         }
         let err = transaction_error(cancelled(&["ValidationError"]));
         assert!(matches!(err, StoreError::Other(_)), "{err:?}");
+    }
+
+    #[test]
+    fn only_a_transaction_conflict_without_a_failed_condition_is_tried_again() {
+        assert!(is_transaction_conflict(&cancelled(&[
+            "None",
+            "TransactionConflict"
+        ])));
+        assert!(!is_transaction_conflict(&cancelled(&[
+            "ConditionalCheckFailed",
+            "TransactionConflict"
+        ])));
+        assert!(!is_transaction_conflict(&cancelled(&["ThrottlingError"])));
+        let err = transaction_error(cancelled(&["TransactionConflict"]));
+        assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
     }
 
     #[test]
