@@ -20,8 +20,10 @@ use sha2::{Digest, Sha256};
 use tracing::{info, warn};
 
 use crate::compaction::{WindowCut, overflow_cut, request_window};
-use crate::domain::{ContentBlock, Fact, Head, IdempotencyKey, Message, Role, StoredMessage};
-use crate::jobs::Jobs;
+use crate::domain::{
+    ContentBlock, Fact, Head, IdempotencyKey, Incarnation, Message, Role, StoredMessage,
+};
+use crate::jobs::{Job, Jobs};
 use crate::metrics::{Event, Unit};
 use crate::model::{Model, ModelError};
 use crate::request::{RequestParts, build_request};
@@ -369,6 +371,12 @@ impl AskService {
             };
             let body =
                 serde_json::to_string(&response).map_err(|e| AskError::Internal(e.to_string()))?;
+            // A new head's life starts here; a loaded one keeps its own (one from
+            // before incarnations receives this one).
+            let incarnation = expected
+                .as_ref()
+                .and_then(|head| head.incarnation.clone())
+                .unwrap_or_else(Incarnation::random);
             let commit = crate::store::RoundCommit {
                 key: key.clone(),
                 expected: expected.clone(),
@@ -384,6 +392,7 @@ impl AskService {
                     // and a continued one has messages the requested one missed.
                     facts_requested: None,
                     last_round: Some(round_token.clone()),
+                    incarnation: Some(incarnation.clone()),
                 },
                 messages,
                 idempotency: idempotency.map(|(idem, hash)| CompletedRequest {
@@ -457,7 +466,7 @@ impl AskService {
                 .metric("ModelLatency", stats.model_ms, Unit::Milliseconds)
                 .count("CompactionQueued", u64::from(step_due))
                 .emit();
-            self.after_commit(key, &plan, step_due).await;
+            self.after_commit(key, &incarnation, &plan, step_due).await;
             return Ok(response);
         }
     }
@@ -596,7 +605,13 @@ impl AskService {
         }
     }
 
-    async fn after_commit(&self, key: &ContactKey, plan: &TurnPlan, step_due: bool) {
+    async fn after_commit(
+        &self,
+        key: &ContactKey,
+        incarnation: &Incarnation,
+        plan: &TurnPlan,
+        step_due: bool,
+    ) {
         if plan.closed_session.is_some() && plan.request_facts.is_none() {
             info!(
                 session = plan.closed_session,
@@ -604,7 +619,12 @@ impl AskService {
             );
         }
         if let Some(closed) = plan.request_facts {
-            match self.jobs.enqueue_facts(key, closed).await {
+            let job = Job::Facts {
+                tenant: key.tenant.clone(),
+                incarnation: incarnation.clone(),
+                session: closed,
+            };
+            match self.jobs.enqueue(&job).await {
                 Ok(queued) => info!(
                     session = closed,
                     queued, "session closed: fact extraction requested"
@@ -612,12 +632,13 @@ impl AskService {
                 Err(error) => warn!(%error, session = closed, "could not request fact extraction"),
             }
         }
-        if step_due
-            && let Err(error) = self
-                .jobs
-                .enqueue_step(key, plan.session, plan.summarized_until)
-                .await
-        {
+        let step = Job::Step {
+            tenant: key.tenant.clone(),
+            incarnation: incarnation.clone(),
+            session: plan.session,
+            summarized_until: plan.summarized_until,
+        };
+        if step_due && let Err(error) = self.jobs.enqueue(&step).await {
             warn!(%error, "could not enqueue a compaction step; the next round retries");
         }
     }

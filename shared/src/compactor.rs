@@ -1,6 +1,11 @@
 //! The compactor service: runs one queued [`Job`] — a compaction step or a closed
 //! session's fact extraction — against the store and the summary model.
 //!
+//! **Which contact.** A job names its contact only by the head's incarnation; the
+//! compactor finds the head through the incarnation index, and every write it makes
+//! is conditioned on that incarnation, so a job whose contact was erased (even one
+//! who wrote again since, with a new head) is skipped as `erased` and writes nothing.
+//!
 //! **Steps.** A step reads the head and the window, re-plans with
 //! [`plan_step`] (the job only says *which* step it is for), asks the summary model
 //! to merge the previous summary with the folded messages, and applies the result
@@ -36,7 +41,9 @@ use tracing::{info, instrument, warn};
 
 use crate::ask::{Clock, idle_seconds, idle_since};
 use crate::compaction::plan_step;
-use crate::domain::{ContentBlock, Fact, FactKey, FactSource, Role, StoredMessage, TenantId};
+use crate::domain::{
+    ContentBlock, Fact, FactKey, FactSource, Incarnation, Role, StoredMessage, TenantId,
+};
 use crate::facts::FactPolicy;
 use crate::jobs::{Job, Jobs};
 use crate::model::{Model, ModelError, ModelResponse, StopReason};
@@ -149,7 +156,8 @@ pub enum JobOutcome {
         /// Messages given a pruned copy.
         pruned: usize,
     },
-    /// No step was applied. Reasons: `erased` (no head), `session_changed` (the
+    /// No step was applied. Reasons: `erased` (no head with the job's incarnation:
+    /// the contact was erased, whether or not it wrote again), `session_changed` (the
     /// session the job is for closed), `stale` (the head's `summarized_until` is not
     /// the job's: a duplicate of a step that landed, or a job overtaken by a newer
     /// step), `not_due` (nothing to fold, or below the threshold), `lost_race`
@@ -168,7 +176,8 @@ pub enum JobOutcome {
         removed: usize,
     },
     /// No extraction ran or nothing was written. Reasons: `no_allowed_keys` (the
-    /// tenant stores no facts), `erased` (no head, or it went while extracting),
+    /// tenant stores no facts), `erased` (no head with the job's incarnation, or it
+    /// went while extracting),
     /// `nothing_to_read` (no message of the session is left to cite).
     FactsSkipped {
         /// Why, as above.
@@ -240,24 +249,36 @@ pub struct Compactor {
 }
 
 impl Compactor {
-    /// Runs one job.
+    /// Runs one job. The job names its contact only by the head's incarnation:
+    /// the contact is found through [`Store::find_contact`], and a job whose
+    /// incarnation no head has any more (the contact was erased, whether or not it
+    /// wrote again since) is skipped as `erased`.
     #[instrument(skip_all, fields(job = job.kind(), session = job.session()))]
     pub async fn run(&self, job: &Job) -> Result<JobOutcome, CompactorError> {
-        let key = job.key();
+        let tenant = job.tenant();
         let settings = Settings::resolve(
             &self.defaults,
-            self.tenants.tenant_config(&key.tenant).await?.as_ref(),
+            self.tenants.tenant_config(tenant).await?.as_ref(),
         );
-        let outcome = match job {
-            Job::Step {
-                session,
-                summarized_until,
-                ..
-            } => {
-                self.step(&key, &settings, *session, *summarized_until)
+        let incarnation = job.incarnation();
+        let key = self.store.find_contact(tenant, incarnation).await?;
+        let outcome = match (job, key) {
+            (Job::Step { .. }, None) => JobOutcome::StepSkipped { reason: "erased" },
+            (Job::Facts { .. }, None) => JobOutcome::FactsSkipped { reason: "erased" },
+            (
+                Job::Step {
+                    session,
+                    summarized_until,
+                    ..
+                },
+                Some(key),
+            ) => {
+                self.step(&key, &settings, incarnation, *session, *summarized_until)
                     .await?
             }
-            Job::Facts { session, .. } => self.facts(&key, &settings, *session).await?,
+            (Job::Facts { session, .. }, Some(key)) => {
+                self.facts(&key, &settings, incarnation, *session).await?
+            }
         };
         info!(?outcome, "job done");
         Ok(outcome)
@@ -346,10 +367,34 @@ impl Compactor {
     }
 
     /// Enqueues one swept session's facts job, then marks its head; true when the
-    /// job was enqueued.
+    /// job was enqueued. A head from before incarnations is given one first, since
+    /// the job names the contact only through it.
     async fn request_facts(&self, jobs: &dyn Jobs, bucket: u8, idle: &IdleSession) -> bool {
         let session = idle.session;
-        match jobs.enqueue_facts(&idle.key, session).await {
+        let incarnation = match &idle.incarnation {
+            Some(incarnation) => incarnation.clone(),
+            None => match self
+                .store
+                .ensure_incarnation(&idle.key, &Incarnation::random())
+                .await
+            {
+                Ok(Some(incarnation)) => incarnation,
+                Ok(None) => {
+                    info!(bucket, session, "sweep: the contact was erased meanwhile");
+                    return false;
+                }
+                Err(error) => {
+                    warn!(bucket, session, %error, "sweep: could not give a head an incarnation");
+                    return false;
+                }
+            },
+        };
+        let job = Job::Facts {
+            tenant: idle.key.tenant.clone(),
+            incarnation: incarnation.clone(),
+            session,
+        };
+        match jobs.enqueue(&job).await {
             Ok(true) => {}
             Ok(false) => {
                 warn!(bucket, session, "sweep: no jobs queue is configured");
@@ -362,7 +407,7 @@ impl Compactor {
         }
         match self
             .store
-            .mark_swept(&idle.key, session, idle.last_activity)
+            .mark_swept(&idle.key, &incarnation, session, idle.last_activity)
             .await
         {
             Ok(true) => {}
@@ -384,13 +429,17 @@ impl Compactor {
         &self,
         key: &ContactKey,
         settings: &Settings,
+        incarnation: &Incarnation,
         session: u32,
         summarized_until: u64,
     ) -> Result<JobOutcome, CompactorError> {
         let skipped = |reason| Ok(JobOutcome::StepSkipped { reason });
         let now = (self.clock)();
         let state = self.store.load_turn(key, now).await?;
-        let Some(head) = state.head else {
+        let Some(head) = state
+            .head
+            .filter(|head| head.incarnation.as_ref() == Some(incarnation))
+        else {
             return skipped("erased");
         };
         if head.session != session {
@@ -437,6 +486,7 @@ impl Compactor {
         }
         let pruned = prune.len();
         let step = AppliedStep {
+            incarnation: incarnation.clone(),
             session,
             seen_summarized_until: plan.seen_summarized_until,
             new_summarized_until: plan.new_summarized_until,
@@ -465,6 +515,7 @@ impl Compactor {
         &self,
         key: &ContactKey,
         settings: &Settings,
+        incarnation: &Incarnation,
         session: u32,
     ) -> Result<JobOutcome, CompactorError> {
         let skipped = |reason| Ok(JobOutcome::FactsSkipped { reason });
@@ -473,7 +524,7 @@ impl Compactor {
         }
         let now = (self.clock)();
         let (head, existing) = self.store.load_memory(key, now).await?;
-        if head.is_none() {
+        if head.is_none_or(|head| head.incarnation.as_ref() != Some(incarnation)) {
             return skipped("erased");
         }
         let closed = self.store.load_closed_session(key, session, now).await?;
@@ -553,7 +604,12 @@ impl Compactor {
             })
             .collect();
         let (stored, removed) = (writes.len(), removals.len());
-        if stored + removed > 0 && !self.store.save_facts(key, &writes, &removals).await? {
+        if stored + removed > 0
+            && !self
+                .store
+                .save_facts(key, incarnation, &writes, &removals)
+                .await?
+        {
             return skipped("erased");
         }
         info!(

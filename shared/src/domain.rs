@@ -250,6 +250,13 @@ pub struct Head {
     /// the answer to it was lost (a timeout after DynamoDB applied it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_round: Option<String>,
+    /// Which life of the contact this head belongs to: a random id set when the
+    /// head is created and kept until it is erased, so an erased contact who writes
+    /// again gets a new one. Every job carries it and every job write is
+    /// conditioned on it. `None` only on a head written before incarnations
+    /// existed; its next round gives it one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incarnation: Option<Incarnation>,
 }
 
 /// Why an identifier was refused.
@@ -344,6 +351,34 @@ id_newtype!(
     /// A fact key: 1–64 of `[a-z0-9_]`, starting with a letter (`preferred_time`).
     FactKey
 );
+id_newtype!(
+    /// A head's incarnation (see [`Head::incarnation`]): 1–64 of `[0-9a-f]`, 32
+    /// when degrau makes one. Jobs carry it instead of the contact id, so a queued
+    /// job names no one: it is an opaque reference, not a secret.
+    Incarnation
+);
+
+impl Incarnation {
+    /// Maximum length in characters.
+    pub const MAX_LEN: usize = 64;
+
+    /// Validates an incarnation read from a job.
+    pub fn parse(value: &str) -> Result<Self, InvalidId> {
+        check_id("incarnation", value, Self::MAX_LEN, "0-9 a-f", |c| {
+            c.is_ascii_digit() || ('a'..='f').contains(&c)
+        })?;
+        Ok(Self(value.to_owned()))
+    }
+
+    /// A new random incarnation: 128 bits as 32 hex digits.
+    pub fn random() -> Self {
+        Self(format!(
+            "{:016x}{:016x}",
+            fastrand::u64(..),
+            fastrand::u64(..)
+        ))
+    }
+}
 
 impl ContactId {
     /// Maximum length in characters.
@@ -576,8 +611,20 @@ mod tests {
             steps: 1,
             facts_requested: Some(2),
             last_round: None,
+            incarnation: Some(Incarnation::random()),
         };
         let back: Head = serde_json::from_str(&serde_json::to_string(&head).unwrap()).unwrap();
         assert_eq!(back, head);
+    }
+
+    #[test]
+    fn incarnations_are_random_lowercase_hex() {
+        let one = Incarnation::random();
+        assert_eq!(one.as_str().len(), 32);
+        assert_eq!(Incarnation::parse(one.as_str()).unwrap(), one);
+        assert_ne!(one, Incarnation::random());
+        for bad in ["", "ABC", "0x1f", "a#b", &"a".repeat(65)] {
+            assert!(Incarnation::parse(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -456,4 +456,14 @@ impl FullStack {
             .into_iter()
             .find(|item| attr_s(item, "sk") == "HEAD")
     }
+
+    /// The incarnation of a contact's head, read raw: what a job about the
+    /// contact carries instead of its id. Panics when there is no head or it has
+    /// none.
+    pub async fn incarnation(&self, tenant: &str, contact: &str) -> String {
+        let head = self.raw_head(tenant, contact).await.expect("a head");
+        let incarnation = attr_s(&head, "incarnation");
+        assert!(!incarnation.is_empty(), "the head has no incarnation");
+        incarnation
+    }
 }

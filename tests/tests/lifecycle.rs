@@ -7,11 +7,13 @@
 
 #![allow(clippy::unwrap_used, missing_docs)] // a test binary: a panic is a failed test
 
+use std::time::Duration;
+
 use degrau::domain::FactKey;
 use degrau::tenant::TenantConfig;
 use degrau_awsproxy::{Fault as ProxyFault, Running};
 use degrau_tests::moto;
-use degrau_tests::stack::{FullStack, StackOptions};
+use degrau_tests::stack::{FullStack, StackOptions, is_compactor_call, model_calls};
 use serde_json::{Value, json};
 
 const TENANT: &str = "life";
@@ -126,4 +128,172 @@ async fn a_step_cancelled_by_a_transaction_conflict_is_retried_within_the_same_d
         memory["session"]["steps"].as_u64().unwrap() >= 1,
         "{memory}"
     );
+}
+
+/// How many faults the stand-in still holds (an empty push answers the count).
+async fn faults_queued(stack: &FullStack) -> u64 {
+    reqwest::Client::new()
+        .post(format!("{}/stand-in/faults", stack.standin.url))
+        .json(&json!([]))
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap()["queued"]
+        .as_u64()
+        .unwrap()
+}
+
+/// Waits until the stand-in took every queued fault: the model call that took the
+/// last one is in flight (a `hang_ms` fault holds it there).
+async fn until_the_faults_are_taken(stack: &FullStack) {
+    for _ in 0..3_000 {
+        if faults_queued(stack).await == 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("no model call took the queued faults");
+}
+
+/// Every text a contact's items hold (messages, summaries, facts), raw.
+async fn stored_texts(stack: &FullStack, contact: &str) -> String {
+    stack
+        .contact_items(TENANT, contact)
+        .await
+        .iter()
+        .map(|item| format!("{item:?}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The bodies of every message waiting in a queue (received, so held invisible
+/// for the queue's visibility timeout: call it last).
+async fn queue_bodies(stack: &FullStack, url: &str) -> Vec<String> {
+    let mut bodies = Vec::new();
+    for _ in 0..5 {
+        let received = stack
+            .sqs
+            .receive_message()
+            .queue_url(url)
+            .max_number_of_messages(10)
+            .send()
+            .await
+            .unwrap();
+        if received.messages().is_empty() {
+            break;
+        }
+        bodies.extend(
+            received
+                .messages()
+                .iter()
+                .filter_map(|m| m.body().map(str::to_owned)),
+        );
+    }
+    bodies
+}
+
+// ---------------------------------------------------------------------------------
+// Erasure racing a late job
+// ---------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_step_job_in_flight_across_an_erase_and_a_new_message_writes_nothing_back() {
+    let stack = FullStack::start(&[]).await;
+    stack.configure(TENANT, &compacting(1_500, 4)).await;
+    let contact = "+5511977776666";
+    let mut queued = false;
+    for i in 0..8 {
+        let reply = stack.post(TENANT, contact, &turn(i)).await;
+        assert_eq!(reply.status, 200, "{}", reply.raw);
+        queued |= reply.body["compaction_queued"] == true;
+    }
+    assert!(queued, "a step was requested");
+
+    // The step's summary call hangs; meanwhile the contact is erased and writes
+    // again as a new conversation. Then the summary comes back.
+    stack.standin.faults(json!([{"hang_ms": 5_000}])).await;
+    let path = format!("/v1/contacts/{contact}");
+    let (_, fresh) = tokio::join!(stack.drain(), async {
+        until_the_faults_are_taken(&stack).await;
+        let erased = stack.call("DELETE", &path, TENANT, None).await;
+        assert_eq!(erased.status, 200, "{}", erased.raw);
+        for i in 0..3 {
+            let reply = stack.post(TENANT, contact, &format!("hello {i}")).await;
+            assert_eq!(reply.status, 200, "{}", reply.raw);
+        }
+        stack.memory(TENANT, contact).await
+    });
+    let log = stack.standin.requests().await;
+    assert!(
+        model_calls(&log).iter().any(|c| is_compactor_call(c)),
+        "the step reached the model"
+    );
+
+    let memory = stack.memory(TENANT, contact).await;
+    assert_eq!(memory, fresh, "the new conversation is intact");
+    assert_eq!(
+        (
+            &memory["session"]["summary"],
+            &memory["session"]["summarized_until"],
+            &memory["session"]["steps"]
+        ),
+        (&Value::Null, &json!(0), &json!(0)),
+        "{memory}"
+    );
+    let texts = stored_texts(&stack, contact).await;
+    assert!(
+        !texts.contains("turn 00"),
+        "the erased conversation came back"
+    );
+    let messages = stack.stored_messages(TENANT, contact).await;
+    assert_eq!(messages.len(), 6, "{messages:?}");
+}
+
+#[tokio::test]
+async fn no_job_in_the_queue_or_the_dead_letter_queue_names_the_contact() {
+    let stack = FullStack::start(&[]).await;
+    stack.configure(TENANT, &compacting(1_500, 4)).await;
+    let contact = "+5511966665555";
+    assert_eq!(
+        stack.post(TENANT, contact, "Hi, I'm Tereza").await.status,
+        200
+    );
+    stack.age_contact(TENANT, contact, 2 * 86_400).await;
+    // A new session: its facts job for session 1 fails every time (an answer the
+    // compactor cannot read) and ends in the dead-letter queue.
+    assert_eq!(stack.post(TENANT, contact, "hello again").await.status, 200);
+    let unreadable = json!({"content": [{"type": "text", "text": "no idea"}]});
+    stack
+        .standin
+        .script(json!([unreadable, unreadable, unreadable]))
+        .await;
+    stack.drain().await;
+    // A step job waits in the queue.
+    let mut queued = false;
+    for i in 0..8 {
+        let reply = stack.post(TENANT, contact, &turn(i)).await;
+        queued |= reply.body["compaction_queued"] == true;
+    }
+    assert!(queued, "a step is in the queue");
+    let erased = stack
+        .call("DELETE", &format!("/v1/contacts/{contact}"), TENANT, None)
+        .await;
+    assert_eq!(erased.status, 200);
+
+    let waiting = queue_bodies(&stack, &stack.queue.queue_url).await;
+    let dead = queue_bodies(&stack, &stack.dlq_url).await;
+    assert!(
+        !waiting.is_empty() && !dead.is_empty(),
+        "{waiting:?} {dead:?}"
+    );
+    for body in waiting.iter().chain(&dead) {
+        assert!(
+            !body.contains("5511966665555"),
+            "a job names the contact: {body}"
+        );
+        let job: Value = serde_json::from_str(body).unwrap();
+        assert_eq!(job["tenant"], TENANT, "{body}");
+    }
 }

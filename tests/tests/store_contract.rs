@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use degrau::domain::{
-    ContactId, ContentBlock, Fact, FactKey, FactSource, Head, IdempotencyKey, Role, StoredMessage,
-    TenantId,
+    ContactId, ContentBlock, Fact, FactKey, FactSource, Head, IdempotencyKey, Incarnation, Role,
+    StoredMessage, TenantId,
 };
 use degrau::pruning::PruneDecision;
 use degrau::store::dynamo::DynamoStore;
@@ -58,6 +58,8 @@ trait Backend: Sized {
     /// The head's sweep index attributes as (bucket, `sweep_sk`), read raw; `None`
     /// when the head carries none.
     async fn raw_sweep(&self, key: &ContactKey) -> Option<(u8, i64)>;
+    /// Removes the head's incarnation, as on a head written before incarnations.
+    async fn forget_incarnation(&self, key: &ContactKey);
 }
 
 struct Memory(Arc<MemoryStore>);
@@ -101,6 +103,10 @@ impl Backend for Memory {
 
     async fn raw_sweep(&self, key: &ContactKey) -> Option<(u8, i64)> {
         self.0.sweep_entry(key)
+    }
+
+    async fn forget_incarnation(&self, key: &ContactKey) {
+        self.0.forget_incarnation(key);
     }
 }
 
@@ -283,6 +289,19 @@ impl Backend for Dynamo {
             raw_number(&item, "sweep_sk").expect("a numeric sweep_sk"),
         ))
     }
+
+    async fn forget_incarnation(&self, key: &ContactKey) {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .key("pk", s(raw_pk(key)))
+            .key("sk", s("HEAD"))
+            .update_expression("REMOVE incarnation")
+            .condition_expression("attribute_exists(pk)")
+            .send()
+            .await
+            .unwrap();
+    }
 }
 
 // ---- fixtures --------------------------------------------------------------------
@@ -359,6 +378,10 @@ fn round(key: &ContactKey, expected: Option<&Head>, messages: Vec<StoredMessage>
             steps: 0,
             facts_requested: None,
             last_round: None,
+            // A loaded head keeps its own; a new one gets one, as in `ask`.
+            incarnation: expected
+                .and_then(|head| head.incarnation.clone())
+                .or_else(|| Some(Incarnation::random())),
         },
         messages,
         idempotency: None,
@@ -429,8 +452,34 @@ async fn tool_session<S: Store>(store: &S, key: &ContactKey) -> Head {
     commit(store, key, exchange(1, Some(&head), "09:00 please")).await
 }
 
+/// The incarnation of the contact's head, as a job made now would carry it (a
+/// fresh one when the contact has no head).
+async fn life_of<S: Store>(store: &S, key: &ContactKey) -> Incarnation {
+    let (head, _) = store.load_memory(key, NOW).await.unwrap();
+    head.and_then(|head| head.incarnation)
+        .unwrap_or_else(Incarnation::random)
+}
+
+/// A step for the contact's head as it is now (see [`life_of`]).
+async fn stepped<S: Store>(
+    store: &S,
+    key: &ContactKey,
+    session: u32,
+    seen: u64,
+    new: u64,
+    summary: &str,
+    prune: &[u64],
+) -> AppliedStep {
+    AppliedStep {
+        incarnation: life_of(store, key).await,
+        ..step(session, seen, new, summary, prune)
+    }
+}
+
+/// A step planned for no head in particular (its incarnation is a fresh one).
 fn step(session: u32, seen: u64, new: u64, summary: &str, prune: &[u64]) -> AppliedStep {
     AppliedStep {
+        incarnation: Incarnation::random(),
         session,
         seen_summarized_until: seen,
         new_summarized_until: new,
@@ -1082,7 +1131,7 @@ async fn a_step_applies_once_and_a_repeat_with_the_same_seen_value_changes_nothi
     tool_session(&*store, &key).await;
     assert!(
         store
-            .apply_step(&key, &step(1, 0, 2, "first", &[5]))
+            .apply_step(&key, &stepped(&*store, &key, 1, 0, 2, "first", &[5]).await)
             .await
             .unwrap()
     );
@@ -1097,7 +1146,10 @@ async fn a_step_applies_once_and_a_repeat_with_the_same_seen_value_changes_nothi
     // The same job again (another summary, another pruning, the same `seen`).
     assert!(
         !store
-            .apply_step(&key, &step(1, 0, 4, "again", &[5, 7]))
+            .apply_step(
+                &key,
+                &stepped(&*store, &key, 1, 0, 4, "again", &[5, 7]).await
+            )
             .await
             .unwrap()
     );
@@ -1111,13 +1163,13 @@ async fn a_stale_step_changes_nothing_and_the_next_one_applies(backend: impl Bac
     tool_session(&*store, &key).await;
     assert!(
         store
-            .apply_step(&key, &step(1, 0, 2, "first", &[]))
+            .apply_step(&key, &stepped(&*store, &key, 1, 0, 2, "first", &[]).await)
             .await
             .unwrap()
     );
     assert!(
         store
-            .apply_step(&key, &step(1, 2, 6, "second", &[]))
+            .apply_step(&key, &stepped(&*store, &key, 1, 2, 6, "second", &[]).await)
             .await
             .unwrap()
     );
@@ -1125,7 +1177,7 @@ async fn a_stale_step_changes_nothing_and_the_next_one_applies(backend: impl Bac
     // Planned from `summarized_until = 2`, which is no longer stored.
     assert!(
         !store
-            .apply_step(&key, &step(1, 2, 4, "stale", &[5]))
+            .apply_step(&key, &stepped(&*store, &key, 1, 2, 4, "stale", &[5]).await)
             .await
             .unwrap()
     );
@@ -1148,7 +1200,7 @@ async fn a_step_for_a_session_the_head_left_changes_nothing(backend: impl Backen
     // Session 2 also has `summarized_until = 0`: only the session check refuses.
     assert!(
         !store
-            .apply_step(&key, &step(1, 0, 2, "late", &[5]))
+            .apply_step(&key, &stepped(&*store, &key, 1, 0, 2, "late", &[5]).await)
             .await
             .unwrap()
     );
@@ -1167,7 +1219,7 @@ async fn a_step_on_an_erased_contact_changes_nothing_and_writes_no_item(backend:
     store.erase_contact(&key).await.unwrap();
     assert!(
         !store
-            .apply_step(&key, &step(1, 0, 2, "ghost", &[5]))
+            .apply_step(&key, &stepped(&*store, &key, 1, 0, 2, "ghost", &[5]).await)
             .await
             .unwrap()
     );
@@ -1176,7 +1228,7 @@ async fn a_step_on_an_erased_contact_changes_nothing_and_writes_no_item(backend:
     let bob = contact_key("acme", "bob");
     assert!(
         !store
-            .apply_step(&bob, &step(1, 0, 0, "ghost", &[]))
+            .apply_step(&bob, &stepped(&*store, &bob, 1, 0, 0, "ghost", &[]).await)
             .await
             .unwrap()
     );
@@ -1192,7 +1244,7 @@ async fn a_step_writes_pruned_copies_that_load_turn_returns_with_the_originals_i
     let original = store.load_turn(&key, NOW).await.unwrap().window[4].clone();
     assert_eq!(original.seq, 5);
 
-    let applied = step(1, 0, 2, "first", &[5]);
+    let applied = stepped(&*store, &key, 1, 0, 2, "first", &[5]).await;
     assert!(store.apply_step(&key, &applied).await.unwrap());
     let turn = store.load_turn(&key, NOW).await.unwrap();
     assert_eq!(
@@ -1215,7 +1267,10 @@ async fn a_step_writes_pruned_copies_that_load_turn_returns_with_the_originals_i
     // A prune aimed at a message that does not exist fails the whole step.
     assert!(
         !store
-            .apply_step(&key, &step(1, 2, 4, "second", &[7, 99]))
+            .apply_step(
+                &key,
+                &stepped(&*store, &key, 1, 2, 4, "second", &[7, 99]).await
+            )
             .await
             .unwrap()
     );
@@ -1228,12 +1283,18 @@ async fn a_step_that_cannot_fit_one_transaction_is_refused(backend: impl Backend
     tool_session(&*store, &key).await;
     let too_many: Vec<u64> = (1..=MAX_PRUNES_PER_STEP as u64 + 1).collect();
     let err = store
-        .apply_step(&key, &step(1, 0, 2, "big", &too_many))
+        .apply_step(
+            &key,
+            &stepped(&*store, &key, 1, 0, 2, "big", &too_many).await,
+        )
         .await
         .unwrap_err();
     assert!(matches!(err, StoreError::Other(_)), "{err:?}");
     let err = store
-        .apply_step(&key, &step(1, 0, 2, "twice", &[5, 5]))
+        .apply_step(
+            &key,
+            &stepped(&*store, &key, 1, 0, 2, "twice", &[5, 5]).await,
+        )
         .await
         .unwrap_err();
     assert!(matches!(err, StoreError::Other(_)), "{err:?}");
@@ -1257,7 +1318,10 @@ async fn a_new_session_commit_archives_the_old_summary_for_load_closed_session(
     let head = tool_session(&*store, &key).await;
     assert!(
         store
-            .apply_step(&key, &step(1, 0, 4, "Ana wants Tuesday.", &[]))
+            .apply_step(
+                &key,
+                &stepped(&*store, &key, 1, 0, 4, "Ana wants Tuesday.", &[]).await
+            )
             .await
             .unwrap()
     );
@@ -1452,7 +1516,12 @@ async fn saved_facts_keep_source_and_expiry_replace_by_key_and_removals_delete(
     let time = fact_write("preferred_time", "mornings", 1, NOW + 60);
     assert!(
         store
-            .save_facts(&key, &[name.clone(), time.clone()], &[])
+            .save_facts(
+                &key,
+                &life_of(&*store, &key).await,
+                &[name.clone(), time.clone()],
+                &[]
+            )
             .await
             .unwrap()
     );
@@ -1469,6 +1538,7 @@ async fn saved_facts_keep_source_and_expiry_replace_by_key_and_removals_delete(
         store
             .save_facts(
                 &key,
+                &life_of(&*store, &key).await,
                 std::slice::from_ref(&renamed),
                 &[FactKey::parse("preferred_time").unwrap(), never_stored],
             )
@@ -1480,7 +1550,12 @@ async fn saved_facts_keep_source_and_expiry_replace_by_key_and_removals_delete(
     // Head, 2 messages, 1 fact.
     assert_eq!(backend.raw_item_count(&key).await, 4);
     // Nothing to change still answers whether the contact exists.
-    assert!(store.save_facts(&key, &[], &[]).await.unwrap());
+    assert!(
+        store
+            .save_facts(&key, &life_of(&*store, &key).await, &[], &[])
+            .await
+            .unwrap()
+    );
 }
 
 async fn saving_facts_for_an_erased_or_unknown_contact_writes_nothing(backend: impl Backend) {
@@ -1491,17 +1566,32 @@ async fn saving_facts_for_an_erased_or_unknown_contact_writes_nothing(backend: i
     let name = fact_write("name", "Ana", 1, NOW + 3600);
     assert!(
         !store
-            .save_facts(&key, std::slice::from_ref(&name), &[])
+            .save_facts(
+                &key,
+                &life_of(&*store, &key).await,
+                std::slice::from_ref(&name),
+                &[]
+            )
             .await
             .unwrap()
     );
     assert!(
         !store
-            .save_facts(&key, &[], &[FactKey::parse("name").unwrap()])
+            .save_facts(
+                &key,
+                &life_of(&*store, &key).await,
+                &[],
+                &[FactKey::parse("name").unwrap()]
+            )
             .await
             .unwrap()
     );
-    assert!(!store.save_facts(&key, &[], &[]).await.unwrap());
+    assert!(
+        !store
+            .save_facts(&key, &life_of(&*store, &key).await, &[], &[])
+            .await
+            .unwrap()
+    );
     assert_eq!(backend.raw_item_count(&key).await, 0);
     // An idempotency record alone is not a contact.
     let bob = contact_key("acme", "bob");
@@ -1509,7 +1599,12 @@ async fn saving_facts_for_an_erased_or_unknown_contact_writes_nothing(backend: i
         .claim_request(&bob, &idem("k"), "h", NOW, 30)
         .await
         .unwrap();
-    assert!(!store.save_facts(&bob, &[name], &[]).await.unwrap());
+    assert!(
+        !store
+            .save_facts(&bob, &life_of(&*store, &bob).await, &[name], &[])
+            .await
+            .unwrap()
+    );
     assert_eq!(backend.raw_item_count(&bob).await, 1);
 }
 
@@ -1520,13 +1615,23 @@ async fn saving_more_facts_than_one_transaction_holds_writes_them_all(backend: i
     let writes: Vec<FactWrite> = (0..150)
         .map(|i| fact_write(&format!("k{i:03}"), &format!("v{i}"), 1, NOW + 60))
         .collect();
-    assert!(store.save_facts(&key, &writes, &[]).await.unwrap());
+    assert!(
+        store
+            .save_facts(&key, &life_of(&*store, &key).await, &writes, &[])
+            .await
+            .unwrap()
+    );
     let (_, facts) = store.load_memory(&key, NOW).await.unwrap();
     assert_eq!(facts.len(), 150);
     let removals: Vec<FactKey> = (0..120)
         .map(|i| FactKey::parse(&format!("k{i:03}")).unwrap())
         .collect();
-    assert!(store.save_facts(&key, &[], &removals).await.unwrap());
+    assert!(
+        store
+            .save_facts(&key, &life_of(&*store, &key).await, &[], &removals)
+            .await
+            .unwrap()
+    );
     let (_, facts) = store.load_memory(&key, NOW).await.unwrap();
     assert_eq!(facts.len(), 30);
     assert_eq!(facts[0].key.as_str(), "k120");
@@ -1542,7 +1647,7 @@ async fn a_fact_batch_naming_a_key_twice_is_refused(backend: impl Backend) {
         (vec![name.clone()], vec![FactKey::parse("name").unwrap()]),
     ] {
         let err = store
-            .save_facts(&key, &writes, &removals)
+            .save_facts(&key, &life_of(&*store, &key).await, &writes, &removals)
             .await
             .unwrap_err();
         assert!(matches!(err, StoreError::Other(_)), "{err:?}");
@@ -1567,7 +1672,12 @@ async fn erasing_a_contact_removes_its_session_archives_too(backend: impl Backen
     store.commit_round(&opening).await.unwrap();
     assert!(
         store
-            .save_facts(&key, &[fact_write("name", "Ana", 1, RETAINED)], &[])
+            .save_facts(
+                &key,
+                &life_of(&*store, &key).await,
+                &[fact_write("name", "Ana", 1, RETAINED)],
+                &[]
+            )
             .await
             .unwrap()
     );
@@ -1580,6 +1690,137 @@ async fn erasing_a_contact_removes_its_session_archives_too(backend: impl Backen
         store.load_closed_session(&key, 1, NOW).await.unwrap(),
         ClosedSession::default()
     );
+}
+
+// ---- incarnations --------------------------------------------------------------------
+
+async fn a_new_head_gets_an_incarnation_that_finds_its_contact_and_only_in_its_tenant(
+    backend: impl Backend,
+) {
+    let store = backend.store();
+    let key = ana();
+    let head = commit(&*store, &key, exchange(1, None, "hello")).await;
+    let life = head
+        .incarnation
+        .clone()
+        .expect("a new head has an incarnation");
+    assert_eq!(
+        store.find_contact(&key.tenant, &life).await.unwrap(),
+        Some(key.clone())
+    );
+    let other = TenantId::parse("other-clinic").unwrap();
+    assert_eq!(store.find_contact(&other, &life).await.unwrap(), None);
+    assert_eq!(
+        store
+            .find_contact(&key.tenant, &Incarnation::random())
+            .await
+            .unwrap(),
+        None
+    );
+    // The next round keeps it; another contact has its own.
+    let next = commit(&*store, &key, exchange(1, Some(&head), "again")).await;
+    assert_eq!(next.incarnation, Some(life.clone()));
+    let bob = commit(
+        &*store,
+        &contact_key("acme", "bob"),
+        exchange(1, None, "hi"),
+    )
+    .await;
+    assert_ne!(bob.incarnation, Some(life.clone()));
+    // Erased, the contact is found no more.
+    store.erase_contact(&key).await.unwrap();
+    assert_eq!(store.find_contact(&key.tenant, &life).await.unwrap(), None);
+}
+
+async fn job_writes_for_an_erased_life_change_nothing_in_the_contacts_new_one(
+    backend: impl Backend,
+) {
+    let store = backend.store();
+    let key = ana();
+    tool_session(&*store, &key).await;
+    let old = life_of(&*store, &key).await;
+    let old_head = store.load_memory(&key, NOW).await.unwrap().0.unwrap();
+    store.erase_contact(&key).await.unwrap();
+    // The contact writes again: same session, same `summarized_until`, same seqs.
+    let fresh = tool_session(&*store, &key).await;
+    assert_ne!(fresh.incarnation.as_ref(), Some(&old));
+    let before = store.load_turn(&key, NOW).await.unwrap();
+    let items = backend.raw_item_count(&key).await;
+
+    let late_step = AppliedStep {
+        incarnation: old.clone(),
+        ..step(1, 0, 6, "the erased conversation", &[5])
+    };
+    assert!(!store.apply_step(&key, &late_step).await.unwrap());
+    let name = fact_write("name", "Ana", 1, RETAINED);
+    assert!(!store.save_facts(&key, &old, &[name], &[]).await.unwrap());
+    assert!(
+        !store
+            .save_facts(&key, &old, &[], &[FactKey::parse("name").unwrap()])
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .mark_swept(&key, &old, fresh.session, fresh.last_activity)
+            .await
+            .unwrap()
+    );
+    // A round loaded before the erase cannot land on the new life either.
+    let stale = round(
+        &key,
+        Some(&old_head),
+        exchange(1, Some(&old_head), "from the erased life"),
+    );
+    let err = store.commit_round(&stale).await.unwrap_err();
+    assert!(matches!(err, StoreError::Conflict(_)), "{err:?}");
+
+    assert_eq!(store.load_turn(&key, NOW).await.unwrap(), before);
+    assert_eq!(backend.raw_item_count(&key).await, items);
+}
+
+async fn a_head_from_before_incarnations_gets_one_at_its_next_round_or_when_swept(
+    backend: impl Backend,
+) {
+    let store = backend.store();
+    let key = ana();
+    let head = commit(&*store, &key, exchange(1, None, "hello")).await;
+    backend.forget_incarnation(&key).await;
+    let legacy = store.load_turn(&key, NOW).await.unwrap().head.unwrap();
+    assert_eq!(legacy.incarnation, None);
+    // A round on it gives it the one it carries.
+    let next = round(&key, Some(&legacy), exchange(1, Some(&head), "again"));
+    let given = next.head.incarnation.clone().unwrap();
+    store.commit_round(&next).await.unwrap();
+    let after = store.load_turn(&key, NOW).await.unwrap().head.unwrap();
+    assert_eq!(after.incarnation, Some(given.clone()));
+    assert_eq!(
+        store.find_contact(&key.tenant, &given).await.unwrap(),
+        Some(key.clone())
+    );
+    // The sweep's way: the first candidate wins, later ones read it back.
+    backend.forget_incarnation(&key).await;
+    let first = Incarnation::random();
+    assert_eq!(
+        store.ensure_incarnation(&key, &first).await.unwrap(),
+        Some(first.clone())
+    );
+    assert_eq!(
+        store
+            .ensure_incarnation(&key, &Incarnation::random())
+            .await
+            .unwrap(),
+        Some(first)
+    );
+    let stranger = contact_key("acme", "stranger");
+    assert_eq!(
+        store
+            .ensure_incarnation(&stranger, &Incarnation::random())
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(backend.raw_item_count(&stranger).await, 0, "no stray head");
 }
 
 // ---- the sweep index ---------------------------------------------------------------
@@ -1600,11 +1841,17 @@ fn contacts_in_bucket(bucket: u8, count: usize) -> Vec<ContactKey> {
         .collect()
 }
 
-fn idle(key: &ContactKey, session: u32, last_activity: i64) -> IdleSession {
+async fn idle<S: Store>(
+    store: &S,
+    key: &ContactKey,
+    session: u32,
+    last_activity: i64,
+) -> IdleSession {
     IdleSession {
         key: key.clone(),
         session,
         last_activity,
+        incarnation: Some(life_of(store, key).await),
     }
 }
 
@@ -1618,7 +1865,7 @@ async fn every_round_indexes_the_head_under_its_bucket_at_its_last_activity(back
     assert_eq!(backend.raw_sweep(&key).await, Some((bucket, NOW + 2)));
     assert_eq!(
         store.idle_sessions(bucket, NOW + 3, 10).await.unwrap(),
-        vec![idle(&key, 1, NOW + 2)]
+        vec![idle(&*store, &key, 1, NOW + 2).await]
     );
     assert!(
         store
@@ -1679,9 +1926,9 @@ async fn idle_sessions_come_oldest_first_up_to_the_limit_from_one_bucket_only(
     commit_at(&*store, &elsewhere[0], NOW + 5).await;
 
     let oldest = vec![
-        idle(&crowd[3], 1, NOW + 10),
-        idle(&crowd[1], 1, NOW + 20),
-        idle(&crowd[0], 1, NOW + 30),
+        idle(&*store, &crowd[3], 1, NOW + 10).await,
+        idle(&*store, &crowd[1], 1, NOW + 20).await,
+        idle(&*store, &crowd[0], 1, NOW + 30).await,
     ];
     assert_eq!(
         store.idle_sessions(bucket, NOW + 35, 10).await.unwrap(),
@@ -1722,7 +1969,12 @@ async fn a_swept_head_leaves_the_index_until_its_next_round(backend: impl Backen
     let head = commit(&*store, &key, exchange(1, None, "hello")).await;
     assert_eq!(head.facts_requested, None);
 
-    assert!(store.mark_swept(&key, 1, head.last_activity).await.unwrap());
+    assert!(
+        store
+            .mark_swept(&key, &life_of(&*store, &key).await, 1, head.last_activity)
+            .await
+            .unwrap()
+    );
     let (swept, _) = store.load_memory(&key, NOW).await.unwrap();
     assert_eq!(
         swept,
@@ -1742,7 +1994,10 @@ async fn a_swept_head_leaves_the_index_until_its_next_round(backend: impl Backen
             .is_empty()
     );
     assert!(
-        !store.mark_swept(&key, 1, head.last_activity).await.unwrap(),
+        !store
+            .mark_swept(&key, &life_of(&*store, &key).await, 1, head.last_activity)
+            .await
+            .unwrap(),
         "swept already"
     );
 
@@ -1755,14 +2010,19 @@ async fn a_swept_head_leaves_the_index_until_its_next_round(backend: impl Backen
     );
 
     // So does a round opening a new session.
-    assert!(store.mark_swept(&key, 1, head.last_activity).await.unwrap());
+    assert!(
+        store
+            .mark_swept(&key, &life_of(&*store, &key).await, 1, head.last_activity)
+            .await
+            .unwrap()
+    );
     let expected = store.load_turn(&key, NOW).await.unwrap().head;
     assert_eq!(expected.as_ref().unwrap().facts_requested, Some(1));
     let head = commit(&*store, &key, exchange(2, expected.as_ref(), "new session")).await;
     assert_eq!((head.session, head.facts_requested), (2, None));
     assert_eq!(
         store.idle_sessions(bucket, i64::MAX, 10).await.unwrap(),
-        vec![idle(&key, 2, head.last_activity)]
+        vec![idle(&*store, &key, 2, head.last_activity).await]
     );
 
     // A round's head is written as given: `Some` sets the attribute.
@@ -1777,10 +2037,20 @@ async fn marking_a_head_that_moved_on_or_was_erased_writes_nothing(backend: impl
     let store = backend.store();
     let key = ana();
     let head = commit(&*store, &key, exchange(1, None, "hello")).await;
-    assert!(!store.mark_swept(&key, 2, head.last_activity).await.unwrap());
     assert!(
         !store
-            .mark_swept(&key, 1, head.last_activity - 1)
+            .mark_swept(&key, &life_of(&*store, &key).await, 2, head.last_activity)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .mark_swept(
+                &key,
+                &life_of(&*store, &key).await,
+                1,
+                head.last_activity - 1
+            )
             .await
             .unwrap()
     );
@@ -1795,11 +2065,21 @@ async fn marking_a_head_that_moved_on_or_was_erased_writes_nothing(backend: impl
     );
 
     let stranger = contact_key("acme", "stranger");
-    assert!(!store.mark_swept(&stranger, 1, NOW).await.unwrap());
+    assert!(
+        !store
+            .mark_swept(&stranger, &life_of(&*store, &stranger).await, 1, NOW)
+            .await
+            .unwrap()
+    );
     assert_eq!(backend.raw_item_count(&stranger).await, 0, "no stray head");
 
     store.erase_contact(&key).await.unwrap();
-    assert!(!store.mark_swept(&key, 1, head.last_activity).await.unwrap());
+    assert!(
+        !store
+            .mark_swept(&key, &life_of(&*store, &key).await, 1, head.last_activity)
+            .await
+            .unwrap()
+    );
     assert_eq!(backend.raw_item_count(&key).await, 0);
     assert!(
         store
@@ -1849,6 +2129,9 @@ macro_rules! contract_tests {
             saving_more_facts_than_one_transaction_holds_writes_them_all,
             a_fact_batch_naming_a_key_twice_is_refused,
             erasing_a_contact_removes_its_session_archives_too,
+            a_new_head_gets_an_incarnation_that_finds_its_contact_and_only_in_its_tenant,
+            job_writes_for_an_erased_life_change_nothing_in_the_contacts_new_one,
+            a_head_from_before_incarnations_gets_one_at_its_next_round_or_when_swept,
             every_round_indexes_the_head_under_its_bucket_at_its_last_activity,
             idle_sessions_come_oldest_first_up_to_the_limit_from_one_bucket_only,
             a_swept_head_leaves_the_index_until_its_next_round,

@@ -169,7 +169,7 @@ mod tests {
     use async_trait::async_trait;
     use degrau::ask::AskService;
     use degrau::compaction::CompactionPolicy;
-    use degrau::domain::{ContactId, TenantId};
+    use degrau::domain::{ContactId, Incarnation, TenantId};
     use degrau::jobs::{EnqueueError, NoJobs};
     use degrau::model::ModelError;
     use degrau::model::scripted::ScriptedModel;
@@ -193,22 +193,14 @@ mod tests {
         ask: AskService,
     }
 
-    /// A queue that records the facts jobs it is given.
+    /// A queue that records the jobs it is given.
     #[derive(Default)]
-    struct RecordingJobs(Mutex<Vec<(ContactKey, u32)>>);
+    struct RecordingJobs(Mutex<Vec<Job>>);
 
     #[async_trait]
     impl Jobs for RecordingJobs {
-        async fn enqueue_step(&self, _: &ContactKey, _: u32, _: u64) -> Result<bool, EnqueueError> {
-            Ok(true)
-        }
-
-        async fn enqueue_facts(
-            &self,
-            key: &ContactKey,
-            session: u32,
-        ) -> Result<bool, EnqueueError> {
-            self.0.lock().unwrap().push((key.clone(), session));
+        async fn enqueue(&self, job: &Job) -> Result<bool, EnqueueError> {
+            self.0.lock().unwrap().push(job.clone());
             Ok(true)
         }
     }
@@ -269,8 +261,16 @@ mod tests {
         }
     }
 
-    fn step(contact: &str) -> Value {
-        json!({"kind": "step", "tenant": "barber", "contact": contact, "session": 1, "summarized_until": 0})
+    /// The contact's head's incarnation (a fresh one when it has no head).
+    async fn incarnation(h: &Harness, contact: &str) -> Incarnation {
+        let (head, _) = h.store.load_memory(&key(contact), NOW).await.unwrap();
+        head.and_then(|head| head.incarnation)
+            .unwrap_or_else(Incarnation::random)
+    }
+
+    async fn step(h: &Harness, contact: &str) -> Value {
+        json!({"kind": "step", "tenant": "barber", "incarnation": incarnation(h, contact).await,
+               "session": 1, "summarized_until": 0})
     }
 
     fn event(bodies: &[(&str, String)]) -> LambdaEvent<SqsEvent> {
@@ -301,9 +301,9 @@ mod tests {
         let response = handle_batch(
             &h.compactor,
             event(&[
-                ("1", step("ana").to_string()),
-                ("2", step("bruno").to_string()),
-                ("3", step("carla").to_string()),
+                ("1", step(&h, "ana").await.to_string()),
+                ("2", step(&h, "bruno").await.to_string()),
+                ("3", step(&h, "carla").await.to_string()),
             ]),
         )
         .await
@@ -329,13 +329,13 @@ mod tests {
         let h = harness();
         for body in [
             "not json".to_owned(),
-            json!({"kind": "step", "tenant": "barber", "contact": "a#b", "session": 1, "summarized_until": 0})
+            json!({"kind": "step", "tenant": "barber", "incarnation": "a#b", "session": 1, "summarized_until": 0})
                 .to_string(),
-            json!({"kind": "rebuild", "tenant": "barber", "contact": "ana"}).to_string(),
+            json!({"kind": "rebuild", "tenant": "barber", "incarnation": "ab"}).to_string(),
         ] {
             let response = handle_batch(
                 &h.compactor,
-                event(&[("1", step("ana").to_string()), ("2", body)]),
+                event(&[("1", step(&h, "ana").await.to_string()), ("2", body)]),
             )
             .await
             .unwrap();
@@ -352,13 +352,14 @@ mod tests {
             "The customer greeted the agent.",
             Usage::default(),
         ));
-        let facts = json!({"kind": "facts", "tenant": "barber", "contact": "ana", "session": 1});
+        let facts = json!({"kind": "facts", "tenant": "barber",
+                           "incarnation": incarnation(&h, "ana").await, "session": 1});
         let response = handle_batch(
             &h.compactor,
             event(&[
-                ("1", step("ana").to_string()),
+                ("1", step(&h, "ana").await.to_string()),
                 ("2", facts.to_string()),
-                ("3", step("bruno").to_string()),
+                ("3", step(&h, "bruno").await.to_string()),
             ]),
         )
         .await
@@ -387,7 +388,15 @@ mod tests {
             report,
             json!({"found": 1, "enqueued": 1, "skipped": 0, "failed": 0, "buckets_failed": 0})
         );
-        assert_eq!(*jobs.0.lock().unwrap(), vec![(key("ana"), 1)]);
+        let ana = incarnation(&h, "ana").await;
+        assert_eq!(
+            *jobs.0.lock().unwrap(),
+            vec![Job::Facts {
+                tenant: key("ana").tenant,
+                incarnation: ana,
+                session: 1
+            }]
+        );
         let (head, _) = h.store.load_memory(&key("ana"), NOW).await.unwrap();
         assert_eq!(head.unwrap().facts_requested, Some(1));
     }
@@ -397,7 +406,7 @@ mod tests {
         let h = harness();
         let jobs = RecordingJobs::default();
         let records = json!({"Records": [
-            {"messageId": "1", "body": step("ana").to_string(), "eventSource": "aws:sqs"},
+            {"messageId": "1", "body": step(&h, "ana").await.to_string(), "eventSource": "aws:sqs"},
             {"messageId": "2", "body": "not a job", "eventSource": "aws:sqs"},
         ]});
         let response = handle(

@@ -42,13 +42,14 @@ use aws_sdk_dynamodb::types::{
 use serde::{Deserialize, Serialize};
 
 use super::{
-    AppliedStep, Claim, ClosedSession, ContactKey, Cursor, FactWrite, IdleSession, RoundCommit,
-    SWEEP_INDEX, SessionArchive, SessionFilter, Store, StoreError, TenantStore, TranscriptPage,
-    TurnState, sweep_bucket, system_now, validate_fact_changes, validate_step,
+    AppliedStep, Claim, ClosedSession, ContactKey, Cursor, FactWrite, INCARNATION_INDEX,
+    IdleSession, RoundCommit, SWEEP_INDEX, SessionArchive, SessionFilter, Store, StoreError,
+    TenantStore, TranscriptPage, TurnState, sweep_bucket, system_now, validate_fact_changes,
+    validate_step,
 };
 use crate::domain::{
-    ContactId, ContentBlock, Fact, FactKey, FactSource, Head, IdempotencyKey, Role, StoredMessage,
-    TenantId,
+    ContactId, ContentBlock, Fact, FactKey, FactSource, Head, IdempotencyKey, Incarnation, Role,
+    StoredMessage, TenantId,
 };
 use crate::tenant::TenantConfig;
 use crate::usage::Usage;
@@ -598,7 +599,8 @@ impl Store for DynamoStore {
                  #steps = if_not_exists(#steps, :zero) + :one",
             )
             .condition_expression(
-                "attribute_exists(pk) AND #session = :session AND #summarized_until = :seen",
+                "incarnation = :incarnation AND #session = :session \
+                 AND #summarized_until = :seen",
             )
             .expression_attribute_names("#summary", "summary")
             .expression_attribute_names("#summarized_until", "summarized_until")
@@ -610,6 +612,7 @@ impl Store for DynamoStore {
             .expression_attribute_values(":one", n(1))
             .expression_attribute_values(":session", n(step.session))
             .expression_attribute_values(":seen", n(step.seen_summarized_until))
+            .expression_attribute_values(":incarnation", s(step.incarnation.as_str()))
             .build()
             .map_err(|err| StoreError::Other(format!("step head update: {err}")))?;
         let mut items = Vec::with_capacity(1 + step.prune.len());
@@ -672,6 +675,7 @@ impl Store for DynamoStore {
     async fn save_facts(
         &self,
         key: &ContactKey,
+        incarnation: &Incarnation,
         writes: &[FactWrite],
         removals: &[FactKey],
     ) -> Result<bool, StoreError> {
@@ -695,11 +699,14 @@ impl Store for DynamoStore {
                 .map_err(|err| StoreError::Other(format!("fact delete: {err}")))?;
             actions.push(TransactWriteItem::builder().delete(delete).build());
         }
+        // The head exists and is still the same life of the contact: an erased
+        // contact who wrote again has another incarnation.
         let head_exists = ConditionCheck::builder()
             .table_name(&self.table)
             .key("pk", s(&pk))
             .key("sk", s(HEAD_SK))
-            .condition_expression("attribute_exists(pk)")
+            .condition_expression("incarnation = :incarnation")
+            .expression_attribute_values(":incarnation", s(incarnation.as_str()))
             .build()
             .map_err(|err| StoreError::Other(format!("head check: {err}")))?;
         // Without changes, the check alone still answers whether the head exists.
@@ -765,6 +772,7 @@ impl Store for DynamoStore {
                     key: parse_contact_pk(&entry.pk)?,
                     session: entry.session,
                     last_activity: entry.sweep_sk,
+                    incarnation: entry.incarnation,
                 });
             }
             match page.last_evaluated_key {
@@ -776,9 +784,80 @@ impl Store for DynamoStore {
         Ok(found)
     }
 
+    async fn find_contact(
+        &self,
+        tenant: &TenantId,
+        incarnation: &Incarnation,
+    ) -> Result<Option<ContactKey>, StoreError> {
+        let query = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name(INCARNATION_INDEX)
+            .key_condition_expression("incarnation = :incarnation")
+            .expression_attribute_values(":incarnation", s(incarnation.as_str()));
+        for item in self.query_all(query).await? {
+            let entry: IndexedKey = from_item(item)?;
+            if entry.sk != HEAD_SK {
+                continue;
+            }
+            let key = parse_contact_pk(&entry.pk)?;
+            if key.tenant == *tenant {
+                return Ok(Some(key));
+            }
+        }
+        Ok(None)
+    }
+
+    async fn ensure_incarnation(
+        &self,
+        key: &ContactKey,
+        candidate: &Incarnation,
+    ) -> Result<Option<Incarnation>, StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("pk", s(contact_pk(key)))
+            .key("sk", s(HEAD_SK))
+            .update_expression("SET incarnation = if_not_exists(incarnation, :candidate)")
+            .condition_expression("attribute_exists(pk)")
+            .expression_attribute_values(":candidate", s(candidate.as_str()))
+            // ALL_NEW rather than UPDATED_NEW: an attribute the update left as it
+            // was need not count as updated.
+            .return_values(aws_sdk_dynamodb::types::ReturnValue::AllNew)
+            .send()
+            .await;
+        match result {
+            Ok(output) => match output
+                .attributes
+                .as_ref()
+                .and_then(|a| a.get("incarnation"))
+            {
+                Some(AttributeValue::S(value)) => Incarnation::parse(value)
+                    .map(Some)
+                    .map_err(|err| StoreError::Corrupt(err.to_string())),
+                _ => Err(StoreError::Corrupt(
+                    "the head's incarnation did not read back".into(),
+                )),
+            },
+            // No head: the condition keeps the update from creating one.
+            Err(SdkError::ServiceError(ctx))
+                if matches!(
+                    ctx.err(),
+                    UpdateItemError::ConditionalCheckFailedException(_)
+                ) =>
+            {
+                Ok(None)
+            }
+            Err(err) => Err(sdk_error("update_item", err)),
+        }
+    }
+
     async fn mark_swept(
         &self,
         key: &ContactKey,
+        incarnation: &Incarnation,
         session: u32,
         last_activity: i64,
     ) -> Result<bool, StoreError> {
@@ -790,10 +869,11 @@ impl Store for DynamoStore {
             .key("sk", s(HEAD_SK))
             .update_expression("REMOVE sweep_pk, sweep_sk SET facts_requested = :session")
             .condition_expression(
-                "attribute_exists(sweep_pk) AND #session = :session \
-                 AND last_activity = :last_activity",
+                "attribute_exists(sweep_pk) AND incarnation = :incarnation \
+                 AND #session = :session AND last_activity = :last_activity",
             )
             .expression_attribute_names("#session", "session")
+            .expression_attribute_values(":incarnation", s(incarnation.as_str()))
             .expression_attribute_values(":session", n(session))
             .expression_attribute_values(":last_activity", n(last_activity))
             .send()
@@ -970,15 +1050,26 @@ struct HeadItem {
     facts_requested: Option<u32>,
     #[serde(default)]
     last_round: Option<String>,
+    #[serde(default)]
+    incarnation: Option<Incarnation>,
 }
 
-/// A head as the sweep index projects it (`INCLUDE session`): `sweep_sk` is the
-/// head's `last_activity`.
+/// A head as the sweep index projects it (`INCLUDE session, incarnation`):
+/// `sweep_sk` is the head's `last_activity`.
 #[derive(Deserialize)]
 struct SweepEntry {
     pk: String,
     session: u32,
     sweep_sk: i64,
+    #[serde(default)]
+    incarnation: Option<Incarnation>,
+}
+
+/// An item's table keys, as a keys-only index projects them.
+#[derive(Deserialize)]
+struct IndexedKey {
+    pk: String,
+    sk: String,
 }
 
 impl From<HeadItem> for Head {
@@ -993,6 +1084,7 @@ impl From<HeadItem> for Head {
             steps: item.steps,
             facts_requested: item.facts_requested,
             last_round: item.last_round,
+            incarnation: item.incarnation,
         }
     }
 }
@@ -1225,17 +1317,40 @@ fn head_update(table: &str, pk: &str, commit: &RoundCommit) -> Result<Update, St
             .expression_attribute_names("#summary", "summary")
             .expression_attribute_values(":zero", n(0));
     }
+    // The incarnation is written once: by the round that creates the head, or by
+    // the first round of a head from before incarnations. A loaded head's must
+    // still be there: an erase and a new first round in between make another.
+    let expected_incarnation = commit
+        .expected
+        .as_ref()
+        .and_then(|e| e.incarnation.as_ref());
+    if let (None, Some(incarnation)) = (expected_incarnation, &head.incarnation) {
+        set.push("incarnation = :incarnation");
+        update = update.expression_attribute_values(":incarnation", s(incarnation.as_str()));
+    }
     let mut expression = format!("SET {}", set.join(", "));
     if !remove.is_empty() {
         expression.push_str(&format!(" REMOVE {}", remove.join(", ")));
     }
     update = update.update_expression(expression);
-    update = match &commit.expected {
-        None => update.condition_expression("attribute_not_exists(pk)"),
-        Some(expected) => update
-            .condition_expression("#session = :expected_session AND #last_seq = :expected_last_seq")
-            .expression_attribute_values(":expected_session", n(expected.session))
-            .expression_attribute_values(":expected_last_seq", n(expected.last_seq)),
+    update = match (&commit.expected, expected_incarnation) {
+        (None, _) => update.condition_expression("attribute_not_exists(pk)"),
+        (Some(expected), incarnation) => {
+            let update = update
+                .expression_attribute_values(":expected_session", n(expected.session))
+                .expression_attribute_values(":expected_last_seq", n(expected.last_seq));
+            let same_head = "#session = :expected_session AND #last_seq = :expected_last_seq";
+            match incarnation {
+                Some(incarnation) => update
+                    .condition_expression(format!(
+                        "{same_head} AND incarnation = :expected_incarnation"
+                    ))
+                    .expression_attribute_values(":expected_incarnation", s(incarnation.as_str())),
+                None => update.condition_expression(format!(
+                    "{same_head} AND attribute_not_exists(incarnation)"
+                )),
+            }
+        }
     };
     update
         .build()

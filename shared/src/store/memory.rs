@@ -14,7 +14,7 @@ use super::{
     SessionArchive, SessionFilter, Store, StoreError, TenantStore, TranscriptPage, TurnState,
     sweep_bucket, system_now, validate_fact_changes, validate_step,
 };
-use crate::domain::{Fact, FactKey, Head, IdempotencyKey, StoredMessage, TenantId};
+use crate::domain::{Fact, FactKey, Head, IdempotencyKey, Incarnation, StoredMessage, TenantId};
 use crate::tenant::TenantConfig;
 
 /// How long an idempotency record lives, in seconds (as in DynamoDB's TTL).
@@ -154,6 +154,19 @@ impl MemoryStore {
             .map(|sweep_sk| (sweep_bucket(key), sweep_sk))
     }
 
+    /// Test helper: removes the head's incarnation, as on a head written before
+    /// incarnations existed.
+    pub fn forget_incarnation(&self, key: &ContactKey) {
+        if let Some(head) = self
+            .lock()
+            .contacts
+            .get_mut(key)
+            .and_then(|contact| contact.head.as_mut())
+        {
+            head.incarnation = None;
+        }
+    }
+
     /// Test helper: a closed session's archive item as stored, expired or not.
     pub fn archive(&self, key: &ContactKey, session: u32) -> Option<SessionArchive> {
         self.lock()
@@ -220,7 +233,9 @@ impl Store for MemoryStore {
         let head_matches = match (&contact.head, &commit.expected) {
             (None, None) => true,
             (Some(stored), Some(expected)) => {
-                stored.session == expected.session && stored.last_seq == expected.last_seq
+                stored.session == expected.session
+                    && stored.last_seq == expected.last_seq
+                    && stored.incarnation == expected.incarnation
             }
             _ => false,
         };
@@ -246,6 +261,11 @@ impl Store for MemoryStore {
         head.last_activity = commit.head.last_activity;
         head.facts_requested = commit.head.facts_requested;
         head.last_round.clone_from(&commit.head.last_round);
+        // Set once, when the head has none (a new head, or one from before
+        // incarnations): the condition above already holds it equal otherwise.
+        if head.incarnation.is_none() {
+            head.incarnation.clone_from(&commit.head.incarnation);
+        }
         contact.sweep_sk = Some(commit.head.last_activity);
         if new_session {
             head.summarized_until = 0;
@@ -385,7 +405,9 @@ impl Store for MemoryStore {
         };
         // The transaction's conditions, all checked before anything changes.
         let head_holds = contact.head.as_ref().is_some_and(|head| {
-            head.session == step.session && head.summarized_until == step.seen_summarized_until
+            head.incarnation.as_ref() == Some(&step.incarnation)
+                && head.session == step.session
+                && head.summarized_until == step.seen_summarized_until
         });
         let messages_exist = step
             .prune
@@ -439,16 +461,18 @@ impl Store for MemoryStore {
     async fn save_facts(
         &self,
         key: &ContactKey,
+        incarnation: &Incarnation,
         writes: &[FactWrite],
         removals: &[FactKey],
     ) -> Result<bool, StoreError> {
         validate_fact_changes(writes, removals)?;
         let mut state = self.lock();
-        let Some(contact) = state
-            .contacts
-            .get_mut(key)
-            .filter(|contact| contact.head.is_some())
-        else {
+        let Some(contact) = state.contacts.get_mut(key).filter(|contact| {
+            contact
+                .head
+                .as_ref()
+                .is_some_and(|head| head.incarnation.as_ref() == Some(incarnation))
+        }) else {
             return Ok(false);
         };
         for write in writes {
@@ -481,6 +505,7 @@ impl Store for MemoryStore {
                         key: key.clone(),
                         session: head.session,
                         last_activity: sweep_sk,
+                        incarnation: head.incarnation.clone(),
                     }
                 })
             })
@@ -496,9 +521,46 @@ impl Store for MemoryStore {
         Ok(found)
     }
 
+    async fn find_contact(
+        &self,
+        tenant: &TenantId,
+        incarnation: &Incarnation,
+    ) -> Result<Option<ContactKey>, StoreError> {
+        Ok(self
+            .lock()
+            .contacts
+            .iter()
+            .find(|(key, contact)| {
+                key.tenant == *tenant
+                    && contact
+                        .head
+                        .as_ref()
+                        .is_some_and(|head| head.incarnation.as_ref() == Some(incarnation))
+            })
+            .map(|(key, _)| key.clone()))
+    }
+
+    async fn ensure_incarnation(
+        &self,
+        key: &ContactKey,
+        candidate: &Incarnation,
+    ) -> Result<Option<Incarnation>, StoreError> {
+        let mut state = self.lock();
+        Ok(state
+            .contacts
+            .get_mut(key)
+            .and_then(|contact| contact.head.as_mut())
+            .map(|head| {
+                head.incarnation
+                    .get_or_insert_with(|| candidate.clone())
+                    .clone()
+            }))
+    }
+
     async fn mark_swept(
         &self,
         key: &ContactKey,
+        incarnation: &Incarnation,
         session: u32,
         last_activity: i64,
     ) -> Result<bool, StoreError> {
@@ -510,6 +572,7 @@ impl Store for MemoryStore {
             return Ok(false);
         };
         if contact.sweep_sk.is_none()
+            || head.incarnation.as_ref() != Some(incarnation)
             || head.session != session
             || head.last_activity != last_activity
         {

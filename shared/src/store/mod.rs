@@ -19,6 +19,13 @@
 //! instead of a scan. [`Store::mark_swept`] removes both attributes once the
 //! session's fact extraction is requested, which takes the head out of the index
 //! until its next round puts it back.
+//!
+//! **The incarnation index.** The head carries its incarnation (see
+//! [`Head::incarnation`]); the sparse, keys-only global secondary index
+//! [`INCARNATION_INDEX`] is keyed on it, so the compactor finds the contact a job
+//! is about ([`Store::find_contact`]) although the job never names it. Only heads
+//! carry the attribute, and it never changes, so the index is written once when a
+//! head is created and once when it is erased (which takes the entry with it).
 
 pub mod dynamo;
 pub mod memory;
@@ -30,7 +37,9 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::domain::{ContactId, Fact, FactKey, Head, IdempotencyKey, StoredMessage, TenantId};
+use crate::domain::{
+    ContactId, Fact, FactKey, Head, IdempotencyKey, Incarnation, StoredMessage, TenantId,
+};
 
 /// One contact of one tenant: the partition every item about the contact lives in.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -44,6 +53,10 @@ pub struct ContactKey {
 /// The sweep index: a sparse GSI on the heads, `sweep_pk` (hash) and `sweep_sk`
 /// (range). Its name in `template.yaml`.
 pub const SWEEP_INDEX: &str = "by-activity";
+
+/// The incarnation index: a sparse, keys-only GSI on the heads' `incarnation`.
+/// Its name in `template.yaml`.
+pub const INCARNATION_INDEX: &str = "by-incarnation";
 
 /// How many partitions the sweep index spreads heads over: few enough that a sweep
 /// reads them all with one small query each, enough that no single index partition
@@ -68,6 +81,8 @@ pub struct IdleSession {
     pub session: u32,
     /// The head's `last_activity` when it was indexed (its `sweep_sk`).
     pub last_activity: i64,
+    /// The head's incarnation (`None` on a head no round gave one yet).
+    pub incarnation: Option<Incarnation>,
 }
 
 /// What `ask` reads before a turn: bounded by the window, never by the history.
@@ -87,14 +102,16 @@ pub struct RoundCommit {
     /// Whose round.
     pub key: ContactKey,
     /// The head as loaded (`None` for a new contact): the commit succeeds only if
-    /// the stored head still has this session and `last_seq`.
+    /// the stored head still has this session, `last_seq` and incarnation (or
+    /// still has none, when the loaded one had none).
     pub expected: Option<Head>,
     /// The new head. Only the fields `ask` owns are written (session, last_seq,
     /// last context tokens, last activity, `facts_requested` as given — set when
     /// `Some`, removed when `None` — and, when the session changes, the reset of
     /// summary, summarized_until and steps), so a compaction step applied
     /// meanwhile is kept. Every round also (re)writes the head's sweep index
-    /// attributes from `last_activity`.
+    /// attributes from `last_activity`, and writes `incarnation` (a new head's,
+    /// or the one an older head without it receives; `ask` keeps a loaded head's).
     pub head: Head,
     /// The round's messages, with dense sequence numbers following `expected`.
     pub messages: Vec<StoredMessage>,
@@ -126,6 +143,8 @@ pub struct SessionArchive {
 /// A compaction step to apply under the condition `summarized_until = :seen`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AppliedStep {
+    /// The incarnation the step was planned for (the head must still have it).
+    pub incarnation: Incarnation,
     /// The session the step was planned for (the head must still be in it).
     pub session: u32,
     /// The `summarized_until` the plan was made from.
@@ -284,9 +303,10 @@ pub trait Store: Send + Sync {
 
     /// Applies a compaction step in one transaction: the head's summary,
     /// `summarized_until` and step count, under the condition that the head exists,
-    /// is still in `step.session` and still has `summarized_until = seen`; and the
-    /// pruned copies of the kept messages. `Ok(false)` when the condition fails (a
-    /// duplicate or stale job, or an erased contact): nothing is written.
+    /// still has `step.incarnation`, is still in `step.session` and still has
+    /// `summarized_until = seen`; and the pruned copies of the kept messages.
+    /// `Ok(false)` when the condition fails (a duplicate or stale job, or an erased
+    /// contact, even one that wrote again since): nothing is written.
     async fn apply_step(&self, key: &ContactKey, step: &AppliedStep) -> Result<bool, StoreError>;
 
     /// The archived summary of a closed session and its messages after it.
@@ -298,13 +318,33 @@ pub trait Store: Send + Sync {
     ) -> Result<ClosedSession, StoreError>;
 
     /// Stores facts (replacing by key) and removes keys, only while the contact's
-    /// head exists (an erased contact gets nothing back). `Ok(false)` when it does not.
+    /// head exists with `incarnation` (an erased contact gets nothing back, even
+    /// when it wrote again since). `Ok(false)` when it does not.
     async fn save_facts(
         &self,
         key: &ContactKey,
+        incarnation: &Incarnation,
         writes: &[FactWrite],
         removals: &[FactKey],
     ) -> Result<bool, StoreError>;
+
+    /// The contact whose head has `incarnation`, for a job that names only that:
+    /// `None` when no head of `tenant` has it (erased, or never existed). Read from
+    /// a global secondary index, so eventually consistent: the caller checks the
+    /// head it then loads, and every write is conditioned on the incarnation.
+    async fn find_contact(
+        &self,
+        tenant: &TenantId,
+        incarnation: &Incarnation,
+    ) -> Result<Option<ContactKey>, StoreError>;
+
+    /// The head's incarnation, after giving `candidate` to a head that has none (a
+    /// head written before incarnations existed); `None` when there is no head.
+    async fn ensure_incarnation(
+        &self,
+        key: &ContactKey,
+        candidate: &Incarnation,
+    ) -> Result<Option<Incarnation>, StoreError>;
 
     /// Heads of [`sweep_bucket`] `bucket` still in the sweep index with
     /// `last_activity < last_activity_before`, oldest first, at most `limit`. Read
@@ -319,12 +359,13 @@ pub trait Store: Send + Sync {
 
     /// Takes the head out of the sweep index and records `facts_requested =
     /// session`, under the condition that the head exists, is still in the index,
-    /// and still has this `session` and `last_activity`. `Ok(false)` when it does
-    /// not (the contact wrote again, was erased, or was swept already): nothing is
-    /// written.
+    /// and still has this `incarnation`, `session` and `last_activity`. `Ok(false)`
+    /// when it does not (the contact wrote again, was erased, or was swept
+    /// already): nothing is written.
     async fn mark_swept(
         &self,
         key: &ContactKey,
+        incarnation: &Incarnation,
         session: u32,
         last_activity: i64,
     ) -> Result<bool, StoreError>;
