@@ -20,8 +20,10 @@ use sha2::{Digest, Sha256};
 use tracing::{info, warn};
 
 use crate::compaction::{WindowCut, overflow_cut, request_window};
+use crate::compactor::next_sweep_due;
 use crate::domain::{
-    ContentBlock, Fact, Head, IdempotencyKey, Incarnation, Message, Role, StoredMessage,
+    ContentBlock, Fact, Head, IdempotencyKey, Incarnation, Message, PendingFacts, Role,
+    StoredMessage,
 };
 use crate::jobs::{Job, Jobs};
 use crate::metrics::{Event, Unit};
@@ -29,10 +31,10 @@ use crate::model::{Model, ModelError};
 use crate::request::{RequestParts, build_request};
 use crate::store::SessionArchive;
 use crate::store::{
-    Claim, CompletedRequest, ContactKey, Cursor, SessionFilter, Store, StoreError, TenantStore,
-    TranscriptPage,
+    Claim, CompletedRequest, ContactKey, Cursor, MAX_REFRESH_PER_ROUND, SessionFilter, Store,
+    StoreError, SweepSlot, TenantStore, TranscriptPage, sweep_bucket,
 };
-use crate::tenant::{ContextPolicy, Defaults, Settings};
+use crate::tenant::{ContextPolicy, Defaults, InvalidSettings, Settings};
 use crate::tools::{MAX_RESULTS_CHARS_PER_MESSAGE, Tools, cap_to};
 use crate::usage::RoundUsage;
 use crate::window::safe_window_start;
@@ -232,6 +234,9 @@ pub fn validate_text(text: &str) -> Result<(), AskError> {
 struct RoundStats {
     model_ms: f64,
     tool_calls: u64,
+    /// The request that answered sent a window cut at the hard cap (or, after
+    /// "prompt is too long", at the overflow cut).
+    hard_capped: bool,
 }
 
 /// A short, stable name of a model error, for metrics and logs.
@@ -256,10 +261,22 @@ struct TurnPlan {
     summary: Option<String>,
     steps: u32,
     window: Vec<StoredMessage>,
+    /// The TTL of each window message, in the same order.
+    window_expires_at: Vec<Option<i64>>,
     closed_session: Option<u32>,
+    /// Whether the closed session's summary is archived: not when the head's
+    /// retention ran out (its memory is gone).
+    archive_closed: bool,
     /// The closed session whose fact extraction this round requests: the closed
-    /// one, unless the scheduled sweep already requested it.
+    /// one, unless the scheduled sweep already requested it or its retention ran
+    /// out.
     request_facts: Option<u32>,
+}
+
+/// A tenant whose settings cannot be honoured: a configuration error, answered as
+/// an internal error (logged with its reason) with nothing written.
+fn unusable(error: InvalidSettings) -> AskError {
+    AskError::Internal(format!("tenant configuration: {error}"))
 }
 
 impl AskService {
@@ -312,7 +329,8 @@ impl AskService {
         let settings = Settings::resolve(
             &self.defaults,
             self.tenants.tenant_config(&key.tenant).await?.as_ref(),
-        );
+        )
+        .map_err(unusable)?;
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -320,14 +338,23 @@ impl AskService {
             let state = self.store.load_turn(key, now).await?;
             let facts = state.facts;
             let expected = state.head;
-            let plan = turn_plan(expected.as_ref(), state.window, now, &settings);
+            let plan = turn_plan(
+                expected.as_ref(),
+                state.window,
+                state.window_expires_at,
+                now,
+                &settings,
+            );
             let (round, usage, stats) = self
                 .run_round(&settings, &facts, &plan, expected.as_ref(), text)
                 .await?;
 
             let tool_ran = round.len() > 2;
             let round_token = format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..));
-            let transcript_retention = i64::from(settings.transcript_retention_days) * 86_400;
+            // Messages, the archive of a session closed now and the head expire a
+            // retention after the session could close (this round plus the idle
+            // timeout), so an open session's messages never expire under it.
+            let expires_at = now.saturating_add(settings.retention_after_activity_seconds());
             let messages: Vec<StoredMessage> = round
                 .into_iter()
                 .zip(plan.base_seq + 1..)
@@ -377,6 +404,18 @@ impl AskService {
                 .as_ref()
                 .and_then(|head| head.incarnation.clone())
                 .unwrap_or_else(Incarnation::random);
+            // Requesting a closed session's facts makes them pending until the
+            // facts job is done; the sweep requests them again otherwise.
+            let requested = plan.request_facts.map(|session| PendingFacts {
+                session,
+                since: now,
+                attempts: 1,
+            });
+            let pending = requested.or(expected.as_ref().and_then(|head| head.facts_pending));
+            let sweep = SweepSlot {
+                bucket: sweep_bucket(key, self.defaults.sweep_buckets),
+                due: next_sweep_due(now, &settings, false, pending).unwrap_or(now),
+            };
             let commit = crate::store::RoundCommit {
                 key: key.clone(),
                 expected: expected.clone(),
@@ -393,7 +432,11 @@ impl AskService {
                     facts_requested: None,
                     last_round: Some(round_token.clone()),
                     incarnation: Some(incarnation.clone()),
+                    facts_pending: requested,
+                    hard_cap_at: stats.hard_capped.then_some(plan.summarized_until),
+                    expires_at: Some(expires_at),
                 },
+                sweep,
                 messages,
                 idempotency: idempotency.map(|(idem, hash)| CompletedRequest {
                     key: idem.clone(),
@@ -403,15 +446,15 @@ impl AskService {
                 }),
                 archive: expected
                     .as_ref()
-                    .filter(|_| plan.closed_session.is_some())
+                    .filter(|_| plan.closed_session.is_some() && plan.archive_closed)
                     .map(|closed| SessionArchive {
                         session: closed.session,
                         summary: closed.summary.clone(),
                         summarized_until: closed.summarized_until,
                         last_seq: closed.last_seq,
-                        expires_at: now + transcript_retention,
+                        expires_at,
                     }),
-                messages_expire_at: now + transcript_retention,
+                messages_expire_at: expires_at,
             };
             let mut committed = self.store.commit_round(&commit).await;
             if committed.is_err() && self.landed(key, &round_token).await {
@@ -466,6 +509,8 @@ impl AskService {
                 .metric("ModelLatency", stats.model_ms, Unit::Milliseconds)
                 .count("CompactionQueued", u64::from(step_due))
                 .emit();
+            self.refresh_window(key, &incarnation, &plan, now, &settings, expires_at)
+                .await;
             self.after_commit(key, &incarnation, &plan, step_due).await;
             return Ok(response);
         }
@@ -566,6 +611,7 @@ impl AskService {
             // A response holding tool calls needs their results whatever the stop
             // reason says, or the next request would be refused.
             if calls.is_empty() {
+                stats.hard_capped = cut.hard_capped;
                 return Ok((round, usage, stats));
             }
             tool_rounds += 1;
@@ -605,6 +651,54 @@ impl AskService {
         }
     }
 
+    /// Gives the window messages that would expire before the session can close
+    /// (`expires_at` no later than now plus the idle timeout) the TTL of this
+    /// round's, oldest first and at most [`MAX_REFRESH_PER_ROUND`] a round, in a
+    /// transaction of their own: an open session's window never expires under it.
+    /// A failure is only logged: the next round tries again, and the window loader
+    /// survives a message gone meanwhile.
+    async fn refresh_window(
+        &self,
+        key: &ContactKey,
+        incarnation: &Incarnation,
+        plan: &TurnPlan,
+        now: i64,
+        settings: &Settings,
+        expires_at: i64,
+    ) {
+        if plan.closed_session.is_some() {
+            return;
+        }
+        let soon = now.saturating_add(idle_seconds(settings.session_idle_minutes));
+        let seqs: Vec<u64> = plan
+            .window
+            .iter()
+            .zip(&plan.window_expires_at)
+            .filter(|(_, ttl)| ttl.is_some_and(|ttl| ttl <= soon))
+            .map(|(message, _)| message.seq)
+            .take(MAX_REFRESH_PER_ROUND)
+            .collect();
+        if seqs.is_empty() {
+            return;
+        }
+        match self
+            .store
+            .refresh_expiry(key, incarnation, plan.session, &seqs, expires_at)
+            .await
+        {
+            Ok(true) => info!(
+                refreshed = seqs.len(),
+                "window messages kept for the open session"
+            ),
+            Ok(false) => warn!(
+                "the window changed before its expiry was refreshed; the next round tries again"
+            ),
+            Err(error) => {
+                warn!(%error, "could not refresh the window's expiry; the next round tries again")
+            }
+        }
+    }
+
     async fn after_commit(
         &self,
         key: &ContactKey,
@@ -612,11 +706,16 @@ impl AskService {
         plan: &TurnPlan,
         step_due: bool,
     ) {
-        if plan.closed_session.is_some() && plan.request_facts.is_none() {
-            info!(
-                session = plan.closed_session,
+        match (plan.closed_session, plan.request_facts) {
+            (Some(session), None) if plan.archive_closed => info!(
+                session,
                 "session closed: the sweep already requested its fact extraction"
-            );
+            ),
+            (Some(session), None) => info!(
+                session,
+                "the head's retention ran out: a new session starts from nothing"
+            ),
+            _ => {}
         }
         if let Some(closed) = plan.request_facts {
             let job = Job::Facts {
@@ -693,7 +792,8 @@ impl AskService {
         let settings = Settings::resolve(
             &self.defaults,
             self.tenants.tenant_config(&key.tenant).await?.as_ref(),
-        );
+        )
+        .map_err(unusable)?;
         Ok(MemoryView {
             session: SessionView {
                 number: head.session,
@@ -750,33 +850,35 @@ pub(crate) fn idle_seconds(minutes: u64) -> i64 {
 }
 
 /// The session rule: a contact's session closes after the idle timeout; the next
-/// message opens a new one that starts with facts and no summary.
+/// message opens a new one that starts with facts and no summary. A head past its
+/// retention (its memory gone, though DynamoDB may not have deleted it yet) closes
+/// its session too, with nothing archived or extracted from it.
 fn turn_plan(
     head: Option<&Head>,
     window: Vec<StoredMessage>,
+    window_expires_at: Vec<Option<i64>>,
     now: i64,
     settings: &Settings,
 ) -> TurnPlan {
+    let fresh = |session, closed_session| TurnPlan {
+        session,
+        base_seq: 0,
+        summarized_until: 0,
+        summary: None,
+        steps: 0,
+        window: Vec::new(),
+        window_expires_at: Vec::new(),
+        closed_session,
+        archive_closed: false,
+        request_facts: None,
+    };
     match head {
-        None => TurnPlan {
-            session: 1,
-            base_seq: 0,
-            summarized_until: 0,
-            summary: None,
-            steps: 0,
-            window: Vec::new(),
-            closed_session: None,
-            request_facts: None,
-        },
+        None => fresh(1, None),
+        Some(head) if head.expired_at(now) => fresh(head.session + 1, Some(head.session)),
         Some(head) if idle(head, now, settings) => TurnPlan {
-            session: head.session + 1,
-            base_seq: 0,
-            summarized_until: 0,
-            summary: None,
-            steps: 0,
-            window: Vec::new(),
-            closed_session: Some(head.session),
+            archive_closed: true,
             request_facts: (head.facts_requested != Some(head.session)).then_some(head.session),
+            ..fresh(head.session + 1, Some(head.session))
         },
         Some(head) => TurnPlan {
             session: head.session,
@@ -785,7 +887,9 @@ fn turn_plan(
             summary: head.summary.clone(),
             steps: head.steps,
             window,
+            window_expires_at,
             closed_session: None,
+            archive_closed: false,
             request_facts: None,
         },
     }

@@ -14,7 +14,7 @@ use degrau::compactor::{Compactor, CompactorError, JobOutcome, RECORD_FACTS_TOOL
 use degrau::domain::{
     ContactId, ContentBlock, Fact, FactKey, FactSource, Head, Incarnation, StoredMessage, TenantId,
 };
-use degrau::jobs::{Job, NoJobs};
+use degrau::jobs::{EnqueueError, Job, Jobs, NoJobs};
 use degrau::model::scripted::ScriptedModel;
 use degrau::model::{Model, ModelError, ModelResponse};
 use degrau::pruning::PLACEHOLDER_PREFIX;
@@ -36,6 +36,20 @@ struct Harness {
     clock: Arc<AtomicI64>,
     ask: AskService,
     compactor: Compactor,
+    /// What the compactor enqueued itself (the next step after a capped one).
+    jobs: Arc<RecordingJobs>,
+}
+
+/// A queue that records the jobs it is given.
+#[derive(Default)]
+struct RecordingJobs(std::sync::Mutex<Vec<Job>>);
+
+#[async_trait]
+impl Jobs for RecordingJobs {
+    async fn enqueue(&self, job: &Job) -> Result<bool, EnqueueError> {
+        self.0.lock().unwrap().push(job.clone());
+        Ok(true)
+    }
 }
 
 fn defaults() -> Defaults {
@@ -46,6 +60,7 @@ fn defaults() -> Defaults {
             hard_limit_tokens: 1_000_000,
             prune_keep_turns: 1,
             prune_min_chars: 400,
+            ..CompactionPolicy::default()
         },
         ..Defaults::default()
     }
@@ -56,6 +71,7 @@ fn harness_with(model: Arc<dyn Model>, scripted: Arc<ScriptedModel>) -> Harness 
     let clock = Arc::new(AtomicI64::new(START));
     let now = clock.clone();
     let clock_fn: degrau::ask::Clock = Arc::new(move || now.load(Ordering::SeqCst));
+    let jobs = Arc::new(RecordingJobs::default());
     Harness {
         ask: AskService {
             store: store.clone(),
@@ -72,10 +88,12 @@ fn harness_with(model: Arc<dyn Model>, scripted: Arc<ScriptedModel>) -> Harness 
             model,
             defaults: defaults(),
             clock: clock_fn,
+            jobs: jobs.clone(),
         },
         store,
         model: scripted,
         clock,
+        jobs,
     }
 }
 
@@ -776,4 +794,57 @@ async fn a_facts_job_held_across_an_erase_and_a_new_message_writes_nothing_back(
         "no fact of the erased conversation: {facts:?}"
     );
     assert_eq!(after, Some(fresh));
+}
+
+#[tokio::test]
+async fn a_step_after_a_long_backlog_folds_a_bounded_span() {
+    let h = harness();
+    // Thirty rounds of long messages and no step (an outage, say): about 210,000
+    // characters before the kept window, far past what one summary request holds.
+    for i in 0..30 {
+        let context = if i == 29 { 5_000 } else { 500 };
+        h.model
+            .push(ScriptedModel::text(&format!("reply {i}"), usage(context)));
+        let text = format!("message {i:02} {}", "lorem ipsum ".repeat(580));
+        h.ask.ask(&key(), &text, None).await.unwrap();
+    }
+    h.model.push(ScriptedModel::text(SUMMARY, usage(700)));
+    let outcome = h.compactor.run(&step_job(&h, 1, 0).await).await.unwrap();
+
+    let request = h.model.requests().pop().unwrap();
+    let chars = user_text(&request).chars().count();
+    assert!(
+        chars <= 130_000,
+        "one summary request held {chars} characters"
+    );
+    let JobOutcome::StepApplied {
+        new_summarized_until,
+        ..
+    } = outcome
+    else {
+        panic!("{outcome:?}");
+    };
+    assert!(
+        new_summarized_until < 52,
+        "folded up to {new_summarized_until}, everything before the kept window"
+    );
+
+    // The compactor requested the next step itself; the steps catch up, each
+    // request bounded, until the kept window (messages 53-60) is reached.
+    let mut steps = 1;
+    loop {
+        let next = h.jobs.0.lock().unwrap().pop();
+        let Some(next) = next else { break };
+        assert_eq!(next.kind(), "step");
+        h.model.push(ScriptedModel::text(SUMMARY, usage(700)));
+        h.compactor.run(&next).await.unwrap();
+        let chars = user_text(&h.model.requests().pop().unwrap())
+            .chars()
+            .count();
+        assert!(chars <= 130_000, "step {steps} held {chars} characters");
+        steps += 1;
+        assert!(steps < 10, "the steps do not catch up");
+    }
+    assert!(steps >= 2);
+    assert_eq!(head(&h).await.summarized_until, 52);
 }

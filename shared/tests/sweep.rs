@@ -10,15 +10,16 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use degrau::ask::AskService;
+use degrau::compactor::FACTS_RETRY_SECONDS;
 use degrau::compactor::{Compactor, CompactorError, SweepReport};
 use degrau::domain::{ContactId, Fact, FactKey, Head, IdempotencyKey, Incarnation, TenantId};
-use degrau::jobs::{EnqueueError, Job, Jobs};
+use degrau::jobs::{EnqueueError, Job, Jobs, NoJobs};
 use degrau::model::scripted::ScriptedModel;
 use degrau::store::memory::MemoryStore;
 use degrau::store::{
-    AppliedStep, Claim, ClosedSession, ContactKey, Cursor, FactWrite, IdleSession, RoundCommit,
-    SWEEP_BUCKETS, SessionFilter, Store, StoreError, TenantStore, TranscriptPage, TurnState,
-    sweep_bucket,
+    AppliedStep, Claim, ClosedSession, ContactKey, Cursor, DEFAULT_SWEEP_BUCKETS, DueHead,
+    FactWrite, PendingChange, RoundCommit, SessionFilter, Store, StoreError, SweepSettle,
+    TenantStore, TranscriptPage, TurnState,
 };
 use degrau::tenant::{Defaults, TenantConfig};
 use degrau::tools::demo::DemoTools;
@@ -82,6 +83,7 @@ fn harness() -> Harness {
             model: model.clone(),
             defaults: Defaults::default(),
             clock: clock_fn,
+            jobs: Arc::new(NoJobs),
         },
         store,
         model,
@@ -89,6 +91,11 @@ fn harness() -> Harness {
         ask_jobs,
         sweep_jobs: RecordingJobs::default(),
     }
+}
+
+/// The contact's sweep bucket at the default bucket count.
+fn bucket_of(key: &ContactKey) -> u8 {
+    degrau::store::sweep_bucket(key, DEFAULT_SWEEP_BUCKETS)
 }
 
 fn key(tenant: &str, contact: &str) -> ContactKey {
@@ -135,6 +142,21 @@ impl Harness {
         found
     }
 
+    /// Runs every facts job `jobs` recorded through the compactor, each finding
+    /// nothing to record: the extractions are done.
+    async fn extract_all(&self, jobs: &RecordingJobs) {
+        let recorded: Vec<Job> = jobs.jobs.lock().unwrap().clone();
+        for job in recorded.iter().filter(|job| job.kind() == "facts") {
+            self.model.push(ScriptedModel::tool_call(
+                "facts",
+                degrau::compactor::RECORD_FACTS_TOOL,
+                serde_json::json!({"facts": []}),
+                Usage::default(),
+            ));
+            self.compactor.run(job).await.unwrap();
+        }
+    }
+
     async fn facts_requested(&self, key: &ContactKey) -> Option<u32> {
         let (head, _) = self.store.load_memory(key, START).await.unwrap();
         head.unwrap().facts_requested
@@ -165,10 +187,21 @@ async fn an_idle_session_is_swept_once_when_its_timeout_has_passed() {
     assert_eq!(h.sweep(h.at(IDLE)).await, report(1, 1, 0, 0));
     assert_eq!(h.facts(&h.sweep_jobs).await, vec![(ana.clone(), 1)]);
     assert_eq!(h.facts_requested(&ana).await, Some(1));
-    assert_eq!(h.store.sweep_entry(&ana), None, "out of the index");
+    assert_eq!(
+        h.store.sweep_entry(&ana),
+        Some((bucket_of(&ana), START + IDLE + FACTS_RETRY_SECONDS)),
+        "due again if the extraction is still pending then"
+    );
+    h.extract_all(&h.sweep_jobs).await;
 
     assert_eq!(
         h.sweep(h.at(3 * IDLE)).await,
+        report(1, 0, 1, 0),
+        "the extraction is done: nothing left to do"
+    );
+    assert_eq!(h.store.sweep_entry(&ana), None, "out of the index");
+    assert_eq!(
+        h.sweep(h.at(4 * IDLE)).await,
         report(0, 0, 0, 0),
         "a swept session is not swept again"
     );
@@ -177,32 +210,45 @@ async fn an_idle_session_is_swept_once_when_its_timeout_has_passed() {
 }
 
 #[tokio::test]
-async fn a_contact_idle_by_the_default_but_not_by_its_tenants_longer_timeout_is_skipped() {
+async fn a_head_is_due_by_its_tenants_own_timeout_even_one_changed_after_its_round() {
     let h = harness();
     let patient = TenantConfig {
         session_idle_minutes: Some(3 * 24 * 60),
         ..TenantConfig::default()
     };
-    h.store
-        .put_tenant_config(&TenantId::parse("clinic").unwrap(), &patient)
-        .await
-        .unwrap();
+    let clinic = TenantId::parse("clinic").unwrap();
     let bia = key("clinic", "bia");
     let caio = key("barber", "caio");
     h.say(&bia, "hi").await;
     h.say(&caio, "hi").await;
+    // The clinic lengthens its timeout after bia's round (filed by the old one).
+    h.store.put_tenant_config(&clinic, &patient).await.unwrap();
+    assert_eq!(
+        h.store.sweep_entry(&bia),
+        Some((bucket_of(&bia), START + IDLE))
+    );
 
     assert_eq!(h.sweep(h.at(IDLE)).await, report(2, 1, 1, 0));
     assert_eq!(h.facts(&h.sweep_jobs).await, vec![(caio, 1)]);
     assert_eq!(h.facts_requested(&bia).await, None);
-    assert!(
-        h.store.sweep_entry(&bia).is_some(),
-        "left for a later sweep"
+    assert_eq!(
+        h.store.sweep_entry(&bia),
+        Some((bucket_of(&bia), START + 3 * IDLE)),
+        "moved to when it is idle by the new timeout"
     );
+    h.extract_all(&h.sweep_jobs).await;
 
+    // Only caio's done extraction is due before that; bia at its time.
     assert_eq!(h.sweep(h.at(3 * IDLE - 1)).await, report(1, 0, 1, 0));
     assert_eq!(h.sweep(h.at(3 * IDLE)).await, report(1, 1, 0, 0));
     assert_eq!(h.facts(&h.sweep_jobs).await.last(), Some(&(bia, 1)));
+    // A head of the patient tenant is filed under its own timeout from the start.
+    let dora = key("clinic", "dora");
+    h.say(&dora, "hi").await;
+    assert_eq!(
+        h.store.sweep_entry(&dora),
+        Some((bucket_of(&dora), START + 3 * IDLE + 3 * IDLE))
+    );
 }
 
 #[tokio::test]
@@ -226,8 +272,8 @@ async fn a_swept_session_whose_contact_writes_again_opens_a_new_one_without_a_se
     );
     assert_eq!(
         h.store.sweep_entry(&ana),
-        Some((sweep_bucket(&ana), START + IDLE + 10 * MINUTE)),
-        "back in the index at its new activity"
+        Some((bucket_of(&ana), START + IDLE + FACTS_RETRY_SECONDS)),
+        "due when session 1's pending extraction is, before session 2 goes idle"
     );
 
     // Session 2 closes by the next message (not swept): that one requests it.
@@ -258,12 +304,17 @@ async fn an_erased_contact_is_not_swept() {
     assert_eq!(h.sweep(h.at(IDLE)).await, report(1, 1, 0, 0));
     assert_eq!(h.facts(&h.sweep_jobs).await, vec![(bruno, 1)]);
     assert_eq!(h.store.item_count(&ana), 0, "marking wrote nothing back");
-    assert!(
-        !h.store
-            .mark_swept(&ana, &Incarnation::random(), 1, START)
-            .await
-            .unwrap()
-    );
+    let settle = SweepSettle {
+        incarnation: Incarnation::random(),
+        last_activity: START,
+        due: START + IDLE,
+        pending_since: None,
+        facts_requested: Some(1),
+        pending: PendingChange::Keep,
+        next_due: None,
+    };
+    assert!(!h.store.settle_sweep(&ana, &settle).await.unwrap());
+    assert_eq!(h.store.item_count(&ana), 0);
 }
 
 #[tokio::test]
@@ -368,28 +419,45 @@ impl Store for FlakyIndex {
     ) -> Result<Option<Incarnation>, StoreError> {
         self.inner.ensure_incarnation(key, candidate).await
     }
-    async fn idle_sessions(
+    async fn due_heads(
         &self,
         bucket: u8,
-        last_activity_before: i64,
+        due_by: i64,
         limit: usize,
-    ) -> Result<Vec<IdleSession>, StoreError> {
+    ) -> Result<Vec<DueHead>, StoreError> {
         if self.failing.contains(&bucket) {
             return Err(StoreError::Unavailable("throttled".into()));
         }
-        self.inner
-            .idle_sessions(bucket, last_activity_before, limit)
-            .await
+        self.inner.due_heads(bucket, due_by, limit).await
     }
-    async fn mark_swept(
+    async fn load_head(&self, key: &ContactKey) -> Result<Option<Head>, StoreError> {
+        self.inner.load_head(key).await
+    }
+    async fn settle_sweep(
+        &self,
+        key: &ContactKey,
+        settle: &SweepSettle,
+    ) -> Result<bool, StoreError> {
+        self.inner.settle_sweep(key, settle).await
+    }
+    async fn facts_done(
         &self,
         key: &ContactKey,
         incarnation: &Incarnation,
         session: u32,
-        last_activity: i64,
+    ) -> Result<bool, StoreError> {
+        self.inner.facts_done(key, incarnation, session).await
+    }
+    async fn refresh_expiry(
+        &self,
+        key: &ContactKey,
+        incarnation: &Incarnation,
+        session: u32,
+        seqs: &[u64],
+        expires_at: i64,
     ) -> Result<bool, StoreError> {
         self.inner
-            .mark_swept(key, incarnation, session, last_activity)
+            .refresh_expiry(key, incarnation, session, seqs, expires_at)
             .await
     }
 }
@@ -400,7 +468,7 @@ async fn a_failed_bucket_read_holds_up_only_that_bucket_and_all_failing_is_an_er
     let ana = key("barber", "ana");
     let bruno = (0..)
         .map(|i| key("barber", &format!("bruno{i}")))
-        .find(|k| sweep_bucket(k) != sweep_bucket(&ana))
+        .find(|k| bucket_of(k) != bucket_of(&ana))
         .unwrap();
     h.say(&ana, "hi").await;
     h.say(&bruno, "hi").await;
@@ -413,7 +481,7 @@ async fn a_failed_bucket_read_holds_up_only_that_bucket_and_all_failing_is_an_er
     };
     let now = h.at(IDLE);
 
-    let partial = compactor(vec![sweep_bucket(&ana)])
+    let partial = compactor(vec![bucket_of(&ana)])
         .sweep(&h.sweep_jobs, now)
         .await
         .unwrap();
@@ -430,7 +498,7 @@ async fn a_failed_bucket_read_holds_up_only_that_bucket_and_all_failing_is_an_er
         "left for the next sweep"
     );
 
-    let error = compactor((0..SWEEP_BUCKETS).collect())
+    let error = compactor((0..DEFAULT_SWEEP_BUCKETS).collect())
         .sweep(&h.sweep_jobs, now)
         .await
         .unwrap_err();
@@ -447,10 +515,10 @@ async fn each_bucket_is_read_up_to_its_limit_per_run_oldest_first() {
     use degrau::compactor::SWEEP_LIMIT_PER_BUCKET;
     let h = harness();
     // More idle contacts in one bucket than a run takes, one minute apart.
-    let bucket = sweep_bucket(&key("barber", "c0"));
+    let bucket = bucket_of(&key("barber", "c0"));
     let crowd: Vec<ContactKey> = (0..)
         .map(|i| key("barber", &format!("c{i}")))
-        .filter(|k| sweep_bucket(k) == bucket)
+        .filter(|k| bucket_of(k) == bucket)
         .take(SWEEP_LIMIT_PER_BUCKET + 3)
         .collect();
     for (i, contact) in crowd.iter().enumerate() {
@@ -470,7 +538,7 @@ async fn each_bucket_is_read_up_to_its_limit_per_run_oldest_first() {
         .collect();
     assert_eq!(swept, crowd[..SWEEP_LIMIT_PER_BUCKET], "the oldest first");
     assert_eq!(h.sweep(now).await, report(3, 3, 0, 0), "the rest next run");
-    assert!(bucket < SWEEP_BUCKETS);
+    assert!(bucket < DEFAULT_SWEEP_BUCKETS);
 }
 
 #[tokio::test]
@@ -482,4 +550,72 @@ async fn a_head_from_before_incarnations_is_given_one_and_swept_with_it() {
     assert_eq!(h.sweep(h.at(IDLE)).await, report(1, 1, 0, 0));
     assert_eq!(h.facts(&h.sweep_jobs).await, vec![(ana.clone(), 1)]);
     assert_eq!(h.facts_requested(&ana).await, Some(1));
+}
+
+#[tokio::test]
+async fn facts_of_a_swept_session_read_its_summary_and_only_the_messages_after_it() {
+    let h = harness();
+    let ana = key("barber", "ana");
+    for text in ["I'm Ana", "mornings suit me", "book Tuesday"] {
+        h.say(&ana, text).await;
+    }
+    h.store
+        .set_summarized_until(&ana, 4, Some("The customer, Ana, prefers mornings.".into()));
+    assert_eq!(h.sweep(h.at(IDLE)).await, report(1, 1, 0, 0));
+    let job = h.sweep_jobs.jobs.lock().unwrap().last().cloned().unwrap();
+    h.model.push(ScriptedModel::tool_call(
+        "facts",
+        degrau::compactor::RECORD_FACTS_TOOL,
+        serde_json::json!({"facts": []}),
+        Usage::default(),
+    ));
+    h.compactor.run(&job).await.unwrap();
+
+    let request = h.model.requests().pop().unwrap();
+    let text = match &request.messages[0].content[0].block {
+        degrau::domain::ContentBlock::Text { text } => text.clone(),
+        other => panic!("expected text, got {other:?}"),
+    };
+    assert!(
+        text.contains("<session_record>\nThe customer, Ana, prefers mornings.\n</session_record>"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("[seq 1]") && !text.contains("[seq 4]"),
+        "{text}"
+    );
+    assert!(text.contains("[seq 5] user: book Tuesday"), "{text}");
+}
+
+#[tokio::test]
+async fn heads_not_yet_idle_by_their_tenants_longer_timeout_never_hold_up_the_idle_ones() {
+    use degrau::compactor::SWEEP_LIMIT_PER_BUCKET;
+    let h = harness();
+    let patient = TenantConfig {
+        session_idle_minutes: Some(3 * 24 * 60),
+        ..TenantConfig::default()
+    };
+    h.store
+        .put_tenant_config(&TenantId::parse("clinic").unwrap(), &patient)
+        .await
+        .unwrap();
+    // More heads of the patient tenant than a run reads, all in one bucket and
+    // older than the one contact of the other tenant that is really idle.
+    let bucket = bucket_of(&key("barber", "late"));
+    let patients: Vec<ContactKey> = (0..)
+        .map(|i| key("clinic", &format!("p{i}")))
+        .filter(|k| bucket_of(k) == bucket)
+        .take(SWEEP_LIMIT_PER_BUCKET + 1)
+        .collect();
+    for (i, contact) in patients.iter().enumerate() {
+        h.at(i as i64);
+        h.say(contact, "hi").await;
+    }
+    let late = key("barber", "late");
+    h.at(10 * MINUTE);
+    h.say(&late, "hi").await;
+
+    let report = h.sweep(h.at(10 * MINUTE + IDLE)).await;
+    assert_eq!(report.enqueued, 1, "{report:?}");
+    assert_eq!(h.facts(&h.sweep_jobs).await, vec![(late, 1)]);
 }

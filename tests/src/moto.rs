@@ -73,7 +73,7 @@ pub fn unique_name(prefix: &str) -> String {
 
 /// Creates a new, uniquely named table with degrau's schema (`pk`/`sk` strings,
 /// on-demand, TTL on `expires_at`, the sparse sweep index `by-activity` on
-/// `sweep_pk`/`sweep_sk` projecting `session` and `incarnation`, and the sparse,
+/// `sweep_pk`/`sweep_sk` projecting `session`, and the sparse,
 /// keys-only `by-incarnation` index, as in `template.yaml`) and returns its name.
 pub async fn fresh_table(client: &aws_sdk_dynamodb::Client) -> String {
     let table = unique_name("degrau-test");
@@ -99,7 +99,6 @@ pub async fn fresh_table(client: &aws_sdk_dynamodb::Client) -> String {
             Projection::builder()
                 .projection_type(ProjectionType::Include)
                 .non_key_attributes("session")
-                .non_key_attributes("incarnation")
                 .build(),
         )
         .build()

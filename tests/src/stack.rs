@@ -303,9 +303,8 @@ impl FullStack {
     }
 
     /// Like [`FullStack::age_contact`], and moves the head's sweep index entry
-    /// (`sweep_sk`, its last activity) back with it, as if the time had passed
-    /// since the round. The head must be in the index (not swept since its last
-    /// round).
+    /// (`sweep_sk`, when it is due) back with it, as if the time had passed since
+    /// the round. The head must be in the index.
     pub async fn age_indexed_contact(&self, tenant: &str, contact: &str, seconds: i64) {
         self.dynamodb
             .update_item()

@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use aws_sdk_dynamodb::types::AttributeValue;
+use degrau::domain::PendingFacts;
 use degrau::domain::{
     ContactId, ContentBlock, Fact, FactKey, FactSource, Head, IdempotencyKey, Incarnation, Role,
     StoredMessage, TenantId,
@@ -19,9 +20,9 @@ use degrau::pruning::PruneDecision;
 use degrau::store::dynamo::DynamoStore;
 use degrau::store::memory::MemoryStore;
 use degrau::store::{
-    AppliedStep, Claim, ClosedSession, CompletedRequest, ContactKey, Cursor, FactWrite,
-    IdleSession, MAX_PRUNES_PER_STEP, RoundCommit, SWEEP_BUCKETS, SessionArchive, SessionFilter,
-    Store, StoreError, TenantStore, sweep_bucket,
+    AppliedStep, Claim, ClosedSession, CompletedRequest, ContactKey, Cursor, DEFAULT_SWEEP_BUCKETS,
+    DueHead, FactWrite, MAX_PRUNES_PER_STEP, MAX_REFRESH_PER_ROUND, PendingChange, RoundCommit,
+    SessionArchive, SessionFilter, Store, StoreError, SweepSettle, SweepSlot, TenantStore,
 };
 use degrau::tenant::TenantConfig;
 use degrau::usage::Usage;
@@ -36,6 +37,13 @@ const NOW: i64 = 1_800_000_000;
 const RETAINED: i64 = 4_102_444_800;
 /// A TTL long past by any clock (2001).
 const LONG_EXPIRED: i64 = 1_000_000_000;
+/// How long after its round a test head is due for the sweep.
+const DUE_AFTER: i64 = 3_600;
+
+/// A contact's sweep bucket at the default bucket count.
+fn sweep_bucket(key: &ContactKey) -> u8 {
+    degrau::store::sweep_bucket(key, DEFAULT_SWEEP_BUCKETS)
+}
 
 /// An adapter under test, with the few raw writes and reads the contract needs that
 /// the port itself does not offer (a compaction step, a fact, an item count).
@@ -60,6 +68,10 @@ trait Backend: Sized {
     async fn raw_sweep(&self, key: &ContactKey) -> Option<(u8, i64)>;
     /// Removes the head's incarnation, as on a head written before incarnations.
     async fn forget_incarnation(&self, key: &ContactKey);
+    /// Deletes a message, as DynamoDB's TTL would once it expired.
+    async fn delete_message(&self, key: &ContactKey, session: u32, seq: u64);
+    /// The head's `expires_at` attribute, read raw.
+    async fn raw_head_expires_at(&self, key: &ContactKey) -> Option<i64>;
 }
 
 struct Memory(Arc<MemoryStore>);
@@ -107,6 +119,14 @@ impl Backend for Memory {
 
     async fn forget_incarnation(&self, key: &ContactKey) {
         self.0.forget_incarnation(key);
+    }
+
+    async fn delete_message(&self, key: &ContactKey, session: u32, seq: u64) {
+        self.0.delete_message(key, session, seq);
+    }
+
+    async fn raw_head_expires_at(&self, key: &ContactKey) -> Option<i64> {
+        self.0.load_head(key).await.unwrap()?.expires_at
     }
 }
 
@@ -302,6 +322,22 @@ impl Backend for Dynamo {
             .await
             .unwrap();
     }
+
+    async fn delete_message(&self, key: &ContactKey, session: u32, seq: u64) {
+        self.client
+            .delete_item()
+            .table_name(&self.table)
+            .key("pk", s(raw_pk(key)))
+            .key("sk", s(format!("S#{session:06}#M#{seq:08}")))
+            .send()
+            .await
+            .unwrap();
+    }
+
+    async fn raw_head_expires_at(&self, key: &ContactKey) -> Option<i64> {
+        let item = self.raw_get(key, "HEAD".into()).await?;
+        raw_number(&item, "expires_at")
+    }
 }
 
 // ---- fixtures --------------------------------------------------------------------
@@ -382,6 +418,13 @@ fn round(key: &ContactKey, expected: Option<&Head>, messages: Vec<StoredMessage>
             incarnation: expected
                 .and_then(|head| head.incarnation.clone())
                 .or_else(|| Some(Incarnation::random())),
+            facts_pending: None,
+            hard_cap_at: None,
+            expires_at: Some(RETAINED),
+        },
+        sweep: SweepSlot {
+            bucket: sweep_bucket(key),
+            due: NOW + last.seq as i64 + DUE_AFTER,
         },
         messages,
         idempotency: None,
@@ -1466,7 +1509,7 @@ async fn the_transcript_of_all_sessions_never_returns_an_archive_item(backend: i
     assert_eq!(seqs(&last_closed.messages), [(3, 1), (3, 2)]);
 }
 
-async fn message_items_carry_their_expiry_and_expired_ones_leave_the_transcript_but_not_the_window(
+async fn message_items_carry_their_expiry_and_expired_ones_leave_the_transcript_and_the_window(
     backend: impl Backend,
 ) {
     let store = backend.store();
@@ -1501,9 +1544,160 @@ async fn message_items_carry_their_expiry_and_expired_ones_leave_the_transcript_
         .await
         .unwrap();
     assert_eq!(seqs(&page.messages), [(1, 3), (1, 4)]);
-    // The open session's window stays whole, so no tool pair is ever split.
+    // Expired messages are gone from the window too; it starts at a safe start.
     let turn = store.load_turn(&key, NOW).await.unwrap();
-    assert_eq!(seqs(&turn.window), [(1, 1), (1, 2), (1, 3), (1, 4)]);
+    assert_eq!(seqs(&turn.window), [(1, 3), (1, 4)]);
+    assert_eq!(turn.window_expires_at, [Some(RETAINED), Some(RETAINED)]);
+}
+
+async fn a_window_with_a_hole_starts_at_the_first_safe_start_after_the_last_one(
+    backend: impl Backend,
+) {
+    let store = backend.store();
+    let key = ana();
+    // 1 user, 2 assistant, 3 user, 4 tool_use, 5 tool_result, 6 assistant, 7 user, 8.
+    tool_session(&*store, &key).await;
+    let whole = store.load_turn(&key, NOW).await.unwrap();
+    assert_eq!(whole.window.len(), 8);
+    assert_eq!(whole.window_expires_at, vec![Some(RETAINED); 8]);
+
+    // The tool call goes: its result would be an orphan.
+    backend.delete_message(&key, 1, 4).await;
+    let turn = store.load_turn(&key, NOW).await.unwrap();
+    assert_eq!(seqs(&turn.window), [(1, 7), (1, 8)]);
+    assert_eq!(turn.window_expires_at.len(), 2);
+    // The first message after `summarized_until` goes: the same.
+    backend.delete_message(&key, 1, 1).await;
+    assert_eq!(
+        seqs(&store.load_turn(&key, NOW).await.unwrap().window),
+        [(1, 7), (1, 8)]
+    );
+    // The transcript shows what is left, holes and all.
+    let page = store
+        .transcript(&key, SessionFilter::All, 10, None)
+        .await
+        .unwrap();
+    assert_eq!(page.messages.len(), 6);
+}
+
+async fn a_head_past_its_expiry_is_gone_for_load_memory_but_not_for_load_turn(
+    backend: impl Backend,
+) {
+    let store = backend.store();
+    let key = ana();
+    let mut first = round(&key, None, exchange(1, None, "hello"));
+    first.head.expires_at = Some(NOW + 60);
+    store.commit_round(&first).await.unwrap();
+    assert_eq!(backend.raw_head_expires_at(&key).await, Some(NOW + 60));
+    let (head, _) = store.load_memory(&key, NOW + 59).await.unwrap();
+    assert_eq!(head.unwrap().expires_at, Some(NOW + 60));
+    assert_eq!(store.load_memory(&key, NOW + 60).await.unwrap().0, None);
+    // The next round needs it, to replace it under its condition.
+    let turn = store.load_turn(&key, NOW + 60).await.unwrap();
+    let expired = turn.head.unwrap();
+    assert!(expired.expired_at(NOW + 60));
+    let next = round(&key, Some(&expired), exchange(2, Some(&expired), "again"));
+    store.commit_round(&next).await.unwrap();
+    assert_eq!(backend.raw_head_expires_at(&key).await, Some(RETAINED));
+    assert!(store.load_memory(&key, NOW + 60).await.unwrap().0.is_some());
+}
+
+async fn refreshing_expiry_sets_the_ttl_of_existing_messages_of_the_same_life_only(
+    backend: impl Backend,
+) {
+    let store = backend.store();
+    let key = ana();
+    let first = RoundCommit {
+        messages_expire_at: NOW + 10,
+        ..round(&key, None, exchange(1, None, "hello"))
+    };
+    store.commit_round(&first).await.unwrap();
+    let head = commit(&*store, &key, exchange(1, Some(&first.head), "again")).await;
+    let life = head.incarnation.clone().unwrap();
+
+    assert!(
+        store
+            .refresh_expiry(&key, &life, 1, &[1, 2], NOW + 1000)
+            .await
+            .unwrap()
+    );
+    for seq in [1, 2] {
+        assert_eq!(
+            backend.raw_message_expires_at(&key, 1, seq).await,
+            Some(NOW + 1000)
+        );
+    }
+    assert_eq!(
+        backend.raw_message_expires_at(&key, 1, 3).await,
+        Some(RETAINED),
+        "untouched"
+    );
+    // Another life, or a message that is gone: nothing is written.
+    assert!(
+        !store
+            .refresh_expiry(&key, &Incarnation::random(), 1, &[1], NOW + 2000)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .refresh_expiry(&key, &life, 1, &[2, 99], NOW + 2000)
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        backend.raw_message_expires_at(&key, 1, 2).await,
+        Some(NOW + 1000)
+    );
+    let items = backend.raw_item_count(&key).await;
+    assert_eq!(items, 5, "no message was created");
+    let too_many: Vec<u64> = (1..=MAX_REFRESH_PER_ROUND as u64 + 1).collect();
+    let err = store
+        .refresh_expiry(&key, &life, 1, &too_many, NOW)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Other(_)), "{err:?}");
+}
+
+async fn a_round_that_requests_facts_leaves_them_pending_until_the_job_is_done(
+    backend: impl Backend,
+) {
+    let store = backend.store();
+    let key = ana();
+    let head = commit(&*store, &key, exchange(1, None, "hello")).await;
+    let life = head.incarnation.clone().unwrap();
+    let pending = PendingFacts {
+        session: 1,
+        since: NOW,
+        attempts: 1,
+    };
+    let mut opening = round(&key, Some(&head), exchange(2, None, "new day"));
+    opening.head.facts_pending = Some(pending);
+    store.commit_round(&opening).await.unwrap();
+    let head = store.load_turn(&key, NOW).await.unwrap().head.unwrap();
+    assert_eq!(head.facts_pending, Some(pending));
+    // A round that requests nothing leaves it as it is.
+    let head = commit(&*store, &key, exchange(2, Some(&head), "more")).await;
+    assert_eq!(head.facts_pending, Some(pending));
+
+    // Done for another session, or by another life: nothing changes.
+    assert!(!store.facts_done(&key, &life, 2).await.unwrap());
+    assert!(
+        !store
+            .facts_done(&key, &Incarnation::random(), 1)
+            .await
+            .unwrap()
+    );
+    assert!(store.facts_done(&key, &life, 1).await.unwrap());
+    let head = store.load_turn(&key, NOW).await.unwrap().head.unwrap();
+    assert_eq!(head.facts_pending, None);
+    assert!(
+        !store.facts_done(&key, &life, 1).await.unwrap(),
+        "done once"
+    );
+    let stranger = contact_key("acme", "stranger");
+    assert!(!store.facts_done(&stranger, &life, 1).await.unwrap());
+    assert_eq!(backend.raw_item_count(&stranger).await, 0, "no stray head");
 }
 
 async fn saved_facts_keep_source_and_expiry_replace_by_key_and_removals_delete(
@@ -1760,9 +1954,17 @@ async fn job_writes_for_an_erased_life_change_nothing_in_the_contacts_new_one(
             .await
             .unwrap()
     );
+    let due = backend.raw_sweep(&key).await.unwrap().1;
+    let sweep = SweepSettle {
+        incarnation: old.clone(),
+        facts_requested: Some(1),
+        ..settle(&fresh, due)
+    };
+    assert!(!store.settle_sweep(&key, &sweep).await.unwrap());
+    assert!(!store.facts_done(&key, &old, 1).await.unwrap());
     assert!(
         !store
-            .mark_swept(&key, &old, fresh.session, fresh.last_activity)
+            .refresh_expiry(&key, &old, 1, &[1], NOW)
             .await
             .unwrap()
     );
@@ -1825,10 +2027,10 @@ async fn a_head_from_before_incarnations_gets_one_at_its_next_round_or_when_swep
 
 // ---- the sweep index ---------------------------------------------------------------
 
-/// The first session's first round for `key`, last active at `last_activity`.
-async fn commit_at<S: Store>(store: &S, key: &ContactKey, last_activity: i64) {
+/// The first session's first round for `key`, due for the sweep at `due`.
+async fn commit_due<S: Store>(store: &S, key: &ContactKey, due: i64) {
     let mut commit = round(key, None, exchange(1, None, "hi"));
-    commit.head.last_activity = last_activity;
+    commit.sweep.due = due;
     store.commit_round(&commit).await.unwrap();
 }
 
@@ -1841,249 +2043,258 @@ fn contacts_in_bucket(bucket: u8, count: usize) -> Vec<ContactKey> {
         .collect()
 }
 
-async fn idle<S: Store>(
-    store: &S,
-    key: &ContactKey,
-    session: u32,
-    last_activity: i64,
-) -> IdleSession {
-    IdleSession {
+fn due(key: &ContactKey, due: i64) -> DueHead {
+    DueHead {
         key: key.clone(),
-        session,
-        last_activity,
-        incarnation: Some(life_of(store, key).await),
+        due,
     }
 }
 
-async fn every_round_indexes_the_head_under_its_bucket_at_its_last_activity(backend: impl Backend) {
+/// What the sweep writes on `head` as read, with `due` as its entry said.
+fn settle(head: &Head, due: i64) -> SweepSettle {
+    SweepSettle {
+        incarnation: head.incarnation.clone().unwrap(),
+        last_activity: head.last_activity,
+        due,
+        pending_since: head.facts_pending.map(|pending| pending.since),
+        facts_requested: None,
+        pending: PendingChange::Keep,
+        next_due: None,
+    }
+}
+
+async fn every_round_files_the_head_under_its_bucket_at_its_due_time(backend: impl Backend) {
     let store = backend.store();
     let key = ana();
     let bucket = sweep_bucket(&key);
-    assert!(bucket < SWEEP_BUCKETS);
+    assert!(bucket < DEFAULT_SWEEP_BUCKETS);
     let head = commit(&*store, &key, exchange(1, None, "hello")).await;
-    assert_eq!(head.last_activity, NOW + 2);
-    assert_eq!(backend.raw_sweep(&key).await, Some((bucket, NOW + 2)));
+    let at = NOW + 2 + DUE_AFTER;
+    assert_eq!(backend.raw_sweep(&key).await, Some((bucket, at)));
     assert_eq!(
-        store.idle_sessions(bucket, NOW + 3, 10).await.unwrap(),
-        vec![idle(&*store, &key, 1, NOW + 2).await]
+        store.due_heads(bucket, at, 10).await.unwrap(),
+        vec![due(&key, at)]
     );
     assert!(
         store
-            .idle_sessions(bucket, NOW + 2, 10)
+            .due_heads(bucket, at - 1, 10)
             .await
             .unwrap()
             .is_empty(),
-        "strictly before"
+        "not due yet"
     );
-    let other = (bucket + 1) % SWEEP_BUCKETS;
+    let other = (bucket + 1) % DEFAULT_SWEEP_BUCKETS;
     assert!(
         store
-            .idle_sessions(other, i64::MAX, 10)
+            .due_heads(other, i64::MAX, 10)
             .await
             .unwrap()
             .is_empty()
     );
 
-    // The next round moves the entry to its own time.
-    let head = commit(&*store, &key, exchange(1, Some(&head), "again")).await;
+    // The next round moves the entry to its own due time.
+    let mut next = round(&key, Some(&head), exchange(1, Some(&head), "again"));
+    next.sweep = SweepSlot {
+        bucket: other,
+        due: NOW + 7,
+    };
+    store.commit_round(&next).await.unwrap();
+    assert_eq!(backend.raw_sweep(&key).await, Some((other, NOW + 7)));
+    assert!(
+        store
+            .due_heads(bucket, i64::MAX, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(
-        backend.raw_sweep(&key).await,
-        Some((bucket, head.last_activity))
+        store.due_heads(other, NOW + 7, 10).await.unwrap(),
+        vec![due(&key, NOW + 7)]
     );
-    assert!(
-        store
-            .idle_sessions(bucket, NOW + 3, 10)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert_eq!(store.load_head(&key).await.unwrap().unwrap().last_seq, 4);
 
-    // A partition holding only an idempotency record has no head to index.
+    // A partition holding only an idempotency record has no head to file.
     let bruno = contact_key("acme", "bruno");
     store
         .claim_request(&bruno, &idem("k"), "h", NOW, 60)
         .await
         .unwrap();
     assert_eq!(backend.raw_sweep(&bruno).await, None);
+    assert_eq!(store.load_head(&bruno).await.unwrap(), None);
     let found = store
-        .idle_sessions(sweep_bucket(&bruno), i64::MAX, 10)
+        .due_heads(sweep_bucket(&bruno), i64::MAX, 10)
         .await
         .unwrap();
     assert!(found.iter().all(|entry| entry.key != bruno), "{found:?}");
 }
 
-async fn idle_sessions_come_oldest_first_up_to_the_limit_from_one_bucket_only(
-    backend: impl Backend,
-) {
+async fn due_heads_come_earliest_first_up_to_the_limit_from_one_bucket_only(backend: impl Backend) {
     let store = backend.store();
     let bucket = 3;
     let crowd = contacts_in_bucket(bucket, 4);
-    let elsewhere = contacts_in_bucket((bucket + 1) % SWEEP_BUCKETS, 1);
-    // Written out of order, read back by last activity.
+    let elsewhere = contacts_in_bucket((bucket + 1) % DEFAULT_SWEEP_BUCKETS, 1);
+    // Written out of order, read back by due time.
     for (key, at) in crowd.iter().zip([NOW + 30, NOW + 20, NOW + 40, NOW + 10]) {
-        commit_at(&*store, key, at).await;
+        commit_due(&*store, key, at).await;
     }
-    commit_at(&*store, &elsewhere[0], NOW + 5).await;
+    commit_due(&*store, &elsewhere[0], NOW + 5).await;
 
-    let oldest = vec![
-        idle(&*store, &crowd[3], 1, NOW + 10).await,
-        idle(&*store, &crowd[1], 1, NOW + 20).await,
-        idle(&*store, &crowd[0], 1, NOW + 30).await,
+    let earliest = vec![
+        due(&crowd[3], NOW + 10),
+        due(&crowd[1], NOW + 20),
+        due(&crowd[0], NOW + 30),
     ];
     assert_eq!(
-        store.idle_sessions(bucket, NOW + 35, 10).await.unwrap(),
-        oldest
+        store.due_heads(bucket, NOW + 35, 10).await.unwrap(),
+        earliest
     );
     assert_eq!(
-        store.idle_sessions(bucket, NOW + 35, 2).await.unwrap(),
-        oldest[..2]
+        store.due_heads(bucket, NOW + 35, 2).await.unwrap(),
+        earliest[..2]
     );
     assert!(
         store
-            .idle_sessions(bucket, NOW + 35, 0)
+            .due_heads(bucket, NOW + 35, 0)
             .await
             .unwrap()
             .is_empty()
     );
     assert_eq!(
-        store
-            .idle_sessions(bucket, i64::MAX, 10)
-            .await
-            .unwrap()
-            .len(),
+        store.due_heads(bucket, i64::MAX, 10).await.unwrap().len(),
         4
     );
     assert!(
         store
-            .idle_sessions(bucket, NOW + 10, 10)
+            .due_heads(bucket, NOW + 9, 10)
             .await
             .unwrap()
             .is_empty()
     );
 }
 
-async fn a_swept_head_leaves_the_index_until_its_next_round(backend: impl Backend) {
+async fn a_settled_head_moves_or_leaves_the_index_and_records_the_request(backend: impl Backend) {
     let store = backend.store();
     let key = ana();
     let bucket = sweep_bucket(&key);
     let head = commit(&*store, &key, exchange(1, None, "hello")).await;
-    assert_eq!(head.facts_requested, None);
+    let at = NOW + 2 + DUE_AFTER;
+    let requested = PendingFacts {
+        session: 1,
+        since: at,
+        attempts: 1,
+    };
 
-    assert!(
-        store
-            .mark_swept(&key, &life_of(&*store, &key).await, 1, head.last_activity)
-            .await
-            .unwrap()
-    );
-    let (swept, _) = store.load_memory(&key, NOW).await.unwrap();
+    // Requested: recorded, pending, and due again when the retry is.
+    let first = SweepSettle {
+        facts_requested: Some(1),
+        pending: PendingChange::Set(requested),
+        next_due: Some(at + 100),
+        ..settle(&head, at)
+    };
+    assert!(store.settle_sweep(&key, &first).await.unwrap());
+    let swept = store.load_head(&key).await.unwrap().unwrap();
     assert_eq!(
         swept,
-        Some(Head {
+        Head {
             facts_requested: Some(1),
-            last_round: None,
+            facts_pending: Some(requested),
             ..head.clone()
-        }),
-        "only facts_requested changed"
+        },
+        "only what the sweep decided changed"
     );
+    assert_eq!(backend.raw_sweep(&key).await, Some((bucket, at + 100)));
+    assert!(
+        !store.settle_sweep(&key, &first).await.unwrap(),
+        "settled already: the due time and the pending request moved"
+    );
+
+    // Given up on, and nothing left to do: out of the index.
+    let last = SweepSettle {
+        pending: PendingChange::Clear,
+        next_due: None,
+        ..settle(&swept, at + 100)
+    };
+    assert!(store.settle_sweep(&key, &last).await.unwrap());
+    let done = store.load_head(&key).await.unwrap().unwrap();
+    assert_eq!((done.facts_pending, done.facts_requested), (None, Some(1)));
     assert_eq!(backend.raw_sweep(&key).await, None);
     assert!(
         store
-            .idle_sessions(bucket, i64::MAX, 10)
+            .due_heads(bucket, i64::MAX, 10)
             .await
             .unwrap()
             .is_empty()
     );
     assert!(
         !store
-            .mark_swept(&key, &life_of(&*store, &key).await, 1, head.last_activity)
+            .settle_sweep(&key, &settle(&done, at + 100))
             .await
             .unwrap(),
-        "swept already"
+        "out of the index: nothing to settle"
     );
 
-    // A round in the same session puts it back and clears facts_requested.
-    let head = commit(&*store, &key, exchange(1, Some(&head), "again")).await;
+    // A round puts it back and clears `facts_requested`.
+    let head = commit(&*store, &key, exchange(1, Some(&done), "again")).await;
     assert_eq!(head.facts_requested, None);
     assert_eq!(
         backend.raw_sweep(&key).await,
-        Some((bucket, head.last_activity))
+        Some((bucket, NOW + 4 + DUE_AFTER))
     );
-
-    // So does a round opening a new session.
-    assert!(
-        store
-            .mark_swept(&key, &life_of(&*store, &key).await, 1, head.last_activity)
-            .await
-            .unwrap()
-    );
-    let expected = store.load_turn(&key, NOW).await.unwrap().head;
-    assert_eq!(expected.as_ref().unwrap().facts_requested, Some(1));
-    let head = commit(&*store, &key, exchange(2, expected.as_ref(), "new session")).await;
-    assert_eq!((head.session, head.facts_requested), (2, None));
-    assert_eq!(
-        store.idle_sessions(bucket, i64::MAX, 10).await.unwrap(),
-        vec![idle(&*store, &key, 2, head.last_activity).await]
-    );
-
-    // A round's head is written as given: `Some` sets the attribute.
-    let mut commit_with = round(&key, Some(&head), exchange(2, Some(&head), "set"));
-    commit_with.head.facts_requested = Some(2);
-    store.commit_round(&commit_with).await.unwrap();
-    let (head, _) = store.load_memory(&key, NOW).await.unwrap();
-    assert_eq!(head.unwrap().facts_requested, Some(2));
 }
 
-async fn marking_a_head_that_moved_on_or_was_erased_writes_nothing(backend: impl Backend) {
+async fn settling_a_head_that_moved_on_or_was_erased_writes_nothing(backend: impl Backend) {
     let store = backend.store();
     let key = ana();
     let head = commit(&*store, &key, exchange(1, None, "hello")).await;
-    assert!(
-        !store
-            .mark_swept(&key, &life_of(&*store, &key).await, 2, head.last_activity)
-            .await
-            .unwrap()
-    );
-    assert!(
-        !store
-            .mark_swept(
-                &key,
-                &life_of(&*store, &key).await,
-                1,
-                head.last_activity - 1
-            )
-            .await
-            .unwrap()
-    );
+    let at = NOW + 2 + DUE_AFTER;
+    let request = SweepSettle {
+        facts_requested: Some(1),
+        next_due: None,
+        ..settle(&head, at)
+    };
+    for stale in [
+        SweepSettle {
+            last_activity: head.last_activity - 1,
+            ..request.clone()
+        },
+        SweepSettle {
+            due: at - 1,
+            ..request.clone()
+        },
+        SweepSettle {
+            pending_since: Some(NOW),
+            ..request.clone()
+        },
+        SweepSettle {
+            incarnation: Incarnation::random(),
+            ..request.clone()
+        },
+    ] {
+        assert!(
+            !store.settle_sweep(&key, &stale).await.unwrap(),
+            "{stale:?}"
+        );
+    }
     assert_eq!(
-        store.load_memory(&key, NOW).await.unwrap().0.unwrap(),
+        store.load_head(&key).await.unwrap().unwrap(),
         head,
         "unchanged"
     );
     assert_eq!(
         backend.raw_sweep(&key).await,
-        Some((sweep_bucket(&key), head.last_activity))
+        Some((sweep_bucket(&key), at))
     );
 
     let stranger = contact_key("acme", "stranger");
-    assert!(
-        !store
-            .mark_swept(&stranger, &life_of(&*store, &stranger).await, 1, NOW)
-            .await
-            .unwrap()
-    );
+    assert!(!store.settle_sweep(&stranger, &request).await.unwrap());
     assert_eq!(backend.raw_item_count(&stranger).await, 0, "no stray head");
 
     store.erase_contact(&key).await.unwrap();
-    assert!(
-        !store
-            .mark_swept(&key, &life_of(&*store, &key).await, 1, head.last_activity)
-            .await
-            .unwrap()
-    );
+    assert!(!store.settle_sweep(&key, &request).await.unwrap());
     assert_eq!(backend.raw_item_count(&key).await, 0);
     assert!(
         store
-            .idle_sessions(sweep_bucket(&key), i64::MAX, 10)
+            .due_heads(sweep_bucket(&key), i64::MAX, 10)
             .await
             .unwrap()
             .is_empty()
@@ -2123,7 +2334,7 @@ macro_rules! contract_tests {
             a_new_session_commit_archives_the_old_summary_for_load_closed_session,
             an_archive_without_a_summary_loads_the_session_whole_and_skips_expired_messages,
             the_transcript_of_all_sessions_never_returns_an_archive_item,
-            message_items_carry_their_expiry_and_expired_ones_leave_the_transcript_but_not_the_window,
+            message_items_carry_their_expiry_and_expired_ones_leave_the_transcript_and_the_window,
             saved_facts_keep_source_and_expiry_replace_by_key_and_removals_delete,
             saving_facts_for_an_erased_or_unknown_contact_writes_nothing,
             saving_more_facts_than_one_transaction_holds_writes_them_all,
@@ -2132,10 +2343,14 @@ macro_rules! contract_tests {
             a_new_head_gets_an_incarnation_that_finds_its_contact_and_only_in_its_tenant,
             job_writes_for_an_erased_life_change_nothing_in_the_contacts_new_one,
             a_head_from_before_incarnations_gets_one_at_its_next_round_or_when_swept,
-            every_round_indexes_the_head_under_its_bucket_at_its_last_activity,
-            idle_sessions_come_oldest_first_up_to_the_limit_from_one_bucket_only,
-            a_swept_head_leaves_the_index_until_its_next_round,
-            marking_a_head_that_moved_on_or_was_erased_writes_nothing,
+            every_round_files_the_head_under_its_bucket_at_its_due_time,
+            due_heads_come_earliest_first_up_to_the_limit_from_one_bucket_only,
+            a_settled_head_moves_or_leaves_the_index_and_records_the_request,
+            settling_a_head_that_moved_on_or_was_erased_writes_nothing,
+            a_window_with_a_hole_starts_at_the_first_safe_start_after_the_last_one,
+            a_head_past_its_expiry_is_gone_for_load_memory_but_not_for_load_turn,
+            refreshing_expiry_sets_the_ttl_of_existing_messages_of_the_same_life_only,
+            a_round_that_requests_facts_leaves_them_pending_until_the_job_is_done,
         );
     };
     (@each $backend:ty; $($test:ident),+ $(,)?) => {

@@ -227,6 +227,7 @@ mod tests {
                 model: model.clone(),
                 defaults: defaults.clone(),
                 clock: clock.clone(),
+                jobs: Arc::new(NoJobs),
             },
             ask: AskService {
                 store: store.clone(),
