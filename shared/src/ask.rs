@@ -4,7 +4,8 @@
 //! One round: load the head, facts and window (bounded by the window); open a new
 //! session when the last one went idle; build the request; call the model and run
 //! the tool loop; commit every message of the round with the head update and the
-//! idempotency record in one conditional transaction.
+//! idempotency record in one conditional transaction; then give the window messages
+//! close to their TTL the round's, so an open session's window never expires.
 //!
 //! **Concurrency policy.** Two asks on one contact race at the commit: the condition
 //! `last_seq = :expected` lets exactly one win. The loser, when no tool ran in its
@@ -731,13 +732,16 @@ impl AskService {
                 Err(error) => warn!(%error, session = closed, "could not request fact extraction"),
             }
         }
+        if !step_due {
+            return;
+        }
         let step = Job::Step {
             tenant: key.tenant.clone(),
             incarnation: incarnation.clone(),
             session: plan.session,
             summarized_until: plan.summarized_until,
         };
-        if step_due && let Err(error) = self.jobs.enqueue(&step).await {
+        if let Err(error) = self.jobs.enqueue(&step).await {
             warn!(%error, "could not enqueue a compaction step; the next round retries");
         }
     }

@@ -1299,6 +1299,74 @@ mod tests {
     }
 
     #[test]
+    fn the_sweep_requests_idle_sessions_and_pending_extractions_then_gives_up() {
+        let settings = Settings::resolve(&crate::tenant::Defaults::default(), None).unwrap();
+        let idle = idle_seconds(settings.session_idle_minutes);
+        let head = Head {
+            session: 2,
+            last_activity: 1_000,
+            ..Head::default()
+        };
+        let pending = |session, since, attempts| PendingFacts {
+            session,
+            since,
+            attempts,
+        };
+
+        // Not idle yet (a tenant that lengthened its timeout): moved, nothing asked.
+        let early = sweep_decision(&head, 1_000 + idle - 1, &settings);
+        assert_eq!((early.request, early.next_due), (None, Some(1_000 + idle)));
+        // Idle: its session is requested, pending, and due again for the retry.
+        let now = 1_000 + idle;
+        let swept = sweep_decision(&head, now, &settings);
+        assert_eq!(swept.request, Some(2));
+        assert_eq!(swept.facts_requested, Some(2));
+        assert_eq!(swept.pending, PendingChange::Set(pending(2, now, 1)));
+        assert_eq!(swept.next_due, Some(now + FACTS_RETRY_SECONDS));
+
+        // Requested, still pending when the retry is due: requested again...
+        let requested = Head {
+            facts_requested: Some(2),
+            facts_pending: Some(pending(2, now, 1)),
+            ..head.clone()
+        };
+        let later = now + FACTS_RETRY_SECONDS;
+        let again = sweep_decision(&requested, later, &settings);
+        assert_eq!(again.request, Some(2));
+        assert_eq!(again.pending, PendingChange::Set(pending(2, later, 2)));
+        // ...not before it is due...
+        let not_yet = sweep_decision(&requested, later - 1, &settings);
+        assert_eq!(
+            (not_yet.request, not_yet.pending),
+            (None, PendingChange::Keep)
+        );
+        assert_eq!(not_yet.next_due, Some(later));
+        // ...and given up on after the last attempt: nothing left, out of the index.
+        let last = Head {
+            facts_pending: Some(pending(2, now, FACTS_MAX_ATTEMPTS)),
+            ..requested.clone()
+        };
+        let gave_up = sweep_decision(&last, later, &settings);
+        assert_eq!(gave_up.request, None);
+        assert_eq!(gave_up.pending, PendingChange::Clear);
+        assert!(gave_up.abandoned);
+        assert_eq!(gave_up.next_due, None);
+        // Done (nothing pending, session requested): out of the index.
+        let done = Head {
+            facts_pending: None,
+            ..requested
+        };
+        assert_eq!(sweep_decision(&done, later, &settings).next_due, None);
+        // Past its retention: only out of the index.
+        let expired = Head {
+            expires_at: Some(now),
+            ..head
+        };
+        let gone = sweep_decision(&expired, now, &settings);
+        assert_eq!((gone.request, gone.next_due), (None, None));
+    }
+
+    #[test]
     fn only_fixed_inputs_and_transient_failures_are_retryable() {
         assert!(CompactorError::Store(StoreError::Unavailable("x".into())).retryable());
         assert!(!CompactorError::Store(StoreError::Corrupt("x".into())).retryable());
