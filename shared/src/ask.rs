@@ -4,7 +4,8 @@
 //! One round: load the head, facts and window (bounded by the window); open a new
 //! session when the last one went idle; build the request; call the model and run
 //! the tool loop; commit every message of the round with the head update and the
-//! idempotency record in one conditional transaction.
+//! idempotency record in one conditional transaction; then give the window messages
+//! close to their TTL the round's, so an open session's window never expires.
 //!
 //! **Time budget.** An ask gets one [`Deadline`]: the earlier of the invocation's
 //! and `ASK_TIMEOUT_SECONDS` from its start (the handler builds it). The model and
@@ -49,18 +50,22 @@ use sha2::{Digest, Sha256};
 use tracing::{info, warn};
 
 use crate::compaction::{WindowCut, overflow_cut, request_window};
+use crate::compactor::next_sweep_due;
 use crate::deadline::Deadline;
-use crate::domain::{ContentBlock, Fact, Head, IdempotencyKey, Message, Role, StoredMessage};
-use crate::jobs::Jobs;
+use crate::domain::{
+    ContentBlock, Fact, Head, IdempotencyKey, Incarnation, Message, PendingFacts, Role,
+    StoredMessage,
+};
+use crate::jobs::{Job, Jobs};
 use crate::metrics::{Event, Unit};
 use crate::model::{Model, ModelError, StopReason};
 use crate::request::{RequestParts, build_request};
 use crate::store::SessionArchive;
 use crate::store::{
-    Claim, CompletedRequest, ContactKey, Cursor, SessionFilter, Store, StoreError, TenantStore,
-    TranscriptPage,
+    Claim, CompletedRequest, ContactKey, Cursor, MAX_REFRESH_PER_ROUND, SessionFilter, Store,
+    StoreError, SweepSlot, TenantStore, TranscriptPage, sweep_bucket,
 };
-use crate::tenant::{ContextPolicy, Defaults, Settings};
+use crate::tenant::{ContextPolicy, Defaults, InvalidSettings, Settings};
 use crate::tools::{MAX_RESULTS_CHARS_PER_MESSAGE, Tools, cap_to};
 use crate::usage::RoundUsage;
 use crate::window::safe_window_start;
@@ -290,6 +295,9 @@ struct RoundStats {
     tool_calls: u64,
     /// Why the model stopped on the final answer.
     stop_reason: Option<StopReason>,
+    /// The request that answered sent a window cut at the hard cap (or, after
+    /// "prompt is too long", at the overflow cut).
+    hard_capped: bool,
 }
 
 /// `max_tokens` of the one retry of a tool call cut off at `max_tokens`: twice as
@@ -320,10 +328,22 @@ struct TurnPlan {
     summary: Option<String>,
     steps: u32,
     window: Vec<StoredMessage>,
+    /// The TTL of each window message, in the same order.
+    window_expires_at: Vec<Option<i64>>,
     closed_session: Option<u32>,
+    /// Whether the closed session's summary is archived: not when the head's
+    /// retention ran out (its memory is gone).
+    archive_closed: bool,
     /// The closed session whose fact extraction this round requests: the closed
-    /// one, unless the scheduled sweep already requested it.
+    /// one, unless the scheduled sweep already requested it or its retention ran
+    /// out.
     request_facts: Option<u32>,
+}
+
+/// A tenant whose settings cannot be honoured: a configuration error, answered as
+/// an internal error (logged with its reason) with nothing written.
+fn unusable(error: InvalidSettings) -> AskError {
+    AskError::Internal(format!("tenant configuration: {error}"))
 }
 
 impl AskService {
@@ -384,7 +404,8 @@ impl AskService {
         let settings = Settings::resolve(
             &self.defaults,
             self.tenants.tenant_config(&key.tenant).await?.as_ref(),
-        );
+        )
+        .map_err(unusable)?;
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -392,7 +413,13 @@ impl AskService {
             let state = self.store.load_turn(key, now).await?;
             let facts = state.facts;
             let expected = state.head;
-            let plan = turn_plan(expected.as_ref(), state.window, now, &settings);
+            let plan = turn_plan(
+                expected.as_ref(),
+                state.window,
+                state.window_expires_at,
+                now,
+                &settings,
+            );
             let (round, usage, stats) = self
                 .run_round(
                     &settings,
@@ -410,7 +437,10 @@ impl AskService {
 
             let tool_ran = round.len() > 2;
             let round_token = format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..));
-            let transcript_retention = i64::from(settings.transcript_retention_days) * 86_400;
+            // Messages, the archive of a session closed now and the head expire a
+            // retention after the session could close (this round plus the idle
+            // timeout), so an open session's messages never expire under it.
+            let expires_at = now.saturating_add(settings.retention_after_activity_seconds());
             let messages: Vec<StoredMessage> = round
                 .into_iter()
                 .zip(plan.base_seq + 1..)
@@ -456,6 +486,24 @@ impl AskService {
             };
             let body =
                 serde_json::to_string(&response).map_err(|e| AskError::Internal(e.to_string()))?;
+            // A new head's life starts here; a loaded one keeps its own (one from
+            // before incarnations receives this one).
+            let incarnation = expected
+                .as_ref()
+                .and_then(|head| head.incarnation.clone())
+                .unwrap_or_else(Incarnation::random);
+            // Requesting a closed session's facts makes them pending until the
+            // facts job is done; the sweep requests them again otherwise.
+            let requested = plan.request_facts.map(|session| PendingFacts {
+                session,
+                since: now,
+                attempts: 1,
+            });
+            let pending = requested.or(expected.as_ref().and_then(|head| head.facts_pending));
+            let sweep = SweepSlot {
+                bucket: sweep_bucket(key, self.defaults.sweep_buckets),
+                due: next_sweep_due(now, &settings, false, pending).unwrap_or(now),
+            };
             let commit = crate::store::RoundCommit {
                 key: key.clone(),
                 expected: expected.clone(),
@@ -471,7 +519,12 @@ impl AskService {
                     // and a continued one has messages the requested one missed.
                     facts_requested: None,
                     last_round: Some(round_token.clone()),
+                    incarnation: Some(incarnation.clone()),
+                    facts_pending: requested,
+                    hard_cap_at: stats.hard_capped.then_some(plan.summarized_until),
+                    expires_at: Some(expires_at),
                 },
+                sweep,
                 messages,
                 idempotency: idempotency.map(|(idem, hash)| CompletedRequest {
                     key: idem.clone(),
@@ -481,15 +534,15 @@ impl AskService {
                 }),
                 archive: expected
                     .as_ref()
-                    .filter(|_| plan.closed_session.is_some())
+                    .filter(|_| plan.closed_session.is_some() && plan.archive_closed)
                     .map(|closed| SessionArchive {
                         session: closed.session,
                         summary: closed.summary.clone(),
                         summarized_until: closed.summarized_until,
                         last_seq: closed.last_seq,
-                        expires_at: now + transcript_retention,
+                        expires_at,
                     }),
-                messages_expire_at: now + transcript_retention,
+                messages_expire_at: expires_at,
             };
             let mut committed = self.store.commit_round(&commit).await;
             if committed.is_err() && self.landed(key, &round_token).await {
@@ -548,7 +601,9 @@ impl AskService {
                     u64::from(stats.stop_reason == Some(StopReason::MaxTokens)),
                 )
                 .emit();
-            self.after_commit(key, &plan, step_due).await;
+            self.refresh_window(key, &incarnation, &plan, now, &settings, expires_at)
+                .await;
+            self.after_commit(key, &incarnation, &plan, step_due).await;
             return Ok(response);
         }
     }
@@ -717,6 +772,7 @@ impl AskService {
             // reason says, or the next request would be refused.
             if calls.is_empty() {
                 stats.stop_reason = stop;
+                stats.hard_capped = cut.hard_capped;
                 return Ok((round, usage, stats));
             }
             tool_rounds += 1;
@@ -756,15 +812,79 @@ impl AskService {
         }
     }
 
-    async fn after_commit(&self, key: &ContactKey, plan: &TurnPlan, step_due: bool) {
-        if plan.closed_session.is_some() && plan.request_facts.is_none() {
-            info!(
-                session = plan.closed_session,
+    /// Gives the window messages that would expire before the session can close
+    /// (`expires_at` no later than now plus the idle timeout) the TTL of this
+    /// round's, oldest first and at most [`MAX_REFRESH_PER_ROUND`] a round, in a
+    /// transaction of their own: an open session's window never expires under it.
+    /// A failure is only logged: the next round tries again, and the window loader
+    /// survives a message gone meanwhile.
+    async fn refresh_window(
+        &self,
+        key: &ContactKey,
+        incarnation: &Incarnation,
+        plan: &TurnPlan,
+        now: i64,
+        settings: &Settings,
+        expires_at: i64,
+    ) {
+        if plan.closed_session.is_some() {
+            return;
+        }
+        let soon = now.saturating_add(idle_seconds(settings.session_idle_minutes));
+        let seqs: Vec<u64> = plan
+            .window
+            .iter()
+            .zip(&plan.window_expires_at)
+            .filter(|(_, ttl)| ttl.is_some_and(|ttl| ttl <= soon))
+            .map(|(message, _)| message.seq)
+            .take(MAX_REFRESH_PER_ROUND)
+            .collect();
+        if seqs.is_empty() {
+            return;
+        }
+        match self
+            .store
+            .refresh_expiry(key, incarnation, plan.session, &seqs, expires_at)
+            .await
+        {
+            Ok(true) => info!(
+                refreshed = seqs.len(),
+                "window messages kept for the open session"
+            ),
+            Ok(false) => warn!(
+                "the window changed before its expiry was refreshed; the next round tries again"
+            ),
+            Err(error) => {
+                warn!(%error, "could not refresh the window's expiry; the next round tries again")
+            }
+        }
+    }
+
+    async fn after_commit(
+        &self,
+        key: &ContactKey,
+        incarnation: &Incarnation,
+        plan: &TurnPlan,
+        step_due: bool,
+    ) {
+        match (plan.closed_session, plan.request_facts) {
+            (Some(session), None) if plan.archive_closed => info!(
+                session,
                 "session closed: the sweep already requested its fact extraction"
-            );
+            ),
+            (Some(session), None) => info!(
+                session,
+                "the head's retention ran out: a new session starts from nothing"
+            ),
+            _ => {}
         }
         if let Some(closed) = plan.request_facts {
-            match self.jobs.enqueue_facts(key, closed).await {
+            let job = Job::Facts {
+                tenant: key.tenant.clone(),
+                incarnation: incarnation.clone(),
+                session: closed,
+            };
+            match self.jobs.enqueue(&job).await {
                 Ok(queued) => info!(
                     session = closed,
                     queued, "session closed: fact extraction requested"
@@ -772,12 +892,16 @@ impl AskService {
                 Err(error) => warn!(%error, session = closed, "could not request fact extraction"),
             }
         }
-        if step_due
-            && let Err(error) = self
-                .jobs
-                .enqueue_step(key, plan.session, plan.summarized_until)
-                .await
-        {
+        if !step_due {
+            return;
+        }
+        let step = Job::Step {
+            tenant: key.tenant.clone(),
+            incarnation: incarnation.clone(),
+            session: plan.session,
+            summarized_until: plan.summarized_until,
+        };
+        if let Err(error) = self.jobs.enqueue(&step).await {
             warn!(%error, "could not enqueue a compaction step; the next round retries");
         }
     }
@@ -832,7 +956,8 @@ impl AskService {
         let settings = Settings::resolve(
             &self.defaults,
             self.tenants.tenant_config(&key.tenant).await?.as_ref(),
-        );
+        )
+        .map_err(unusable)?;
         Ok(MemoryView {
             session: SessionView {
                 number: head.session,
@@ -896,33 +1021,35 @@ pub(crate) fn idle_seconds(minutes: u64) -> i64 {
 }
 
 /// The session rule: a contact's session closes after the idle timeout; the next
-/// message opens a new one that starts with facts and no summary.
+/// message opens a new one that starts with facts and no summary. A head past its
+/// retention (its memory gone, though DynamoDB may not have deleted it yet) closes
+/// its session too, with nothing archived or extracted from it.
 fn turn_plan(
     head: Option<&Head>,
     window: Vec<StoredMessage>,
+    window_expires_at: Vec<Option<i64>>,
     now: i64,
     settings: &Settings,
 ) -> TurnPlan {
+    let fresh = |session, closed_session| TurnPlan {
+        session,
+        base_seq: 0,
+        summarized_until: 0,
+        summary: None,
+        steps: 0,
+        window: Vec::new(),
+        window_expires_at: Vec::new(),
+        closed_session,
+        archive_closed: false,
+        request_facts: None,
+    };
     match head {
-        None => TurnPlan {
-            session: 1,
-            base_seq: 0,
-            summarized_until: 0,
-            summary: None,
-            steps: 0,
-            window: Vec::new(),
-            closed_session: None,
-            request_facts: None,
-        },
+        None => fresh(1, None),
+        Some(head) if head.expired_at(now) => fresh(head.session + 1, Some(head.session)),
         Some(head) if idle(head, now, settings) => TurnPlan {
-            session: head.session + 1,
-            base_seq: 0,
-            summarized_until: 0,
-            summary: None,
-            steps: 0,
-            window: Vec::new(),
-            closed_session: Some(head.session),
+            archive_closed: true,
             request_facts: (head.facts_requested != Some(head.session)).then_some(head.session),
+            ..fresh(head.session + 1, Some(head.session))
         },
         Some(head) => TurnPlan {
             session: head.session,
@@ -931,7 +1058,9 @@ fn turn_plan(
             summary: head.summary.clone(),
             steps: head.steps,
             window,
+            window_expires_at,
             closed_session: None,
+            archive_closed: false,
             request_facts: None,
         },
     }

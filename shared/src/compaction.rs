@@ -5,8 +5,17 @@
 //! request is the previous one plus appended messages and the prompt cache keeps
 //! working. A step moves the window's start forward to a safe start (see
 //! [`crate::window`]) once, which rewrites the cache once.
+//!
+//! **Bounded steps.** One step folds at most [`CompactionPolicy::max_fold_tokens`]
+//! into the summary: after an outage the span before the kept window can be far
+//! longer than one summary request holds, and a request the model refuses as too
+//! long would fail the same way on every delivery. The step then stops at the
+//! furthest safe start within the budget and says it was capped; the compactor
+//! requests the next step at once, so successive steps catch up. The budget is
+//! counted by [`fold_cost_tokens`], a character estimate used for this safety cap
+//! only: every other context size in degrau is the model's own measure.
 
-use crate::domain::{Head, StoredMessage};
+use crate::domain::{ContentBlock, Head, StoredMessage};
 use crate::pruning::{PruneDecision, prune_plan};
 use crate::window::safe_window_start;
 
@@ -23,6 +32,8 @@ pub struct CompactionPolicy {
     pub prune_keep_turns: usize,
     /// Only results at least this long (in characters) are worth a placeholder.
     pub prune_min_chars: usize,
+    /// Most tokens one step folds, as [`fold_cost_tokens`] estimates them.
+    pub max_fold_tokens: u64,
 }
 
 impl Default for CompactionPolicy {
@@ -35,8 +46,46 @@ impl Default for CompactionPolicy {
             hard_limit_tokens: 150_000,
             prune_keep_turns: 2,
             prune_min_chars: 400,
+            // A fifth of a 200,000-token context: with the instructions, the
+            // previous record and the answer, one summary request stays far below
+            // the summary model's limit.
+            max_fold_tokens: 40_000,
         }
     }
+}
+
+/// Characters counted as one token by [`fold_cost_tokens`]: fewer than English
+/// averages (about 4), so Portuguese text and JSON are not underestimated.
+pub const CHARS_PER_TOKEN_ESTIMATE: u64 = 3;
+
+/// What folding `message` adds to a summary request, in estimated tokens: its
+/// text, its tool calls' names and inputs, and its tool results as the request
+/// shows them (at most [`crate::compactor::MAX_SHOWN_TOOL_OUTPUT_CHARS`] each),
+/// plus a little for each line's label, at [`CHARS_PER_TOKEN_ESTIMATE`]
+/// characters a token. A safety estimate for [`CompactionPolicy::max_fold_tokens`]
+/// only.
+pub fn fold_cost_tokens(message: &StoredMessage) -> u64 {
+    const LABEL_CHARS: usize = 40;
+    let chars: usize = message
+        .effective_content()
+        .iter()
+        .map(|block| match block {
+            ContentBlock::Text { text } => LABEL_CHARS + text.chars().count(),
+            ContentBlock::ToolUse { name, input, .. } => {
+                LABEL_CHARS + name.chars().count() + input.to_string().chars().count()
+            }
+            ContentBlock::ToolResult { content, .. } => {
+                LABEL_CHARS
+                    + content
+                        .chars()
+                        .count()
+                        .min(crate::compactor::MAX_SHOWN_TOOL_OUTPUT_CHARS)
+            }
+            // The summary request leaves thinking out.
+            ContentBlock::Thinking { .. } | ContentBlock::RedactedThinking { .. } => 0,
+        })
+        .sum();
+    (chars as u64).div_ceil(CHARS_PER_TOKEN_ESTIMATE)
 }
 
 impl CompactionPolicy {
@@ -58,13 +107,19 @@ pub struct StepPlan {
     pub new_summarized_until: u64,
     /// Pruned copies for messages of the kept window.
     pub prune: Vec<PruneDecision>,
+    /// True when [`CompactionPolicy::max_fold_tokens`] stopped the step short of
+    /// the kept window: another step is due right after it.
+    pub capped: bool,
 }
 
 /// Plans a step, or `None` when none is due or nothing can be folded (the window is
 /// already as short as a safe start allows).
 ///
 /// `messages` are the session's messages after `head.summarized_until`, oldest
-/// first; any at or before it are ignored.
+/// first; any at or before it are ignored. The step folds everything before the
+/// kept window's safe start, or, when that is more than
+/// [`CompactionPolicy::max_fold_tokens`], everything before the furthest safe start
+/// within the budget (at least one turn, however long: a step always moves).
 pub fn plan_step(
     head: &Head,
     messages: &[StoredMessage],
@@ -76,10 +131,11 @@ pub fn plan_step(
     }
     let skip = messages.partition_point(|m| m.seq <= head.summarized_until);
     let messages = &messages[skip..];
-    let start = safe_window_start(messages, policy.keep_messages);
-    if start == 0 {
+    let kept = safe_window_start(messages, policy.keep_messages);
+    if kept == 0 {
         return None;
     }
+    let start = capped_fold(&messages[..kept], policy.max_fold_tokens).unwrap_or(kept);
     Some(StepPlan {
         seen_summarized_until: head.summarized_until,
         fold_count: skip + start,
@@ -89,7 +145,27 @@ pub fn plan_step(
             policy.prune_keep_turns,
             policy.prune_min_chars,
         ),
+        capped: start < kept,
     })
+}
+
+/// Where a fold of `span` (everything before the kept window) must stop to stay
+/// within `budget` tokens: `None` when the whole span fits; else the index of the
+/// furthest safe start (a text-only user message) whose prefix fits, or of the
+/// first safe start after index 0 when not even one turn fits.
+fn capped_fold(span: &[StoredMessage], budget: u64) -> Option<usize> {
+    let mut cost = 0u64;
+    let mut furthest = None;
+    for (index, message) in span.iter().enumerate() {
+        if index > 0 && message.is_user_text_only() {
+            if cost > budget {
+                return Some(furthest.unwrap_or(index));
+            }
+            furthest = Some(index);
+        }
+        cost = cost.saturating_add(fold_cost_tokens(message));
+    }
+    (cost > budget).then(|| furthest.unwrap_or(span.len()))
 }
 
 /// The part of the unsummarised messages a request carries.
@@ -102,15 +178,19 @@ pub struct WindowCut {
 }
 
 /// The window for the next request: every message after `summarized_until`, unless
-/// the last measured context reached the hard limit (the step is late). Then the
-/// window is cut at a safe start for this request only: `summarized_until` does not
-/// move, so the step still folds those messages into the summary later.
+/// the last measured context reached the hard limit (the step is late), or an
+/// earlier round was cut so and no step has landed since (`hard_cap_at` still
+/// equals `summarized_until`: a cut round measures less, which must not switch
+/// the cap off while the step is still late). Then the window is cut at a safe
+/// start for this request only: `summarized_until` does not move, so the step
+/// still folds those messages into the summary later.
 pub fn request_window(
     head: &Head,
     messages: &[StoredMessage],
     policy: &CompactionPolicy,
 ) -> WindowCut {
-    if head.last_context_tokens < policy.hard_limit_tokens {
+    let capped_since_the_last_step = head.hard_cap_at == Some(head.summarized_until);
+    if head.last_context_tokens < policy.hard_limit_tokens && !capped_since_the_last_step {
         return WindowCut {
             start: 0,
             hard_capped: false,
@@ -177,6 +257,7 @@ mod tests {
             hard_limit_tokens: 5000,
             prune_keep_turns: 1,
             prune_min_chars: 100,
+            max_fold_tokens: 1_000_000,
         }
     }
 
@@ -195,6 +276,7 @@ mod tests {
         assert_eq!(plan.fold_count, 16);
         assert_eq!(plan.new_summarized_until, 16);
         assert_eq!(plan.seen_summarized_until, 0);
+        assert!(!plan.capped);
         assert!(messages[plan.fold_count].is_user_text_only());
         // The kept window is one turn: no result in it is older than the last turn.
         assert!(plan.prune.is_empty());
@@ -240,6 +322,56 @@ mod tests {
     }
 
     #[test]
+    fn a_step_past_its_budget_stops_at_the_furthest_safe_start_within_it() {
+        let head = Head::default();
+        let messages = history(1, 5);
+        let turn: u64 = messages[..4].iter().map(fold_cost_tokens).sum();
+        // Everything before the kept window (16 messages, 4 turns) costs 4 turns.
+        for (budget, folded) in [(4 * turn, 16), (3 * turn, 12), (2 * turn + 1, 8), (turn, 4)] {
+            let plan = plan_step(
+                &head,
+                &messages,
+                1000,
+                &CompactionPolicy {
+                    max_fold_tokens: budget,
+                    ..policy()
+                },
+            )
+            .unwrap();
+            assert_eq!(plan.new_summarized_until, folded, "budget {budget}");
+            assert_eq!(plan.capped, folded < 16, "budget {budget}");
+            assert!(messages[plan.fold_count].is_user_text_only());
+        }
+        // Not even one turn fits: the step still folds one.
+        let tiny = CompactionPolicy {
+            max_fold_tokens: 1,
+            ..policy()
+        };
+        let plan = plan_step(&head, &messages, 1000, &tiny).unwrap();
+        assert_eq!((plan.new_summarized_until, plan.capped), (4, true));
+    }
+
+    #[test]
+    fn fold_costs_count_what_the_summary_request_shows() {
+        let text = msg(1, Role::User, vec![ContentBlock::text("x".repeat(300))]);
+        assert_eq!(fold_cost_tokens(&text), (300 + 40_u64).div_ceil(3));
+        let long_result = msg(
+            2,
+            Role::User,
+            vec![ContentBlock::tool_result("t", "y".repeat(10_000))],
+        );
+        assert_eq!(
+            fold_cost_tokens(&long_result),
+            fold_cost_tokens(&msg(
+                2,
+                Role::User,
+                vec![ContentBlock::tool_result("t", "y".repeat(300))]
+            )),
+            "long output is shown by its length only"
+        );
+    }
+
+    #[test]
     fn the_hard_cap_cuts_only_when_the_limit_was_reached_and_keeps_summarized_until() {
         let messages = history(1, 5);
         let calm = Head {
@@ -266,5 +398,21 @@ mod tests {
             }
         );
         assert!(messages[cut.start].is_user_text_only());
+    }
+
+    #[test]
+    fn the_hard_cap_stays_on_until_summarized_until_moves() {
+        let messages = history(1, 5);
+        let cut_before = Head {
+            last_context_tokens: 100,
+            hard_cap_at: Some(0),
+            ..Head::default()
+        };
+        assert!(request_window(&cut_before, &messages, &policy()).hard_capped);
+        let stepped_since = Head {
+            summarized_until: 4,
+            ..cut_before
+        };
+        assert!(!request_window(&stepped_since, &messages[4..], &policy()).hard_capped);
     }
 }

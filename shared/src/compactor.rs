@@ -1,6 +1,11 @@
 //! The compactor service: runs one queued [`Job`] — a compaction step or a closed
 //! session's fact extraction — against the store and the summary model.
 //!
+//! **Which contact.** A job names its contact only by the head's incarnation; the
+//! compactor finds the head through the incarnation index, and every write it makes
+//! is conditioned on that incarnation, so a job whose contact was erased (even one
+//! who wrote again since, with a new head) is skipped as `erased` and writes nothing.
+//!
 //! **Steps.** A step reads the head and the window, re-plans with
 //! [`plan_step`] (the job only says *which* step it is for), asks the summary model
 //! to merge the previous summary with the folded messages, and applies the result
@@ -13,11 +18,25 @@
 //! stores only what passes [`FactPolicy::check`] and cites a message of the session
 //! (invariant 8).
 //!
+//! **Bounded steps.** A step folds at most the policy's token budget (see
+//! [`crate::compaction`]); when that stopped it short of the kept window, the
+//! compactor requests the next step itself, so a long backlog is caught up in
+//! successive steps that each fit one summary request.
+//!
+//! **Facts.** A session closed by the next message is read from its archive (its
+//! summary when it closed) and the messages after it; a session the sweep closed
+//! is still the head's, so it is read from the head's summary and the messages
+//! after `summarized_until`. Either way the extraction sees what a step kept, never
+//! the whole session. A requested extraction stays pending on the head until its
+//! job is done; the sweep requests it again after [`FACTS_RETRY_SECONDS`] (a job
+//! lost, or in the dead-letter queue), at most [`FACTS_MAX_ATTEMPTS`] times in all.
+//!
 //! **The sweep.** A session whose contact never writes again would never have
 //! its facts extracted, since only the next message closes a session. The
-//! scheduled [`Compactor::sweep`] finds sessions idle past their tenant's timeout
-//! in the sweep index and requests their extraction, at most
-//! [`SWEEP_LIMIT_PER_BUCKET`] per bucket and run.
+//! scheduled [`Compactor::sweep`] reads the heads that are due in the sweep index
+//! (their session idle by their tenant's timeout, or a pending extraction to
+//! check on) and requests their extraction, at most [`SWEEP_LIMIT_PER_BUCKET`] per
+//! bucket and run.
 //!
 //! **What the model sees.** Message text is rendered as one line per item and
 //! passed through [`neutralize`], so it can neither close the prompt's tags nor
@@ -37,7 +56,10 @@ use tracing::{info, instrument, warn};
 use crate::ask::{Clock, idle_seconds, idle_since};
 use crate::compaction::plan_step;
 use crate::deadline::Deadline;
-use crate::domain::{ContentBlock, Fact, FactKey, FactSource, Role, StoredMessage, TenantId};
+use crate::domain::{
+    ContentBlock, Fact, FactKey, FactSource, Head, Incarnation, PendingFacts, Role, StoredMessage,
+    TenantId,
+};
 use crate::facts::FactPolicy;
 use crate::jobs::{Job, Jobs};
 use crate::model::{Model, ModelError, ModelResponse, StopReason};
@@ -45,10 +67,10 @@ use crate::request::{
     ModelRequest, RequestBlock, RequestMessage, SystemBlock, ToolDef, neutralize,
 };
 use crate::store::{
-    AppliedStep, ContactKey, FactWrite, IdleSession, MAX_PRUNES_PER_STEP, SWEEP_BUCKETS, Store,
-    StoreError, TenantStore,
+    AppliedStep, ClosedSession, ContactKey, DueHead, FactWrite, MAX_PRUNES_PER_STEP, PendingChange,
+    Store, StoreError, SweepSettle, TenantStore,
 };
-use crate::tenant::{Defaults, Settings};
+use crate::tenant::{Defaults, InvalidSettings, Settings};
 
 /// System prompt of a summary request. Its first line is the marker the offline
 /// stand-in recognises.
@@ -113,30 +135,134 @@ pub const MAX_SHOWN_TOOL_OUTPUT_CHARS: usize = 300;
 /// Name of the forced tool of a fact-extraction request.
 pub const RECORD_FACTS_TOOL: &str = "record_facts";
 
-/// Most idle sessions one sweep reads per bucket (16 buckets: at most 1,600 per
-/// run). Each costs a tenant config read (once per tenant and run), one
-/// `SendMessage` and one conditional update, a few tens of milliseconds in all,
-/// so a full run stays well inside the compactor's timeout. Sessions past the
-/// limit wait for the next run (every 15 minutes): the oldest go first.
+/// Most due heads one sweep reads per bucket (16 buckets by default: at most
+/// 1,600 per run). Each costs a head read, a tenant config read (once per tenant
+/// and run), one `SendMessage` when an extraction is requested and one
+/// conditional update, a few tens of milliseconds in all, so a full run stays well
+/// inside the compactor's timeout. Heads past the limit wait for the next run
+/// (every 15 minutes): the longest due go first.
 pub const SWEEP_LIMIT_PER_BUCKET: usize = 100;
 
-/// What one sweep did. Every candidate counts once: `found = enqueued + skipped +
-/// failed`; `buckets_failed` counts the buckets whose index read failed.
+/// How long a requested fact extraction may stay pending before the sweep
+/// requests it again: longer than a failing job takes to reach the dead-letter
+/// queue (5 receives, 720 s of visibility timeout each: an hour).
+pub const FACTS_RETRY_SECONDS: i64 = 6 * 3600;
+
+/// How many times a session's fact extraction is requested in all; after the
+/// last one stays pending for [`FACTS_RETRY_SECONDS`], the sweep gives up on it.
+pub const FACTS_MAX_ATTEMPTS: u32 = 3;
+
+/// What one sweep did. Every due head read counts once: `found = enqueued +
+/// skipped + failed`; `buckets_failed` counts the buckets whose index read failed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct SweepReport {
-    /// Heads read from the sweep index (idle by the default timeout).
+    /// Due heads read from the sweep index.
     pub found: usize,
-    /// Fact extractions requested. The head is then marked swept; when marking
-    /// fails (the contact wrote meanwhile, or storage failed), the job stands and
-    /// the next sweep or message may request a harmless duplicate.
+    /// Fact extractions requested, first requests and requests again alike. The
+    /// head is then updated; when that fails (the contact wrote meanwhile, or
+    /// storage failed), the job stands and the next sweep or message may request
+    /// a harmless duplicate.
     pub enqueued: usize,
-    /// Candidates not yet idle by their tenant's own, longer, timeout.
+    /// Due heads with nothing to request: not idle yet by their tenant's own
+    /// timeout (moved to when they are), a pending extraction given up on, or
+    /// nothing left to do (taken out of the index).
     pub skipped: usize,
-    /// Candidates whose tenant config could not be read or whose job could not be
-    /// enqueued: left in the index, so the next sweep retries them.
+    /// Heads that could not be read, whose tenant config could not be read or was
+    /// invalid, or whose job could not be enqueued: left as they were, so the next
+    /// sweep tries them again.
     pub failed: usize,
     /// Buckets whose index read failed (their heads wait for the next sweep).
     pub buckets_failed: usize,
+}
+
+/// When a head is next due for the sweep, from its state after a round or a sweep:
+/// when its session goes idle by the tenant's timeout (unless the sweep already
+/// requested that session's extraction), or when its pending extraction is due to
+/// be requested again, whichever comes first; `None` when neither applies.
+pub fn next_sweep_due(
+    last_activity: i64,
+    settings: &Settings,
+    session_requested: bool,
+    pending: Option<PendingFacts>,
+) -> Option<i64> {
+    let idle = (!session_requested)
+        .then(|| last_activity.saturating_add(idle_seconds(settings.session_idle_minutes)));
+    let retry = pending.map(|pending| pending.since.saturating_add(FACTS_RETRY_SECONDS));
+    match (idle, retry) {
+        (Some(idle), Some(retry)) => Some(idle.min(retry)),
+        (idle, retry) => idle.or(retry),
+    }
+}
+
+/// What the sweep does with one due head.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct SweepDecision {
+    /// The session whose extraction to request now.
+    request: Option<u32>,
+    /// `facts_requested` to record (the head's own session, requested now).
+    facts_requested: Option<u32>,
+    /// The pending extraction after this sweep.
+    pending: PendingChange,
+    /// When the head is next due (`None`: out of the index).
+    next_due: Option<i64>,
+    /// A pending extraction was given up on.
+    abandoned: bool,
+}
+
+/// The sweep's rule for one head read at `now`: its session idle and not swept
+/// yet → request its extraction; else a pending extraction due again → request it
+/// again, or give up after [`FACTS_MAX_ATTEMPTS`]; then the next due time. A head
+/// past its retention is only taken out of the index.
+fn sweep_decision(head: &Head, now: i64, settings: &Settings) -> SweepDecision {
+    let mut decision = SweepDecision {
+        request: None,
+        facts_requested: None,
+        pending: PendingChange::Keep,
+        next_due: None,
+        abandoned: false,
+    };
+    if head.expired_at(now) {
+        return decision;
+    }
+    let retry_due = head
+        .facts_pending
+        .filter(|pending| pending.since.saturating_add(FACTS_RETRY_SECONDS) <= now);
+    if idle_since(head.last_activity, now, settings) && head.facts_requested != Some(head.session) {
+        decision.request = Some(head.session);
+        decision.facts_requested = Some(head.session);
+        decision.pending = PendingChange::Set(PendingFacts {
+            session: head.session,
+            since: now,
+            attempts: 1,
+        });
+    } else if let Some(pending) = retry_due {
+        if pending.attempts < FACTS_MAX_ATTEMPTS {
+            decision.request = Some(pending.session);
+            decision.pending = PendingChange::Set(PendingFacts {
+                since: now,
+                attempts: pending.attempts + 1,
+                ..pending
+            });
+        } else {
+            decision.pending = PendingChange::Clear;
+            decision.abandoned = true;
+        }
+    }
+    let pending = match decision.pending {
+        PendingChange::Keep => head.facts_pending,
+        PendingChange::Set(pending) => Some(pending),
+        PendingChange::Clear => None,
+    };
+    let session_requested = decision.facts_requested.or(head.facts_requested) == Some(head.session);
+    decision.next_due = next_sweep_due(head.last_activity, settings, session_requested, pending);
+    decision
+}
+
+/// How one due head went, for the [`SweepReport`].
+enum Swept {
+    Enqueued,
+    Skipped,
+    Failed,
 }
 
 /// What a job did. Skips are normal outcomes, not failures: the queue deletes the
@@ -150,7 +276,8 @@ pub enum JobOutcome {
         /// Messages given a pruned copy.
         pruned: usize,
     },
-    /// No step was applied. Reasons: `erased` (no head), `session_changed` (the
+    /// No step was applied. Reasons: `erased` (no head with the job's incarnation:
+    /// the contact was erased, whether or not it wrote again), `session_changed` (the
     /// session the job is for closed), `stale` (the head's `summarized_until` is not
     /// the job's: a duplicate of a step that landed, or a job overtaken by a newer
     /// step), `not_due` (nothing to fold, or below the threshold), `lost_race`
@@ -169,7 +296,8 @@ pub enum JobOutcome {
         removed: usize,
     },
     /// No extraction ran or nothing was written. Reasons: `no_allowed_keys` (the
-    /// tenant stores no facts), `erased` (no head, or it went while extracting),
+    /// tenant stores no facts), `erased` (no head with the job's incarnation, or it
+    /// went while extracting),
     /// `nothing_to_read` (no message of the session is left to cite).
     FactsSkipped {
         /// Why, as above.
@@ -193,6 +321,9 @@ pub enum CompactorError {
     /// quotes the answer, which may hold personal data.
     #[error("the fact extraction answer could not be read: {0}")]
     UnreadableFacts(&'static str),
+    /// The tenant's settings cannot be honoured (fix its config, then redrive).
+    #[error(transparent)]
+    Settings(#[from] InvalidSettings),
 }
 
 impl CompactorError {
@@ -211,6 +342,7 @@ impl CompactorError {
                     | ModelError::Authentication { .. }
             ),
             CompactorError::EmptySummary | CompactorError::UnreadableFacts(_) => true,
+            CompactorError::Settings(_) => false,
         }
     }
 
@@ -221,6 +353,7 @@ impl CompactorError {
             CompactorError::Model(_) => "model",
             CompactorError::EmptySummary => "empty_summary",
             CompactorError::UnreadableFacts(_) => "unreadable_facts",
+            CompactorError::Settings(_) => "settings",
         }
     }
 }
@@ -238,27 +371,50 @@ pub struct Compactor {
     pub defaults: Defaults,
     /// The clock.
     pub clock: Clock,
+    /// The jobs queue, for the next step after a step that was capped.
+    pub jobs: Arc<dyn Jobs>,
 }
 
 impl Compactor {
-    /// Runs one job; its model call ends by `deadline`.
+    /// Runs one job; its model call ends by `deadline`. The job names its contact
+    /// only by the head's incarnation: the contact is found through
+    /// [`Store::find_contact`], and a job whose incarnation no head has any more (the
+    /// contact was erased, whether or not it wrote again since) is skipped as
+    /// `erased`.
     #[instrument(skip_all, fields(job = job.kind(), session = job.session()))]
     pub async fn run(&self, job: &Job, deadline: Deadline) -> Result<JobOutcome, CompactorError> {
-        let key = job.key();
+        let tenant = job.tenant();
         let settings = Settings::resolve(
             &self.defaults,
-            self.tenants.tenant_config(&key.tenant).await?.as_ref(),
-        );
-        let outcome = match job {
-            Job::Step {
-                session,
-                summarized_until,
-                ..
-            } => {
-                self.step(&key, &settings, *session, *summarized_until, deadline)
+            self.tenants.tenant_config(tenant).await?.as_ref(),
+        )?;
+        let incarnation = job.incarnation();
+        let key = self.store.find_contact(tenant, incarnation).await?;
+        let outcome = match (job, key) {
+            (Job::Step { .. }, None) => JobOutcome::StepSkipped { reason: "erased" },
+            (Job::Facts { .. }, None) => JobOutcome::FactsSkipped { reason: "erased" },
+            (
+                Job::Step {
+                    session,
+                    summarized_until,
+                    ..
+                },
+                Some(key),
+            ) => {
+                self.step(
+                    &key,
+                    &settings,
+                    incarnation,
+                    *session,
+                    *summarized_until,
+                    deadline,
+                )
+                .await?
+            }
+            (Job::Facts { session, .. }, Some(key)) => {
+                self.facts(&key, &settings, incarnation, *session, deadline)
                     .await?
             }
-            Job::Facts { session, .. } => self.facts(&key, &settings, *session, deadline).await?,
         };
         info!(?outcome, "job done");
         Ok(outcome)
@@ -266,36 +422,35 @@ impl Compactor {
 
     /// The session sweep: requests fact extraction for every session idle past its
     /// tenant's timeout whose contact did not write again (the next message would
-    /// have closed it and requested the extraction itself).
+    /// have closed it and requested the extraction itself), and again for every
+    /// extraction still pending [`FACTS_RETRY_SECONDS`] after it was requested.
     ///
-    /// Reads each of the [`SWEEP_BUCKETS`] buckets of the sweep index for heads
-    /// idle by the default timeout (`SESSION_IDLE_MINUTES`, the only one known
-    /// without reading every tenant), oldest first, at most
-    /// [`SWEEP_LIMIT_PER_BUCKET`] each; checks each against its tenant's own
-    /// timeout ([`Settings::resolve`]); then enqueues the facts job and only then
-    /// marks the head swept. In that order a failed mark leaves a job that is a
-    /// harmless duplicate of the next one, and a failed enqueue leaves the head in
-    /// the index for the next sweep. Two consequences of the one query bound: a
-    /// tenant whose timeout is shorter than the default is swept once idle by the
-    /// default; and heads of tenants with a longer timeout, not idle yet, are read
-    /// and skipped again by every run until they are.
+    /// Reads each of the `SWEEP_BUCKETS` buckets ([`Defaults::sweep_buckets`]) of
+    /// the sweep index for heads due by `now`, longest due first, at most
+    /// [`SWEEP_LIMIT_PER_BUCKET`] each. Each round files its head under the time
+    /// its session goes idle by its tenant's own timeout, so heads not due are
+    /// never read and cannot hold up the ones that are. For each, reads the head
+    /// and decides by its tenant's settings (a tenant that lengthened its timeout
+    /// since the round only moves the head to its new due time); enqueues the facts
+    /// job, and only then updates the head under the condition that it is still as
+    /// read ([`Store::settle_sweep`]). In that order a failed update leaves a job
+    /// that is a harmless duplicate, and a failed enqueue leaves the head due for
+    /// the next sweep.
     ///
-    /// A failure on one candidate, or on one bucket's index read, is logged and
+    /// A failure on one head, or on one bucket's index read, is logged and
     /// counted, and the sweep goes on with the rest, so that one throttled read or
     /// one unreadable entry holds up only its own bucket. When every bucket's read
     /// failed (storage is down), the sweep is an error: the first one.
     #[instrument(skip_all)]
     pub async fn sweep(&self, jobs: &dyn Jobs, now: i64) -> Result<SweepReport, CompactorError> {
-        let before = now
-            .saturating_sub(idle_seconds(self.defaults.session_idle_minutes))
-            .saturating_add(1);
+        let buckets = self.defaults.sweep_buckets.max(1);
         let mut report = SweepReport::default();
         let mut tenants: HashMap<TenantId, Settings> = HashMap::new();
         let mut first_error = None;
-        for bucket in 0..SWEEP_BUCKETS {
+        for bucket in 0..buckets {
             let candidates = match self
                 .store
-                .idle_sessions(bucket, before, SWEEP_LIMIT_PER_BUCKET)
+                .due_heads(bucket, now, SWEEP_LIMIT_PER_BUCKET)
                 .await
             {
                 Ok(candidates) => candidates,
@@ -308,27 +463,13 @@ impl Compactor {
             };
             report.found += candidates.len();
             for candidate in candidates {
-                let settings = match tenants.get(&candidate.key.tenant) {
-                    Some(settings) => settings,
-                    None => match self.tenants.tenant_config(&candidate.key.tenant).await {
-                        Ok(config) => tenants
-                            .entry(candidate.key.tenant.clone())
-                            .or_insert(Settings::resolve(&self.defaults, config.as_ref())),
-                        Err(error) => {
-                            warn!(bucket, %error, "sweep: could not read a tenant's config");
-                            report.failed += 1;
-                            continue;
-                        }
-                    },
-                };
-                if !idle_since(candidate.last_activity, now, settings) {
-                    report.skipped += 1;
-                    continue;
-                }
-                if self.request_facts(jobs, bucket, &candidate).await {
-                    report.enqueued += 1;
-                } else {
-                    report.failed += 1;
+                match self
+                    .sweep_head(jobs, bucket, &candidate, now, &mut tenants)
+                    .await
+                {
+                    Swept::Enqueued => report.enqueued += 1,
+                    Swept::Skipped => report.skipped += 1,
+                    Swept::Failed => report.failed += 1,
                 }
             }
         }
@@ -341,50 +482,123 @@ impl Compactor {
             "sweep done"
         );
         match first_error {
-            Some(error) if report.buckets_failed == usize::from(SWEEP_BUCKETS) => Err(error.into()),
+            Some(error) if report.buckets_failed == usize::from(buckets) => Err(error.into()),
             _ => Ok(report),
         }
     }
 
-    /// Enqueues one swept session's facts job, then marks its head; true when the
-    /// job was enqueued.
-    async fn request_facts(&self, jobs: &dyn Jobs, bucket: u8, idle: &IdleSession) -> bool {
-        let session = idle.session;
-        match jobs.enqueue_facts(&idle.key, session).await {
-            Ok(true) => {}
-            Ok(false) => {
-                warn!(bucket, session, "sweep: no jobs queue is configured");
-                return false;
-            }
+    /// One due head: read it, decide, enqueue what the decision requests, then
+    /// record the decision on the head. A head from before incarnations is given
+    /// one first, since the job names the contact only through it.
+    async fn sweep_head(
+        &self,
+        jobs: &dyn Jobs,
+        bucket: u8,
+        due: &DueHead,
+        now: i64,
+        tenants: &mut HashMap<TenantId, Settings>,
+    ) -> Swept {
+        let key = &due.key;
+        let head = match self.store.load_head(key).await {
+            Ok(Some(head)) => head,
+            // Erased since the index was read: its entry goes with it.
+            Ok(None) => return Swept::Skipped,
             Err(error) => {
-                warn!(bucket, session, %error, "sweep: could not enqueue a facts job");
-                return false;
+                warn!(bucket, %error, "sweep: could not read a head");
+                return Swept::Failed;
+            }
+        };
+        let settings = match tenants.get(&key.tenant) {
+            Some(settings) => settings,
+            None => {
+                let resolved = match self.tenants.tenant_config(&key.tenant).await {
+                    Ok(config) => Settings::resolve(&self.defaults, config.as_ref())
+                        .map_err(CompactorError::from),
+                    Err(error) => Err(error.into()),
+                };
+                match resolved {
+                    Ok(settings) => tenants.entry(key.tenant.clone()).or_insert(settings),
+                    Err(error) => {
+                        warn!(bucket, %error, "sweep: no usable settings for a tenant");
+                        return Swept::Failed;
+                    }
+                }
+            }
+        };
+        let incarnation = match &head.incarnation {
+            Some(incarnation) => incarnation.clone(),
+            None => match self
+                .store
+                .ensure_incarnation(key, &Incarnation::random())
+                .await
+            {
+                Ok(Some(incarnation)) => incarnation,
+                Ok(None) => return Swept::Skipped,
+                Err(error) => {
+                    warn!(bucket, %error, "sweep: could not give a head an incarnation");
+                    return Swept::Failed;
+                }
+            },
+        };
+        let decision = sweep_decision(&head, now, settings);
+        if let Some(session) = decision.request {
+            let job = Job::Facts {
+                tenant: key.tenant.clone(),
+                incarnation: incarnation.clone(),
+                session,
+            };
+            match jobs.enqueue(&job).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    warn!(bucket, session, "sweep: no jobs queue is configured");
+                    return Swept::Failed;
+                }
+                Err(error) => {
+                    warn!(bucket, session, %error, "sweep: could not enqueue a facts job");
+                    return Swept::Failed;
+                }
             }
         }
-        match self
-            .store
-            .mark_swept(&idle.key, session, idle.last_activity)
-            .await
-        {
+        if decision.abandoned {
+            warn!(
+                bucket,
+                session = head.facts_pending.map(|pending| pending.session),
+                attempts = FACTS_MAX_ATTEMPTS,
+                "sweep: a fact extraction never completed; giving up on it"
+            );
+        }
+        let settle = SweepSettle {
+            incarnation,
+            last_activity: head.last_activity,
+            due: due.due,
+            pending_since: head.facts_pending.map(|pending| pending.since),
+            facts_requested: decision.facts_requested,
+            pending: decision.pending,
+            next_due: decision.next_due,
+        };
+        match self.store.settle_sweep(key, &settle).await {
             Ok(true) => {}
             Ok(false) => info!(
                 bucket,
-                session, "sweep: the contact moved on meanwhile; its job is a harmless duplicate"
+                "sweep: the head moved on meanwhile; any job is a harmless duplicate"
             ),
             Err(error) => warn!(
                 bucket,
-                session,
                 %error,
-                "sweep: could not mark a head; the next sweep requests its facts again"
+                "sweep: could not update a head; the next sweep looks at it again"
             ),
         }
-        true
+        match decision.request {
+            Some(_) => Swept::Enqueued,
+            None => Swept::Skipped,
+        }
     }
 
     async fn step(
         &self,
         key: &ContactKey,
         settings: &Settings,
+        incarnation: &Incarnation,
         session: u32,
         summarized_until: u64,
         deadline: Deadline,
@@ -392,7 +606,10 @@ impl Compactor {
         let skipped = |reason| Ok(JobOutcome::StepSkipped { reason });
         let now = (self.clock)();
         let state = self.store.load_turn(key, now).await?;
-        let Some(head) = state.head else {
+        let Some(head) = state
+            .head
+            .filter(|head| head.incarnation.as_ref() == Some(incarnation))
+        else {
             return skipped("erased");
         };
         if head.session != session {
@@ -439,6 +656,7 @@ impl Compactor {
         }
         let pruned = prune.len();
         let step = AppliedStep {
+            incarnation: incarnation.clone(),
             session,
             seen_summarized_until: plan.seen_summarized_until,
             new_summarized_until: plan.new_summarized_until,
@@ -455,8 +673,22 @@ impl Compactor {
             pruned,
             summary_chars = step.summary.chars().count(),
             context_tokens = response.usage.context_tokens(),
+            capped = plan.capped,
             "compaction step applied"
         );
+        if plan.capped {
+            // The step stopped at its budget, short of the kept window: the next
+            // one is due now, from where this one stopped.
+            let next = Job::Step {
+                tenant: key.tenant.clone(),
+                incarnation: incarnation.clone(),
+                session,
+                summarized_until: plan.new_summarized_until,
+            };
+            if let Err(error) = self.jobs.enqueue(&next).await {
+                warn!(%error, "could not request the next step; the next round past the threshold does");
+            }
+        }
         Ok(JobOutcome::StepApplied {
             new_summarized_until: plan.new_summarized_until,
             pruned,
@@ -467,23 +699,39 @@ impl Compactor {
         &self,
         key: &ContactKey,
         settings: &Settings,
+        incarnation: &Incarnation,
         session: u32,
         deadline: Deadline,
     ) -> Result<JobOutcome, CompactorError> {
-        let skipped = |reason| Ok(JobOutcome::FactsSkipped { reason });
-        if settings.allowed_fact_keys.is_empty() {
-            return skipped("no_allowed_keys");
-        }
         let now = (self.clock)();
         let (head, existing) = self.store.load_memory(key, now).await?;
-        if head.is_none() {
-            return skipped("erased");
+        let Some(head) = head.filter(|head| head.incarnation.as_ref() == Some(incarnation)) else {
+            return Ok(JobOutcome::FactsSkipped { reason: "erased" });
+        };
+        // Every outcome but `erased` and a failure settles the request: it no
+        // longer waits for the sweep to request it again.
+        let done = |reason| async move {
+            self.store.facts_done(key, incarnation, session).await?;
+            Ok(JobOutcome::FactsSkipped { reason })
+        };
+        if settings.allowed_fact_keys.is_empty() {
+            return done("no_allowed_keys").await;
         }
-        let closed = self.store.load_closed_session(key, session, now).await?;
+        let closed = if head.session == session {
+            // Closed by the sweep, still the head's: what a step kept of it is the
+            // head's summary and the messages after `summarized_until`.
+            let state = self.store.load_turn(key, now).await?;
+            ClosedSession {
+                summary: head.summary.clone(),
+                messages: state.window,
+            }
+        } else {
+            self.store.load_closed_session(key, session, now).await?
+        };
         // A fact must cite a message the model was shown; the record alone has no
         // sequence numbers to cite.
         let Some(last_seq) = closed.messages.last().map(|m| m.seq) else {
-            return skipped("nothing_to_read");
+            return done("nothing_to_read").await;
         };
 
         let request = facts_request(
@@ -556,9 +804,15 @@ impl Compactor {
             })
             .collect();
         let (stored, removed) = (writes.len(), removals.len());
-        if stored + removed > 0 && !self.store.save_facts(key, &writes, &removals).await? {
-            return skipped("erased");
+        if stored + removed > 0
+            && !self
+                .store
+                .save_facts(key, incarnation, &writes, &removals)
+                .await?
+        {
+            return Ok(JobOutcome::FactsSkipped { reason: "erased" });
         }
+        self.store.facts_done(key, incarnation, session).await?;
         info!(
             stored,
             refused,
@@ -1058,6 +1312,74 @@ mod tests {
         for (candidate, code) in refusals {
             assert_eq!(check(candidate.clone()).unwrap_err().0, code, "{candidate}");
         }
+    }
+
+    #[test]
+    fn the_sweep_requests_idle_sessions_and_pending_extractions_then_gives_up() {
+        let settings = Settings::resolve(&crate::tenant::Defaults::default(), None).unwrap();
+        let idle = idle_seconds(settings.session_idle_minutes);
+        let head = Head {
+            session: 2,
+            last_activity: 1_000,
+            ..Head::default()
+        };
+        let pending = |session, since, attempts| PendingFacts {
+            session,
+            since,
+            attempts,
+        };
+
+        // Not idle yet (a tenant that lengthened its timeout): moved, nothing asked.
+        let early = sweep_decision(&head, 1_000 + idle - 1, &settings);
+        assert_eq!((early.request, early.next_due), (None, Some(1_000 + idle)));
+        // Idle: its session is requested, pending, and due again for the retry.
+        let now = 1_000 + idle;
+        let swept = sweep_decision(&head, now, &settings);
+        assert_eq!(swept.request, Some(2));
+        assert_eq!(swept.facts_requested, Some(2));
+        assert_eq!(swept.pending, PendingChange::Set(pending(2, now, 1)));
+        assert_eq!(swept.next_due, Some(now + FACTS_RETRY_SECONDS));
+
+        // Requested, still pending when the retry is due: requested again...
+        let requested = Head {
+            facts_requested: Some(2),
+            facts_pending: Some(pending(2, now, 1)),
+            ..head.clone()
+        };
+        let later = now + FACTS_RETRY_SECONDS;
+        let again = sweep_decision(&requested, later, &settings);
+        assert_eq!(again.request, Some(2));
+        assert_eq!(again.pending, PendingChange::Set(pending(2, later, 2)));
+        // ...not before it is due...
+        let not_yet = sweep_decision(&requested, later - 1, &settings);
+        assert_eq!(
+            (not_yet.request, not_yet.pending),
+            (None, PendingChange::Keep)
+        );
+        assert_eq!(not_yet.next_due, Some(later));
+        // ...and given up on after the last attempt: nothing left, out of the index.
+        let last = Head {
+            facts_pending: Some(pending(2, now, FACTS_MAX_ATTEMPTS)),
+            ..requested.clone()
+        };
+        let gave_up = sweep_decision(&last, later, &settings);
+        assert_eq!(gave_up.request, None);
+        assert_eq!(gave_up.pending, PendingChange::Clear);
+        assert!(gave_up.abandoned);
+        assert_eq!(gave_up.next_due, None);
+        // Done (nothing pending, session requested): out of the index.
+        let done = Head {
+            facts_pending: None,
+            ..requested
+        };
+        assert_eq!(sweep_decision(&done, later, &settings).next_due, None);
+        // Past its retention: only out of the index.
+        let expired = Head {
+            expires_at: Some(now),
+            ..head
+        };
+        let gone = sweep_decision(&expired, now, &settings);
+        assert_eq!((gone.request, gone.next_due), (None, None));
     }
 
     #[test]

@@ -169,6 +169,17 @@ impl Config {
                 "SESSION_IDLE_MINUTES must be at least 1".into(),
             ));
         }
+        // The defaults must hold for a tenant without a config of its own.
+        crate::tenant::Settings::resolve(&defaults, None)
+            .map_err(|err| ConfigError(format!("SESSION_IDLE_MINUTES: {err}")))?;
+        defaults.sweep_buckets = match get("SWEEP_BUCKETS") {
+            None => defaults.sweep_buckets,
+            Some(text) => text.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
+                ConfigError(format!(
+                    "SWEEP_BUCKETS must be a whole number from 1 to 255, got {text:?}"
+                ))
+            })?,
+        };
         Ok(Config {
             table_name: required("TABLE_NAME", "the DynamoDB table")?,
             jobs_queue_url: get("JOBS_QUEUE_URL").map(str::to_owned),
@@ -261,8 +272,10 @@ mod tests {
             ("MODEL_TIMEOUT_SECONDS", "5"),
             ("ASK_TIMEOUT_SECONDS", "20"),
             ("CONTEXT_POLICY", "sliding"),
+            ("SWEEP_BUCKETS", "64"),
         ]))
         .unwrap();
+        assert_eq!(config.defaults.sweep_buckets, 64);
         assert_eq!(config.auth, AuthConfig::Dev);
         assert_eq!(config.anthropic_base_url, "http://127.0.0.1:4010");
         assert_eq!(config.jobs_queue_url.as_deref(), Some("http://q"));
@@ -307,9 +320,13 @@ mod tests {
             ("AUTH_MODE", "none"),
             ("COMPACTION_THRESHOLD_TOKENS", "lots"),
             ("SESSION_IDLE_MINUTES", "0"),
+            // Longer than the default transcript retention (90 days).
+            ("SESSION_IDLE_MINUTES", "200000"),
             ("CONTEXT_POLICY", "everything"),
             ("ASK_TIMEOUT_SECONDS", "2"),
             ("ASK_TIMEOUT_SECONDS", "soon"),
+            ("SWEEP_BUCKETS", "0"),
+            ("SWEEP_BUCKETS", "256"),
         ] {
             let mut all = vars(&base);
             all.insert(name.into(), value.into());

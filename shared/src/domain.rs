@@ -263,15 +263,58 @@ pub struct Head {
     #[serde(default)]
     pub steps: u32,
     /// The session whose fact extraction the scheduled sweep already requested
-    /// (set by [`crate::store::Store::mark_swept`]), so the next message, closing
+    /// (set by [`crate::store::Store::settle_sweep`]), so the next message, closing
     /// that session, does not request it a second time. Every round writes it
     /// back as `None`: a round means the session has messages no extraction saw.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub facts_requested: Option<u32>,
+    /// The closed session whose fact extraction was requested and has not been
+    /// done yet: set by the round or the sweep that requests it, cleared by the
+    /// facts job when it is done. The sweep requests it again while it stays
+    /// pending (a job lost, or left in the dead-letter queue).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub facts_pending: Option<PendingFacts>,
+    /// The `summarized_until` at which the hard cap last cut a round's window: the
+    /// next rounds keep cutting while `summarized_until` still has this value
+    /// (until a step lands), whatever context the cut rounds measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hard_cap_at: Option<u64>,
+    /// When the head expires (TTL, seconds since the epoch): its last activity
+    /// plus the idle timeout plus the transcript retention, written by every
+    /// round. Past it the contact's memory is gone (DynamoDB deletes the head
+    /// eventually; reads treat it as gone at once). `None` on heads written
+    /// before heads expired.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<i64>,
     /// Token of the last committed round: lets `ask` recognise its own commit when
     /// the answer to it was lost (a timeout after DynamoDB applied it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_round: Option<String>,
+    /// Which life of the contact this head belongs to: a random id set when the
+    /// head is created and kept until it is erased, so an erased contact who writes
+    /// again gets a new one. Every job carries it and every job write is
+    /// conditioned on it. `None` only on a head written before incarnations
+    /// existed; its next round gives it one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incarnation: Option<Incarnation>,
+}
+
+/// A requested fact extraction not done yet (see [`Head::facts_pending`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingFacts {
+    /// The closed session.
+    pub session: u32,
+    /// When it was last requested, seconds since the epoch.
+    pub since: i64,
+    /// How many times it was requested.
+    pub attempts: u32,
+}
+
+impl Head {
+    /// Whether the head's retention ran out at `now` (see [`Head::expires_at`]).
+    pub fn expired_at(&self, now: i64) -> bool {
+        self.expires_at.is_some_and(|expires| expires <= now)
+    }
 }
 
 /// Why an identifier was refused.
@@ -366,6 +409,34 @@ id_newtype!(
     /// A fact key: 1–64 of `[a-z0-9_]`, starting with a letter (`preferred_time`).
     FactKey
 );
+id_newtype!(
+    /// A head's incarnation (see [`Head::incarnation`]): 1–64 of `[0-9a-f]`, 32
+    /// when degrau makes one. Jobs carry it instead of the contact id, so a queued
+    /// job names no one: it is an opaque reference, not a secret.
+    Incarnation
+);
+
+impl Incarnation {
+    /// Maximum length in characters.
+    pub const MAX_LEN: usize = 64;
+
+    /// Validates an incarnation read from a job.
+    pub fn parse(value: &str) -> Result<Self, InvalidId> {
+        check_id("incarnation", value, Self::MAX_LEN, "0-9 a-f", |c| {
+            c.is_ascii_digit() || ('a'..='f').contains(&c)
+        })?;
+        Ok(Self(value.to_owned()))
+    }
+
+    /// A new random incarnation: 128 bits as 32 hex digits.
+    pub fn random() -> Self {
+        Self(format!(
+            "{:016x}{:016x}",
+            fastrand::u64(..),
+            fastrand::u64(..)
+        ))
+    }
+}
 
 impl ContactId {
     /// Maximum length in characters.
@@ -618,8 +689,27 @@ mod tests {
             steps: 1,
             facts_requested: Some(2),
             last_round: None,
+            incarnation: Some(Incarnation::random()),
+            facts_pending: Some(PendingFacts {
+                session: 1,
+                since: 1_700_000_000,
+                attempts: 2,
+            }),
+            hard_cap_at: Some(4),
+            expires_at: Some(1_800_000_000),
         };
         let back: Head = serde_json::from_str(&serde_json::to_string(&head).unwrap()).unwrap();
         assert_eq!(back, head);
+    }
+
+    #[test]
+    fn incarnations_are_random_lowercase_hex() {
+        let one = Incarnation::random();
+        assert_eq!(one.as_str().len(), 32);
+        assert_eq!(Incarnation::parse(one.as_str()).unwrap(), one);
+        assert_ne!(one, Incarnation::random());
+        for bad in ["", "ABC", "0x1f", "a#b", &"a".repeat(65)] {
+            assert!(Incarnation::parse(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -15,8 +15,13 @@
 //! ends a run, so numbers glued to words are still found (`cartão4111111111111111`).
 //! Every group and every such run of groups is tested: 11 digits against the CPF
 //! check digits, 14 against the CNPJ check digits, and 13 to 19 against the Luhn
-//! check used by payment cards. Only ASCII digits are read, and the alphanumeric
-//! CNPJ format is not detected.
+//! check used by payment cards. Only ASCII digits are read there.
+//!
+//! The alphanumeric CNPJ (issued since July 2026: 12 characters of `0-9A-Z`, then two
+//! numeric check digits) is read apart: runs of ASCII letters and digits, joined by
+//! the same single separators, that hold exactly 14 characters with a letter among
+//! them are tested against its check digits (the numeric CNPJ's weights, each
+//! character counting as its ASCII code minus 48; lowercase is read as uppercase).
 //!
 //! Check digits keep false positives rare but not absent: an unrelated 11-digit
 //! number passes the CPF check about once in a hundred, and a 13- to 19-digit number
@@ -282,22 +287,44 @@ pub fn is_valid_cpf(digits: &[u8]) -> bool {
 /// check digits (weights 5,4,3,2,9,8,7,6,5,4,3,2 for the first and 6,5,4,3,2,9,8,
 /// 7,6,5,4,3,2 for the second). Sequences of one repeated digit are not valid.
 pub fn is_valid_cnpj(digits: &[u8]) -> bool {
-    const WEIGHTS: [u32; 13] = [6, 5, 4, 3, 2, 9, 8, 7, 6, 5, 4, 3, 2];
-    if digits.len() != 14 || !all_decimal(digits) || all_same(digits) {
+    digits.len() == 14 && all_decimal(digits) && !all_same(digits) && cnpj_checks(digits)
+}
+
+/// True when `text` is an alphanumeric CNPJ without punctuation: 12 characters of
+/// `0-9A-Z` (lowercase is read as uppercase) whose values, each its ASCII code minus
+/// 48, give the last two characters, decimal digits, as check digits with the
+/// numeric CNPJ's weights. A purely numeric one is a valid [`is_valid_cnpj`] too.
+pub fn is_valid_alphanumeric_cnpj(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    if bytes.len() != 14
+        || !bytes[..12].iter().all(u8::is_ascii_alphanumeric)
+        || !bytes[12..].iter().all(u8::is_ascii_digit)
+    {
         return false;
     }
+    let values: Vec<u8> = bytes
+        .iter()
+        .map(|b| b.to_ascii_uppercase() - b'0')
+        .collect();
+    !all_same(&values) && cnpj_checks(&values)
+}
+
+/// Whether the last two of 14 character values are the CNPJ check digits of the
+/// first twelve (values up to 42, `Z`; the sums cannot overflow).
+fn cnpj_checks(values: &[u8]) -> bool {
+    const WEIGHTS: [u32; 13] = [6, 5, 4, 3, 2, 9, 8, 7, 6, 5, 4, 3, 2];
     let check = |len: usize| {
-        let sum: u32 = digits[..len]
+        let sum: u32 = values[..len]
             .iter()
             .zip(&WEIGHTS[WEIGHTS.len() - len..])
-            .map(|(&d, &weight)| u32::from(d) * weight)
+            .map(|(&value, &weight)| u32::from(value) * weight)
             .sum();
         match sum % 11 {
             0 | 1 => 0,
             rest => (11 - rest) as u8,
         }
     };
-    check(12) == digits[12] && check(13) == digits[13]
+    values.len() == 14 && check(12) == values[12] && check(13) == values[13]
 }
 
 /// True when `digits` (values 0 to 9, at least one) pass the Luhn check used by
@@ -377,10 +404,51 @@ struct DigitGroup {
 }
 
 /// The document or card refusal the value deserves, if any. When several numbers are
-/// found, the most specific check wins: CPF, then CNPJ, then card.
+/// found, the most specific check wins: CPF, then CNPJ (numeric or alphanumeric),
+/// then card.
 fn find_document_number(value: &str) -> Option<FactRefusal> {
     let chars: Vec<char> = value.chars().collect();
-    let groups = digit_groups(&chars);
+    match find_numeric_document(&chars) {
+        Some(FactRefusal::Cpf) => Some(FactRefusal::Cpf),
+        _ if holds_alphanumeric_cnpj(&chars) => Some(FactRefusal::Cnpj),
+        found => found,
+    }
+}
+
+/// Whether a run of ASCII letters and digits (single separators between two of
+/// them joining, as for digit groups) is an alphanumeric CNPJ: 14 characters, at
+/// least one a letter (all-digit runs are the numeric scan's).
+fn holds_alphanumeric_cnpj(chars: &[char]) -> bool {
+    let mut i = 0;
+    while i < chars.len() {
+        if !chars[i].is_ascii_alphanumeric() {
+            i += 1;
+            continue;
+        }
+        let mut run = String::new();
+        loop {
+            run.push(chars[i]);
+            i += 1;
+            let joined_by_separator = i + 1 < chars.len()
+                && DIGIT_SEPARATORS.contains(&chars[i])
+                && chars[i + 1].is_ascii_alphanumeric();
+            if joined_by_separator {
+                i += 1;
+            } else if i >= chars.len() || !chars[i].is_ascii_alphanumeric() {
+                break;
+            }
+        }
+        if run.bytes().any(|b| b.is_ascii_alphabetic()) && is_valid_alphanumeric_cnpj(&run) {
+            return true;
+        }
+    }
+    false
+}
+
+/// [`find_document_number`]'s numeric part: CPF, CNPJ and card numbers in digit
+/// groups.
+fn find_numeric_document(chars: &[char]) -> Option<FactRefusal> {
+    let groups = digit_groups(chars);
     let mut found: Option<FactRefusal> = None;
     for first in 0..groups.len() {
         let mut digits: Vec<u8> = Vec::with_capacity(MAX_SCANNED_DIGITS);
@@ -614,6 +682,28 @@ mod tests {
             "empresa CNPJ 11.222.333/0001-81",
         ] {
             assert_eq!(check(value), Err(FactRefusal::Cnpj), "{value}");
+        }
+    }
+
+    #[test]
+    fn refuses_an_alphanumeric_cnpj_with_or_without_punctuation() {
+        // The Receita Federal's example of the format issued since July 2026.
+        for value in [
+            "12.ABC.345/01DE-35",
+            "12ABC34501DE35",
+            "empresa CNPJ 12.ABC.345/01DE-35 ok",
+            "cnpj 12abc34501de35",
+        ] {
+            assert_eq!(check(value), Err(FactRefusal::Cnpj), "{value}");
+        }
+        // A wrong check digit, letters in the check digits, or a longer run pass.
+        for value in [
+            "12.ABC.345/01DE-36",
+            "12ABC34501DEA5",
+            "X12ABC34501DE35",
+            "reference ABCDEFGHIJKLMN",
+        ] {
+            assert_eq!(check(value), Ok(()), "{value}");
         }
     }
 

@@ -31,7 +31,9 @@ pub struct TenantConfig {
     /// Minutes without messages after which a session closes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_idle_minutes: Option<u64>,
-    /// Days transcripts and summaries of closed sessions are kept.
+    /// Days transcripts and summaries are kept after their session could close
+    /// (its last message plus the idle timeout); at least 1, and at least the idle
+    /// timeout.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transcript_retention_days: Option<u32>,
     /// Days facts are kept after their last update.
@@ -132,6 +134,9 @@ pub struct Defaults {
     pub max_tokens: u32,
     /// `CONTEXT_POLICY` (benchmarks only; `stepped` in production).
     pub context_policy: ContextPolicy,
+    /// `SWEEP_BUCKETS`: how many partitions of the sweep index heads spread over
+    /// (see [`crate::store::sweep_bucket`]).
+    pub sweep_buckets: u8,
 }
 
 impl Default for Defaults {
@@ -160,6 +165,7 @@ impl Default for Defaults {
             fact_retention_days: 365,
             max_tokens: 1024,
             context_policy: ContextPolicy::Stepped,
+            sweep_buckets: crate::store::DEFAULT_SWEEP_BUCKETS,
         }
     }
 }
@@ -191,9 +197,55 @@ pub struct Settings {
     pub thinking_budget_tokens: Option<u32>,
 }
 
+/// Settings that cannot be honoured: named, with the values at fault (no personal
+/// data; a tenant's config holds none).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid settings: {0}")]
+pub struct InvalidSettings(pub String);
+
 impl Settings {
-    /// Defaults overridden by the tenant's config, if any.
-    pub fn resolve(defaults: &Defaults, tenant: Option<&TenantConfig>) -> Settings {
+    /// Defaults overridden by the tenant's config, if any, and checked: the idle
+    /// timeout is at least a minute, and the transcript retention at least a day
+    /// and at least the idle timeout. A retention shorter than a session could
+    /// stay open would let messages expire under an open window; a retention of 0
+    /// would expire every message at once.
+    pub fn resolve(
+        defaults: &Defaults,
+        tenant: Option<&TenantConfig>,
+    ) -> Result<Settings, InvalidSettings> {
+        let settings = Self::merge(defaults, tenant);
+        if settings.session_idle_minutes == 0 {
+            return Err(InvalidSettings(
+                "session_idle_minutes must be at least 1".into(),
+            ));
+        }
+        let retention_minutes = u64::from(settings.transcript_retention_days) * 24 * 60;
+        if settings.transcript_retention_days == 0
+            || retention_minutes < settings.session_idle_minutes
+        {
+            return Err(InvalidSettings(format!(
+                "transcript_retention_days ({}) must be at least 1 and at least the idle \
+                 timeout (session_idle_minutes {}, {} days rounded up)",
+                settings.transcript_retention_days,
+                settings.session_idle_minutes,
+                settings.session_idle_minutes.div_ceil(24 * 60)
+            )));
+        }
+        Ok(settings)
+    }
+
+    /// Seconds from a session's last message to the end of its transcript's
+    /// retention: the idle timeout (until the session can close) plus the
+    /// retention. Messages and the head expire this long after their round.
+    pub fn retention_after_activity_seconds(&self) -> i64 {
+        let seconds = self
+            .session_idle_minutes
+            .saturating_mul(60)
+            .saturating_add(u64::from(self.transcript_retention_days) * 86_400);
+        i64::try_from(seconds).unwrap_or(i64::MAX)
+    }
+
+    fn merge(defaults: &Defaults, tenant: Option<&TenantConfig>) -> Settings {
         let tenant = tenant.cloned().unwrap_or_default();
         let mut compaction = defaults.compaction;
         if let Some(threshold) = tenant.compaction_threshold_tokens {
@@ -242,7 +294,7 @@ mod tests {
             session_idle_minutes: Some(30),
             ..TenantConfig::default()
         };
-        let settings = Settings::resolve(&defaults, Some(&tenant));
+        let settings = Settings::resolve(&defaults, Some(&tenant)).unwrap();
         assert_eq!(settings.instructions, "Book haircuts.");
         assert_eq!(settings.compaction.threshold_tokens, 5000);
         assert_eq!(
@@ -252,7 +304,7 @@ mod tests {
         assert_eq!(settings.session_idle_minutes, 30);
         assert_eq!(settings.model, defaults.model);
         assert_eq!(
-            Settings::resolve(&defaults, None).instructions,
+            Settings::resolve(&defaults, None).unwrap().instructions,
             defaults.instructions
         );
     }
@@ -265,7 +317,9 @@ mod tests {
         };
         let defaults = Defaults::default();
         assert_eq!(
-            Settings::resolve(&defaults, Some(&tenant)).instructions,
+            Settings::resolve(&defaults, Some(&tenant))
+                .unwrap()
+                .instructions,
             defaults.instructions
         );
     }
@@ -274,10 +328,12 @@ mod tests {
     fn a_thinking_budget_is_read_within_its_bounds_and_refused_outside() {
         let config: TenantConfig =
             serde_json::from_str(r#"{"thinking_budget_tokens": 2048}"#).unwrap();
-        let settings = Settings::resolve(&Defaults::default(), Some(&config));
+        let settings = Settings::resolve(&Defaults::default(), Some(&config)).unwrap();
         assert_eq!(settings.thinking_budget_tokens, Some(2048));
         assert_eq!(
-            Settings::resolve(&Defaults::default(), None).thinking_budget_tokens,
+            Settings::resolve(&Defaults::default(), None)
+                .unwrap()
+                .thinking_budget_tokens,
             None,
             "off unless the tenant turns it on"
         );
@@ -291,6 +347,28 @@ mod tests {
                 "{error}"
             );
         }
+    }
+
+    #[test]
+    fn a_retention_of_zero_or_shorter_than_the_idle_timeout_is_refused() {
+        let defaults = Defaults::default();
+        let with = |days, idle_minutes| TenantConfig {
+            transcript_retention_days: Some(days),
+            session_idle_minutes: Some(idle_minutes),
+            ..TenantConfig::default()
+        };
+        for (days, idle) in [(0, 60), (1, 24 * 60 + 1), (2, 3 * 24 * 60), (1, 0)] {
+            let error = Settings::resolve(&defaults, Some(&with(days, idle))).unwrap_err();
+            assert!(error.to_string().contains("must be at least"), "{error}");
+        }
+        for (days, idle) in [(1, 60), (1, 24 * 60), (3, 3 * 24 * 60)] {
+            let settings = Settings::resolve(&defaults, Some(&with(days, idle))).unwrap();
+            assert_eq!(
+                settings.retention_after_activity_seconds(),
+                i64::from(days) * 86_400 + idle as i64 * 60
+            );
+        }
+        assert!(Settings::resolve(&defaults, None).is_ok());
     }
 
     #[test]

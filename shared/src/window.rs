@@ -4,6 +4,12 @@
 //! an assistant message, so a window starts only at a user message made only of text.
 //! Cutting there also keeps every tool round whole: a round's `tool_use`/`tool_result`
 //! pairs all sit between two such user messages.
+//!
+//! A window may also have a hole: sequence numbers are dense when committed, but a
+//! message can go before its session closes (DynamoDB's TTL, which deletes in any
+//! order, after a refresh failed; a hand edit). What follows a hole may answer a
+//! message that is gone, so [`after_last_gap`] starts the window at the first safe
+//! start after the last hole, the only place known to be whole.
 
 use crate::domain::StoredMessage;
 
@@ -19,6 +25,33 @@ pub fn safe_window_start(messages: &[StoredMessage], keep: usize) -> usize {
         .iter()
         .position(StoredMessage::is_user_text_only)
         .map_or(messages.len(), |offset| naive + offset)
+}
+
+/// Index in `messages` (a session's messages after `summarized_until` up to
+/// `last_seq`, oldest first) where a window without holes may start: 0 when their
+/// sequence numbers run from `summarized_until + 1` to `last_seq` without a gap;
+/// else the first text-only user message after the last gap (`messages.len()`
+/// when none follows it, or when the last messages themselves are gone: what is
+/// left may end on a question whose answer is missing).
+pub fn after_last_gap(messages: &[StoredMessage], summarized_until: u64, last_seq: u64) -> usize {
+    let mut expected = summarized_until.saturating_add(1);
+    let mut last_gap = None;
+    for (index, message) in messages.iter().enumerate() {
+        if message.seq != expected {
+            last_gap = Some(index);
+        }
+        expected = message.seq.saturating_add(1);
+    }
+    if !messages.is_empty() && expected <= last_seq {
+        return messages.len();
+    }
+    let Some(gap) = last_gap else {
+        return 0;
+    };
+    messages[gap..]
+        .iter()
+        .position(StoredMessage::is_user_text_only)
+        .map_or(messages.len(), |offset| gap + offset)
 }
 
 #[cfg(test)]
@@ -92,6 +125,46 @@ mod tests {
         assert_eq!(safe_window_start(&messages, 1), messages.len());
         assert_eq!(safe_window_start(&messages, 0), messages.len());
         assert_eq!(safe_window_start(&[], 4), 0);
+    }
+
+    #[test]
+    fn a_window_without_holes_starts_at_its_first_message() {
+        let messages = conversation();
+        assert_eq!(after_last_gap(&messages, 0, 8), 0);
+        assert_eq!(after_last_gap(&messages[6..], 6, 8), 0);
+        assert_eq!(after_last_gap(&[], 4, 4), 0);
+    }
+
+    #[test]
+    fn a_hole_moves_the_start_to_the_first_safe_start_after_the_last_one() {
+        let messages = conversation();
+        let without = |gone: &[u64]| -> Vec<StoredMessage> {
+            messages
+                .iter()
+                .filter(|m| !gone.contains(&m.seq))
+                .cloned()
+                .collect()
+        };
+        // The tool call at 4 is gone: its result at 5 would be an orphan.
+        let holed = without(&[4]);
+        assert_eq!(holed[after_last_gap(&holed, 0, 8)].seq, 7);
+        // The first message is gone (a hole right after `summarized_until`).
+        let headless = without(&[1]);
+        assert_eq!(headless[after_last_gap(&headless, 0, 8)].seq, 7);
+        // Two holes: the last one counts.
+        let twice = without(&[2, 7]);
+        assert_eq!(
+            after_last_gap(&twice, 0, 8),
+            twice.len(),
+            "no safe start after 7"
+        );
+        // A hole right before a safe start keeps it.
+        let clean = without(&[6]);
+        assert_eq!(clean[after_last_gap(&clean, 0, 8)].seq, 7);
+        // The last answer is gone: what is left would end on its question.
+        let tailless = without(&[8]);
+        assert_eq!(after_last_gap(&tailless, 0, 8), tailless.len());
+        assert_eq!(after_last_gap(&[], 0, 8), 0, "nothing left at all");
     }
 
     #[test]

@@ -567,3 +567,58 @@ async fn the_benchmark_policies_switch_only_what_the_request_carries() {
         }
     }
 }
+
+#[tokio::test]
+async fn the_hard_cap_stays_on_until_a_step_moves_summarized_until() {
+    let h = harness();
+    let keep = Defaults::default().compaction.keep_messages;
+    let hard_limit = Defaults::default().compaction.hard_limit_tokens;
+    for i in 0..10 {
+        h.model
+            .push(ScriptedModel::text(&format!("reply {i}"), usage(100)));
+        h.service
+            .ask(&key(), &format!("question {i}"), None, minute())
+            .await
+            .unwrap();
+    }
+    // The step is late: this round measured the hard limit.
+    h.model.push(ScriptedModel::text("big", usage(hard_limit)));
+    h.service
+        .ask(&key(), "question 10", None, minute())
+        .await
+        .unwrap();
+    // So the next one is cut, and measures far less...
+    h.model
+        .push(ScriptedModel::text("cut", usage(hard_limit / 10)));
+    h.service
+        .ask(&key(), "question 11", None, minute())
+        .await
+        .unwrap();
+    assert_eq!(h.model.requests().pop().unwrap().messages.len(), keep + 1);
+    // ...which does not switch the cap off while the step has not landed.
+    h.model
+        .push(ScriptedModel::text("still cut", usage(hard_limit / 10)));
+    h.service
+        .ask(&key(), "question 12", None, minute())
+        .await
+        .unwrap();
+    assert_eq!(
+        h.model.requests().pop().unwrap().messages.len(),
+        keep + 1,
+        "the window stays cut"
+    );
+
+    // The step lands: the window starts after it, whole again.
+    h.store
+        .set_summarized_until(&key(), 20, Some("The customer asked ten questions.".into()));
+    h.model.push(ScriptedModel::text("fine", usage(2000)));
+    h.service
+        .ask(&key(), "question 13", None, minute())
+        .await
+        .unwrap();
+    assert_eq!(
+        h.model.requests().pop().unwrap().messages.len(),
+        7,
+        "messages 21-26 and the new one"
+    );
+}

@@ -251,9 +251,10 @@ proptest! {
     #[test]
     fn a_step_folds_up_to_a_safe_start_and_the_next_request_is_valid(
         turns in conversation(), keep in 1usize..30, keep_turns in 1usize..4, next in turn(),
+        budget in prop_oneof![Just(u64::MAX), 1u64..2_000],
     ) {
         let mut messages = history(&turns);
-        let policy = CompactionPolicy { threshold_tokens: 1, keep_messages: keep, hard_limit_tokens: u64::MAX, prune_keep_turns: keep_turns, prune_min_chars: 100 };
+        let policy = CompactionPolicy { threshold_tokens: 1, keep_messages: keep, hard_limit_tokens: u64::MAX, prune_keep_turns: keep_turns, prune_min_chars: 100, max_fold_tokens: budget };
         let head = Head { session: 1, last_seq: messages.len() as u64, ..Head::default() };
         let Some(plan) = plan_step(&head, &messages, 10, &policy) else {
             prop_assert_eq!(safe_window_start(&messages, keep), 0);

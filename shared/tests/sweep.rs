@@ -10,16 +10,17 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use degrau::ask::AskService;
+use degrau::compactor::FACTS_RETRY_SECONDS;
 use degrau::compactor::{Compactor, CompactorError, SweepReport};
 use degrau::deadline::Deadline;
-use degrau::domain::{ContactId, Fact, FactKey, Head, IdempotencyKey, TenantId};
-use degrau::jobs::{EnqueueError, Job, Jobs};
+use degrau::domain::{ContactId, Fact, FactKey, Head, IdempotencyKey, Incarnation, TenantId};
+use degrau::jobs::{EnqueueError, Job, Jobs, NoJobs};
 use degrau::model::scripted::ScriptedModel;
 use degrau::store::memory::MemoryStore;
 use degrau::store::{
-    AppliedStep, Claim, ClosedSession, ContactKey, Cursor, FactWrite, IdleSession, RoundCommit,
-    SWEEP_BUCKETS, SessionFilter, Store, StoreError, TenantStore, TranscriptPage, TurnState,
-    sweep_bucket,
+    AppliedStep, Claim, ClosedSession, ContactKey, Cursor, DEFAULT_SWEEP_BUCKETS, DueHead,
+    FactWrite, PendingChange, RoundCommit, SessionFilter, Store, StoreError, SweepSettle,
+    TenantStore, TranscriptPage, TurnState,
 };
 use degrau::tenant::{Defaults, TenantConfig};
 use degrau::tools::demo::DemoTools;
@@ -37,47 +38,13 @@ struct RecordingJobs {
     fail: AtomicBool,
 }
 
-impl RecordingJobs {
-    fn facts(&self) -> Vec<(ContactKey, u32)> {
-        self.jobs
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|job| job.kind() == "facts")
-            .map(|job| (job.key(), job.session()))
-            .collect()
-    }
-}
-
 #[async_trait]
 impl Jobs for RecordingJobs {
-    async fn enqueue_step(
-        &self,
-        key: &ContactKey,
-        session: u32,
-        summarized_until: u64,
-    ) -> Result<bool, EnqueueError> {
+    async fn enqueue(&self, job: &Job) -> Result<bool, EnqueueError> {
         if self.fail.load(Ordering::SeqCst) {
             return Err(EnqueueError("the queue is down".into()));
         }
-        self.jobs.lock().unwrap().push(Job::Step {
-            tenant: key.tenant.clone(),
-            contact: key.contact.clone(),
-            session,
-            summarized_until,
-        });
-        Ok(true)
-    }
-
-    async fn enqueue_facts(&self, key: &ContactKey, session: u32) -> Result<bool, EnqueueError> {
-        if self.fail.load(Ordering::SeqCst) {
-            return Err(EnqueueError("the queue is down".into()));
-        }
-        self.jobs.lock().unwrap().push(Job::Facts {
-            tenant: key.tenant.clone(),
-            contact: key.contact.clone(),
-            session,
-        });
+        self.jobs.lock().unwrap().push(job.clone());
         Ok(true)
     }
 }
@@ -117,6 +84,7 @@ fn harness() -> Harness {
             model: model.clone(),
             defaults: Defaults::default(),
             clock: clock_fn,
+            jobs: Arc::new(NoJobs),
         },
         store,
         model,
@@ -124,6 +92,11 @@ fn harness() -> Harness {
         ask_jobs,
         sweep_jobs: RecordingJobs::default(),
     }
+}
+
+/// The contact's sweep bucket at the default bucket count.
+fn bucket_of(key: &ContactKey) -> u8 {
+    degrau::store::sweep_bucket(key, DEFAULT_SWEEP_BUCKETS)
 }
 
 fn key(tenant: &str, contact: &str) -> ContactKey {
@@ -163,6 +136,41 @@ impl Harness {
         self.compactor.sweep(&self.sweep_jobs, now).await.unwrap()
     }
 
+    /// The facts jobs `jobs` recorded, as (contact, session): each job's
+    /// incarnation resolved the way the compactor does (it names no contact).
+    async fn facts(&self, jobs: &RecordingJobs) -> Vec<(ContactKey, u32)> {
+        let recorded: Vec<Job> = jobs.jobs.lock().unwrap().clone();
+        let mut found = Vec::new();
+        for job in recorded.iter().filter(|job| job.kind() == "facts") {
+            let key = self
+                .store
+                .find_contact(job.tenant(), job.incarnation())
+                .await
+                .unwrap()
+                .expect("a job names a head that exists");
+            found.push((key, job.session()));
+        }
+        found
+    }
+
+    /// Runs every facts job `jobs` recorded through the compactor, each finding
+    /// nothing to record: the extractions are done.
+    async fn extract_all(&self, jobs: &RecordingJobs) {
+        let recorded: Vec<Job> = jobs.jobs.lock().unwrap().clone();
+        for job in recorded.iter().filter(|job| job.kind() == "facts") {
+            self.model.push(ScriptedModel::tool_call(
+                "facts",
+                degrau::compactor::RECORD_FACTS_TOOL,
+                serde_json::json!({"facts": []}),
+                Usage::default(),
+            ));
+            self.compactor
+                .run(job, Deadline::after(std::time::Duration::from_secs(60)))
+                .await
+                .unwrap();
+        }
+    }
+
     async fn facts_requested(&self, key: &ContactKey) -> Option<u32> {
         let (head, _) = self.store.load_memory(key, START).await.unwrap();
         head.unwrap().facts_requested
@@ -191,46 +199,70 @@ async fn an_idle_session_is_swept_once_when_its_timeout_has_passed() {
         "not idle yet"
     );
     assert_eq!(h.sweep(h.at(IDLE)).await, report(1, 1, 0, 0));
-    assert_eq!(h.sweep_jobs.facts(), vec![(ana.clone(), 1)]);
+    assert_eq!(h.facts(&h.sweep_jobs).await, vec![(ana.clone(), 1)]);
     assert_eq!(h.facts_requested(&ana).await, Some(1));
-    assert_eq!(h.store.sweep_entry(&ana), None, "out of the index");
+    assert_eq!(
+        h.store.sweep_entry(&ana),
+        Some((bucket_of(&ana), START + IDLE + FACTS_RETRY_SECONDS)),
+        "due again if the extraction is still pending then"
+    );
+    h.extract_all(&h.sweep_jobs).await;
 
     assert_eq!(
         h.sweep(h.at(3 * IDLE)).await,
+        report(1, 0, 1, 0),
+        "the extraction is done: nothing left to do"
+    );
+    assert_eq!(h.store.sweep_entry(&ana), None, "out of the index");
+    assert_eq!(
+        h.sweep(h.at(4 * IDLE)).await,
         report(0, 0, 0, 0),
         "a swept session is not swept again"
     );
-    assert_eq!(h.sweep_jobs.facts().len(), 1);
-    assert!(h.ask_jobs.facts().is_empty());
+    assert_eq!(h.facts(&h.sweep_jobs).await.len(), 1);
+    assert!(h.facts(&h.ask_jobs).await.is_empty());
 }
 
 #[tokio::test]
-async fn a_contact_idle_by_the_default_but_not_by_its_tenants_longer_timeout_is_skipped() {
+async fn a_head_is_due_by_its_tenants_own_timeout_even_one_changed_after_its_round() {
     let h = harness();
     let patient = TenantConfig {
         session_idle_minutes: Some(3 * 24 * 60),
         ..TenantConfig::default()
     };
-    h.store
-        .put_tenant_config(&TenantId::parse("clinic").unwrap(), &patient)
-        .await
-        .unwrap();
+    let clinic = TenantId::parse("clinic").unwrap();
     let bia = key("clinic", "bia");
     let caio = key("barber", "caio");
     h.say(&bia, "hi").await;
     h.say(&caio, "hi").await;
-
-    assert_eq!(h.sweep(h.at(IDLE)).await, report(2, 1, 1, 0));
-    assert_eq!(h.sweep_jobs.facts(), vec![(caio, 1)]);
-    assert_eq!(h.facts_requested(&bia).await, None);
-    assert!(
-        h.store.sweep_entry(&bia).is_some(),
-        "left for a later sweep"
+    // The clinic lengthens its timeout after bia's round (filed by the old one).
+    h.store.put_tenant_config(&clinic, &patient).await.unwrap();
+    assert_eq!(
+        h.store.sweep_entry(&bia),
+        Some((bucket_of(&bia), START + IDLE))
     );
 
+    assert_eq!(h.sweep(h.at(IDLE)).await, report(2, 1, 1, 0));
+    assert_eq!(h.facts(&h.sweep_jobs).await, vec![(caio, 1)]);
+    assert_eq!(h.facts_requested(&bia).await, None);
+    assert_eq!(
+        h.store.sweep_entry(&bia),
+        Some((bucket_of(&bia), START + 3 * IDLE)),
+        "moved to when it is idle by the new timeout"
+    );
+    h.extract_all(&h.sweep_jobs).await;
+
+    // Only caio's done extraction is due before that; bia at its time.
     assert_eq!(h.sweep(h.at(3 * IDLE - 1)).await, report(1, 0, 1, 0));
     assert_eq!(h.sweep(h.at(3 * IDLE)).await, report(1, 1, 0, 0));
-    assert_eq!(h.sweep_jobs.facts().last(), Some(&(bia, 1)));
+    assert_eq!(h.facts(&h.sweep_jobs).await.last(), Some(&(bia, 1)));
+    // A head of the patient tenant is filed under its own timeout from the start.
+    let dora = key("clinic", "dora");
+    h.say(&dora, "hi").await;
+    assert_eq!(
+        h.store.sweep_entry(&dora),
+        Some((bucket_of(&dora), START + 3 * IDLE + 3 * IDLE))
+    );
 }
 
 #[tokio::test]
@@ -239,12 +271,12 @@ async fn a_swept_session_whose_contact_writes_again_opens_a_new_one_without_a_se
     let ana = key("barber", "ana");
     h.say(&ana, "hi").await;
     h.sweep(h.at(IDLE)).await;
-    assert_eq!(h.sweep_jobs.facts(), vec![(ana.clone(), 1)]);
+    assert_eq!(h.facts(&h.sweep_jobs).await, vec![(ana.clone(), 1)]);
 
     h.at(IDLE + 10 * MINUTE);
     assert_eq!(h.say(&ana, "hello again").await, 2, "a new session");
     assert!(
-        h.ask_jobs.facts().is_empty(),
+        h.facts(&h.ask_jobs).await.is_empty(),
         "the sweep already requested session 1's facts"
     );
     assert_eq!(
@@ -254,21 +286,24 @@ async fn a_swept_session_whose_contact_writes_again_opens_a_new_one_without_a_se
     );
     assert_eq!(
         h.store.sweep_entry(&ana),
-        Some((sweep_bucket(&ana), START + IDLE + 10 * MINUTE)),
-        "back in the index at its new activity"
+        Some((bucket_of(&ana), START + IDLE + FACTS_RETRY_SECONDS)),
+        "due when session 1's pending extraction is, before session 2 goes idle"
     );
 
     // Session 2 closes by the next message (not swept): that one requests it.
     h.at(2 * IDLE + 10 * MINUTE);
     assert_eq!(h.say(&ana, "me again").await, 3);
-    assert_eq!(h.ask_jobs.facts(), vec![(ana.clone(), 2)]);
+    assert_eq!(h.facts(&h.ask_jobs).await, vec![(ana.clone(), 2)]);
 
     // And session 3, left idle, is swept.
     assert_eq!(
         h.sweep(h.at(3 * IDLE + 10 * MINUTE)).await,
         report(1, 1, 0, 0)
     );
-    assert_eq!(h.sweep_jobs.facts(), vec![(ana.clone(), 1), (ana, 3)]);
+    assert_eq!(
+        h.facts(&h.sweep_jobs).await,
+        vec![(ana.clone(), 1), (ana, 3)]
+    );
 }
 
 #[tokio::test]
@@ -281,9 +316,19 @@ async fn an_erased_contact_is_not_swept() {
     h.ask.erase(&ana).await.unwrap();
 
     assert_eq!(h.sweep(h.at(IDLE)).await, report(1, 1, 0, 0));
-    assert_eq!(h.sweep_jobs.facts(), vec![(bruno, 1)]);
+    assert_eq!(h.facts(&h.sweep_jobs).await, vec![(bruno, 1)]);
     assert_eq!(h.store.item_count(&ana), 0, "marking wrote nothing back");
-    assert!(!h.store.mark_swept(&ana, 1, START).await.unwrap());
+    let settle = SweepSettle {
+        incarnation: Incarnation::random(),
+        last_activity: START,
+        due: START + IDLE,
+        pending_since: None,
+        facts_requested: Some(1),
+        pending: PendingChange::Keep,
+        next_due: None,
+    };
+    assert!(!h.store.settle_sweep(&ana, &settle).await.unwrap());
+    assert_eq!(h.store.item_count(&ana), 0);
 }
 
 #[tokio::test]
@@ -297,7 +342,7 @@ async fn a_failed_enqueue_leaves_the_session_for_the_next_sweep() {
 
     h.sweep_jobs.fail.store(false, Ordering::SeqCst);
     assert_eq!(h.sweep(h.at(IDLE + 15 * MINUTE)).await, report(1, 1, 0, 0));
-    assert_eq!(h.sweep_jobs.facts(), vec![(ana, 1)]);
+    assert_eq!(h.facts(&h.sweep_jobs).await, vec![(ana, 1)]);
 }
 
 /// The memory store, whose sweep index reads fail for the buckets in `failing`.
@@ -366,31 +411,68 @@ impl Store for FlakyIndex {
     async fn save_facts(
         &self,
         key: &ContactKey,
+        incarnation: &Incarnation,
         writes: &[FactWrite],
         removals: &[FactKey],
     ) -> Result<bool, StoreError> {
-        self.inner.save_facts(key, writes, removals).await
+        self.inner
+            .save_facts(key, incarnation, writes, removals)
+            .await
     }
-    async fn idle_sessions(
+    async fn find_contact(
+        &self,
+        tenant: &TenantId,
+        incarnation: &Incarnation,
+    ) -> Result<Option<ContactKey>, StoreError> {
+        self.inner.find_contact(tenant, incarnation).await
+    }
+    async fn ensure_incarnation(
+        &self,
+        key: &ContactKey,
+        candidate: &Incarnation,
+    ) -> Result<Option<Incarnation>, StoreError> {
+        self.inner.ensure_incarnation(key, candidate).await
+    }
+    async fn due_heads(
         &self,
         bucket: u8,
-        last_activity_before: i64,
+        due_by: i64,
         limit: usize,
-    ) -> Result<Vec<IdleSession>, StoreError> {
+    ) -> Result<Vec<DueHead>, StoreError> {
         if self.failing.contains(&bucket) {
             return Err(StoreError::Unavailable("throttled".into()));
         }
-        self.inner
-            .idle_sessions(bucket, last_activity_before, limit)
-            .await
+        self.inner.due_heads(bucket, due_by, limit).await
     }
-    async fn mark_swept(
+    async fn load_head(&self, key: &ContactKey) -> Result<Option<Head>, StoreError> {
+        self.inner.load_head(key).await
+    }
+    async fn settle_sweep(
         &self,
         key: &ContactKey,
-        session: u32,
-        last_activity: i64,
+        settle: &SweepSettle,
     ) -> Result<bool, StoreError> {
-        self.inner.mark_swept(key, session, last_activity).await
+        self.inner.settle_sweep(key, settle).await
+    }
+    async fn facts_done(
+        &self,
+        key: &ContactKey,
+        incarnation: &Incarnation,
+        session: u32,
+    ) -> Result<bool, StoreError> {
+        self.inner.facts_done(key, incarnation, session).await
+    }
+    async fn refresh_expiry(
+        &self,
+        key: &ContactKey,
+        incarnation: &Incarnation,
+        session: u32,
+        seqs: &[u64],
+        expires_at: i64,
+    ) -> Result<bool, StoreError> {
+        self.inner
+            .refresh_expiry(key, incarnation, session, seqs, expires_at)
+            .await
     }
 }
 
@@ -400,7 +482,7 @@ async fn a_failed_bucket_read_holds_up_only_that_bucket_and_all_failing_is_an_er
     let ana = key("barber", "ana");
     let bruno = (0..)
         .map(|i| key("barber", &format!("bruno{i}")))
-        .find(|k| sweep_bucket(k) != sweep_bucket(&ana))
+        .find(|k| bucket_of(k) != bucket_of(&ana))
         .unwrap();
     h.say(&ana, "hi").await;
     h.say(&bruno, "hi").await;
@@ -413,7 +495,7 @@ async fn a_failed_bucket_read_holds_up_only_that_bucket_and_all_failing_is_an_er
     };
     let now = h.at(IDLE);
 
-    let partial = compactor(vec![sweep_bucket(&ana)])
+    let partial = compactor(vec![bucket_of(&ana)])
         .sweep(&h.sweep_jobs, now)
         .await
         .unwrap();
@@ -424,13 +506,13 @@ async fn a_failed_bucket_read_holds_up_only_that_bucket_and_all_failing_is_an_er
             ..report(1, 1, 0, 0)
         }
     );
-    assert_eq!(h.sweep_jobs.facts(), vec![(bruno, 1)]);
+    assert_eq!(h.facts(&h.sweep_jobs).await, vec![(bruno, 1)]);
     assert!(
         h.store.sweep_entry(&ana).is_some(),
         "left for the next sweep"
     );
 
-    let error = compactor((0..SWEEP_BUCKETS).collect())
+    let error = compactor((0..DEFAULT_SWEEP_BUCKETS).collect())
         .sweep(&h.sweep_jobs, now)
         .await
         .unwrap_err();
@@ -439,7 +521,7 @@ async fn a_failed_bucket_read_holds_up_only_that_bucket_and_all_failing_is_an_er
         CompactorError::Store(StoreError::Unavailable(_))
     ));
     assert_eq!(h.sweep(now).await, report(1, 1, 0, 0), "the next sweep");
-    assert_eq!(h.sweep_jobs.facts().last(), Some(&(ana, 1)));
+    assert_eq!(h.facts(&h.sweep_jobs).await.last(), Some(&(ana, 1)));
 }
 
 #[tokio::test]
@@ -447,10 +529,10 @@ async fn each_bucket_is_read_up_to_its_limit_per_run_oldest_first() {
     use degrau::compactor::SWEEP_LIMIT_PER_BUCKET;
     let h = harness();
     // More idle contacts in one bucket than a run takes, one minute apart.
-    let bucket = sweep_bucket(&key("barber", "c0"));
+    let bucket = bucket_of(&key("barber", "c0"));
     let crowd: Vec<ContactKey> = (0..)
         .map(|i| key("barber", &format!("c{i}")))
-        .filter(|k| sweep_bucket(k) == bucket)
+        .filter(|k| bucket_of(k) == bucket)
         .take(SWEEP_LIMIT_PER_BUCKET + 3)
         .collect();
     for (i, contact) in crowd.iter().enumerate() {
@@ -462,8 +544,95 @@ async fn each_bucket_is_read_up_to_its_limit_per_run_oldest_first() {
         h.sweep(now).await,
         report(SWEEP_LIMIT_PER_BUCKET, SWEEP_LIMIT_PER_BUCKET, 0, 0)
     );
-    let swept: Vec<ContactKey> = h.sweep_jobs.facts().into_iter().map(|(k, _)| k).collect();
+    let swept: Vec<ContactKey> = h
+        .facts(&h.sweep_jobs)
+        .await
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
     assert_eq!(swept, crowd[..SWEEP_LIMIT_PER_BUCKET], "the oldest first");
     assert_eq!(h.sweep(now).await, report(3, 3, 0, 0), "the rest next run");
-    assert!(bucket < SWEEP_BUCKETS);
+    assert!(bucket < DEFAULT_SWEEP_BUCKETS);
+}
+
+#[tokio::test]
+async fn a_head_from_before_incarnations_is_given_one_and_swept_with_it() {
+    let h = harness();
+    let ana = key("barber", "ana");
+    h.say(&ana, "hi").await;
+    h.store.forget_incarnation(&ana);
+    assert_eq!(h.sweep(h.at(IDLE)).await, report(1, 1, 0, 0));
+    assert_eq!(h.facts(&h.sweep_jobs).await, vec![(ana.clone(), 1)]);
+    assert_eq!(h.facts_requested(&ana).await, Some(1));
+}
+
+#[tokio::test]
+async fn facts_of_a_swept_session_read_its_summary_and_only_the_messages_after_it() {
+    let h = harness();
+    let ana = key("barber", "ana");
+    for text in ["I'm Ana", "mornings suit me", "book Tuesday"] {
+        h.say(&ana, text).await;
+    }
+    h.store
+        .set_summarized_until(&ana, 4, Some("The customer, Ana, prefers mornings.".into()));
+    assert_eq!(h.sweep(h.at(IDLE)).await, report(1, 1, 0, 0));
+    let job = h.sweep_jobs.jobs.lock().unwrap().last().cloned().unwrap();
+    h.model.push(ScriptedModel::tool_call(
+        "facts",
+        degrau::compactor::RECORD_FACTS_TOOL,
+        serde_json::json!({"facts": []}),
+        Usage::default(),
+    ));
+    h.compactor
+        .run(&job, Deadline::after(std::time::Duration::from_secs(60)))
+        .await
+        .unwrap();
+
+    let request = h.model.requests().pop().unwrap();
+    let text = match &request.messages[0].content[0].block {
+        degrau::domain::ContentBlock::Text { text } => text.clone(),
+        other => panic!("expected text, got {other:?}"),
+    };
+    assert!(
+        text.contains("<session_record>\nThe customer, Ana, prefers mornings.\n</session_record>"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("[seq 1]") && !text.contains("[seq 4]"),
+        "{text}"
+    );
+    assert!(text.contains("[seq 5] user: book Tuesday"), "{text}");
+}
+
+#[tokio::test]
+async fn heads_not_yet_idle_by_their_tenants_longer_timeout_never_hold_up_the_idle_ones() {
+    use degrau::compactor::SWEEP_LIMIT_PER_BUCKET;
+    let h = harness();
+    let patient = TenantConfig {
+        session_idle_minutes: Some(3 * 24 * 60),
+        ..TenantConfig::default()
+    };
+    h.store
+        .put_tenant_config(&TenantId::parse("clinic").unwrap(), &patient)
+        .await
+        .unwrap();
+    // More heads of the patient tenant than a run reads, all in one bucket and
+    // older than the one contact of the other tenant that is really idle.
+    let bucket = bucket_of(&key("barber", "late"));
+    let patients: Vec<ContactKey> = (0..)
+        .map(|i| key("clinic", &format!("p{i}")))
+        .filter(|k| bucket_of(k) == bucket)
+        .take(SWEEP_LIMIT_PER_BUCKET + 1)
+        .collect();
+    for (i, contact) in patients.iter().enumerate() {
+        h.at(i as i64);
+        h.say(contact, "hi").await;
+    }
+    let late = key("barber", "late");
+    h.at(10 * MINUTE);
+    h.say(&late, "hi").await;
+
+    let report = h.sweep(h.at(10 * MINUTE + IDLE)).await;
+    assert_eq!(report.enqueued, 1, "{report:?}");
+    assert_eq!(h.facts(&h.sweep_jobs).await, vec![(late, 1)]);
 }

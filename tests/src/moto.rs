@@ -72,9 +72,9 @@ pub fn unique_name(prefix: &str) -> String {
 }
 
 /// Creates a new, uniquely named table with degrau's schema (`pk`/`sk` strings,
-/// on-demand, TTL on `expires_at`, and the sparse sweep index `by-activity` on
-/// `sweep_pk`/`sweep_sk` projecting `session`, as in `template.yaml`) and returns
-/// its name.
+/// on-demand, TTL on `expires_at`, the sparse sweep index `by-activity` on
+/// `sweep_pk`/`sweep_sk` projecting `session`, and the sparse,
+/// keys-only `by-incarnation` index, as in `template.yaml`) and returns its name.
 pub async fn fresh_table(client: &aws_sdk_dynamodb::Client) -> String {
     let table = unique_name("degrau-test");
     let key = |name: &str, kind| {
@@ -103,6 +103,16 @@ pub async fn fresh_table(client: &aws_sdk_dynamodb::Client) -> String {
         )
         .build()
         .expect("sweep index");
+    let incarnation_index = GlobalSecondaryIndex::builder()
+        .index_name(degrau::store::INCARNATION_INDEX)
+        .key_schema(key("incarnation", KeyType::Hash))
+        .projection(
+            Projection::builder()
+                .projection_type(ProjectionType::KeysOnly)
+                .build(),
+        )
+        .build()
+        .expect("incarnation index");
     client
         .create_table()
         .table_name(&table)
@@ -113,7 +123,9 @@ pub async fn fresh_table(client: &aws_sdk_dynamodb::Client) -> String {
         .attribute_definitions(attribute("sk", ScalarAttributeType::S))
         .attribute_definitions(attribute("sweep_pk", ScalarAttributeType::S))
         .attribute_definitions(attribute("sweep_sk", ScalarAttributeType::N))
+        .attribute_definitions(attribute("incarnation", ScalarAttributeType::S))
         .global_secondary_indexes(sweep_index)
+        .global_secondary_indexes(incarnation_index)
         .send()
         .await
         .unwrap_or_else(|err| panic!("create table {table}: {err:?}"));

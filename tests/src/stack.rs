@@ -308,9 +308,8 @@ impl FullStack {
     }
 
     /// Like [`FullStack::age_contact`], and moves the head's sweep index entry
-    /// (`sweep_sk`, its last activity) back with it, as if the time had passed
-    /// since the round. The head must be in the index (not swept since its last
-    /// round).
+    /// (`sweep_sk`, when it is due) back with it, as if the time had passed since
+    /// the round. The head must be in the index.
     pub async fn age_indexed_contact(&self, tenant: &str, contact: &str, seconds: i64) {
         self.dynamodb
             .update_item()
@@ -460,5 +459,15 @@ impl FullStack {
             .await
             .into_iter()
             .find(|item| attr_s(item, "sk") == "HEAD")
+    }
+
+    /// The incarnation of a contact's head, read raw: what a job about the
+    /// contact carries instead of its id. Panics when there is no head or it has
+    /// none.
+    pub async fn incarnation(&self, tenant: &str, contact: &str) -> String {
+        let head = self.raw_head(tenant, contact).await.expect("a head");
+        let incarnation = attr_s(&head, "incarnation");
+        assert!(!incarnation.is_empty(), "the head has no incarnation");
+        incarnation
     }
 }

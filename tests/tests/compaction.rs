@@ -129,7 +129,8 @@ async fn a_duplicate_or_stale_step_job_changes_nothing() {
         assert_eq!(stack.post(TENANT, "bia", &turn(i)).await.status, 200);
     }
     // The same job twice (as a redelivery would), then a stale one after the step.
-    let job = json!({"kind": "step", "tenant": TENANT, "contact": "bia", "session": 1, "summarized_until": 0}).to_string();
+    let life = stack.incarnation(TENANT, "bia").await;
+    let job = json!({"kind": "step", "tenant": TENANT, "incarnation": life, "session": 1, "summarized_until": 0}).to_string();
     stack.send_job(&job, "g-bia", "copy-1").await;
     stack.drain().await;
     let after = stack.memory(TENANT, "bia").await;

@@ -756,8 +756,9 @@ async fn an_idempotent_ask_killed_mid_round_keeps_its_key_in_progress_until_the_
 // 4. SQS: duplicates, late and out-of-order jobs; a compactor crash mid-step
 // ---------------------------------------------------------------------------------
 
-fn step_job(contact: &str, session: u32, summarized_until: u64) -> String {
-    json!({"kind": "step", "tenant": TENANT, "contact": contact, "session": session,
+/// A step job's body for the head whose incarnation is `life`.
+fn step_job(life: &str, session: u32, summarized_until: u64) -> String {
+    json!({"kind": "step", "tenant": TENANT, "incarnation": life, "session": session,
            "summarized_until": summarized_until})
     .to_string()
 }
@@ -810,16 +811,17 @@ async fn step_jobs_delivered_twice_late_or_out_of_order_each_apply_at_most_once(
     for i in 0..6 {
         assert_eq!(stack.post(TENANT, "kim", &turn(i)).await.status, 200);
     }
+    let kim = stack.incarnation(TENANT, "kim").await;
     // Out of order: a job for a step not seen yet comes first; then the real one,
     // twice (a redelivery with another deduplication id).
     stack
-        .send_job(&step_job("kim", 1, 999), "g-kim", "future")
+        .send_job(&step_job(&kim, 1, 999), "g-kim", "future")
         .await;
     stack
-        .send_job(&step_job("kim", 1, 0), "g-kim", "copy-a")
+        .send_job(&step_job(&kim, 1, 0), "g-kim", "copy-a")
         .await;
     stack
-        .send_job(&step_job("kim", 1, 0), "g-kim", "copy-b")
+        .send_job(&step_job(&kim, 1, 0), "g-kim", "copy-b")
         .await;
     stack.drain().await;
     let first = stack.memory(TENANT, "kim").await;
@@ -833,19 +835,19 @@ async fn step_jobs_delivered_twice_late_or_out_of_order_each_apply_at_most_once(
         assert_eq!(stack.post(TENANT, "kim", &turn(i)).await.status, 200);
     }
     stack
-        .send_job(&step_job("kim", 1, seen), "g-kim", "second")
+        .send_job(&step_job(&kim, 1, seen), "g-kim", "second")
         .await;
     poll_until_steps(&stack, "kim", 2).await;
     let second = stack.memory(TENANT, "kim").await;
     assert_eq!(second["session"]["steps"], 2, "{second}");
     stack
-        .send_job(&step_job("kim", 1, 0), "g-kim", "late-0")
+        .send_job(&step_job(&kim, 1, 0), "g-kim", "late-0")
         .await;
     stack
-        .send_job(&step_job("kim", 1, seen), "g-kim", "late-1")
+        .send_job(&step_job(&kim, 1, seen), "g-kim", "late-1")
         .await;
     stack
-        .send_job(&step_job("kim", 7, 0), "g-kim", "other-session")
+        .send_job(&step_job(&kim, 7, 0), "g-kim", "other-session")
         .await;
     stack.drain().await;
     assert_eq!(
@@ -1247,6 +1249,7 @@ async fn a_delete_with_a_step_job_queued_leaves_no_item_and_the_job_writes_nothi
         }
     }
     assert!(queued, "a step is in the queue");
+    let life = stack.incarnation(TENANT, contact).await;
     let erased = stack
         .call("DELETE", &format!("/v1/contacts/{contact}"), TENANT, None)
         .await;
@@ -1256,11 +1259,11 @@ async fn a_delete_with_a_step_job_queued_leaves_no_item_and_the_job_writes_nothi
     // The queued step runs, and later jobs for the contact come: nothing comes back.
     stack.drain().await;
     stack
-        .send_job(&step_job(contact, 2, 0), "g-late", "late-step")
+        .send_job(&step_job(&life, 2, 0), "g-late", "late-step")
         .await;
     stack
         .send_job(
-            &json!({"kind": "facts", "tenant": TENANT, "contact": contact, "session": 1})
+            &json!({"kind": "facts", "tenant": TENANT, "incarnation": life, "session": 1})
                 .to_string(),
             "g-late",
             "late-facts",

@@ -11,17 +11,18 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use aws_sdk_dynamodb::types::AttributeValue;
+use degrau::domain::PendingFacts;
 use degrau::domain::{
-    ContactId, ContentBlock, Fact, FactKey, FactSource, Head, IdempotencyKey, Role, StoredMessage,
-    TenantId,
+    ContactId, ContentBlock, Fact, FactKey, FactSource, Head, IdempotencyKey, Incarnation, Role,
+    StoredMessage, TenantId,
 };
 use degrau::pruning::PruneDecision;
 use degrau::store::dynamo::DynamoStore;
 use degrau::store::memory::MemoryStore;
 use degrau::store::{
-    AppliedStep, Claim, ClosedSession, CompletedRequest, ContactKey, Cursor, FactWrite,
-    IdleSession, MAX_PRUNES_PER_STEP, RoundCommit, SWEEP_BUCKETS, SessionArchive, SessionFilter,
-    Store, StoreError, TenantStore, sweep_bucket,
+    AppliedStep, Claim, ClosedSession, CompletedRequest, ContactKey, Cursor, DEFAULT_SWEEP_BUCKETS,
+    DueHead, FactWrite, MAX_PRUNES_PER_STEP, MAX_REFRESH_PER_ROUND, PendingChange, RoundCommit,
+    SessionArchive, SessionFilter, Store, StoreError, SweepSettle, SweepSlot, TenantStore,
 };
 use degrau::tenant::TenantConfig;
 use degrau::usage::Usage;
@@ -36,6 +37,13 @@ const NOW: i64 = 1_800_000_000;
 const RETAINED: i64 = 4_102_444_800;
 /// A TTL long past by any clock (2001).
 const LONG_EXPIRED: i64 = 1_000_000_000;
+/// How long after its round a test head is due for the sweep.
+const DUE_AFTER: i64 = 3_600;
+
+/// A contact's sweep bucket at the default bucket count.
+fn sweep_bucket(key: &ContactKey) -> u8 {
+    degrau::store::sweep_bucket(key, DEFAULT_SWEEP_BUCKETS)
+}
 
 /// An adapter under test, with the few raw writes and reads the contract needs that
 /// the port itself does not offer (a compaction step, a fact, an item count).
@@ -58,6 +66,12 @@ trait Backend: Sized {
     /// The head's sweep index attributes as (bucket, `sweep_sk`), read raw; `None`
     /// when the head carries none.
     async fn raw_sweep(&self, key: &ContactKey) -> Option<(u8, i64)>;
+    /// Removes the head's incarnation, as on a head written before incarnations.
+    async fn forget_incarnation(&self, key: &ContactKey);
+    /// Deletes a message, as DynamoDB's TTL would once it expired.
+    async fn delete_message(&self, key: &ContactKey, session: u32, seq: u64);
+    /// The head's `expires_at` attribute, read raw.
+    async fn raw_head_expires_at(&self, key: &ContactKey) -> Option<i64>;
 }
 
 struct Memory(Arc<MemoryStore>);
@@ -101,6 +115,18 @@ impl Backend for Memory {
 
     async fn raw_sweep(&self, key: &ContactKey) -> Option<(u8, i64)> {
         self.0.sweep_entry(key)
+    }
+
+    async fn forget_incarnation(&self, key: &ContactKey) {
+        self.0.forget_incarnation(key);
+    }
+
+    async fn delete_message(&self, key: &ContactKey, session: u32, seq: u64) {
+        self.0.delete_message(key, session, seq);
+    }
+
+    async fn raw_head_expires_at(&self, key: &ContactKey) -> Option<i64> {
+        self.0.load_head(key).await.unwrap()?.expires_at
     }
 }
 
@@ -283,6 +309,35 @@ impl Backend for Dynamo {
             raw_number(&item, "sweep_sk").expect("a numeric sweep_sk"),
         ))
     }
+
+    async fn forget_incarnation(&self, key: &ContactKey) {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .key("pk", s(raw_pk(key)))
+            .key("sk", s("HEAD"))
+            .update_expression("REMOVE incarnation")
+            .condition_expression("attribute_exists(pk)")
+            .send()
+            .await
+            .unwrap();
+    }
+
+    async fn delete_message(&self, key: &ContactKey, session: u32, seq: u64) {
+        self.client
+            .delete_item()
+            .table_name(&self.table)
+            .key("pk", s(raw_pk(key)))
+            .key("sk", s(format!("S#{session:06}#M#{seq:08}")))
+            .send()
+            .await
+            .unwrap();
+    }
+
+    async fn raw_head_expires_at(&self, key: &ContactKey) -> Option<i64> {
+        let item = self.raw_get(key, "HEAD".into()).await?;
+        raw_number(&item, "expires_at")
+    }
 }
 
 // ---- fixtures --------------------------------------------------------------------
@@ -359,6 +414,17 @@ fn round(key: &ContactKey, expected: Option<&Head>, messages: Vec<StoredMessage>
             steps: 0,
             facts_requested: None,
             last_round: None,
+            // A loaded head keeps its own; a new one gets one, as in `ask`.
+            incarnation: expected
+                .and_then(|head| head.incarnation.clone())
+                .or_else(|| Some(Incarnation::random())),
+            facts_pending: None,
+            hard_cap_at: None,
+            expires_at: Some(RETAINED),
+        },
+        sweep: SweepSlot {
+            bucket: sweep_bucket(key),
+            due: NOW + last.seq as i64 + DUE_AFTER,
         },
         messages,
         idempotency: None,
@@ -429,8 +495,34 @@ async fn tool_session<S: Store>(store: &S, key: &ContactKey) -> Head {
     commit(store, key, exchange(1, Some(&head), "09:00 please")).await
 }
 
+/// The incarnation of the contact's head, as a job made now would carry it (a
+/// fresh one when the contact has no head).
+async fn life_of<S: Store>(store: &S, key: &ContactKey) -> Incarnation {
+    let (head, _) = store.load_memory(key, NOW).await.unwrap();
+    head.and_then(|head| head.incarnation)
+        .unwrap_or_else(Incarnation::random)
+}
+
+/// A step for the contact's head as it is now (see [`life_of`]).
+async fn stepped<S: Store>(
+    store: &S,
+    key: &ContactKey,
+    session: u32,
+    seen: u64,
+    new: u64,
+    summary: &str,
+    prune: &[u64],
+) -> AppliedStep {
+    AppliedStep {
+        incarnation: life_of(store, key).await,
+        ..step(session, seen, new, summary, prune)
+    }
+}
+
+/// A step planned for no head in particular (its incarnation is a fresh one).
 fn step(session: u32, seen: u64, new: u64, summary: &str, prune: &[u64]) -> AppliedStep {
     AppliedStep {
+        incarnation: Incarnation::random(),
         session,
         seen_summarized_until: seen,
         new_summarized_until: new,
@@ -1082,7 +1174,7 @@ async fn a_step_applies_once_and_a_repeat_with_the_same_seen_value_changes_nothi
     tool_session(&*store, &key).await;
     assert!(
         store
-            .apply_step(&key, &step(1, 0, 2, "first", &[5]))
+            .apply_step(&key, &stepped(&*store, &key, 1, 0, 2, "first", &[5]).await)
             .await
             .unwrap()
     );
@@ -1097,7 +1189,10 @@ async fn a_step_applies_once_and_a_repeat_with_the_same_seen_value_changes_nothi
     // The same job again (another summary, another pruning, the same `seen`).
     assert!(
         !store
-            .apply_step(&key, &step(1, 0, 4, "again", &[5, 7]))
+            .apply_step(
+                &key,
+                &stepped(&*store, &key, 1, 0, 4, "again", &[5, 7]).await
+            )
             .await
             .unwrap()
     );
@@ -1111,13 +1206,13 @@ async fn a_stale_step_changes_nothing_and_the_next_one_applies(backend: impl Bac
     tool_session(&*store, &key).await;
     assert!(
         store
-            .apply_step(&key, &step(1, 0, 2, "first", &[]))
+            .apply_step(&key, &stepped(&*store, &key, 1, 0, 2, "first", &[]).await)
             .await
             .unwrap()
     );
     assert!(
         store
-            .apply_step(&key, &step(1, 2, 6, "second", &[]))
+            .apply_step(&key, &stepped(&*store, &key, 1, 2, 6, "second", &[]).await)
             .await
             .unwrap()
     );
@@ -1125,7 +1220,7 @@ async fn a_stale_step_changes_nothing_and_the_next_one_applies(backend: impl Bac
     // Planned from `summarized_until = 2`, which is no longer stored.
     assert!(
         !store
-            .apply_step(&key, &step(1, 2, 4, "stale", &[5]))
+            .apply_step(&key, &stepped(&*store, &key, 1, 2, 4, "stale", &[5]).await)
             .await
             .unwrap()
     );
@@ -1148,7 +1243,7 @@ async fn a_step_for_a_session_the_head_left_changes_nothing(backend: impl Backen
     // Session 2 also has `summarized_until = 0`: only the session check refuses.
     assert!(
         !store
-            .apply_step(&key, &step(1, 0, 2, "late", &[5]))
+            .apply_step(&key, &stepped(&*store, &key, 1, 0, 2, "late", &[5]).await)
             .await
             .unwrap()
     );
@@ -1167,7 +1262,7 @@ async fn a_step_on_an_erased_contact_changes_nothing_and_writes_no_item(backend:
     store.erase_contact(&key).await.unwrap();
     assert!(
         !store
-            .apply_step(&key, &step(1, 0, 2, "ghost", &[5]))
+            .apply_step(&key, &stepped(&*store, &key, 1, 0, 2, "ghost", &[5]).await)
             .await
             .unwrap()
     );
@@ -1176,7 +1271,7 @@ async fn a_step_on_an_erased_contact_changes_nothing_and_writes_no_item(backend:
     let bob = contact_key("acme", "bob");
     assert!(
         !store
-            .apply_step(&bob, &step(1, 0, 0, "ghost", &[]))
+            .apply_step(&bob, &stepped(&*store, &bob, 1, 0, 0, "ghost", &[]).await)
             .await
             .unwrap()
     );
@@ -1192,7 +1287,7 @@ async fn a_step_writes_pruned_copies_that_load_turn_returns_with_the_originals_i
     let original = store.load_turn(&key, NOW).await.unwrap().window[4].clone();
     assert_eq!(original.seq, 5);
 
-    let applied = step(1, 0, 2, "first", &[5]);
+    let applied = stepped(&*store, &key, 1, 0, 2, "first", &[5]).await;
     assert!(store.apply_step(&key, &applied).await.unwrap());
     let turn = store.load_turn(&key, NOW).await.unwrap();
     assert_eq!(
@@ -1215,7 +1310,10 @@ async fn a_step_writes_pruned_copies_that_load_turn_returns_with_the_originals_i
     // A prune aimed at a message that does not exist fails the whole step.
     assert!(
         !store
-            .apply_step(&key, &step(1, 2, 4, "second", &[7, 99]))
+            .apply_step(
+                &key,
+                &stepped(&*store, &key, 1, 2, 4, "second", &[7, 99]).await
+            )
             .await
             .unwrap()
     );
@@ -1228,12 +1326,18 @@ async fn a_step_that_cannot_fit_one_transaction_is_refused(backend: impl Backend
     tool_session(&*store, &key).await;
     let too_many: Vec<u64> = (1..=MAX_PRUNES_PER_STEP as u64 + 1).collect();
     let err = store
-        .apply_step(&key, &step(1, 0, 2, "big", &too_many))
+        .apply_step(
+            &key,
+            &stepped(&*store, &key, 1, 0, 2, "big", &too_many).await,
+        )
         .await
         .unwrap_err();
     assert!(matches!(err, StoreError::Other(_)), "{err:?}");
     let err = store
-        .apply_step(&key, &step(1, 0, 2, "twice", &[5, 5]))
+        .apply_step(
+            &key,
+            &stepped(&*store, &key, 1, 0, 2, "twice", &[5, 5]).await,
+        )
         .await
         .unwrap_err();
     assert!(matches!(err, StoreError::Other(_)), "{err:?}");
@@ -1257,7 +1361,10 @@ async fn a_new_session_commit_archives_the_old_summary_for_load_closed_session(
     let head = tool_session(&*store, &key).await;
     assert!(
         store
-            .apply_step(&key, &step(1, 0, 4, "Ana wants Tuesday.", &[]))
+            .apply_step(
+                &key,
+                &stepped(&*store, &key, 1, 0, 4, "Ana wants Tuesday.", &[]).await
+            )
             .await
             .unwrap()
     );
@@ -1402,7 +1509,7 @@ async fn the_transcript_of_all_sessions_never_returns_an_archive_item(backend: i
     assert_eq!(seqs(&last_closed.messages), [(3, 1), (3, 2)]);
 }
 
-async fn message_items_carry_their_expiry_and_expired_ones_leave_the_transcript_but_not_the_window(
+async fn message_items_carry_their_expiry_and_expired_ones_leave_the_transcript_and_the_window(
     backend: impl Backend,
 ) {
     let store = backend.store();
@@ -1437,9 +1544,160 @@ async fn message_items_carry_their_expiry_and_expired_ones_leave_the_transcript_
         .await
         .unwrap();
     assert_eq!(seqs(&page.messages), [(1, 3), (1, 4)]);
-    // The open session's window stays whole, so no tool pair is ever split.
+    // Expired messages are gone from the window too; it starts at a safe start.
     let turn = store.load_turn(&key, NOW).await.unwrap();
-    assert_eq!(seqs(&turn.window), [(1, 1), (1, 2), (1, 3), (1, 4)]);
+    assert_eq!(seqs(&turn.window), [(1, 3), (1, 4)]);
+    assert_eq!(turn.window_expires_at, [Some(RETAINED), Some(RETAINED)]);
+}
+
+async fn a_window_with_a_hole_starts_at_the_first_safe_start_after_the_last_one(
+    backend: impl Backend,
+) {
+    let store = backend.store();
+    let key = ana();
+    // 1 user, 2 assistant, 3 user, 4 tool_use, 5 tool_result, 6 assistant, 7 user, 8.
+    tool_session(&*store, &key).await;
+    let whole = store.load_turn(&key, NOW).await.unwrap();
+    assert_eq!(whole.window.len(), 8);
+    assert_eq!(whole.window_expires_at, vec![Some(RETAINED); 8]);
+
+    // The tool call goes: its result would be an orphan.
+    backend.delete_message(&key, 1, 4).await;
+    let turn = store.load_turn(&key, NOW).await.unwrap();
+    assert_eq!(seqs(&turn.window), [(1, 7), (1, 8)]);
+    assert_eq!(turn.window_expires_at.len(), 2);
+    // The first message after `summarized_until` goes: the same.
+    backend.delete_message(&key, 1, 1).await;
+    assert_eq!(
+        seqs(&store.load_turn(&key, NOW).await.unwrap().window),
+        [(1, 7), (1, 8)]
+    );
+    // The transcript shows what is left, holes and all.
+    let page = store
+        .transcript(&key, SessionFilter::All, 10, None)
+        .await
+        .unwrap();
+    assert_eq!(page.messages.len(), 6);
+}
+
+async fn a_head_past_its_expiry_is_gone_for_load_memory_but_not_for_load_turn(
+    backend: impl Backend,
+) {
+    let store = backend.store();
+    let key = ana();
+    let mut first = round(&key, None, exchange(1, None, "hello"));
+    first.head.expires_at = Some(NOW + 60);
+    store.commit_round(&first).await.unwrap();
+    assert_eq!(backend.raw_head_expires_at(&key).await, Some(NOW + 60));
+    let (head, _) = store.load_memory(&key, NOW + 59).await.unwrap();
+    assert_eq!(head.unwrap().expires_at, Some(NOW + 60));
+    assert_eq!(store.load_memory(&key, NOW + 60).await.unwrap().0, None);
+    // The next round needs it, to replace it under its condition.
+    let turn = store.load_turn(&key, NOW + 60).await.unwrap();
+    let expired = turn.head.unwrap();
+    assert!(expired.expired_at(NOW + 60));
+    let next = round(&key, Some(&expired), exchange(2, Some(&expired), "again"));
+    store.commit_round(&next).await.unwrap();
+    assert_eq!(backend.raw_head_expires_at(&key).await, Some(RETAINED));
+    assert!(store.load_memory(&key, NOW + 60).await.unwrap().0.is_some());
+}
+
+async fn refreshing_expiry_sets_the_ttl_of_existing_messages_of_the_same_life_only(
+    backend: impl Backend,
+) {
+    let store = backend.store();
+    let key = ana();
+    let first = RoundCommit {
+        messages_expire_at: NOW + 10,
+        ..round(&key, None, exchange(1, None, "hello"))
+    };
+    store.commit_round(&first).await.unwrap();
+    let head = commit(&*store, &key, exchange(1, Some(&first.head), "again")).await;
+    let life = head.incarnation.clone().unwrap();
+
+    assert!(
+        store
+            .refresh_expiry(&key, &life, 1, &[1, 2], NOW + 1000)
+            .await
+            .unwrap()
+    );
+    for seq in [1, 2] {
+        assert_eq!(
+            backend.raw_message_expires_at(&key, 1, seq).await,
+            Some(NOW + 1000)
+        );
+    }
+    assert_eq!(
+        backend.raw_message_expires_at(&key, 1, 3).await,
+        Some(RETAINED),
+        "untouched"
+    );
+    // Another life, or a message that is gone: nothing is written.
+    assert!(
+        !store
+            .refresh_expiry(&key, &Incarnation::random(), 1, &[1], NOW + 2000)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .refresh_expiry(&key, &life, 1, &[2, 99], NOW + 2000)
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        backend.raw_message_expires_at(&key, 1, 2).await,
+        Some(NOW + 1000)
+    );
+    let items = backend.raw_item_count(&key).await;
+    assert_eq!(items, 5, "no message was created");
+    let too_many: Vec<u64> = (1..=MAX_REFRESH_PER_ROUND as u64 + 1).collect();
+    let err = store
+        .refresh_expiry(&key, &life, 1, &too_many, NOW)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Other(_)), "{err:?}");
+}
+
+async fn a_round_that_requests_facts_leaves_them_pending_until_the_job_is_done(
+    backend: impl Backend,
+) {
+    let store = backend.store();
+    let key = ana();
+    let head = commit(&*store, &key, exchange(1, None, "hello")).await;
+    let life = head.incarnation.clone().unwrap();
+    let pending = PendingFacts {
+        session: 1,
+        since: NOW,
+        attempts: 1,
+    };
+    let mut opening = round(&key, Some(&head), exchange(2, None, "new day"));
+    opening.head.facts_pending = Some(pending);
+    store.commit_round(&opening).await.unwrap();
+    let head = store.load_turn(&key, NOW).await.unwrap().head.unwrap();
+    assert_eq!(head.facts_pending, Some(pending));
+    // A round that requests nothing leaves it as it is.
+    let head = commit(&*store, &key, exchange(2, Some(&head), "more")).await;
+    assert_eq!(head.facts_pending, Some(pending));
+
+    // Done for another session, or by another life: nothing changes.
+    assert!(!store.facts_done(&key, &life, 2).await.unwrap());
+    assert!(
+        !store
+            .facts_done(&key, &Incarnation::random(), 1)
+            .await
+            .unwrap()
+    );
+    assert!(store.facts_done(&key, &life, 1).await.unwrap());
+    let head = store.load_turn(&key, NOW).await.unwrap().head.unwrap();
+    assert_eq!(head.facts_pending, None);
+    assert!(
+        !store.facts_done(&key, &life, 1).await.unwrap(),
+        "done once"
+    );
+    let stranger = contact_key("acme", "stranger");
+    assert!(!store.facts_done(&stranger, &life, 1).await.unwrap());
+    assert_eq!(backend.raw_item_count(&stranger).await, 0, "no stray head");
 }
 
 async fn saved_facts_keep_source_and_expiry_replace_by_key_and_removals_delete(
@@ -1452,7 +1710,12 @@ async fn saved_facts_keep_source_and_expiry_replace_by_key_and_removals_delete(
     let time = fact_write("preferred_time", "mornings", 1, NOW + 60);
     assert!(
         store
-            .save_facts(&key, &[name.clone(), time.clone()], &[])
+            .save_facts(
+                &key,
+                &life_of(&*store, &key).await,
+                &[name.clone(), time.clone()],
+                &[]
+            )
             .await
             .unwrap()
     );
@@ -1469,6 +1732,7 @@ async fn saved_facts_keep_source_and_expiry_replace_by_key_and_removals_delete(
         store
             .save_facts(
                 &key,
+                &life_of(&*store, &key).await,
                 std::slice::from_ref(&renamed),
                 &[FactKey::parse("preferred_time").unwrap(), never_stored],
             )
@@ -1480,7 +1744,12 @@ async fn saved_facts_keep_source_and_expiry_replace_by_key_and_removals_delete(
     // Head, 2 messages, 1 fact.
     assert_eq!(backend.raw_item_count(&key).await, 4);
     // Nothing to change still answers whether the contact exists.
-    assert!(store.save_facts(&key, &[], &[]).await.unwrap());
+    assert!(
+        store
+            .save_facts(&key, &life_of(&*store, &key).await, &[], &[])
+            .await
+            .unwrap()
+    );
 }
 
 async fn saving_facts_for_an_erased_or_unknown_contact_writes_nothing(backend: impl Backend) {
@@ -1491,17 +1760,32 @@ async fn saving_facts_for_an_erased_or_unknown_contact_writes_nothing(backend: i
     let name = fact_write("name", "Ana", 1, NOW + 3600);
     assert!(
         !store
-            .save_facts(&key, std::slice::from_ref(&name), &[])
+            .save_facts(
+                &key,
+                &life_of(&*store, &key).await,
+                std::slice::from_ref(&name),
+                &[]
+            )
             .await
             .unwrap()
     );
     assert!(
         !store
-            .save_facts(&key, &[], &[FactKey::parse("name").unwrap()])
+            .save_facts(
+                &key,
+                &life_of(&*store, &key).await,
+                &[],
+                &[FactKey::parse("name").unwrap()]
+            )
             .await
             .unwrap()
     );
-    assert!(!store.save_facts(&key, &[], &[]).await.unwrap());
+    assert!(
+        !store
+            .save_facts(&key, &life_of(&*store, &key).await, &[], &[])
+            .await
+            .unwrap()
+    );
     assert_eq!(backend.raw_item_count(&key).await, 0);
     // An idempotency record alone is not a contact.
     let bob = contact_key("acme", "bob");
@@ -1509,7 +1793,12 @@ async fn saving_facts_for_an_erased_or_unknown_contact_writes_nothing(backend: i
         .claim_request(&bob, &idem("k"), "h", NOW, 30)
         .await
         .unwrap();
-    assert!(!store.save_facts(&bob, &[name], &[]).await.unwrap());
+    assert!(
+        !store
+            .save_facts(&bob, &life_of(&*store, &bob).await, &[name], &[])
+            .await
+            .unwrap()
+    );
     assert_eq!(backend.raw_item_count(&bob).await, 1);
 }
 
@@ -1520,13 +1809,23 @@ async fn saving_more_facts_than_one_transaction_holds_writes_them_all(backend: i
     let writes: Vec<FactWrite> = (0..150)
         .map(|i| fact_write(&format!("k{i:03}"), &format!("v{i}"), 1, NOW + 60))
         .collect();
-    assert!(store.save_facts(&key, &writes, &[]).await.unwrap());
+    assert!(
+        store
+            .save_facts(&key, &life_of(&*store, &key).await, &writes, &[])
+            .await
+            .unwrap()
+    );
     let (_, facts) = store.load_memory(&key, NOW).await.unwrap();
     assert_eq!(facts.len(), 150);
     let removals: Vec<FactKey> = (0..120)
         .map(|i| FactKey::parse(&format!("k{i:03}")).unwrap())
         .collect();
-    assert!(store.save_facts(&key, &[], &removals).await.unwrap());
+    assert!(
+        store
+            .save_facts(&key, &life_of(&*store, &key).await, &[], &removals)
+            .await
+            .unwrap()
+    );
     let (_, facts) = store.load_memory(&key, NOW).await.unwrap();
     assert_eq!(facts.len(), 30);
     assert_eq!(facts[0].key.as_str(), "k120");
@@ -1542,7 +1841,7 @@ async fn a_fact_batch_naming_a_key_twice_is_refused(backend: impl Backend) {
         (vec![name.clone()], vec![FactKey::parse("name").unwrap()]),
     ] {
         let err = store
-            .save_facts(&key, &writes, &removals)
+            .save_facts(&key, &life_of(&*store, &key).await, &writes, &removals)
             .await
             .unwrap_err();
         assert!(matches!(err, StoreError::Other(_)), "{err:?}");
@@ -1567,7 +1866,12 @@ async fn erasing_a_contact_removes_its_session_archives_too(backend: impl Backen
     store.commit_round(&opening).await.unwrap();
     assert!(
         store
-            .save_facts(&key, &[fact_write("name", "Ana", 1, RETAINED)], &[])
+            .save_facts(
+                &key,
+                &life_of(&*store, &key).await,
+                &[fact_write("name", "Ana", 1, RETAINED)],
+                &[]
+            )
             .await
             .unwrap()
     );
@@ -1582,12 +1886,151 @@ async fn erasing_a_contact_removes_its_session_archives_too(backend: impl Backen
     );
 }
 
+// ---- incarnations --------------------------------------------------------------------
+
+async fn a_new_head_gets_an_incarnation_that_finds_its_contact_and_only_in_its_tenant(
+    backend: impl Backend,
+) {
+    let store = backend.store();
+    let key = ana();
+    let head = commit(&*store, &key, exchange(1, None, "hello")).await;
+    let life = head
+        .incarnation
+        .clone()
+        .expect("a new head has an incarnation");
+    assert_eq!(
+        store.find_contact(&key.tenant, &life).await.unwrap(),
+        Some(key.clone())
+    );
+    let other = TenantId::parse("other-clinic").unwrap();
+    assert_eq!(store.find_contact(&other, &life).await.unwrap(), None);
+    assert_eq!(
+        store
+            .find_contact(&key.tenant, &Incarnation::random())
+            .await
+            .unwrap(),
+        None
+    );
+    // The next round keeps it; another contact has its own.
+    let next = commit(&*store, &key, exchange(1, Some(&head), "again")).await;
+    assert_eq!(next.incarnation, Some(life.clone()));
+    let bob = commit(
+        &*store,
+        &contact_key("acme", "bob"),
+        exchange(1, None, "hi"),
+    )
+    .await;
+    assert_ne!(bob.incarnation, Some(life.clone()));
+    // Erased, the contact is found no more.
+    store.erase_contact(&key).await.unwrap();
+    assert_eq!(store.find_contact(&key.tenant, &life).await.unwrap(), None);
+}
+
+async fn job_writes_for_an_erased_life_change_nothing_in_the_contacts_new_one(
+    backend: impl Backend,
+) {
+    let store = backend.store();
+    let key = ana();
+    tool_session(&*store, &key).await;
+    let old = life_of(&*store, &key).await;
+    let old_head = store.load_memory(&key, NOW).await.unwrap().0.unwrap();
+    store.erase_contact(&key).await.unwrap();
+    // The contact writes again: same session, same `summarized_until`, same seqs.
+    let fresh = tool_session(&*store, &key).await;
+    assert_ne!(fresh.incarnation.as_ref(), Some(&old));
+    let before = store.load_turn(&key, NOW).await.unwrap();
+    let items = backend.raw_item_count(&key).await;
+
+    let late_step = AppliedStep {
+        incarnation: old.clone(),
+        ..step(1, 0, 6, "the erased conversation", &[5])
+    };
+    assert!(!store.apply_step(&key, &late_step).await.unwrap());
+    let name = fact_write("name", "Ana", 1, RETAINED);
+    assert!(!store.save_facts(&key, &old, &[name], &[]).await.unwrap());
+    assert!(
+        !store
+            .save_facts(&key, &old, &[], &[FactKey::parse("name").unwrap()])
+            .await
+            .unwrap()
+    );
+    let due = backend.raw_sweep(&key).await.unwrap().1;
+    let sweep = SweepSettle {
+        incarnation: old.clone(),
+        facts_requested: Some(1),
+        ..settle(&fresh, due)
+    };
+    assert!(!store.settle_sweep(&key, &sweep).await.unwrap());
+    assert!(!store.facts_done(&key, &old, 1).await.unwrap());
+    assert!(
+        !store
+            .refresh_expiry(&key, &old, 1, &[1], NOW)
+            .await
+            .unwrap()
+    );
+    // A round loaded before the erase cannot land on the new life either.
+    let stale = round(
+        &key,
+        Some(&old_head),
+        exchange(1, Some(&old_head), "from the erased life"),
+    );
+    let err = store.commit_round(&stale).await.unwrap_err();
+    assert!(matches!(err, StoreError::Conflict(_)), "{err:?}");
+
+    assert_eq!(store.load_turn(&key, NOW).await.unwrap(), before);
+    assert_eq!(backend.raw_item_count(&key).await, items);
+}
+
+async fn a_head_from_before_incarnations_gets_one_at_its_next_round_or_when_swept(
+    backend: impl Backend,
+) {
+    let store = backend.store();
+    let key = ana();
+    let head = commit(&*store, &key, exchange(1, None, "hello")).await;
+    backend.forget_incarnation(&key).await;
+    let legacy = store.load_turn(&key, NOW).await.unwrap().head.unwrap();
+    assert_eq!(legacy.incarnation, None);
+    // A round on it gives it the one it carries.
+    let next = round(&key, Some(&legacy), exchange(1, Some(&head), "again"));
+    let given = next.head.incarnation.clone().unwrap();
+    store.commit_round(&next).await.unwrap();
+    let after = store.load_turn(&key, NOW).await.unwrap().head.unwrap();
+    assert_eq!(after.incarnation, Some(given.clone()));
+    assert_eq!(
+        store.find_contact(&key.tenant, &given).await.unwrap(),
+        Some(key.clone())
+    );
+    // The sweep's way: the first candidate wins, later ones read it back.
+    backend.forget_incarnation(&key).await;
+    let first = Incarnation::random();
+    assert_eq!(
+        store.ensure_incarnation(&key, &first).await.unwrap(),
+        Some(first.clone())
+    );
+    assert_eq!(
+        store
+            .ensure_incarnation(&key, &Incarnation::random())
+            .await
+            .unwrap(),
+        Some(first)
+    );
+    let stranger = contact_key("acme", "stranger");
+    assert_eq!(
+        store
+            .ensure_incarnation(&stranger, &Incarnation::random())
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(backend.raw_item_count(&stranger).await, 0, "no stray head");
+}
+
 // ---- the sweep index ---------------------------------------------------------------
 
-/// The first session's first round for `key`, last active at `last_activity`.
-async fn commit_at<S: Store>(store: &S, key: &ContactKey, last_activity: i64) {
+/// The first session's first round for `key`, due for the sweep at `due`.
+async fn commit_due<S: Store>(store: &S, key: &ContactKey, due: i64) {
     let mut commit = round(key, None, exchange(1, None, "hi"));
-    commit.head.last_activity = last_activity;
+    commit.sweep.due = due;
     store.commit_round(&commit).await.unwrap();
 }
 
@@ -1600,210 +2043,258 @@ fn contacts_in_bucket(bucket: u8, count: usize) -> Vec<ContactKey> {
         .collect()
 }
 
-fn idle(key: &ContactKey, session: u32, last_activity: i64) -> IdleSession {
-    IdleSession {
+fn due(key: &ContactKey, due: i64) -> DueHead {
+    DueHead {
         key: key.clone(),
-        session,
-        last_activity,
+        due,
     }
 }
 
-async fn every_round_indexes_the_head_under_its_bucket_at_its_last_activity(backend: impl Backend) {
+/// What the sweep writes on `head` as read, with `due` as its entry said.
+fn settle(head: &Head, due: i64) -> SweepSettle {
+    SweepSettle {
+        incarnation: head.incarnation.clone().unwrap(),
+        last_activity: head.last_activity,
+        due,
+        pending_since: head.facts_pending.map(|pending| pending.since),
+        facts_requested: None,
+        pending: PendingChange::Keep,
+        next_due: None,
+    }
+}
+
+async fn every_round_files_the_head_under_its_bucket_at_its_due_time(backend: impl Backend) {
     let store = backend.store();
     let key = ana();
     let bucket = sweep_bucket(&key);
-    assert!(bucket < SWEEP_BUCKETS);
+    assert!(bucket < DEFAULT_SWEEP_BUCKETS);
     let head = commit(&*store, &key, exchange(1, None, "hello")).await;
-    assert_eq!(head.last_activity, NOW + 2);
-    assert_eq!(backend.raw_sweep(&key).await, Some((bucket, NOW + 2)));
+    let at = NOW + 2 + DUE_AFTER;
+    assert_eq!(backend.raw_sweep(&key).await, Some((bucket, at)));
     assert_eq!(
-        store.idle_sessions(bucket, NOW + 3, 10).await.unwrap(),
-        vec![idle(&key, 1, NOW + 2)]
+        store.due_heads(bucket, at, 10).await.unwrap(),
+        vec![due(&key, at)]
     );
     assert!(
         store
-            .idle_sessions(bucket, NOW + 2, 10)
+            .due_heads(bucket, at - 1, 10)
             .await
             .unwrap()
             .is_empty(),
-        "strictly before"
+        "not due yet"
     );
-    let other = (bucket + 1) % SWEEP_BUCKETS;
+    let other = (bucket + 1) % DEFAULT_SWEEP_BUCKETS;
     assert!(
         store
-            .idle_sessions(other, i64::MAX, 10)
+            .due_heads(other, i64::MAX, 10)
             .await
             .unwrap()
             .is_empty()
     );
 
-    // The next round moves the entry to its own time.
-    let head = commit(&*store, &key, exchange(1, Some(&head), "again")).await;
+    // The next round moves the entry to its own due time.
+    let mut next = round(&key, Some(&head), exchange(1, Some(&head), "again"));
+    next.sweep = SweepSlot {
+        bucket: other,
+        due: NOW + 7,
+    };
+    store.commit_round(&next).await.unwrap();
+    assert_eq!(backend.raw_sweep(&key).await, Some((other, NOW + 7)));
+    assert!(
+        store
+            .due_heads(bucket, i64::MAX, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(
-        backend.raw_sweep(&key).await,
-        Some((bucket, head.last_activity))
+        store.due_heads(other, NOW + 7, 10).await.unwrap(),
+        vec![due(&key, NOW + 7)]
     );
-    assert!(
-        store
-            .idle_sessions(bucket, NOW + 3, 10)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert_eq!(store.load_head(&key).await.unwrap().unwrap().last_seq, 4);
 
-    // A partition holding only an idempotency record has no head to index.
+    // A partition holding only an idempotency record has no head to file.
     let bruno = contact_key("acme", "bruno");
     store
         .claim_request(&bruno, &idem("k"), "h", NOW, 60)
         .await
         .unwrap();
     assert_eq!(backend.raw_sweep(&bruno).await, None);
+    assert_eq!(store.load_head(&bruno).await.unwrap(), None);
     let found = store
-        .idle_sessions(sweep_bucket(&bruno), i64::MAX, 10)
+        .due_heads(sweep_bucket(&bruno), i64::MAX, 10)
         .await
         .unwrap();
     assert!(found.iter().all(|entry| entry.key != bruno), "{found:?}");
 }
 
-async fn idle_sessions_come_oldest_first_up_to_the_limit_from_one_bucket_only(
-    backend: impl Backend,
-) {
+async fn due_heads_come_earliest_first_up_to_the_limit_from_one_bucket_only(backend: impl Backend) {
     let store = backend.store();
     let bucket = 3;
     let crowd = contacts_in_bucket(bucket, 4);
-    let elsewhere = contacts_in_bucket((bucket + 1) % SWEEP_BUCKETS, 1);
-    // Written out of order, read back by last activity.
+    let elsewhere = contacts_in_bucket((bucket + 1) % DEFAULT_SWEEP_BUCKETS, 1);
+    // Written out of order, read back by due time.
     for (key, at) in crowd.iter().zip([NOW + 30, NOW + 20, NOW + 40, NOW + 10]) {
-        commit_at(&*store, key, at).await;
+        commit_due(&*store, key, at).await;
     }
-    commit_at(&*store, &elsewhere[0], NOW + 5).await;
+    commit_due(&*store, &elsewhere[0], NOW + 5).await;
 
-    let oldest = vec![
-        idle(&crowd[3], 1, NOW + 10),
-        idle(&crowd[1], 1, NOW + 20),
-        idle(&crowd[0], 1, NOW + 30),
+    let earliest = vec![
+        due(&crowd[3], NOW + 10),
+        due(&crowd[1], NOW + 20),
+        due(&crowd[0], NOW + 30),
     ];
     assert_eq!(
-        store.idle_sessions(bucket, NOW + 35, 10).await.unwrap(),
-        oldest
+        store.due_heads(bucket, NOW + 35, 10).await.unwrap(),
+        earliest
     );
     assert_eq!(
-        store.idle_sessions(bucket, NOW + 35, 2).await.unwrap(),
-        oldest[..2]
+        store.due_heads(bucket, NOW + 35, 2).await.unwrap(),
+        earliest[..2]
     );
     assert!(
         store
-            .idle_sessions(bucket, NOW + 35, 0)
+            .due_heads(bucket, NOW + 35, 0)
             .await
             .unwrap()
             .is_empty()
     );
     assert_eq!(
-        store
-            .idle_sessions(bucket, i64::MAX, 10)
-            .await
-            .unwrap()
-            .len(),
+        store.due_heads(bucket, i64::MAX, 10).await.unwrap().len(),
         4
     );
     assert!(
         store
-            .idle_sessions(bucket, NOW + 10, 10)
+            .due_heads(bucket, NOW + 9, 10)
             .await
             .unwrap()
             .is_empty()
     );
 }
 
-async fn a_swept_head_leaves_the_index_until_its_next_round(backend: impl Backend) {
+async fn a_settled_head_moves_or_leaves_the_index_and_records_the_request(backend: impl Backend) {
     let store = backend.store();
     let key = ana();
     let bucket = sweep_bucket(&key);
     let head = commit(&*store, &key, exchange(1, None, "hello")).await;
-    assert_eq!(head.facts_requested, None);
+    let at = NOW + 2 + DUE_AFTER;
+    let requested = PendingFacts {
+        session: 1,
+        since: at,
+        attempts: 1,
+    };
 
-    assert!(store.mark_swept(&key, 1, head.last_activity).await.unwrap());
-    let (swept, _) = store.load_memory(&key, NOW).await.unwrap();
+    // Requested: recorded, pending, and due again when the retry is.
+    let first = SweepSettle {
+        facts_requested: Some(1),
+        pending: PendingChange::Set(requested),
+        next_due: Some(at + 100),
+        ..settle(&head, at)
+    };
+    assert!(store.settle_sweep(&key, &first).await.unwrap());
+    let swept = store.load_head(&key).await.unwrap().unwrap();
     assert_eq!(
         swept,
-        Some(Head {
+        Head {
             facts_requested: Some(1),
-            last_round: None,
+            facts_pending: Some(requested),
             ..head.clone()
-        }),
-        "only facts_requested changed"
+        },
+        "only what the sweep decided changed"
     );
+    assert_eq!(backend.raw_sweep(&key).await, Some((bucket, at + 100)));
+    assert!(
+        !store.settle_sweep(&key, &first).await.unwrap(),
+        "settled already: the due time and the pending request moved"
+    );
+
+    // Given up on, and nothing left to do: out of the index.
+    let last = SweepSettle {
+        pending: PendingChange::Clear,
+        next_due: None,
+        ..settle(&swept, at + 100)
+    };
+    assert!(store.settle_sweep(&key, &last).await.unwrap());
+    let done = store.load_head(&key).await.unwrap().unwrap();
+    assert_eq!((done.facts_pending, done.facts_requested), (None, Some(1)));
     assert_eq!(backend.raw_sweep(&key).await, None);
     assert!(
         store
-            .idle_sessions(bucket, i64::MAX, 10)
+            .due_heads(bucket, i64::MAX, 10)
             .await
             .unwrap()
             .is_empty()
     );
     assert!(
-        !store.mark_swept(&key, 1, head.last_activity).await.unwrap(),
-        "swept already"
+        !store
+            .settle_sweep(&key, &settle(&done, at + 100))
+            .await
+            .unwrap(),
+        "out of the index: nothing to settle"
     );
 
-    // A round in the same session puts it back and clears facts_requested.
-    let head = commit(&*store, &key, exchange(1, Some(&head), "again")).await;
+    // A round puts it back and clears `facts_requested`.
+    let head = commit(&*store, &key, exchange(1, Some(&done), "again")).await;
     assert_eq!(head.facts_requested, None);
     assert_eq!(
         backend.raw_sweep(&key).await,
-        Some((bucket, head.last_activity))
+        Some((bucket, NOW + 4 + DUE_AFTER))
     );
-
-    // So does a round opening a new session.
-    assert!(store.mark_swept(&key, 1, head.last_activity).await.unwrap());
-    let expected = store.load_turn(&key, NOW).await.unwrap().head;
-    assert_eq!(expected.as_ref().unwrap().facts_requested, Some(1));
-    let head = commit(&*store, &key, exchange(2, expected.as_ref(), "new session")).await;
-    assert_eq!((head.session, head.facts_requested), (2, None));
-    assert_eq!(
-        store.idle_sessions(bucket, i64::MAX, 10).await.unwrap(),
-        vec![idle(&key, 2, head.last_activity)]
-    );
-
-    // A round's head is written as given: `Some` sets the attribute.
-    let mut commit_with = round(&key, Some(&head), exchange(2, Some(&head), "set"));
-    commit_with.head.facts_requested = Some(2);
-    store.commit_round(&commit_with).await.unwrap();
-    let (head, _) = store.load_memory(&key, NOW).await.unwrap();
-    assert_eq!(head.unwrap().facts_requested, Some(2));
 }
 
-async fn marking_a_head_that_moved_on_or_was_erased_writes_nothing(backend: impl Backend) {
+async fn settling_a_head_that_moved_on_or_was_erased_writes_nothing(backend: impl Backend) {
     let store = backend.store();
     let key = ana();
     let head = commit(&*store, &key, exchange(1, None, "hello")).await;
-    assert!(!store.mark_swept(&key, 2, head.last_activity).await.unwrap());
-    assert!(
-        !store
-            .mark_swept(&key, 1, head.last_activity - 1)
-            .await
-            .unwrap()
-    );
+    let at = NOW + 2 + DUE_AFTER;
+    let request = SweepSettle {
+        facts_requested: Some(1),
+        next_due: None,
+        ..settle(&head, at)
+    };
+    for stale in [
+        SweepSettle {
+            last_activity: head.last_activity - 1,
+            ..request.clone()
+        },
+        SweepSettle {
+            due: at - 1,
+            ..request.clone()
+        },
+        SweepSettle {
+            pending_since: Some(NOW),
+            ..request.clone()
+        },
+        SweepSettle {
+            incarnation: Incarnation::random(),
+            ..request.clone()
+        },
+    ] {
+        assert!(
+            !store.settle_sweep(&key, &stale).await.unwrap(),
+            "{stale:?}"
+        );
+    }
     assert_eq!(
-        store.load_memory(&key, NOW).await.unwrap().0.unwrap(),
+        store.load_head(&key).await.unwrap().unwrap(),
         head,
         "unchanged"
     );
     assert_eq!(
         backend.raw_sweep(&key).await,
-        Some((sweep_bucket(&key), head.last_activity))
+        Some((sweep_bucket(&key), at))
     );
 
     let stranger = contact_key("acme", "stranger");
-    assert!(!store.mark_swept(&stranger, 1, NOW).await.unwrap());
+    assert!(!store.settle_sweep(&stranger, &request).await.unwrap());
     assert_eq!(backend.raw_item_count(&stranger).await, 0, "no stray head");
 
     store.erase_contact(&key).await.unwrap();
-    assert!(!store.mark_swept(&key, 1, head.last_activity).await.unwrap());
+    assert!(!store.settle_sweep(&key, &request).await.unwrap());
     assert_eq!(backend.raw_item_count(&key).await, 0);
     assert!(
         store
-            .idle_sessions(sweep_bucket(&key), i64::MAX, 10)
+            .due_heads(sweep_bucket(&key), i64::MAX, 10)
             .await
             .unwrap()
             .is_empty()
@@ -1843,16 +2334,23 @@ macro_rules! contract_tests {
             a_new_session_commit_archives_the_old_summary_for_load_closed_session,
             an_archive_without_a_summary_loads_the_session_whole_and_skips_expired_messages,
             the_transcript_of_all_sessions_never_returns_an_archive_item,
-            message_items_carry_their_expiry_and_expired_ones_leave_the_transcript_but_not_the_window,
+            message_items_carry_their_expiry_and_expired_ones_leave_the_transcript_and_the_window,
             saved_facts_keep_source_and_expiry_replace_by_key_and_removals_delete,
             saving_facts_for_an_erased_or_unknown_contact_writes_nothing,
             saving_more_facts_than_one_transaction_holds_writes_them_all,
             a_fact_batch_naming_a_key_twice_is_refused,
             erasing_a_contact_removes_its_session_archives_too,
-            every_round_indexes_the_head_under_its_bucket_at_its_last_activity,
-            idle_sessions_come_oldest_first_up_to_the_limit_from_one_bucket_only,
-            a_swept_head_leaves_the_index_until_its_next_round,
-            marking_a_head_that_moved_on_or_was_erased_writes_nothing,
+            a_new_head_gets_an_incarnation_that_finds_its_contact_and_only_in_its_tenant,
+            job_writes_for_an_erased_life_change_nothing_in_the_contacts_new_one,
+            a_head_from_before_incarnations_gets_one_at_its_next_round_or_when_swept,
+            every_round_files_the_head_under_its_bucket_at_its_due_time,
+            due_heads_come_earliest_first_up_to_the_limit_from_one_bucket_only,
+            a_settled_head_moves_or_leaves_the_index_and_records_the_request,
+            settling_a_head_that_moved_on_or_was_erased_writes_nothing,
+            a_window_with_a_hole_starts_at_the_first_safe_start_after_the_last_one,
+            a_head_past_its_expiry_is_gone_for_load_memory_but_not_for_load_turn,
+            refreshing_expiry_sets_the_ttl_of_existing_messages_of_the_same_life_only,
+            a_round_that_requests_facts_leaves_them_pending_until_the_job_is_done,
         );
     };
     (@each $backend:ty; $($test:ident),+ $(,)?) => {

@@ -99,7 +99,7 @@ pub async fn measure(stack: &mut ProxiedStack, rounds: usize) -> Vec<ColdStarts>
         let job = json!({
             "kind": "step",
             "tenant": TENANT,
-            "contact": CONTACT,
+            "incarnation": stack.incarnation(TENANT, CONTACT).await,
             "session": memory["session"]["number"].as_u64().unwrap_or(1),
             "summarized_until": memory["session"]["summarized_until"].as_u64().unwrap_or(0),
         })

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use async_trait::async_trait;
 use aws_config::{BehaviorVersion, Region};
+use aws_sdk_dynamodb::types::AttributeValue;
 use degrau::domain::TenantId;
 use degrau::store::TenantStore;
 use degrau::store::dynamo::DynamoStore;
@@ -275,6 +276,26 @@ impl ProxiedStack {
             Some(&body),
         )
         .await
+    }
+    /// The incarnation of a contact's head, read raw: what a job about it carries
+    /// instead of its id.
+    pub async fn incarnation(&self, tenant: &str, contact: &str) -> String {
+        let head = self
+            .dynamodb
+            .get_item()
+            .table_name(&self.table)
+            .consistent_read(true)
+            .key("pk", AttributeValue::S(format!("T#{tenant}#C#{contact}")))
+            .key("sk", AttributeValue::S("HEAD".into()))
+            .send()
+            .await
+            .expect("read the head")
+            .item
+            .unwrap_or_default();
+        head.get("incarnation")
+            .and_then(|value| value.as_s().ok())
+            .cloned()
+            .expect("the head has an incarnation")
     }
 
     /// The memory view of a contact.

@@ -259,7 +259,7 @@ mod tests {
     use async_trait::async_trait;
     use degrau::ask::AskService;
     use degrau::compaction::CompactionPolicy;
-    use degrau::domain::{ContactId, TenantId};
+    use degrau::domain::{ContactId, Incarnation, TenantId};
     use degrau::jobs::{EnqueueError, NoJobs};
     use degrau::model::scripted::ScriptedModel;
     use degrau::model::{Model, ModelError, ModelResponse};
@@ -285,22 +285,14 @@ mod tests {
         ask: AskService,
     }
 
-    /// A queue that records the facts jobs it is given.
+    /// A queue that records the jobs it is given.
     #[derive(Default)]
-    struct RecordingJobs(Mutex<Vec<(ContactKey, u32)>>);
+    struct RecordingJobs(Mutex<Vec<Job>>);
 
     #[async_trait]
     impl Jobs for RecordingJobs {
-        async fn enqueue_step(&self, _: &ContactKey, _: u32, _: u64) -> Result<bool, EnqueueError> {
-            Ok(true)
-        }
-
-        async fn enqueue_facts(
-            &self,
-            key: &ContactKey,
-            session: u32,
-        ) -> Result<bool, EnqueueError> {
-            self.0.lock().unwrap().push((key.clone(), session));
+        async fn enqueue(&self, job: &Job) -> Result<bool, EnqueueError> {
+            self.0.lock().unwrap().push(job.clone());
             Ok(true)
         }
     }
@@ -327,6 +319,7 @@ mod tests {
                 model: model.clone(),
                 defaults: defaults.clone(),
                 clock: clock.clone(),
+                jobs: Arc::new(NoJobs),
             },
             ask: AskService {
                 store: store.clone(),
@@ -368,8 +361,16 @@ mod tests {
         }
     }
 
-    fn step(contact: &str) -> Value {
-        json!({"kind": "step", "tenant": "barber", "contact": contact, "session": 1, "summarized_until": 0})
+    /// The contact's head's incarnation (a fresh one when it has no head).
+    async fn incarnation(h: &Harness, contact: &str) -> Incarnation {
+        let (head, _) = h.store.load_memory(&key(contact), NOW).await.unwrap();
+        head.and_then(|head| head.incarnation)
+            .unwrap_or_else(Incarnation::random)
+    }
+
+    async fn step(h: &Harness, contact: &str) -> Value {
+        json!({"kind": "step", "tenant": "barber", "incarnation": incarnation(h, contact).await,
+               "session": 1, "summarized_until": 0})
     }
 
     fn event(bodies: &[(&str, String)]) -> LambdaEvent<SqsEvent> {
@@ -443,9 +444,9 @@ mod tests {
             &h.compactor,
             BUDGET,
             event(&[
-                ("1", step("ana").to_string()),
-                ("2", step("bruno").to_string()),
-                ("3", step("carla").to_string()),
+                ("1", step(&h, "ana").await.to_string()),
+                ("2", step(&h, "bruno").await.to_string()),
+                ("3", step(&h, "carla").await.to_string()),
             ]),
         )
         .await
@@ -482,10 +483,10 @@ mod tests {
             &h.compactor,
             BUDGET,
             grouped_event(&[
-                ("1", "g-bruno", step("bruno").to_string()),
-                ("2", "g-carla", step("carla").to_string()),
+                ("1", "g-bruno", step(&h, "bruno").await.to_string()),
+                ("2", "g-carla", step(&h, "carla").await.to_string()),
                 ("3", "g-bruno", facts("bruno").to_string()),
-                ("4", "g-carla", step("carla").to_string()),
+                ("4", "g-carla", step(&h, "carla").await.to_string()),
             ]),
         )
         .await
@@ -524,8 +525,8 @@ mod tests {
             BUDGET,
             grouped_event(&[
                 ("1", "g-ana", "not a job".to_owned()),
-                ("2", "g-carla", step("carla").to_string()),
-                ("3", "g-ana", step("ana").to_string()),
+                ("2", "g-carla", step(&h, "carla").await.to_string()),
+                ("3", "g-ana", step(&h, "ana").await.to_string()),
             ]),
         )
         .await
@@ -557,9 +558,9 @@ mod tests {
         // The invocation ends 50 s from now: after one 25 s job, less than one job
         // budget (30 s) is left.
         let mut event = grouped_event(&[
-            ("1", "g-bruno", step("bruno").to_string()),
-            ("2", "g-carla", step("carla").to_string()),
-            ("3", "g-dora", step("dora").to_string()),
+            ("1", "g-bruno", step(&h, "bruno").await.to_string()),
+            ("2", "g-carla", step(&h, "carla").await.to_string()),
+            ("3", "g-dora", step(&h, "dora").await.to_string()),
         ]);
         let now_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -591,8 +592,8 @@ mod tests {
             Usage::default(),
         ));
         let mut event = grouped_event(&[
-            ("1", "g-bruno", step("bruno").to_string()),
-            ("2", "g-carla", step("carla").to_string()),
+            ("1", "g-bruno", step(&h, "bruno").await.to_string()),
+            ("2", "g-carla", step(&h, "carla").await.to_string()),
         ]);
         let now_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -610,14 +611,14 @@ mod tests {
         let h = harness();
         for body in [
             "not json".to_owned(),
-            json!({"kind": "step", "tenant": "barber", "contact": "a#b", "session": 1, "summarized_until": 0})
+            json!({"kind": "step", "tenant": "barber", "incarnation": "a#b", "session": 1, "summarized_until": 0})
                 .to_string(),
-            json!({"kind": "rebuild", "tenant": "barber", "contact": "ana"}).to_string(),
+            json!({"kind": "rebuild", "tenant": "barber", "incarnation": "ab"}).to_string(),
         ] {
             let response = handle_batch(
                 &h.compactor,
                 BUDGET,
-                event(&[("1", step("ana").to_string()), ("2", body)]),
+                event(&[("1", step(&h, "ana").await.to_string()), ("2", body)]),
             )
             .await
             .unwrap();
@@ -634,14 +635,15 @@ mod tests {
             "The customer greeted the agent.",
             Usage::default(),
         ));
-        let facts = json!({"kind": "facts", "tenant": "barber", "contact": "ana", "session": 1});
+        let facts = json!({"kind": "facts", "tenant": "barber",
+                           "incarnation": incarnation(&h, "ana").await, "session": 1});
         let response = handle_batch(
             &h.compactor,
             BUDGET,
             event(&[
-                ("1", step("ana").to_string()),
+                ("1", step(&h, "ana").await.to_string()),
                 ("2", facts.to_string()),
-                ("3", step("bruno").to_string()),
+                ("3", step(&h, "bruno").await.to_string()),
             ]),
         )
         .await
@@ -670,7 +672,15 @@ mod tests {
             report,
             json!({"found": 1, "enqueued": 1, "skipped": 0, "failed": 0, "buckets_failed": 0})
         );
-        assert_eq!(*jobs.0.lock().unwrap(), vec![(key("ana"), 1)]);
+        let ana = incarnation(&h, "ana").await;
+        assert_eq!(
+            *jobs.0.lock().unwrap(),
+            vec![Job::Facts {
+                tenant: key("ana").tenant,
+                incarnation: ana,
+                session: 1
+            }]
+        );
         let (head, _) = h.store.load_memory(&key("ana"), NOW).await.unwrap();
         assert_eq!(head.unwrap().facts_requested, Some(1));
     }
@@ -680,7 +690,7 @@ mod tests {
         let h = harness();
         let jobs = RecordingJobs::default();
         let records = json!({"Records": [
-            {"messageId": "1", "body": step("ana").to_string(), "eventSource": "aws:sqs"},
+            {"messageId": "1", "body": step(&h, "ana").await.to_string(), "eventSource": "aws:sqs"},
             {"messageId": "2", "body": "not a job", "eventSource": "aws:sqs"},
         ]});
         let response = handle(

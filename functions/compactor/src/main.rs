@@ -32,7 +32,8 @@ async fn main() -> Result<(), Error> {
         request_timeout: std::time::Duration::from_secs(config.model_timeout_seconds),
         ..AnthropicConfig::default()
     })?;
-    // The sweep's queue; without one, a sweep enqueues nothing and says so.
+    // The queue for the sweep's facts jobs and a capped step's next step; without
+    // one, nothing is enqueued (a sweep says so).
     let jobs: Arc<dyn Jobs> = match &config.jobs_queue_url {
         Some(url) => Arc::new(SqsJobs::new(aws_sdk_sqs::Client::new(&sdk), url.clone())),
         None => Arc::new(NoJobs),
@@ -43,6 +44,7 @@ async fn main() -> Result<(), Error> {
         model: Arc::new(model),
         defaults: config.defaults,
         clock: system_clock(),
+        jobs: jobs.clone(),
     });
     let job_budget = job_budget(std::time::Duration::from_secs(config.model_timeout_seconds));
     run(service_fn(move |event| {

@@ -1,15 +1,14 @@
-//! The `Jobs` port: how `ask` asks for background work (a compaction step, fact
-//! extraction for a closed session), and [`Job`], the message the compactor reads.
-//! [`sqs::SqsJobs`] sends jobs to the SQS FIFO queue; [`NoJobs`], for runs without a
-//! queue, records nothing and says so.
+//! The `Jobs` port: how `ask`, the sweep and the compactor itself ask for background
+//! work (a compaction step, fact extraction for a closed session), and [`Job`], the
+//! message the compactor reads. [`sqs::SqsJobs`] sends jobs to the SQS FIFO queue;
+//! [`NoJobs`], for runs without a queue, records nothing and says so.
 
 pub mod sqs;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use crate::domain::{ContactId, TenantId};
-use crate::store::ContactKey;
+use crate::domain::{Incarnation, TenantId};
 
 /// A job could not be enqueued (the round is stored anyway; the next round retries).
 #[derive(Debug, thiserror::Error)]
@@ -19,17 +18,8 @@ pub struct EnqueueError(pub String);
 /// Background work for the compactor.
 #[async_trait]
 pub trait Jobs: Send + Sync {
-    /// Requests a compaction step for the session, as seen at `summarized_until`.
-    /// Returns false when no queue is configured.
-    async fn enqueue_step(
-        &self,
-        key: &ContactKey,
-        session: u32,
-        summarized_until: u64,
-    ) -> Result<bool, EnqueueError>;
-
-    /// Requests fact extraction for a session that just closed.
-    async fn enqueue_facts(&self, key: &ContactKey, session: u32) -> Result<bool, EnqueueError>;
+    /// Enqueues a job. Returns false when no queue is configured.
+    async fn enqueue(&self, job: &Job) -> Result<bool, EnqueueError>;
 }
 
 /// No queue configured: nothing is enqueued.
@@ -38,19 +28,20 @@ pub struct NoJobs;
 
 #[async_trait]
 impl Jobs for NoJobs {
-    async fn enqueue_step(&self, _: &ContactKey, _: u32, _: u64) -> Result<bool, EnqueueError> {
-        Ok(false)
-    }
-
-    async fn enqueue_facts(&self, _: &ContactKey, _: u32) -> Result<bool, EnqueueError> {
+    async fn enqueue(&self, _: &Job) -> Result<bool, EnqueueError> {
         Ok(false)
     }
 }
 
 /// One job, as the body of a queue message (JSON, tagged by `kind`):
-/// `{"kind":"step","tenant":"t","contact":"c","session":1,"summarized_until":12}` or
-/// `{"kind":"facts","tenant":"t","contact":"c","session":1}`. The ids are validated
-/// when the body is read, like every id that reaches a storage key.
+/// `{"kind":"step","tenant":"t","incarnation":"9f…","session":1,"summarized_until":12}`
+/// or `{"kind":"facts","tenant":"t","incarnation":"9f…","session":1}`.
+///
+/// A job names the contact only through the head's [`Incarnation`], never by its
+/// id: the compactor finds the head through the `by-incarnation` index, and once
+/// the contact is erased the index holds nothing for it, so a late job (in the
+/// queue or the dead-letter queue) neither names nor reaches anyone. The ids are
+/// validated when the body is read, like every id that reaches a storage key.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Job {
@@ -58,8 +49,8 @@ pub enum Job {
     Step {
         /// The tenant.
         tenant: TenantId,
-        /// The contact.
-        contact: ContactId,
+        /// The head's incarnation when the step was requested.
+        incarnation: Incarnation,
         /// The session the step is for.
         session: u32,
         /// The head's `summarized_until` when the step was requested: the step
@@ -70,26 +61,24 @@ pub enum Job {
     Facts {
         /// The tenant.
         tenant: TenantId,
-        /// The contact.
-        contact: ContactId,
+        /// The head's incarnation when the extraction was requested.
+        incarnation: Incarnation,
         /// The closed session.
         session: u32,
     },
 }
 
 impl Job {
-    /// The contact the job is about.
-    pub fn key(&self) -> ContactKey {
-        let (Job::Step {
-            tenant, contact, ..
-        }
-        | Job::Facts {
-            tenant, contact, ..
-        }) = self;
-        ContactKey {
-            tenant: tenant.clone(),
-            contact: contact.clone(),
-        }
+    /// The tenant the job is about.
+    pub fn tenant(&self) -> &TenantId {
+        let (Job::Step { tenant, .. } | Job::Facts { tenant, .. }) = self;
+        tenant
+    }
+
+    /// The incarnation of the head the job is about.
+    pub fn incarnation(&self) -> &Incarnation {
+        let (Job::Step { incarnation, .. } | Job::Facts { incarnation, .. }) = self;
+        incarnation
     }
 
     /// The session the job is about.
@@ -112,35 +101,40 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    const INCARNATION: &str = "0f1e2d3c4b5a69788796a5b4c3d2e1f0";
+
     #[test]
     fn jobs_read_and_write_their_documented_json() {
         let step = Job::Step {
             tenant: TenantId::parse("barber").unwrap(),
-            contact: ContactId::parse("+5511900000000").unwrap(),
+            incarnation: Incarnation::parse(INCARNATION).unwrap(),
             session: 2,
             summarized_until: 12,
         };
         assert_eq!(
             serde_json::to_value(&step).unwrap(),
-            json!({"kind": "step", "tenant": "barber", "contact": "+5511900000000",
+            json!({"kind": "step", "tenant": "barber", "incarnation": INCARNATION,
                    "session": 2, "summarized_until": 12})
         );
         let facts: Job = serde_json::from_value(
-            json!({"kind": "facts", "tenant": "barber", "contact": "ana@example.com", "session": 1}),
+            json!({"kind": "facts", "tenant": "barber", "incarnation": INCARNATION, "session": 1}),
         )
         .unwrap();
         assert_eq!((facts.kind(), facts.session()), ("facts", 1));
-        assert_eq!(facts.key().contact.as_str(), "ana@example.com");
-        assert_eq!(step.key().tenant.as_str(), "barber");
+        assert_eq!(facts.incarnation().as_str(), INCARNATION);
+        assert_eq!(step.tenant().as_str(), "barber");
     }
 
     #[test]
-    fn bodies_with_bad_ids_or_kinds_are_refused() {
+    fn bodies_with_bad_ids_or_kinds_or_a_contact_id_are_refused() {
         for body in [
-            json!({"kind": "step", "tenant": "a#C#b", "contact": "c", "session": 1, "summarized_until": 0}),
-            json!({"kind": "facts", "tenant": "t", "contact": "", "session": 1}),
-            json!({"kind": "erase", "tenant": "t", "contact": "c", "session": 1}),
-            json!({"kind": "step", "tenant": "t", "contact": "c", "session": 1}),
+            json!({"kind": "step", "tenant": "a#C#b", "incarnation": INCARNATION, "session": 1, "summarized_until": 0}),
+            json!({"kind": "facts", "tenant": "t", "incarnation": "", "session": 1}),
+            json!({"kind": "facts", "tenant": "t", "incarnation": "NOT-HEX", "session": 1}),
+            json!({"kind": "erase", "tenant": "t", "incarnation": INCARNATION, "session": 1}),
+            json!({"kind": "step", "tenant": "t", "incarnation": INCARNATION, "session": 1}),
+            // The shape before incarnations: it names the contact, and is refused.
+            json!({"kind": "facts", "tenant": "t", "contact": "ana", "session": 1}),
         ] {
             assert!(
                 serde_json::from_value::<Job>(body.clone()).is_err(),

@@ -1,19 +1,20 @@
 //! The SQS FIFO adapter of the [`Jobs`] port.
 //!
-//! One conversation is one message group, so its jobs run in order and one at a
-//! time. The group id is a hash of the contact's partition key rather than the key
-//! itself: the ids are limited to 128 characters (a tenant and a contact may reach
-//! 200) and they show up in the console and in the DLQ, where a phone number should
-//! not. The deduplication id names one step (`session`, `summarized_until`) or one
-//! session's fact extraction, so the triggers of the rounds that pass the threshold
-//! before the step lands collapse into one delivery. SQS de-duplicates only within
-//! five minutes; the compactor's conditional write is what makes a step idempotent.
+//! One life of a conversation (a head's incarnation) is one message group, so its
+//! jobs run in order and one at a time. The group id is a hash of the tenant and
+//! the incarnation: ids are limited to 128 characters, and they show up in the
+//! console and in the DLQ, where neither should name anyone (the job body names
+//! the contact only through the incarnation, see [`Job`]). The deduplication id
+//! names one step (`session`, `summarized_until`) or one session's fact
+//! extraction, so the triggers of the rounds that pass the threshold before the
+//! step lands collapse into one delivery. SQS de-duplicates only within five
+//! minutes; the compactor's conditional write is what makes a job idempotent.
 
 use async_trait::async_trait;
 use sha2::{Digest, Sha256};
 
 use super::{EnqueueError, Job, Jobs};
-use crate::store::ContactKey;
+use crate::domain::{Incarnation, TenantId};
 
 /// Sends jobs to an SQS FIFO queue.
 #[derive(Debug, Clone)]
@@ -32,14 +33,17 @@ impl SqsJobs {
             queue_url: queue_url.into(),
         }
     }
+}
 
-    async fn send(&self, job: &Job) -> Result<bool, EnqueueError> {
+#[async_trait]
+impl Jobs for SqsJobs {
+    async fn enqueue(&self, job: &Job) -> Result<bool, EnqueueError> {
         let body = serde_json::to_string(job).map_err(|e| EnqueueError(e.to_string()))?;
         self.client
             .send_message()
             .queue_url(&self.queue_url)
             .message_body(body)
-            .message_group_id(message_group_id(&job.key()))
+            .message_group_id(message_group_id(job.tenant(), job.incarnation()))
             .message_deduplication_id(deduplication_id(job))
             .send()
             .await
@@ -48,47 +52,20 @@ impl SqsJobs {
     }
 }
 
-#[async_trait]
-impl Jobs for SqsJobs {
-    async fn enqueue_step(
-        &self,
-        key: &ContactKey,
-        session: u32,
-        summarized_until: u64,
-    ) -> Result<bool, EnqueueError> {
-        self.send(&Job::Step {
-            tenant: key.tenant.clone(),
-            contact: key.contact.clone(),
-            session,
-            summarized_until,
-        })
-        .await
-    }
-
-    async fn enqueue_facts(&self, key: &ContactKey, session: u32) -> Result<bool, EnqueueError> {
-        self.send(&Job::Facts {
-            tenant: key.tenant.clone(),
-            contact: key.contact.clone(),
-            session,
-        })
-        .await
-    }
-}
-
 fn sha256_hex(text: &str) -> String {
     hex::encode(Sha256::digest(text.as_bytes()))
 }
 
-/// The message group of a conversation: hex SHA-256 of `T#{tenant}#C#{contact}`
-/// (64 characters).
-pub fn message_group_id(key: &ContactKey) -> String {
-    sha256_hex(&format!("T#{}#C#{}", key.tenant, key.contact))
+/// The message group of one life of a conversation: hex SHA-256 of
+/// `T#{tenant}#I#{incarnation}` (64 characters).
+pub fn message_group_id(tenant: &TenantId, incarnation: &Incarnation) -> String {
+    sha256_hex(&format!("T#{tenant}#I#{incarnation}"))
 }
 
 /// The deduplication id of a job: hex SHA-256 of the group id followed by
 /// `#step#{session}#{summarized_until}` or `#facts#{session}` (64 characters).
 pub fn deduplication_id(job: &Job) -> String {
-    let group = message_group_id(&job.key());
+    let group = message_group_id(job.tenant(), job.incarnation());
     match job {
         Job::Step {
             session,
@@ -102,60 +79,65 @@ pub fn deduplication_id(job: &Job) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::{ContactId, TenantId};
     use std::sync::{Arc, Mutex};
 
-    fn key(contact: &str) -> ContactKey {
-        ContactKey {
-            tenant: TenantId::parse("barber").unwrap(),
-            contact: ContactId::parse(contact).unwrap(),
-        }
+    const ONE: &str = "0f1e2d3c4b5a69788796a5b4c3d2e1f0";
+    const OTHER: &str = "ffffffffffffffff0000000000000000";
+
+    fn barber() -> TenantId {
+        TenantId::parse("barber").unwrap()
     }
 
-    fn step(contact: &str, session: u32, summarized_until: u64) -> Job {
-        let key = key(contact);
+    fn life(incarnation: &str) -> Incarnation {
+        Incarnation::parse(incarnation).unwrap()
+    }
+
+    fn step(incarnation: &str, session: u32, summarized_until: u64) -> Job {
         Job::Step {
-            tenant: key.tenant,
-            contact: key.contact,
+            tenant: barber(),
+            incarnation: life(incarnation),
             session,
             summarized_until,
         }
     }
 
-    #[test]
-    fn one_group_per_conversation_and_one_id_per_step() {
-        let group = message_group_id(&key("+5511900000000"));
-        assert_eq!(group.len(), 64);
-        assert!(
-            !group.contains("5511900000000"),
-            "no phone number in the id"
-        );
-        assert_eq!(group, message_group_id(&step("+5511900000000", 1, 0).key()));
-        assert_ne!(group, message_group_id(&key("+5511900000001")));
-        // The longest ids still fit SQS's 128-character limit.
-        let long = ContactKey {
-            tenant: TenantId::parse(&"t".repeat(64)).unwrap(),
-            contact: ContactId::parse(&"c".repeat(128)).unwrap(),
-        };
-        assert_eq!(message_group_id(&long).len(), 64);
+    fn facts(incarnation: &str, session: u32) -> Job {
+        Job::Facts {
+            tenant: barber(),
+            incarnation: life(incarnation),
+            session,
+        }
+    }
 
-        let first = deduplication_id(&step("+5511900000000", 1, 0));
-        assert_eq!(first, deduplication_id(&step("+5511900000000", 1, 0)));
+    #[test]
+    fn one_group_per_life_of_a_conversation_and_one_id_per_step() {
+        let group = message_group_id(&barber(), &life(ONE));
+        assert_eq!(group.len(), 64);
+        assert_eq!(group, sha256_hex(&format!("T#barber#I#{ONE}")));
+        assert_ne!(group, message_group_id(&barber(), &life(OTHER)));
+        assert_ne!(
+            group,
+            message_group_id(&TenantId::parse("clinic").unwrap(), &life(ONE))
+        );
+        // The longest ids still fit SQS's 128-character limit.
+        let long = message_group_id(
+            &TenantId::parse(&"t".repeat(64)).unwrap(),
+            &life(&"a".repeat(64)),
+        );
+        assert_eq!(long.len(), 64);
+
+        let first = deduplication_id(&step(ONE, 1, 0));
+        assert_eq!(first, deduplication_id(&step(ONE, 1, 0)));
         assert_eq!(
             first,
             sha256_hex(&format!("{group}#step#1#0")),
             "the documented recipe"
         );
-        assert_ne!(first, deduplication_id(&step("+5511900000000", 1, 12)));
-        assert_ne!(first, deduplication_id(&step("+5511900000000", 2, 0)));
-        assert_ne!(first, deduplication_id(&step("+5511900000001", 1, 0)));
-        let facts = Job::Facts {
-            tenant: TenantId::parse("barber").unwrap(),
-            contact: ContactId::parse("+5511900000000").unwrap(),
-            session: 1,
-        };
+        assert_ne!(first, deduplication_id(&step(ONE, 1, 12)));
+        assert_ne!(first, deduplication_id(&step(ONE, 2, 0)));
+        assert_ne!(first, deduplication_id(&step(OTHER, 1, 0)));
         assert_eq!(
-            deduplication_id(&facts),
+            deduplication_id(&facts(ONE, 1)),
             sha256_hex(&format!("{group}#facts#1"))
         );
     }
@@ -213,18 +195,20 @@ mod tests {
     async fn sends_the_job_with_its_group_and_deduplication_ids() {
         let (url, seen) = fake_sqs(200).await;
         let jobs = SqsJobs::new(client(&url), "http://queue/jobs.fifo");
-        let key = key("+5511900000000");
-        assert!(jobs.enqueue_step(&key, 1, 12).await.unwrap());
-        assert!(jobs.enqueue_facts(&key, 1).await.unwrap());
+        assert!(jobs.enqueue(&step(ONE, 1, 12)).await.unwrap());
+        assert!(jobs.enqueue(&facts(ONE, 1)).await.unwrap());
 
         let seen = seen.lock().unwrap().clone();
         assert_eq!(seen.len(), 2);
         let (target, body) = &seen[0];
         assert_eq!(target, "AmazonSQS.SendMessage");
         assert_eq!(body["QueueUrl"], "http://queue/jobs.fifo");
-        assert_eq!(body["MessageGroupId"], message_group_id(&key));
+        assert_eq!(
+            body["MessageGroupId"],
+            message_group_id(&barber(), &life(ONE))
+        );
         let job: Job = serde_json::from_str(body["MessageBody"].as_str().unwrap()).unwrap();
-        assert_eq!(job, step("+5511900000000", 1, 12));
+        assert_eq!(job, step(ONE, 1, 12));
         assert_eq!(body["MessageDeduplicationId"], deduplication_id(&job));
         let facts: Job = serde_json::from_str(seen[1].1["MessageBody"].as_str().unwrap()).unwrap();
         assert_eq!(facts.kind(), "facts");
@@ -239,10 +223,7 @@ mod tests {
     async fn a_refused_send_is_an_enqueue_error() {
         let (url, _) = fake_sqs(400).await;
         let jobs = SqsJobs::new(client(&url), "http://queue/missing.fifo");
-        let error = jobs
-            .enqueue_step(&key("+5511900000000"), 1, 0)
-            .await
-            .unwrap_err();
+        let error = jobs.enqueue(&step(ONE, 1, 0)).await.unwrap_err();
         assert!(error.to_string().contains("could not enqueue"), "{error}");
     }
 }

@@ -10,16 +10,19 @@
 //! one `TransactWriteItems`; SDK errors are mapped here, once: a failed condition is
 //! [`StoreError::Conflict`] for a round and `Ok(false)` for a step or a fact batch
 //! (a duplicate job or an erased contact, not an error); throttling and transient
-//! failures are [`StoreError::Unavailable`].
+//! failures are [`StoreError::Unavailable`]. A transaction cancelled only by a
+//! `TransactionConflict` (another transaction on one of its items in flight) wrote
+//! nothing, and is tried again a few times here before it counts as unavailable.
 //!
 //! The head also carries the sweep index's keys (`sweep_pk`, `sweep_sk`; see
-//! [`crate::store`]): the sweep queries the GSI [`SWEEP_INDEX`], the only read here
-//! that is not strongly consistent (a GSI cannot be), so `mark_swept` re-checks
-//! the head under a condition.
+//! [`crate::store`]) and its incarnation: the sweep queries the GSI [`SWEEP_INDEX`]
+//! and jobs find their contact through [`INCARNATION_INDEX`], the only reads here
+//! that are not strongly consistent (a GSI cannot be), so the writes that follow
+//! them re-check the head under a condition.
 //!
-//! Messages, session archives and facts carry the TTL attribute `expires_at`. TTL
-//! deletes only eventually, so reads filter on it too, except the window of the open
-//! session (see the note in `load_turn`).
+//! Messages, session archives, facts and the head carry the TTL attribute
+//! `expires_at`. TTL deletes only eventually, so reads filter on it too; the head
+//! is the exception of `load_turn`, which the next round's condition needs.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -40,16 +43,18 @@ use aws_sdk_dynamodb::types::{
 use serde::{Deserialize, Serialize};
 
 use super::{
-    AppliedStep, Claim, ClosedSession, ContactKey, Cursor, FactWrite, IdleSession, RoundCommit,
-    SWEEP_INDEX, SessionArchive, SessionFilter, Store, StoreError, TenantStore, TranscriptPage,
-    TurnState, sweep_bucket, system_now, validate_fact_changes, validate_step,
+    AppliedStep, Claim, ClosedSession, ContactKey, Cursor, DueHead, FactWrite, INCARNATION_INDEX,
+    MAX_REFRESH_PER_ROUND, PendingChange, RoundCommit, SWEEP_INDEX, SessionArchive, SessionFilter,
+    Store, StoreError, SweepSettle, TenantStore, TranscriptPage, TurnState, system_now,
+    validate_fact_changes, validate_step,
 };
 use crate::domain::{
-    ContactId, ContentBlock, Fact, FactKey, FactSource, Head, IdempotencyKey, Role, StoredMessage,
-    TenantId,
+    ContactId, ContentBlock, Fact, FactKey, FactSource, Head, IdempotencyKey, Incarnation,
+    PendingFacts, Role, StoredMessage, TenantId,
 };
 use crate::tenant::TenantConfig;
 use crate::usage::Usage;
+use crate::window::after_last_gap;
 
 /// An item as the SDK carries it.
 type Item = HashMap<String, AttributeValue>;
@@ -62,6 +67,10 @@ const MAX_TRANSACTION_ACTIONS: usize = 100;
 const BATCH_WRITE_CHUNK: usize = 25;
 /// Attempts at writing a batch's unprocessed items before giving up.
 const BATCH_WRITE_ATTEMPTS: u32 = 8;
+/// Attempts at a transaction cancelled by a `TransactionConflict` (another
+/// transaction on one of its items in flight) before it is [`StoreError::Unavailable`]:
+/// the backoffs between them add up to well under a second.
+const TRANSACTION_CONFLICT_ATTEMPTS: u32 = 4;
 /// The highest sequence number the sort key can order (8 digits).
 const MAX_SEQ: u64 = 99_999_999;
 /// The highest session number the sort key can order (6 digits).
@@ -135,21 +144,41 @@ impl DynamoStore {
             .collect()
     }
 
+    /// Runs a transaction. One that DynamoDB cancelled only because another
+    /// transaction on one of its items was in flight (`TransactionConflict`) wrote
+    /// nothing and is tried again, up to [`TRANSACTION_CONFLICT_ATTEMPTS`] times
+    /// with a short jittered backoff; then, or on any other failure, the error is
+    /// mapped by [`transaction_error`].
+    async fn transact(&self, items: Vec<TransactWriteItem>) -> Result<(), StoreError> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let result = self
+                .client
+                .transact_write_items()
+                .set_transact_items(Some(items.clone()))
+                .send()
+                .await;
+            match result {
+                Ok(_) => return Ok(()),
+                Err(err)
+                    if attempt < TRANSACTION_CONFLICT_ATTEMPTS && is_transaction_conflict(&err) =>
+                {
+                    tracing::info!(attempt, "transaction conflict: trying again");
+                    tokio::time::sleep(backoff(attempt)).await;
+                }
+                Err(err) => return Err(transaction_error(err)),
+            }
+        }
+    }
+
     /// Runs a transaction whose failed conditions mean "not now, and nothing
     /// written" (a duplicate step, an erased contact): `Ok(false)` then.
     async fn transact_if(&self, items: Vec<TransactWriteItem>) -> Result<bool, StoreError> {
-        match self
-            .client
-            .transact_write_items()
-            .set_transact_items(Some(items))
-            .send()
-            .await
-        {
-            Ok(_) => Ok(true),
-            Err(err) => match transaction_error(err) {
-                StoreError::Conflict(_) => Ok(false),
-                other => Err(other),
-            },
+        match self.transact(items).await {
+            Ok(()) => Ok(true),
+            Err(StoreError::Conflict(_)) => Ok(false),
+            Err(other) => Err(other),
         }
     }
 
@@ -282,24 +311,32 @@ impl Store for DynamoStore {
             return Ok(TurnState {
                 head: None,
                 facts,
-                window: Vec::new(),
+                ..TurnState::default()
             });
         };
-        // The window is deliberately not filtered by `expires_at`: it belongs to the
-        // open session, and dropping its oldest messages could split a
-        // `tool_use`/`tool_result` pair or start it at a non-user message. A session
-        // still open past its retention keeps it whole until a step folds it away;
-        // its messages then expire with the closed session.
-        let window = self
+        // An open session's messages do not expire under it (`ask` refreshes the
+        // ones close to it), but one may be gone anyway (a refresh that failed; TTL
+        // deletes in any order): expired ones count as gone, and the window starts
+        // after the last hole, where it is whole.
+        let (messages, expiries): (Vec<StoredMessage>, Vec<Option<i64>>) = self
             .messages_after(key, head.session, head.summarized_until)
             .await?
             .into_iter()
-            .map(|(message, _)| message)
-            .collect();
+            .filter(|(_, expires_at)| expires_at.is_none_or(|expires| expires > now))
+            .unzip();
+        let start = after_last_gap(&messages, head.summarized_until, head.last_seq);
+        if start > 0 {
+            tracing::warn!(
+                session = head.session,
+                skipped = start,
+                "the window had a hole: it starts at the first safe start after it"
+            );
+        }
         Ok(TurnState {
             head: Some(head),
             facts,
-            window,
+            window: messages[start..].to_vec(),
+            window_expires_at: expiries[start..].to_vec(),
         })
     }
 
@@ -308,7 +345,8 @@ impl Store for DynamoStore {
         key: &ContactKey,
         now: i64,
     ) -> Result<(Option<Head>, Vec<Fact>), StoreError> {
-        self.head_and_facts(key, now).await
+        let (head, facts) = self.head_and_facts(key, now).await?;
+        Ok((head.filter(|head| !head.expired_at(now)), facts))
     }
 
     async fn commit_round(&self, commit: &RoundCommit) -> Result<(), StoreError> {
@@ -370,16 +408,7 @@ impl Store for DynamoStore {
                 .map_err(|err| StoreError::Other(format!("archive put: {err}")))?;
             items.push(TransactWriteItem::builder().put(put).build());
         }
-        match self
-            .client
-            .transact_write_items()
-            .set_transact_items(Some(items))
-            .send()
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(err) => Err(transaction_error(err)),
-        }
+        self.transact(items).await
     }
 
     async fn claim_request(
@@ -581,7 +610,8 @@ impl Store for DynamoStore {
                  #steps = if_not_exists(#steps, :zero) + :one",
             )
             .condition_expression(
-                "attribute_exists(pk) AND #session = :session AND #summarized_until = :seen",
+                "incarnation = :incarnation AND #session = :session \
+                 AND #summarized_until = :seen",
             )
             .expression_attribute_names("#summary", "summary")
             .expression_attribute_names("#summarized_until", "summarized_until")
@@ -593,6 +623,7 @@ impl Store for DynamoStore {
             .expression_attribute_values(":one", n(1))
             .expression_attribute_values(":session", n(step.session))
             .expression_attribute_values(":seen", n(step.seen_summarized_until))
+            .expression_attribute_values(":incarnation", s(step.incarnation.as_str()))
             .build()
             .map_err(|err| StoreError::Other(format!("step head update: {err}")))?;
         let mut items = Vec::with_capacity(1 + step.prune.len());
@@ -655,6 +686,7 @@ impl Store for DynamoStore {
     async fn save_facts(
         &self,
         key: &ContactKey,
+        incarnation: &Incarnation,
         writes: &[FactWrite],
         removals: &[FactKey],
     ) -> Result<bool, StoreError> {
@@ -678,11 +710,14 @@ impl Store for DynamoStore {
                 .map_err(|err| StoreError::Other(format!("fact delete: {err}")))?;
             actions.push(TransactWriteItem::builder().delete(delete).build());
         }
+        // The head exists and is still the same life of the contact: an erased
+        // contact who wrote again has another incarnation.
         let head_exists = ConditionCheck::builder()
             .table_name(&self.table)
             .key("pk", s(&pk))
             .key("sk", s(HEAD_SK))
-            .condition_expression("attribute_exists(pk)")
+            .condition_expression("incarnation = :incarnation")
+            .expression_attribute_values(":incarnation", s(incarnation.as_str()))
             .build()
             .map_err(|err| StoreError::Other(format!("head check: {err}")))?;
         // Without changes, the check alone still answers whether the head exists.
@@ -715,22 +750,22 @@ impl Store for DynamoStore {
         Ok(true)
     }
 
-    async fn idle_sessions(
+    async fn due_heads(
         &self,
         bucket: u8,
-        last_activity_before: i64,
+        due_by: i64,
         limit: usize,
-    ) -> Result<Vec<IdleSession>, StoreError> {
-        // Ascending by `sweep_sk`: the sessions idle longest come first. No filter
+    ) -> Result<Vec<DueHead>, StoreError> {
+        // Ascending by `sweep_sk`: the heads due longest come first. No filter
         // expression, so `Limit` counts exactly the items returned.
         let query = self
             .client
             .query()
             .table_name(&self.table)
             .index_name(SWEEP_INDEX)
-            .key_condition_expression("sweep_pk = :bucket AND sweep_sk < :before")
+            .key_condition_expression("sweep_pk = :bucket AND sweep_sk <= :due_by")
             .expression_attribute_values(":bucket", s(sweep_pk(bucket)))
-            .expression_attribute_values(":before", n(last_activity_before));
+            .expression_attribute_values(":due_by", n(due_by));
         let mut found = Vec::with_capacity(limit.min(1000));
         let mut start = None;
         while found.len() < limit {
@@ -744,10 +779,9 @@ impl Store for DynamoStore {
                 .map_err(|err| sdk_error("query", err))?;
             for item in page.items.unwrap_or_default() {
                 let entry: SweepEntry = from_item(item)?;
-                found.push(IdleSession {
+                found.push(DueHead {
                     key: parse_contact_pk(&entry.pk)?,
-                    session: entry.session,
-                    last_activity: entry.sweep_sk,
+                    due: entry.sweep_sk,
                 });
             }
             match page.last_evaluated_key {
@@ -759,32 +793,82 @@ impl Store for DynamoStore {
         Ok(found)
     }
 
-    async fn mark_swept(
+    async fn load_head(&self, key: &ContactKey) -> Result<Option<Head>, StoreError> {
+        let found = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .consistent_read(true)
+            .key("pk", s(contact_pk(key)))
+            .key("sk", s(HEAD_SK))
+            .send()
+            .await
+            .map_err(|err| sdk_error("get_item", err))?;
+        found
+            .item
+            .map(|item| from_item::<HeadItem>(item).map(Head::from))
+            .transpose()
+    }
+
+    async fn settle_sweep(
         &self,
         key: &ContactKey,
-        session: u32,
-        last_activity: i64,
+        settle: &SweepSettle,
     ) -> Result<bool, StoreError> {
-        let result = self
+        let mut set = Vec::new();
+        let mut remove = Vec::new();
+        let mut conditions = vec![
+            "incarnation = :incarnation",
+            "last_activity = :last_activity",
+            "sweep_sk = :due",
+        ];
+        let mut update = self
             .client
             .update_item()
             .table_name(&self.table)
             .key("pk", s(contact_pk(key)))
             .key("sk", s(HEAD_SK))
-            .update_expression("REMOVE sweep_pk, sweep_sk SET facts_requested = :session")
-            .condition_expression(
-                "attribute_exists(sweep_pk) AND #session = :session \
-                 AND last_activity = :last_activity",
-            )
-            .expression_attribute_names("#session", "session")
-            .expression_attribute_values(":session", n(session))
-            .expression_attribute_values(":last_activity", n(last_activity))
+            .expression_attribute_values(":incarnation", s(settle.incarnation.as_str()))
+            .expression_attribute_values(":last_activity", n(settle.last_activity))
+            .expression_attribute_values(":due", n(settle.due));
+        update = match settle.pending_since {
+            Some(since) => {
+                conditions.push("facts_pending_since = :pending_since");
+                update.expression_attribute_values(":pending_since", n(since))
+            }
+            None => {
+                conditions.push("attribute_not_exists(facts_pending)");
+                update
+            }
+        };
+        if let Some(session) = settle.facts_requested {
+            set.push("facts_requested = :facts_requested");
+            update = update.expression_attribute_values(":facts_requested", n(session));
+        }
+        match settle.pending {
+            PendingChange::Keep => {}
+            PendingChange::Set(pending) => {
+                set.extend(PENDING_SET);
+                update = pending_values(update, pending);
+            }
+            PendingChange::Clear => remove.extend(PENDING_ATTRIBUTES),
+        }
+        match settle.next_due {
+            Some(due) => {
+                set.push("sweep_sk = :next_due");
+                update = update.expression_attribute_values(":next_due", n(due));
+            }
+            None => remove.extend(["sweep_pk", "sweep_sk"]),
+        }
+        let result = update
+            .update_expression(update_expression(&set, &remove))
+            .condition_expression(conditions.join(" AND "))
             .send()
             .await;
         match result {
             Ok(_) => Ok(true),
-            // Moved on, erased (the condition keeps the update from creating an
-            // item), or swept already.
+            // A round, an erase (the condition keeps the update from creating an
+            // item), another sweep or a finished facts job came first.
             Err(SdkError::ServiceError(ctx))
                 if matches!(
                     ctx.err(),
@@ -792,6 +876,149 @@ impl Store for DynamoStore {
                 ) =>
             {
                 Ok(false)
+            }
+            Err(err) => Err(sdk_error("update_item", err)),
+        }
+    }
+
+    async fn facts_done(
+        &self,
+        key: &ContactKey,
+        incarnation: &Incarnation,
+        session: u32,
+    ) -> Result<bool, StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("pk", s(contact_pk(key)))
+            .key("sk", s(HEAD_SK))
+            .update_expression(update_expression(&[], &PENDING_ATTRIBUTES))
+            .condition_expression("incarnation = :incarnation AND facts_pending = :session")
+            .expression_attribute_values(":incarnation", s(incarnation.as_str()))
+            .expression_attribute_values(":session", n(session))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(SdkError::ServiceError(ctx))
+                if matches!(
+                    ctx.err(),
+                    UpdateItemError::ConditionalCheckFailedException(_)
+                ) =>
+            {
+                Ok(false)
+            }
+            Err(err) => Err(sdk_error("update_item", err)),
+        }
+    }
+
+    async fn refresh_expiry(
+        &self,
+        key: &ContactKey,
+        incarnation: &Incarnation,
+        session: u32,
+        seqs: &[u64],
+        expires_at: i64,
+    ) -> Result<bool, StoreError> {
+        if seqs.len() > MAX_REFRESH_PER_ROUND {
+            return Err(StoreError::Other(format!(
+                "a refresh of {} messages exceeds the limit of {MAX_REFRESH_PER_ROUND}",
+                seqs.len()
+            )));
+        }
+        let pk = contact_pk(key);
+        let head = ConditionCheck::builder()
+            .table_name(&self.table)
+            .key("pk", s(&pk))
+            .key("sk", s(HEAD_SK))
+            .condition_expression("incarnation = :incarnation")
+            .expression_attribute_values(":incarnation", s(incarnation.as_str()))
+            .build()
+            .map_err(|err| StoreError::Other(format!("head check: {err}")))?;
+        let mut items = Vec::with_capacity(seqs.len() + 1);
+        items.push(TransactWriteItem::builder().condition_check(head).build());
+        for seq in seqs {
+            // The condition keeps the update from recreating a message TTL deleted.
+            let update = Update::builder()
+                .table_name(&self.table)
+                .key("pk", s(&pk))
+                .key("sk", s(message_sk(session, *seq)))
+                .update_expression("SET expires_at = :expires_at")
+                .condition_expression("attribute_exists(sk)")
+                .expression_attribute_values(":expires_at", n(expires_at))
+                .build()
+                .map_err(|err| StoreError::Other(format!("refresh update: {err}")))?;
+            items.push(TransactWriteItem::builder().update(update).build());
+        }
+        self.transact_if(items).await
+    }
+
+    async fn find_contact(
+        &self,
+        tenant: &TenantId,
+        incarnation: &Incarnation,
+    ) -> Result<Option<ContactKey>, StoreError> {
+        let query = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name(INCARNATION_INDEX)
+            .key_condition_expression("incarnation = :incarnation")
+            .expression_attribute_values(":incarnation", s(incarnation.as_str()));
+        for item in self.query_all(query).await? {
+            let entry: IndexedKey = from_item(item)?;
+            if entry.sk != HEAD_SK {
+                continue;
+            }
+            let key = parse_contact_pk(&entry.pk)?;
+            if key.tenant == *tenant {
+                return Ok(Some(key));
+            }
+        }
+        Ok(None)
+    }
+
+    async fn ensure_incarnation(
+        &self,
+        key: &ContactKey,
+        candidate: &Incarnation,
+    ) -> Result<Option<Incarnation>, StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("pk", s(contact_pk(key)))
+            .key("sk", s(HEAD_SK))
+            .update_expression("SET incarnation = if_not_exists(incarnation, :candidate)")
+            .condition_expression("attribute_exists(pk)")
+            .expression_attribute_values(":candidate", s(candidate.as_str()))
+            // ALL_NEW rather than UPDATED_NEW: an attribute the update left as it
+            // was need not count as updated.
+            .return_values(aws_sdk_dynamodb::types::ReturnValue::AllNew)
+            .send()
+            .await;
+        match result {
+            Ok(output) => match output
+                .attributes
+                .as_ref()
+                .and_then(|a| a.get("incarnation"))
+            {
+                Some(AttributeValue::S(value)) => Incarnation::parse(value)
+                    .map(Some)
+                    .map_err(|err| StoreError::Corrupt(err.to_string())),
+                _ => Err(StoreError::Corrupt(
+                    "the head's incarnation did not read back".into(),
+                )),
+            },
+            // No head: the condition keeps the update from creating one.
+            Err(SdkError::ServiceError(ctx))
+                if matches!(
+                    ctx.err(),
+                    UpdateItemError::ConditionalCheckFailedException(_)
+                ) =>
+            {
+                Ok(None)
             }
             Err(err) => Err(sdk_error("update_item", err)),
         }
@@ -953,15 +1180,34 @@ struct HeadItem {
     facts_requested: Option<u32>,
     #[serde(default)]
     last_round: Option<String>,
+    #[serde(default)]
+    incarnation: Option<Incarnation>,
+    #[serde(default)]
+    facts_pending: Option<u32>,
+    #[serde(default)]
+    facts_pending_since: i64,
+    #[serde(default)]
+    facts_attempts: u32,
+    #[serde(default)]
+    hard_cap_at: Option<u64>,
+    #[serde(default)]
+    expires_at: Option<i64>,
 }
 
-/// A head as the sweep index projects it (`INCLUDE session`): `sweep_sk` is the
-/// head's `last_activity`.
+/// A head as the sweep index has it: `sweep_sk` is when the head is due. (The
+/// index also projects `session`, which the sweep no longer needs: it reads each
+/// due head itself. A GSI's projection cannot change in place.)
 #[derive(Deserialize)]
 struct SweepEntry {
     pk: String,
-    session: u32,
     sweep_sk: i64,
+}
+
+/// An item's table keys, as a keys-only index projects them.
+#[derive(Deserialize)]
+struct IndexedKey {
+    pk: String,
+    sk: String,
 }
 
 impl From<HeadItem> for Head {
@@ -976,6 +1222,14 @@ impl From<HeadItem> for Head {
             steps: item.steps,
             facts_requested: item.facts_requested,
             last_round: item.last_round,
+            incarnation: item.incarnation,
+            facts_pending: item.facts_pending.map(|session| PendingFacts {
+                session,
+                since: item.facts_pending_since,
+                attempts: item.facts_attempts,
+            }),
+            hard_cap_at: item.hard_cap_at,
+            expires_at: item.expires_at,
         }
     }
 }
@@ -1163,9 +1417,9 @@ fn head_update(table: &str, pk: &str, commit: &RoundCommit) -> Result<Update, St
         "#last_seq = :last_seq",
         "#last_context_tokens = :last_context_tokens",
         "#last_activity = :last_activity",
-        // Back into the sweep index, at the round's time.
+        // Back into the sweep index, due when the round says.
         "sweep_pk = :sweep_pk",
-        "sweep_sk = :last_activity",
+        "sweep_sk = :sweep_sk",
     ];
     let mut remove = Vec::new();
     let mut update = Update::builder()
@@ -1180,7 +1434,12 @@ fn head_update(table: &str, pk: &str, commit: &RoundCommit) -> Result<Update, St
         .expression_attribute_values(":last_seq", n(head.last_seq))
         .expression_attribute_values(":last_context_tokens", n(head.last_context_tokens))
         .expression_attribute_values(":last_activity", n(head.last_activity))
-        .expression_attribute_values(":sweep_pk", s(sweep_pk(sweep_bucket(&commit.key))));
+        .expression_attribute_values(":sweep_pk", s(sweep_pk(commit.sweep.bucket)))
+        .expression_attribute_values(":sweep_sk", n(commit.sweep.due));
+    if let Some(expires_at) = head.expires_at {
+        set.push("expires_at = :expires_at");
+        update = update.expression_attribute_values(":expires_at", n(expires_at));
+    }
     if let Some(round) = &head.last_round {
         set.push("last_round = :last_round");
         update = update.expression_attribute_values(":last_round", s(round));
@@ -1195,6 +1454,23 @@ fn head_update(table: &str, pk: &str, commit: &RoundCommit) -> Result<Update, St
             update
         }
     };
+    update = match head.hard_cap_at {
+        Some(at) => {
+            set.push("hard_cap_at = :hard_cap_at");
+            update.expression_attribute_values(":hard_cap_at", n(at))
+        }
+        None => {
+            remove.push("hard_cap_at");
+            update
+        }
+    };
+    if let Some(pending) = head.facts_pending {
+        set.extend(PENDING_SET);
+        update = update
+            .expression_attribute_values(":facts_pending", n(pending.session))
+            .expression_attribute_values(":facts_pending_since", n(pending.since))
+            .expression_attribute_values(":facts_attempts", n(pending.attempts));
+    }
     let new_session = commit
         .expected
         .as_ref()
@@ -1208,21 +1484,74 @@ fn head_update(table: &str, pk: &str, commit: &RoundCommit) -> Result<Update, St
             .expression_attribute_names("#summary", "summary")
             .expression_attribute_values(":zero", n(0));
     }
-    let mut expression = format!("SET {}", set.join(", "));
-    if !remove.is_empty() {
-        expression.push_str(&format!(" REMOVE {}", remove.join(", ")));
+    // The incarnation is written once: by the round that creates the head, or by
+    // the first round of a head from before incarnations. A loaded head's must
+    // still be there: an erase and a new first round in between make another.
+    let expected_incarnation = commit
+        .expected
+        .as_ref()
+        .and_then(|e| e.incarnation.as_ref());
+    if let (None, Some(incarnation)) = (expected_incarnation, &head.incarnation) {
+        set.push("incarnation = :incarnation");
+        update = update.expression_attribute_values(":incarnation", s(incarnation.as_str()));
     }
-    update = update.update_expression(expression);
-    update = match &commit.expected {
-        None => update.condition_expression("attribute_not_exists(pk)"),
-        Some(expected) => update
-            .condition_expression("#session = :expected_session AND #last_seq = :expected_last_seq")
-            .expression_attribute_values(":expected_session", n(expected.session))
-            .expression_attribute_values(":expected_last_seq", n(expected.last_seq)),
+    update = update.update_expression(update_expression(&set, &remove));
+    update = match (&commit.expected, expected_incarnation) {
+        (None, _) => update.condition_expression("attribute_not_exists(pk)"),
+        (Some(expected), incarnation) => {
+            let update = update
+                .expression_attribute_values(":expected_session", n(expected.session))
+                .expression_attribute_values(":expected_last_seq", n(expected.last_seq));
+            let same_head = "#session = :expected_session AND #last_seq = :expected_last_seq";
+            match incarnation {
+                Some(incarnation) => update
+                    .condition_expression(format!(
+                        "{same_head} AND incarnation = :expected_incarnation"
+                    ))
+                    .expression_attribute_values(":expected_incarnation", s(incarnation.as_str())),
+                None => update.condition_expression(format!(
+                    "{same_head} AND attribute_not_exists(incarnation)"
+                )),
+            }
+        }
     };
     update
         .build()
         .map_err(|err| StoreError::Other(format!("head update: {err}")))
+}
+
+/// The head's attributes of a pending fact extraction ([`Head::facts_pending`]).
+const PENDING_ATTRIBUTES: [&str; 3] = ["facts_pending", "facts_pending_since", "facts_attempts"];
+
+/// Their `SET` clauses, with the values `:facts_pending`, `:facts_pending_since`
+/// and `:facts_attempts`.
+const PENDING_SET: [&str; 3] = [
+    "facts_pending = :facts_pending",
+    "facts_pending_since = :facts_pending_since",
+    "facts_attempts = :facts_attempts",
+];
+
+/// The values of [`PENDING_SET`] on an `UpdateItem`.
+fn pending_values(
+    update: aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder,
+    pending: PendingFacts,
+) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
+    update
+        .expression_attribute_values(":facts_pending", n(pending.session))
+        .expression_attribute_values(":facts_pending_since", n(pending.since))
+        .expression_attribute_values(":facts_attempts", n(pending.attempts))
+}
+
+/// `SET a, b REMOVE c, d`, leaving out an empty part.
+fn update_expression(set: &[&str], remove: &[&str]) -> String {
+    let mut parts = Vec::with_capacity(2);
+    if !set.is_empty() {
+        parts.push(format!("SET {}", set.join(", ")));
+    }
+    if !remove.is_empty() {
+        parts.push(format!("REMOVE {}", remove.join(", ")));
+    }
+    parts.join(" ")
 }
 
 // ---- conversions and errors ------------------------------------------------------
@@ -1287,6 +1616,29 @@ where
     } else {
         StoreError::Other(message)
     }
+}
+
+/// True when a transaction was cancelled only because another transaction on one of
+/// its items was in flight: a `TransactionConflict` reason and no failed condition.
+/// Nothing was written, and trying again may succeed.
+fn is_transaction_conflict(err: &SdkError<TransactWriteItemsError, HttpResponse>) -> bool {
+    let Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) =
+        err.as_service_error()
+    else {
+        return false;
+    };
+    let codes: Vec<&str> = cancelled
+        .cancellation_reasons()
+        .iter()
+        .filter_map(|reason| reason.code())
+        .collect();
+    // Without reasons, the message still names them ("… [TransactionConflict]").
+    let message = cancelled.message().unwrap_or_default();
+    let conflict = codes.contains(&"TransactionConflict")
+        || (codes.is_empty() && message.contains("TransactionConflict"));
+    let condition_failed =
+        codes.contains(&"ConditionalCheckFailed") || message.contains("ConditionalCheckFailed");
+    conflict && !condition_failed
 }
 
 /// Maps a failed round: any failed condition is a [`StoreError::Conflict`] (someone
@@ -1362,6 +1714,21 @@ mod tests {
         }
         let err = transaction_error(cancelled(&["ValidationError"]));
         assert!(matches!(err, StoreError::Other(_)), "{err:?}");
+    }
+
+    #[test]
+    fn only_a_transaction_conflict_without_a_failed_condition_is_tried_again() {
+        assert!(is_transaction_conflict(&cancelled(&[
+            "None",
+            "TransactionConflict"
+        ])));
+        assert!(!is_transaction_conflict(&cancelled(&[
+            "ConditionalCheckFailed",
+            "TransactionConflict"
+        ])));
+        assert!(!is_transaction_conflict(&cancelled(&["ThrottlingError"])));
+        let err = transaction_error(cancelled(&["TransactionConflict"]));
+        assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
     }
 
     #[test]

@@ -10,12 +10,14 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use async_trait::async_trait;
 
 use super::{
-    AppliedStep, Claim, ClosedSession, ContactKey, Cursor, FactWrite, IdleSession, RoundCommit,
-    SessionArchive, SessionFilter, Store, StoreError, TenantStore, TranscriptPage, TurnState,
-    sweep_bucket, system_now, validate_fact_changes, validate_step,
+    AppliedStep, Claim, ClosedSession, ContactKey, Cursor, DueHead, FactWrite,
+    MAX_REFRESH_PER_ROUND, PendingChange, RoundCommit, SessionArchive, SessionFilter, Store,
+    StoreError, SweepSettle, SweepSlot, TenantStore, TranscriptPage, TurnState, system_now,
+    validate_fact_changes, validate_step,
 };
-use crate::domain::{Fact, FactKey, Head, IdempotencyKey, StoredMessage, TenantId};
+use crate::domain::{Fact, FactKey, Head, IdempotencyKey, Incarnation, StoredMessage, TenantId};
 use crate::tenant::TenantConfig;
+use crate::window::after_last_gap;
 
 /// How long an idempotency record lives, in seconds (as in DynamoDB's TTL).
 const REQUEST_TTL_SECONDS: i64 = 24 * 60 * 60;
@@ -36,9 +38,9 @@ struct State {
 #[derive(Debug, Default)]
 struct Contact {
     head: Option<Head>,
-    /// The head's `sweep_sk` while it is in the sweep index (its bucket follows
-    /// from the key): set by every round, cleared by `mark_swept`.
-    sweep_sk: Option<i64>,
+    /// The head's sweep index entry while it is in the index: set by every round,
+    /// moved or cleared by `settle_sweep`.
+    sweep: Option<SweepSlot>,
     /// By key, each with its optional expiry (seconds since the epoch).
     facts: BTreeMap<String, (Fact, Option<i64>)>,
     /// By (session, seq): the sort key's order.
@@ -150,8 +152,28 @@ impl MemoryStore {
             .contacts
             .get(key)
             .filter(|contact| contact.head.is_some())
-            .and_then(|contact| contact.sweep_sk)
-            .map(|sweep_sk| (sweep_bucket(key), sweep_sk))
+            .and_then(|contact| contact.sweep)
+            .map(|slot| (slot.bucket, slot.due))
+    }
+
+    /// Test helper: deletes a message, as DynamoDB's TTL would once it expired.
+    pub fn delete_message(&self, key: &ContactKey, session: u32, seq: u64) {
+        if let Some(contact) = self.lock().contacts.get_mut(key) {
+            contact.messages.remove(&(session, seq));
+        }
+    }
+
+    /// Test helper: removes the head's incarnation, as on a head written before
+    /// incarnations existed.
+    pub fn forget_incarnation(&self, key: &ContactKey) {
+        if let Some(head) = self
+            .lock()
+            .contacts
+            .get_mut(key)
+            .and_then(|contact| contact.head.as_mut())
+        {
+            head.incarnation = None;
+        }
     }
 
     /// Test helper: a closed session's archive item as stored, expired or not.
@@ -180,22 +202,30 @@ impl Store for MemoryStore {
         let Some(contact) = state.contacts.get(key) else {
             return Ok(TurnState::default());
         };
-        // Not filtered by expiry, as in the DynamoDB adapter: see the note there.
-        let window = match &contact.head {
-            Some(head) => contact
+        let (mut window, mut window_expires_at) = (Vec::new(), Vec::new());
+        if let Some(head) = &contact.head {
+            // As in the DynamoDB adapter: expired messages count as gone, and the
+            // window starts after the last hole.
+            let live: Vec<&MessageEntry> = contact
                 .messages
                 .range(
                     (head.session, head.summarized_until.saturating_add(1))
                         ..=(head.session, u64::MAX),
                 )
-                .map(|(_, entry)| entry.message.clone())
-                .collect(),
-            None => Vec::new(),
-        };
+                .map(|(_, entry)| entry)
+                .filter(|entry| entry.live_at(now))
+                .collect();
+            let messages: Vec<StoredMessage> =
+                live.iter().map(|entry| entry.message.clone()).collect();
+            let start = after_last_gap(&messages, head.summarized_until, head.last_seq);
+            window = messages[start..].to_vec();
+            window_expires_at = live[start..].iter().map(|entry| entry.expires_at).collect();
+        }
         Ok(TurnState {
             head: contact.head.clone(),
             facts: facts_at(contact, now),
             window,
+            window_expires_at,
         })
     }
 
@@ -209,7 +239,8 @@ impl Store for MemoryStore {
             .contacts
             .get(key)
             .map_or((None, Vec::new()), |contact| {
-                (contact.head.clone(), facts_at(contact, now))
+                let head = contact.head.clone().filter(|head| !head.expired_at(now));
+                (head, facts_at(contact, now))
             }))
     }
 
@@ -220,7 +251,9 @@ impl Store for MemoryStore {
         let head_matches = match (&contact.head, &commit.expected) {
             (None, None) => true,
             (Some(stored), Some(expected)) => {
-                stored.session == expected.session && stored.last_seq == expected.last_seq
+                stored.session == expected.session
+                    && stored.last_seq == expected.last_seq
+                    && stored.incarnation == expected.incarnation
             }
             _ => false,
         };
@@ -246,7 +279,17 @@ impl Store for MemoryStore {
         head.last_activity = commit.head.last_activity;
         head.facts_requested = commit.head.facts_requested;
         head.last_round.clone_from(&commit.head.last_round);
-        contact.sweep_sk = Some(commit.head.last_activity);
+        head.hard_cap_at = commit.head.hard_cap_at;
+        head.expires_at = commit.head.expires_at;
+        if commit.head.facts_pending.is_some() {
+            head.facts_pending = commit.head.facts_pending;
+        }
+        // Set once, when the head has none (a new head, or one from before
+        // incarnations): the condition above already holds it equal otherwise.
+        if head.incarnation.is_none() {
+            head.incarnation.clone_from(&commit.head.incarnation);
+        }
+        contact.sweep = Some(commit.sweep);
         if new_session {
             head.summarized_until = 0;
             head.steps = 0;
@@ -385,7 +428,9 @@ impl Store for MemoryStore {
         };
         // The transaction's conditions, all checked before anything changes.
         let head_holds = contact.head.as_ref().is_some_and(|head| {
-            head.session == step.session && head.summarized_until == step.seen_summarized_until
+            head.incarnation.as_ref() == Some(&step.incarnation)
+                && head.session == step.session
+                && head.summarized_until == step.seen_summarized_until
         });
         let messages_exist = step
             .prune
@@ -439,16 +484,18 @@ impl Store for MemoryStore {
     async fn save_facts(
         &self,
         key: &ContactKey,
+        incarnation: &Incarnation,
         writes: &[FactWrite],
         removals: &[FactKey],
     ) -> Result<bool, StoreError> {
         validate_fact_changes(writes, removals)?;
         let mut state = self.lock();
-        let Some(contact) = state
-            .contacts
-            .get_mut(key)
-            .filter(|contact| contact.head.is_some())
-        else {
+        let Some(contact) = state.contacts.get_mut(key).filter(|contact| {
+            contact
+                .head
+                .as_ref()
+                .is_some_and(|head| head.incarnation.as_ref() == Some(incarnation))
+        }) else {
             return Ok(false);
         };
         for write in writes {
@@ -463,32 +510,29 @@ impl Store for MemoryStore {
         Ok(true)
     }
 
-    async fn idle_sessions(
+    async fn due_heads(
         &self,
         bucket: u8,
-        last_activity_before: i64,
+        due_by: i64,
         limit: usize,
-    ) -> Result<Vec<IdleSession>, StoreError> {
+    ) -> Result<Vec<DueHead>, StoreError> {
         let state = self.lock();
-        let mut found: Vec<IdleSession> = state
+        let mut found: Vec<DueHead> = state
             .contacts
             .iter()
+            .filter(|(_, contact)| contact.head.is_some())
             .filter_map(|(key, contact)| {
-                let head = contact.head.as_ref()?;
-                let sweep_sk = contact.sweep_sk?;
-                (sweep_sk < last_activity_before && sweep_bucket(key) == bucket).then(|| {
-                    IdleSession {
-                        key: key.clone(),
-                        session: head.session,
-                        last_activity: sweep_sk,
-                    }
+                let slot = contact.sweep?;
+                (slot.bucket == bucket && slot.due <= due_by).then(|| DueHead {
+                    key: key.clone(),
+                    due: slot.due,
                 })
             })
             .collect();
         // The index's order: by `sweep_sk`; ties in a stable order of their own.
         found.sort_by(|a, b| {
-            a.last_activity
-                .cmp(&b.last_activity)
+            a.due
+                .cmp(&b.due)
                 .then_with(|| a.key.tenant.cmp(&b.key.tenant))
                 .then_with(|| a.key.contact.cmp(&b.key.contact))
         });
@@ -496,28 +540,140 @@ impl Store for MemoryStore {
         Ok(found)
     }
 
-    async fn mark_swept(
+    async fn load_head(&self, key: &ContactKey) -> Result<Option<Head>, StoreError> {
+        Ok(self
+            .lock()
+            .contacts
+            .get(key)
+            .and_then(|contact| contact.head.clone()))
+    }
+
+    async fn settle_sweep(
         &self,
         key: &ContactKey,
-        session: u32,
-        last_activity: i64,
+        settle: &SweepSettle,
     ) -> Result<bool, StoreError> {
         let mut state = self.lock();
         let Some(contact) = state.contacts.get_mut(key) else {
             return Ok(false);
         };
-        let Some(head) = contact.head.as_mut() else {
+        let (Some(head), Some(slot)) = (contact.head.as_mut(), contact.sweep.as_mut()) else {
             return Ok(false);
         };
-        if contact.sweep_sk.is_none()
-            || head.session != session
-            || head.last_activity != last_activity
+        if head.incarnation.as_ref() != Some(&settle.incarnation)
+            || head.last_activity != settle.last_activity
+            || slot.due != settle.due
+            || head.facts_pending.map(|pending| pending.since) != settle.pending_since
         {
             return Ok(false);
         }
-        contact.sweep_sk = None;
-        head.facts_requested = Some(session);
+        if let Some(session) = settle.facts_requested {
+            head.facts_requested = Some(session);
+        }
+        match settle.pending {
+            PendingChange::Keep => {}
+            PendingChange::Set(pending) => head.facts_pending = Some(pending),
+            PendingChange::Clear => head.facts_pending = None,
+        }
+        match settle.next_due {
+            Some(due) => slot.due = due,
+            None => contact.sweep = None,
+        }
         Ok(true)
+    }
+
+    async fn facts_done(
+        &self,
+        key: &ContactKey,
+        incarnation: &Incarnation,
+        session: u32,
+    ) -> Result<bool, StoreError> {
+        let mut state = self.lock();
+        let Some(head) = state
+            .contacts
+            .get_mut(key)
+            .and_then(|contact| contact.head.as_mut())
+            .filter(|head| {
+                head.incarnation.as_ref() == Some(incarnation)
+                    && head.facts_pending.is_some_and(|p| p.session == session)
+            })
+        else {
+            return Ok(false);
+        };
+        head.facts_pending = None;
+        Ok(true)
+    }
+
+    async fn refresh_expiry(
+        &self,
+        key: &ContactKey,
+        incarnation: &Incarnation,
+        session: u32,
+        seqs: &[u64],
+        expires_at: i64,
+    ) -> Result<bool, StoreError> {
+        if seqs.len() > MAX_REFRESH_PER_ROUND {
+            return Err(StoreError::Other(format!(
+                "a refresh of {} messages exceeds the limit of {MAX_REFRESH_PER_ROUND}",
+                seqs.len()
+            )));
+        }
+        let mut state = self.lock();
+        let Some(contact) = state.contacts.get_mut(key) else {
+            return Ok(false);
+        };
+        let holds = contact
+            .head
+            .as_ref()
+            .is_some_and(|head| head.incarnation.as_ref() == Some(incarnation))
+            && seqs
+                .iter()
+                .all(|seq| contact.messages.contains_key(&(session, *seq)));
+        if !holds {
+            return Ok(false);
+        }
+        for seq in seqs {
+            if let Some(entry) = contact.messages.get_mut(&(session, *seq)) {
+                entry.expires_at = Some(expires_at);
+            }
+        }
+        Ok(true)
+    }
+
+    async fn find_contact(
+        &self,
+        tenant: &TenantId,
+        incarnation: &Incarnation,
+    ) -> Result<Option<ContactKey>, StoreError> {
+        Ok(self
+            .lock()
+            .contacts
+            .iter()
+            .find(|(key, contact)| {
+                key.tenant == *tenant
+                    && contact
+                        .head
+                        .as_ref()
+                        .is_some_and(|head| head.incarnation.as_ref() == Some(incarnation))
+            })
+            .map(|(key, _)| key.clone()))
+    }
+
+    async fn ensure_incarnation(
+        &self,
+        key: &ContactKey,
+        candidate: &Incarnation,
+    ) -> Result<Option<Incarnation>, StoreError> {
+        let mut state = self.lock();
+        Ok(state
+            .contacts
+            .get_mut(key)
+            .and_then(|contact| contact.head.as_mut())
+            .map(|head| {
+                head.incarnation
+                    .get_or_insert_with(|| candidate.clone())
+                    .clone()
+            }))
     }
 }
 

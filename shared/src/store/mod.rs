@@ -13,12 +13,21 @@
 //! | idempotency | `T#{tenant}#C#{contact}` | `REQ#{key}` |
 //!
 //! **The sweep index.** Every round also writes `sweep_pk` (`OPEN#{bucket}`, see
-//! [`sweep_bucket`]) and `sweep_sk` (a number, the head's `last_activity`) on the
-//! head; the sparse global secondary index [`SWEEP_INDEX`] is keyed on them, so the
-//! scheduled sweep finds sessions idle since a given time with one query per bucket
-//! instead of a scan. [`Store::mark_swept`] removes both attributes once the
-//! session's fact extraction is requested, which takes the head out of the index
-//! until its next round puts it back.
+//! [`sweep_bucket`]) and `sweep_sk` (a number: when the head is next *due* for the
+//! sweep, the time its session goes idle by its tenant's timeout, or sooner when a
+//! requested fact extraction should be checked on) on the head; the sparse global
+//! secondary index [`SWEEP_INDEX`] is keyed on them, so the scheduled sweep reads
+//! only heads that are due, with one query per bucket instead of a scan: heads not
+//! due yet are never read, and cannot crowd out the ones that are.
+//! [`Store::settle_sweep`] moves a head's entry to its next due time, or takes it
+//! out of the index when nothing is left to do, until its next round puts it back.
+//!
+//! **The incarnation index.** The head carries its incarnation (see
+//! [`Head::incarnation`]); the sparse, keys-only global secondary index
+//! [`INCARNATION_INDEX`] is keyed on it, so the compactor finds the contact a job
+//! is about ([`Store::find_contact`]) although the job never names it. Only heads
+//! carry the attribute, and it never changes, so the index is written once when a
+//! head is created and once when it is erased (which takes the entry with it).
 
 pub mod dynamo;
 pub mod memory;
@@ -30,7 +39,10 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::domain::{ContactId, Fact, FactKey, Head, IdempotencyKey, StoredMessage, TenantId};
+use crate::domain::{
+    ContactId, Fact, FactKey, Head, IdempotencyKey, Incarnation, PendingFacts, StoredMessage,
+    TenantId,
+};
 
 /// One contact of one tenant: the partition every item about the contact lives in.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -45,29 +57,74 @@ pub struct ContactKey {
 /// (range). Its name in `template.yaml`.
 pub const SWEEP_INDEX: &str = "by-activity";
 
-/// How many partitions the sweep index spreads heads over: few enough that a sweep
-/// reads them all with one small query each, enough that no single index partition
-/// takes every head's write.
-pub const SWEEP_BUCKETS: u8 = 16;
+/// The incarnation index: a sparse, keys-only GSI on the heads' `incarnation`.
+/// Its name in `template.yaml`.
+pub const INCARNATION_INDEX: &str = "by-incarnation";
 
-/// The sweep bucket of a contact: the first byte of the SHA-256 of its partition
-/// key (`T#{tenant}#C#{contact}`), modulo [`SWEEP_BUCKETS`]. Stable, and spread
-/// evenly whatever the ids look like (phone numbers share long prefixes).
-pub fn sweep_bucket(key: &ContactKey) -> u8 {
+/// How many partitions the sweep index spreads heads over unless `SWEEP_BUCKETS`
+/// says otherwise: few enough that a sweep reads them all with one small query
+/// each, enough that no single index partition takes every head's write (each
+/// bucket is one partition key of the index, about 1,000 writes a second).
+pub const DEFAULT_SWEEP_BUCKETS: u8 = 16;
+
+/// The sweep bucket of a contact among `buckets`: the first byte of the SHA-256 of
+/// its partition key (`T#{tenant}#C#{contact}`), modulo `buckets`. Stable, and
+/// spread evenly whatever the ids look like (phone numbers share long prefixes).
+/// A `buckets` of 0 counts as 1.
+pub fn sweep_bucket(key: &ContactKey, buckets: u8) -> u8 {
     let digest = Sha256::digest(format!("T#{}#C#{}", key.tenant, key.contact).as_bytes());
-    digest[0] % SWEEP_BUCKETS
+    digest[0] % buckets.max(1)
 }
 
-/// A head found in the sweep index: its session has had no round since
-/// `last_activity`.
+/// Where a round puts its head in the sweep index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SweepSlot {
+    /// The bucket, [`sweep_bucket`] of the contact.
+    pub bucket: u8,
+    /// When the head is due (`sweep_sk`), seconds since the epoch.
+    pub due: i64,
+}
+
+/// A head found due in the sweep index.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IdleSession {
+pub struct DueHead {
     /// The contact.
     pub key: ContactKey,
-    /// The head's session when it was indexed.
-    pub session: u32,
-    /// The head's `last_activity` when it was indexed (its `sweep_sk`).
+    /// When its entry said it was due (`sweep_sk`).
+    pub due: i64,
+}
+
+/// What the sweep writes on a head it looked at, under the condition that the head
+/// is still as it read it: the same incarnation and `last_activity` (no round
+/// since), the same due time (no other sweep since) and the same pending
+/// extraction (no facts job finished since).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SweepSettle {
+    /// The incarnation read.
+    pub incarnation: Incarnation,
+    /// The `last_activity` read.
     pub last_activity: i64,
+    /// The due time read (`sweep_sk`).
+    pub due: i64,
+    /// When the pending extraction read was requested (`None`: none was pending).
+    pub pending_since: Option<i64>,
+    /// Sets `facts_requested` (the sweep requested this session's extraction).
+    pub facts_requested: Option<u32>,
+    /// What becomes of the pending extraction.
+    pub pending: PendingChange,
+    /// The next due time, or `None` to take the head out of the index.
+    pub next_due: Option<i64>,
+}
+
+/// A change to [`Head::facts_pending`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PendingChange {
+    /// Left as it is.
+    Keep,
+    /// Set (a request made now).
+    Set(PendingFacts),
+    /// Removed (given up on).
+    Clear,
 }
 
 /// What `ask` reads before a turn: bounded by the window, never by the history.
@@ -77,8 +134,12 @@ pub struct TurnState {
     pub head: Option<Head>,
     /// The contact's facts (expired ones filtered out).
     pub facts: Vec<Fact>,
-    /// The head session's messages after `summarized_until`, oldest first.
+    /// The head session's messages after `summarized_until`, oldest first, from
+    /// the first safe start after the last hole when one went missing (see
+    /// [`crate::window::after_last_gap`]); messages past their TTL count as gone.
     pub window: Vec<StoredMessage>,
+    /// The TTL of each window message, in the same order (`None`: it has none).
+    pub window_expires_at: Vec<Option<i64>>,
 }
 
 /// A round to commit in one transaction.
@@ -87,15 +148,20 @@ pub struct RoundCommit {
     /// Whose round.
     pub key: ContactKey,
     /// The head as loaded (`None` for a new contact): the commit succeeds only if
-    /// the stored head still has this session and `last_seq`.
+    /// the stored head still has this session, `last_seq` and incarnation (or
+    /// still has none, when the loaded one had none).
     pub expected: Option<Head>,
     /// The new head. Only the fields `ask` owns are written (session, last_seq,
-    /// last context tokens, last activity, `facts_requested` as given — set when
-    /// `Some`, removed when `None` — and, when the session changes, the reset of
-    /// summary, summarized_until and steps), so a compaction step applied
-    /// meanwhile is kept. Every round also (re)writes the head's sweep index
-    /// attributes from `last_activity`.
+    /// last context tokens, last activity, `expires_at`, `facts_requested` and
+    /// `hard_cap_at` as given — set when `Some`, removed when `None` —,
+    /// `facts_pending` when `Some` (a round that requests an extraction; `None`
+    /// leaves it), and, when the session changes, the reset of summary,
+    /// summarized_until and steps), so a compaction step applied meanwhile is
+    /// kept. It also writes `incarnation` (a new head's, or the one an older head
+    /// without it receives; `ask` keeps a loaded head's).
     pub head: Head,
+    /// Where the round puts the head in the sweep index.
+    pub sweep: SweepSlot,
     /// The round's messages, with dense sequence numbers following `expected`.
     pub messages: Vec<StoredMessage>,
     /// The idempotency record to mark completed, with the response to replay.
@@ -104,7 +170,8 @@ pub struct RoundCommit {
     /// its own item (`SUM#{session:06}`) for the facts job and the transcript view.
     pub archive: Option<SessionArchive>,
     /// When the round's messages expire (TTL attribute `expires_at`, seconds since
-    /// the epoch): now plus the tenant's transcript retention.
+    /// the epoch): when the session could close at the earliest (now plus the idle
+    /// timeout) plus the tenant's transcript retention.
     pub messages_expire_at: i64,
 }
 
@@ -126,6 +193,8 @@ pub struct SessionArchive {
 /// A compaction step to apply under the condition `summarized_until = :seen`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AppliedStep {
+    /// The incarnation the step was planned for (the head must still have it).
+    pub incarnation: Incarnation,
     /// The session the step was planned for (the head must still be in it).
     pub session: u32,
     /// The `summarized_until` the plan was made from.
@@ -141,6 +210,10 @@ pub struct AppliedStep {
 /// Most pruning decisions one step writes: one transaction holds at most 100
 /// actions, one of which is the head update. Later steps prune the rest.
 pub const MAX_PRUNES_PER_STEP: usize = 90;
+
+/// Most messages one round refreshes the TTL of: one transaction holds at most 100
+/// actions, one of which checks the head. The next rounds refresh the rest.
+pub const MAX_REFRESH_PER_ROUND: usize = 99;
 
 /// What the facts job reads about a closed session.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -243,6 +316,9 @@ pub trait Store: Send + Sync {
     async fn load_turn(&self, key: &ContactKey, now: i64) -> Result<TurnState, StoreError>;
 
     /// The head and facts only (the memory view, and the compactor's first read).
+    /// A head past its `expires_at` is gone to this read (`None`), as DynamoDB's
+    /// TTL will make it; [`Store::load_turn`] still returns it, since the next
+    /// round must replace it under a condition.
     async fn load_memory(
         &self,
         key: &ContactKey,
@@ -284,9 +360,10 @@ pub trait Store: Send + Sync {
 
     /// Applies a compaction step in one transaction: the head's summary,
     /// `summarized_until` and step count, under the condition that the head exists,
-    /// is still in `step.session` and still has `summarized_until = seen`; and the
-    /// pruned copies of the kept messages. `Ok(false)` when the condition fails (a
-    /// duplicate or stale job, or an erased contact): nothing is written.
+    /// still has `step.incarnation`, is still in `step.session` and still has
+    /// `summarized_until = seen`; and the pruned copies of the kept messages.
+    /// `Ok(false)` when the condition fails (a duplicate or stale job, or an erased
+    /// contact, even one that wrote again since): nothing is written.
     async fn apply_step(&self, key: &ContactKey, step: &AppliedStep) -> Result<bool, StoreError>;
 
     /// The archived summary of a closed session and its messages after it.
@@ -298,35 +375,80 @@ pub trait Store: Send + Sync {
     ) -> Result<ClosedSession, StoreError>;
 
     /// Stores facts (replacing by key) and removes keys, only while the contact's
-    /// head exists (an erased contact gets nothing back). `Ok(false)` when it does not.
+    /// head exists with `incarnation` (an erased contact gets nothing back, even
+    /// when it wrote again since). `Ok(false)` when it does not.
     async fn save_facts(
         &self,
         key: &ContactKey,
+        incarnation: &Incarnation,
         writes: &[FactWrite],
         removals: &[FactKey],
     ) -> Result<bool, StoreError>;
 
-    /// Heads of [`sweep_bucket`] `bucket` still in the sweep index with
-    /// `last_activity < last_activity_before`, oldest first, at most `limit`. Read
-    /// from a global secondary index, so eventually consistent: a head may show
-    /// its state of a moment ago, which [`Store::mark_swept`]'s condition catches.
-    async fn idle_sessions(
+    /// The contact whose head has `incarnation`, for a job that names only that:
+    /// `None` when no head of `tenant` has it (erased, or never existed). Read from
+    /// a global secondary index, so eventually consistent: the caller checks the
+    /// head it then loads, and every write is conditioned on the incarnation.
+    async fn find_contact(
         &self,
-        bucket: u8,
-        last_activity_before: i64,
-        limit: usize,
-    ) -> Result<Vec<IdleSession>, StoreError>;
+        tenant: &TenantId,
+        incarnation: &Incarnation,
+    ) -> Result<Option<ContactKey>, StoreError>;
 
-    /// Takes the head out of the sweep index and records `facts_requested =
-    /// session`, under the condition that the head exists, is still in the index,
-    /// and still has this `session` and `last_activity`. `Ok(false)` when it does
-    /// not (the contact wrote again, was erased, or was swept already): nothing is
-    /// written.
-    async fn mark_swept(
+    /// The head's incarnation, after giving `candidate` to a head that has none (a
+    /// head written before incarnations existed); `None` when there is no head.
+    async fn ensure_incarnation(
         &self,
         key: &ContactKey,
+        candidate: &Incarnation,
+    ) -> Result<Option<Incarnation>, StoreError>;
+
+    /// Heads in bucket `bucket` of the sweep index due at or before `due_by`,
+    /// earliest first, at most `limit`. Read from a global secondary index, so
+    /// eventually consistent: an entry may show its state of a moment ago, which
+    /// [`Store::settle_sweep`]'s condition catches.
+    async fn due_heads(
+        &self,
+        bucket: u8,
+        due_by: i64,
+        limit: usize,
+    ) -> Result<Vec<DueHead>, StoreError>;
+
+    /// The head as stored (strongly consistent, expired or not): what the sweep
+    /// decides on.
+    async fn load_head(&self, key: &ContactKey) -> Result<Option<Head>, StoreError>;
+
+    /// Writes what the sweep decided on a head, under the condition that the head
+    /// is still as it read it (see [`SweepSettle`]). `Ok(false)` when it is not (a
+    /// round, an erase, another sweep or a facts job came first): nothing is
+    /// written.
+    async fn settle_sweep(
+        &self,
+        key: &ContactKey,
+        settle: &SweepSettle,
+    ) -> Result<bool, StoreError>;
+
+    /// Records that the extraction of `session` is done: removes `facts_pending`
+    /// when the head still has `incarnation` and that session pending. `Ok(false)`
+    /// when it does not (nothing is written).
+    async fn facts_done(
+        &self,
+        key: &ContactKey,
+        incarnation: &Incarnation,
         session: u32,
-        last_activity: i64,
+    ) -> Result<bool, StoreError>;
+
+    /// Sets the TTL of messages `seqs` of `session` to `expires_at`, in one
+    /// transaction with at most [`MAX_REFRESH_PER_ROUND`] of them, while the head
+    /// still has `incarnation` and each message exists. `Ok(false)` when not:
+    /// nothing is written.
+    async fn refresh_expiry(
+        &self,
+        key: &ContactKey,
+        incarnation: &Incarnation,
+        session: u32,
+        seqs: &[u64],
+        expires_at: i64,
     ) -> Result<bool, StoreError>;
 }
 
