@@ -21,6 +21,36 @@ pub struct Usage {
     /// Generated tokens.
     #[serde(default)]
     pub output_tokens: u64,
+    /// `cache_creation_input_tokens` split by the lifetime of the entries written
+    /// (`usage.cache_creation`), when the API reports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_creation: Option<CacheCreation>,
+}
+
+/// The API's `usage.cache_creation`: cache writes by entry lifetime. A one-hour
+/// write costs 2× a base input token, a five-minute one 1.25×.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CacheCreation {
+    /// Tokens written to five-minute entries.
+    #[serde(default)]
+    pub ephemeral_5m_input_tokens: u64,
+    /// Tokens written to one-hour entries.
+    #[serde(default)]
+    pub ephemeral_1h_input_tokens: u64,
+}
+
+impl CacheCreation {
+    /// Field-wise sum, saturating.
+    pub fn add(&self, other: &CacheCreation) -> CacheCreation {
+        CacheCreation {
+            ephemeral_5m_input_tokens: self
+                .ephemeral_5m_input_tokens
+                .saturating_add(other.ephemeral_5m_input_tokens),
+            ephemeral_1h_input_tokens: self
+                .ephemeral_1h_input_tokens
+                .saturating_add(other.ephemeral_1h_input_tokens),
+        }
+    }
 }
 
 impl Usage {
@@ -37,7 +67,18 @@ impl Usage {
         }
     }
 
-    /// Field-wise sum, saturating.
+    /// The cache writes by lifetime: the reported split, or, when the API did not
+    /// report one, every write as a five-minute one (the lifetime of a breakpoint
+    /// without `ttl`).
+    pub fn cache_creation_split(&self) -> CacheCreation {
+        self.cache_creation.unwrap_or(CacheCreation {
+            ephemeral_5m_input_tokens: self.cache_creation_input_tokens,
+            ephemeral_1h_input_tokens: 0,
+        })
+    }
+
+    /// Field-wise sum, saturating. The split is kept when either side reports
+    /// one (the other side's writes counted as [`Usage::cache_creation_split`]).
     pub fn add(&self, other: &Usage) -> Usage {
         Usage {
             input_tokens: self.input_tokens.saturating_add(other.input_tokens),
@@ -48,6 +89,12 @@ impl Usage {
                 .cache_read_input_tokens
                 .saturating_add(other.cache_read_input_tokens),
             output_tokens: self.output_tokens.saturating_add(other.output_tokens),
+            cache_creation: (self.cache_creation.is_some() || other.cache_creation.is_some()).then(
+                || {
+                    self.cache_creation_split()
+                        .add(&other.cache_creation_split())
+                },
+            ),
         }
     }
 }
@@ -93,6 +140,7 @@ mod tests {
             cache_creation_input_tokens: write,
             cache_read_input_tokens: read,
             output_tokens: output,
+            cache_creation: None,
         }
     }
 
@@ -117,6 +165,39 @@ mod tests {
         assert_eq!(round.total, usage(50, 1060, 1000, 50));
         assert_eq!(round.context_tokens(), 1090);
         assert_eq!(round.cache_read_ratio(), 1000.0 / 2110.0);
+    }
+
+    #[test]
+    fn the_creation_split_is_read_summed_and_defaults_to_five_minutes() {
+        let parsed: Usage = serde_json::from_str(
+            r#"{"input_tokens": 1, "cache_creation_input_tokens": 30, "output_tokens": 1,
+                "cache_creation": {"ephemeral_5m_input_tokens": 10, "ephemeral_1h_input_tokens": 20}}"#,
+        )
+        .unwrap();
+        let split = CacheCreation {
+            ephemeral_5m_input_tokens: 10,
+            ephemeral_1h_input_tokens: 20,
+        };
+        assert_eq!(parsed.cache_creation, Some(split));
+        let unsplit = usage(0, 5, 0, 0);
+        assert_eq!(unsplit.cache_creation, None);
+        assert_eq!(unsplit.cache_creation_split().ephemeral_5m_input_tokens, 5);
+        let sum = parsed.add(&unsplit);
+        assert_eq!(sum.cache_creation_input_tokens, 35);
+        assert_eq!(
+            sum.cache_creation,
+            Some(CacheCreation {
+                ephemeral_5m_input_tokens: 15,
+                ephemeral_1h_input_tokens: 20,
+            })
+        );
+        assert_eq!(unsplit.add(&unsplit).cache_creation, None);
+        // Without a split nothing new is written out (stored usage stays as it was).
+        assert!(
+            !serde_json::to_string(&unsplit)
+                .unwrap()
+                .contains("cache_creation\"")
+        );
     }
 
     #[test]

@@ -376,6 +376,7 @@ fn assistant(session: u32, seq: u64, text: &str) -> StoredMessage {
             cache_creation_input_tokens: 20,
             cache_read_input_tokens: 30,
             output_tokens: 5,
+            cache_creation: None,
         }),
         ..message(
             session,

@@ -303,6 +303,7 @@ mod tests {
             cache_creation_input_tokens: 1000,
             cache_read_input_tokens: 10_000,
             output_tokens: 20,
+            cache_creation: None,
         };
         let sonnet = 100.0 + 1250.0 + 1000.0 + 100.0;
         assert!((prices.cost("claude-sonnet-5", &usage) - sonnet).abs() < 1e-9);

@@ -105,6 +105,7 @@ impl Cache {
             cache_creation_input_tokens: cumulative[last] - read,
             cache_read_input_tokens: read,
             output_tokens: 0,
+            cache_creation: None,
         }
     }
 }
@@ -139,6 +140,7 @@ mod tests {
             cache_creation_input_tokens: creation,
             cache_read_input_tokens: read,
             output_tokens: 0,
+            cache_creation: None,
         }
     }
 

@@ -727,6 +727,7 @@ mod tests {
                 cache_creation_input_tokens: 3000,
                 cache_read_input_tokens: 500,
                 output_tokens: 40,
+                cache_creation: None,
             }
         );
 
