@@ -12,12 +12,15 @@ pub const USAGE: &str = "\
 degrau-standin: offline stand-in for the Anthropic Messages API
 
 usage: degrau-standin [--addr ADDR] [--port PORT] [--context-limit TOKENS]
-                      [--min-cacheable-tokens TOKENS]
+                      [--min-cacheable-tokens TOKENS] [--clock real|manual]
 
   --addr                  address to bind (env DEGRAU_STANDIN_ADDR; default 127.0.0.1)
   --port                  port, 0 for an ephemeral one (env DEGRAU_STANDIN_PORT; default 4010)
   --context-limit         largest prompt, in tokens (env DEGRAU_STANDIN_CONTEXT_LIMIT; default 200000)
   --min-cacheable-tokens  smallest cached prefix (env DEGRAU_STANDIN_MIN_CACHEABLE_TOKENS; default 1024)
+  --clock                 the cache clock: `real` (time since start plus POST /stand-in/clock
+                          advances) or `manual` (the advances only) (env DEGRAU_STANDIN_CLOCK;
+                          default real)
 
 When ready it prints `degrau-standin listening on http://ADDR:PORT` on stdout.
 Point degrau at it with ANTHROPIC_BASE_URL=http://ADDR:PORT (any non-empty API key).";
@@ -68,6 +71,7 @@ pub fn parse(
             "--port" => port = parse_value(flag, value)?,
             "--context-limit" => config.context_limit = parse_value(flag, value)?,
             "--min-cacheable-tokens" => config.min_cacheable_tokens = parse_value(flag, value)?,
+            "--clock" => config.clock = parse_value(flag, value)?,
             other => return Err(format!("unknown option {other:?}\n\n{USAGE}")),
         }
         Ok(())
@@ -80,6 +84,7 @@ pub fn parse(
             "DEGRAU_STANDIN_MIN_CACHEABLE_TOKENS",
             "--min-cacheable-tokens",
         ),
+        ("DEGRAU_STANDIN_CLOCK", "--clock"),
     ] {
         if let Some(value) = env(variable).filter(|v| !v.trim().is_empty()) {
             apply(flag, &value).map_err(|e| format!("{variable}: {e}"))?;
@@ -131,7 +136,13 @@ mod tests {
     #[test]
     fn flags_override_the_environment() {
         let Command::Run(settings) = run(
-            &["--port", "0", "--min-cacheable-tokens=10"],
+            &[
+                "--port",
+                "0",
+                "--min-cacheable-tokens=10",
+                "--clock",
+                "manual",
+            ],
             &[
                 ("DEGRAU_STANDIN_PORT", "5000"),
                 ("DEGRAU_STANDIN_CONTEXT_LIMIT", "9000"),
@@ -143,6 +154,12 @@ mod tests {
         assert_eq!(settings.port, 0);
         assert_eq!(settings.config.context_limit, 9000);
         assert_eq!(settings.config.min_cacheable_tokens, 10);
+        assert_eq!(settings.config.clock, crate::Clock::Manual);
+        assert!(
+            run(&["--clock", "fast"], &[])
+                .unwrap_err()
+                .contains("--clock")
+        );
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! | `POST /stand-in/script` | queue scripted answers (a JSON array of [`ScriptedAnswer`]) |
 //! | `GET /stand-in/requests` | the calls received, oldest first ([`LoggedCall`]) |
 //! | `POST /stand-in/reset` | clear faults, script, log, cache and clock |
-//! | `POST /stand-in/clock` | `{"advance_seconds": n}` moves the cache clock |
+//! | `POST /stand-in/clock` | `{"advance_seconds": n}` moves the cache clock; answers `{"now_ms"}` |
 //! | `GET /stand-in/health` | `{"status": "ok"}` |
 //!
 //! Handlers always answer; every error goes through [`ApiError::into_response`].
@@ -184,7 +184,7 @@ fn handle(
         }
     })?;
     let parsed = parse_request(&bytes)?;
-    let prompt = Prompt::flatten(&parsed.request, &parsed.tool_breakpoints, &parsed.prelude);
+    let prompt = Prompt::flatten(&parsed.request, &parsed.marks, &parsed.prelude);
     let total = prompt.total_tokens();
     let config = standin.config();
     if total > config.context_limit {

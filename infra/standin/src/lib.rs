@@ -13,7 +13,9 @@
 //! - thinks when asked (`thinking`), with signed blocks it checks when they come
 //!   back, like the real API ([`thinking`]);
 //! - lets tests inject faults, script answers, read the calls it received and move
-//!   the cache clock ([`control`], and the `/stand-in/` endpoints of [`http`]).
+//!   the cache clock ([`control`], and the `/stand-in/` endpoints of [`http`]); with
+//!   [`Clock::Manual`] only those moves make time pass, so a benchmark can play a
+//!   day of pauses in seconds, and nothing in the stand-in ever waits for its clock.
 //!
 //! Run it in-process with [`spawn`] (or [`serve`] on a listener of your own), or
 //! as the `degrau-standin` binary.
@@ -39,6 +41,30 @@ use tokio::task::JoinHandle;
 use crate::cache::Cache;
 use crate::control::{Fault, LoggedCall, ScriptedAnswer};
 
+/// How the cache clock runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Clock {
+    /// Real time since the stand-in started, plus every advance (the default: a
+    /// local chat's cache expires as Claude's would).
+    #[default]
+    Real,
+    /// Only the advances (`POST /stand-in/clock`) move it: a benchmark that drives
+    /// time itself gets the same expiries however long each request takes.
+    Manual,
+}
+
+impl std::str::FromStr for Clock {
+    type Err = ();
+
+    fn from_str(text: &str) -> Result<Self, ()> {
+        match text {
+            "real" => Ok(Clock::Real),
+            "manual" => Ok(Clock::Manual),
+            _ => Err(()),
+        }
+    }
+}
+
 /// Tunables of a stand-in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Config {
@@ -49,6 +75,8 @@ pub struct Config {
     pub min_cacheable_tokens: u64,
     /// Calls kept in the log; the oldest go first (default 10,000).
     pub log_capacity: usize,
+    /// How the cache clock runs (default: real time plus advances).
+    pub clock: Clock,
 }
 
 impl Default for Config {
@@ -57,6 +85,7 @@ impl Default for Config {
             context_limit: 200_000,
             min_cacheable_tokens: 1_024,
             log_capacity: 10_000,
+            clock: Clock::Real,
         }
     }
 }
@@ -77,6 +106,12 @@ impl Config {
     /// Sets how many calls the log keeps.
     pub fn with_log_capacity(mut self, calls: usize) -> Self {
         self.log_capacity = calls;
+        self
+    }
+
+    /// Sets how the cache clock runs.
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
         self
     }
 }
@@ -141,11 +176,17 @@ impl StandIn {
     }
 
     fn now_ms_of(&self, state: &State) -> u64 {
-        let elapsed = u64::try_from(self.shared.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let elapsed = match self.shared.config.clock {
+            Clock::Real => {
+                u64::try_from(self.shared.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+            }
+            Clock::Manual => 0,
+        };
         elapsed.saturating_add(state.clock_offset_ms)
     }
 
-    /// The cache clock, in milliseconds: real time since start plus every advance.
+    /// The cache clock, in milliseconds: every advance, plus real time since start
+    /// unless the clock is [`Clock::Manual`].
     pub fn now_ms(&self) -> u64 {
         self.with(|state| self.now_ms_of(state))
     }

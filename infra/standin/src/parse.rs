@@ -6,7 +6,10 @@
 //! The API accepts a few shorthands degrau's types do not model; they are rewritten
 //! to the long form first: `system` as a string, message `content` as a string,
 //! `tool_result.content` as a list of text blocks (or absent), a tool without
-//! `description`, and `cache_control` on a tool (kept aside as a breakpoint).
+//! `description`, and `cache_control` on a tool (kept aside as a breakpoint). The
+//! `ttl` of every `cache_control` is kept aside too ([`Marks`]), after checking it
+//! the way the API does: `"5m"` or `"1h"`, and no one-hour breakpoint after a
+//! five-minute one in the order tools → system → messages.
 
 use std::collections::HashSet;
 
@@ -15,14 +18,15 @@ use degrau::validate::validate_request;
 use serde_json::{Map, Value, json};
 
 use crate::error::ApiError;
+use crate::prompt::{Marks, Ttl};
 
 /// A request that passed every check.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ParsedRequest {
     /// The request, in degrau's types.
     pub request: ModelRequest,
-    /// Whether each tool carried `cache_control`.
-    pub tool_breakpoints: Vec<bool>,
+    /// Every `cache_control` with its lifetime (tools' included).
+    pub marks: Marks,
     /// Canonical JSON of the options that invalidate the cached messages part when
     /// they change (`tool_choice`, `output_config`, `thinking`).
     pub prelude: String,
@@ -84,7 +88,7 @@ pub fn parse_request(body: &[u8]) -> Result<ParsedRequest, ApiError> {
             "stream: the offline stand-in does not stream; send the request without \"stream\": true",
         ));
     }
-    let tool_breakpoints = normalise(&mut object);
+    let marks = normalise(&mut object)?;
     let prelude = json!({
         "tool_choice": object.get("tool_choice"),
         "output_config": object.get("output_config"),
@@ -123,8 +127,7 @@ pub fn parse_request(body: &[u8]) -> Result<ParsedRequest, ApiError> {
         }
         _ => {}
     }
-    let breakpoints =
-        request.breakpoints() + tool_breakpoints.iter().filter(|&&marked| marked).count();
+    let breakpoints = request.breakpoints() + marks.tool_breakpoints();
     if breakpoints > MAX_BREAKPOINTS {
         return Err(ApiError::invalid(format!(
             "A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. Found {breakpoints}."
@@ -135,7 +138,7 @@ pub fn parse_request(body: &[u8]) -> Result<ParsedRequest, ApiError> {
 
     Ok(ParsedRequest {
         request,
-        tool_breakpoints,
+        marks,
         prelude,
         tool_choice,
     })
@@ -162,8 +165,10 @@ fn check_tools(request: &ModelRequest) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Rewrites the API's shorthands to the long form; returns the tools' breakpoints.
-fn normalise(object: &mut Map<String, Value>) -> Vec<bool> {
+/// Rewrites the API's shorthands to the long form, and takes out the tools'
+/// `cache_control` and every `ttl` into [`Marks`] (refusing a bad or misordered
+/// one).
+fn normalise(object: &mut Map<String, Value>) -> Result<Marks, ApiError> {
     if let Some(Value::String(text)) = object.get("system") {
         let blocks = if text.is_empty() {
             json!([])
@@ -172,8 +177,37 @@ fn normalise(object: &mut Map<String, Value>) -> Vec<bool> {
         };
         object.insert("system".into(), blocks);
     }
+    let mut order = TtlOrder::default();
+    let mut marks = Marks::default();
+    if let Some(Value::Array(tools)) = object.get_mut("tools") {
+        for (index, tool) in tools.iter_mut().enumerate() {
+            let Some(tool) = tool.as_object_mut() else {
+                marks.tools.push(None);
+                continue;
+            };
+            let mark = take_ttl(tool, &format!("tools.{index}"), &mut order)?;
+            // degrau's `ToolDef` has no `cache_control`: the mark keeps it.
+            tool.remove("cache_control");
+            marks.tools.push(mark);
+            tool.entry("description")
+                .or_insert_with(|| Value::String(String::new()));
+        }
+    }
+    if let Some(Value::Array(blocks)) = object.get_mut("system") {
+        for (index, block) in blocks.iter_mut().enumerate() {
+            let mark = match block.as_object_mut() {
+                Some(block) => take_ttl(block, &format!("system.{index}"), &mut order)?,
+                None => None,
+            };
+            marks.system.push(mark);
+        }
+    }
     if let Some(Value::Array(messages)) = object.get_mut("messages") {
-        for message in messages.iter_mut().filter_map(Value::as_object_mut) {
+        for (number, message) in messages.iter_mut().enumerate() {
+            let Some(message) = message.as_object_mut() else {
+                marks.messages.push(Vec::new());
+                continue;
+            };
             if let Some(Value::String(text)) = message.get("content") {
                 let blocks = if text.is_empty() {
                     json!([])
@@ -182,30 +216,70 @@ fn normalise(object: &mut Map<String, Value>) -> Vec<bool> {
                 };
                 message.insert("content".into(), blocks);
             }
+            let mut message_marks = Vec::new();
             if let Some(Value::Array(blocks)) = message.get_mut("content") {
-                for block in blocks.iter_mut().filter_map(Value::as_object_mut) {
+                for (index, block) in blocks.iter_mut().enumerate() {
+                    let Some(block) = block.as_object_mut() else {
+                        message_marks.push(None);
+                        continue;
+                    };
                     if block.get("type").and_then(Value::as_str) == Some("tool_result") {
                         let content = tool_result_text(block.get("content"));
                         block.insert("content".into(), Value::String(content));
                     }
+                    let path = format!("messages.{number}.content.{index}");
+                    message_marks.push(take_ttl(block, &path, &mut order)?);
                 }
             }
+            marks.messages.push(message_marks);
         }
     }
-    let mut breakpoints = Vec::new();
-    if let Some(Value::Array(tools)) = object.get_mut("tools") {
-        for tool in tools.iter_mut() {
-            let Some(tool) = tool.as_object_mut() else {
-                breakpoints.push(false);
-                continue;
-            };
-            let marked = tool.remove("cache_control").is_some_and(|c| !c.is_null());
-            breakpoints.push(marked);
-            tool.entry("description")
-                .or_insert_with(|| Value::String(String::new()));
-        }
+    Ok(marks)
+}
+
+/// Whether a five-minute breakpoint has been met yet, in the API's order.
+#[derive(Default)]
+struct TtlOrder {
+    five_minutes_seen: bool,
+}
+
+/// The lifetime of a block's `cache_control` (none without one), its `ttl` taken
+/// out of the JSON (degrau's `CacheControl` has none). Refuses a `ttl` that is
+/// neither `5m` nor `1h` (not a quoted API text) and a one-hour breakpoint after a
+/// five-minute one (the API's text, as it answers it).
+fn take_ttl(
+    block: &mut Map<String, Value>,
+    path: &str,
+    order: &mut TtlOrder,
+) -> Result<Option<Ttl>, ApiError> {
+    let Some(control) = block
+        .get_mut("cache_control")
+        .and_then(Value::as_object_mut)
+    else {
+        return Ok(None);
+    };
+    let ttl = match control.remove("ttl") {
+        None | Some(Value::Null) => Some(Ttl::FiveMinutes),
+        Some(Value::String(text)) => Ttl::parse(&text),
+        Some(_) => None,
     }
-    breakpoints
+    .ok_or_else(|| {
+        ApiError::invalid(format!(
+            "{path}.cache_control.ttl: Input should be '5m' or '1h'"
+        ))
+    })?;
+    match ttl {
+        Ttl::FiveMinutes => order.five_minutes_seen = true,
+        Ttl::OneHour if order.five_minutes_seen => {
+            return Err(ApiError::invalid(format!(
+                "{path}.cache_control.ttl: a ttl='1h' cache_control block must not come after \
+                 a ttl='5m' cache_control block. Note that blocks are processed in the \
+                 following order: `tools`, `system`, `messages`."
+            )));
+        }
+        Ttl::OneHour => {}
+    }
+    Ok(Some(ttl))
 }
 
 /// `tool_result.content` as text: a string as is, text blocks joined by newlines.
@@ -285,7 +359,7 @@ mod tests {
             parsed.request.messages[2].content[0].block,
             ContentBlock::tool_result("a", "one\ntwo")
         );
-        assert_eq!(parsed.tool_breakpoints, vec![true]);
+        assert_eq!(parsed.marks.tools, vec![Some(Ttl::FiveMinutes)]);
         assert_eq!(parsed.tool_choice, ToolChoice::None);
         assert!(parsed.prelude.contains("none"));
     }
@@ -326,6 +400,63 @@ mod tests {
         assert_eq!(
             error(body),
             "A maximum of 4 blocks with cache_control may be provided. Found 5."
+        );
+    }
+
+    #[test]
+    fn keeps_each_breakpoints_lifetime_and_refuses_one_hour_after_five_minutes() {
+        let body = |tool: Value, system: Value, message: Value| {
+            json!({"model": "m", "max_tokens": 5,
+                "tools": [{"name": "t", "description": "", "input_schema": {}, "cache_control": tool}],
+                "system": [{"type": "text", "text": "a", "cache_control": system}],
+                "messages": [{"role": "user", "content": [
+                    {"type": "text", "text": "x", "cache_control": message},
+                    {"type": "text", "text": "y"}]}]})
+        };
+        let hour = json!({"type": "ephemeral", "ttl": "1h"});
+        let five = json!({"type": "ephemeral", "ttl": "5m"});
+        let plain = json!({"type": "ephemeral"});
+        let parsed = parse_request(
+            body(hour.clone(), hour.clone(), plain.clone())
+                .to_string()
+                .as_bytes(),
+        )
+        .unwrap();
+        assert_eq!(parsed.marks.tools, [Some(Ttl::OneHour)]);
+        assert_eq!(parsed.marks.system, [Some(Ttl::OneHour)]);
+        assert_eq!(parsed.marks.messages, [vec![Some(Ttl::FiveMinutes), None]]);
+        assert!(
+            parsed.request.messages[0].content[0]
+                .cache_control
+                .is_some()
+        );
+
+        assert_eq!(
+            error(body(five.clone(), hour.clone(), hour.clone())),
+            "system.0.cache_control.ttl: a ttl='1h' cache_control block must not come after a \
+             ttl='5m' cache_control block. Note that blocks are processed in the following \
+             order: `tools`, `system`, `messages`."
+        );
+        // No ttl is a five-minute breakpoint.
+        assert!(
+            error(body(hour.clone(), plain, hour.clone()))
+                .starts_with("messages.0.content.0.cache_control.ttl: a ttl='1h'")
+        );
+        assert!(
+            parse_request(
+                body(hour.clone(), five.clone(), five)
+                    .to_string()
+                    .as_bytes()
+            )
+            .is_ok()
+        );
+        assert_eq!(
+            error(body(
+                hour.clone(),
+                hour,
+                json!({"type": "ephemeral", "ttl": "10m"})
+            )),
+            "messages.0.content.0.cache_control.ttl: Input should be '5m' or '1h'"
         );
     }
 

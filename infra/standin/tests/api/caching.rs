@@ -1,8 +1,9 @@
 //! Prompt-caching accounting: writes at breakpoints, reads looking back 20 blocks,
-//! the minimum size, the five-minute lifetime, and usage that always adds up.
+//! the minimum size, the five-minute and one-hour lifetimes on the stand-in's
+//! clock, the creation split, and usage that always adds up.
 
 use degrau::domain::{ContentBlock, Message, Role};
-use degrau_standin::Config;
+use degrau_standin::{Clock, Config};
 use serde_json::{Value, json};
 
 use crate::helpers::{
@@ -228,4 +229,106 @@ async fn the_three_input_fields_always_add_up_to_the_prompt() {
         assert_eq!(sum, prompt_tokens(&call["body"]));
         assert!(u["output_tokens"].as_u64().unwrap() > 0);
     }
+}
+
+/// `usage.cache_creation`: (five-minute, one-hour) writes.
+fn split(body: &Value) -> (u64, u64) {
+    let c = &body["usage"]["cache_creation"];
+    let field = |name: &str| c[name].as_u64().unwrap_or_else(|| panic!("{name} in {c}"));
+    (
+        field("ephemeral_5m_input_tokens"),
+        field("ephemeral_1h_input_tokens"),
+    )
+}
+
+/// degrau's request with its two system breakpoints marked for an hour.
+fn with_stable_prefix_for_an_hour(mut body: Value) -> Value {
+    for block in body["system"].as_array_mut().expect("system blocks") {
+        block["cache_control"]["ttl"] = json!("1h");
+    }
+    body
+}
+
+async fn advance(standin: &TestStandIn, seconds: u64) -> u64 {
+    let clock = standin
+        .control("/stand-in/clock", &json!({"advance_seconds": seconds}))
+        .await;
+    assert_eq!(clock.status, 200, "{}", clock.body);
+    clock.body["now_ms"].as_u64().expect("now_ms")
+}
+
+#[tokio::test]
+async fn usage_splits_creation_into_five_minute_and_one_hour_writes() {
+    let standin = start().await;
+    let plain = first_turn();
+    let body = send(&standin, &plain).await;
+    let (_, creation, _) = usage(&body);
+    assert_eq!(split(&body), (creation, 0), "no ttl: five-minute writes");
+    // Nothing written: the split is still there, in zeros, as the API reports it.
+    assert_eq!(split(&send(&standin, &plain).await), (0, 0));
+
+    let standin = start().await;
+    let body = send(&standin, &with_stable_prefix_for_an_hour(first_turn())).await;
+    let (_, creation, _) = usage(&body);
+    let (five, hour) = split(&body);
+    assert!(five > 0 && hour > 1024, "{five} {hour}");
+    assert_eq!(five + hour, creation);
+}
+
+#[tokio::test]
+async fn a_one_hour_prefix_outlives_a_pause_that_expires_the_five_minute_part() {
+    let standin = start_with(Config::default().with_clock(Clock::Manual)).await;
+    let body = with_stable_prefix_for_an_hour(first_turn());
+    let (_, hour) = split(&send(&standin, &body).await);
+
+    // Twenty minutes later: the stable prefix is read, the conversation written again.
+    advance(&standin, 20 * 60).await;
+    let answer = send(&standin, &body).await;
+    let (_, creation, read) = usage(&answer);
+    assert_eq!(read, hour);
+    assert_eq!(split(&answer), (creation, 0));
+
+    // That read renewed it for another hour: 59 minutes on, it is still there.
+    advance(&standin, 59 * 60).await;
+    let (_, _, read) = usage(&send(&standin, &body).await);
+    assert_eq!(read, hour);
+
+    // After 61 minutes without a request everything is gone.
+    advance(&standin, 61 * 60).await;
+    let answer = send(&standin, &body).await;
+    let (_, creation, read) = usage(&answer);
+    assert_eq!(read, 0);
+    assert_eq!(creation, prompt_tokens(&body));
+    assert_eq!(split(&answer).1, hour);
+}
+
+#[tokio::test]
+async fn a_one_hour_breakpoint_after_a_five_minute_one_is_refused_with_the_api_text() {
+    let standin = start().await;
+    let mut body = first_turn();
+    body["system"][1]["cache_control"]["ttl"] = json!("1h");
+    let reply = standin.messages(&body).await;
+    assert_eq!(reply.status, 400);
+    assert_eq!(reply.body["error"]["type"], "invalid_request_error");
+    assert_eq!(
+        reply.body["error"]["message"],
+        "system.1.cache_control.ttl: a ttl='1h' cache_control block must not come after a \
+         ttl='5m' cache_control block. Note that blocks are processed in the following order: \
+         `tools`, `system`, `messages`."
+    );
+    // Nothing was cached by the refused request.
+    assert_eq!(standin.running.standin().cache_entries(), 0);
+}
+
+#[tokio::test]
+async fn a_manual_clock_moves_only_by_the_advances() {
+    let standin = start_with(Config::default().with_clock(Clock::Manual)).await;
+    assert_eq!(advance(&standin, 0).await, 0);
+    send(&standin, &first_turn()).await;
+    assert_eq!(advance(&standin, 299).await, 299_000);
+    let (_, creation, _) = usage(&send(&standin, &first_turn()).await);
+    assert_eq!(creation, 0, "four minutes 59 seconds: still cached");
+    assert_eq!(advance(&standin, 300).await, 599_000);
+    let (_, _, read) = usage(&send(&standin, &first_turn()).await);
+    assert_eq!(read, 0, "five minutes after its last use it is gone");
 }
