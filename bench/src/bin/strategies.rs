@@ -2,7 +2,8 @@
 //! scripted conversations, through the real functions on the local stack.
 //!
 //! ```text
-//! strategies [--long] [--turns 20,200] [--seed N] [--threshold TOKENS] [--keep N] [--gap-seconds N]
+//! strategies [--long] [--turns 20,200] [--seed N] [--threshold TOKENS] [--keep N]
+//!            [--profiles none,messaging] [--gap-seconds N] [--policies LIST]
 //!            [--sequential] [--no-log-check] [--out DIR] [--show-script]
 //! strategies --sweep 4000,8000,16000,32000 [--sweep-turns 200] [--seed N] [--keep N]
 //! ```
@@ -10,8 +11,9 @@
 //! Needs `.venv` (moto: each run starts its own server) and the workspace binaries built
 //! (`cargo build --workspace --bins`); `bash bench/run.sh` (or `./dev.sh bench`)
 //! does both. Prints the table and writes `results/strategies.md`,
-//! `results/strategies.json` and `results/context-per-turn-{N}.svg`; a sweep
-//! writes `results/threshold-sweep.{md,json}`.
+//! `results/strategies.json`, `results/context-per-turn-{N}.svg` and
+//! `results/cost-per-turn-{N}-messaging.svg`; a sweep writes
+//! `results/threshold-sweep.{md,json}`.
 //!
 //! Options it does not know are reported and ignored: `bench/run.sh` passes the
 //! same arguments to the `footprint` benchmark.
@@ -23,11 +25,13 @@ use degrau::compaction::CompactionPolicy;
 use degrau_bench::strategies::report::{Metrics, Prices, metrics, thousands};
 use degrau_bench::strategies::run::{Policy, RunSettings};
 use degrau_bench::strategies::script::conversation;
+use degrau_bench::strategies::timing::Profile;
 use degrau_bench::strategies::{Comparison, Machine, compare, join_all, write_results};
 use serde_json::json;
 
 const USAGE: &str = "\
-usage: strategies [--long] [--turns 20,200] [--seed N] [--threshold TOKENS] [--keep N] [--gap-seconds N]
+usage: strategies [--long] [--turns 20,200] [--seed N] [--threshold TOKENS] [--keep N]
+                  [--profiles none,messaging] [--gap-seconds N] [--policies LIST]
                   [--sequential] [--no-log-check] [--out DIR] [--show-script]
        strategies --sweep T1,T2,... [--sweep-turns 200] [--seed N] [--keep N] [--out DIR]
 
@@ -38,8 +42,12 @@ usage: strategies [--long] [--turns 20,200] [--seed N] [--threshold TOKENS] [--k
                   COMPACTION_THRESHOLD_TOKENS' default)
   --keep N        messages a step keeps, and the sliding window's size (default: degrau's,
                   WINDOW_KEEP_MESSAGES' default)
-  --gap-seconds N move the stand-in's cache clock N seconds after each turn (default 0:
-                  back-to-back turns; above 300 every cache entry expires between turns)
+  --profiles LIST timing profiles, each a full comparison (default none,messaging):
+                  none (no time between turns), messaging (gaps drawn, seeded, from bursts,
+                  replies, pauses and next-day returns: see strategies/timing.rs), every:N
+                  (N seconds before every turn)
+  --gap-seconds N the same as --profiles every:N (above 300 every five-minute entry
+                  expires between turns)
   --policies LIST which strategies to run (default full,sliding,stepped)
   --sequential    run the strategies one after the other (default: at once)
   --no-log-check  do not compare the tap's records with the stand-in's log
@@ -62,7 +70,7 @@ struct Options {
     sweep: Option<Vec<u64>>,
     sweep_turns: usize,
     show_script: bool,
-    gap_seconds: u64,
+    profiles: Vec<Profile>,
     policies: Vec<Policy>,
 }
 
@@ -94,7 +102,7 @@ fn parse(args: &[String]) -> Result<Option<Options>, String> {
         sweep: None,
         sweep_turns: 200,
         show_script: false,
-        gap_seconds: 0,
+        profiles: vec![Profile::NoPauses, Profile::Messaging],
         policies: Policy::ALL.to_vec(),
     };
     let mut long = false;
@@ -115,6 +123,7 @@ fn parse(args: &[String]) -> Result<Option<Options>, String> {
                 | "--sweep"
                 | "--sweep-turns"
                 | "--gap-seconds"
+                | "--profiles"
                 | "--policies"
         );
         let value = if takes_value {
@@ -143,7 +152,20 @@ fn parse(args: &[String]) -> Result<Option<Options>, String> {
             "--out" => options.out = PathBuf::from(value),
             "--sweep" => options.sweep = Some(list(flag, &value)?),
             "--sweep-turns" => options.sweep_turns = number(&value)? as usize,
-            "--gap-seconds" => options.gap_seconds = number(&value)?,
+            "--gap-seconds" => {
+                options.profiles = vec![Profile::Every {
+                    seconds: number(&value)?,
+                }];
+            }
+            "--profiles" => {
+                options.profiles = value
+                    .split(',')
+                    .map(|p| {
+                        Profile::parse(p.trim())
+                            .ok_or_else(|| format!("--profiles: unknown profile {p:?}"))
+                    })
+                    .collect::<Result<_, _>>()?;
+            }
             "--policies" => {
                 options.policies = value
                     .split(',')
@@ -167,13 +189,13 @@ fn parse(args: &[String]) -> Result<Option<Options>, String> {
     Ok(Some(options))
 }
 
-fn settings_for(options: &Options, threshold: u64) -> RunSettings {
+fn settings_for(options: &Options, threshold: u64, profile: Profile) -> RunSettings {
     RunSettings {
         threshold_tokens: threshold,
         keep_messages: options.keep,
         standin_args: Vec::new(),
         check_log: options.check_log,
-        gap_seconds: options.gap_seconds,
+        profile,
     }
 }
 
@@ -202,7 +224,12 @@ async fn main() {
         return;
     }
 
-    let settings = settings_for(&options, options.threshold);
+    let first_profile = options
+        .profiles
+        .first()
+        .copied()
+        .unwrap_or(Profile::NoPauses);
+    let settings = settings_for(&options, options.threshold, first_profile);
     let started = Instant::now();
     let conversations: Vec<_> = options
         .turns
@@ -232,11 +259,17 @@ async fn main() {
         return;
     }
     let mut all_runs = Vec::new();
-    for c in &conversations {
+    for (profile, c) in options
+        .profiles
+        .iter()
+        .flat_map(|&p| conversations.iter().map(move |c| (p, c)))
+    {
         let t = Instant::now();
+        let settings = settings_for(&options, options.threshold, profile);
         eprintln!(
-            "strategies: {} turns, {} ({}), seed {}…",
+            "strategies: {} turns, {} timing, {} ({}), seed {}…",
             c.turns.len(),
+            profile.label(),
             options
                 .policies
                 .iter()
@@ -256,13 +289,13 @@ async fn main() {
             c.turns.len(),
             t.elapsed().as_secs_f64()
         );
-        all_runs.push(runs);
+        all_runs.push((profile, c, runs));
     }
-    let comparisons: Vec<Comparison<'_>> = conversations
+    let comparisons: Vec<Comparison<'_>> = all_runs
         .iter()
-        .zip(&all_runs)
-        .map(|(c, runs)| Comparison {
+        .map(|(profile, c, runs)| Comparison {
             conversation: c,
+            profile: *profile,
             runs,
             metrics: runs.iter().map(|r| metrics(r, &prices)).collect(),
         })
@@ -279,6 +312,11 @@ async fn main() {
         prices.summary_model_factor
     );
     println!("{}", degrau_bench::strategies::report::table(&groups));
+    println!("{}", degrau_bench::strategies::report::split_table(&groups));
+    let goals = degrau_bench::strategies::goals(&comparisons, &settings);
+    if !goals.is_empty() {
+        println!("Against issue 15's goals:\n\n{goals}");
+    }
     println!("{}", degrau_bench::strategies::report::details(&groups));
     for m in groups.iter().flatten() {
         if m.policy == Policy::Stepped && m.rejected > 0 {
@@ -304,7 +342,7 @@ async fn main() {
         CONTEXT_LIMIT,
     ) {
         Ok(()) => eprintln!(
-            "strategies: wrote {}/strategies.md, strategies.json and context-per-turn-*.svg in {:.0} s",
+            "strategies: wrote {}/strategies.md, strategies.json, context-per-turn-*.svg and cost-per-turn-*.svg in {:.0} s",
             options.out.display(),
             started.elapsed().as_secs_f64()
         ),
@@ -334,7 +372,12 @@ async fn sweep(
         c.turns.len(),
         c.seed
     );
-    let base_settings = settings_for(options, options.threshold);
+    let profile = options
+        .profiles
+        .first()
+        .copied()
+        .unwrap_or(Profile::NoPauses);
+    let base_settings = settings_for(options, options.threshold, profile);
     let baselines = compare(
         &c,
         &[Policy::Full, Policy::Sliding],
@@ -355,7 +398,7 @@ async fn sweep(
     // Two thresholds at a time: each stack is a few processes on a small machine.
     for chunk in thresholds.chunks(if options.parallel { 2 } else { 1 }) {
         let runs = chunk.iter().map(|&threshold| {
-            let settings = settings_for(options, threshold);
+            let settings = settings_for(options, threshold, profile);
             let c = &c;
             async move {
                 let runs = compare(c, &[Policy::Stepped], &settings, false).await;
@@ -422,11 +465,12 @@ async fn sweep(
         None => "No threshold kept the identifier visible without rejections.".into(),
     };
     let text = format!(
-        "# Compaction threshold sweep\n\nMachine: {}. Command: `{command}`. {} turns, seed {}, keep {} messages; prices as in strategies.md.\n\n{table}\n{verdict}\n",
+        "# Compaction threshold sweep\n\nMachine: {}. Command: `{command}`. {} turns, seed {}, keep {} messages, {} timing; prices as in strategies.md.\n\n{table}\n{verdict}\n",
         machine.label(),
         c.turns.len(),
         c.seed,
-        options.keep
+        options.keep,
+        profile.label()
     );
     println!("\n{text}");
     let document = json!({

@@ -6,18 +6,22 @@
 //! - [`script`] generates the conversations (seeded, Portuguese and English);
 //! - [`run`] plays one through a fresh stack with one policy;
 //! - [`tap`] records every model call on its way to the stand-in;
-//! - [`report`] turns the calls into figures and tables;
-//! - [`svg`] draws context tokens per turn.
+//! - [`timing`] draws the time before each turn (the timing profiles);
+//! - [`report`] turns the calls into figures and tables, the cost split included;
+//! - [`svg`] draws context tokens per turn, and the cost of each turn.
 //!
-//! [`compare`] runs the three policies on one conversation, [`write_results`]
-//! writes `results/strategies.{md,json}` and `results/context-per-turn-{N}.svg`.
-//! The `strategies` binary is the command line.
+//! [`compare`] runs the three policies on one conversation under one timing
+//! profile, [`write_results`] writes `results/strategies.{md,json}`,
+//! `results/context-per-turn-{N}.svg` and, for the messaging profile,
+//! `results/cost-per-turn-{N}-messaging.svg`. The `strategies` binary is the
+//! command line.
 
 pub mod report;
 pub mod run;
 pub mod script;
 pub mod svg;
 pub mod tap;
+pub mod timing;
 
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -28,6 +32,7 @@ use serde_json::json;
 use report::{Metrics, Prices};
 use run::{Policy, RunSettings, StrategyRun};
 use script::Conversation;
+use timing::Profile;
 
 /// Where the figures came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -154,14 +159,25 @@ pub fn color(policy: Policy) -> &'static str {
     }
 }
 
-/// One conversation's comparison, as written to the results.
+/// One conversation's comparison under one timing profile, as written to the
+/// results.
 pub struct Comparison<'a> {
     /// The conversation.
     pub conversation: &'a Conversation,
+    /// The timing profile its runs were played with.
+    pub profile: Profile,
     /// Its runs.
     pub runs: &'a [StrategyRun],
     /// Their figures.
     pub metrics: Vec<Metrics>,
+}
+
+impl Comparison<'_> {
+    /// The gaps its runs were played with.
+    pub fn gaps(&self) -> Vec<timing::Gap> {
+        self.profile
+            .gaps(self.conversation.turns.len(), self.conversation.seed)
+    }
 }
 
 /// The context plot of one comparison.
@@ -209,12 +225,133 @@ pub fn plot(
             ),
             &machine.label(),
         ],
+        "context tokens (input + cache read + cache write)",
         &series,
         &rules,
+        None,
     )
 }
 
-/// The markdown note: settings, prices, the tables, the plots.
+/// The cost of each turn of one comparison (every call made while the turn was
+/// played, the compactor's included), the turns that came after a gap longer than
+/// the cache's five minutes shaded.
+pub fn cost_plot(
+    comparison: &Comparison<'_>,
+    settings: &RunSettings,
+    prices: &Prices,
+    machine: &Machine,
+) -> String {
+    let series: Vec<svg::Series<'_>> = comparison
+        .runs
+        .iter()
+        .map(|run| svg::Series {
+            label: run.policy.label(),
+            color: color(run.policy),
+            values: report::cost_per_turn(run, prices)
+                .iter()
+                .map(|c| c.round() as u64)
+                .collect(),
+        })
+        .collect();
+    let marks = svg::Marks {
+        label: "after a gap of more than 5 minutes",
+        turns: comparison
+            .gaps()
+            .iter()
+            .enumerate()
+            .filter(|(_, g)| g.seconds > 300)
+            .map(|(i, _)| i + 1)
+            .collect(),
+    };
+    svg::chart(
+        &format!(
+            "Cost per turn, {} timing: {} turns, seed {}",
+            comparison.profile.label(),
+            comparison.conversation.turns.len(),
+            comparison.conversation.seed
+        ),
+        &[
+            &format!(
+                "base-input tokens of {} (reads 0.1×, writes 1.25× / 2× (1 h), output {}×, summaries at {:.2}×); threshold {}, keep {}",
+                prices.answer_model,
+                prices.output_ratio,
+                prices.summary_model_factor,
+                report::thousands(settings.threshold_tokens as f64),
+                settings.keep_messages,
+            ),
+            &machine.label(),
+        ],
+        "cost of the turn (base-input tokens)",
+        &series,
+        &[],
+        Some(&marks),
+    )
+}
+
+/// The targets of issue 15 for today's figures, and where each run stands.
+pub fn goals(comparisons: &[Comparison<'_>], settings: &RunSettings) -> String {
+    let default_threshold = degrau::compaction::CompactionPolicy::default().threshold_tokens;
+    let mut out = String::new();
+    for c in comparisons {
+        let turns = c.conversation.turns.len();
+        let of = |policy| c.metrics.iter().find(|m| m.policy == policy);
+        let (Some(full), Some(stepped)) = (of(Policy::Full), of(Policy::Stepped)) else {
+            continue;
+        };
+        let target = match (c.profile, turns) {
+            (Profile::Messaging, 200) => Some(0.25),
+            (Profile::Messaging, 1000) => Some(0.12),
+            (Profile::NoPauses, 200) => Some(0.33),
+            _ => None,
+        };
+        if let Some(target) = target {
+            let ratio = stepped.cost / full.cost;
+            out.push_str(&format!(
+                "- {} timing, {turns} turns: degrau costs {ratio:.3}× full history; the goal is at most {target:.2}× ({}).\n",
+                c.profile.label(),
+                if ratio <= target {
+                    "met".to_owned()
+                } else {
+                    format!("missed by {:.3}", ratio - target)
+                }
+            ));
+        }
+    }
+    let read_target = if settings.threshold_tokens == 3000 {
+        Some(0.90)
+    } else if settings.threshold_tokens == default_threshold {
+        Some(0.95)
+    } else {
+        None
+    };
+    if let Some(target) = read_target {
+        // A conversation too short to step says nothing about the steps.
+        for c in comparisons
+            .iter()
+            .filter(|c| c.conversation.turns.len() >= 200)
+        {
+            if let Some(m) = c.metrics.iter().find(|m| m.policy == Policy::Stepped) {
+                out.push_str(&format!(
+                    "- {} timing, {} turns, threshold {}: degrau's main-model cache read ratio is {:.1}%; the goal is at least {:.0}% ({}).\n",
+                    c.profile.label(),
+                    c.conversation.turns.len(),
+                    report::thousands(settings.threshold_tokens as f64),
+                    m.cache_read_ratio * 100.0,
+                    target * 100.0,
+                    if m.cache_read_ratio >= target {
+                        "met".to_owned()
+                    } else {
+                        format!("missed by {:.1} points", (target - m.cache_read_ratio) * 100.0)
+                    }
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// The markdown note: settings, prices, the timing profiles, the tables, the
+/// goals, the plots.
 pub fn markdown(
     comparisons: &[Comparison<'_>],
     settings: &RunSettings,
@@ -236,10 +373,8 @@ pub fn markdown(
          compaction threshold {} tokens, keep {} messages (the sliding window keeps the \
          same {} messages, cut at a safe start). Stand-in: context limit 200,000 tokens unless \
          set otherwise ({}), minimum cacheable prefix 1,024, its own token count (a quarter of \
-         the characters of each block's JSON). The cache clock moves {} seconds between \
-         turns (0: the turns follow each other within the cache's five-minute lifetime, as in \
-         a live chat; a customer who answers an hour later finds the cache cold whatever the \
-         strategy).\n\n",
+         the characters of each block's JSON); degrau marks every breakpoint for five minutes \
+         (no `ttl`).\n\n",
         settings.threshold_tokens,
         settings.keep_messages,
         settings.keep_messages,
@@ -248,20 +383,69 @@ pub fn markdown(
         } else {
             format!("`{}`", settings.standin_args.join(" "))
         },
-        settings.gap_seconds
     ));
+    let mut profiles: Vec<Profile> = Vec::new();
+    for c in comparisons {
+        if !profiles.contains(&c.profile) {
+            profiles.push(c.profile);
+        }
+    }
+    out.push_str(
+        "**Timing.** The stand-in runs with `--clock manual`: its cache clock moves only \
+         when the benchmark advances it, by the profile's gap before each turn, so a week \
+         of pauses plays in minutes, nothing sleeps, and the same gaps give the same \
+         expiries on any machine. A cache entry lives five minutes (or an hour, for a \
+         `ttl: 1h` breakpoint) from its last use. Profiles:\n\n",
+    );
+    for profile in &profiles {
+        out.push_str(&format!(
+            "- **{}**: {}.\n",
+            profile.label(),
+            profile.describe()
+        ));
+    }
+    for c in comparisons
+        .iter()
+        .filter(|c| c.profile == Profile::Messaging)
+    {
+        let g = timing::GapSummary::of(&c.gaps());
+        out.push_str(&format!(
+            "  - {} turns (seed {}): {} bursts, {} replies, {} pauses, {} next-day returns; {} gaps \
+             longer than five minutes, {} longer than an hour; {:.1} days from the first turn to \
+             the last.\n",
+            c.conversation.turns.len(),
+            c.conversation.seed,
+            g.bursts,
+            g.replies,
+            g.pauses,
+            g.next_day,
+            g.over_5_minutes,
+            g.over_1_hour,
+            g.total_seconds as f64 / 86_400.0
+        ));
+    }
+    out.push_str(
+        "\n**Sessions.** The functions' session clock is their own system clock, which the \
+         benchmark does not move: every session stays open for all three strategies. That is \
+         what a deployment with the default `SESSION_IDLE_MINUTES` (24 hours) does with these \
+         gaps (the longest is 22 hours); a longer absence would close degrau's session, and the \
+         next message would start from the facts alone, so keeping it open does not flatter \
+         degrau.\n\n",
+    );
     out.push_str(&format!(
-        "Cost is in base input tokens of the answer model ({}): input + {}× cache writes + \
-         {}× cache reads + R × output with R = {} (output/input price ratio of {answer}, $15 / \
-         $3 per million), and the compactor's summary and fact calls ({}) at {:.3}× ({} vs \
-         {answer}: $1 vs $3 per million input, the same R). The cache read ratio is cache \
-         reads over all input tokens of the ask calls; contexts are input + cache read + \
-         cache write of each accepted ask call; rejected counts every model call answered \
-         with a status other than 200 (the ask function then cuts its window once and \
-         retries). \"Identifier visible\" says whether the order code planted on turn 2 was \
-         anywhere in the request (messages or system) answering the turn that asks for it.\n\n",
+        "Cost is in base input tokens of the answer model ({}): input + {}× five-minute cache \
+         writes + {}× one-hour cache writes + {}× cache reads + R × output with R = {} \
+         (output/input price ratio of {answer}, $15 / $3 per million), and the compactor's \
+         summary and fact calls ({}) at {:.3}× ({} vs {answer}: $1 vs $3 per million input, \
+         the same R). The cache read ratio is cache reads over all input tokens of the ask \
+         calls (the main model); contexts are input + cache read + cache write of each \
+         accepted ask call; rejected counts every model call answered with a status other \
+         than 200 (the ask function then cuts its window once and retries). \"Identifier \
+         visible\" says whether the order code planted on turn 2 was anywhere in the request \
+         (messages or system) answering the turn that asks for it.\n\n",
         prices.answer_model,
         prices.cache_write,
+        prices.cache_write_1h,
         prices.cache_read,
         prices.output_ratio,
         prices.summary_model,
@@ -270,6 +454,16 @@ pub fn markdown(
         answer = prices.answer_model,
     ));
     out.push_str(&report::table(&groups));
+    out.push_str(
+        "\nThe cost split: where each strategy's cost goes, in base-input tokens (all calls, \
+         the compactor's at its model's price), with each part's share of the total:\n\n",
+    );
+    out.push_str(&report::split_table(&groups));
+    let goals = goals(comparisons, settings);
+    if !goals.is_empty() {
+        out.push_str("\nAgainst issue 15's goals:\n\n");
+        out.push_str(&goals);
+    }
     out.push_str("\nWhere the cost goes, and the run's own checks (the tap's records against the stand-in's log; tool mismatches: turns where the model's tool use differed from the script's intent):\n\n");
     out.push_str(&report::details(&groups));
     out.push_str(
@@ -280,19 +474,38 @@ pub fn markdown(
          request larger than the stand-in's context limit is refused (counted in rejected); the \
          ask function then cuts its window to the last messages and retries once, so from \
          there on full history behaves like a sliding window that first sends a refused request \
-         (unbilled, but a round trip) every turn.\n\n",
+         (unbilled, but a round trip) every turn. The contexts do not depend on the timing \
+         (the stand-in's answers depend on the request only): the context plots are drawn \
+         once.\n\n",
     );
-    for c in comparisons {
+    for c in comparisons
+        .iter()
+        .filter(|c| c.profile == context_profile(comparisons))
+    {
         let n = c.conversation.turns.len();
         out.push_str(&format!(
             "![context tokens per turn, {n} turns](context-per-turn-{n}.svg)\n\n"
         ));
     }
+    for c in comparisons
+        .iter()
+        .filter(|c| c.profile == Profile::Messaging)
+    {
+        let n = c.conversation.turns.len();
+        out.push_str(&format!(
+            "![cost per turn, messaging timing, {n} turns](cost-per-turn-{n}-messaging.svg)\n\n"
+        ));
+    }
     out
 }
 
-/// The JSON document: settings, prices, machine, and per comparison the metrics
-/// and each run's context per turn.
+/// The profile whose comparisons the context plots are drawn from: the first.
+fn context_profile(comparisons: &[Comparison<'_>]) -> Profile {
+    comparisons.first().map_or(Profile::NoPauses, |c| c.profile)
+}
+
+/// The JSON document: settings, prices, machine, and per comparison the profile,
+/// its gaps, the metrics and each run's context and cost per turn.
 pub fn json_document(
     comparisons: &[Comparison<'_>],
     settings: &RunSettings,
@@ -303,23 +516,38 @@ pub fn json_document(
         "machine": machine,
         "settings": settings,
         "prices": prices,
-        "conversations": comparisons.iter().map(|c| json!({
-            "turns": c.conversation.turns.len(),
-            "seed": c.conversation.seed,
-            "identifier": c.conversation.identifier,
-            "plant_turn": c.conversation.plant_turn,
-            "recall_turn": c.conversation.recall_turn,
-            "metrics": c.metrics,
-            "context_per_turn": c.runs.iter().map(|r| json!({
-                "policy": r.policy,
-                "values": r.per_turn.iter().map(|t| t.context_tokens).collect::<Vec<_>>(),
-            })).collect::<Vec<_>>(),
-        })).collect::<Vec<_>>(),
+        "conversations": comparisons.iter().map(|c| {
+            let gaps = c.gaps();
+            json!({
+                "turns": c.conversation.turns.len(),
+                "seed": c.conversation.seed,
+                "profile": c.profile,
+                "profile_description": c.profile.describe(),
+                "gaps": timing::GapSummary::of(&gaps),
+                "gap_seconds": gaps.iter().map(|g| g.seconds).collect::<Vec<_>>(),
+                "identifier": c.conversation.identifier,
+                "plant_turn": c.conversation.plant_turn,
+                "recall_turn": c.conversation.recall_turn,
+                "metrics": c.metrics,
+                "context_per_turn": c.runs.iter().map(|r| json!({
+                    "policy": r.policy,
+                    "values": r.per_turn.iter().map(|t| t.context_tokens).collect::<Vec<_>>(),
+                })).collect::<Vec<_>>(),
+                "cost_per_turn": c.runs.iter().map(|r| json!({
+                    "policy": r.policy,
+                    "values": report::cost_per_turn(r, prices)
+                        .iter()
+                        .map(|v| (v * 10.0).round() / 10.0)
+                        .collect::<Vec<_>>(),
+                })).collect::<Vec<_>>(),
+            })
+        }).collect::<Vec<_>>(),
     })
 }
 
-/// Writes `strategies.md`, `strategies.json` and one `context-per-turn-{N}.svg` per
-/// comparison into `dir`.
+/// Writes `strategies.md`, `strategies.json`, one `context-per-turn-{N}.svg` per
+/// conversation (of the first profile) and one `cost-per-turn-{N}-messaging.svg`
+/// per messaging comparison into `dir`.
 pub fn write_results(
     dir: &Path,
     comparisons: &[Comparison<'_>],
@@ -339,14 +567,21 @@ pub fn write_results(
         dir.join("strategies.json"),
         serde_json::to_string_pretty(&document).map_err(std::io::Error::other)? + "\n",
     )?;
+    let first = context_profile(comparisons);
     for c in comparisons {
-        std::fs::write(
-            dir.join(format!(
-                "context-per-turn-{}.svg",
-                c.conversation.turns.len()
-            )),
-            plot(c, settings, context_limit, machine),
-        )?;
+        let n = c.conversation.turns.len();
+        if c.profile == first {
+            std::fs::write(
+                dir.join(format!("context-per-turn-{n}.svg")),
+                plot(c, settings, context_limit, machine),
+            )?;
+        }
+        if c.profile == Profile::Messaging {
+            std::fs::write(
+                dir.join(format!("cost-per-turn-{n}-messaging.svg")),
+                cost_plot(c, settings, prices, machine),
+            )?;
+        }
     }
     Ok(())
 }

@@ -3,8 +3,10 @@
 //! stand-in, the `ask` and `compactor` binaries) whose functions run with `CONTEXT_POLICY` set and
 //! reach the stand-in through a [`Tap`]. After every turn the bridge drains the
 //! jobs queue (only the stepped policy queues steps; for the others it finds the
-//! queue empty). Nothing but `CONTEXT_POLICY` differs between the runs of one
-//! conversation: same tenant config, same stand-in, same accounting.
+//! queue empty). Before each turn the stand-in's cache clock (manual: only the
+//! benchmark moves it) advances by the timing profile's gap ([`super::timing`]).
+//! Nothing but `CONTEXT_POLICY` differs between the runs of one conversation and
+//! profile: same tenant config, same stand-in, same gaps, same accounting.
 
 use std::time::Instant;
 
@@ -16,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use super::script::Conversation;
 use super::tap::{Call, Caller, Tap};
+use super::timing::{Gap, Profile};
 use crate::moto::PrivateMoto;
 
 /// Tenant of every run.
@@ -81,14 +84,15 @@ pub struct RunSettings {
     pub standin_args: Vec<String>,
     /// Whether to check the tap's figures against the stand-in's own log at the end.
     pub check_log: bool,
-    /// Seconds the stand-in's cache clock moves between two turns (0: the turns follow
-    /// each other at once, well within the cache's five minutes).
-    pub gap_seconds: u64,
+    /// How much time passes before each turn (on the stand-in's cache clock).
+    pub profile: Profile,
 }
 
 /// One turn as it went.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TurnRecord {
+    /// Seconds the cache clock moved before this turn.
+    pub gap_seconds: u64,
     /// HTTP status of the ask function's answer (0: the invocation failed).
     pub status: u16,
     /// Context of the turn's last accepted ask call (what degrau measures).
@@ -117,6 +121,8 @@ pub struct LogCheck {
 pub struct StrategyRun {
     /// The policy.
     pub policy: Policy,
+    /// The timing profile.
+    pub profile: Profile,
     /// Turns played.
     pub turns: usize,
     /// Every model call, oldest first.
@@ -147,7 +153,15 @@ pub async fn run_strategy(
     let started = Instant::now();
     let moto = PrivateMoto::start().await.expect("start a moto server");
     let tap = Tap::start().await.expect("start the tap");
-    let standin_args: Vec<&str> = settings.standin_args.iter().map(String::as_str).collect();
+    // The benchmark alone moves the cache clock: the same gaps give the same
+    // expiries however long each turn takes on this machine.
+    let standin_args: Vec<&str> = ["--clock", "manual"]
+        .into_iter()
+        .chain(settings.standin_args.iter().map(String::as_str))
+        .collect();
+    let gaps = settings
+        .profile
+        .gaps(conversation.turns.len(), conversation.seed);
     let stack = FullStack::start_with(&StackOptions {
         standin_args: &standin_args,
         env: vec![
@@ -175,6 +189,9 @@ pub async fn run_strategy(
     let mut statuses = Vec::with_capacity(total);
     let mut compactor_failures = 0;
     for (index, turn) in conversation.turns.iter().enumerate() {
+        if gaps[index].seconds > 0 {
+            advance_clock(&stack.standin.url, gaps[index].seconds).await;
+        }
         let watch = (index == conversation.recall_turn).then_some(conversation.identifier.as_str());
         tap.begin_turn(index, watch);
         let (status, raw) = post(&stack, &turn.text).await;
@@ -188,9 +205,6 @@ pub async fn run_strategy(
         statuses.push(status);
         for report in stack.drain().await {
             compactor_failures += report.failed;
-        }
-        if settings.gap_seconds > 0 {
-            advance_clock(&stack.standin.url, settings.gap_seconds).await;
         }
         if (index + 1).is_multiple_of(100) && index + 1 < total {
             eprintln!(
@@ -213,11 +227,12 @@ pub async fn run_strategy(
     } else {
         None
     };
-    let per_turn = per_turn(conversation, &calls, &statuses);
+    let per_turn = per_turn(conversation, &gaps, &calls, &statuses);
     drop(stack);
     drop(moto);
     StrategyRun {
         policy,
+        profile: settings.profile,
         turns: total,
         calls,
         per_turn,
@@ -255,22 +270,34 @@ async fn post(stack: &FullStack, text: &str) -> (u16, String) {
     }
 }
 
-/// Moves the stand-in's cache clock (time passing between two messages).
+/// Moves the stand-in's cache clock (time passing between two messages). A
+/// clock that did not move would make every figure after it wrong: panics.
 async fn advance_clock(standin_url: &str, seconds: u64) {
-    let _ = reqwest::Client::new()
+    let answer = reqwest::Client::new()
         .post(format!("{standin_url}/stand-in/clock"))
         .json(&serde_json::json!({ "advance_seconds": seconds }))
         .send()
-        .await;
+        .await
+        .and_then(reqwest::Response::error_for_status);
+    if let Err(error) = answer {
+        panic!("the stand-in's clock did not move: {error}");
+    }
 }
 
 /// Groups the calls by turn.
-fn per_turn(conversation: &Conversation, calls: &[Call], statuses: &[u16]) -> Vec<TurnRecord> {
+fn per_turn(
+    conversation: &Conversation,
+    gaps: &[Gap],
+    calls: &[Call],
+    statuses: &[u16],
+) -> Vec<TurnRecord> {
     let mut records: Vec<TurnRecord> = conversation
         .turns
         .iter()
+        .zip(gaps)
         .zip(statuses)
-        .map(|(turn, &status)| TurnRecord {
+        .map(|((turn, gap), &status)| TurnRecord {
+            gap_seconds: gap.seconds,
             status,
             context_tokens: 0,
             ask_calls: 0,

@@ -1,6 +1,7 @@
-//! A hand-written SVG line chart of context tokens per turn, one polyline per
-//! policy (the ramp of full history, the flat sliding window, degrau's sawtooth),
-//! with axes, ticks, a legend and the machine the figures came from.
+//! A hand-written SVG line chart of a figure per turn (context tokens: the ramp of
+//! full history, the flat sliding window, degrau's sawtooth; or the cost of each
+//! turn), one polyline per policy, with axes, ticks, a legend, the machine the
+//! figures came from, and optionally shaded turns (those after a long pause).
 
 use std::fmt::Write as _;
 
@@ -65,8 +66,24 @@ fn tick_label(value: f64) -> String {
     }
 }
 
-/// The chart as an SVG document; each `subtitle` line goes under the title.
-pub fn chart(title: &str, subtitle: &[&str], series: &[Series<'_>], rules: &[Rule<'_>]) -> String {
+/// Turns to shade, and what the shade means (for the legend).
+pub struct Marks<'a> {
+    /// Legend text.
+    pub label: &'a str,
+    /// 1-based turns.
+    pub turns: Vec<usize>,
+}
+
+/// The chart as an SVG document; each `subtitle` line goes under the title,
+/// `y_label` along the y axis; `marks` shades turns.
+pub fn chart(
+    title: &str,
+    subtitle: &[&str],
+    y_label: &str,
+    series: &[Series<'_>],
+    rules: &[Rule<'_>],
+    marks: Option<&Marks<'_>>,
+) -> String {
     let turns = series
         .iter()
         .map(|s| s.values.len())
@@ -164,9 +181,20 @@ pub fn chart(title: &str, subtitle: &[&str], series: &[Series<'_>], rules: &[Rul
     );
     let _ = writeln!(
         svg,
-        r#"<text transform="translate(20 {:.1}) rotate(-90)" text-anchor="middle">context tokens (input + cache read + cache write)</text>"#,
-        TOP + plot_h / 2.0
+        r#"<text transform="translate(20 {:.1}) rotate(-90)" text-anchor="middle">{}</text>"#,
+        TOP + plot_h / 2.0,
+        escape(y_label)
     );
+
+    // Shaded turns, under the lines.
+    let band = (plot_w / (turns as f64 - 1.0)).max(1.5);
+    for &turn in marks.iter().flat_map(|m| &m.turns) {
+        let _ = writeln!(
+            svg,
+            r##"<rect x="{:.1}" y="{TOP}" width="{band:.1}" height="{plot_h:.1}" fill="#f2c14e" fill-opacity="0.35"/>"##,
+            x(turn as f64) - band / 2.0
+        );
+    }
 
     // Reference lines.
     for rule in rules {
@@ -202,13 +230,30 @@ pub fn chart(title: &str, subtitle: &[&str], series: &[Series<'_>], rules: &[Rul
     }
 
     // Legend, top left inside the plot.
-    let legend_h = 20.0 * series.len() as f64 + 10.0;
+    let entries = series.len() + usize::from(marks.is_some());
+    let legend_h = 20.0 * entries as f64 + 10.0;
     let _ = writeln!(
         svg,
-        r##"<rect x="{:.1}" y="{:.1}" width="210" height="{legend_h:.1}" fill="#ffffff" fill-opacity="0.9" stroke="#cccccc"/>"##,
+        r##"<rect x="{:.1}" y="{:.1}" width="250" height="{legend_h:.1}" fill="#ffffff" fill-opacity="0.9" stroke="#cccccc"/>"##,
         LEFT + 12.0,
         TOP + 8.0
     );
+    if let Some(marks) = marks {
+        let ly = TOP + 24.0 + 20.0 * series.len() as f64;
+        let _ = writeln!(
+            svg,
+            r##"<rect x="{:.1}" y="{:.1}" width="24" height="10" fill="#f2c14e" fill-opacity="0.6"/>"##,
+            LEFT + 22.0,
+            ly - 5.0
+        );
+        let _ = writeln!(
+            svg,
+            r#"<text x="{:.1}" y="{:.1}">{}</text>"#,
+            LEFT + 54.0,
+            ly + 4.0,
+            escape(marks.label)
+        );
+    }
     for (i, s) in series.iter().enumerate() {
         let ly = TOP + 24.0 + 20.0 * i as f64;
         let _ = writeln!(
@@ -247,6 +292,7 @@ mod tests {
         let svg = chart(
             "t <1>",
             &["machine"],
+            "context tokens",
             &[
                 Series {
                     label: "full",
@@ -263,6 +309,7 @@ mod tests {
                 label: "threshold",
                 value: 2,
             }],
+            None,
         );
         assert!(svg.starts_with("<svg"));
         assert!(svg.trim_end().ends_with("</svg>"));
@@ -270,5 +317,33 @@ mod tests {
         assert!(svg.contains("t &lt;1&gt;"));
         assert!(svg.contains(">stepped</text>"));
         assert!(svg.contains("stroke-dasharray"));
+        assert!(svg.contains(">context tokens</text>"));
+        assert!(!svg.contains("#f2c14e"));
+    }
+
+    #[test]
+    fn marked_turns_are_shaded_and_named_in_the_legend() {
+        let marks = Marks {
+            label: "after a gap of more than 5 minutes",
+            turns: vec![2, 3],
+        };
+        let svg = chart(
+            "cost",
+            &[],
+            "cost of the turn",
+            &[Series {
+                label: "full",
+                color: "#d62728",
+                values: vec![5, 1, 9],
+            }],
+            &[],
+            Some(&marks),
+        );
+        assert_eq!(
+            svg.matches(r##"fill="#f2c14e" fill-opacity="0.35""##)
+                .count(),
+            2
+        );
+        assert!(svg.contains(">after a gap of more than 5 minutes</text>"));
     }
 }
