@@ -1,15 +1,26 @@
-//! Cold starts and memory of each function binary: init time (process start to
-//! its first poll of the Runtime API, [`LocalLambda::init_durations`]) over
-//! several fresh processes, and peak RSS (`VmHWM`) after one invocation.
+//! Cold starts and memory of each function binary, beside a Python peer: init
+//! time (process start to its first poll of the Runtime API,
+//! [`LocalLambda::init_durations`]) over several fresh processes, and peak RSS
+//! (`VmHWM`) after one invocation.
+//!
+//! Every process here does the same init: DynamoDB and SQS clients, an HTTP
+//! client for the model, and the API key read from an SSM SecureString
+//! (`ANTHROPIC_API_KEY_PARAMETER`, as the template deploys them; the rest of the
+//! benchmark passes the key itself). The Python peer
+//! ([`super::python_peer`]) does it with boto3 and httpx. Each round starts one
+//! of each, one after the other, after one discarded warm-up start of each (so
+//! that no one pays alone for the page cache).
 
 use std::time::{Duration, Instant};
 
 use degrau_tests::lambda::LocalLambda;
+use degrau_tests::{HttpReply, api_event};
 use serde::Serialize;
 use serde_json::json;
 
 use super::degrau_run::{CONTACT, TENANT};
 use super::procfs::peak_rss_kib;
+use super::python_peer;
 use super::stack::{ProxiedStack, TimedInvoke};
 
 /// One function's cold starts.
@@ -40,6 +51,29 @@ impl ColdStarts {
     }
 }
 
+/// The Python peer's cold starts.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PeerColdStarts {
+    /// Its starts (`function` is `python peer`, `binary_bytes` 0); empty when
+    /// skipped.
+    pub starts: ColdStarts,
+    /// `python3 --version`.
+    pub python: String,
+    /// Its pinned requirements.
+    pub requirements: Vec<String>,
+    /// Why it did not run, when it did not.
+    pub skipped: Option<String>,
+}
+
+/// The functions' cold starts and the peer's.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ColdRun {
+    /// `ask`, then `compactor`.
+    pub functions: Vec<ColdStarts>,
+    /// The Python peer.
+    pub peer: PeerColdStarts,
+}
+
 /// The median (mean of the middle two for an even count); 0 when empty.
 pub fn median(values: &[f64]) -> f64 {
     let mut sorted = values.to_vec();
@@ -65,11 +99,75 @@ async fn wait_for_init(lambda: &LocalLambda) -> Duration {
     }
 }
 
-/// `rounds` cold starts of each function on `stack`: a fresh ask answers one
-/// message of the benchmark's conversation; a fresh compactor runs one step job
-/// for it (the window then holds more than the messages a step keeps, so the
-/// step folds some).
-pub async fn measure(stack: &mut ProxiedStack, rounds: usize) -> Vec<ColdStarts> {
+/// Puts the API key into SSM (on moto, directly) and returns the parameter's name.
+async fn put_key_parameter() -> String {
+    let name = format!(
+        "/degrau/footprint/{}",
+        degrau_tests::moto::unique_name("key")
+    );
+    aws_sdk_ssm::Client::new(&degrau_tests::moto::sdk_config().await)
+        .put_parameter()
+        .name(&name)
+        .value("offline-test-key")
+        .r#type(aws_sdk_ssm::types::ParameterType::SecureString)
+        .send()
+        .await
+        .expect("put the API key parameter (moto serves SSM)");
+    name
+}
+
+/// The functions' environment of `stack`, with the key read from SSM. (It repeats
+/// the stack's list rather than change the stack, which passes the key itself.)
+fn environment(stack: &ProxiedStack, parameter: &str) -> Vec<(String, String)> {
+    [
+        ("TABLE_NAME", stack.table.as_str()),
+        ("JOBS_QUEUE_URL", stack.queue.queue_url.as_str()),
+        ("AWS_ENDPOINT_URL", stack.proxy.url()),
+        ("AWS_REGION", "us-east-1"),
+        ("AWS_DEFAULT_REGION", "us-east-1"),
+        ("AWS_ACCESS_KEY_ID", "test"),
+        ("AWS_SECRET_ACCESS_KEY", "test"),
+        ("ANTHROPIC_API_KEY_PARAMETER", parameter),
+        ("ANTHROPIC_BASE_URL", stack.standin.url.as_str()),
+        ("AUTH_MODE", "dev"),
+        ("RUST_LOG", "info"),
+    ]
+    .iter()
+    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+    .collect()
+}
+
+async fn post(ask: &LocalLambda, text: &str) -> HttpReply {
+    let body = json!({ "text": text }).to_string();
+    let event = api_event(
+        "POST",
+        &format!("/v1/contacts/{CONTACT}/messages"),
+        "",
+        &[
+            ("content-type", "application/json"),
+            ("x-tenant-id", TENANT),
+        ],
+        Some(&body),
+        None,
+    );
+    match ask.invoke(event).await {
+        Ok(answer) => HttpReply::from_lambda(&answer),
+        Err(error) => panic!("cold ask failed: {error}"),
+    }
+}
+
+fn peak(lambda: &LocalLambda) -> Option<u64> {
+    lambda.pids().first().and_then(|pid| peak_rss_kib(*pid))
+}
+
+/// `rounds` cold starts of each function and of the Python peer on `stack`: a
+/// fresh ask answers one message of the benchmark's conversation; a fresh
+/// compactor runs one step job for it (the window then holds more than the
+/// messages a step keeps, so the step folds some); a fresh peer answers one
+/// empty event.
+pub async fn measure(stack: &ProxiedStack, rounds: usize) -> ColdRun {
+    let parameter = put_key_parameter().await;
+    let env = environment(stack, &parameter);
     let mut ask = ColdStarts {
         function: "ask".into(),
         binary_bytes: file_size(&stack.binaries.ask),
@@ -84,16 +182,41 @@ pub async fn measure(stack: &mut ProxiedStack, rounds: usize) -> Vec<ColdStarts>
         peak_rss_kib: Vec::new(),
         invocation: "one batch holding one step job of that conversation".into(),
     };
-    for round in 0..rounds {
-        stack.ask.spawn().await;
-        ask.init_ms
-            .push(wait_for_init(&stack.ask).await.as_secs_f64() * 1000.0);
-        let text = format!("cold start {round}: thanks, see you soon");
-        let reply = stack.post(TENANT, CONTACT, &text).await;
-        assert_eq!(reply.status, 200, "cold ask: {}", reply.raw);
-        if let Some(rss) = stack.ask.pids().first().and_then(|pid| peak_rss_kib(*pid)) {
-            ask.peak_rss_kib.push(rss);
+    let mut peer_starts = ColdStarts {
+        function: "python peer".into(),
+        binary_bytes: 0,
+        init_ms: Vec::new(),
+        peak_rss_kib: Vec::new(),
+        invocation: "one empty event, answered with a fixed response (none of ask's work)".into(),
+    };
+    let prepared = python_peer::prepare();
+    let mut peer_lambda = match &prepared {
+        Ok(peer) => {
+            let mut env = env.clone();
+            env.push(("PATH".into(), peer.path_variable()));
+            let lambda = LocalLambda::start(peer.script.clone(), env).await;
+            wait_for_init(&lambda).await;
+            Some(lambda)
         }
+        Err(why) => {
+            eprintln!("footprint: no Python peer: {why}");
+            None
+        }
+    };
+    let mut ask_lambda = LocalLambda::start(stack.binaries.ask.clone(), env.clone()).await;
+    wait_for_init(&ask_lambda).await;
+    let mut compactor_lambda = LocalLambda::start(stack.binaries.compactor.clone(), env).await;
+    compactor_lambda.set_timeout(degrau_tests::stack::COMPACTOR_TIMEOUT);
+    wait_for_init(&compactor_lambda).await;
+
+    for round in 0..rounds {
+        ask_lambda.spawn().await;
+        ask.init_ms
+            .push(wait_for_init(&ask_lambda).await.as_secs_f64() * 1000.0);
+        let text = format!("cold start {round}: thanks, see you soon");
+        let reply = post(&ask_lambda, &text).await;
+        assert_eq!(reply.status, 200, "cold ask: {}", reply.raw);
+        ask.peak_rss_kib.extend(peak(&ask_lambda));
 
         let memory = stack.memory(TENANT, CONTACT).await;
         let job = json!({
@@ -104,26 +227,46 @@ pub async fn measure(stack: &mut ProxiedStack, rounds: usize) -> Vec<ColdStarts>
             "summarized_until": memory["session"]["summarized_until"].as_u64().unwrap_or(0),
         })
         .to_string();
-        stack.compactor.spawn().await;
+        compactor_lambda.spawn().await;
         compactor
             .init_ms
-            .push(wait_for_init(&stack.compactor).await.as_secs_f64() * 1000.0);
+            .push(wait_for_init(&compactor_lambda).await.as_secs_f64() * 1000.0);
         stack
             .send_job(&job, "cold-starts", &format!("cold-start-{round}"))
             .await;
-        let invoke = TimedInvoke::new(&stack.compactor);
+        let invoke = TimedInvoke::new(&compactor_lambda);
         stack.drain(&invoke).await;
-        if let Some(rss) = stack
-            .compactor
-            .pids()
-            .first()
-            .and_then(|pid| peak_rss_kib(*pid))
-        {
-            compactor.peak_rss_kib.push(rss);
+        compactor.peak_rss_kib.extend(peak(&compactor_lambda));
+
+        if let Some(lambda) = peer_lambda.as_mut() {
+            lambda.spawn().await;
+            peer_starts
+                .init_ms
+                .push(wait_for_init(lambda).await.as_secs_f64() * 1000.0);
+            let answer = lambda.invoke(json!({})).await;
+            assert!(answer.is_ok(), "the Python peer answered {answer:?}");
+            peer_starts.peak_rss_kib.extend(peak(lambda));
         }
     }
     stack.proxy.reset();
-    vec![ask, compactor]
+    let peer = match prepared {
+        Ok(peer) => PeerColdStarts {
+            starts: peer_starts,
+            python: peer.python,
+            requirements: peer.requirements,
+            skipped: None,
+        },
+        Err(why) => PeerColdStarts {
+            starts: peer_starts,
+            python: String::new(),
+            requirements: Vec::new(),
+            skipped: Some(why),
+        },
+    };
+    ColdRun {
+        functions: vec![ask, compactor],
+        peer,
+    }
 }
 
 fn file_size(path: &std::path::Path) -> u64 {

@@ -8,7 +8,8 @@
 //!   jobs drained after each turn, each ask measured on its own (AWS calls from
 //!   the proxy, CPU from `/proc`);
 //! - [`langchain`]: the same conversation through LangChain (a Python script);
-//! - [`cold`]: cold starts (init, peak RSS);
+//! - [`cold`]: cold starts (init, peak RSS), beside [`python_peer`], a Python
+//!   process doing the same init;
 //! - [`report`]: checkpoints, amortized compaction, the bill, the markdown.
 //!
 //! The conversation is the strategies benchmark's scripted one
@@ -22,6 +23,7 @@ pub mod cold;
 pub mod degrau_run;
 pub mod langchain;
 pub mod procfs;
+pub mod python_peer;
 pub mod report;
 pub mod stack;
 
@@ -187,7 +189,7 @@ pub async fn run(options: &Options) -> Report {
         .map(|t| t.text.clone())
         .collect();
 
-    let mut stack = ProxiedStack::start(binaries.clone()).await;
+    let stack = ProxiedStack::start(binaries.clone()).await;
     stack
         .configure(
             degrau_run::TENANT,
@@ -240,10 +242,10 @@ pub async fn run(options: &Options) -> Report {
     };
 
     eprintln!(
-        "footprint: {} cold starts per function",
+        "footprint: {} cold starts per function and of the Python peer",
         options.cold_starts
     );
-    let cold_starts = cold::measure(&mut stack, options.cold_starts).await;
+    let cold_starts = cold::measure(&stack, options.cold_starts).await;
     stack.clean_up().await;
     eprintln!(
         "footprint: done in {:.0} s",

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use super::cold::ColdStarts;
+use super::cold::{ColdRun, ColdStarts, PeerColdStarts};
 use super::degrau_run::{AskFigures, DegrauRun};
 use super::langchain::{LangchainRun, LangchainTurn};
 use super::procfs::Machine;
@@ -277,6 +277,8 @@ pub struct Report {
     pub langchain_skipped: Option<String>,
     /// Cold starts.
     pub cold_starts: Vec<ColdStarts>,
+    /// The Python peer's cold starts, the same init in Python.
+    pub python_peer: PeerColdStarts,
     /// Per-turn series (degrau asks, compactions; LangChain turns).
     pub series: Series,
 }
@@ -425,15 +427,59 @@ fn item_limit(pattern: &str, turns: &[&LangchainTurn], prices: &Prices) -> ItemL
     }
 }
 
+/// The functions' init beside the Python peer's: the same init (DynamoDB and SQS
+/// clients, an HTTP client, the API key read from SSM), started one after the other
+/// in each round of the same run.
+pub fn init_against_peer(report: &Report) -> String {
+    let peer = &report.python_peer;
+    if let Some(why) = &peer.skipped {
+        return format!("No Python peer this run: {why}.\n\n");
+    }
+    let peer_ms = peer.starts.median_init_ms();
+    if peer_ms <= 0.0 {
+        return String::new();
+    }
+    let mut out = format!(
+        "Init beside the Python peer (bench/python-peer/peer.py: boto3 DynamoDB and SQS \
+         clients, an httpx client, one SSM SecureString read, then the Runtime API loop; every \
+         process here reads the API key from SSM on moto through the proxy, plain HTTP on \
+         loopback, so no TLS handshake is timed; medians of {} starts each, interleaved; \
+         issue 15's goal: at most 1/5 of the peer's):\n\n\
+         | function | init, median | Python peer's | function / peer | peer / function | goal (≤ 0.20) |\n\
+         |---|---:|---:|---:|---:|---|\n",
+        peer.starts.init_ms.len()
+    );
+    for cold in &report.cold_starts {
+        let ms = cold.median_init_ms();
+        let ratio = ms / peer_ms;
+        out.push_str(&format!(
+            "| {} | {ms:.1} ms | {peer_ms:.1} ms | {ratio:.3} | {:.1}× | {} |\n",
+            cold.function,
+            if ms > 0.0 { peer_ms / ms } else { 0.0 },
+            if ratio <= 0.2 {
+                "met".to_owned()
+            } else {
+                format!("missed by {:.3}", ratio - 0.2)
+            }
+        ));
+    }
+    out.push('\n');
+    out
+}
+
 /// Puts the runs together.
 pub fn build(
     settings: Settings,
     run: &DegrauRun,
     langchain: &LangchainRun,
-    cold_starts: Vec<ColdStarts>,
+    cold: ColdRun,
     profile: String,
     binaries_note: Option<String>,
 ) -> Report {
+    let ColdRun {
+        functions: cold_starts,
+        peer: python_peer,
+    } = cold;
     let prices = Prices::default();
     let mut at = Vec::new();
     let mut previous = 0;
@@ -528,6 +574,7 @@ pub fn build(
         langchain_mode: langchain.mode.clone(),
         langchain_skipped: langchain.skipped.clone(),
         cold_starts,
+        python_peer,
         series: Series {
             degrau: run.asks.clone(),
             compactions: run
@@ -1091,7 +1138,24 @@ pub fn markdown(report: &Report, command: &str) -> String {
             end.map_or_else(|| "—".to_owned(), |k| kib(k as f64)),
         );
     }
+    let peer = &report.python_peer;
+    if peer.skipped.is_none() && !peer.starts.init_ms.is_empty() {
+        let starts = &peer.starts;
+        let min = starts.init_ms.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = starts.init_ms.iter().copied().fold(0.0, f64::max);
+        let _ = writeln!(
+            out,
+            "| Python peer ({}; {}) | — | {:.1} ms ({:.1}–{:.1}) | {} (one empty event) | — |",
+            peer.python,
+            peer.requirements.join(", "),
+            starts.median_init_ms(),
+            min,
+            max,
+            kib(starts.median_peak_rss_kib()),
+        );
+    }
     let _ = writeln!(out);
+    out.push_str(&init_against_peer(report));
     let _ = writeln!(
         out,
         "Init: process start to its first poll of the local Runtime API; peak RSS: `VmHWM` \
