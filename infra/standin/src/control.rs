@@ -108,7 +108,8 @@ pub struct LoggedCall {
     pub status: u16,
     /// The body received: JSON when it parsed, else the text (lossy UTF-8).
     pub body: Value,
-    /// The usage computed, for answered calls.
+    /// The usage computed, for answered calls (its creation split is in
+    /// `response`: degrau's `Usage` does not write it out).
     pub usage: Option<Usage>,
     /// The response body sent (the whole of it, even when `dropped`).
     pub response: Value,

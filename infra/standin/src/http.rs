@@ -226,9 +226,22 @@ fn handle(
         "content": content,
         "stop_reason": stop_reason,
         "stop_sequence": null,
-        "usage": usage,
+        "usage": usage_json(&usage),
     });
     Ok(Answered { response, usage })
+}
+
+/// `usage` as the API writes it, the creation split included (degrau's `Usage`
+/// reads the split but never writes it out, so that degrau stores usage as before).
+fn usage_json(usage: &Usage) -> Value {
+    let mut value = serde_json::to_value(usage).unwrap_or(Value::Null);
+    if let (Some(split), Some(object)) = (usage.cache_creation, value.as_object_mut()) {
+        object.insert(
+            "cache_creation".into(),
+            serde_json::to_value(split).unwrap_or(Value::Null),
+        );
+    }
+    value
 }
 
 /// Output tokens of a reply: a quarter of its characters (text as is, tool calls
