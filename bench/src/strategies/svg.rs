@@ -189,10 +189,13 @@ pub fn chart(
     // Shaded turns, under the lines.
     let band = (plot_w / (turns as f64 - 1.0)).max(1.5);
     for &turn in marks.iter().flat_map(|m| &m.turns) {
+        // Kept inside the plot at the first and last turns.
+        let from = (x(turn as f64) - band / 2.0).max(LEFT);
+        let to = (x(turn as f64) + band / 2.0).min(WIDTH - RIGHT);
         let _ = writeln!(
             svg,
-            r##"<rect x="{:.1}" y="{TOP}" width="{band:.1}" height="{plot_h:.1}" fill="#f2c14e" fill-opacity="0.35"/>"##,
-            x(turn as f64) - band / 2.0
+            r##"<rect x="{from:.1}" y="{TOP}" width="{:.1}" height="{plot_h:.1}" fill="#f2c14e" fill-opacity="0.35"/>"##,
+            to - from
         );
     }
 
