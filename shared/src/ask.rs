@@ -60,6 +60,7 @@ use crate::jobs::{Job, Jobs};
 use crate::metrics::{Event, Unit};
 use crate::model::{Model, ModelError, StopReason};
 use crate::request::{RequestParts, build_request};
+use crate::session::{Clock, idle, idle_seconds};
 use crate::store::SessionArchive;
 use crate::store::{
     Claim, CompletedRequest, ContactKey, Cursor, MAX_REFRESH_PER_ROUND, SessionFilter, Store,
@@ -234,18 +235,6 @@ pub struct SessionView {
     pub steps: u32,
     /// Time of the last round, seconds since the Unix epoch.
     pub last_activity: i64,
-}
-
-/// A source of the current time (seconds since the Unix epoch); injectable for tests.
-pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
-
-/// The system clock.
-pub fn system_clock() -> Clock {
-    Arc::new(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs() as i64)
-    })
 }
 
 /// The ask service and its ports.
@@ -1003,21 +992,6 @@ fn parse_cursor(text: &str) -> Result<Cursor, AskError> {
 /// Formats a cursor for a URL.
 pub fn format_cursor(cursor: &Cursor) -> String {
     format!("{}.{}", cursor.session, cursor.seq)
-}
-
-fn idle(head: &Head, now: i64, settings: &Settings) -> bool {
-    idle_since(head.last_activity, now, settings)
-}
-
-/// True when a session last active at `last_activity` is closed at `now` under the
-/// tenant's idle timeout: the one rule `ask` and the sweep share.
-pub(crate) fn idle_since(last_activity: i64, now: i64, settings: &Settings) -> bool {
-    now.saturating_sub(last_activity) >= idle_seconds(settings.session_idle_minutes)
-}
-
-/// An idle timeout in seconds, saturating.
-pub(crate) fn idle_seconds(minutes: u64) -> i64 {
-    i64::try_from(minutes.saturating_mul(60)).unwrap_or(i64::MAX)
 }
 
 /// The session rule: a contact's session closes after the idle timeout; the next

@@ -53,7 +53,6 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use tracing::{info, instrument, warn};
 
-use crate::ask::{Clock, idle_seconds, idle_since};
 use crate::compaction::plan_step;
 use crate::deadline::Deadline;
 use crate::domain::{
@@ -66,6 +65,7 @@ use crate::model::{Model, ModelError, ModelResponse, StopReason};
 use crate::request::{
     ModelRequest, RequestBlock, RequestMessage, SystemBlock, ToolDef, neutralize,
 };
+use crate::session::{Clock, idle_seconds, idle_since};
 use crate::store::{
     AppliedStep, ClosedSession, ContactKey, DueHead, FactWrite, MAX_PRUNES_PER_STEP, PendingChange,
     Store, StoreError, SweepSettle, TenantStore,

@@ -18,6 +18,7 @@ pub mod metrics;
 pub mod model;
 pub mod pruning;
 pub mod request;
+pub mod session;
 pub mod store;
 pub mod tenant;
 pub mod tools;

@@ -76,7 +76,7 @@ fn harness_with(model: Arc<dyn Model>, scripted: Arc<ScriptedModel>) -> Harness 
     let store = Arc::new(MemoryStore::new());
     let clock = Arc::new(AtomicI64::new(START));
     let now = clock.clone();
-    let clock_fn: degrau::ask::Clock = Arc::new(move || now.load(Ordering::SeqCst));
+    let clock_fn: degrau::session::Clock = Arc::new(move || now.load(Ordering::SeqCst));
     let jobs = Arc::new(RecordingJobs::default());
     Harness {
         ask: AskService {

@@ -66,7 +66,7 @@ fn harness() -> Harness {
     let model = Arc::new(ScriptedModel::default());
     let clock = Arc::new(AtomicI64::new(START));
     let now = clock.clone();
-    let clock_fn: degrau::ask::Clock = Arc::new(move || now.load(Ordering::SeqCst));
+    let clock_fn: degrau::session::Clock = Arc::new(move || now.load(Ordering::SeqCst));
     let ask_jobs = Arc::new(RecordingJobs::default());
     Harness {
         ask: AskService {

@@ -363,9 +363,9 @@ fn contact_id(segment: &str) -> Result<ContactId, HttpError> {
 mod tests {
     use std::sync::Arc;
 
-    use degrau::ask::system_clock;
     use degrau::jobs::NoJobs;
     use degrau::model::scripted::ScriptedModel;
+    use degrau::session::system_clock;
     use degrau::store::memory::MemoryStore;
     use degrau::tenant::Defaults;
     use degrau::tools::demo::DemoTools;

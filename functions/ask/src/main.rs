@@ -5,11 +5,12 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use ask::handler::{App, handle};
-use degrau::ask::{AskService, system_clock};
+use degrau::ask::AskService;
 use degrau::config::Config;
 use degrau::jobs::sqs::SqsJobs;
 use degrau::jobs::{Jobs, NoJobs};
 use degrau::model::anthropic::{AnthropicConfig, AnthropicModel};
+use degrau::session::system_clock;
 use degrau::store::dynamo::DynamoStore;
 use degrau::tools::demo::DemoTools;
 use lambda_http::{Error, run, service_fn};

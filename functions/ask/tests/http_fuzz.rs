@@ -9,11 +9,12 @@
 use std::sync::Arc;
 
 use ask::handler::{App, handle};
-use degrau::ask::{AskService, system_clock};
+use degrau::ask::AskService;
 use degrau::config::AuthConfig;
 use degrau::domain::{ContactId, TenantId};
 use degrau::jobs::NoJobs;
 use degrau::model::scripted::ScriptedModel;
+use degrau::session::system_clock;
 use degrau::store::ContactKey;
 use degrau::store::memory::MemoryStore;
 use degrau::tenant::Defaults;

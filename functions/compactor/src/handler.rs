@@ -310,7 +310,7 @@ mod tests {
         };
         let now = Arc::new(AtomicI64::new(NOW));
         let read = now.clone();
-        let clock: degrau::ask::Clock = Arc::new(move || read.load(Ordering::SeqCst));
+        let clock: degrau::session::Clock = Arc::new(move || read.load(Ordering::SeqCst));
         Harness {
             clock: now,
             compactor: Compactor {

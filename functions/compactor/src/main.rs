@@ -5,12 +5,12 @@
 use std::sync::Arc;
 
 use compactor::handler::{handle, job_budget};
-use degrau::ask::system_clock;
 use degrau::compactor::Compactor;
 use degrau::config::Config;
 use degrau::jobs::sqs::SqsJobs;
 use degrau::jobs::{Jobs, NoJobs};
 use degrau::model::anthropic::{AnthropicConfig, AnthropicModel};
+use degrau::session::system_clock;
 use degrau::store::dynamo::DynamoStore;
 use lambda_runtime::{Error, run, service_fn};
 

@@ -45,13 +45,14 @@ use serde::{Deserialize, Serialize};
 use super::{
     AppliedStep, Claim, ClosedSession, ContactKey, Cursor, DueHead, FactWrite, INCARNATION_INDEX,
     MAX_REFRESH_PER_ROUND, PendingChange, RoundCommit, SWEEP_INDEX, SessionArchive, SessionFilter,
-    Store, StoreError, SweepSettle, TenantStore, TranscriptPage, TurnState, system_now,
-    validate_fact_changes, validate_step,
+    Store, StoreError, SweepSettle, TenantStore, TranscriptPage, TurnState, validate_fact_changes,
+    validate_step,
 };
 use crate::domain::{
     ContactId, ContentBlock, Fact, FactKey, FactSource, Head, IdempotencyKey, Incarnation,
     PendingFacts, Role, StoredMessage, TenantId,
 };
+use crate::session::unix_now;
 use crate::tenant::TenantConfig;
 use crate::usage::Usage;
 use crate::window::after_last_gap;
@@ -518,7 +519,7 @@ impl Store for DynamoStore {
         // clock. Filtering here rather than with a FilterExpression keeps one
         // definition of "expired" (`expires_at <= now`) for both adapters; the loop
         // below keeps reading until the page is full either way.
-        let now = system_now();
+        let now = unix_now();
         // One more than asked for tells whether an older page exists.
         let want = limit.saturating_add(1);
         let mut newest_first = Vec::with_capacity(want.min(1000));

@@ -33,7 +33,6 @@ pub mod dynamo;
 pub mod memory;
 
 use std::collections::HashSet;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -530,14 +529,4 @@ pub(crate) fn validate_fact_changes(
         }
     }
     Ok(())
-}
-
-/// The system clock, in seconds since the epoch: only for the transcript's expiry
-/// filter, since `Store::transcript` takes no `now` (every other read is given one).
-pub(crate) fn system_now() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |elapsed| {
-            i64::try_from(elapsed.as_secs()).unwrap_or(i64::MAX)
-        })
 }
