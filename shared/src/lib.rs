@@ -9,7 +9,6 @@
 pub mod ask;
 pub mod compaction;
 pub mod compactor;
-pub mod config;
 pub mod deadline;
 pub mod domain;
 pub mod facts;

@@ -8,8 +8,8 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_sqs::types::QueueAttributeName;
 use degrau::domain::TenantId;
 use degrau::store::TenantStore;
-use degrau::store::dynamo::DynamoStore;
 use degrau::tenant::TenantConfig;
+use degrau_adapters::dynamodb::DynamoStore;
 use degrau_bridge::{BatchReport, Invoke, QueueConfig, poll_once};
 use serde_json::{Value, json};
 

@@ -354,7 +354,7 @@ fn the_template_sizes_each_function_to_fit_its_time_budget() {
     let ask = &resources["AskFunction"]["Properties"];
     let ask_timeout = seconds(&ask["Timeout"]);
     let budget = variable(&template, "AskFunction", "ASK_TIMEOUT_SECONDS")
-        .unwrap_or(degrau::config::DEFAULT_ASK_TIMEOUT_SECONDS);
+        .unwrap_or(degrau_adapters::config::DEFAULT_ASK_TIMEOUT_SECONDS);
     assert!(
         budget < ask_timeout && ask_timeout < 29,
         "ASK_TIMEOUT_SECONDS {budget} < Timeout {ask_timeout} < 29"

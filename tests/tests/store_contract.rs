@@ -17,7 +17,6 @@ use degrau::domain::{
     StoredMessage, TenantId,
 };
 use degrau::pruning::PruneDecision;
-use degrau::store::dynamo::DynamoStore;
 use degrau::store::memory::MemoryStore;
 use degrau::store::{
     AppliedStep, Claim, ClosedSession, CompletedRequest, ContactKey, Cursor, DEFAULT_SWEEP_BUCKETS,
@@ -26,6 +25,7 @@ use degrau::store::{
 };
 use degrau::tenant::TenantConfig;
 use degrau::usage::Usage;
+use degrau_adapters::dynamodb::DynamoStore;
 use degrau_tests::moto;
 use degrau_tests::serial::{OneAtATime, one_at_a_time};
 use serde_json::json;

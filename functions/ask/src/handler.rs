@@ -5,11 +5,11 @@
 use degrau::ask::{AskError, AskOutcome, AskService, format_cursor};
 use std::time::Duration;
 
-use degrau::config::AuthConfig;
 use degrau::deadline::Deadline;
 use degrau::domain::{ContactId, IdempotencyKey, TenantId};
 use degrau::model::ModelError;
 use degrau::store::{ContactKey, StoreError};
+use degrau_adapters::config::AuthConfig;
 use lambda_http::request::RequestContext;
 use lambda_http::{Body, Context, Request, RequestExt, Response};
 use serde::Deserialize;

@@ -6,13 +6,13 @@ use std::sync::Arc;
 
 use ask::handler::{App, handle};
 use degrau::ask::AskService;
-use degrau::config::Config;
-use degrau::jobs::sqs::SqsJobs;
 use degrau::jobs::{Jobs, NoJobs};
-use degrau::model::anthropic::{AnthropicConfig, AnthropicModel};
 use degrau::session::system_clock;
-use degrau::store::dynamo::DynamoStore;
 use degrau::tools::demo::DemoTools;
+use degrau_adapters::anthropic::{AnthropicConfig, AnthropicModel};
+use degrau_adapters::config::Config;
+use degrau_adapters::dynamodb::DynamoStore;
+use degrau_adapters::sqs::SqsJobs;
 use lambda_http::{Error, run, service_fn};
 
 #[tokio::main]
@@ -26,10 +26,11 @@ async fn main() -> Result<(), Error> {
     ));
     let model = AnthropicModel::new(AnthropicConfig {
         base_url: config.anthropic_base_url.clone(),
-        api_key: config
-            .anthropic_api_key
-            .resolve(&aws_sdk_ssm::Client::new(&sdk))
-            .await?,
+        api_key: degrau_adapters::ssm::api_key(
+            &config.anthropic_api_key,
+            &aws_sdk_ssm::Client::new(&sdk),
+        )
+        .await?,
         request_timeout: std::time::Duration::from_secs(config.model_timeout_seconds),
         ..AnthropicConfig::default()
     })?;

@@ -10,7 +10,6 @@ use std::sync::Arc;
 
 use ask::handler::{App, handle};
 use degrau::ask::AskService;
-use degrau::config::AuthConfig;
 use degrau::domain::{ContactId, TenantId};
 use degrau::jobs::NoJobs;
 use degrau::model::scripted::ScriptedModel;
@@ -19,6 +18,7 @@ use degrau::store::ContactKey;
 use degrau::store::memory::MemoryStore;
 use degrau::tenant::Defaults;
 use degrau::tools::demo::DemoTools;
+use degrau_adapters::config::AuthConfig;
 use lambda_http::Body;
 use proptest::prelude::*;
 use serde_json::{Value, json};

@@ -27,9 +27,9 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use reqwest::{StatusCode, Url};
 use serde::Deserialize;
 
-use super::{Model, ModelError, ModelResponse};
-use crate::deadline::Deadline;
-use crate::request::ModelRequest;
+use degrau::deadline::Deadline;
+use degrau::model::{Model, ModelError, ModelResponse};
+use degrau::request::ModelRequest;
 
 /// Where the real API lives.
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -486,10 +486,10 @@ fn kind(error: &ModelError) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::{ContentBlock, Role};
-    use crate::model::StopReason;
-    use crate::request::{RequestBlock, RequestMessage};
-    use crate::usage::Usage;
+    use degrau::domain::{ContentBlock, Role};
+    use degrau::model::StopReason;
+    use degrau::request::{RequestBlock, RequestMessage};
+    use degrau::usage::Usage;
 
     use std::future::Future;
     use std::sync::atomic::{AtomicUsize, Ordering};

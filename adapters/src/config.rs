@@ -1,9 +1,11 @@
 //! Typed configuration, read once at init from the environment; a bad or missing
-//! value fails fast with a message naming the variable.
+//! value fails fast with a message naming the variable. It names the table, the
+//! queue and the endpoints (wiring, not rules): the tenant [`Defaults`] it fills in
+//! are the core's, and [`crate::wiring`] turns the rest into clients.
 
 use std::collections::HashMap;
 
-use crate::tenant::Defaults;
+use degrau::tenant::Defaults;
 
 /// How `ask` finds the tenant.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,7 +19,7 @@ pub enum AuthConfig {
     Dev,
 }
 
-/// Where the Anthropic API key comes from; read once at init.
+/// Where the Anthropic API key comes from; read once at init ([`crate::ssm::api_key`]).
 #[derive(Clone, PartialEq, Eq)]
 pub enum ApiKeySource {
     /// `ANTHROPIC_API_KEY`: the key itself (local runs; the stack sets a dummy one).
@@ -31,35 +33,6 @@ impl std::fmt::Debug for ApiKeySource {
         match self {
             ApiKeySource::Value(_) => f.write_str("Value(<redacted>)"),
             ApiKeySource::SsmParameter(name) => write!(f, "SsmParameter({name:?})"),
-        }
-    }
-}
-
-impl ApiKeySource {
-    /// The key: the value itself, or the decrypted SSM parameter.
-    pub async fn resolve(&self, ssm: &aws_sdk_ssm::Client) -> Result<String, ConfigError> {
-        match self {
-            ApiKeySource::Value(key) => Ok(key.clone()),
-            ApiKeySource::SsmParameter(name) => {
-                let output = ssm
-                    .get_parameter()
-                    .name(name)
-                    .with_decryption(true)
-                    .send()
-                    .await
-                    .map_err(|e| {
-                        ConfigError(format!(
-                            "could not read ANTHROPIC_API_KEY_PARAMETER {name:?} from SSM: {}",
-                            aws_sdk_ssm::error::DisplayErrorContext(e)
-                        ))
-                    })?;
-                output
-                    .parameter()
-                    .and_then(|p| p.value())
-                    .filter(|v| !v.is_empty())
-                    .map(str::to_owned)
-                    .ok_or_else(|| ConfigError(format!("the SSM parameter {name:?} is empty")))
-            }
         }
     }
 }
@@ -78,7 +51,7 @@ pub struct Config {
     /// `MODEL_TIMEOUT_SECONDS`: the limit of one model call attempt (60 by default).
     pub model_timeout_seconds: u64,
     /// `ASK_TIMEOUT_SECONDS`: the time budget of one ask, from its start to its answer
-    /// (25 by default, below API Gateway's 29 s); see [`crate::ask::COMMIT_MARGIN`].
+    /// (25 by default, below API Gateway's 29 s); see [`degrau::ask::COMMIT_MARGIN`].
     pub ask_timeout_seconds: u64,
     /// `AUTH_MODE` and `TENANT_CLAIM`.
     pub auth: AuthConfig,
@@ -158,7 +131,7 @@ impl Config {
         )?;
         if let Some(policy) = get("CONTEXT_POLICY") {
             defaults.context_policy =
-                crate::tenant::ContextPolicy::parse(policy).ok_or_else(|| {
+                degrau::tenant::ContextPolicy::parse(policy).ok_or_else(|| {
                     ConfigError(format!(
                         "CONTEXT_POLICY must be `stepped`, `full` or `sliding`, got {policy:?}"
                     ))
@@ -170,7 +143,7 @@ impl Config {
             ));
         }
         // The defaults must hold for a tenant without a config of its own.
-        crate::tenant::Settings::resolve(&defaults, None)
+        degrau::tenant::Settings::resolve(&defaults, None)
             .map_err(|err| ConfigError(format!("SESSION_IDLE_MINUTES: {err}")))?;
         defaults.sweep_buckets = match get("SWEEP_BUCKETS") {
             None => defaults.sweep_buckets,
@@ -196,7 +169,7 @@ impl Config {
                 }
             },
             anthropic_base_url: get("ANTHROPIC_BASE_URL")
-                .unwrap_or(crate::model::anthropic::DEFAULT_BASE_URL)
+                .unwrap_or(crate::anthropic::DEFAULT_BASE_URL)
                 .trim_end_matches('/')
                 .to_owned(),
             model_timeout_seconds: match number(
@@ -216,10 +189,10 @@ impl Config {
                 get("ASK_TIMEOUT_SECONDS"),
                 DEFAULT_ASK_TIMEOUT_SECONDS,
             )? {
-                seconds if seconds <= crate::ask::COMMIT_MARGIN.as_secs() => {
+                seconds if seconds <= degrau::ask::COMMIT_MARGIN.as_secs() => {
                     return Err(ConfigError(format!(
                         "ASK_TIMEOUT_SECONDS must be more than the {} s kept for the commit",
-                        crate::ask::COMMIT_MARGIN.as_secs()
+                        degrau::ask::COMMIT_MARGIN.as_secs()
                     )));
                 }
                 seconds => seconds,
@@ -287,7 +260,7 @@ mod tests {
         assert_eq!(config.ask_timeout_seconds, 20);
         assert_eq!(
             config.defaults.context_policy,
-            crate::tenant::ContextPolicy::SlidingWindow
+            degrau::tenant::ContextPolicy::SlidingWindow
         );
     }
 

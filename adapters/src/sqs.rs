@@ -13,8 +13,8 @@
 use async_trait::async_trait;
 use sha2::{Digest, Sha256};
 
-use super::{EnqueueError, Job, Jobs};
-use crate::domain::{Incarnation, TenantId};
+use degrau::domain::{Incarnation, TenantId};
+use degrau::jobs::{EnqueueError, Job, Jobs};
 
 /// Sends jobs to an SQS FIFO queue.
 #[derive(Debug, Clone)]

@@ -42,20 +42,20 @@ use aws_sdk_dynamodb::types::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::{
-    AppliedStep, Claim, ClosedSession, ContactKey, Cursor, DueHead, FactWrite, INCARNATION_INDEX,
-    MAX_REFRESH_PER_ROUND, PendingChange, RoundCommit, SWEEP_INDEX, SessionArchive, SessionFilter,
-    Store, StoreError, SweepSettle, TenantStore, TranscriptPage, TurnState, validate_fact_changes,
-    validate_step,
-};
-use crate::domain::{
+use degrau::domain::{
     ContactId, ContentBlock, Fact, FactKey, FactSource, Head, IdempotencyKey, Incarnation,
     PendingFacts, Role, StoredMessage, TenantId,
 };
-use crate::session::unix_now;
-use crate::tenant::TenantConfig;
-use crate::usage::Usage;
-use crate::window::after_last_gap;
+use degrau::session::unix_now;
+use degrau::store::{
+    AppliedStep, Claim, ClosedSession, ContactKey, Cursor, DueHead, FactWrite,
+    MAX_REFRESH_PER_ROUND, PendingChange, RoundCommit, SessionArchive, SessionFilter, Store,
+    StoreError, SweepSettle, TenantStore, TranscriptPage, TurnState, validate_fact_changes,
+    validate_step,
+};
+use degrau::tenant::TenantConfig;
+use degrau::usage::Usage;
+use degrau::window::after_last_gap;
 
 /// An item as the SDK carries it.
 type Item = HashMap<String, AttributeValue>;
@@ -1072,6 +1072,14 @@ impl TenantStore for DynamoStore {
 
 // ---- key layout ------------------------------------------------------------------
 
+/// The sweep index: a sparse GSI on the heads, `sweep_pk` (hash) and `sweep_sk`
+/// (range). Its name in `template.yaml`.
+pub const SWEEP_INDEX: &str = "by-activity";
+
+/// The incarnation index: a sparse, keys-only GSI on the heads' `incarnation`.
+/// Its name in `template.yaml`.
+pub const INCARNATION_INDEX: &str = "by-incarnation";
+
 /// Listing-and-deleting passes of an erase before it settles.
 const ERASE_PASSES: usize = 4;
 
@@ -1815,7 +1823,7 @@ mod tests {
             session: 1,
             seq: 2,
             role: Role::Assistant,
-            content: vec![crate::domain::ContentBlock::text("")],
+            content: vec![degrau::domain::ContentBlock::text("")],
             pruned: None,
             usage: Some(Usage {
                 input_tokens: 3,
