@@ -31,3 +31,4 @@ pub mod config;
 pub mod dynamodb;
 pub mod sqs;
 pub mod ssm;
+pub mod wiring;
