@@ -259,7 +259,7 @@ impl Model for AnthropicModel {
 
             let status = failure.status.map(|s| s.as_u16());
             let request_id = failure.request_id.as_deref();
-            let error = kind(&failure.error);
+            let error = failure.error.kind();
             if !failure.retry || retries >= self.config.max_retries {
                 tracing::warn!(
                     status,
@@ -467,20 +467,6 @@ fn describe_json_error(e: &serde_json::Error) -> String {
         serde_json::error::Category::Eof => "ends before the JSON does",
     };
     format!("the body {what} (line {}, column {})", e.line(), e.column())
-}
-
-/// The error's variant, for logs that must not carry its text.
-fn kind(error: &ModelError) -> &'static str {
-    match error {
-        ModelError::InvalidRequest { .. } => "invalid_request",
-        ModelError::PromptTooLong { .. } => "prompt_too_long",
-        ModelError::Authentication { .. } => "authentication",
-        ModelError::RateLimited { .. } => "rate_limited",
-        ModelError::Unavailable { .. } => "unavailable",
-        ModelError::Timeout => "timeout",
-        ModelError::Connection(_) => "connection",
-        ModelError::Protocol(_) => "protocol",
-    }
 }
 
 #[cfg(test)]

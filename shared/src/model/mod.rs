@@ -109,6 +109,23 @@ pub enum ModelError {
     Protocol(String),
 }
 
+impl ModelError {
+    /// A short, stable name of the error's kind, for metrics and for logs that must
+    /// not carry its text (the API's text may quote the request).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ModelError::InvalidRequest { .. } => "invalid_request",
+            ModelError::PromptTooLong { .. } => "prompt_too_long",
+            ModelError::Authentication { .. } => "authentication",
+            ModelError::RateLimited { .. } => "rate_limited",
+            ModelError::Unavailable { .. } => "unavailable",
+            ModelError::Timeout => "timeout",
+            ModelError::Connection(_) => "connection",
+            ModelError::Protocol(_) => "protocol",
+        }
+    }
+}
+
 /// One call to the model.
 #[async_trait]
 pub trait Model: Send + Sync {
