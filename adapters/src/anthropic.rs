@@ -219,13 +219,7 @@ impl Model for AnthropicModel {
         request: &ModelRequest,
         deadline: Deadline,
     ) -> Result<ModelResponse, ModelError> {
-        let body = serde_json::to_vec(request).map_err(|e| ModelError::InvalidRequest {
-            message: format!(
-                "the request cannot be encoded as JSON: {}",
-                describe_json_error(&e)
-            ),
-        })?;
-
+        let body = encode(request)?;
         let mut retries = 0;
         loop {
             let attempt = retries + 1;
@@ -233,7 +227,7 @@ impl Model for AnthropicModel {
             if left < self.config.min_attempt {
                 tracing::warn!(
                     attempt,
-                    left_ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX),
+                    left_ms = millis(left),
                     "no time left for a model call"
                 );
                 return Err(ModelError::Timeout);
@@ -242,7 +236,7 @@ impl Model for AnthropicModel {
             let outcome = self
                 .attempt(body.clone(), self.config.request_timeout.min(left))
                 .await;
-            let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            let latency_ms = millis(started.elapsed());
             let failure = match outcome {
                 Ok(answer) => {
                     tracing::debug!(
@@ -282,7 +276,7 @@ impl Model for AnthropicModel {
                     request_id,
                     latency_ms,
                     error,
-                    delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                    delay_ms = millis(delay),
                     "model call failed; no time left to retry"
                 );
                 return Err(failure.error);
@@ -293,13 +287,28 @@ impl Model for AnthropicModel {
                 request_id,
                 latency_ms,
                 error,
-                delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                delay_ms = millis(delay),
                 "model call failed; retrying"
             );
             tokio::time::sleep(delay).await;
             retries += 1;
         }
     }
+}
+
+/// The request's body: its JSON.
+fn encode(request: &ModelRequest) -> Result<Vec<u8>, ModelError> {
+    serde_json::to_vec(request).map_err(|e| ModelError::InvalidRequest {
+        message: format!(
+            "the request cannot be encoded as JSON: {}",
+            describe_json_error(&e)
+        ),
+    })
+}
+
+/// A duration in whole milliseconds, for logs.
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// A parsed answer and what the logs need about it.

@@ -392,7 +392,8 @@ pub(super) fn round_items(
 /// The head's part of a round: an update of only the fields `ask` owns, so that a
 /// compaction step applied since the head was loaded survives; a new session also
 /// resets the summary fields. Its condition: the head is as loaded (session,
-/// `last_seq`, incarnation), or absent for a new contact.
+/// `last_seq`, incarnation), or absent for a new contact. Long because it lists every
+/// attribute a round owns, one clause each.
 fn head_update(table: &str, pk: &str, commit: &RoundCommit) -> Result<Update, StoreError> {
     let head = &commit.head;
     let mut parts = UpdateParts::default();

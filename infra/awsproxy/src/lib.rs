@@ -408,6 +408,9 @@ fn millis(since: Instant) -> f64 {
     since.elapsed().as_secs_f64() * 1000.0
 }
 
+/// One forwarded call from start to end: read the body, classify it, apply a queued
+/// fault, forward it, account and record it, answer. Long because it fills one
+/// [`Call`] record step by step; split, the record would travel through every piece.
 async fn forward(State(proxy): State<Proxy>, request: Request) -> Response {
     let started = Instant::now();
     let seq = proxy.0.next_seq.fetch_add(1, Ordering::SeqCst);
