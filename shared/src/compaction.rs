@@ -213,19 +213,8 @@ pub fn overflow_cut(messages: &[StoredMessage], policy: &CompactionPolicy) -> Wi
 mod tests {
     use super::*;
     use crate::domain::{ContentBlock, Role};
+    use crate::testing::msg;
     use serde_json::json;
-
-    fn msg(seq: u64, role: Role, content: Vec<ContentBlock>) -> StoredMessage {
-        StoredMessage {
-            session: 1,
-            seq,
-            role,
-            content,
-            pruned: None,
-            usage: None,
-            created_at: 0,
-        }
-    }
 
     /// `turns` user turns of four messages each: text, tool_use, tool_result, reply.
     fn history(first_seq: u64, turns: usize) -> Vec<StoredMessage> {

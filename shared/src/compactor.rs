@@ -1224,19 +1224,8 @@ fn validate(
 mod tests {
     use super::*;
     use crate::model::scripted::response;
+    use crate::testing::msg as stored;
     use crate::usage::Usage;
-
-    fn stored(seq: u64, role: Role, content: Vec<ContentBlock>) -> StoredMessage {
-        StoredMessage {
-            session: 1,
-            seq,
-            role,
-            content,
-            pruned: None,
-            usage: None,
-            created_at: 0,
-        }
-    }
 
     fn user_text(request: &ModelRequest) -> &str {
         match &request.messages[0].content[0].block {

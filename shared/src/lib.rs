@@ -20,6 +20,8 @@ pub mod request;
 pub mod session;
 pub mod store;
 pub mod tenant;
+#[cfg(any(test, feature = "test-util"))]
+pub mod testing;
 pub mod tools;
 pub mod usage;
 pub mod validate;

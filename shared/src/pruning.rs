@@ -139,19 +139,8 @@ pub fn apply(messages: &mut [StoredMessage], decisions: &[PruneDecision]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::msg;
     use serde_json::json;
-
-    fn msg(seq: u64, role: Role, content: Vec<ContentBlock>) -> StoredMessage {
-        StoredMessage {
-            session: 1,
-            seq,
-            role,
-            content,
-            pruned: None,
-            usage: None,
-            created_at: 0,
-        }
-    }
 
     fn slots(n: usize) -> String {
         let list: Vec<String> = (0..n)

@@ -337,19 +337,8 @@ pub fn neutralize(text: &str) -> String {
 mod tests {
     use super::*;
     use crate::domain::{FactKey, FactSource};
+    use crate::testing::stored;
     use serde_json::json;
-
-    fn stored(seq: u64, message: Message) -> StoredMessage {
-        StoredMessage {
-            session: 1,
-            seq,
-            role: message.role,
-            content: message.content,
-            pruned: None,
-            usage: None,
-            created_at: 0,
-        }
-    }
 
     fn fact(key: &str, value: &str) -> Fact {
         Fact {

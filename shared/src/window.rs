@@ -58,19 +58,8 @@ pub fn after_last_gap(messages: &[StoredMessage], summarized_until: u64, last_se
 mod tests {
     use super::*;
     use crate::domain::{ContentBlock, Role};
+    use crate::testing::msg;
     use serde_json::json;
-
-    fn msg(seq: u64, role: Role, content: Vec<ContentBlock>) -> StoredMessage {
-        StoredMessage {
-            session: 1,
-            seq,
-            role,
-            content,
-            pruned: None,
-            usage: None,
-            created_at: 0,
-        }
-    }
 
     /// user text, then assistant calls two tools in parallel, results, another tool,
     /// its result, final reply; then a plain exchange.

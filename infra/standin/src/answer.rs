@@ -651,6 +651,7 @@ mod tests {
     use super::*;
     use degrau::domain::{Message, StoredMessage};
     use degrau::request::{RequestParts, ToolDef, build_request};
+    use degrau::testing::stored;
 
     fn demo_tools() -> Vec<ToolDef> {
         [LIST_FREE_SLOTS, BOOK_SLOT]
@@ -661,18 +662,6 @@ mod tests {
                 input_schema: json!({"type": "object"}),
             })
             .collect()
-    }
-
-    fn stored(seq: u64, message: Message) -> StoredMessage {
-        StoredMessage {
-            session: 1,
-            seq,
-            role: message.role,
-            content: message.content,
-            pruned: None,
-            usage: None,
-            created_at: 0,
-        }
     }
 
     fn request_with(
