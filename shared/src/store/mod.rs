@@ -307,7 +307,10 @@ pub enum StoreError {
     Other(String),
 }
 
-/// Everything degrau keeps, behind one port.
+/// Everything degrau keeps, behind one port. (Its signatures stand again in each
+/// adapter, as a trait's implementations must; what the adapters share beyond that
+/// lives here: [`validate_step`], [`validate_fact_changes`],
+/// [`TranscriptPage::from_newest_first`].)
 #[async_trait]
 pub trait Store: Send + Sync {
     /// The head, the facts and the window of the head's session: what a turn needs.
