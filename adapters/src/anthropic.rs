@@ -17,6 +17,8 @@
 //!
 //! Logs carry only status, attempt, the API's request id and latency: never the key,
 //! the request or the API's error text (which may quote the request).
+//!
+//! (`docs/DESIGN.md`: "The time budget".)
 
 use std::error::Error as _;
 use std::fmt;

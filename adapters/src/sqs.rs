@@ -9,6 +9,8 @@
 //! extraction, so the triggers of the rounds that pass the threshold before the
 //! step lands collapse into one delivery. SQS de-duplicates only within five
 //! minutes; the compactor's conditional write is what makes a job idempotent.
+//!
+//! (`docs/DESIGN.md`: "The flows" and invariant 12.)
 
 use async_trait::async_trait;
 use sha2::{Digest, Sha256};

@@ -46,6 +46,8 @@
 //! again, once. When a tool ran (a booking may have been made), or the retry loses
 //! too, it answers 409 `conflict` and stores nothing; the client sends the message
 //! again. A round is never lost, duplicated or interleaved.
+//!
+//! (`docs/DESIGN.md`: "The flows" (a round), "The time budget".)
 
 mod round;
 pub mod transcript;

@@ -14,6 +14,8 @@
 //! requests the next step at once, so successive steps catch up. The budget is
 //! counted by [`fold_cost_tokens`], a character estimate used for this safety cap
 //! only: every other context size in degrau is the model's own measure.
+//!
+//! (`docs/DESIGN.md`: "The flows" (a step) and what changed from the brief.)
 
 use crate::domain::{ContentBlock, Head, StoredMessage};
 use crate::pruning::{PruneDecision, prune_plan};

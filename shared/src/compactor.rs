@@ -45,6 +45,8 @@
 //!
 //! **Logs.** Structured fields only: kinds, counts, sequence numbers, refusal codes
 //! and fact keys. Never message text, summaries, fact values or contact ids.
+//!
+//! (`docs/DESIGN.md`: "The flows" (a step, a facts job, the sweep).)
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

@@ -3,6 +3,8 @@
 //! message the compactor reads. The SQS FIFO adapter (crate `degrau-adapters`,
 //! `sqs.rs`) sends jobs to the queue; [`NoJobs`], for runs without a queue, records
 //! nothing and says so.
+//!
+//! (`docs/DESIGN.md`: "The flows" and invariant 12.)
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};

@@ -7,6 +7,8 @@
 //! positional, so a result once old stays old: decisions are persisted as the
 //! message's pruned copy, computed from that copy, and never undone. Originals stay
 //! stored for audit.
+//!
+//! (`docs/DESIGN.md`: invariant 5.)
 
 use crate::domain::{ContentBlock, Role, StoredMessage};
 

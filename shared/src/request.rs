@@ -20,6 +20,8 @@
 //! With extended thinking on (a tenant setting), the request carries `thinking` and
 //! the assistant turns carry their `thinking`/`redacted_thinking` blocks exactly as
 //! stored. Breakpoints fall on user messages only, so never on a thinking block.
+//!
+//! (`docs/DESIGN.md`: "Request layout".)
 
 use serde::{Deserialize, Serialize};
 

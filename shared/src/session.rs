@@ -3,7 +3,7 @@
 //! without messages; `ask` then opens a new one (see `ask`'s turn plan) and the
 //! sweep requests the closed one's facts (see `compactor`). Both decide with
 //! [`idle_since`], so they never disagree about which sessions are closed.
-//! (`docs/DESIGN.md`, "Sessions", tells the whole story.)
+//! (`docs/DESIGN.md`: "The flows", sessions and the sweep.)
 
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -4,6 +4,8 @@
 //! tests check it with this module, and the offline model stand-in refuses what the
 //! real API refuses with it. Like the API, consecutive messages of one role are
 //! merged before the checks (so indices in the texts are those of merged messages).
+//!
+//! (`docs/DESIGN.md`: invariant 3.)
 
 use std::collections::{BTreeSet, HashSet};
 

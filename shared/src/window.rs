@@ -10,6 +10,8 @@
 //! order, after a refresh failed; a hand edit). What follows a hole may answer a
 //! message that is gone, so [`after_last_gap`] starts the window at the first safe
 //! start after the last hole, the only place known to be whole.
+//!
+//! (`docs/DESIGN.md`: invariant 3.)
 
 use crate::domain::StoredMessage;
 

@@ -25,6 +25,8 @@
 //! hashed on the head's `incarnation`. Only heads carry the attribute and it never
 //! changes, so the index is written when a head is created and when it is erased
 //! (which takes the entry with it); a job finds its contact through it.
+//!
+//! (`docs/DESIGN.md`: "Key layout".)
 
 use degrau::domain::{ContactId, FactKey, IdempotencyKey, TenantId};
 use degrau::store::{ContactKey, Cursor, SessionFilter, StoreError};

@@ -11,6 +11,8 @@
 //! Messages, session archives, facts and the head carry the TTL attribute
 //! `expires_at`. TTL deletes only eventually, so reads filter on it too; the head
 //! is the exception of `load_turn`, which the next round's condition needs.
+//!
+//! (`docs/DESIGN.md`: "Key layout".)
 
 mod error;
 mod items;

@@ -47,6 +47,12 @@
 //! handle with the same operations as methods. The `degrau-awsproxy` binary
 //! serves the same router: `degrau-awsproxy --upstream http://127.0.0.1:5005
 //! --port 0` prints `degrau-awsproxy listening on http://127.0.0.1:PORT`.
+//!
+//! # Layout
+//!
+//! This file: the router, `forward` (one call from start to end) and the control
+//! endpoints; [`fault`] (the queued faults), [`dynamodb`] and [`size`] (DynamoDB's
+//! item sizes and capacity units), [`record`] (the call log and its summary).
 
 pub mod dynamodb;
 pub mod fault;
