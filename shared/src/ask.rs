@@ -4,7 +4,7 @@
 //! One round, as `AskService::answer` reads, step by step: resolve the tenant's
 //! settings; load the turn (head, facts and window, bounded by the window) and apply
 //! the session rule (a new session when the last one went idle); run the round (the
-//! model and the tool loop, in [`round`]); prepare its commit (every message with
+//! model and the tool loop, in `ask/round.rs`); prepare its commit (every message with
 //! the head update, its sweep slot and the idempotency record); commit it in one
 //! conditional transaction under the concurrency policy below; record its metrics;
 //! then the work after a commit: give the window messages close to their TTL the

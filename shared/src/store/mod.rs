@@ -1,6 +1,6 @@
 //! The `Store` port: everything degrau keeps about a contact, behind one narrow
 //! trait. The DynamoDB adapter (crate `degrau-adapters`, `dynamodb/`) is the one
-//! production uses; the in-memory one here ([`memory`], behind the `test-util`
+//! production uses; the in-memory one here (`memory`, behind the `test-util`
 //! feature) serves unit tests. One contract suite (`tests/`) runs against both.
 //!
 //! What the port promises, whatever the adapter:
