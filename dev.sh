@@ -5,6 +5,8 @@
 #   ./dev.sh stop    stop the detached stack
 #   ./dev.sh test    run every test (installs what it needs, starts moto itself)
 #   ./dev.sh bench   run the benchmarks; prints the tables, writes results/
+#   ./dev.sh release `sam build`: both functions for arm64 with cargo-lambda (slow:
+#                    not part of .ci/run), into .aws-sam/build
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -31,8 +33,17 @@ case "${1:-}" in
   bench)
     bash bench/run.sh "${@:2}"
     ;;
+  release)
+    # cargo-lambda and zig come from .venv, the SAM CLI from .venv-sam; SAM's
+    # cargo-lambda builder is still flagged beta.
+    bash infra/setup.sh
+    bash infra/setup.sh sam
+    rustup target add aarch64-unknown-linux-gnu
+    PATH="$PWD/.venv/bin:$PATH" SAM_CLI_BETA_RUST_CARGO_LAMBDA=1 SAM_CLI_TELEMETRY=0 \
+      .venv-sam/bin/sam build --template template.yaml "${@:2}"
+    ;;
   *)
-    echo "usage: ./dev.sh up|start|stop|test|bench" >&2
+    echo "usage: ./dev.sh up|start|stop|test|bench|release" >&2
     exit 2
     ;;
 esac

@@ -1,6 +1,17 @@
 //! degrau's benchmarks: what the stepped context saves against full history and a
 //! sliding window on the same conversations (`strategies`), and what one ask costs
 //! in DynamoDB, CPU, cold start and memory as the history grows (`footprint`).
+//! Their results are in `results/`; `docs/DESIGN.md` says what they decided.
+//!
+//! # Layout
+//!
+//! * [`strategies`] (binary `src/bin/strategies.rs`): the scripted conversations
+//!   (`script`), played through the real functions with a tap on the model calls
+//!   (`run`, `tap`), reported as tables and charts (`report`, `svg`).
+//! * [`footprint`] (binary `src/bin/footprint.rs`): the stack behind the recording
+//!   proxy (`stack`), degrau's and LangChain's runs (`degrau_run`, `langchain`),
+//!   cold starts and memory (`cold`, `procfs`), the report (`report`).
+//! * [`moto`]: a moto server of one benchmark run.
 
 pub mod footprint;
 pub mod moto;

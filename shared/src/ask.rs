@@ -1,11 +1,16 @@
 //! The ask service: answers a contact's message with the right memory and stores the
 //! whole round, or nothing.
 //!
-//! One round: load the head, facts and window (bounded by the window); open a new
-//! session when the last one went idle; build the request; call the model and run
-//! the tool loop; commit every message of the round with the head update and the
-//! idempotency record in one conditional transaction; then give the window messages
-//! close to their TTL the round's, so an open session's window never expires.
+//! One round, as `AskService::answer` reads, step by step: resolve the tenant's
+//! settings; load the turn (head, facts and window, bounded by the window) and apply
+//! the session rule (a new session when the last one went idle); run the round (the
+//! model and the tool loop, in `ask/round.rs`); prepare its commit (every message with
+//! the head update, its sweep slot and the idempotency record); commit it in one
+//! conditional transaction under the concurrency policy below; record its metrics;
+//! then the work after a commit: give the window messages close to their TTL the
+//! round's, so an open session's window never expires, and request the closed
+//! session's facts and a due step. The transcript view ([`transcript`]) takes its
+//! query as typed values, parsed at the edge.
 //!
 //! **Time budget.** An ask gets one [`Deadline`]: the earlier of the invocation's
 //! and `ASK_TIMEOUT_SECONDS` from its start (the handler builds it). The model and
@@ -41,6 +46,11 @@
 //! again, once. When a tool ran (a booking may have been made), or the retry loses
 //! too, it answers 409 `conflict` and stores nothing; the client sends the message
 //! again. A round is never lost, duplicated or interleaved.
+//!
+//! (`docs/DESIGN.md`: "The flows" (a round), "The time budget".)
+
+mod round;
+pub mod transcript;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -49,26 +59,24 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use tracing::{info, warn};
 
-use crate::compaction::{WindowCut, overflow_cut, request_window};
 use crate::compactor::next_sweep_due;
 use crate::deadline::Deadline;
 use crate::domain::{
-    ContentBlock, Fact, Head, IdempotencyKey, Incarnation, Message, PendingFacts, Role,
-    StoredMessage,
+    ContentBlock, Fact, Head, IdempotencyKey, Incarnation, PendingFacts, StoredMessage, TenantId,
 };
 use crate::jobs::{Job, Jobs};
 use crate::metrics::{Event, Unit};
 use crate::model::{Model, ModelError, StopReason};
-use crate::request::{RequestParts, build_request};
-use crate::store::SessionArchive;
+use crate::session::{Clock, idle, idle_seconds};
 use crate::store::{
-    Claim, CompletedRequest, ContactKey, Cursor, MAX_REFRESH_PER_ROUND, SessionFilter, Store,
-    StoreError, SweepSlot, TenantStore, TranscriptPage, sweep_bucket,
+    Claim, CompletedRequest, ContactKey, MAX_REFRESH_PER_ROUND, RoundCommit, SessionArchive, Store,
+    StoreError, SweepSlot, TenantStore, sweep_bucket,
 };
 use crate::tenant::{ContextPolicy, Defaults, InvalidSettings, Settings};
-use crate::tools::{MAX_RESULTS_CHARS_PER_MESSAGE, Tools, cap_to};
+use crate::tools::Tools;
 use crate::usage::RoundUsage;
-use crate::window::safe_window_start;
+use round::{Round, RoundMessage, RoundStats};
+pub use transcript::{PageSize, SessionSelector, format_cursor, parse_cursor};
 
 /// Longest user message, in characters.
 pub const MAX_TEXT_CHARS: usize = 8_000;
@@ -236,18 +244,6 @@ pub struct SessionView {
     pub last_activity: i64,
 }
 
-/// A source of the current time (seconds since the Unix epoch); injectable for tests.
-pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
-
-/// The system clock.
-pub fn system_clock() -> Clock {
-    Arc::new(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs() as i64)
-    })
-}
-
 /// The ask service and its ports.
 #[derive(Clone)]
 pub struct AskService {
@@ -288,38 +284,6 @@ pub fn validate_text(text: &str) -> Result<(), AskError> {
     Ok(())
 }
 
-/// What a round measured besides usage.
-#[derive(Debug, Default)]
-struct RoundStats {
-    model_ms: f64,
-    tool_calls: u64,
-    /// Why the model stopped on the final answer.
-    stop_reason: Option<StopReason>,
-    /// The request that answered sent a window cut at the hard cap (or, after
-    /// "prompt is too long", at the overflow cut).
-    hard_capped: bool,
-}
-
-/// `max_tokens` of the one retry of a tool call cut off at `max_tokens`: twice as
-/// much, at most [`MAX_RETRY_MAX_TOKENS`].
-fn retry_max_tokens(max_tokens: u32) -> u32 {
-    max_tokens.saturating_mul(2).min(MAX_RETRY_MAX_TOKENS)
-}
-
-/// A short, stable name of a model error, for metrics and logs.
-pub fn model_error_kind(error: &ModelError) -> &'static str {
-    match error {
-        ModelError::InvalidRequest { .. } => "invalid_request",
-        ModelError::PromptTooLong { .. } => "prompt_too_long",
-        ModelError::Authentication { .. } => "authentication",
-        ModelError::RateLimited { .. } => "rate_limited",
-        ModelError::Unavailable { .. } => "unavailable",
-        ModelError::Timeout => "timeout",
-        ModelError::Connection(_) => "connection",
-        ModelError::Protocol(_) => "protocol",
-    }
-}
-
 /// Where a turn stands once the session rule is applied.
 struct TurnPlan {
     session: u32,
@@ -338,6 +302,142 @@ struct TurnPlan {
     /// one, unless the scheduled sweep already requested it or its retention ran
     /// out.
     request_facts: Option<u32>,
+}
+
+/// A turn as loaded: when, the contact's facts, the head as read (the commit's
+/// condition), and where the session rule puts the turn.
+struct Turn {
+    now: i64,
+    facts: Vec<Fact>,
+    expected: Option<Head>,
+    plan: TurnPlan,
+}
+
+/// A round ready to commit, with what the steps after the commit need.
+struct PreparedRound {
+    commit: RoundCommit,
+    response: AskResponse,
+    /// A random id written on the head, to recognise this round's commit when its
+    /// answer was lost.
+    round_token: String,
+    incarnation: Incarnation,
+    tool_ran: bool,
+    step_due: bool,
+    usage: RoundUsage,
+    stats: RoundStats,
+}
+
+/// How a commit went, when it did not fail.
+enum Committed {
+    /// The round is stored.
+    Stored,
+    /// Lost a race with no tool run: answer again on the fresh history.
+    AnswerAgain,
+}
+
+impl PreparedRound {
+    /// Logs the committed round and emits its metrics.
+    fn record(&self) {
+        let usage = &self.usage;
+        info!(
+            session = self.response.session,
+            first_seq = self.response.round.first_seq,
+            last_seq = self.response.round.last_seq,
+            context_tokens = usage.context_tokens(),
+            cache_read_ratio = usage.cache_read_ratio(),
+            calls = usage.calls,
+            "round committed"
+        );
+        Event::new("ask")
+            .count("RoundsCommitted", 1)
+            .count("ContextTokens", usage.context_tokens())
+            .metric("CacheReadRatio", usage.cache_read_ratio(), Unit::None)
+            .count("InputTokens", usage.total.input_tokens)
+            .count("CacheReadInputTokens", usage.total.cache_read_input_tokens)
+            .count(
+                "CacheCreationInputTokens",
+                usage.total.cache_creation_input_tokens,
+            )
+            .count("OutputTokens", usage.total.output_tokens)
+            .count("ModelCalls", u64::from(usage.calls))
+            .count("ToolCalls", self.stats.tool_calls)
+            .metric("ModelLatency", self.stats.model_ms, Unit::Milliseconds)
+            .count("CompactionQueued", u64::from(self.step_due))
+            .count(
+                "RepliesTruncated",
+                u64::from(self.stats.stop_reason == Some(StopReason::MaxTokens)),
+            )
+            .emit();
+    }
+}
+
+/// The round's messages as stored: dense sequence numbers after the plan's base.
+fn stored_messages(round: Vec<RoundMessage>, plan: &TurnPlan, now: i64) -> Vec<StoredMessage> {
+    round
+        .into_iter()
+        .zip(plan.base_seq + 1..)
+        .map(|(RoundMessage { message, usage }, seq)| StoredMessage {
+            session: plan.session,
+            seq,
+            role: message.role,
+            content: message.content,
+            pruned: None,
+            usage,
+            created_at: now,
+        })
+        .collect()
+}
+
+/// The answer to the client (and the body an idempotent retry replays).
+fn response(
+    plan: &TurnPlan,
+    messages: &[StoredMessage],
+    usage: &RoundUsage,
+    stats: &RoundStats,
+    step_due: bool,
+) -> AskResponse {
+    AskResponse {
+        session: plan.session,
+        reply: messages.last().map_or_else(
+            || Reply {
+                text: String::new(),
+                content: Vec::new(),
+                stop_reason: None,
+            },
+            |m| Reply {
+                text: m.to_message().text(),
+                content: m.content.clone(),
+                stop_reason: stats.stop_reason.clone(),
+            },
+        ),
+        round: RoundSpan {
+            first_seq: plan.base_seq + 1,
+            last_seq: plan.base_seq + messages.len() as u64,
+        },
+        usage: UsageSummary {
+            input_tokens: usage.total.input_tokens,
+            cache_read_input_tokens: usage.total.cache_read_input_tokens,
+            cache_creation_input_tokens: usage.total.cache_creation_input_tokens,
+            output_tokens: usage.total.output_tokens,
+            context_tokens: usage.context_tokens(),
+        },
+        compaction_queued: step_due,
+    }
+}
+
+/// The archive of the session this round closes, when its summary is kept (not
+/// when the head's retention ran out).
+fn archive(turn: &Turn, expires_at: i64) -> Option<SessionArchive> {
+    turn.expected
+        .as_ref()
+        .filter(|_| turn.plan.closed_session.is_some() && turn.plan.archive_closed)
+        .map(|closed| SessionArchive {
+            session: closed.session,
+            summary: closed.summary.clone(),
+            summarized_until: closed.summarized_until,
+            last_seq: closed.last_seq,
+            expires_at,
+        })
 }
 
 /// A tenant whose settings cannot be honoured: a configuration error, answered as
@@ -394,6 +494,10 @@ impl AskService {
         result.map(AskOutcome::Answered)
     }
 
+    /// Answers one message: resolve the tenant's settings, load the turn, run the
+    /// round, prepare its commit, commit it under the race policy, record it, then
+    /// the work that follows a commit. A race lost with no tool run loops once, on
+    /// the fresh history.
     async fn answer(
         &self,
         key: &ContactKey,
@@ -401,406 +505,188 @@ impl AskService {
         idempotency: Option<(&IdempotencyKey, &str)>,
         deadline: Deadline,
     ) -> Result<AskResponse, AskError> {
-        let settings = Settings::resolve(
-            &self.defaults,
-            self.tenants.tenant_config(&key.tenant).await?.as_ref(),
-        )
-        .map_err(unusable)?;
+        let settings = self.settings(&key.tenant).await?;
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let now = (self.clock)();
-            let state = self.store.load_turn(key, now).await?;
-            let facts = state.facts;
-            let expected = state.head;
-            let plan = turn_plan(
-                expected.as_ref(),
-                state.window,
-                state.window_expires_at,
-                now,
-                &settings,
-            );
-            let (round, usage, stats) = self
-                .run_round(
-                    &settings,
-                    &facts,
-                    &plan,
-                    expected.as_ref(),
-                    text,
-                    deadline.before(COMMIT_MARGIN),
-                )
+            let turn = self.load_turn(key, &settings).await?;
+            let round = self
+                .run_round(&settings, &turn, text, deadline.before(COMMIT_MARGIN))
                 .await?;
             if !deadline.allows(COMMIT_MARGIN) {
                 // Only a model or tool that overran its own deadline gets here.
                 return Err(out_of_time("before the commit"));
             }
-
-            let tool_ran = round.len() > 2;
-            let round_token = format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..));
-            // Messages, the archive of a session closed now and the head expire a
-            // retention after the session could close (this round plus the idle
-            // timeout), so an open session's messages never expire under it.
-            let expires_at = now.saturating_add(settings.retention_after_activity_seconds());
-            let messages: Vec<StoredMessage> = round
-                .into_iter()
-                .zip(plan.base_seq + 1..)
-                .map(|((message, usage), seq)| StoredMessage {
-                    session: plan.session,
-                    seq,
-                    role: message.role,
-                    content: message.content,
-                    pruned: None,
-                    usage,
-                    created_at: now,
-                })
-                .collect();
-            let last_seq = plan.base_seq + messages.len() as u64;
-            let step_due = settings.context_policy == ContextPolicy::Stepped
-                && settings.compaction.step_due(usage.context_tokens());
-            let response = AskResponse {
-                session: plan.session,
-                reply: messages.last().map_or_else(
-                    || Reply {
-                        text: String::new(),
-                        content: Vec::new(),
-                        stop_reason: None,
-                    },
-                    |m| Reply {
-                        text: m.to_message().text(),
-                        content: m.content.clone(),
-                        stop_reason: stats.stop_reason.clone(),
-                    },
-                ),
-                round: RoundSpan {
-                    first_seq: plan.base_seq + 1,
-                    last_seq,
-                },
-                usage: UsageSummary {
-                    input_tokens: usage.total.input_tokens,
-                    cache_read_input_tokens: usage.total.cache_read_input_tokens,
-                    cache_creation_input_tokens: usage.total.cache_creation_input_tokens,
-                    output_tokens: usage.total.output_tokens,
-                    context_tokens: usage.context_tokens(),
-                },
-                compaction_queued: step_due,
-            };
-            let body =
-                serde_json::to_string(&response).map_err(|e| AskError::Internal(e.to_string()))?;
-            // A new head's life starts here; a loaded one keeps its own (one from
-            // before incarnations receives this one).
-            let incarnation = expected
-                .as_ref()
-                .and_then(|head| head.incarnation.clone())
-                .unwrap_or_else(Incarnation::random);
-            // Requesting a closed session's facts makes them pending until the
-            // facts job is done; the sweep requests them again otherwise.
-            let requested = plan.request_facts.map(|session| PendingFacts {
-                session,
-                since: now,
-                attempts: 1,
-            });
-            let pending = requested.or(expected.as_ref().and_then(|head| head.facts_pending));
-            let sweep = SweepSlot {
-                bucket: sweep_bucket(key, self.defaults.sweep_buckets),
-                due: next_sweep_due(now, &settings, false, pending).unwrap_or(now),
-            };
-            let commit = crate::store::RoundCommit {
-                key: key.clone(),
-                expected: expected.clone(),
-                head: Head {
-                    session: plan.session,
-                    last_seq,
-                    summarized_until: plan.summarized_until,
-                    summary: plan.summary.clone(),
-                    last_context_tokens: usage.context_tokens(),
-                    last_activity: now,
-                    steps: plan.steps,
-                    // Cleared by every round: a new session has had no extraction,
-                    // and a continued one has messages the requested one missed.
-                    facts_requested: None,
-                    last_round: Some(round_token.clone()),
-                    incarnation: Some(incarnation.clone()),
-                    facts_pending: requested,
-                    hard_cap_at: stats.hard_capped.then_some(plan.summarized_until),
-                    expires_at: Some(expires_at),
-                },
-                sweep,
-                messages,
-                idempotency: idempotency.map(|(idem, hash)| CompletedRequest {
-                    key: idem.clone(),
-                    payload_hash: hash.to_owned(),
-                    response: body,
-                    expires_at: now + IDEMPOTENCY_TTL_SECONDS,
-                }),
-                archive: expected
-                    .as_ref()
-                    .filter(|_| plan.closed_session.is_some() && plan.archive_closed)
-                    .map(|closed| SessionArchive {
-                        session: closed.session,
-                        summary: closed.summary.clone(),
-                        summarized_until: closed.summarized_until,
-                        last_seq: closed.last_seq,
-                        expires_at,
-                    }),
-                messages_expire_at: expires_at,
-            };
-            let mut committed = self.store.commit_round(&commit).await;
-            if committed.is_err() && self.landed(key, &round_token).await {
-                // DynamoDB applied the transaction but its answer was lost (a timeout,
-                // or a retry that then failed): the round is stored, exactly once.
-                warn!("the commit's answer was lost, but the round is stored");
-                committed = Ok(());
+            let prepared = self.prepare_commit(key, &settings, &turn, round, idempotency)?;
+            if let Committed::AnswerAgain = self.commit(key, &prepared, attempt).await? {
+                continue;
             }
-            if let Err(StoreError::Conflict(_)) = &committed {
-                Event::new("ask").count("RoundConflicts", 1).emit();
-            }
-            match committed {
-                Ok(()) => {}
-                Err(StoreError::Conflict(_)) if attempt == 1 && !tool_ran => {
-                    info!(
-                        "lost a commit race with no tool run; answering again on the fresh history"
-                    );
-                    continue;
-                }
-                Err(StoreError::Conflict(_)) => {
-                    return Err(AskError::Conflict(
-                        "another message for this contact was answered at the same time; this one was not \
-                         stored. Send it again."
-                            .into(),
-                    ));
-                }
-                Err(other) => return Err(other.into()),
-            }
-
-            info!(
-                session = plan.session,
-                first_seq = response.round.first_seq,
-                last_seq,
-                context_tokens = usage.context_tokens(),
-                cache_read_ratio = usage.cache_read_ratio(),
-                calls = usage.calls,
-                "round committed"
-            );
-            Event::new("ask")
-                .count("RoundsCommitted", 1)
-                .count("ContextTokens", usage.context_tokens())
-                .metric("CacheReadRatio", usage.cache_read_ratio(), Unit::None)
-                .count("InputTokens", usage.total.input_tokens)
-                .count("CacheReadInputTokens", usage.total.cache_read_input_tokens)
-                .count(
-                    "CacheCreationInputTokens",
-                    usage.total.cache_creation_input_tokens,
-                )
-                .count("OutputTokens", usage.total.output_tokens)
-                .count("ModelCalls", u64::from(usage.calls))
-                .count("ToolCalls", stats.tool_calls)
-                .metric("ModelLatency", stats.model_ms, Unit::Milliseconds)
-                .count("CompactionQueued", u64::from(step_due))
-                .count(
-                    "RepliesTruncated",
-                    u64::from(stats.stop_reason == Some(StopReason::MaxTokens)),
-                )
-                .emit();
-            self.refresh_window(key, &incarnation, &plan, now, &settings, expires_at)
+            prepared.record();
+            let expires_at = prepared.commit.messages_expire_at;
+            self.refresh_window(key, &prepared.incarnation, &turn, &settings, expires_at)
                 .await;
-            self.after_commit(key, &incarnation, &plan, step_due).await;
-            return Ok(response);
+            self.after_commit(key, &prepared.incarnation, &turn.plan, prepared.step_due)
+                .await;
+            return Ok(prepared.response);
         }
     }
 
-    /// Runs the model and the tool loop by `deadline`; returns the round's messages
-    /// (each with the usage of the call that produced it, for assistant messages) and
-    /// the usage.
-    async fn run_round(
+    /// The tenant's settings: the defaults with its config item's overrides.
+    async fn settings(&self, tenant: &TenantId) -> Result<Settings, AskError> {
+        let config = self.tenants.tenant_config(tenant).await?;
+        Settings::resolve(&self.defaults, config.as_ref()).map_err(unusable)
+    }
+
+    /// Reads the turn (head, facts, window) and applies the session rule to it.
+    async fn load_turn(&self, key: &ContactKey, settings: &Settings) -> Result<Turn, AskError> {
+        let now = (self.clock)();
+        let state = self.store.load_turn(key, now).await?;
+        let plan = turn_plan(
+            state.head.as_ref(),
+            state.window,
+            state.window_expires_at,
+            now,
+            settings,
+        );
+        Ok(Turn {
+            now,
+            facts: state.facts,
+            expected: state.head,
+            plan,
+        })
+    }
+
+    /// The round as one transaction: its messages with dense sequence numbers, the
+    /// new head (filed in the sweep index at its next due time), the idempotency
+    /// record holding the response to replay, and the closed session's archive.
+    fn prepare_commit(
         &self,
+        key: &ContactKey,
         settings: &Settings,
-        facts: &[Fact],
-        plan: &TurnPlan,
-        head: Option<&Head>,
-        text: &str,
-        deadline: Deadline,
-    ) -> Result<
-        (
-            Vec<(Message, Option<crate::usage::Usage>)>,
-            RoundUsage,
-            RoundStats,
-        ),
-        AskError,
-    > {
-        let tools = self.tools.definitions(settings.tools.as_deref());
-        let mut cut = match (settings.context_policy, head) {
-            (ContextPolicy::SlidingWindow, _) => WindowCut {
-                start: safe_window_start(&plan.window, settings.compaction.keep_messages),
-                hard_capped: false,
-            },
-            (ContextPolicy::Stepped, Some(head)) if head.session == plan.session => {
-                request_window(head, &plan.window, &settings.compaction)
-            }
-            _ => WindowCut {
-                start: 0,
-                hard_capped: false,
-            },
+        turn: &Turn,
+        round: Round,
+        idempotency: Option<(&IdempotencyKey, &str)>,
+    ) -> Result<PreparedRound, AskError> {
+        let (now, plan) = (turn.now, &turn.plan);
+        let tool_ran = round.tool_ran();
+        let round_token = format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..));
+        // Messages, the archive of a session closed now and the head expire a
+        // retention after the session could close (this round plus the idle
+        // timeout), so an open session's messages never expire under it.
+        let expires_at = now.saturating_add(settings.retention_after_activity_seconds());
+        let messages = stored_messages(round.messages, plan, now);
+        let step_due = settings.context_policy == ContextPolicy::Stepped
+            && settings.compaction.step_due(round.usage.context_tokens());
+        let response = response(plan, &messages, &round.usage, &round.stats, step_due);
+        let body =
+            serde_json::to_string(&response).map_err(|e| AskError::Internal(e.to_string()))?;
+        // A new head's life starts here; a loaded one keeps its own (one from
+        // before incarnations receives this one).
+        let incarnation = turn
+            .expected
+            .as_ref()
+            .and_then(|head| head.incarnation.clone())
+            .unwrap_or_else(Incarnation::random);
+        // Requesting a closed session's facts makes them pending until the
+        // facts job is done; the sweep requests them again otherwise.
+        let requested = plan.request_facts.map(|session| PendingFacts {
+            session,
+            since: now,
+            attempts: 1,
+        });
+        let sweep = self.sweep_slot(key, settings, turn, requested);
+        let head = Head {
+            session: plan.session,
+            last_seq: response.round.last_seq,
+            summarized_until: plan.summarized_until,
+            summary: plan.summary.clone(),
+            last_context_tokens: round.usage.context_tokens(),
+            last_activity: now,
+            steps: plan.steps,
+            // Cleared by every round: a new session has had no extraction, and a
+            // continued one has messages the requested one missed.
+            facts_requested: None,
+            last_round: Some(round_token.clone()),
+            incarnation: Some(incarnation.clone()),
+            facts_pending: requested,
+            hard_cap_at: round.stats.hard_capped.then_some(plan.summarized_until),
+            expires_at: Some(expires_at),
         };
-        let mut overflow_retried = false;
-        // Thinking tokens count against `max_tokens`: the answer keeps its own budget.
-        let mut max_tokens = settings
-            .max_tokens
-            .saturating_add(settings.thinking_budget_tokens.unwrap_or(0));
-        let mut truncation_retried = false;
-        let mut round: Vec<(Message, Option<crate::usage::Usage>)> =
-            vec![(Message::user_text(text), None)];
-        let mut usage = RoundUsage::default();
-        let mut stats = RoundStats::default();
-        let mut tool_rounds = 0;
-        loop {
-            if cut.hard_capped {
-                warn!(
-                    start = cut.start,
-                    "window cut at the hard cap: a compaction step is late"
-                );
+        let commit = RoundCommit {
+            key: key.clone(),
+            expected: turn.expected.clone(),
+            head,
+            sweep,
+            messages,
+            idempotency: idempotency.map(|(idem, hash)| CompletedRequest {
+                key: idem.clone(),
+                payload_hash: hash.to_owned(),
+                response: body,
+                expires_at: now + IDEMPOTENCY_TTL_SECONDS,
+            }),
+            archive: archive(turn, expires_at),
+            messages_expire_at: expires_at,
+        };
+        Ok(PreparedRound {
+            commit,
+            response,
+            round_token,
+            incarnation,
+            tool_ran,
+            step_due,
+            usage: round.usage,
+            stats: round.stats,
+        })
+    }
+
+    /// Where the round files its head in the sweep index: its bucket, and when it is
+    /// next due (its session going idle, or its pending extraction to check on).
+    fn sweep_slot(
+        &self,
+        key: &ContactKey,
+        settings: &Settings,
+        turn: &Turn,
+        requested: Option<PendingFacts>,
+    ) -> SweepSlot {
+        let pending = requested.or(turn.expected.as_ref().and_then(|head| head.facts_pending));
+        SweepSlot {
+            bucket: sweep_bucket(key, self.defaults.sweep_buckets),
+            due: next_sweep_due(turn.now, settings, false, pending).unwrap_or(turn.now),
+        }
+    }
+
+    /// Commits the round under the concurrency policy (see the module
+    /// documentation): a commit whose answer was lost but which landed counts as
+    /// stored; the loser of a race answers again once when no tool ran, and is a
+    /// conflict otherwise.
+    async fn commit(
+        &self,
+        key: &ContactKey,
+        prepared: &PreparedRound,
+        attempt: u32,
+    ) -> Result<Committed, AskError> {
+        let mut committed = self.store.commit_round(&prepared.commit).await;
+        if committed.is_err() && self.landed(key, &prepared.round_token).await {
+            // DynamoDB applied the transaction but its answer was lost (a timeout,
+            // or a retry that then failed): the round is stored, exactly once.
+            warn!("the commit's answer was lost, but the round is stored");
+            committed = Ok(());
+        }
+        if let Err(StoreError::Conflict(_)) = &committed {
+            Event::new("ask").count("RoundConflicts", 1).emit();
+        }
+        match committed {
+            Ok(()) => Ok(Committed::Stored),
+            Err(StoreError::Conflict(_)) if attempt == 1 && !prepared.tool_ran => {
+                info!("lost a commit race with no tool run; answering again on the fresh history");
+                Ok(Committed::AnswerAgain)
             }
-            let messages: Vec<Message> = round.iter().map(|(m, _)| m.clone()).collect();
-            let request = build_request(&RequestParts {
-                model: &settings.model,
-                max_tokens,
-                thinking: settings.thinking_budget_tokens,
-                tools: &tools,
-                instructions: &settings.instructions,
-                facts,
-                summary: plan.summary.as_deref(),
-                window: &plan.window[cut.start..],
-                round: &messages,
-            })
-            .map_err(|e| AskError::Internal(e.to_string()))?;
-            if !deadline.allows(MIN_MODEL_CALL) {
-                return Err(out_of_time("before a model call"));
-            }
-            let started = std::time::Instant::now();
-            let result = self.model.create(&request, deadline).await;
-            stats.model_ms += started.elapsed().as_secs_f64() * 1000.0;
-            if let Err(error) = &result {
-                Event::new("ask")
-                    .dimension("ErrorType", model_error_kind(error))
-                    .rollup()
-                    .count("ModelErrors", 1)
-                    .emit();
-            }
-            let response = match result {
-                Ok(response) => response,
-                Err(ModelError::PromptTooLong { message }) if !overflow_retried => {
-                    warn!(%message, "prompt too long: cutting the window once and retrying");
-                    overflow_retried = true;
-                    cut = overflow_cut(&plan.window, &settings.compaction);
-                    continue;
-                }
-                Err(error) => return Err(error.into()),
-            };
-            usage.record(response.usage);
-            let stop = response.stop_reason.clone();
-            match stop {
-                Some(StopReason::ModelContextWindowExceeded) if !overflow_retried => {
-                    // The context filled up while the model wrote: like a prompt that
-                    // is too long, cut the window once and ask again.
-                    warn!("the context window filled up: cutting the window once and retrying");
-                    overflow_retried = true;
-                    cut = overflow_cut(&plan.window, &settings.compaction);
-                    continue;
-                }
-                Some(StopReason::ModelContextWindowExceeded) => {
-                    return Err(AskError::Model(ModelError::PromptTooLong {
-                        message: "the context window filled up during generation \
-                                  (stop_reason model_context_window_exceeded)"
-                            .to_owned(),
-                    }));
-                }
-                Some(StopReason::Refusal) => {
-                    warn!("the model declined to answer; nothing is stored");
-                    Event::new("ask").count("ModelRefusals", 1).emit();
-                    return Err(AskError::Refused);
-                }
-                Some(StopReason::PauseTurn) => {
-                    warn!("the model paused its turn; degrau defines no server tools");
-                    return Err(AskError::UnexpectedStop("pause_turn"));
-                }
-                _ => {}
-            }
-            let has_tool_use = response
-                .content
-                .iter()
-                .any(|b| matches!(b, ContentBlock::ToolUse { .. }));
-            if stop == Some(StopReason::MaxTokens) && has_tool_use {
-                // The output limit cut a tool call: its input may be incomplete, so it
-                // never runs. Ask again once with twice the budget.
-                Event::new("ask").count("TruncatedToolCalls", 1).emit();
-                let larger = retry_max_tokens(max_tokens);
-                if truncation_retried || larger <= max_tokens {
-                    return Err(AskError::TruncatedToolCall);
-                }
-                if !deadline.allows(MIN_MODEL_CALL) {
-                    // No time to ask again: the cut-off call is the error.
-                    return Err(AskError::TruncatedToolCall);
-                }
-                warn!(
-                    max_tokens,
-                    larger, "a tool call was cut off at max_tokens: asking again"
-                );
-                truncation_retried = true;
-                max_tokens = larger;
-                continue;
-            }
-            let answers = response
-                .content
-                .iter()
-                .any(|b| matches!(b, ContentBlock::Text { .. } | ContentBlock::ToolUse { .. }));
-            if !answers {
-                // Nothing, or thinking alone: nothing a person could read.
-                return Err(AskError::EmptyAnswer);
-            }
-            let reply = response.message();
-            let calls: Vec<(String, String, serde_json::Value)> = reply
-                .content
-                .iter()
-                .filter_map(|b| match b {
-                    ContentBlock::ToolUse { id, name, input } => {
-                        Some((id.clone(), name.clone(), input.clone()))
-                    }
-                    _ => None,
-                })
-                .collect();
-            round.push((reply, Some(response.usage)));
-            // A response holding tool calls needs their results whatever the stop
-            // reason says, or the next request would be refused.
-            if calls.is_empty() {
-                stats.stop_reason = stop;
-                stats.hard_capped = cut.hard_capped;
-                return Ok((round, usage, stats));
-            }
-            tool_rounds += 1;
-            if tool_rounds > MAX_TOOL_ITERATIONS {
-                return Err(AskError::ToolLoop);
-            }
-            let mut results = Vec::with_capacity(calls.len());
-            let mut budget = MAX_RESULTS_CHARS_PER_MESSAGE;
-            let share = MAX_RESULTS_CHARS_PER_MESSAGE / calls.len();
-            stats.tool_calls += calls.len() as u64;
-            for (id, name, input) in &calls {
-                let output = self.tools.call(name, input, deadline).await;
-                let content = cap_to(output.content, share.min(budget));
-                budget = budget.saturating_sub(content.chars().count());
-                info!(tool = %name, is_error = output.is_error, chars = content.len(), "tool called");
-                results.push(ContentBlock::ToolResult {
-                    tool_use_id: id.clone(),
-                    content,
-                    is_error: output.is_error,
-                });
-            }
-            round.push((
-                Message {
-                    role: Role::User,
-                    content: results,
-                },
-                None,
-            ));
+            Err(StoreError::Conflict(_)) => Err(AskError::Conflict(
+                "another message for this contact was answered at the same time; this one was not \
+                 stored. Send it again."
+                    .into(),
+            )),
+            Err(other) => Err(other.into()),
         }
     }
 
@@ -822,11 +708,11 @@ impl AskService {
         &self,
         key: &ContactKey,
         incarnation: &Incarnation,
-        plan: &TurnPlan,
-        now: i64,
+        turn: &Turn,
         settings: &Settings,
         expires_at: i64,
     ) {
+        let (plan, now) = (&turn.plan, turn.now);
         if plan.closed_session.is_some() {
             return;
         }
@@ -906,48 +792,6 @@ impl AskService {
         }
     }
 
-    /// A page of the transcript. `session` is `current`, `all` or a number; `before`
-    /// a cursor from a previous page (`{session}.{seq}`).
-    pub async fn transcript(
-        &self,
-        key: &ContactKey,
-        session: Option<&str>,
-        limit: Option<&str>,
-        before: Option<&str>,
-    ) -> Result<TranscriptPage, AskError> {
-        let limit = match limit {
-            None => DEFAULT_PAGE,
-            Some(text) => match text.parse::<usize>() {
-                Ok(n) if (1..=MAX_PAGE).contains(&n) => n,
-                _ => {
-                    return Err(AskError::InvalidRequest(format!(
-                        "`limit` must be a whole number from 1 to {MAX_PAGE}"
-                    )));
-                }
-            },
-        };
-        let before = before.map(parse_cursor).transpose()?;
-        let filter = match session.unwrap_or("current") {
-            "all" => SessionFilter::All,
-            "current" => {
-                let (head, _) = self.store.load_memory(key, (self.clock)()).await?;
-                match head {
-                    Some(head) => SessionFilter::Only(head.session),
-                    None => return Err(not_found()),
-                }
-            }
-            number => match number.parse::<u32>() {
-                Ok(n) if n > 0 => SessionFilter::Only(n),
-                _ => {
-                    return Err(AskError::InvalidRequest(
-                        "`session` must be `current`, `all` or a session number".into(),
-                    ));
-                }
-            },
-        };
-        Ok(self.store.transcript(key, filter, limit, before).await?)
-    }
-
     /// The contact's memory: session state and facts.
     pub async fn memory(&self, key: &ContactKey) -> Result<MemoryView, AskError> {
         let now = (self.clock)();
@@ -988,36 +832,6 @@ fn out_of_time(when: &'static str) -> AskError {
 
 fn not_found() -> AskError {
     AskError::NotFound("no conversation with this contact".into())
-}
-
-fn parse_cursor(text: &str) -> Result<Cursor, AskError> {
-    let bad =
-        || AskError::InvalidRequest("`before` must be a cursor returned by a previous page".into());
-    let (session, seq) = text.split_once('.').ok_or_else(bad)?;
-    Ok(Cursor {
-        session: session.parse().map_err(|_| bad())?,
-        seq: seq.parse().map_err(|_| bad())?,
-    })
-}
-
-/// Formats a cursor for a URL.
-pub fn format_cursor(cursor: &Cursor) -> String {
-    format!("{}.{}", cursor.session, cursor.seq)
-}
-
-fn idle(head: &Head, now: i64, settings: &Settings) -> bool {
-    idle_since(head.last_activity, now, settings)
-}
-
-/// True when a session last active at `last_activity` is closed at `now` under the
-/// tenant's idle timeout: the one rule `ask` and the sweep share.
-pub(crate) fn idle_since(last_activity: i64, now: i64, settings: &Settings) -> bool {
-    now.saturating_sub(last_activity) >= idle_seconds(settings.session_idle_minutes)
-}
-
-/// An idle timeout in seconds, saturating.
-pub(crate) fn idle_seconds(minutes: u64) -> i64 {
-    i64::try_from(minutes.saturating_mul(60)).unwrap_or(i64::MAX)
 }
 
 /// The session rule: a contact's session closes after the idle timeout; the next

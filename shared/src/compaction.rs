@@ -14,6 +14,8 @@
 //! requests the next step at once, so successive steps catch up. The budget is
 //! counted by [`fold_cost_tokens`], a character estimate used for this safety cap
 //! only: every other context size in degrau is the model's own measure.
+//!
+//! (`docs/DESIGN.md`: "The flows" (a step) and what changed from the brief.)
 
 use crate::domain::{ContentBlock, Head, StoredMessage};
 use crate::pruning::{PruneDecision, prune_plan};
@@ -213,19 +215,8 @@ pub fn overflow_cut(messages: &[StoredMessage], policy: &CompactionPolicy) -> Wi
 mod tests {
     use super::*;
     use crate::domain::{ContentBlock, Role};
+    use crate::testing::msg;
     use serde_json::json;
-
-    fn msg(seq: u64, role: Role, content: Vec<ContentBlock>) -> StoredMessage {
-        StoredMessage {
-            session: 1,
-            seq,
-            role,
-            content,
-            pruned: None,
-            usage: None,
-            created_at: 0,
-        }
-    }
 
     /// `turns` user turns of four messages each: text, tool_use, tool_result, reply.
     fn history(first_seq: u64, turns: usize) -> Vec<StoredMessage> {

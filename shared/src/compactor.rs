@@ -45,6 +45,8 @@
 //!
 //! **Logs.** Structured fields only: kinds, counts, sequence numbers, refusal codes
 //! and fact keys. Never message text, summaries, fact values or contact ids.
+//!
+//! (`docs/DESIGN.md`: "The flows" (a step, a facts job, the sweep).)
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -53,7 +55,6 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use tracing::{info, instrument, warn};
 
-use crate::ask::{Clock, idle_seconds, idle_since};
 use crate::compaction::plan_step;
 use crate::deadline::Deadline;
 use crate::domain::{
@@ -63,9 +64,11 @@ use crate::domain::{
 use crate::facts::FactPolicy;
 use crate::jobs::{Job, Jobs};
 use crate::model::{Model, ModelError, ModelResponse, StopReason};
+use crate::pruning::PruneDecision;
 use crate::request::{
     ModelRequest, RequestBlock, RequestMessage, SystemBlock, ToolDef, neutralize,
 };
+use crate::session::{Clock, idle_seconds, idle_since};
 use crate::store::{
     AppliedStep, ClosedSession, ContactKey, DueHead, FactWrite, MAX_PRUNES_PER_STEP, PendingChange,
     Store, StoreError, SweepSettle, TenantStore,
@@ -508,37 +511,13 @@ impl Compactor {
                 return Swept::Failed;
             }
         };
-        let settings = match tenants.get(&key.tenant) {
-            Some(settings) => settings,
-            None => {
-                let resolved = match self.tenants.tenant_config(&key.tenant).await {
-                    Ok(config) => Settings::resolve(&self.defaults, config.as_ref())
-                        .map_err(CompactorError::from),
-                    Err(error) => Err(error.into()),
-                };
-                match resolved {
-                    Ok(settings) => tenants.entry(key.tenant.clone()).or_insert(settings),
-                    Err(error) => {
-                        warn!(bucket, %error, "sweep: no usable settings for a tenant");
-                        return Swept::Failed;
-                    }
-                }
-            }
+        let Some(settings) = self.sweep_settings(bucket, &key.tenant, tenants).await else {
+            return Swept::Failed;
         };
-        let incarnation = match &head.incarnation {
-            Some(incarnation) => incarnation.clone(),
-            None => match self
-                .store
-                .ensure_incarnation(key, &Incarnation::random())
-                .await
-            {
-                Ok(Some(incarnation)) => incarnation,
-                Ok(None) => return Swept::Skipped,
-                Err(error) => {
-                    warn!(bucket, %error, "sweep: could not give a head an incarnation");
-                    return Swept::Failed;
-                }
-            },
+        let incarnation = match self.sweep_incarnation(bucket, key, &head).await {
+            Ok(Some(incarnation)) => incarnation,
+            Ok(None) => return Swept::Skipped,
+            Err(()) => return Swept::Failed,
         };
         let decision = sweep_decision(&head, now, settings);
         if let Some(session) = decision.request {
@@ -576,7 +555,63 @@ impl Compactor {
             pending: decision.pending,
             next_due: decision.next_due,
         };
-        match self.store.settle_sweep(key, &settle).await {
+        self.settle(bucket, key, &settle).await;
+        match decision.request {
+            Some(_) => Swept::Enqueued,
+            None => Swept::Skipped,
+        }
+    }
+
+    /// A tenant's settings for the sweep, read once per tenant and run; `None` (and
+    /// logged) when they cannot be read or honoured.
+    async fn sweep_settings<'a>(
+        &self,
+        bucket: u8,
+        tenant: &TenantId,
+        tenants: &'a mut HashMap<TenantId, Settings>,
+    ) -> Option<&'a Settings> {
+        if !tenants.contains_key(tenant) {
+            let resolved = match self.tenants.tenant_config(tenant).await {
+                Ok(config) => {
+                    Settings::resolve(&self.defaults, config.as_ref()).map_err(CompactorError::from)
+                }
+                Err(error) => Err(error.into()),
+            };
+            match resolved {
+                Ok(settings) => {
+                    tenants.insert(tenant.clone(), settings);
+                }
+                Err(error) => {
+                    warn!(bucket, %error, "sweep: no usable settings for a tenant");
+                    return None;
+                }
+            }
+        }
+        tenants.get(tenant)
+    }
+
+    /// The head's incarnation, given one first when it has none (a head from before
+    /// incarnations); `Ok(None)` when the head went meanwhile, `Err` (logged) when
+    /// storage failed.
+    async fn sweep_incarnation(
+        &self,
+        bucket: u8,
+        key: &ContactKey,
+        head: &Head,
+    ) -> Result<Option<Incarnation>, ()> {
+        if let Some(incarnation) = &head.incarnation {
+            return Ok(Some(incarnation.clone()));
+        }
+        self.store
+            .ensure_incarnation(key, &Incarnation::random())
+            .await
+            .map_err(|error| warn!(bucket, %error, "sweep: could not give a head an incarnation"))
+    }
+
+    /// Records the sweep's decision on the head; a head that moved on meanwhile,
+    /// or a failed write, is left for the next sweep.
+    async fn settle(&self, bucket: u8, key: &ContactKey, settle: &SweepSettle) {
+        match self.store.settle_sweep(key, settle).await {
             Ok(true) => {}
             Ok(false) => info!(
                 bucket,
@@ -588,12 +623,12 @@ impl Compactor {
                 "sweep: could not update a head; the next sweep looks at it again"
             ),
         }
-        match decision.request {
-            Some(_) => Swept::Enqueued,
-            None => Swept::Skipped,
-        }
     }
 
+    /// A compaction step: re-plan from the head (the job only says which step it
+    /// is for), summarise the folded messages, apply the result under
+    /// `summarized_until = :seen`, and request the next step when this one stopped at
+    /// its budget.
     async fn step(
         &self,
         key: &ContactKey,
@@ -626,34 +661,14 @@ impl Compactor {
         ) else {
             return skipped("not_due");
         };
-
-        let folded = &state.window[..plan.fold_count];
-        let request = summary_request(
-            &self.defaults.summary_model,
-            head.summary.as_deref(),
-            folded,
-        );
-        let response = self.model.create(&request, deadline).await?;
-        let summary = response_text(&response);
-        if summary.is_empty() {
-            return Err(CompactorError::EmptySummary);
-        }
-        if response.stop_reason == Some(StopReason::MaxTokens) {
-            warn!(
-                chars = summary.chars().count(),
-                "the summary reached max_tokens; storing it as it is"
-            );
-        }
-
-        let mut prune = plan.prune;
-        if prune.len() > MAX_PRUNES_PER_STEP {
-            info!(
-                planned = prune.len(),
-                kept = MAX_PRUNES_PER_STEP,
-                "pruning capped; later steps prune the rest"
-            );
-            prune.truncate(MAX_PRUNES_PER_STEP);
-        }
+        let (summary, response) = self
+            .summarize(
+                head.summary.as_deref(),
+                &state.window[..plan.fold_count],
+                deadline,
+            )
+            .await?;
+        let prune = capped(plan.prune);
         let pruned = prune.len();
         let step = AppliedStep {
             incarnation: incarnation.clone(),
@@ -679,15 +694,8 @@ impl Compactor {
         if plan.capped {
             // The step stopped at its budget, short of the kept window: the next
             // one is due now, from where this one stopped.
-            let next = Job::Step {
-                tenant: key.tenant.clone(),
-                incarnation: incarnation.clone(),
-                session,
-                summarized_until: plan.new_summarized_until,
-            };
-            if let Err(error) = self.jobs.enqueue(&next).await {
-                warn!(%error, "could not request the next step; the next round past the threshold does");
-            }
+            self.request_next_step(key, incarnation, session, plan.new_summarized_until)
+                .await;
         }
         Ok(JobOutcome::StepApplied {
             new_summarized_until: plan.new_summarized_until,
@@ -695,6 +703,54 @@ impl Compactor {
         })
     }
 
+    /// The previous summary merged with the folded messages by the summary model,
+    /// with its response (for its usage). An empty summary is an error; one cut at
+    /// `max_tokens` is kept as it is.
+    async fn summarize(
+        &self,
+        previous: Option<&str>,
+        folded: &[StoredMessage],
+        deadline: Deadline,
+    ) -> Result<(String, ModelResponse), CompactorError> {
+        let request = summary_request(&self.defaults.summary_model, previous, folded);
+        let response = self.model.create(&request, deadline).await?;
+        let summary = response_text(&response);
+        if summary.is_empty() {
+            return Err(CompactorError::EmptySummary);
+        }
+        if response.stop_reason == Some(StopReason::MaxTokens) {
+            warn!(
+                chars = summary.chars().count(),
+                "the summary reached max_tokens; storing it as it is"
+            );
+        }
+        Ok((summary, response))
+    }
+
+    /// Requests the step after a capped one; a failure is only logged, since the
+    /// next round past the threshold requests it too.
+    async fn request_next_step(
+        &self,
+        key: &ContactKey,
+        incarnation: &Incarnation,
+        session: u32,
+        summarized_until: u64,
+    ) {
+        let next = Job::Step {
+            tenant: key.tenant.clone(),
+            incarnation: incarnation.clone(),
+            session,
+            summarized_until,
+        };
+        if let Err(error) = self.jobs.enqueue(&next).await {
+            warn!(%error, "could not request the next step; the next round past the threshold does");
+        }
+    }
+
+    /// A closed session's fact extraction: read what a step kept of it, ask the
+    /// summary model for facts through the forced `record_facts` tool, keep only
+    /// what passes the tenant's policy and cites a message shown, and store them
+    /// (with the removals asked for) while the head still has the job's incarnation.
     async fn facts(
         &self,
         key: &ContactKey,
@@ -717,17 +773,7 @@ impl Compactor {
         if settings.allowed_fact_keys.is_empty() {
             return done("no_allowed_keys").await;
         }
-        let closed = if head.session == session {
-            // Closed by the sweep, still the head's: what a step kept of it is the
-            // head's summary and the messages after `summarized_until`.
-            let state = self.store.load_turn(key, now).await?;
-            ClosedSession {
-                summary: head.summary.clone(),
-                messages: state.window,
-            }
-        } else {
-            self.store.load_closed_session(key, session, now).await?
-        };
+        let closed = self.closed_session(key, &head, session, now).await?;
         // A fact must cite a message the model was shown; the record alone has no
         // sequence numbers to cite.
         let Some(last_seq) = closed.messages.last().map(|m| m.seq) else {
@@ -745,64 +791,10 @@ impl Compactor {
         let proposal = read_proposal(&response)?;
 
         let policy = FactPolicy::new(settings.allowed_fact_keys.iter().cloned());
-        let mut refused = 0;
-        let mut chosen: BTreeMap<FactKey, (String, u64)> = BTreeMap::new();
-        for candidate in proposal.facts {
-            match validate(&policy, candidate, last_seq) {
-                Ok((key, value, seq)) => {
-                    // One write per key: the best-supported (latest) proposal wins.
-                    if let Some((_, previous)) = chosen.get(&key)
-                        && *previous > seq
-                    {
-                        refused += 1;
-                        info!(code = "duplicate_key", key = %key, "fact refused");
-                        continue;
-                    }
-                    if chosen.insert(key.clone(), (value, seq)).is_some() {
-                        refused += 1;
-                        info!(code = "duplicate_key", key = %key, "fact refused");
-                    }
-                }
-                Err((code, key)) => {
-                    refused += 1;
-                    match key {
-                        Some(key) => info!(code, key = %key, "fact refused"),
-                        None => info!(code, "fact refused"),
-                    }
-                }
-            }
-        }
-
-        let mut removals: Vec<FactKey> = Vec::new();
-        for name in proposal.remove {
-            let Ok(fact_key) = FactKey::parse(&name) else {
-                continue;
-            };
-            let known = existing.iter().any(|fact| fact.key == fact_key);
-            // A key written in this job is replaced, not removed; keys outside the
-            // tenant's list are never touched.
-            if known
-                && policy.allowed_keys.contains(&fact_key)
-                && !chosen.contains_key(&fact_key)
-                && !removals.contains(&fact_key)
-            {
-                removals.push(fact_key);
-            }
-        }
-
+        let (chosen, refused) = choose_facts(&policy, proposal.facts, last_seq);
+        let removals = removals(&policy, proposal.remove, &existing, &chosen);
         let expires_at = now + i64::from(settings.fact_retention_days) * 86_400;
-        let writes: Vec<FactWrite> = chosen
-            .into_iter()
-            .map(|(key, (value, seq))| FactWrite {
-                fact: Fact {
-                    key,
-                    value,
-                    source: FactSource { session, seq },
-                    updated_at: now,
-                },
-                expires_at,
-            })
-            .collect();
+        let writes = fact_writes(chosen, session, now, expires_at);
         let (stored, removed) = (writes.len(), removals.len());
         if stored + removed > 0
             && !self
@@ -826,6 +818,125 @@ impl Compactor {
             removed,
         })
     }
+
+    /// What a step kept of a closed session: for one the sweep closed, still the
+    /// head's, the head's summary and the messages after `summarized_until`; for one
+    /// the next message closed, its archive and the messages after it.
+    async fn closed_session(
+        &self,
+        key: &ContactKey,
+        head: &Head,
+        session: u32,
+        now: i64,
+    ) -> Result<ClosedSession, CompactorError> {
+        if head.session == session {
+            let state = self.store.load_turn(key, now).await?;
+            return Ok(ClosedSession {
+                summary: head.summary.clone(),
+                messages: state.window,
+            });
+        }
+        Ok(self.store.load_closed_session(key, session, now).await?)
+    }
+}
+
+/// At most [`MAX_PRUNES_PER_STEP`] pruning decisions (one transaction); later steps
+/// prune the rest.
+fn capped(mut prune: Vec<PruneDecision>) -> Vec<PruneDecision> {
+    if prune.len() > MAX_PRUNES_PER_STEP {
+        info!(
+            planned = prune.len(),
+            kept = MAX_PRUNES_PER_STEP,
+            "pruning capped; later steps prune the rest"
+        );
+        prune.truncate(MAX_PRUNES_PER_STEP);
+    }
+    prune
+}
+
+/// The proposals that pass the policy and cite a message up to `last_seq`, one per
+/// key (the best-supported, latest one wins), and how many were refused. Refusals
+/// are logged by code and key, never with their value.
+fn choose_facts(
+    policy: &FactPolicy,
+    proposals: Vec<Value>,
+    last_seq: u64,
+) -> (BTreeMap<FactKey, (String, u64)>, usize) {
+    let mut refused = 0;
+    let mut chosen: BTreeMap<FactKey, (String, u64)> = BTreeMap::new();
+    for candidate in proposals {
+        match validate(policy, candidate, last_seq) {
+            Ok((key, value, seq)) => {
+                // One write per key: the best-supported (latest) proposal wins.
+                if let Some((_, previous)) = chosen.get(&key)
+                    && *previous > seq
+                {
+                    refused += 1;
+                    info!(code = "duplicate_key", key = %key, "fact refused");
+                    continue;
+                }
+                if chosen.insert(key.clone(), (value, seq)).is_some() {
+                    refused += 1;
+                    info!(code = "duplicate_key", key = %key, "fact refused");
+                }
+            }
+            Err((code, key)) => {
+                refused += 1;
+                match key {
+                    Some(key) => info!(code, key = %key, "fact refused"),
+                    None => info!(code, "fact refused"),
+                }
+            }
+        }
+    }
+    (chosen, refused)
+}
+
+/// The existing facts to remove: keys the model withdrew that the tenant allows,
+/// that exist, and that this job does not write anew (a key written is replaced,
+/// not removed; keys outside the tenant's list are never touched).
+fn removals(
+    policy: &FactPolicy,
+    names: Vec<String>,
+    existing: &[Fact],
+    chosen: &BTreeMap<FactKey, (String, u64)>,
+) -> Vec<FactKey> {
+    let mut removals: Vec<FactKey> = Vec::new();
+    for name in names {
+        let Ok(fact_key) = FactKey::parse(&name) else {
+            continue;
+        };
+        let known = existing.iter().any(|fact| fact.key == fact_key);
+        if known
+            && policy.allowed_keys.contains(&fact_key)
+            && !chosen.contains_key(&fact_key)
+            && !removals.contains(&fact_key)
+        {
+            removals.push(fact_key);
+        }
+    }
+    removals
+}
+
+/// The chosen facts as writes, each citing its message of `session`.
+fn fact_writes(
+    chosen: BTreeMap<FactKey, (String, u64)>,
+    session: u32,
+    now: i64,
+    expires_at: i64,
+) -> Vec<FactWrite> {
+    chosen
+        .into_iter()
+        .map(|(key, (value, seq))| FactWrite {
+            fact: Fact {
+                key,
+                value,
+                source: FactSource { session, seq },
+                updated_at: now,
+            },
+            expires_at,
+        })
+        .collect()
 }
 
 /// The text blocks of an answer, joined and trimmed.
@@ -1115,19 +1226,8 @@ fn validate(
 mod tests {
     use super::*;
     use crate::model::scripted::response;
+    use crate::testing::msg as stored;
     use crate::usage::Usage;
-
-    fn stored(seq: u64, role: Role, content: Vec<ContentBlock>) -> StoredMessage {
-        StoredMessage {
-            session: 1,
-            seq,
-            role,
-            content,
-            pruned: None,
-            usage: None,
-            created_at: 0,
-        }
-    }
 
     fn user_text(request: &ModelRequest) -> &str {
         match &request.messages[0].content[0].block {

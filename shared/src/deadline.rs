@@ -7,6 +7,8 @@
 //! wall-clock time ([`Deadline::from_system_time`]); it is turned into an instant
 //! once, when the invocation starts, and everything after that reads the monotonic
 //! clock.
+//!
+//! (`docs/DESIGN.md`: "The time budget".)
 
 use std::time::{Duration, SystemTime};
 

@@ -1,6 +1,8 @@
 //! Domain types: what a conversation is made of, as degrau stores it and as the
 //! Anthropic Messages API expects it, plus the validated identifiers that reach
 //! storage keys.
+//!
+//! (`docs/DESIGN.md`: "Key layout" for how ids reach keys.)
 
 use std::fmt;
 
@@ -438,6 +440,8 @@ impl Incarnation {
     }
 }
 
+// Each id type states its own rule (name, length, alphabet) in the same few lines;
+// the checking itself is `check_id`, shared.
 impl ContactId {
     /// Maximum length in characters.
     pub const MAX_LEN: usize = 128;

@@ -51,6 +51,8 @@
 //!   `gravidade` (gravity, severity), `tubérculo` (a root vegetable).
 //!
 //! The zodiac sign `Câncer` still matches `cancer`; that false positive is accepted.
+//!
+//! (`docs/DESIGN.md`: invariant 8.)
 
 use std::collections::BTreeSet;
 

@@ -1,15 +1,38 @@
-//! degrau: conversation memory for LLM chat agents.
+//! degrau: conversation memory for LLM chat agents. This is the core: everything
+//! that decides *what the model sees* and *what is stored*, with no AWS, no network
+//! and no Lambda in it. The adapters crate (`degrau-adapters`) wires its ports to
+//! DynamoDB, SQS and the Anthropic Messages API, and the functions in `functions/`
+//! serve it. `docs/DESIGN.md` explains the design and its invariants.
 //!
-//! This crate holds everything that decides *what the model sees* — the domain types,
-//! where a window may start, when a compaction step is due and what it folds and
-//! prunes, the request builder with its prompt-caching layout, usage accounting and
-//! fact validation — with no AWS or network in it. The Lambda functions in
-//! `functions/` wire it to DynamoDB, SQS and the Anthropic Messages API.
+//! # Layout
+//!
+//! Read in this order:
+//!
+//! * [`domain`]: messages and content blocks exactly as the Messages API has them,
+//!   the contact's head and facts, and the validated ids that reach storage keys.
+//! * [`window`]: where a window of recent messages may start (a text-only user
+//!   message; after the last hole).
+//! * [`compaction`] and [`pruning`]: when a step is due, what it folds into the
+//!   summary and which old tool results it prunes; the hard cap when a step is late.
+//! * [`request`] and [`validate`]: the request laid out for prompt caching, and the
+//!   API's rules every request must pass.
+//! * [`usage`], [`facts`] and [`tenant`]: token accounting, the fact policy, and a
+//!   tenant's settings over the deployment's defaults.
+//! * [`session`] and [`deadline`]: the clock and the idle rule; one time budget per
+//!   request.
+//! * The ports: [`store`] (`Store`, `TenantStore`), [`model`] (`Model`), [`jobs`]
+//!   (`Jobs`, the job messages) and [`tools`] (`Tools`, with the built-in demo tools).
+//! * The services: [`ask`] (a round, the transcript, the memory view, erasure) and
+//!   [`compactor`] (steps, facts jobs and the session sweep).
+//! * [`metrics`]: CloudWatch Embedded Metric Format lines on stdout.
+//!
+//! With the `test-util` feature (tests only): the in-memory store
+//! (`store::memory`), the scripted model (`model::scripted`) and message helpers
+//! (`testing`).
 
 pub mod ask;
 pub mod compaction;
 pub mod compactor;
-pub mod config;
 pub mod deadline;
 pub mod domain;
 pub mod facts;
@@ -18,8 +41,11 @@ pub mod metrics;
 pub mod model;
 pub mod pruning;
 pub mod request;
+pub mod session;
 pub mod store;
 pub mod tenant;
+#[cfg(any(test, feature = "test-util"))]
+pub mod testing;
 pub mod tools;
 pub mod usage;
 pub mod validate;

@@ -7,6 +7,8 @@
 //! positional, so a result once old stays old: decisions are persisted as the
 //! message's pruned copy, computed from that copy, and never undone. Originals stay
 //! stored for audit.
+//!
+//! (`docs/DESIGN.md`: invariant 5.)
 
 use crate::domain::{ContentBlock, Role, StoredMessage};
 
@@ -139,19 +141,8 @@ pub fn apply(messages: &mut [StoredMessage], decisions: &[PruneDecision]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::msg;
     use serde_json::json;
-
-    fn msg(seq: u64, role: Role, content: Vec<ContentBlock>) -> StoredMessage {
-        StoredMessage {
-            session: 1,
-            seq,
-            role,
-            content,
-            pruned: None,
-            usage: None,
-            created_at: 0,
-        }
-    }
 
     fn slots(n: usize) -> String {
         let list: Vec<String> = (0..n)

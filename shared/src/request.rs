@@ -20,6 +20,8 @@
 //! With extended thinking on (a tenant setting), the request carries `thinking` and
 //! the assistant turns carry their `thinking`/`redacted_thinking` blocks exactly as
 //! stored. Breakpoints fall on user messages only, so never on a thinking block.
+//!
+//! (`docs/DESIGN.md`: "Request layout".)
 
 use serde::{Deserialize, Serialize};
 
@@ -337,19 +339,8 @@ pub fn neutralize(text: &str) -> String {
 mod tests {
     use super::*;
     use crate::domain::{FactKey, FactSource};
+    use crate::testing::stored;
     use serde_json::json;
-
-    fn stored(seq: u64, message: Message) -> StoredMessage {
-        StoredMessage {
-            session: 1,
-            seq,
-            role: message.role,
-            content: message.content,
-            pruned: None,
-            usage: None,
-            created_at: 0,
-        }
-    }
 
     fn fact(key: &str, value: &str) -> Fact {
         Fact {

@@ -1,5 +1,7 @@
 //! Tenant configuration: the defaults from the environment, overridden per tenant by
 //! the `CONFIG` item.
+//!
+//! (`docs/DESIGN.md`: "Retention".)
 
 use serde::{Deserialize, Serialize};
 

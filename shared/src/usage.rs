@@ -1,5 +1,7 @@
 //! Usage accounting: the context size the model measured (never a character
 //! estimate), the cache read ratio, and sums over the calls of one round.
+//!
+//! (`docs/DESIGN.md`: invariant 11.)
 
 use serde::{Deserialize, Serialize};
 

@@ -4,6 +4,8 @@
 //! tests check it with this module, and the offline model stand-in refuses what the
 //! real API refuses with it. Like the API, consecutive messages of one role are
 //! merged before the checks (so indices in the texts are those of merged messages).
+//!
+//! (`docs/DESIGN.md`: invariant 3.)
 
 use std::collections::{BTreeSet, HashSet};
 
@@ -27,6 +29,10 @@ fn violation(message: String) -> Result<(), ApiRuleViolation> {
 pub const MIN_THINKING_BUDGET: u32 = 1_024;
 
 /// Checks a request the way the Messages API does.
+///
+/// Long on purpose: one rule after another in the order the API checks them (the
+/// first violation is the one answered, with the API's own text), so the list reads
+/// against the API's documentation; each rule is a few lines.
 pub fn validate_request(request: &ModelRequest) -> Result<(), ApiRuleViolation> {
     if let Some(budget) = request.thinking.and_then(|t| t.budget()) {
         if budget < MIN_THINKING_BUDGET {

@@ -10,6 +10,8 @@
 //! order, after a refresh failed; a hand edit). What follows a hole may answer a
 //! message that is gone, so [`after_last_gap`] starts the window at the first safe
 //! start after the last hole, the only place known to be whole.
+//!
+//! (`docs/DESIGN.md`: invariant 3.)
 
 use crate::domain::StoredMessage;
 
@@ -58,19 +60,8 @@ pub fn after_last_gap(messages: &[StoredMessage], summarized_until: u64, last_se
 mod tests {
     use super::*;
     use crate::domain::{ContentBlock, Role};
+    use crate::testing::msg;
     use serde_json::json;
-
-    fn msg(seq: u64, role: Role, content: Vec<ContentBlock>) -> StoredMessage {
-        StoredMessage {
-            session: 1,
-            seq,
-            role,
-            content,
-            pruned: None,
-            usage: None,
-            created_at: 0,
-        }
-    }
 
     /// user text, then assistant calls two tools in parallel, results, another tool,
     /// its result, final reply; then a plain exchange.

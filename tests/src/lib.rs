@@ -1,6 +1,21 @@
 //! Helpers shared by the integration tests: moto clients and fresh tables, the
 //! offline model stand-in as a process, the Lambda Runtime API that runs the real
-//! function binaries, and API Gateway HTTP API (v2) events.
+//! function binaries, and API Gateway HTTP API (v2) events. The tests themselves are
+//! one binary, `tests/e2e/` (its `main.rs` lists them). (`docs/DESIGN.md` names the
+//! tests that hold each invariant.)
+//!
+//! # Layout
+//!
+//! * This file: [`StandIn`] (the stand-in as a process), [`api_event`] and
+//!   [`HttpReply`].
+//! * [`moto`]: SDK clients for moto, fresh tables and queues with degrau's schema.
+//! * [`lambda`]: a local Lambda Runtime API that runs the real `ask` and
+//!   `compactor` binaries, kills and restarts them.
+//! * [`serial`]: a forwarder that passes DynamoDB calls to moto one at a time
+//!   (moto's transactions are not safe under concurrency).
+//! * [`stack`]: the whole local stack ([`stack::FullStack`]) and the pieces any
+//!   stack needs, which the benchmarks use too.
+//! * [`soak`]: the soak run (its binary is `src/bin/soak.rs`).
 
 pub mod lambda;
 pub mod moto;

@@ -92,7 +92,7 @@ pub async fn fresh_table(client: &aws_sdk_dynamodb::Client) -> String {
             .expect("attribute definition")
     };
     let sweep_index = GlobalSecondaryIndex::builder()
-        .index_name(degrau::store::SWEEP_INDEX)
+        .index_name(degrau_adapters::dynamodb::SWEEP_INDEX)
         .key_schema(key("sweep_pk", KeyType::Hash))
         .key_schema(key("sweep_sk", KeyType::Range))
         .projection(
@@ -104,7 +104,7 @@ pub async fn fresh_table(client: &aws_sdk_dynamodb::Client) -> String {
         .build()
         .expect("sweep index");
     let incarnation_index = GlobalSecondaryIndex::builder()
-        .index_name(degrau::store::INCARNATION_INDEX)
+        .index_name(degrau_adapters::dynamodb::INCARNATION_INDEX)
         .key_schema(key("incarnation", KeyType::Hash))
         .projection(
             Projection::builder()

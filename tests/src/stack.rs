@@ -1,15 +1,19 @@
 //! The whole cycle on one machine: the real `ask` and `compactor` binaries as
 //! Lambda runs them, DynamoDB and SQS FIFO on moto, the stand-in as the model, and
-//! the bridge playing the SQS event source mapping. Used by the compaction tests
-//! and the sawtooth benchmark.
+//! the bridge playing the SQS event source mapping. Used by the end-to-end tests
+//! and the benchmarks; the pieces any such stack needs (the functions'
+//! environment, the API events, draining the queue, a tenant's config, raw reads of
+//! the head) are free functions here, so the benchmark's proxied stack uses the same
+//! ones.
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_sqs::types::QueueAttributeName;
 use degrau::domain::TenantId;
-use degrau::store::TenantStore;
-use degrau::store::dynamo::DynamoStore;
+use degrau::store::{ContactKey, TenantStore};
 use degrau::tenant::TenantConfig;
+use degrau_adapters::dynamodb::DynamoStore;
+use degrau_adapters::dynamodb::keys::{HEAD_SK, MESSAGE_PREFIX, contact_pk};
 use degrau_bridge::{BatchReport, Invoke, QueueConfig, poll_once};
 use serde_json::{Value, json};
 
@@ -88,6 +92,161 @@ pub async fn jobs_queues(sqs: &aws_sdk_sqs::Client, max_receives: u32) -> (Strin
     (url, dlq_url)
 }
 
+/// The environment of both functions on a local stack: the table (and the jobs
+/// queue, when there is one), every AWS service at `aws_endpoint` (moto, or a proxy
+/// in front of it), the stand-in at `standin_url` as the model with a dummy key,
+/// dev auth (the tenant in `X-Tenant-Id`) and info logs.
+pub fn function_env(
+    table: &str,
+    jobs_queue_url: Option<&str>,
+    aws_endpoint: &str,
+    standin_url: &str,
+) -> Vec<(String, String)> {
+    let mut env = vec![("TABLE_NAME", table)];
+    env.extend(jobs_queue_url.map(|url| ("JOBS_QUEUE_URL", url)));
+    env.extend([
+        ("AWS_ENDPOINT_URL", aws_endpoint),
+        ("AWS_REGION", "us-east-1"),
+        ("AWS_ACCESS_KEY_ID", "test"),
+        ("AWS_SECRET_ACCESS_KEY", "test"),
+        ("ANTHROPIC_API_KEY", "offline-test-key"),
+        ("ANTHROPIC_BASE_URL", standin_url),
+        ("AUTH_MODE", "dev"),
+        ("RUST_LOG", "info"),
+    ]);
+    env.into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+}
+
+/// An API Gateway event for `ask` from `tenant` (dev auth), with a JSON body.
+pub fn tenant_event(method: &str, path: &str, tenant: &str, body: Option<&str>) -> Value {
+    api_event(
+        method,
+        path,
+        "",
+        &[
+            ("content-type", "application/json"),
+            ("x-tenant-id", tenant),
+        ],
+        body,
+        None,
+    )
+}
+
+/// The event of one message from `contact` through the HTTP API.
+pub fn message_event(tenant: &str, contact: &str, text: &str) -> Value {
+    let body = json!({ "text": text }).to_string();
+    tenant_event(
+        "POST",
+        &format!("/v1/contacts/{contact}/messages"),
+        tenant,
+        Some(&body),
+    )
+}
+
+/// The event of a contact's memory view.
+pub fn memory_event(tenant: &str, contact: &str) -> Value {
+    tenant_event(
+        "GET",
+        &format!("/v1/contacts/{contact}/memory"),
+        tenant,
+        None,
+    )
+}
+
+/// Runs the bridge with `invoke` until the queue is empty twice in a row (at most
+/// 50 polls); returns the reports of the batches it delivered.
+pub async fn drain(
+    sqs: &aws_sdk_sqs::Client,
+    queue: &QueueConfig,
+    invoke: &dyn Invoke,
+) -> Vec<BatchReport> {
+    let mut reports = Vec::new();
+    let mut empty = 0;
+    for _ in 0..50 {
+        let report = poll_once(sqs, queue, invoke).await.expect("bridge round");
+        if report.received == 0 {
+            empty += 1;
+            if empty == 2 {
+                break;
+            }
+        } else {
+            empty = 0;
+            reports.push(report);
+        }
+    }
+    reports
+}
+
+/// Sends a raw job body to the queue.
+pub async fn send_job(
+    sqs: &aws_sdk_sqs::Client,
+    queue_url: &str,
+    body: &str,
+    group: &str,
+    dedup: &str,
+) {
+    sqs.send_message()
+        .queue_url(queue_url)
+        .message_body(body)
+        .message_group_id(group)
+        .message_deduplication_id(dedup)
+        .send()
+        .await
+        .expect("send a job");
+}
+
+/// Writes a tenant's config item.
+pub async fn put_tenant_config(
+    dynamodb: &aws_sdk_dynamodb::Client,
+    table: &str,
+    tenant: &str,
+    config: &TenantConfig,
+) {
+    DynamoStore::new(dynamodb.clone(), table)
+        .put_tenant_config(&TenantId::parse(tenant).expect("tenant id"), config)
+        .await
+        .expect("tenant config");
+}
+
+/// The key of a contact's head, as the DynamoDB adapter lays it out.
+fn head_key(tenant: &str, contact: &str) -> (AttributeValue, AttributeValue) {
+    let key = ContactKey {
+        tenant: TenantId::parse(tenant).expect("tenant id"),
+        contact: degrau::domain::ContactId::parse(contact).expect("contact id"),
+    };
+    (
+        AttributeValue::S(contact_pk(&key)),
+        AttributeValue::S(HEAD_SK.into()),
+    )
+}
+
+/// The incarnation of a contact's head, read raw: what a job about the contact
+/// carries instead of its id. Panics when there is no head or it has none.
+pub async fn head_incarnation(
+    dynamodb: &aws_sdk_dynamodb::Client,
+    table: &str,
+    tenant: &str,
+    contact: &str,
+) -> String {
+    let (pk, sk) = head_key(tenant, contact);
+    let head = dynamodb
+        .get_item()
+        .table_name(table)
+        .consistent_read(true)
+        .key("pk", pk)
+        .key("sk", sk)
+        .send()
+        .await
+        .expect("read the head")
+        .item
+        .unwrap_or_default();
+    let incarnation = attr_s(&head, "incarnation");
+    assert!(!incarnation.is_empty(), "the head has no incarnation");
+    incarnation
+}
+
 /// How [`FullStack::start_with`] starts the stack; the default is [`FullStack::start`]'s.
 #[derive(Debug, Clone, Default)]
 pub struct StackOptions<'a> {
@@ -129,21 +288,7 @@ impl FullStack {
         let table = moto::fresh_table(&dynamodb).await;
         let (queue_url, dlq_url) = jobs_queues(&sqs, 3).await;
         let standin = StandIn::start_with(options.standin_args);
-        let mut common: Vec<(String, String)> = [
-            ("TABLE_NAME", table.as_str()),
-            ("JOBS_QUEUE_URL", queue_url.as_str()),
-            ("AWS_ENDPOINT_URL", moto_url.as_str()),
-            ("AWS_REGION", "us-east-1"),
-            ("AWS_ACCESS_KEY_ID", "test"),
-            ("AWS_SECRET_ACCESS_KEY", "test"),
-            ("ANTHROPIC_API_KEY", "offline-test-key"),
-            ("ANTHROPIC_BASE_URL", standin.url.as_str()),
-            ("AUTH_MODE", "dev"),
-            ("RUST_LOG", "info"),
-        ]
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect();
+        let mut common = function_env(&table, Some(&queue_url), &moto_url, &standin.url);
         let serial = match &options.dynamodb_endpoint {
             Some(_) => None,
             None => Some(one_at_a_time(&moto_url).await),
@@ -207,22 +352,12 @@ impl FullStack {
 
     /// Writes a tenant's config item.
     pub async fn configure(&self, tenant: &str, config: &TenantConfig) {
-        DynamoStore::new(self.dynamodb.clone(), self.table.clone())
-            .put_tenant_config(&TenantId::parse(tenant).expect("tenant id"), config)
-            .await
-            .expect("tenant config");
+        put_tenant_config(&self.dynamodb, &self.table, tenant, config).await;
     }
 
     /// Sends one message through the HTTP API.
     pub async fn post(&self, tenant: &str, contact: &str, text: &str) -> HttpReply {
-        let body = json!({ "text": text }).to_string();
-        self.call(
-            "POST",
-            &format!("/v1/contacts/{contact}/messages"),
-            tenant,
-            Some(&body),
-        )
-        .await
+        self.invoke_ask(message_event(tenant, contact, text)).await
     }
 
     /// Any API call.
@@ -233,64 +368,27 @@ impl FullStack {
         tenant: &str,
         body: Option<&str>,
     ) -> HttpReply {
-        let event = api_event(
-            method,
-            path,
-            "",
-            &[
-                ("content-type", "application/json"),
-                ("x-tenant-id", tenant),
-            ],
-            body,
-            None,
-        );
-        HttpReply::from_lambda(&self.ask.invoke(event).await.expect("ask answered"))
+        self.invoke_ask(tenant_event(method, path, tenant, body))
+            .await
     }
 
     /// The memory view of a contact.
     pub async fn memory(&self, tenant: &str, contact: &str) -> Value {
-        self.call(
-            "GET",
-            &format!("/v1/contacts/{contact}/memory"),
-            tenant,
-            None,
-        )
-        .await
-        .body
+        self.invoke_ask(memory_event(tenant, contact)).await.body
+    }
+
+    async fn invoke_ask(&self, event: Value) -> HttpReply {
+        HttpReply::from_lambda(&self.ask.invoke(event).await.expect("ask answered"))
     }
 
     /// Runs the bridge until the queue is empty; returns the reports.
     pub async fn drain(&self) -> Vec<BatchReport> {
-        let mut reports = Vec::new();
-        let mut empty = 0;
-        for _ in 0..50 {
-            let report = poll_once(&self.sqs, &self.queue, &LocalInvoke(&self.compactor))
-                .await
-                .expect("bridge round");
-            if report.received == 0 {
-                empty += 1;
-                if empty == 2 {
-                    break;
-                }
-            } else {
-                empty = 0;
-                reports.push(report);
-            }
-        }
-        reports
+        drain(&self.sqs, &self.queue, &LocalInvoke(&self.compactor)).await
     }
 
     /// Sends a raw job body to the queue.
     pub async fn send_job(&self, body: &str, group: &str, dedup: &str) {
-        self.sqs
-            .send_message()
-            .queue_url(&self.queue.queue_url)
-            .message_body(body)
-            .message_group_id(group)
-            .message_deduplication_id(dedup)
-            .send()
-            .await
-            .expect("send a job");
+        send_job(&self.sqs, &self.queue.queue_url, body, group, dedup).await;
     }
 
     /// Moves a contact's last activity back by `seconds` (time passing, for sessions).
@@ -298,8 +396,8 @@ impl FullStack {
         self.dynamodb
             .update_item()
             .table_name(&self.table)
-            .key("pk", AttributeValue::S(format!("T#{tenant}#C#{contact}")))
-            .key("sk", AttributeValue::S("HEAD".into()))
+            .key("pk", head_key(tenant, contact).0)
+            .key("sk", head_key(tenant, contact).1)
             .update_expression("SET last_activity = last_activity - :s")
             .expression_attribute_values(":s", AttributeValue::N(seconds.to_string()))
             .send()
@@ -314,8 +412,8 @@ impl FullStack {
         self.dynamodb
             .update_item()
             .table_name(&self.table)
-            .key("pk", AttributeValue::S(format!("T#{tenant}#C#{contact}")))
-            .key("sk", AttributeValue::S("HEAD".into()))
+            .key("pk", head_key(tenant, contact).0)
+            .key("sk", head_key(tenant, contact).1)
             .update_expression("SET last_activity = last_activity - :s, sweep_sk = sweep_sk - :s")
             .condition_expression("attribute_exists(sweep_sk)")
             .expression_attribute_values(":s", AttributeValue::N(seconds.to_string()))
@@ -417,10 +515,7 @@ impl FullStack {
                 .table_name(&self.table)
                 .consistent_read(true)
                 .key_condition_expression("pk = :pk")
-                .expression_attribute_values(
-                    ":pk",
-                    AttributeValue::S(format!("T#{tenant}#C#{contact}")),
-                )
+                .expression_attribute_values(":pk", head_key(tenant, contact).0)
                 .set_exclusive_start_key(start)
                 .send()
                 .await
@@ -441,7 +536,7 @@ impl FullStack {
             .contact_items(tenant, contact)
             .await
             .iter()
-            .filter(|item| attr_s(item, "sk").starts_with("S#"))
+            .filter(|item| attr_s(item, "sk").starts_with(MESSAGE_PREFIX))
             .map(|item| RawMessage {
                 session: attr_n(item, "session"),
                 seq: attr_n(item, "seq"),
@@ -458,16 +553,13 @@ impl FullStack {
         self.contact_items(tenant, contact)
             .await
             .into_iter()
-            .find(|item| attr_s(item, "sk") == "HEAD")
+            .find(|item| attr_s(item, "sk") == HEAD_SK)
     }
 
     /// The incarnation of a contact's head, read raw: what a job about the
     /// contact carries instead of its id. Panics when there is no head or it has
     /// none.
     pub async fn incarnation(&self, tenant: &str, contact: &str) -> String {
-        let head = self.raw_head(tenant, contact).await.expect("a head");
-        let incarnation = attr_s(&head, "incarnation");
-        assert!(!incarnation.is_empty(), "the head has no incarnation");
-        incarnation
+        head_incarnation(&self.dynamodb, &self.table, tenant, contact).await
     }
 }

@@ -1,26 +1,26 @@
 //! The local stack of [`degrau_tests::stack::FullStack`], with every AWS call of
 //! the functions *and* of the event source mapping (the bridge) going through a
 //! recording [`degrau_awsproxy`] proxy in front of moto, and the function
-//! binaries of the release profile when they are built.
+//! binaries of the release profile when they are built. It is built from the same
+//! pieces as `FullStack` (`degrau_tests::stack`'s free functions): only the
+//! proxy, the binaries and the timed compactor invocations are its own.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 
 use async_trait::async_trait;
-use aws_config::{BehaviorVersion, Region};
-use aws_sdk_dynamodb::types::AttributeValue;
-use degrau::domain::TenantId;
-use degrau::store::TenantStore;
-use degrau::store::dynamo::DynamoStore;
 use degrau::tenant::TenantConfig;
 use degrau_awsproxy::Running;
-use degrau_bridge::{Invoke, QueueConfig, poll_once};
+use degrau_bridge::{Invoke, QueueConfig};
 use degrau_tests::lambda::LocalLambda;
-use degrau_tests::stack::jobs_queues;
-use degrau_tests::{HttpReply, StandIn, api_event, moto};
+use degrau_tests::stack::{
+    drain, function_env, head_incarnation, jobs_queues, memory_event, message_event,
+    put_tenant_config, send_job, tenant_event,
+};
+use degrau_tests::{HttpReply, StandIn, moto};
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// Which build of the function binaries runs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -50,7 +50,7 @@ impl Binaries {
                 .filter_map(|p| modified(p))
                 .min();
             let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-            let sources = ["shared", "functions/ask", "functions/compactor"]
+            let sources = ["shared", "adapters", "functions/ask", "functions/compactor"]
                 .iter()
                 .filter_map(|dir| newest(&root.join(dir)))
                 .max();
@@ -176,38 +176,11 @@ impl ProxiedStack {
         let table = moto::fresh_table(&dynamodb).await;
         let (queue_url, dlq_url) = jobs_queues(&direct_sqs, 3).await;
         let standin = StandIn::start_with(&[]);
-        let env: Vec<(String, String)> = [
-            ("TABLE_NAME", table.as_str()),
-            ("JOBS_QUEUE_URL", queue_url.as_str()),
-            ("AWS_ENDPOINT_URL", proxy.url()),
-            ("AWS_REGION", "us-east-1"),
-            ("AWS_ACCESS_KEY_ID", "test"),
-            ("AWS_SECRET_ACCESS_KEY", "test"),
-            ("ANTHROPIC_API_KEY", "offline-test-key"),
-            ("ANTHROPIC_BASE_URL", standin.url.as_str()),
-            ("AUTH_MODE", "dev"),
-            ("RUST_LOG", "info"),
-        ]
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect();
+        let env = function_env(&table, Some(&queue_url), proxy.url(), &standin.url);
         let ask = LocalLambda::start(binaries.ask.clone(), env.clone()).await;
         let mut compactor = LocalLambda::start(binaries.compactor.clone(), env).await;
         compactor.set_timeout(degrau_tests::stack::COMPACTOR_TIMEOUT);
-        let sqs = aws_sdk_sqs::Client::new(
-            &aws_config::defaults(BehaviorVersion::latest())
-                .region(Region::new("us-east-1"))
-                .credentials_provider(aws_sdk_sqs::config::Credentials::new(
-                    "degrau-bench",
-                    "degrau-bench",
-                    None,
-                    None,
-                    "degrau-bench",
-                ))
-                .endpoint_url(proxy.url())
-                .load()
-                .await,
-        );
+        let sqs = aws_sdk_sqs::Client::new(&moto::sdk_config_at(proxy.url()).await);
         let mut queue = QueueConfig::discover(&direct_sqs, &queue_url)
             .await
             .expect("queue ARN");
@@ -230,13 +203,11 @@ impl ProxiedStack {
 
     /// Writes a tenant's config item (directly on moto).
     pub async fn configure(&self, tenant: &str, config: &TenantConfig) {
-        DynamoStore::new(self.dynamodb.clone(), self.table.clone())
-            .put_tenant_config(&TenantId::parse(tenant).expect("tenant id"), config)
-            .await
-            .expect("tenant config");
+        put_tenant_config(&self.dynamodb, &self.table, tenant, config).await;
     }
 
-    /// Any API call to the ask function.
+    /// Any API call to the ask function; a failed invocation is status 0 with the
+    /// error as its body.
     pub async fn call(
         &self,
         method: &str,
@@ -244,17 +215,16 @@ impl ProxiedStack {
         tenant: &str,
         body: Option<&str>,
     ) -> HttpReply {
-        let event = api_event(
-            method,
-            path,
-            "",
-            &[
-                ("content-type", "application/json"),
-                ("x-tenant-id", tenant),
-            ],
-            body,
-            None,
-        );
+        self.invoke_ask(tenant_event(method, path, tenant, body))
+            .await
+    }
+
+    /// Sends one message.
+    pub async fn post(&self, tenant: &str, contact: &str, text: &str) -> HttpReply {
+        self.invoke_ask(message_event(tenant, contact, text)).await
+    }
+
+    async fn invoke_ask(&self, event: Value) -> HttpReply {
         match self.ask.invoke(event).await {
             Ok(answer) => HttpReply::from_lambda(&answer),
             Err(error) => HttpReply {
@@ -266,70 +236,21 @@ impl ProxiedStack {
         }
     }
 
-    /// Sends one message.
-    pub async fn post(&self, tenant: &str, contact: &str, text: &str) -> HttpReply {
-        let body = json!({ "text": text }).to_string();
-        self.call(
-            "POST",
-            &format!("/v1/contacts/{contact}/messages"),
-            tenant,
-            Some(&body),
-        )
-        .await
-    }
     /// The incarnation of a contact's head, read raw: what a job about it carries
     /// instead of its id.
     pub async fn incarnation(&self, tenant: &str, contact: &str) -> String {
-        let head = self
-            .dynamodb
-            .get_item()
-            .table_name(&self.table)
-            .consistent_read(true)
-            .key("pk", AttributeValue::S(format!("T#{tenant}#C#{contact}")))
-            .key("sk", AttributeValue::S("HEAD".into()))
-            .send()
-            .await
-            .expect("read the head")
-            .item
-            .unwrap_or_default();
-        head.get("incarnation")
-            .and_then(|value| value.as_s().ok())
-            .cloned()
-            .expect("the head has an incarnation")
+        head_incarnation(&self.dynamodb, &self.table, tenant, contact).await
     }
 
     /// The memory view of a contact.
     pub async fn memory(&self, tenant: &str, contact: &str) -> Value {
-        self.call(
-            "GET",
-            &format!("/v1/contacts/{contact}/memory"),
-            tenant,
-            None,
-        )
-        .await
-        .body
+        self.invoke_ask(memory_event(tenant, contact)).await.body
     }
 
     /// Runs the bridge with `invoke` until the queue is empty twice in a row;
     /// returns how many batches it delivered.
     pub async fn drain(&self, invoke: &TimedInvoke<'_>) -> usize {
-        let mut batches = 0;
-        let mut empty = 0;
-        for _ in 0..50 {
-            let report = poll_once(&self.sqs, &self.queue, invoke)
-                .await
-                .expect("bridge round");
-            if report.received == 0 {
-                empty += 1;
-                if empty == 2 {
-                    break;
-                }
-            } else {
-                empty = 0;
-                batches += 1;
-            }
-        }
-        batches
+        drain(&self.sqs, &self.queue, invoke).await.len()
     }
 
     /// Deletes the table and the queues on moto (directly), which keeps a shared
@@ -348,14 +269,6 @@ impl ProxiedStack {
 
     /// Sends a job body to the queue through the proxy.
     pub async fn send_job(&self, body: &str, group: &str, dedup: &str) {
-        self.sqs
-            .send_message()
-            .queue_url(&self.queue.queue_url)
-            .message_body(body)
-            .message_group_id(group)
-            .message_deduplication_id(dedup)
-            .send()
-            .await
-            .expect("send a job");
+        send_job(&self.sqs, &self.queue.queue_url, body, group, dedup).await;
     }
 }

@@ -579,40 +579,9 @@ fn farewell(rng: &mut Rng, lang: Lang) -> String {
 mod tests {
     use super::*;
 
-    /// The stand-in's trigger words (`infra/standin/src/answer.rs`), copied so the
-    /// texts can be checked here without depending on the stand-in crate.
-    const TRIGGERS: &[&str] = &[
-        "slot",
-        "slots",
-        "free",
-        "available",
-        "availability",
-        "horário",
-        "horários",
-        "horario",
-        "horarios",
-        "vaga",
-        "vagas",
-        "disponível",
-        "disponíveis",
-        "disponivel",
-        "disponiveis",
-        "agenda",
-        "book",
-        "booking",
-        "marcar",
-        "marque",
-        "agendar",
-        "agende",
-        "reservar",
-        "reserve",
-        "reserva",
-    ];
-
+    /// Whether the stand-in answers `text` with a tool call: its own rule.
     fn triggers(text: &str) -> bool {
-        text.to_lowercase()
-            .split(|c: char| !c.is_alphanumeric())
-            .any(|w| TRIGGERS.contains(&w))
+        degrau_standin::answer::asks_for_tools(text)
     }
 
     #[test]

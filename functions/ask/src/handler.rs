@@ -2,14 +2,17 @@
 //! back to HTTP. Always returns a response: an `Err` from an HTTP handler becomes a
 //! bare 502 at API Gateway.
 
-use degrau::ask::{AskError, AskOutcome, AskService, format_cursor};
 use std::time::Duration;
 
-use degrau::config::AuthConfig;
+use degrau::ask::{
+    AskError, AskOutcome, AskService, PageSize, SessionSelector, format_cursor, parse_cursor,
+};
 use degrau::deadline::Deadline;
 use degrau::domain::{ContactId, IdempotencyKey, TenantId};
 use degrau::model::ModelError;
-use degrau::store::{ContactKey, StoreError};
+use degrau::store::{ContactKey, Cursor, StoreError};
+use degrau_adapters::config::AuthConfig;
+use lambda_http::aws_lambda_events::query_map::QueryMap;
 use lambda_http::request::RequestContext;
 use lambda_http::{Body, Context, Request, RequestExt, Response};
 use serde::Deserialize;
@@ -224,10 +227,9 @@ async fn route(
     match (route, method) {
         (Route::Messages(_), "POST") => post_message(service, &key, request, deadline).await,
         (Route::Messages(_), _) => {
-            let query = request.query_string_parameters_ref();
-            let param = |name: &str| query.and_then(|q| q.first(name));
+            let query = TranscriptQuery::try_from(request.query_string_parameters_ref())?;
             let page = service
-                .transcript(&key, param("session"), param("limit"), param("before"))
+                .transcript(&key, query.session, query.limit, query.before)
                 .await
                 .map_err(from_service)?;
             let body = json!({
@@ -255,6 +257,43 @@ async fn route(
                 json!({"erased": true, "items": items}).to_string(),
             ))
         }
+    }
+}
+
+/// The transcript's query parameters (`session`, `limit`, `before`), parsed at the
+/// edge; each bad one is 400 `invalid_request` with its documented message (`limit`
+/// is checked first, then `before`, then `session`).
+#[derive(Debug, PartialEq, Eq)]
+struct TranscriptQuery {
+    session: SessionSelector,
+    limit: PageSize,
+    before: Option<Cursor>,
+}
+
+impl TryFrom<Option<&QueryMap>> for TranscriptQuery {
+    type Error = HttpError;
+
+    fn try_from(query: Option<&QueryMap>) -> Result<Self, HttpError> {
+        let param = |name: &str| query.and_then(|q| q.first(name));
+        let limit = param("limit")
+            .map(PageSize::parse)
+            .transpose()
+            .map_err(from_service)?
+            .unwrap_or_default();
+        let before = param("before")
+            .map(parse_cursor)
+            .transpose()
+            .map_err(from_service)?;
+        let session = param("session")
+            .map(SessionSelector::parse)
+            .transpose()
+            .map_err(from_service)?
+            .unwrap_or_default();
+        Ok(TranscriptQuery {
+            session,
+            limit,
+            before,
+        })
     }
 }
 
@@ -363,15 +402,62 @@ fn contact_id(segment: &str) -> Result<ContactId, HttpError> {
 mod tests {
     use std::sync::Arc;
 
-    use degrau::ask::system_clock;
     use degrau::jobs::NoJobs;
     use degrau::model::scripted::ScriptedModel;
+    use degrau::session::system_clock;
     use degrau::store::memory::MemoryStore;
     use degrau::tenant::Defaults;
     use degrau::tools::demo::DemoTools;
     use degrau::usage::Usage;
 
     use super::*;
+
+    #[test]
+    fn transcript_queries_are_typed_at_the_edge_with_the_documented_errors() {
+        let query = |pairs: &[(&str, &str)]| {
+            QueryMap::from(
+                pairs
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect::<std::collections::HashMap<String, String>>(),
+            )
+        };
+        assert_eq!(
+            TranscriptQuery::try_from(None).unwrap(),
+            TranscriptQuery {
+                session: SessionSelector::Current,
+                limit: PageSize::default(),
+                before: None,
+            }
+        );
+        let all = query(&[("session", "all"), ("limit", "7"), ("before", "2.5")]);
+        assert_eq!(
+            TranscriptQuery::try_from(Some(&all)).unwrap(),
+            TranscriptQuery {
+                session: SessionSelector::All,
+                limit: PageSize::parse("7").unwrap(),
+                before: Some(Cursor { session: 2, seq: 5 }),
+            }
+        );
+        let limit = "`limit` must be a whole number from 1 to 200";
+        let before = "`before` must be a cursor returned by a previous page";
+        let session = "`session` must be `current`, `all` or a session number";
+        for (pairs, message) in [
+            (&[("limit", "0")][..], limit),
+            (
+                &[("limit", "201"), ("before", "x"), ("session", "x")][..],
+                limit,
+            ),
+            (&[("before", "3")][..], before),
+            (&[("before", "1.x"), ("session", "0")][..], before),
+            (&[("session", "0")][..], session),
+            (&[("session", "-1")][..], session),
+        ] {
+            let error = TranscriptQuery::try_from(Some(&query(pairs))).unwrap_err();
+            assert_eq!((error.status, error.kind), (400, "invalid_request"));
+            assert_eq!(error.message, message, "{pairs:?}");
+        }
+    }
 
     fn app(auth: AuthConfig) -> (App, Arc<MemoryStore>, Arc<ScriptedModel>) {
         let store = Arc::new(MemoryStore::new());

@@ -9,15 +9,16 @@
 use std::sync::Arc;
 
 use ask::handler::{App, handle};
-use degrau::ask::{AskService, system_clock};
-use degrau::config::AuthConfig;
+use degrau::ask::AskService;
 use degrau::domain::{ContactId, TenantId};
 use degrau::jobs::NoJobs;
 use degrau::model::scripted::ScriptedModel;
+use degrau::session::system_clock;
 use degrau::store::ContactKey;
 use degrau::store::memory::MemoryStore;
 use degrau::tenant::Defaults;
 use degrau::tools::demo::DemoTools;
+use degrau_adapters::config::AuthConfig;
 use lambda_http::Body;
 use proptest::prelude::*;
 use serde_json::{Value, json};

@@ -143,15 +143,7 @@ pub async fn handle_batch(
         }
     }
 
-    let mut response = SqsBatchResponse::default();
-    for &index in &failed {
-        let Some(id) = records[index].message_id.clone() else {
-            return Err("a record to report has no messageId; failing the whole batch".into());
-        };
-        let mut failure = BatchItemFailure::default();
-        failure.item_identifier = id;
-        response.batch_item_failures.push(failure);
-    }
+    let response = failures(&records, &failed)?;
     if !failed.is_empty() {
         warn!(
             failed = failed.len(),
@@ -169,6 +161,21 @@ pub async fn handle_batch(
                     .emit();
             }
         }
+    }
+    Ok(response)
+}
+
+/// The partial batch response naming the `failed` records (indices, in order); an
+/// error when one of them has no `messageId`.
+fn failures(records: &[SqsMessage], failed: &[usize]) -> Result<SqsBatchResponse, Error> {
+    let mut response = SqsBatchResponse::default();
+    for &index in failed {
+        let Some(id) = records[index].message_id.clone() else {
+            return Err("a record to report has no messageId; failing the whole batch".into());
+        };
+        let mut failure = BatchItemFailure::default();
+        failure.item_identifier = id;
+        response.batch_item_failures.push(failure);
     }
     Ok(response)
 }
@@ -310,7 +317,7 @@ mod tests {
         };
         let now = Arc::new(AtomicI64::new(NOW));
         let read = now.clone();
-        let clock: degrau::ask::Clock = Arc::new(move || read.load(Ordering::SeqCst));
+        let clock: degrau::session::Clock = Arc::new(move || read.load(Ordering::SeqCst));
         Harness {
             clock: now,
             compactor: Compactor {

@@ -154,6 +154,10 @@ impl Outcome {
 
 /// The usage of one call. `read_back` gives the size read back for an action
 /// index of [`read_backs`], if it was read.
+///
+/// Long on purpose: one arm per operation degrau calls, each with DynamoDB's own
+/// sizing and rounding rule, side by side so they can be checked against the
+/// documentation together.
 pub fn account(
     operation: &str,
     request: &Value,

@@ -47,6 +47,12 @@
 //! handle with the same operations as methods. The `degrau-awsproxy` binary
 //! serves the same router: `degrau-awsproxy --upstream http://127.0.0.1:5005
 //! --port 0` prints `degrau-awsproxy listening on http://127.0.0.1:PORT`.
+//!
+//! # Layout
+//!
+//! This file: the router, `forward` (one call from start to end) and the control
+//! endpoints; [`fault`] (the queued faults), [`dynamodb`] and [`size`] (DynamoDB's
+//! item sizes and capacity units), [`record`] (the call log and its summary).
 
 pub mod dynamodb;
 pub mod fault;
@@ -408,6 +414,9 @@ fn millis(since: Instant) -> f64 {
     since.elapsed().as_secs_f64() * 1000.0
 }
 
+/// One forwarded call from start to end: read the body, classify it, apply a queued
+/// fault, forward it, account and record it, answer. Long because it fills one
+/// [`Call`] record step by step; split, the record would travel through every piece.
 async fn forward(State(proxy): State<Proxy>, request: Request) -> Response {
     let started = Instant::now();
     let seq = proxy.0.next_seq.fetch_add(1, Ordering::SeqCst);
@@ -671,6 +680,9 @@ fn dropped_response(status: StatusCode, headers: HeaderMap, body: Bytes) -> Resp
 }
 
 /// A body that yields one chunk, waits a moment, then fails.
+///
+/// The stand-in has the same small stream (`infra/standin/src/http.rs`), on
+/// purpose: the two local tools share no crate, and twenty lines do not make one.
 struct Truncated {
     chunk: Option<Bytes>,
     pause: Pin<Box<tokio::time::Sleep>>,

@@ -82,6 +82,9 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, String> 
     let mut retry_visibility_seconds = None;
     let mut invoke_timeout = Duration::from_secs(900);
 
+    // The stand-in's flags are read the same way (`infra/standin/src/cli.rs`): two
+    // binaries that share no crate, each with a dozen lines rather than a parser
+    // dependency.
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
         if arg == "-h" || arg == "--help" {

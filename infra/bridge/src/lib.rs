@@ -1,4 +1,11 @@
 //! degrau-bridge: the local stand-in for the Lambda SQS event source mapping.
+//! (`docs/DESIGN.md` describes the jobs it delivers.)
+//!
+//! # Layout
+//!
+//! [`poll`] (one round: [`poll_once`]) → [`event`] (the SQS event as Lambda builds
+//! it) → [`invoke`] (the function, over HTTP or in-process) → [`response`] (the
+//! partial batch failures); [`cli`] for the binary's flags.
 //!
 //! In AWS, an event source mapping polls the compaction jobs queue and invokes the
 //! compactor with batches; locally, `cargo lambda watch` runs the function but

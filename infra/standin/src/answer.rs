@@ -41,7 +41,10 @@ pub const MAX_RESULTS_REPLY_CHARS: usize = 300;
 /// Longest conversation summary.
 pub const MAX_SUMMARY_CHARS: usize = 2_000;
 
-const AVAILABILITY_WORDS: &[&str] = &[
+/// Words that make the stand-in list free slots (whole words, any case). The
+/// benchmark's scripted conversations are checked against these and
+/// [`BOOKING_WORDS`] (see [`asks_for_tools`]).
+pub const AVAILABILITY_WORDS: &[&str] = &[
     "slot",
     "slots",
     "free",
@@ -59,7 +62,8 @@ const AVAILABILITY_WORDS: &[&str] = &[
     "disponiveis",
     "agenda",
 ];
-const BOOKING_WORDS: &[&str] = &[
+/// Words that make the stand-in book a slot (with a time) or list slots.
+pub const BOOKING_WORDS: &[&str] = &[
     "book", "booking", "marcar", "marque", "agendar", "agende", "reservar", "reserve", "reserva",
 ];
 const FIRST_MESSAGE_QUESTIONS: &[&str] = &[
@@ -127,6 +131,9 @@ fn last_user_text(request: &ModelRequest) -> String {
         .join(" ")
 }
 
+/// The heuristic answer: a forced tool, a summary, a fact extraction, a tool loop's
+/// closing summary, a first-message quote, the demo tools, or an echo, in that order
+/// of precedence. Long because the precedence is the point: it reads top to bottom.
 fn plain_answer(request: &ModelRequest, choice: &ToolChoice, id_seed: &str) -> Answer {
     let system0 = request.system.first().map_or("", |b| b.text.as_str());
     let last_turn = last_user_turn(request);
@@ -404,17 +411,32 @@ fn booking_reference(text: &str) -> Option<String> {
     tokens(text).into_iter().find(|t| t.starts_with("BK-"))
 }
 
-/// The demo tool calls a text asks for, if any.
-fn demo_tool_calls(text: &str) -> Option<Vec<(&'static str, Value)>> {
-    let words: Vec<String> = text
-        .to_lowercase()
+/// The words of a text, lowercase: its runs of letters and digits.
+fn words(text: &str) -> Vec<String> {
+    text.to_lowercase()
         .split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
         .map(str::to_owned)
-        .collect();
-    let has = |list: &[&str]| words.iter().any(|w| list.contains(&w.as_str()));
-    let booking = has(BOOKING_WORDS);
-    let availability = has(AVAILABILITY_WORDS);
+        .collect()
+}
+
+/// True when `words` holds one of `list`.
+fn has(words: &[String], list: &[&str]) -> bool {
+    words.iter().any(|w| list.contains(&w.as_str()))
+}
+
+/// True when the stand-in answers `text` (with the demo tools defined) by calling
+/// a tool: it holds an availability or a booking word.
+pub fn asks_for_tools(text: &str) -> bool {
+    let words = words(text);
+    has(&words, AVAILABILITY_WORDS) || has(&words, BOOKING_WORDS)
+}
+
+/// The demo tool calls a text asks for, if any.
+fn demo_tool_calls(text: &str) -> Option<Vec<(&'static str, Value)>> {
+    let words = words(text);
+    let booking = has(&words, BOOKING_WORDS);
+    let availability = has(&words, AVAILABILITY_WORDS);
     let days = find_dates(text);
     let first_day = days.first().map_or(DEFAULT_DAY, String::as_str).to_owned();
     if booking && let Some(time) = find_time(text) {
@@ -629,6 +651,7 @@ mod tests {
     use super::*;
     use degrau::domain::{Message, StoredMessage};
     use degrau::request::{RequestParts, ToolDef, build_request};
+    use degrau::testing::stored;
 
     fn demo_tools() -> Vec<ToolDef> {
         [LIST_FREE_SLOTS, BOOK_SLOT]
@@ -639,18 +662,6 @@ mod tests {
                 input_schema: json!({"type": "object"}),
             })
             .collect()
-    }
-
-    fn stored(seq: u64, message: Message) -> StoredMessage {
-        StoredMessage {
-            session: 1,
-            seq,
-            role: message.role,
-            content: message.content,
-            pruned: None,
-            usage: None,
-            created_at: 0,
-        }
     }
 
     fn request_with(

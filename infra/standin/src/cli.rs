@@ -90,6 +90,9 @@ pub fn parse(
             apply(flag, &value).map_err(|e| format!("{variable}: {e}"))?;
         }
     }
+    // The bridge's flags are read the same way (`infra/bridge/src/cli.rs`): two
+    // binaries that share no crate, each with a dozen lines rather than a parser
+    // dependency.
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
         if arg == "-h" || arg == "--help" {

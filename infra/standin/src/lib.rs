@@ -18,7 +18,15 @@
 //!   day of pauses in seconds, and nothing in the stand-in ever waits for its clock.
 //!
 //! Run it in-process with [`spawn`] (or [`serve`] on a listener of your own), or
-//! as the `degrau-standin` binary.
+//! as the `degrau-standin` binary. It depends on the core crate only (the domain
+//! and request types); `docs/DESIGN.md` says where it sits.
+//!
+//! # Layout
+//!
+//! Read [`http`] (the routes) first, then a request's way through: [`parse`] and
+//! [`error`] (the API's rules and error envelope), [`prompt`] and [`cache`] (token
+//! counts and prompt caching), [`thinking`], [`answer`]; then [`control`] (faults,
+//! scripts, the call log) and [`cli`] (the binary's flags).
 
 pub mod answer;
 pub mod cache;

@@ -1,7 +1,8 @@
-//! The `Model` port: one call to the Messages API. The Anthropic adapter speaks HTTP
-//! to the real API (or to the offline stand-in, through `ANTHROPIC_BASE_URL`).
+//! The `Model` port: one call to the Messages API. Its adapter (crate
+//! `degrau-adapters`, `anthropic.rs`) speaks HTTP to the real API, or to the offline
+//! stand-in through `ANTHROPIC_BASE_URL`; `scripted` (behind the `test-util`
+//! feature) plays a script in unit tests and refuses what the real API refuses.
 
-pub mod anthropic;
 #[cfg(any(test, feature = "test-util"))]
 pub mod scripted;
 
@@ -106,6 +107,23 @@ pub enum ModelError {
     /// A 2xx answer that is not a Messages API response, or another status.
     #[error("unexpected answer from the model API: {0}")]
     Protocol(String),
+}
+
+impl ModelError {
+    /// A short, stable name of the error's kind, for metrics and for logs that must
+    /// not carry its text (the API's text may quote the request).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ModelError::InvalidRequest { .. } => "invalid_request",
+            ModelError::PromptTooLong { .. } => "prompt_too_long",
+            ModelError::Authentication { .. } => "authentication",
+            ModelError::RateLimited { .. } => "rate_limited",
+            ModelError::Unavailable { .. } => "unavailable",
+            ModelError::Timeout => "timeout",
+            ModelError::Connection(_) => "connection",
+            ModelError::Protocol(_) => "protocol",
+        }
+    }
 }
 
 /// One call to the model.

@@ -12,10 +12,11 @@ use async_trait::async_trait;
 use super::{
     AppliedStep, Claim, ClosedSession, ContactKey, Cursor, DueHead, FactWrite,
     MAX_REFRESH_PER_ROUND, PendingChange, RoundCommit, SessionArchive, SessionFilter, Store,
-    StoreError, SweepSettle, SweepSlot, TenantStore, TranscriptPage, TurnState, system_now,
+    StoreError, SweepSettle, SweepSlot, TenantStore, TranscriptPage, TurnState,
     validate_fact_changes, validate_step,
 };
 use crate::domain::{Fact, FactKey, Head, IdempotencyKey, Incarnation, StoredMessage, TenantId};
+use crate::session::unix_now;
 use crate::tenant::TenantConfig;
 use crate::window::after_last_gap;
 
@@ -390,7 +391,7 @@ impl Store for MemoryStore {
         let Some(contact) = state.contacts.get(key) else {
             return Ok(TranscriptPage::default());
         };
-        let now = system_now();
+        let now = unix_now();
         let newest_first: Vec<StoredMessage> = contact
             .messages
             .values()

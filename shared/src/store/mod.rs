@@ -1,39 +1,39 @@
 //! The `Store` port: everything degrau keeps about a contact, behind one narrow
-//! trait, with a DynamoDB adapter for production and an in-memory one for unit
-//! tests. One contract suite (`tests/` of the workspace) runs against both.
+//! trait. The DynamoDB adapter (crate `degrau-adapters`, `dynamodb/`) is the one
+//! production uses; the in-memory one here (`memory`, behind the `test-util`
+//! feature) serves unit tests. One contract suite (`tests/`) runs against both.
 //!
-//! Key layout (inside the adapters only): one table, `pk`/`sk` strings.
+//! What the port promises, whatever the adapter:
 //!
-//! | item | pk | sk |
-//! |---|---|---|
-//! | tenant config | `T#{tenant}` | `CONFIG` |
-//! | contact head | `T#{tenant}#C#{contact}` | `HEAD` |
-//! | fact | `T#{tenant}#C#{contact}` | `FACT#{key}` |
-//! | message | `T#{tenant}#C#{contact}` | `S#{session:06}#M#{seq:08}` |
-//! | idempotency | `T#{tenant}#C#{contact}` | `REQ#{key}` |
+//! - **Bounded reads.** [`Store::load_turn`] reads the head, the facts and the
+//!   head session's messages after `summarized_until`: never the folded history.
+//! - **Whole rounds.** [`Store::commit_round`] writes a round's messages, the head
+//!   and the idempotency record at once, under the condition that the head is as
+//!   loaded, or writes nothing and answers [`StoreError::Conflict`].
+//! - **Conditioned jobs.** A step, a fact batch, the sweep's mark and a refresh
+//!   write only while the head still has the incarnation they were made for
+//!   (`Ok(false)` otherwise: nothing written).
+//! - **The sweep.** Every round files its head, by [`SweepSlot`], under one of
+//!   `SWEEP_BUCKETS` buckets ([`sweep_bucket`]) at the time it is next *due*: when
+//!   its session goes idle by its tenant's timeout, or sooner when a requested fact
+//!   extraction should be checked on. [`Store::due_heads`] reads one bucket's due
+//!   heads, earliest first, so heads not due yet are never read and cannot crowd
+//!   out the ones that are; [`Store::settle_sweep`] moves a head to its next due
+//!   time, or takes it out until its next round puts it back.
+//! - **Jobs find their contact by incarnation.** A job names the contact only by
+//!   the head's incarnation (see [`Head::incarnation`]); [`Store::find_contact`]
+//!   finds the head that has it, and finds nothing once the contact is erased.
+//! - **Expiry.** Messages, archives, facts and heads carry a TTL; reads treat an
+//!   item past it as gone, as the real TTL eventually makes it.
 //!
-//! **The sweep index.** Every round also writes `sweep_pk` (`OPEN#{bucket}`, see
-//! [`sweep_bucket`]) and `sweep_sk` (a number: when the head is next *due* for the
-//! sweep, the time its session goes idle by its tenant's timeout, or sooner when a
-//! requested fact extraction should be checked on) on the head; the sparse global
-//! secondary index [`SWEEP_INDEX`] is keyed on them, so the scheduled sweep reads
-//! only heads that are due, with one query per bucket instead of a scan: heads not
-//! due yet are never read, and cannot crowd out the ones that are.
-//! [`Store::settle_sweep`] moves a head's entry to its next due time, or takes it
-//! out of the index when nothing is left to do, until its next round puts it back.
-//!
-//! **The incarnation index.** The head carries its incarnation (see
-//! [`Head::incarnation`]); the sparse, keys-only global secondary index
-//! [`INCARNATION_INDEX`] is keyed on it, so the compactor finds the contact a job
-//! is about ([`Store::find_contact`]) although the job never names it. Only heads
-//! carry the attribute, and it never changes, so the index is written once when a
-//! head is created and once when it is erased (which takes the entry with it).
+//! How the DynamoDB adapter lays this out in one table (keys, the sweep and
+//! incarnation indexes) is its own business: see its `keys.rs`, and
+//! `docs/DESIGN.md` ("Key layout").
 
-pub mod dynamo;
+#[cfg(any(test, feature = "test-util"))]
 pub mod memory;
 
 use std::collections::HashSet;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -53,24 +53,22 @@ pub struct ContactKey {
     pub contact: ContactId,
 }
 
-/// The sweep index: a sparse GSI on the heads, `sweep_pk` (hash) and `sweep_sk`
-/// (range). Its name in `template.yaml`.
-pub const SWEEP_INDEX: &str = "by-activity";
-
-/// The incarnation index: a sparse, keys-only GSI on the heads' `incarnation`.
-/// Its name in `template.yaml`.
-pub const INCARNATION_INDEX: &str = "by-incarnation";
-
-/// How many partitions the sweep index spreads heads over unless `SWEEP_BUCKETS`
-/// says otherwise: few enough that a sweep reads them all with one small query
-/// each, enough that no single index partition takes every head's write (each
-/// bucket is one partition key of the index, about 1,000 writes a second).
+/// How many buckets the sweep spreads heads over unless `SWEEP_BUCKETS` says
+/// otherwise: few enough that a sweep reads them all with one small query each,
+/// enough that no single bucket takes every head's write (in DynamoDB each bucket
+/// is one partition key of the sweep index, about 1,000 writes a second).
 pub const DEFAULT_SWEEP_BUCKETS: u8 = 16;
 
 /// The sweep bucket of a contact among `buckets`: the first byte of the SHA-256 of
-/// its partition key (`T#{tenant}#C#{contact}`), modulo `buckets`. Stable, and
-/// spread evenly whatever the ids look like (phone numbers share long prefixes).
-/// A `buckets` of 0 counts as 1.
+/// `T#{tenant}#C#{contact}`, modulo `buckets`. Stable, and spread evenly whatever
+/// the ids look like (phone numbers share long prefixes). A `buckets` of 0 counts
+/// as 1.
+///
+/// Part of the port, not of an adapter: `ask` chooses a round's bucket, the sweep
+/// reads every bucket, and both adapters and the contract suite must agree. The
+/// hashed text happens to be the DynamoDB adapter's partition key, which is how
+/// the buckets were first defined; it must not change, or every head would be
+/// filed under another bucket than the one its entry is in.
 pub fn sweep_bucket(key: &ContactKey, buckets: u8) -> u8 {
     let digest = Sha256::digest(format!("T#{}#C#{}", key.tenant, key.contact).as_bytes());
     digest[0] % buckets.max(1)
@@ -309,7 +307,10 @@ pub enum StoreError {
     Other(String),
 }
 
-/// Everything degrau keeps, behind one port.
+/// Everything degrau keeps, behind one port. (Its signatures stand again in each
+/// adapter, as a trait's implementations must; what the adapters share beyond that
+/// lives here: [`validate_step`], [`validate_fact_changes`],
+/// [`TranscriptPage::from_newest_first`].)
 #[async_trait]
 pub trait Store: Send + Sync {
     /// The head, the facts and the window of the head's session: what a turn needs.
@@ -491,12 +492,12 @@ impl TranscriptPage {
     }
 }
 
-// Checks both adapters share, so they refuse the same input the same way.
+// Checks every adapter shares, so they refuse the same input the same way.
 
 /// Refuses a step no single transaction can hold: more than
 /// [`MAX_PRUNES_PER_STEP`] decisions (the caller truncates), or two decisions for one
 /// message (a transaction may not touch an item twice).
-pub(crate) fn validate_step(step: &AppliedStep) -> Result<(), StoreError> {
+pub fn validate_step(step: &AppliedStep) -> Result<(), StoreError> {
     if step.prune.len() > MAX_PRUNES_PER_STEP {
         return Err(StoreError::Other(format!(
             "a step with {} pruning decisions exceeds the limit of {MAX_PRUNES_PER_STEP}",
@@ -516,10 +517,7 @@ pub(crate) fn validate_step(step: &AppliedStep) -> Result<(), StoreError> {
 /// Refuses a fact batch that names one key twice (two writes, or a write and a
 /// removal): which one should win is the caller's decision, not the store's, and a
 /// transaction may not touch an item twice.
-pub(crate) fn validate_fact_changes(
-    writes: &[FactWrite],
-    removals: &[FactKey],
-) -> Result<(), StoreError> {
+pub fn validate_fact_changes(writes: &[FactWrite], removals: &[FactKey]) -> Result<(), StoreError> {
     let mut seen = HashSet::with_capacity(writes.len() + removals.len());
     let keys = writes.iter().map(|write| &write.fact.key).chain(removals);
     for key in keys {
@@ -530,14 +528,4 @@ pub(crate) fn validate_fact_changes(
         }
     }
     Ok(())
-}
-
-/// The system clock, in seconds since the epoch: only for the transcript's expiry
-/// filter, since `Store::transcript` takes no `now` (every other read is given one).
-pub(crate) fn system_now() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |elapsed| {
-            i64::try_from(elapsed.as_secs()).unwrap_or(i64::MAX)
-        })
 }

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use degrau::deadline::Deadline;
 use degrau::domain::{ContentBlock, Message};
-use degrau::model::anthropic::{AnthropicConfig, AnthropicModel};
 use degrau::model::{Model, ModelError, StopReason};
 use degrau::request::{ModelRequest, RequestParts, build_request};
+use degrau_adapters::anthropic::{AnthropicConfig, AnthropicModel};
 use degrau_standin::Config;
 use serde_json::json;
 

@@ -117,20 +117,9 @@ pub fn long_instructions() -> String {
     "You schedule haircuts for a barber shop; be brief and kind. ".repeat(100)
 }
 
+/// A window stored from sequence number 1.
 pub fn stored(window: &[Message]) -> Vec<StoredMessage> {
-    window
-        .iter()
-        .enumerate()
-        .map(|(i, m)| StoredMessage {
-            session: 1,
-            seq: i as u64 + 1,
-            role: m.role,
-            content: m.content.clone(),
-            pruned: None,
-            usage: None,
-            created_at: 0,
-        })
-        .collect()
+    degrau::testing::stored_from(1, window.iter().cloned())
 }
 
 /// The request degrau builds for a window and a round.

@@ -2,8 +2,6 @@
 //! scheduled rule's input, DynamoDB's sweep index and SQS FIFO on moto, the bridge
 //! delivering the facts job, and the stand-in answering the extraction.
 
-#![allow(clippy::unwrap_used, missing_docs)] // a test binary: a panic is a failed test
-
 use degrau::domain::FactKey;
 use degrau::tenant::TenantConfig;
 use degrau_tests::stack::{FullStack, is_compactor_call, model_calls};

@@ -1,9 +1,11 @@
 //! Typed configuration, read once at init from the environment; a bad or missing
-//! value fails fast with a message naming the variable.
+//! value fails fast with a message naming the variable. It names the table, the
+//! queue and the endpoints (wiring, not rules): the tenant [`Defaults`] it fills in
+//! are the core's, and [`crate::wiring`] turns the rest into clients.
 
 use std::collections::HashMap;
 
-use crate::tenant::Defaults;
+use degrau::tenant::Defaults;
 
 /// How `ask` finds the tenant.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,7 +19,7 @@ pub enum AuthConfig {
     Dev,
 }
 
-/// Where the Anthropic API key comes from; read once at init.
+/// Where the Anthropic API key comes from; read once at init ([`crate::ssm::api_key`]).
 #[derive(Clone, PartialEq, Eq)]
 pub enum ApiKeySource {
     /// `ANTHROPIC_API_KEY`: the key itself (local runs; the stack sets a dummy one).
@@ -31,35 +33,6 @@ impl std::fmt::Debug for ApiKeySource {
         match self {
             ApiKeySource::Value(_) => f.write_str("Value(<redacted>)"),
             ApiKeySource::SsmParameter(name) => write!(f, "SsmParameter({name:?})"),
-        }
-    }
-}
-
-impl ApiKeySource {
-    /// The key: the value itself, or the decrypted SSM parameter.
-    pub async fn resolve(&self, ssm: &aws_sdk_ssm::Client) -> Result<String, ConfigError> {
-        match self {
-            ApiKeySource::Value(key) => Ok(key.clone()),
-            ApiKeySource::SsmParameter(name) => {
-                let output = ssm
-                    .get_parameter()
-                    .name(name)
-                    .with_decryption(true)
-                    .send()
-                    .await
-                    .map_err(|e| {
-                        ConfigError(format!(
-                            "could not read ANTHROPIC_API_KEY_PARAMETER {name:?} from SSM: {}",
-                            aws_sdk_ssm::error::DisplayErrorContext(e)
-                        ))
-                    })?;
-                output
-                    .parameter()
-                    .and_then(|p| p.value())
-                    .filter(|v| !v.is_empty())
-                    .map(str::to_owned)
-                    .ok_or_else(|| ConfigError(format!("the SSM parameter {name:?} is empty")))
-            }
         }
     }
 }
@@ -78,7 +51,7 @@ pub struct Config {
     /// `MODEL_TIMEOUT_SECONDS`: the limit of one model call attempt (60 by default).
     pub model_timeout_seconds: u64,
     /// `ASK_TIMEOUT_SECONDS`: the time budget of one ask, from its start to its answer
-    /// (25 by default, below API Gateway's 29 s); see [`crate::ask::COMMIT_MARGIN`].
+    /// (25 by default, below API Gateway's 29 s); see [`degrau::ask::COMMIT_MARGIN`].
     pub ask_timeout_seconds: u64,
     /// `AUTH_MODE` and `TENANT_CLAIM`.
     pub auth: AuthConfig,
@@ -102,108 +75,24 @@ impl Config {
         Self::from_map(&std::env::vars().collect())
     }
 
-    /// Reads a map of variables (the environment, or a test's).
+    /// Reads a map of variables (the environment, or a test's). Each group is read
+    /// in turn, so the first bad variable is the one named: the auth mode, the
+    /// tenant defaults, then the table, the queue, the key, the model endpoint and
+    /// the time limits.
     pub fn from_map(vars: &HashMap<String, String>) -> Result<Config, ConfigError> {
-        let get = |name: &str| vars.get(name).map(|v| v.trim()).filter(|v| !v.is_empty());
-        let required = |name: &str, why: &str| {
-            get(name)
-                .map(str::to_owned)
-                .ok_or_else(|| ConfigError(format!("{name} is not set ({why})")))
-        };
-        fn number<T: std::str::FromStr>(
-            name: &str,
-            value: Option<&str>,
-            default: T,
-        ) -> Result<T, ConfigError> {
-            match value {
-                None => Ok(default),
-                Some(text) => text.parse().map_err(|_| {
-                    ConfigError(format!("{name} must be a whole number, got {text:?}"))
-                }),
-            }
-        }
-
-        let auth = match get("AUTH_MODE").unwrap_or("jwt") {
-            "jwt" => AuthConfig::Jwt {
-                claim: get("TENANT_CLAIM").unwrap_or("custom:tenant_id").to_owned(),
-            },
-            "dev" => AuthConfig::Dev,
-            other => {
-                return Err(ConfigError(format!(
-                    "AUTH_MODE must be `jwt` or `dev`, got {other:?}"
-                )));
-            }
-        };
-        let mut defaults = Defaults::default();
-        if let Some(model) = get("MODEL") {
-            defaults.model = model.to_owned();
-        }
-        if let Some(model) = get("SUMMARY_MODEL") {
-            defaults.summary_model = model.to_owned();
-        }
-        defaults.compaction.threshold_tokens = number(
-            "COMPACTION_THRESHOLD_TOKENS",
-            get("COMPACTION_THRESHOLD_TOKENS"),
-            defaults.compaction.threshold_tokens,
-        )?;
-        defaults.compaction.keep_messages = number(
-            "WINDOW_KEEP_MESSAGES",
-            get("WINDOW_KEEP_MESSAGES"),
-            defaults.compaction.keep_messages,
-        )?;
-        defaults.session_idle_minutes = number(
-            "SESSION_IDLE_MINUTES",
-            get("SESSION_IDLE_MINUTES"),
-            defaults.session_idle_minutes,
-        )?;
-        if let Some(policy) = get("CONTEXT_POLICY") {
-            defaults.context_policy =
-                crate::tenant::ContextPolicy::parse(policy).ok_or_else(|| {
-                    ConfigError(format!(
-                        "CONTEXT_POLICY must be `stepped`, `full` or `sliding`, got {policy:?}"
-                    ))
-                })?;
-        }
-        if defaults.session_idle_minutes == 0 {
-            return Err(ConfigError(
-                "SESSION_IDLE_MINUTES must be at least 1".into(),
-            ));
-        }
-        // The defaults must hold for a tenant without a config of its own.
-        crate::tenant::Settings::resolve(&defaults, None)
-            .map_err(|err| ConfigError(format!("SESSION_IDLE_MINUTES: {err}")))?;
-        defaults.sweep_buckets = match get("SWEEP_BUCKETS") {
-            None => defaults.sweep_buckets,
-            Some(text) => text.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
-                ConfigError(format!(
-                    "SWEEP_BUCKETS must be a whole number from 1 to 255, got {text:?}"
-                ))
-            })?,
-        };
+        let vars = Vars(vars);
+        let auth = auth(&vars)?;
+        let defaults = defaults(&vars)?;
         Ok(Config {
-            table_name: required("TABLE_NAME", "the DynamoDB table")?,
-            jobs_queue_url: get("JOBS_QUEUE_URL").map(str::to_owned),
-            anthropic_api_key: match (get("ANTHROPIC_API_KEY"), get("ANTHROPIC_API_KEY_PARAMETER"))
-            {
-                (Some(key), _) => ApiKeySource::Value(key.to_owned()),
-                (None, Some(name)) => ApiKeySource::SsmParameter(name.to_owned()),
-                (None, None) => {
-                    return Err(ConfigError(
-                        "neither ANTHROPIC_API_KEY nor ANTHROPIC_API_KEY_PARAMETER is set (the local stack \
-                         sets a dummy key for the offline stand-in)"
-                            .into(),
-                    ));
-                }
-            },
-            anthropic_base_url: get("ANTHROPIC_BASE_URL")
-                .unwrap_or(crate::model::anthropic::DEFAULT_BASE_URL)
+            table_name: vars.required("TABLE_NAME", "the DynamoDB table")?,
+            jobs_queue_url: vars.get("JOBS_QUEUE_URL").map(str::to_owned),
+            anthropic_api_key: api_key(&vars)?,
+            anthropic_base_url: vars
+                .get("ANTHROPIC_BASE_URL")
+                .unwrap_or(crate::anthropic::DEFAULT_BASE_URL)
                 .trim_end_matches('/')
                 .to_owned(),
-            model_timeout_seconds: match number(
-                "MODEL_TIMEOUT_SECONDS",
-                get("MODEL_TIMEOUT_SECONDS"),
-                60,
-            )? {
+            model_timeout_seconds: match vars.number("MODEL_TIMEOUT_SECONDS", 60)? {
                 0 => {
                     return Err(ConfigError(
                         "MODEL_TIMEOUT_SECONDS must be at least 1".into(),
@@ -211,15 +100,13 @@ impl Config {
                 }
                 seconds => seconds,
             },
-            ask_timeout_seconds: match number(
-                "ASK_TIMEOUT_SECONDS",
-                get("ASK_TIMEOUT_SECONDS"),
-                DEFAULT_ASK_TIMEOUT_SECONDS,
-            )? {
-                seconds if seconds <= crate::ask::COMMIT_MARGIN.as_secs() => {
+            ask_timeout_seconds: match vars
+                .number("ASK_TIMEOUT_SECONDS", DEFAULT_ASK_TIMEOUT_SECONDS)?
+            {
+                seconds if seconds <= degrau::ask::COMMIT_MARGIN.as_secs() => {
                     return Err(ConfigError(format!(
                         "ASK_TIMEOUT_SECONDS must be more than the {} s kept for the commit",
-                        crate::ask::COMMIT_MARGIN.as_secs()
+                        degrau::ask::COMMIT_MARGIN.as_secs()
                     )));
                 }
                 seconds => seconds,
@@ -227,6 +114,108 @@ impl Config {
             auth,
             defaults,
         })
+    }
+}
+
+/// The variables as read: trimmed, an empty one counting as unset.
+struct Vars<'a>(&'a HashMap<String, String>);
+
+impl Vars<'_> {
+    fn get(&self, name: &str) -> Option<&str> {
+        self.0.get(name).map(|v| v.trim()).filter(|v| !v.is_empty())
+    }
+
+    fn required(&self, name: &str, why: &str) -> Result<String, ConfigError> {
+        self.get(name)
+            .map(str::to_owned)
+            .ok_or_else(|| ConfigError(format!("{name} is not set ({why})")))
+    }
+
+    /// A whole number, or `default` when unset.
+    fn number<T: std::str::FromStr>(&self, name: &str, default: T) -> Result<T, ConfigError> {
+        match self.get(name) {
+            None => Ok(default),
+            Some(text) => text
+                .parse()
+                .map_err(|_| ConfigError(format!("{name} must be a whole number, got {text:?}"))),
+        }
+    }
+}
+
+/// `AUTH_MODE` and `TENANT_CLAIM`.
+fn auth(vars: &Vars<'_>) -> Result<AuthConfig, ConfigError> {
+    match vars.get("AUTH_MODE").unwrap_or("jwt") {
+        "jwt" => Ok(AuthConfig::Jwt {
+            claim: vars
+                .get("TENANT_CLAIM")
+                .unwrap_or("custom:tenant_id")
+                .to_owned(),
+        }),
+        "dev" => Ok(AuthConfig::Dev),
+        other => Err(ConfigError(format!(
+            "AUTH_MODE must be `jwt` or `dev`, got {other:?}"
+        ))),
+    }
+}
+
+/// The tenant defaults the environment overrides; they must hold for a tenant
+/// without a config of its own.
+fn defaults(vars: &Vars<'_>) -> Result<Defaults, ConfigError> {
+    let mut defaults = Defaults::default();
+    if let Some(model) = vars.get("MODEL") {
+        defaults.model = model.to_owned();
+    }
+    if let Some(model) = vars.get("SUMMARY_MODEL") {
+        defaults.summary_model = model.to_owned();
+    }
+    defaults.compaction.threshold_tokens = vars.number(
+        "COMPACTION_THRESHOLD_TOKENS",
+        defaults.compaction.threshold_tokens,
+    )?;
+    defaults.compaction.keep_messages =
+        vars.number("WINDOW_KEEP_MESSAGES", defaults.compaction.keep_messages)?;
+    defaults.session_idle_minutes =
+        vars.number("SESSION_IDLE_MINUTES", defaults.session_idle_minutes)?;
+    if let Some(policy) = vars.get("CONTEXT_POLICY") {
+        defaults.context_policy =
+            degrau::tenant::ContextPolicy::parse(policy).ok_or_else(|| {
+                ConfigError(format!(
+                    "CONTEXT_POLICY must be `stepped`, `full` or `sliding`, got {policy:?}"
+                ))
+            })?;
+    }
+    if defaults.session_idle_minutes == 0 {
+        return Err(ConfigError(
+            "SESSION_IDLE_MINUTES must be at least 1".into(),
+        ));
+    }
+    degrau::tenant::Settings::resolve(&defaults, None)
+        .map_err(|err| ConfigError(format!("SESSION_IDLE_MINUTES: {err}")))?;
+    defaults.sweep_buckets = match vars.get("SWEEP_BUCKETS") {
+        None => defaults.sweep_buckets,
+        Some(text) => text.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
+            ConfigError(format!(
+                "SWEEP_BUCKETS must be a whole number from 1 to 255, got {text:?}"
+            ))
+        })?,
+    };
+    Ok(defaults)
+}
+
+/// `ANTHROPIC_API_KEY` (the key itself), else `ANTHROPIC_API_KEY_PARAMETER` (an SSM
+/// parameter's name); one is required.
+fn api_key(vars: &Vars<'_>) -> Result<ApiKeySource, ConfigError> {
+    match (
+        vars.get("ANTHROPIC_API_KEY"),
+        vars.get("ANTHROPIC_API_KEY_PARAMETER"),
+    ) {
+        (Some(key), _) => Ok(ApiKeySource::Value(key.to_owned())),
+        (None, Some(name)) => Ok(ApiKeySource::SsmParameter(name.to_owned())),
+        (None, None) => Err(ConfigError(
+            "neither ANTHROPIC_API_KEY nor ANTHROPIC_API_KEY_PARAMETER is set (the local stack \
+             sets a dummy key for the offline stand-in)"
+                .into(),
+        )),
     }
 }
 
@@ -287,7 +276,7 @@ mod tests {
         assert_eq!(config.ask_timeout_seconds, 20);
         assert_eq!(
             config.defaults.context_policy,
-            crate::tenant::ContextPolicy::SlidingWindow
+            degrau::tenant::ContextPolicy::SlidingWindow
         );
     }
 

@@ -7,32 +7,27 @@
 //! written, or a retried job — and checks storage with raw DynamoDB reads: never a
 //! half-written round, a lost round or a corrupted summary.
 
-#![allow(clippy::unwrap_used, missing_docs)] // a test binary: a panic is a failed test
-
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use degrau::domain::FactKey;
 use degrau::tenant::TenantConfig;
-use degrau_awsproxy::{Fault as ProxyFault, Running};
+use degrau_awsproxy::Fault as ProxyFault;
 use degrau_bridge::{Invoke, poll_once};
+use degrau_tests::moto;
 use degrau_tests::soak::{SoakConfig, soak};
 use degrau_tests::stack::{
     FullStack, RawItem, RawMessage, StackOptions, attr_n, attr_s, is_compactor_call, model_calls,
 };
-use degrau_tests::{HttpReply, moto};
 use serde_json::{Value, json};
+
+use crate::helpers::{
+    self, BOOKING_INSTRUCTIONS, assert_error, env, round_of, stack_behind_proxy, turn,
+    until_the_faults_are_taken,
+};
 
 const TENANT: &str = "rely";
 /// The dummy key the stack gives both functions.
 const API_KEY: &str = "offline-test-key";
-
-fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-    pairs
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect()
-}
 
 /// A stack whose model calls time out after one second.
 async fn stack_with_short_model_timeout() -> FullStack {
@@ -45,64 +40,9 @@ async fn stack_with_short_model_timeout() -> FullStack {
 
 fn compacting(threshold: u64, keep: usize) -> TenantConfig {
     TenantConfig {
-        instructions: Some("You book haircuts for a barber shop. Use the tools.".into()),
-        allowed_fact_keys: Some(
-            ["name", "preferred_time", "note"]
-                .iter()
-                .map(|k| FactKey::parse(k).unwrap())
-                .collect(),
-        ),
-        compaction_threshold_tokens: Some(threshold),
-        window_keep_messages: Some(keep),
-        ..TenantConfig::default()
+        instructions: Some(BOOKING_INSTRUCTIONS.into()),
+        ..helpers::compacting(&["name", "preferred_time", "note"], threshold, keep)
     }
-}
-
-/// Turn `i` of a scheduling conversation: slot lists (long tool results), bookings,
-/// small talk.
-fn turn(i: usize) -> String {
-    let day = 1 + i % 9;
-    match i % 3 {
-        0 => format!("turn {i:03}: any free slots on 2026-12-0{day}?"),
-        1 => format!("turn {i:03}: please book 10:30 on 2026-12-0{day}"),
-        _ => format!("turn {i:03}: thanks, that works for me"),
-    }
-}
-
-/// How many faults the stand-in still holds (an empty push answers the count).
-async fn faults_queued(stack: &FullStack) -> u64 {
-    reqwest::Client::new()
-        .post(format!("{}/stand-in/faults", stack.standin.url))
-        .json(&json!([]))
-        .send()
-        .await
-        .unwrap()
-        .json::<Value>()
-        .await
-        .unwrap()["queued"]
-        .as_u64()
-        .unwrap()
-}
-
-/// Waits until the stand-in took every queued fault: the model call that took the
-/// last one is in flight (a `hang_ms` fault keeps it there).
-async fn until_the_faults_are_taken(stack: &FullStack) {
-    for _ in 0..3_000 {
-        if faults_queued(stack).await == 0 {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("no model call took the queued faults");
-}
-
-fn assert_error(reply: &HttpReply, status: u16, kind: &str) {
-    assert_eq!(
-        (reply.status, reply.error_type()),
-        (status, Some(kind)),
-        "{}",
-        reply.raw
-    );
 }
 
 /// Checks the transcript of one session: dense from 1, made of whole rounds (each
@@ -152,14 +92,6 @@ fn whole_rounds(messages: &[RawMessage]) -> Vec<String> {
         assert_eq!(last.role, "assistant", "the last round is whole");
     }
     texts
-}
-
-/// The round's first and last sequence numbers from a 200 (zeros otherwise).
-fn round_of(reply: &HttpReply) -> (u64, u64) {
-    (
-        reply.body["round"]["first_seq"].as_u64().unwrap_or(0),
-        reply.body["round"]["last_seq"].as_u64().unwrap_or(0),
-    )
 }
 
 // ---------------------------------------------------------------------------------
@@ -305,19 +237,6 @@ async fn a_tool_round_whose_second_model_call_fails_writes_nothing_of_the_round(
 // ---------------------------------------------------------------------------------
 // 2. DynamoDB faults, through the fault-injecting proxy in front of moto
 // ---------------------------------------------------------------------------------
-
-/// A stack whose functions reach DynamoDB through a fresh proxy (the test's own
-/// clients read moto directly).
-async fn stack_behind_proxy(ask_instances: usize) -> (FullStack, Running) {
-    let proxy = degrau_awsproxy::spawn(moto::endpoint()).await;
-    let stack = FullStack::start_with(&StackOptions {
-        dynamodb_endpoint: Some(proxy.url().to_owned()),
-        ask_instances,
-        ..StackOptions::default()
-    })
-    .await;
-    (stack, proxy)
-}
 
 fn proxy_faults(faults: Value) -> Vec<ProxyFault> {
     serde_json::from_value(faults).unwrap()

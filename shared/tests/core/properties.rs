@@ -1,8 +1,6 @@
 //! Property tests over generated conversations with random tool rounds (several
 //! `tool_use`/`tool_result` pairs per turn, parallel calls, text beside calls).
 
-#![allow(clippy::unwrap_used, missing_docs)] // a test binary: a panic is a failed test
-
 use degrau::compaction::{CompactionPolicy, overflow_cut, plan_step};
 use degrau::domain::{ContentBlock, Fact, FactKey, FactSource, Head, Message, Role, StoredMessage};
 use degrau::pruning::{PLACEHOLDER_PREFIX, apply};
@@ -75,19 +73,7 @@ fn turn_messages(turn: &Turn, tag: &str) -> Vec<Message> {
 }
 
 fn store(messages: Vec<Message>, first_seq: u64) -> Vec<StoredMessage> {
-    messages
-        .into_iter()
-        .zip(first_seq..)
-        .map(|(m, seq)| StoredMessage {
-            session: 1,
-            seq,
-            role: m.role,
-            content: m.content,
-            pruned: None,
-            usage: None,
-            created_at: 0,
-        })
-        .collect()
+    degrau::testing::stored_from(first_seq, messages)
 }
 
 fn history(turns: &[Turn]) -> Vec<StoredMessage> {

@@ -2,29 +2,28 @@
 //! stop reason the Messages API can give. Time runs on tokio's paused clock: the slow
 //! model and tool doubles "take" seconds without anyone waiting for them.
 
-#![allow(clippy::unwrap_used, missing_docs)] // a test binary: a panic is a failed test
-
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use degrau::ask::{AskError, AskOutcome, AskResponse, AskService, COMMIT_MARGIN};
+use degrau::ask::{AskError, AskService, COMMIT_MARGIN};
 use degrau::deadline::Deadline;
-use degrau::domain::{ContactId, ContentBlock, IdempotencyKey, Role, StoredMessage, TenantId};
+use degrau::domain::{ContentBlock, IdempotencyKey, Role, StoredMessage};
 use degrau::jobs::NoJobs;
 use degrau::model::scripted::{ScriptedModel, response};
 use degrau::model::{Model, ModelError, ModelResponse, StopReason};
 use degrau::request::{ModelRequest, Thinking, ToolDef};
 use degrau::store::memory::MemoryStore;
-use degrau::store::{ContactKey, SessionFilter, Store, TenantStore};
+use degrau::store::{SessionFilter, Store, TenantStore};
 use degrau::tenant::{Defaults, TenantConfig};
 use degrau::tools::demo::DemoTools;
 use degrau::tools::{ToolOutput, Tools};
 use degrau::usage::Usage;
 use serde_json::json;
 
-const START: i64 = 1_800_000_000;
+use crate::helpers::{answered, ask_service, key, test_clock};
+
 /// The ask budget of the tests: the default `ASK_TIMEOUT_SECONDS`.
 const BUDGET: Duration = Duration::from_secs(25);
 
@@ -40,16 +39,15 @@ fn harness_with(
     tools: Arc<dyn Tools>,
 ) -> Harness {
     let store = Arc::new(MemoryStore::new());
-    let clock = Arc::new(AtomicI64::new(START));
-    let service = AskService {
-        store: store.clone(),
-        tenants: store.clone(),
+    let (_, clock) = test_clock();
+    let service = ask_service(
+        &store,
         model,
         tools,
-        jobs: Arc::new(NoJobs),
-        defaults: Defaults::default(),
-        clock: Arc::new(move || clock.load(Ordering::SeqCst)),
-    };
+        Arc::new(NoJobs),
+        Defaults::default(),
+        clock,
+    );
     Harness {
         store,
         model: scripted,
@@ -62,25 +60,11 @@ fn harness() -> Harness {
     harness_with(model.clone(), model, Arc::new(DemoTools))
 }
 
-fn key() -> ContactKey {
-    ContactKey {
-        tenant: TenantId::parse("barber").unwrap(),
-        contact: ContactId::parse("+5511900000000").unwrap(),
-    }
-}
-
 fn usage() -> Usage {
     Usage {
         input_tokens: 100,
         output_tokens: 10,
         ..Usage::default()
-    }
-}
-
-fn answered(outcome: AskOutcome) -> AskResponse {
-    match outcome {
-        AskOutcome::Answered(response) => response,
-        AskOutcome::Replayed(body) => panic!("unexpected replay {body}"),
     }
 }
 

@@ -5,64 +5,22 @@
 //! (moto never deletes TTL-expired items: the tests delete what DynamoDB's TTL
 //! would).
 
-#![allow(clippy::unwrap_used, missing_docs)] // a test binary: a panic is a failed test
-
-use std::time::Duration;
-
 use aws_sdk_dynamodb::types::AttributeValue;
-use degrau::domain::FactKey;
 use degrau::tenant::TenantConfig;
-use degrau_awsproxy::{Fault as ProxyFault, Running};
-use degrau_tests::moto;
+use degrau_awsproxy::Fault as ProxyFault;
 use degrau_tests::stack::{
     FullStack, RawItem, StackOptions, attr_n, attr_s, is_compactor_call, message_texts, model_calls,
 };
 use serde_json::{Value, json};
+
+use crate::helpers::{self, round_of, stack_behind_proxy, turn, until_the_faults_are_taken};
 
 const TENANT: &str = "life";
 const HOUR: i64 = 3_600;
 const DAY: i64 = 86_400;
 
 fn compacting(threshold: u64, keep: usize) -> TenantConfig {
-    TenantConfig {
-        allowed_fact_keys: Some(
-            ["name", "preferred_time"]
-                .iter()
-                .map(|k| FactKey::parse(k).unwrap())
-                .collect(),
-        ),
-        compaction_threshold_tokens: Some(threshold),
-        window_keep_messages: Some(keep),
-        ..TenantConfig::default()
-    }
-}
-
-/// Turn `i` of a scheduling conversation (slot lists, bookings, small talk).
-fn turn(i: usize) -> String {
-    let day = 1 + i % 9;
-    match i % 3 {
-        0 => format!("turn {i:03}: any free slots on 2026-12-0{day}?"),
-        1 => format!("turn {i:03}: please book 10:30 on 2026-12-0{day}"),
-        _ => format!("turn {i:03}: thanks, that works for me"),
-    }
-}
-
-fn round_of(reply: &degrau_tests::HttpReply) -> (u64, u64) {
-    (
-        reply.body["round"]["first_seq"].as_u64().unwrap_or(0),
-        reply.body["round"]["last_seq"].as_u64().unwrap_or(0),
-    )
-}
-
-/// A stack whose functions reach DynamoDB through a fresh fault-injecting proxy.
-async fn stack_behind_proxy() -> (FullStack, Running) {
-    let proxy = degrau_awsproxy::spawn(moto::endpoint()).await;
-    let stack = FullStack::start_with(&StackOptions {
-        dynamodb_endpoint: Some(proxy.url().to_owned()),
-        ..StackOptions::default()
-    })
-    .await;
-    (stack, proxy)
+    helpers::compacting(&["name", "preferred_time"], threshold, keep)
 }
 
 /// DynamoDB's answer to a transaction that lost to another one in flight on the
@@ -83,7 +41,7 @@ fn transaction_conflict(body_contains: Option<&str>) -> Vec<ProxyFault> {
 
 #[tokio::test]
 async fn a_commit_cancelled_by_a_transaction_conflict_is_retried_and_the_round_is_stored_once() {
-    let (stack, proxy) = stack_behind_proxy().await;
+    let (stack, proxy) = stack_behind_proxy(1).await;
     assert_eq!(
         stack.post(TENANT, "rita", "a first round").await.status,
         200
@@ -109,7 +67,7 @@ async fn a_commit_cancelled_by_a_transaction_conflict_is_retried_and_the_round_i
 
 #[tokio::test]
 async fn a_step_cancelled_by_a_transaction_conflict_is_retried_within_the_same_delivery() {
-    let (stack, proxy) = stack_behind_proxy().await;
+    let (stack, proxy) = stack_behind_proxy(1).await;
     stack.configure(TENANT, &compacting(1_500, 4)).await;
     let mut queued = false;
     for i in 0..8 {
@@ -133,33 +91,6 @@ async fn a_step_cancelled_by_a_transaction_conflict_is_retried_within_the_same_d
         memory["session"]["steps"].as_u64().unwrap() >= 1,
         "{memory}"
     );
-}
-
-/// How many faults the stand-in still holds (an empty push answers the count).
-async fn faults_queued(stack: &FullStack) -> u64 {
-    reqwest::Client::new()
-        .post(format!("{}/stand-in/faults", stack.standin.url))
-        .json(&json!([]))
-        .send()
-        .await
-        .unwrap()
-        .json::<Value>()
-        .await
-        .unwrap()["queued"]
-        .as_u64()
-        .unwrap()
-}
-
-/// Waits until the stand-in took every queued fault: the model call that took the
-/// last one is in flight (a `hang_ms` fault holds it there).
-async fn until_the_faults_are_taken(stack: &FullStack) {
-    for _ in 0..3_000 {
-        if faults_queued(stack).await == 0 {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("no model call took the queued faults");
 }
 
 /// Every text a contact's items hold (messages, summaries, facts), raw.

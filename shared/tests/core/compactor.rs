@@ -2,8 +2,6 @@
 //! on conversations driven through the ask service: steps (folding, summary prompt,
 //! pruning, idempotency) and fact extraction (closed keys, refusals, sources).
 
-#![allow(clippy::unwrap_used, missing_docs)] // a test binary: a panic is a failed test
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
@@ -12,28 +10,22 @@ use degrau::ask::AskService;
 use degrau::compaction::CompactionPolicy;
 use degrau::compactor::{Compactor, CompactorError, JobOutcome, RECORD_FACTS_TOOL};
 use degrau::deadline::Deadline;
-use degrau::domain::{
-    ContactId, ContentBlock, Fact, FactKey, FactSource, Head, Incarnation, StoredMessage, TenantId,
-};
-use degrau::jobs::{EnqueueError, Job, Jobs, NoJobs};
+use degrau::domain::{ContentBlock, Fact, FactKey, FactSource, Head, Incarnation, StoredMessage};
+use degrau::jobs::{Job, NoJobs};
 use degrau::model::scripted::ScriptedModel;
 use degrau::model::{Model, ModelError, ModelResponse};
 use degrau::pruning::PLACEHOLDER_PREFIX;
 use degrau::request::ModelRequest;
 use degrau::store::memory::MemoryStore;
-use degrau::store::{ContactKey, SessionFilter, Store, TenantStore};
+use degrau::store::{SessionFilter, Store, TenantStore};
 use degrau::tenant::{Defaults, TenantConfig};
 use degrau::tools::Tools;
 use degrau::tools::demo::DemoTools;
 use degrau::usage::Usage;
 use serde_json::json;
 
-const START: i64 = 1_800_000_000;
+use crate::helpers::{RecordingJobs, START, ask_service, compactor, key, minute, test_clock};
 
-/// A deadline no test here reaches.
-fn minute() -> Deadline {
-    Deadline::after(std::time::Duration::from_secs(60))
-}
 const DAY: i64 = 24 * 3600;
 
 struct Harness {
@@ -44,18 +36,6 @@ struct Harness {
     compactor: Compactor,
     /// What the compactor enqueued itself (the next step after a capped one).
     jobs: Arc<RecordingJobs>,
-}
-
-/// A queue that records the jobs it is given.
-#[derive(Default)]
-struct RecordingJobs(std::sync::Mutex<Vec<Job>>);
-
-#[async_trait]
-impl Jobs for RecordingJobs {
-    async fn enqueue(&self, job: &Job) -> Result<bool, EnqueueError> {
-        self.0.lock().unwrap().push(job.clone());
-        Ok(true)
-    }
 }
 
 fn defaults() -> Defaults {
@@ -74,28 +54,18 @@ fn defaults() -> Defaults {
 
 fn harness_with(model: Arc<dyn Model>, scripted: Arc<ScriptedModel>) -> Harness {
     let store = Arc::new(MemoryStore::new());
-    let clock = Arc::new(AtomicI64::new(START));
-    let now = clock.clone();
-    let clock_fn: degrau::ask::Clock = Arc::new(move || now.load(Ordering::SeqCst));
+    let (clock, now) = test_clock();
     let jobs = Arc::new(RecordingJobs::default());
     Harness {
-        ask: AskService {
-            store: store.clone(),
-            tenants: store.clone(),
-            model: scripted.clone(),
-            tools: Arc::new(DemoTools),
-            jobs: Arc::new(NoJobs),
-            defaults: defaults(),
-            clock: clock_fn.clone(),
-        },
-        compactor: Compactor {
-            store: store.clone(),
-            tenants: store.clone(),
-            model,
-            defaults: defaults(),
-            clock: clock_fn,
-            jobs: jobs.clone(),
-        },
+        ask: ask_service(
+            &store,
+            scripted.clone(),
+            Arc::new(DemoTools),
+            Arc::new(NoJobs),
+            defaults(),
+            now.clone(),
+        ),
+        compactor: compactor(&store, model, jobs.clone(), defaults(), now),
         store,
         model: scripted,
         clock,
@@ -106,13 +76,6 @@ fn harness_with(model: Arc<dyn Model>, scripted: Arc<ScriptedModel>) -> Harness 
 fn harness() -> Harness {
     let model = Arc::new(ScriptedModel::default());
     harness_with(model.clone(), model)
-}
-
-fn key() -> ContactKey {
-    ContactKey {
-        tenant: TenantId::parse("barber").unwrap(),
-        contact: ContactId::parse("+5511900000000").unwrap(),
-    }
 }
 
 /// The incarnation of the contact's head (a fresh one when there is no head):
@@ -903,7 +866,7 @@ async fn a_step_after_a_long_backlog_folds_a_bounded_span() {
     // request bounded, until the kept window (messages 53-60) is reached.
     let mut steps = 1;
     loop {
-        let next = h.jobs.0.lock().unwrap().pop();
+        let next = h.jobs.jobs.lock().unwrap().pop();
         let Some(next) = next else { break };
         assert_eq!(next.kind(), "step");
         h.model.push(ScriptedModel::text(SUMMARY, usage(700)));

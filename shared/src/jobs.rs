@@ -1,9 +1,10 @@
 //! The `Jobs` port: how `ask`, the sweep and the compactor itself ask for background
 //! work (a compaction step, fact extraction for a closed session), and [`Job`], the
-//! message the compactor reads. [`sqs::SqsJobs`] sends jobs to the SQS FIFO queue;
-//! [`NoJobs`], for runs without a queue, records nothing and says so.
-
-pub mod sqs;
+//! message the compactor reads. The SQS FIFO adapter (crate `degrau-adapters`,
+//! `sqs.rs`) sends jobs to the queue; [`NoJobs`], for runs without a queue, records
+//! nothing and says so.
+//!
+//! (`docs/DESIGN.md`: "The flows" and invariant 12.)
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};

@@ -1,12 +1,13 @@
 //! The ask function end to end: the real `ask` binary as Lambda runs it, DynamoDB on
 //! moto, and the offline stand-in as a strict model double over HTTP.
 
-#![allow(clippy::unwrap_used, missing_docs)] // a test binary: a panic is a failed test
-
 use aws_sdk_dynamodb::types::AttributeValue;
 use degrau_tests::lambda::{LocalLambda, binary};
+use degrau_tests::stack::{function_env, message_event};
 use degrau_tests::{HttpReply, StandIn, api_event, moto, unique};
 use serde_json::{Value, json};
+
+use crate::helpers;
 
 struct Stack {
     lambda: LocalLambda,
@@ -23,26 +24,9 @@ async fn stack_with(instances: usize, extra: &[(&str, &str)]) -> Stack {
     let table = moto::fresh_table(&dynamodb).await;
     let standin = StandIn::start();
     let serial = degrau_tests::serial::one_at_a_time(&moto::endpoint()).await;
-    let mut env: Vec<(String, String)> = [
-        ("AWS_ENDPOINT_URL_DYNAMODB", serial.url()),
-        ("TABLE_NAME", table.as_str()),
-        ("AWS_ENDPOINT_URL", moto::endpoint().as_str()),
-        ("AWS_REGION", "us-east-1"),
-        ("AWS_ACCESS_KEY_ID", "test"),
-        ("AWS_SECRET_ACCESS_KEY", "test"),
-        ("ANTHROPIC_API_KEY", "offline-test-key"),
-        ("ANTHROPIC_BASE_URL", standin.url.as_str()),
-        ("AUTH_MODE", "dev"),
-        ("RUST_LOG", "info"),
-    ]
-    .iter()
-    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-    .collect();
-    env.extend(
-        extra
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
-    );
+    let mut env = function_env(&table, None, &moto::endpoint(), &standin.url);
+    env.extend(helpers::env(&[("AWS_ENDPOINT_URL_DYNAMODB", serial.url())]));
+    env.extend(helpers::env(extra));
     let lambda = LocalLambda::start_instances(binary("ask"), env, instances).await;
     Stack {
         lambda,
@@ -66,7 +50,11 @@ impl Stack {
         headers: &[(&str, &str)],
         body: Option<&str>,
     ) -> HttpReply {
-        let event = api_event(method, path, query, headers, body, None);
+        self.invoke(api_event(method, path, query, headers, body, None))
+            .await
+    }
+
+    async fn invoke(&self, event: Value) -> HttpReply {
         let response = self
             .lambda
             .invoke(event)
@@ -76,18 +64,7 @@ impl Stack {
     }
 
     async fn post(&self, tenant: &str, contact: &str, text: &str) -> HttpReply {
-        let body = json!({ "text": text }).to_string();
-        self.call(
-            "POST",
-            &format!("/v1/contacts/{contact}/messages"),
-            "",
-            &[
-                ("content-type", "application/json"),
-                ("x-tenant-id", tenant),
-            ],
-            Some(&body),
-        )
-        .await
+        self.invoke(message_event(tenant, contact, text)).await
     }
 
     /// Every item in the table, as (pk, sk).

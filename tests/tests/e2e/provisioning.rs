@@ -1,8 +1,6 @@
 //! The local stack's provisioning and `template.yaml` agree: tables and queues
 //! created from the template in moto carry every property the template sets.
 
-#![allow(clippy::unwrap_used, missing_docs)] // a test binary: a panic is a failed test
-
 use std::process::Command;
 
 #[test]

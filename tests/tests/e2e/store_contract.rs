@@ -5,8 +5,6 @@
 //!
 //! The DynamoDB half needs `DEGRAU_TEST_AWS_ENDPOINT` (`./dev.sh test` sets it).
 
-#![allow(clippy::unwrap_used)]
-
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -17,7 +15,6 @@ use degrau::domain::{
     StoredMessage, TenantId,
 };
 use degrau::pruning::PruneDecision;
-use degrau::store::dynamo::DynamoStore;
 use degrau::store::memory::MemoryStore;
 use degrau::store::{
     AppliedStep, Claim, ClosedSession, CompletedRequest, ContactKey, Cursor, DEFAULT_SWEEP_BUCKETS,
@@ -26,6 +23,7 @@ use degrau::store::{
 };
 use degrau::tenant::TenantConfig;
 use degrau::usage::Usage;
+use degrau_adapters::dynamodb::{DynamoStore, keys};
 use degrau_tests::moto;
 use degrau_tests::serial::{OneAtATime, one_at_a_time};
 use serde_json::json;
@@ -150,7 +148,7 @@ fn n(value: impl ToString) -> AttributeValue {
 
 /// The contact's partition key, as the adapter lays it out.
 fn raw_pk(key: &ContactKey) -> String {
-    format!("T#{}#C#{}", key.tenant, key.contact)
+    keys::contact_pk(key)
 }
 
 fn raw_number<T: std::str::FromStr>(
@@ -208,7 +206,7 @@ impl Backend for Dynamo {
             .update_item()
             .table_name(&self.table)
             .key("pk", s(raw_pk(key)))
-            .key("sk", s("HEAD"))
+            .key("sk", s(keys::HEAD_SK))
             .update_expression(
                 "SET summarized_until = :until, summary = :summary, \
                  steps = if_not_exists(steps, :zero) + :one",
@@ -229,7 +227,7 @@ impl Backend for Dynamo {
             .put_item()
             .table_name(&self.table)
             .item("pk", s(raw_pk(key)))
-            .item("sk", s(format!("FACT#{}", fact.key)))
+            .item("sk", s(keys::fact_sk(&fact.key)))
             .item("key", s(fact.key.as_str()))
             .item("value", s(fact.value))
             .item("source_session", n(fact.source.session))
@@ -270,14 +268,12 @@ impl Backend for Dynamo {
         session: u32,
         seq: u64,
     ) -> Option<i64> {
-        let item = self
-            .raw_get(key, format!("S#{session:06}#M#{seq:08}"))
-            .await?;
+        let item = self.raw_get(key, keys::message_sk(session, seq)).await?;
         raw_number(&item, "expires_at")
     }
 
     async fn raw_archive(&self, key: &ContactKey, session: u32) -> Option<SessionArchive> {
-        let item = self.raw_get(key, format!("SUM#{session:06}")).await?;
+        let item = self.raw_get(key, keys::archive_sk(session)).await?;
         Some(SessionArchive {
             session: raw_number(&item, "session").unwrap(),
             summary: match item.get("summary") {
@@ -291,7 +287,7 @@ impl Backend for Dynamo {
     }
 
     async fn raw_sweep(&self, key: &ContactKey) -> Option<(u8, i64)> {
-        let item = self.raw_get(key, "HEAD".into()).await?;
+        let item = self.raw_get(key, keys::HEAD_SK.into()).await?;
         let sweep_pk = match item.get("sweep_pk") {
             Some(AttributeValue::S(sweep_pk)) => sweep_pk.clone(),
             None => {
@@ -315,7 +311,7 @@ impl Backend for Dynamo {
             .update_item()
             .table_name(&self.table)
             .key("pk", s(raw_pk(key)))
-            .key("sk", s("HEAD"))
+            .key("sk", s(keys::HEAD_SK))
             .update_expression("REMOVE incarnation")
             .condition_expression("attribute_exists(pk)")
             .send()
@@ -328,14 +324,14 @@ impl Backend for Dynamo {
             .delete_item()
             .table_name(&self.table)
             .key("pk", s(raw_pk(key)))
-            .key("sk", s(format!("S#{session:06}#M#{seq:08}")))
+            .key("sk", s(keys::message_sk(session, seq)))
             .send()
             .await
             .unwrap();
     }
 
     async fn raw_head_expires_at(&self, key: &ContactKey) -> Option<i64> {
-        let item = self.raw_get(key, "HEAD".into()).await?;
+        let item = self.raw_get(key, keys::HEAD_SK.into()).await?;
         raw_number(&item, "expires_at")
     }
 }
@@ -2358,16 +2354,16 @@ macro_rules! contract_tests {
         $(
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $test() {
-                crate::$test(<$backend as crate::Backend>::start().await).await;
+                super::$test(<$backend as super::Backend>::start().await).await;
             }
         )+
     };
 }
 
 mod memory {
-    contract_tests!(crate::Memory);
+    contract_tests!(super::Memory);
 }
 
 mod dynamodb {
-    contract_tests!(crate::Dynamo);
+    contract_tests!(super::Dynamo);
 }

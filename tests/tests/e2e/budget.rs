@@ -7,8 +7,6 @@
 //! Every test asserts statuses, stored items and call counts, never how long
 //! something took.
 
-#![allow(clippy::unwrap_used, missing_docs)] // a test binary: a panic is a failed test
-
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -17,23 +15,9 @@ use degrau_tests::stack::{FullStack, StackOptions, model_calls};
 use degrau_tests::{HttpReply, api_event};
 use serde_json::{Value, json};
 
+use crate::helpers::{assert_error, env};
+
 const TENANT: &str = "limits";
-
-fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-    pairs
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect()
-}
-
-fn assert_error(reply: &HttpReply, status: u16, kind: &str) {
-    assert_eq!(
-        (reply.status, reply.error_type()),
-        (status, Some(kind)),
-        "{}",
-        reply.raw
-    );
-}
 
 /// A `POST .../messages` event for `contact`, with extra headers.
 fn post_event(contact: &str, text: &str, headers: &[(&str, &str)]) -> Value {
@@ -354,7 +338,7 @@ fn the_template_sizes_each_function_to_fit_its_time_budget() {
     let ask = &resources["AskFunction"]["Properties"];
     let ask_timeout = seconds(&ask["Timeout"]);
     let budget = variable(&template, "AskFunction", "ASK_TIMEOUT_SECONDS")
-        .unwrap_or(degrau::config::DEFAULT_ASK_TIMEOUT_SECONDS);
+        .unwrap_or(degrau_adapters::config::DEFAULT_ASK_TIMEOUT_SECONDS);
     assert!(
         budget < ask_timeout && ask_timeout < 29,
         "ASK_TIMEOUT_SECONDS {budget} < Timeout {ask_timeout} < 29"

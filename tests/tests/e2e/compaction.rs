@@ -2,44 +2,25 @@
 //! `compactor` binaries, DynamoDB and SQS FIFO on moto, the bridge as the event
 //! source mapping, and the stand-in as the strict model double.
 
-#![allow(clippy::unwrap_used, missing_docs)] // a test binary: a panic is a failed test
-
-use degrau::domain::FactKey;
 use degrau::tenant::TenantConfig;
 use degrau_tests::stack::{FullStack, is_compactor_call, message_texts, model_calls};
 use serde_json::{Value, json};
 
+use crate::helpers::{self, BOOKING_INSTRUCTIONS, turn};
+
 const TENANT: &str = "barber";
 
 fn compacting(threshold: u64, keep: usize) -> TenantConfig {
+    let keys = [
+        "name",
+        "preferred_time",
+        "preferred_professional",
+        "preferred_service",
+        "note",
+    ];
     TenantConfig {
-        instructions: Some("You book haircuts for a barber shop. Use the tools.".into()),
-        allowed_fact_keys: Some(
-            [
-                "name",
-                "preferred_time",
-                "preferred_professional",
-                "preferred_service",
-                "note",
-            ]
-            .iter()
-            .map(|k| FactKey::parse(k).unwrap())
-            .collect(),
-        ),
-        compaction_threshold_tokens: Some(threshold),
-        window_keep_messages: Some(keep),
-        ..TenantConfig::default()
-    }
-}
-
-/// Turn `i` of a scheduling conversation: slot lists (long tool results), bookings
-/// with identifiers, small talk.
-fn turn(i: usize) -> String {
-    let day = 1 + i % 9;
-    match i % 3 {
-        0 => format!("turn {i:03}: any free slots on 2026-12-0{day}?"),
-        1 => format!("turn {i:03}: please book 10:30 on 2026-12-0{day}"),
-        _ => format!("turn {i:03}: thanks, that works for me"),
+        instructions: Some(BOOKING_INSTRUCTIONS.into()),
+        ..helpers::compacting(&keys, threshold, keep)
     }
 }
 

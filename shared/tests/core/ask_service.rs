@@ -1,8 +1,6 @@
 //! The ask service against the in-memory store and the strict scripted model:
 //! whole rounds, the tool loop, sessions, idempotency and the concurrency policy.
 
-#![allow(clippy::unwrap_used, missing_docs)] // a test binary: a panic is a failed test
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
@@ -11,24 +9,19 @@ use degrau::ask::{
     AskError, AskOutcome, AskResponse, AskService, MAX_TEXT_CHARS, MAX_TOOL_ITERATIONS,
 };
 use degrau::deadline::Deadline;
-use degrau::domain::{ContactId, ContentBlock, IdempotencyKey, Role, TenantId};
+use degrau::domain::{ContentBlock, IdempotencyKey, Role};
 use degrau::jobs::NoJobs;
 use degrau::model::scripted::ScriptedModel;
 use degrau::model::{Model, ModelError, ModelResponse};
 use degrau::request::ModelRequest;
 use degrau::store::memory::MemoryStore;
-use degrau::store::{ContactKey, SessionFilter, Store};
+use degrau::store::{SessionFilter, Store};
 use degrau::tenant::Defaults;
 use degrau::tools::demo::DemoTools;
 use degrau::usage::Usage;
 use serde_json::json;
 
-const START: i64 = 1_800_000_000;
-
-/// A deadline no test here reaches.
-fn minute() -> Deadline {
-    Deadline::after(std::time::Duration::from_secs(60))
-}
+use crate::helpers::{START, answered, ask_service, key, minute, test_clock};
 
 struct Harness {
     store: Arc<MemoryStore>,
@@ -47,17 +40,15 @@ fn usage(input: u64) -> Usage {
 
 fn harness_with(model: Arc<dyn Model>, scripted: Arc<ScriptedModel>) -> Harness {
     let store = Arc::new(MemoryStore::new());
-    let clock = Arc::new(AtomicI64::new(START));
-    let now = clock.clone();
-    let service = AskService {
-        store: store.clone(),
-        tenants: store.clone(),
+    let (clock, now) = test_clock();
+    let service = ask_service(
+        &store,
         model,
-        tools: Arc::new(DemoTools),
-        jobs: Arc::new(NoJobs),
-        defaults: Defaults::default(),
-        clock: Arc::new(move || now.load(Ordering::SeqCst)),
-    };
+        Arc::new(DemoTools),
+        Arc::new(NoJobs),
+        Defaults::default(),
+        now,
+    );
     Harness {
         store,
         model: scripted,
@@ -69,20 +60,6 @@ fn harness_with(model: Arc<dyn Model>, scripted: Arc<ScriptedModel>) -> Harness 
 fn harness() -> Harness {
     let model = Arc::new(ScriptedModel::default());
     harness_with(model.clone(), model)
-}
-
-fn key() -> ContactKey {
-    ContactKey {
-        tenant: TenantId::parse("barber").unwrap(),
-        contact: ContactId::parse("+5511900000000").unwrap(),
-    }
-}
-
-fn answered(outcome: AskOutcome) -> AskResponse {
-    match outcome {
-        AskOutcome::Answered(response) => response,
-        AskOutcome::Replayed(body) => panic!("unexpected replay {body}"),
-    }
 }
 
 async fn stored(h: &Harness) -> Vec<(u32, u64, Role)> {

@@ -17,6 +17,8 @@
 //!
 //! Logs carry only status, attempt, the API's request id and latency: never the key,
 //! the request or the API's error text (which may quote the request).
+//!
+//! (`docs/DESIGN.md`: "The time budget".)
 
 use std::error::Error as _;
 use std::fmt;
@@ -27,9 +29,9 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use reqwest::{StatusCode, Url};
 use serde::Deserialize;
 
-use super::{Model, ModelError, ModelResponse};
-use crate::deadline::Deadline;
-use crate::request::ModelRequest;
+use degrau::deadline::Deadline;
+use degrau::model::{Model, ModelError, ModelResponse};
+use degrau::request::ModelRequest;
 
 /// Where the real API lives.
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -219,13 +221,7 @@ impl Model for AnthropicModel {
         request: &ModelRequest,
         deadline: Deadline,
     ) -> Result<ModelResponse, ModelError> {
-        let body = serde_json::to_vec(request).map_err(|e| ModelError::InvalidRequest {
-            message: format!(
-                "the request cannot be encoded as JSON: {}",
-                describe_json_error(&e)
-            ),
-        })?;
-
+        let body = encode(request)?;
         let mut retries = 0;
         loop {
             let attempt = retries + 1;
@@ -233,7 +229,7 @@ impl Model for AnthropicModel {
             if left < self.config.min_attempt {
                 tracing::warn!(
                     attempt,
-                    left_ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX),
+                    left_ms = millis(left),
                     "no time left for a model call"
                 );
                 return Err(ModelError::Timeout);
@@ -242,7 +238,7 @@ impl Model for AnthropicModel {
             let outcome = self
                 .attempt(body.clone(), self.config.request_timeout.min(left))
                 .await;
-            let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            let latency_ms = millis(started.elapsed());
             let failure = match outcome {
                 Ok(answer) => {
                     tracing::debug!(
@@ -259,7 +255,7 @@ impl Model for AnthropicModel {
 
             let status = failure.status.map(|s| s.as_u16());
             let request_id = failure.request_id.as_deref();
-            let error = kind(&failure.error);
+            let error = failure.error.kind();
             if !failure.retry || retries >= self.config.max_retries {
                 tracing::warn!(
                     status,
@@ -282,7 +278,7 @@ impl Model for AnthropicModel {
                     request_id,
                     latency_ms,
                     error,
-                    delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                    delay_ms = millis(delay),
                     "model call failed; no time left to retry"
                 );
                 return Err(failure.error);
@@ -293,13 +289,28 @@ impl Model for AnthropicModel {
                 request_id,
                 latency_ms,
                 error,
-                delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                delay_ms = millis(delay),
                 "model call failed; retrying"
             );
             tokio::time::sleep(delay).await;
             retries += 1;
         }
     }
+}
+
+/// The request's body: its JSON.
+fn encode(request: &ModelRequest) -> Result<Vec<u8>, ModelError> {
+    serde_json::to_vec(request).map_err(|e| ModelError::InvalidRequest {
+        message: format!(
+            "the request cannot be encoded as JSON: {}",
+            describe_json_error(&e)
+        ),
+    })
+}
+
+/// A duration in whole milliseconds, for logs.
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// A parsed answer and what the logs need about it.
@@ -469,27 +480,13 @@ fn describe_json_error(e: &serde_json::Error) -> String {
     format!("the body {what} (line {}, column {})", e.line(), e.column())
 }
 
-/// The error's variant, for logs that must not carry its text.
-fn kind(error: &ModelError) -> &'static str {
-    match error {
-        ModelError::InvalidRequest { .. } => "invalid_request",
-        ModelError::PromptTooLong { .. } => "prompt_too_long",
-        ModelError::Authentication { .. } => "authentication",
-        ModelError::RateLimited { .. } => "rate_limited",
-        ModelError::Unavailable { .. } => "unavailable",
-        ModelError::Timeout => "timeout",
-        ModelError::Connection(_) => "connection",
-        ModelError::Protocol(_) => "protocol",
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::{ContentBlock, Role};
-    use crate::model::StopReason;
-    use crate::request::{RequestBlock, RequestMessage};
-    use crate::usage::Usage;
+    use degrau::domain::{ContentBlock, Role};
+    use degrau::model::StopReason;
+    use degrau::request::{RequestBlock, RequestMessage};
+    use degrau::usage::Usage;
 
     use std::future::Future;
     use std::sync::atomic::{AtomicUsize, Ordering};

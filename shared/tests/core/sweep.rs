@@ -3,18 +3,16 @@
 //! next message, never by both; tenants' own timeouts are honoured; failures leave
 //! the session for the next sweep.
 
-#![allow(clippy::unwrap_used, missing_docs)] // a test binary: a panic is a failed test
-
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 
 use async_trait::async_trait;
 use degrau::ask::AskService;
 use degrau::compactor::FACTS_RETRY_SECONDS;
 use degrau::compactor::{Compactor, CompactorError, SweepReport};
 use degrau::deadline::Deadline;
-use degrau::domain::{ContactId, Fact, FactKey, Head, IdempotencyKey, Incarnation, TenantId};
-use degrau::jobs::{EnqueueError, Job, Jobs, NoJobs};
+use degrau::domain::{Fact, FactKey, Head, IdempotencyKey, Incarnation, TenantId};
+use degrau::jobs::{Job, NoJobs};
 use degrau::model::scripted::ScriptedModel;
 use degrau::store::memory::MemoryStore;
 use degrau::store::{
@@ -26,28 +24,13 @@ use degrau::tenant::{Defaults, TenantConfig};
 use degrau::tools::demo::DemoTools;
 use degrau::usage::Usage;
 
-const START: i64 = 1_800_000_000;
+use crate::helpers::{
+    RecordingJobs, START, ask_service, compactor, contact_key as key, test_clock,
+};
+
 const MINUTE: i64 = 60;
 /// The default idle timeout of these tests (`Defaults::session_idle_minutes`).
 const IDLE: i64 = 24 * 60 * MINUTE;
-
-/// A queue that records every job, or refuses them all while `fail` is set.
-#[derive(Default)]
-struct RecordingJobs {
-    jobs: Mutex<Vec<Job>>,
-    fail: AtomicBool,
-}
-
-#[async_trait]
-impl Jobs for RecordingJobs {
-    async fn enqueue(&self, job: &Job) -> Result<bool, EnqueueError> {
-        if self.fail.load(Ordering::SeqCst) {
-            return Err(EnqueueError("the queue is down".into()));
-        }
-        self.jobs.lock().unwrap().push(job.clone());
-        Ok(true)
-    }
-}
 
 struct Harness {
     store: Arc<MemoryStore>,
@@ -64,28 +47,24 @@ struct Harness {
 fn harness() -> Harness {
     let store = Arc::new(MemoryStore::new());
     let model = Arc::new(ScriptedModel::default());
-    let clock = Arc::new(AtomicI64::new(START));
-    let now = clock.clone();
-    let clock_fn: degrau::ask::Clock = Arc::new(move || now.load(Ordering::SeqCst));
+    let (clock, now) = test_clock();
     let ask_jobs = Arc::new(RecordingJobs::default());
     Harness {
-        ask: AskService {
-            store: store.clone(),
-            tenants: store.clone(),
-            model: model.clone(),
-            tools: Arc::new(DemoTools),
-            jobs: ask_jobs.clone(),
-            defaults: Defaults::default(),
-            clock: clock_fn.clone(),
-        },
-        compactor: Compactor {
-            store: store.clone(),
-            tenants: store.clone(),
-            model: model.clone(),
-            defaults: Defaults::default(),
-            clock: clock_fn,
-            jobs: Arc::new(NoJobs),
-        },
+        ask: ask_service(
+            &store,
+            model.clone(),
+            Arc::new(DemoTools),
+            ask_jobs.clone(),
+            Defaults::default(),
+            now.clone(),
+        ),
+        compactor: compactor(
+            &store,
+            model.clone(),
+            Arc::new(NoJobs),
+            Defaults::default(),
+            now,
+        ),
         store,
         model,
         clock,
@@ -97,13 +76,6 @@ fn harness() -> Harness {
 /// The contact's sweep bucket at the default bucket count.
 fn bucket_of(key: &ContactKey) -> u8 {
     degrau::store::sweep_bucket(key, DEFAULT_SWEEP_BUCKETS)
-}
-
-fn key(tenant: &str, contact: &str) -> ContactKey {
-    ContactKey {
-        tenant: TenantId::parse(tenant).unwrap(),
-        contact: ContactId::parse(contact).unwrap(),
-    }
 }
 
 impl Harness {

@@ -9,12 +9,14 @@
 //! extraction, so the triggers of the rounds that pass the threshold before the
 //! step lands collapse into one delivery. SQS de-duplicates only within five
 //! minutes; the compactor's conditional write is what makes a job idempotent.
+//!
+//! (`docs/DESIGN.md`: "The flows" and invariant 12.)
 
 use async_trait::async_trait;
 use sha2::{Digest, Sha256};
 
-use super::{EnqueueError, Job, Jobs};
-use crate::domain::{Incarnation, TenantId};
+use degrau::domain::{Incarnation, TenantId};
+use degrau::jobs::{EnqueueError, Job, Jobs};
 
 /// Sends jobs to an SQS FIFO queue.
 #[derive(Debug, Clone)]

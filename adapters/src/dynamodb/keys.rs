@@ -1,0 +1,195 @@
+//! The key layout: one table, `pk`/`sk` strings, and two sparse global secondary
+//! indexes. Nothing outside this module writes a key (the tests that read items raw
+//! use these functions too).
+//!
+//! | item | pk | sk |
+//! |---|---|---|
+//! | tenant config | `T#{tenant}` | `CONFIG` |
+//! | contact head | `T#{tenant}#C#{contact}` | `HEAD` |
+//! | fact | `T#{tenant}#C#{contact}` | `FACT#{key}` |
+//! | message | `T#{tenant}#C#{contact}` | `S#{session:06}#M#{seq:08}` |
+//! | closed session's summary | `T#{tenant}#C#{contact}` | `SUM#{session:06}` |
+//! | idempotency record | `T#{tenant}#C#{contact}` | `REQ#{key}` |
+//!
+//! Within a contact's partition the sort keys order as `FACT#… < HEAD < REQ#… <
+//! S#… < SUM#…`: the facts and the head come in one range query, and no message
+//! range reaches an archive. Neither id may hold `#`, so a key never reads two ways.
+//!
+//! **The sweep index** ([`SWEEP_INDEX`], `by-activity`). Every round writes
+//! `sweep_pk` = `OPEN#{bucket}` ([`sweep_pk`]; the bucket is the port's
+//! `sweep_bucket`) and `sweep_sk` = the time the head is next due (a number) on the
+//! head; the settle of a sweep moves `sweep_sk` or removes both. The sweep reads one
+//! bucket with `sweep_pk = :bucket AND sweep_sk <= :now`, earliest first.
+//!
+//! **The incarnation index** ([`INCARNATION_INDEX`], `by-incarnation`): keys only,
+//! hashed on the head's `incarnation`. Only heads carry the attribute and it never
+//! changes, so the index is written when a head is created and when it is erased
+//! (which takes the entry with it); a job finds its contact through it.
+//!
+//! (`docs/DESIGN.md`: "Key layout".)
+
+use degrau::domain::{ContactId, FactKey, IdempotencyKey, TenantId};
+use degrau::store::{ContactKey, Cursor, SessionFilter, StoreError};
+
+/// The sweep index: a sparse GSI on the heads, `sweep_pk` (hash) and `sweep_sk`
+/// (range). Its name in `template.yaml`.
+pub const SWEEP_INDEX: &str = "by-activity";
+
+/// The incarnation index: a sparse, keys-only GSI on the heads' `incarnation`.
+/// Its name in `template.yaml`.
+pub const INCARNATION_INDEX: &str = "by-incarnation";
+
+/// The head's sort key.
+pub const HEAD_SK: &str = "HEAD";
+/// The prefix of a fact's sort key.
+pub const FACT_PREFIX: &str = "FACT#";
+/// The prefix of every message's sort key.
+pub const MESSAGE_PREFIX: &str = "S#";
+/// The tenant config's sort key.
+pub const CONFIG_SK: &str = "CONFIG";
+
+/// The highest sequence number the sort key can order (8 digits).
+pub const MAX_SEQ: u64 = 99_999_999;
+/// The highest session number the sort key can order (6 digits).
+pub const MAX_SESSION: u32 = 999_999;
+
+/// The partition of every item about a contact.
+pub fn contact_pk(key: &ContactKey) -> String {
+    format!("T#{}#C#{}", key.tenant, key.contact)
+}
+
+/// The contact a partition key names: the inverse of [`contact_pk`]. Neither id
+/// may hold `#`, so the split is unambiguous; both are validated again.
+pub fn parse_contact_pk(pk: &str) -> Result<ContactKey, StoreError> {
+    let corrupt = || StoreError::Corrupt("a sweep index entry's pk is not a contact's".into());
+    let (tenant, contact) = pk
+        .strip_prefix("T#")
+        .and_then(|rest| rest.split_once("#C#"))
+        .ok_or_else(corrupt)?;
+    Ok(ContactKey {
+        tenant: TenantId::parse(tenant).map_err(|_| corrupt())?,
+        contact: ContactId::parse(contact).map_err(|_| corrupt())?,
+    })
+}
+
+/// The sweep index partition of a bucket.
+pub fn sweep_pk(bucket: u8) -> String {
+    format!("OPEN#{bucket}")
+}
+
+/// The partition of a tenant's own items (its config).
+pub fn tenant_pk(tenant: &TenantId) -> String {
+    format!("T#{tenant}")
+}
+
+/// A message's sort key: ordered by session, then sequence number.
+pub fn message_sk(session: u32, seq: u64) -> String {
+    format!("{MESSAGE_PREFIX}{session:06}#M#{seq:08}")
+}
+
+/// A fact's sort key.
+pub fn fact_sk(key: &FactKey) -> String {
+    format!("{FACT_PREFIX}{key}")
+}
+
+/// A closed session's archive. `SUM#` sorts after every `S#…` message key (`U` >
+/// `#`), so no message range (`BETWEEN S#… AND S#…`) ever reaches it.
+pub fn archive_sk(session: u32) -> String {
+    format!("SUM#{session:06}")
+}
+
+/// An idempotency record's sort key.
+pub fn request_sk(idempotency: &IdempotencyKey) -> String {
+    format!("REQ#{idempotency}")
+}
+
+/// The inclusive `(from, to)` positions a transcript query covers, or `None` when
+/// nothing can match (`before` is at or before the first possible message).
+pub fn transcript_range(
+    sessions: SessionFilter,
+    before: Option<Cursor>,
+) -> Option<(Cursor, Cursor)> {
+    let (from, mut to) = match sessions {
+        SessionFilter::All => (
+            Cursor { session: 0, seq: 0 },
+            Cursor {
+                session: MAX_SESSION,
+                seq: MAX_SEQ,
+            },
+        ),
+        SessionFilter::Only(session) => (
+            Cursor { session, seq: 0 },
+            Cursor {
+                session,
+                seq: MAX_SEQ,
+            },
+        ),
+    };
+    if let Some(before) = before {
+        let just_before = match before.seq {
+            0 => Cursor {
+                session: before.session.checked_sub(1)?,
+                seq: MAX_SEQ,
+            },
+            seq => Cursor {
+                session: before.session,
+                seq: (seq - 1).min(MAX_SEQ),
+            },
+        };
+        to = to.min(just_before);
+    }
+    (from <= to).then_some((from, to))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn message_keys_sort_by_session_then_sequence() {
+        assert_eq!(message_sk(2, 15), "S#000002#M#00000015");
+        assert!(message_sk(1, 99) < message_sk(2, 1));
+        assert!(message_sk(1, 9) < message_sk(1, 10));
+        // The facts-and-head query relies on nothing else sorting between them.
+        assert!(FACT_PREFIX < HEAD_SK && HEAD_SK < "REQ#" && "REQ#" < MESSAGE_PREFIX);
+        // Archives sort after every message, so message ranges never reach them.
+        assert!(message_sk(MAX_SESSION, MAX_SEQ) < archive_sk(0));
+        assert!(archive_sk(9) < archive_sk(10));
+    }
+
+    #[test]
+    fn a_contact_key_reads_back_from_its_partition_key() {
+        let key = ContactKey {
+            tenant: TenantId::parse("barber.sp").unwrap(),
+            contact: ContactId::parse("+55:11@x_y-z.C").unwrap(),
+        };
+        assert_eq!(parse_contact_pk(&contact_pk(&key)).unwrap(), key);
+        for bad in ["T#t", "T#t#X#c", "CONFIG", "T##C#c", "T#t#C#", "T#t#C#a#b"] {
+            let err = parse_contact_pk(bad).unwrap_err();
+            assert!(matches!(err, StoreError::Corrupt(_)), "{bad}: {err:?}");
+        }
+        assert_eq!(sweep_pk(7), "OPEN#7");
+    }
+
+    #[test]
+    fn transcript_ranges_stop_just_before_the_cursor() {
+        let at = |session, seq| Cursor { session, seq };
+        assert_eq!(
+            transcript_range(SessionFilter::Only(2), Some(at(2, 5))),
+            Some((at(2, 0), at(2, 4)))
+        );
+        assert_eq!(
+            transcript_range(SessionFilter::All, Some(at(3, 1))),
+            Some((at(0, 0), at(3, 0)))
+        );
+        assert_eq!(
+            transcript_range(SessionFilter::Only(2), Some(at(5, 1))),
+            Some((at(2, 0), at(2, MAX_SEQ)))
+        );
+        assert_eq!(
+            transcript_range(SessionFilter::Only(2), Some(at(1, 7))),
+            None
+        );
+        assert_eq!(transcript_range(SessionFilter::All, Some(at(0, 0))), None);
+    }
+}

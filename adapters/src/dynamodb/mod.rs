@@ -1,0 +1,477 @@
+//! The DynamoDB adapter of the [`Store`] and [`TenantStore`] ports: one table, the
+//! layout of [`keys`], items (de)serialised with `serde_dynamo` (`items`), the
+//! requests built in `queries` and SDK errors mapped in `error`. This file holds
+//! the trait implementations only.
+//!
+//! A round, a compaction step, a fact batch and a refresh are each one
+//! `TransactWriteItems`: a failed condition is [`StoreError::Conflict`] for a round
+//! and `Ok(false)` for the others (a duplicate job or an erased contact, not an
+//! error); throttling and transient failures are [`StoreError::Unavailable`].
+//!
+//! Messages, session archives, facts and the head carry the TTL attribute
+//! `expires_at`. TTL deletes only eventually, so reads filter on it too; the head
+//! is the exception of `load_turn`, which the next round's condition needs.
+//!
+//! (`docs/DESIGN.md`: "Key layout".)
+
+mod error;
+mod items;
+pub mod keys;
+mod queries;
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
+use degrau::domain::{Fact, FactKey, Head, IdempotencyKey, Incarnation, StoredMessage, TenantId};
+use degrau::session::unix_now;
+use degrau::store::{
+    AppliedStep, Claim, ClosedSession, ContactKey, Cursor, DueHead, FactWrite,
+    MAX_REFRESH_PER_ROUND, RoundCommit, SessionFilter, Store, StoreError, SweepSettle, TenantStore,
+    TranscriptPage, TurnState, validate_fact_changes, validate_step,
+};
+use degrau::tenant::TenantConfig;
+use degrau::window::after_last_gap;
+
+use error::{sdk_error, transact, transact_if, unless_condition_failed};
+use items::{
+    ArchiveItem, ConfigItem, HeadItem, IndexedKey, RequestItem, RequestStatus, SweepEntry,
+};
+use items::{from_item, message_and_expiry, n, s, to_item};
+use keys::{
+    CONFIG_SK, HEAD_SK, archive_sk, contact_pk, message_sk, parse_contact_pk, request_sk, sweep_pk,
+    tenant_pk, transcript_range,
+};
+pub use keys::{INCARNATION_INDEX, SWEEP_INDEX};
+use queries::{
+    Pages, UpdateParts, fact_transactions, refresh_items, round_items, settle_parts, step_items,
+    update_if,
+};
+
+/// Listing-and-deleting passes of an erase before it settles.
+const ERASE_PASSES: usize = 4;
+
+/// The DynamoDB adapter: a client built once at init and the table's name.
+#[derive(Debug, Clone)]
+pub struct DynamoStore {
+    client: Client,
+    table: String,
+}
+
+impl DynamoStore {
+    /// An adapter on `table`, using `client` (built once per process).
+    pub fn new(client: Client, table: impl Into<String>) -> Self {
+        DynamoStore {
+            client,
+            table: table.into(),
+        }
+    }
+
+    /// The table this adapter reads and writes.
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+}
+
+#[async_trait]
+impl Store for DynamoStore {
+    async fn load_turn(&self, key: &ContactKey, now: i64) -> Result<TurnState, StoreError> {
+        let (head, facts) = self.head_and_facts(key, now).await?;
+        let Some(head) = head else {
+            return Ok(TurnState {
+                head: None,
+                facts,
+                ..TurnState::default()
+            });
+        };
+        // An open session's messages do not expire under it (`ask` refreshes the
+        // ones close to it), but one may be gone anyway (a refresh that failed; TTL
+        // deletes in any order): expired ones count as gone, and the window starts
+        // after the last hole, where it is whole.
+        let (messages, expiries): (Vec<StoredMessage>, Vec<Option<i64>>) = self
+            .messages_after(key, head.session, head.summarized_until)
+            .await?
+            .into_iter()
+            .filter(|(_, expires_at)| expires_at.is_none_or(|expires| expires > now))
+            .unzip();
+        let start = after_last_gap(&messages, head.summarized_until, head.last_seq);
+        if start > 0 {
+            tracing::warn!(
+                session = head.session,
+                skipped = start,
+                "the window had a hole: it starts at the first safe start after it"
+            );
+        }
+        Ok(TurnState {
+            head: Some(head),
+            facts,
+            window: messages[start..].to_vec(),
+            window_expires_at: expiries[start..].to_vec(),
+        })
+    }
+
+    async fn load_memory(
+        &self,
+        key: &ContactKey,
+        now: i64,
+    ) -> Result<(Option<Head>, Vec<Fact>), StoreError> {
+        let (head, facts) = self.head_and_facts(key, now).await?;
+        Ok((head.filter(|head| !head.expired_at(now)), facts))
+    }
+
+    async fn commit_round(&self, commit: &RoundCommit) -> Result<(), StoreError> {
+        transact(&self.client, round_items(&self.table, commit)?).await
+    }
+
+    async fn claim_request(
+        &self,
+        key: &ContactKey,
+        idempotency: &IdempotencyKey,
+        payload_hash: &str,
+        now: i64,
+        lease_seconds: i64,
+    ) -> Result<Claim, StoreError> {
+        let pk = contact_pk(key);
+        // The record can vanish between a failed condition and the read (an erase, a
+        // release, TTL): then the put is tried once more.
+        for _ in 0..2 {
+            if self
+                .put_claim(&pk, idempotency, payload_hash, now, lease_seconds)
+                .await?
+            {
+                return Ok(Claim::Started);
+            }
+            let Some(item) = self.get(pk.clone(), request_sk(idempotency)).await? else {
+                continue;
+            };
+            let record: RequestItem = from_item(item)?;
+            return Ok(if record.payload_hash != payload_hash {
+                Claim::Mismatch
+            } else {
+                match record.status {
+                    RequestStatus::Completed => Claim::Completed {
+                        response: record.response.unwrap_or_default(),
+                    },
+                    RequestStatus::InProgress => Claim::InProgress,
+                }
+            });
+        }
+        Err(StoreError::Unavailable(
+            "the idempotency record changed twice while being claimed".into(),
+        ))
+    }
+
+    async fn release_request(
+        &self,
+        key: &ContactKey,
+        idempotency: &IdempotencyKey,
+    ) -> Result<(), StoreError> {
+        let result = self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .key("pk", s(contact_pk(key)))
+            .key("sk", s(request_sk(idempotency)))
+            .condition_expression("#status = :in_progress")
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":in_progress", s(RequestStatus::IN_PROGRESS))
+            .send()
+            .await;
+        // A failed condition: absent or completed, nothing to release.
+        unless_condition_failed("delete_item", result)?;
+        Ok(())
+    }
+
+    async fn transcript(
+        &self,
+        key: &ContactKey,
+        sessions: SessionFilter,
+        limit: usize,
+        before: Option<Cursor>,
+    ) -> Result<TranscriptPage, StoreError> {
+        let Some((from, to)) = transcript_range(sessions, before) else {
+            return Ok(TranscriptPage::default());
+        };
+        if limit == 0 {
+            return Ok(TranscriptPage::default());
+        }
+        // BETWEEN rather than begins_with: a key condition takes one operator on the
+        // sort key, and BETWEEN expresses both the session filter and the exclusive
+        // `before` (as the message just before it).
+        let query = self
+            .query_range(
+                key,
+                message_sk(from.session, from.seq),
+                message_sk(to.session, to.seq),
+            )
+            .scan_index_forward(false);
+        // `transcript` takes no `now`: expired messages are dropped by the system
+        // clock. Filtering here rather than with a FilterExpression keeps one
+        // definition of "expired" (`expires_at <= now`) for both adapters; the loop
+        // below keeps reading until the page is full either way.
+        let now = unix_now();
+        // One more than asked for tells whether an older page exists.
+        let want = limit.saturating_add(1);
+        let mut newest_first = Vec::with_capacity(want.min(1000));
+        let mut pages = Pages::new(query);
+        while newest_first.len() < want {
+            let Some(page) = pages.next(Some(want - newest_first.len())).await? else {
+                break;
+            };
+            for item in page {
+                let (message, expires_at) = message_and_expiry(item)?;
+                if expires_at.is_none_or(|expires| expires > now) {
+                    newest_first.push(message);
+                }
+            }
+        }
+        Ok(TranscriptPage::from_newest_first(newest_first, limit))
+    }
+
+    async fn erase_contact(&self, key: &ContactKey) -> Result<usize, StoreError> {
+        // The head goes first: from then on a round racing this erase fails its
+        // `last_seq = :expected` condition instead of landing between the listing and
+        // the deletes below (it would leave messages with no head). A round that
+        // committed before the head went is listed by a later pass.
+        let head = self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .key("pk", s(contact_pk(key)))
+            .key("sk", s(HEAD_SK))
+            .return_values(ReturnValue::AllOld)
+            .send()
+            .await
+            .map_err(|err| sdk_error("delete head", err))?;
+        let mut erased = usize::from(head.attributes.is_some_and(|a| !a.is_empty()));
+        let query = self
+            .query()
+            .key_condition_expression("pk = :pk")
+            .projection_expression("pk, sk")
+            .expression_attribute_values(":pk", s(contact_pk(key)));
+        // Passes until a listing comes back empty; bounded, since after the head is
+        // gone nothing but a brand-new first round can add items.
+        for _ in 0..ERASE_PASSES {
+            let mut pages = Pages::new(query.clone());
+            let mut found = 0;
+            while let Some(keys) = pages.next(None).await? {
+                found += keys.len();
+                self.delete_keys(keys).await?;
+            }
+            erased += found;
+            if found == 0 {
+                return Ok(erased);
+            }
+        }
+        Ok(erased)
+    }
+
+    async fn apply_step(&self, key: &ContactKey, step: &AppliedStep) -> Result<bool, StoreError> {
+        validate_step(step)?;
+        transact_if(&self.client, step_items(&self.table, key, step)?).await
+    }
+
+    async fn load_closed_session(
+        &self,
+        key: &ContactKey,
+        session: u32,
+        now: i64,
+    ) -> Result<ClosedSession, StoreError> {
+        let archive = self.get(contact_pk(key), archive_sk(session)).await?;
+        let (summary, summarized_until) = match archive.map(from_item::<ArchiveItem>).transpose()? {
+            // Past its retention the archive is gone, and so is every message of the
+            // session (they expired no later): nothing to read.
+            Some(archive) if archive.expires_at <= now => return Ok(ClosedSession::default()),
+            Some(archive) => (archive.summary, archive.summarized_until),
+            None => (None, 0),
+        };
+        let messages = self
+            .messages_after(key, session, summarized_until)
+            .await?
+            .into_iter()
+            .filter(|(_, expires_at)| expires_at.is_none_or(|expires| expires > now))
+            .map(|(message, _)| message)
+            .collect();
+        Ok(ClosedSession { summary, messages })
+    }
+
+    async fn save_facts(
+        &self,
+        key: &ContactKey,
+        incarnation: &Incarnation,
+        writes: &[FactWrite],
+        removals: &[FactKey],
+    ) -> Result<bool, StoreError> {
+        validate_fact_changes(writes, removals)?;
+        // When an erase lands between the parts of a long batch, the later ones
+        // write nothing and the answer is `Ok(false)`; the earlier ones committed
+        // while the contact existed, like a whole batch committed just before it.
+        for items in fact_transactions(&self.table, key, incarnation, writes, removals)? {
+            if !transact_if(&self.client, items).await? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    async fn due_heads(
+        &self,
+        bucket: u8,
+        due_by: i64,
+        limit: usize,
+    ) -> Result<Vec<DueHead>, StoreError> {
+        // Ascending by `sweep_sk`: the heads due longest come first. No filter
+        // expression, so `Limit` counts exactly the items returned.
+        let query = self
+            .query_index(SWEEP_INDEX)
+            .key_condition_expression("sweep_pk = :bucket AND sweep_sk <= :due_by")
+            .expression_attribute_values(":bucket", s(sweep_pk(bucket)))
+            .expression_attribute_values(":due_by", n(due_by));
+        let mut found = Vec::with_capacity(limit.min(1000));
+        let mut pages = Pages::new(query);
+        while found.len() < limit {
+            let Some(page) = pages.next(Some(limit - found.len())).await? else {
+                break;
+            };
+            for item in page {
+                let entry: SweepEntry = from_item(item)?;
+                found.push(DueHead {
+                    key: parse_contact_pk(&entry.pk)?,
+                    due: entry.sweep_sk,
+                });
+            }
+        }
+        found.truncate(limit);
+        Ok(found)
+    }
+
+    async fn load_head(&self, key: &ContactKey) -> Result<Option<Head>, StoreError> {
+        self.get(contact_pk(key), HEAD_SK.to_owned())
+            .await?
+            .map(|item| from_item::<HeadItem>(item).map(Head::from))
+            .transpose()
+    }
+
+    async fn settle_sweep(
+        &self,
+        key: &ContactKey,
+        settle: &SweepSettle,
+    ) -> Result<bool, StoreError> {
+        // `Ok(false)`: a round, an erase (the condition keeps the update from
+        // creating an item), another sweep or a finished facts job came first.
+        update_if(settle_parts(settle).apply(self.update_head(key))).await
+    }
+
+    async fn facts_done(
+        &self,
+        key: &ContactKey,
+        incarnation: &Incarnation,
+        session: u32,
+    ) -> Result<bool, StoreError> {
+        let mut parts = UpdateParts::default();
+        parts
+            .remove_pending()
+            .condition("incarnation = :incarnation")
+            .condition("facts_pending = :session")
+            .value(":incarnation", s(incarnation.as_str()))
+            .value(":session", n(session));
+        update_if(parts.apply(self.update_head(key))).await
+    }
+
+    async fn refresh_expiry(
+        &self,
+        key: &ContactKey,
+        incarnation: &Incarnation,
+        session: u32,
+        seqs: &[u64],
+        expires_at: i64,
+    ) -> Result<bool, StoreError> {
+        if seqs.len() > MAX_REFRESH_PER_ROUND {
+            return Err(StoreError::Other(format!(
+                "a refresh of {} messages exceeds the limit of {MAX_REFRESH_PER_ROUND}",
+                seqs.len()
+            )));
+        }
+        let items = refresh_items(&self.table, key, incarnation, session, seqs, expires_at)?;
+        transact_if(&self.client, items).await
+    }
+
+    async fn find_contact(
+        &self,
+        tenant: &TenantId,
+        incarnation: &Incarnation,
+    ) -> Result<Option<ContactKey>, StoreError> {
+        let query = self
+            .query_index(INCARNATION_INDEX)
+            .key_condition_expression("incarnation = :incarnation")
+            .expression_attribute_values(":incarnation", s(incarnation.as_str()));
+        for item in Pages::new(query).all().await? {
+            let entry: IndexedKey = from_item(item)?;
+            if entry.sk != HEAD_SK {
+                continue;
+            }
+            let key = parse_contact_pk(&entry.pk)?;
+            if key.tenant == *tenant {
+                return Ok(Some(key));
+            }
+        }
+        Ok(None)
+    }
+
+    async fn ensure_incarnation(
+        &self,
+        key: &ContactKey,
+        candidate: &Incarnation,
+    ) -> Result<Option<Incarnation>, StoreError> {
+        let result = self
+            .update_head(key)
+            .update_expression("SET incarnation = if_not_exists(incarnation, :candidate)")
+            .condition_expression("attribute_exists(pk)")
+            .expression_attribute_values(":candidate", s(candidate.as_str()))
+            // ALL_NEW rather than UPDATED_NEW: an attribute the update left as it
+            // was need not count as updated.
+            .return_values(ReturnValue::AllNew)
+            .send()
+            .await;
+        // No head: the condition keeps the update from creating one.
+        let Some(output) = unless_condition_failed("update_item", result)? else {
+            return Ok(None);
+        };
+        match output
+            .attributes
+            .as_ref()
+            .and_then(|a| a.get("incarnation"))
+        {
+            Some(AttributeValue::S(value)) => Incarnation::parse(value)
+                .map(Some)
+                .map_err(|err| StoreError::Corrupt(err.to_string())),
+            _ => Err(StoreError::Corrupt(
+                "the head's incarnation did not read back".into(),
+            )),
+        }
+    }
+}
+
+#[async_trait]
+impl TenantStore for DynamoStore {
+    async fn tenant_config(&self, tenant: &TenantId) -> Result<Option<TenantConfig>, StoreError> {
+        let Some(item) = self.get(tenant_pk(tenant), CONFIG_SK.to_owned()).await? else {
+            return Ok(None);
+        };
+        from_item::<ConfigItem>(item)?.config().map(Some)
+    }
+
+    async fn put_tenant_config(
+        &self,
+        tenant: &TenantId,
+        config: &TenantConfig,
+    ) -> Result<(), StoreError> {
+        self.client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(to_item(&ConfigItem::new(tenant, config)?)?))
+            .send()
+            .await
+            .map_err(|err| sdk_error("put_item", err))?;
+        Ok(())
+    }
+}

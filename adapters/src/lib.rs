@@ -1,0 +1,34 @@
+//! degrau's adapters: the ports of the core crate (`degrau`) wired to the outside
+//! world. Everything that knows a table, a queue, an endpoint or a credential lives
+//! here; the core decides what the model sees and what is stored, and knows none of
+//! it. (`docs/DESIGN.md` explains the whole design.)
+//!
+//! # Layout
+//!
+//! Read in this order:
+//!
+//! * [`config`]: the typed environment configuration, read once at init
+//!   (`Config::from_env`); tenant defaults are the core's `tenant::Defaults`.
+//! * [`wiring`]: one constructor of every dependency from that configuration,
+//!   [`wiring::Dependencies::from_env`], which both functions' `main.rs` call.
+//! * The adapters, one per port or outside service:
+//!   * [`dynamodb`]: the `Store` and `TenantStore` ports on one DynamoDB table —
+//!     `keys` (the key layout, which nothing else knows), `items` (item types and
+//!     their conversions), `queries` (query builders and the one paging helper),
+//!     `error` (SDK error mapping and the transaction-conflict retry), and the trait
+//!     implementations in `mod.rs`.
+//!   * [`sqs`]: the `Jobs` port on an SQS FIFO queue.
+//!   * [`anthropic`]: the `Model` port on the Anthropic Messages API, over `reqwest`.
+//!   * [`ssm`]: the API key read from an SSM SecureString at init.
+//!
+//! Adapters still to come go beside these, one module (or folder) each, and into
+//! [`wiring`] when a setting selects them: tools behind HTTPS webhooks (the `Tools`
+//! port), Amazon Bedrock (the `Model` port), a WhatsApp channel on the Graph API (a
+//! new edge in front of the `ask` service).
+
+pub mod anthropic;
+pub mod config;
+pub mod dynamodb;
+pub mod sqs;
+pub mod ssm;
+pub mod wiring;

@@ -1,0 +1,36 @@
+//! The API key's lookup: the key itself from the environment (local runs), or an
+//! SSM SecureString read once at init (what the template sets), so the key is never
+//! in the template or the function's configuration.
+
+use crate::config::{ApiKeySource, ConfigError};
+
+/// The key: the value itself, or the decrypted SSM parameter. A missing or empty
+/// parameter fails init with a message naming it (never the key).
+pub async fn api_key(
+    source: &ApiKeySource,
+    ssm: &aws_sdk_ssm::Client,
+) -> Result<String, ConfigError> {
+    match source {
+        ApiKeySource::Value(key) => Ok(key.clone()),
+        ApiKeySource::SsmParameter(name) => {
+            let output = ssm
+                .get_parameter()
+                .name(name)
+                .with_decryption(true)
+                .send()
+                .await
+                .map_err(|e| {
+                    ConfigError(format!(
+                        "could not read ANTHROPIC_API_KEY_PARAMETER {name:?} from SSM: {}",
+                        aws_sdk_ssm::error::DisplayErrorContext(e)
+                    ))
+                })?;
+            output
+                .parameter()
+                .and_then(|p| p.value())
+                .filter(|v| !v.is_empty())
+                .map(str::to_owned)
+                .ok_or_else(|| ConfigError(format!("the SSM parameter {name:?} is empty")))
+        }
+    }
+}

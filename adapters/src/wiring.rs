@@ -1,0 +1,96 @@
+//! One constructor of every dependency, from the configuration: what both
+//! functions' `main.rs` call once at init, so that the clients are built once per
+//! process and the two functions cannot be wired differently by accident.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use degrau::jobs::{Jobs, NoJobs};
+use degrau::model::ModelError;
+use degrau::session::{Clock, system_clock};
+use degrau::tools::Tools;
+use degrau::tools::demo::DemoTools;
+
+use crate::anthropic::{AnthropicConfig, AnthropicModel};
+use crate::config::{Config, ConfigError};
+use crate::dynamodb::DynamoStore;
+use crate::sqs::SqsJobs;
+
+/// Everything a function needs, built once at init.
+pub struct Dependencies {
+    /// The configuration everything was built from (the handler needs its auth mode
+    /// and time limits).
+    pub config: Config,
+    /// Conversation storage and tenant configuration: one DynamoDB table.
+    pub store: Arc<DynamoStore>,
+    /// The Messages API (Claude, or the offline stand-in at `ANTHROPIC_BASE_URL`).
+    pub model: Arc<AnthropicModel>,
+    /// The compactor's queue; [`NoJobs`] without `JOBS_QUEUE_URL` (nothing is
+    /// enqueued, and the sweep says so).
+    pub jobs: Arc<dyn Jobs>,
+    /// The tools the model may call: the built-in demo tools.
+    pub tools: Arc<dyn Tools>,
+    /// The system clock.
+    pub clock: Clock,
+}
+
+/// Init failed: the message names the variable or the client at fault.
+#[derive(thiserror::Error)]
+pub enum WiringError {
+    /// A variable is missing or wrong, or the SSM parameter cannot be read.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The model's HTTP client cannot be built (a bad base URL or key).
+    #[error(transparent)]
+    Model(#[from] ModelError),
+}
+
+// What a failed `main` prints is the error's `Debug`: the inner error's, as before
+// the wiring moved here.
+impl fmt::Debug for WiringError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WiringError::Config(error) => fmt::Debug::fmt(error, f),
+            WiringError::Model(error) => fmt::Debug::fmt(error, f),
+        }
+    }
+}
+
+impl Dependencies {
+    /// Reads the environment ([`Config::from_env`]) and builds everything from it.
+    pub async fn from_env() -> Result<Dependencies, WiringError> {
+        Self::from_config(Config::from_env()?).await
+    }
+
+    /// Builds everything from `config`: one SDK configuration (endpoints and region
+    /// from the SDK's standard variables), one client per AWS service, the API key
+    /// (read from SSM when the configuration names a parameter), the model client.
+    pub async fn from_config(config: Config) -> Result<Dependencies, WiringError> {
+        let sdk = aws_config::load_from_env().await;
+        let store = Arc::new(DynamoStore::new(
+            aws_sdk_dynamodb::Client::new(&sdk),
+            config.table_name.clone(),
+        ));
+        let api_key =
+            crate::ssm::api_key(&config.anthropic_api_key, &aws_sdk_ssm::Client::new(&sdk)).await?;
+        let model = AnthropicModel::new(AnthropicConfig {
+            base_url: config.anthropic_base_url.clone(),
+            api_key,
+            request_timeout: Duration::from_secs(config.model_timeout_seconds),
+            ..AnthropicConfig::default()
+        })?;
+        let jobs: Arc<dyn Jobs> = match &config.jobs_queue_url {
+            Some(url) => Arc::new(SqsJobs::new(aws_sdk_sqs::Client::new(&sdk), url.clone())),
+            None => Arc::new(NoJobs),
+        };
+        Ok(Dependencies {
+            config,
+            store,
+            model: Arc::new(model),
+            jobs,
+            tools: Arc::new(DemoTools),
+            clock: system_clock(),
+        })
+    }
+}

@@ -1,0 +1,393 @@
+//! One round's model and tool loop: the request from the turn's window, the model
+//! call, what its stop reason asks for (see the stop reasons in [`crate::ask`]), the
+//! tools it calls, until the model answers or the round fails. Nothing here writes:
+//! a [`Round`] is only stored when `ask` commits it.
+
+use std::time::Instant;
+
+use serde_json::Value;
+use tracing::{info, warn};
+
+use super::{AskError, AskService, MAX_RETRY_MAX_TOKENS, MAX_TOOL_ITERATIONS, MIN_MODEL_CALL};
+use super::{Turn, out_of_time};
+use crate::compaction::{WindowCut, overflow_cut, request_window};
+use crate::deadline::Deadline;
+use crate::domain::{ContentBlock, Message, Role};
+use crate::metrics::Event;
+use crate::model::{ModelError, ModelResponse, StopReason};
+use crate::request::{ModelRequest, RequestParts, ToolDef, build_request};
+use crate::tenant::{ContextPolicy, Settings};
+use crate::tools::{MAX_RESULTS_CHARS_PER_MESSAGE, cap_to};
+use crate::usage::{RoundUsage, Usage};
+use crate::window::safe_window_start;
+
+/// A message of a round, with the usage of the model call that produced it (for
+/// assistant messages).
+#[derive(Debug, Clone)]
+pub(super) struct RoundMessage {
+    pub(super) message: Message,
+    pub(super) usage: Option<Usage>,
+}
+
+/// What a round measured besides usage.
+#[derive(Debug, Default)]
+pub(super) struct RoundStats {
+    /// Time spent in model calls.
+    pub(super) model_ms: f64,
+    /// Tools called.
+    pub(super) tool_calls: u64,
+    /// Why the model stopped on the final answer.
+    pub(super) stop_reason: Option<StopReason>,
+    /// The request that answered sent a window cut at the hard cap (or, after
+    /// "prompt is too long", at the overflow cut).
+    pub(super) hard_capped: bool,
+}
+
+/// A round the model finished: the user's message first, every tool call and
+/// result, the final answer last; the usage over its model calls; and its stats.
+#[derive(Debug)]
+pub(super) struct Round {
+    pub(super) messages: Vec<RoundMessage>,
+    pub(super) usage: RoundUsage,
+    pub(super) stats: RoundStats,
+}
+
+impl Round {
+    /// Whether a tool ran (a booking may exist): more than the question and the
+    /// answer.
+    pub(super) fn tool_ran(&self) -> bool {
+        self.messages.len() > 2
+    }
+}
+
+/// A tool call of the model's answer.
+struct ToolCall {
+    id: String,
+    name: String,
+    input: Value,
+}
+
+/// What the loop does after reading an answer's stop reason.
+enum AfterStop {
+    /// Send the request again (on a cut window, or with a larger `max_tokens`).
+    AskAgain,
+    /// Go on with the answer: store it, and run its tool calls if it has any.
+    Continue,
+}
+
+/// The loop's state between model calls.
+struct RoundLoop<'a> {
+    settings: &'a Settings,
+    turn: &'a Turn,
+    /// Where the window sent starts, and whether the hard cap cut it.
+    cut: WindowCut,
+    /// The window was cut once after "prompt is too long" (or a context window
+    /// filled up while the model wrote): a second time is an error.
+    overflow_retried: bool,
+    /// The output limit of the next request: thinking tokens count against it, so
+    /// the answer keeps its own budget on top of the thinking budget.
+    max_tokens: u32,
+    /// A tool call cut off at `max_tokens` was asked again once.
+    truncation_retried: bool,
+    /// Model answers with tool calls so far.
+    tool_rounds: usize,
+    round: Round,
+}
+
+impl AskService {
+    /// Runs the model and the tool loop by `deadline` on the turn's window; returns
+    /// the round (nothing is written here).
+    pub(super) async fn run_round(
+        &self,
+        settings: &Settings,
+        turn: &Turn,
+        text: &str,
+        deadline: Deadline,
+    ) -> Result<Round, AskError> {
+        let tools = self.tools.definitions(settings.tools.as_deref());
+        let mut state = RoundLoop::new(settings, turn, text);
+        loop {
+            let request = state.request(&tools)?;
+            if !deadline.allows(MIN_MODEL_CALL) {
+                return Err(out_of_time("before a model call"));
+            }
+            let response = match self
+                .call_model(&request, deadline, &mut state.round.stats)
+                .await
+            {
+                Ok(response) => response,
+                Err(ModelError::PromptTooLong { message }) if !state.overflow_retried => {
+                    warn!(%message, "prompt too long: cutting the window once and retrying");
+                    state.cut_overflow();
+                    continue;
+                }
+                Err(error) => return Err(error.into()),
+            };
+            state.round.usage.record(response.usage);
+            if let AfterStop::AskAgain = state.after_stop(&response, deadline)? {
+                continue;
+            }
+            let calls = tool_calls(&response);
+            state.round.messages.push(RoundMessage {
+                message: response.message(),
+                usage: Some(response.usage),
+            });
+            // A response holding tool calls needs their results whatever the stop
+            // reason says, or the next request would be refused.
+            if calls.is_empty() {
+                return Ok(state.finish(response.stop_reason));
+            }
+            state.count_tool_round()?;
+            let results = self
+                .run_tools(&calls, deadline, &mut state.round.stats)
+                .await;
+            state.round.messages.push(RoundMessage {
+                message: Message {
+                    role: Role::User,
+                    content: results,
+                },
+                usage: None,
+            });
+        }
+    }
+
+    /// One model call, timed and, when it fails, counted by kind (`ModelErrors`).
+    async fn call_model(
+        &self,
+        request: &ModelRequest,
+        deadline: Deadline,
+        stats: &mut RoundStats,
+    ) -> Result<ModelResponse, ModelError> {
+        let started = Instant::now();
+        let result = self.model.create(request, deadline).await;
+        stats.model_ms += started.elapsed().as_secs_f64() * 1000.0;
+        if let Err(error) = &result {
+            Event::new("ask")
+                .dimension("ErrorType", error.kind())
+                .rollup()
+                .count("ModelErrors", 1)
+                .emit();
+        }
+        result
+    }
+
+    /// Runs the answer's tool calls one after another by `deadline`; returns their
+    /// results, each cut to its share of what one message may hold.
+    async fn run_tools(
+        &self,
+        calls: &[ToolCall],
+        deadline: Deadline,
+        stats: &mut RoundStats,
+    ) -> Vec<ContentBlock> {
+        let mut results = Vec::with_capacity(calls.len());
+        let mut budget = MAX_RESULTS_CHARS_PER_MESSAGE;
+        let share = MAX_RESULTS_CHARS_PER_MESSAGE / calls.len();
+        stats.tool_calls += calls.len() as u64;
+        for call in calls {
+            let output = self.tools.call(&call.name, &call.input, deadline).await;
+            let content = cap_to(output.content, share.min(budget));
+            budget = budget.saturating_sub(content.chars().count());
+            info!(tool = %call.name, is_error = output.is_error, chars = content.len(), "tool called");
+            results.push(ContentBlock::ToolResult {
+                tool_use_id: call.id.clone(),
+                content,
+                is_error: output.is_error,
+            });
+        }
+        results
+    }
+}
+
+impl<'a> RoundLoop<'a> {
+    fn new(settings: &'a Settings, turn: &'a Turn, text: &str) -> Self {
+        RoundLoop {
+            settings,
+            turn,
+            cut: first_cut(settings, turn),
+            overflow_retried: false,
+            max_tokens: settings
+                .max_tokens
+                .saturating_add(settings.thinking_budget_tokens.unwrap_or(0)),
+            truncation_retried: false,
+            tool_rounds: 0,
+            round: Round {
+                messages: vec![RoundMessage {
+                    message: Message::user_text(text),
+                    usage: None,
+                }],
+                usage: RoundUsage::default(),
+                stats: RoundStats::default(),
+            },
+        }
+    }
+
+    /// The next request: the window from the cut, then the round so far.
+    fn request(&self, tools: &[ToolDef]) -> Result<ModelRequest, AskError> {
+        if self.cut.hard_capped {
+            warn!(
+                start = self.cut.start,
+                "window cut at the hard cap: a compaction step is late"
+            );
+        }
+        let plan = &self.turn.plan;
+        let messages: Vec<Message> = self
+            .round
+            .messages
+            .iter()
+            .map(|m| m.message.clone())
+            .collect();
+        build_request(&RequestParts {
+            model: &self.settings.model,
+            max_tokens: self.max_tokens,
+            thinking: self.settings.thinking_budget_tokens,
+            tools,
+            instructions: &self.settings.instructions,
+            facts: &self.turn.facts,
+            summary: plan.summary.as_deref(),
+            window: &plan.window[self.cut.start..],
+            round: &messages,
+        })
+        .map_err(|e| AskError::Internal(e.to_string()))
+    }
+
+    /// Cuts the window once at the overflow cut (a safe start near its end).
+    fn cut_overflow(&mut self) {
+        self.overflow_retried = true;
+        self.cut = overflow_cut(&self.turn.plan.window, &self.settings.compaction);
+    }
+
+    /// What the answer's stop reason asks for: a cut window after the context
+    /// filled up, an error for a refusal or a pause, a larger `max_tokens` for a
+    /// tool call cut off (see the stop reasons in [`crate::ask`]); and an answer
+    /// with something a person can read.
+    fn after_stop(
+        &mut self,
+        response: &ModelResponse,
+        deadline: Deadline,
+    ) -> Result<AfterStop, AskError> {
+        match response.stop_reason {
+            Some(StopReason::ModelContextWindowExceeded) if !self.overflow_retried => {
+                // The context filled up while the model wrote: like a prompt that
+                // is too long, cut the window once and ask again.
+                warn!("the context window filled up: cutting the window once and retrying");
+                self.cut_overflow();
+                return Ok(AfterStop::AskAgain);
+            }
+            Some(StopReason::ModelContextWindowExceeded) => {
+                return Err(AskError::Model(ModelError::PromptTooLong {
+                    message: "the context window filled up during generation \
+                              (stop_reason model_context_window_exceeded)"
+                        .to_owned(),
+                }));
+            }
+            Some(StopReason::Refusal) => {
+                warn!("the model declined to answer; nothing is stored");
+                Event::new("ask").count("ModelRefusals", 1).emit();
+                return Err(AskError::Refused);
+            }
+            Some(StopReason::PauseTurn) => {
+                warn!("the model paused its turn; degrau defines no server tools");
+                return Err(AskError::UnexpectedStop("pause_turn"));
+            }
+            _ => {}
+        }
+        let has_tool_use = response
+            .content
+            .iter()
+            .any(|b| matches!(b, ContentBlock::ToolUse { .. }));
+        if response.stop_reason == Some(StopReason::MaxTokens) && has_tool_use {
+            self.retry_cut_off_tool_call(deadline)?;
+            return Ok(AfterStop::AskAgain);
+        }
+        let answers = response
+            .content
+            .iter()
+            .any(|b| matches!(b, ContentBlock::Text { .. } | ContentBlock::ToolUse { .. }));
+        if !answers {
+            // Nothing, or thinking alone: nothing a person could read.
+            return Err(AskError::EmptyAnswer);
+        }
+        Ok(AfterStop::Continue)
+    }
+
+    /// The output limit cut a tool call: its input may be incomplete, so it never
+    /// runs. The request goes once more with twice the budget, when there is one
+    /// and time for it; else the cut-off call is the error.
+    fn retry_cut_off_tool_call(&mut self, deadline: Deadline) -> Result<(), AskError> {
+        Event::new("ask").count("TruncatedToolCalls", 1).emit();
+        let larger = retry_max_tokens(self.max_tokens);
+        if self.truncation_retried || larger <= self.max_tokens {
+            return Err(AskError::TruncatedToolCall);
+        }
+        if !deadline.allows(MIN_MODEL_CALL) {
+            return Err(AskError::TruncatedToolCall);
+        }
+        warn!(
+            max_tokens = self.max_tokens,
+            larger, "a tool call was cut off at max_tokens: asking again"
+        );
+        self.truncation_retried = true;
+        self.max_tokens = larger;
+        Ok(())
+    }
+
+    /// Counts a model answer with tool calls; more than [`MAX_TOOL_ITERATIONS`] is
+    /// an endless loop.
+    fn count_tool_round(&mut self) -> Result<(), AskError> {
+        self.tool_rounds += 1;
+        if self.tool_rounds > MAX_TOOL_ITERATIONS {
+            return Err(AskError::ToolLoop);
+        }
+        Ok(())
+    }
+
+    /// The finished round, with why the model stopped and whether the window it saw
+    /// was cut at the hard cap.
+    fn finish(mut self, stop_reason: Option<StopReason>) -> Round {
+        self.round.stats.stop_reason = stop_reason;
+        self.round.stats.hard_capped = self.cut.hard_capped;
+        self.round
+    }
+}
+
+/// Where the window sent starts before any retry: a sliding window keeps its last
+/// messages; degrau's steps send the window since the last step, cut at the hard
+/// cap when a step is late; a full history, or a new session, sends it all.
+fn first_cut(settings: &Settings, turn: &Turn) -> WindowCut {
+    let plan = &turn.plan;
+    match (settings.context_policy, turn.expected.as_ref()) {
+        (ContextPolicy::SlidingWindow, _) => WindowCut {
+            start: safe_window_start(&plan.window, settings.compaction.keep_messages),
+            hard_capped: false,
+        },
+        (ContextPolicy::Stepped, Some(head)) if head.session == plan.session => {
+            request_window(head, &plan.window, &settings.compaction)
+        }
+        _ => WindowCut {
+            start: 0,
+            hard_capped: false,
+        },
+    }
+}
+
+/// The tool calls of an answer, in order.
+fn tool_calls(response: &ModelResponse) -> Vec<ToolCall> {
+    response
+        .content
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::ToolUse { id, name, input } => Some(ToolCall {
+                id: id.clone(),
+                name: name.clone(),
+                input: input.clone(),
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `max_tokens` of the one retry of a tool call cut off at `max_tokens`: twice as
+/// much, at most [`MAX_RETRY_MAX_TOKENS`].
+fn retry_max_tokens(max_tokens: u32) -> u32 {
+    max_tokens.saturating_mul(2).min(MAX_RETRY_MAX_TOKENS)
+}

@@ -1,0 +1,111 @@
+//! What the core's integration tests share: a fixed start time and a clock the test
+//! moves, the test contact, a deadline no test reaches, a queue that records its
+//! jobs, and the services wired to the in-memory store and the scripted model.
+
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use degrau::ask::{AskOutcome, AskResponse, AskService};
+use degrau::compactor::Compactor;
+use degrau::deadline::Deadline;
+use degrau::domain::{ContactId, TenantId};
+use degrau::jobs::{EnqueueError, Job, Jobs};
+use degrau::model::Model;
+use degrau::session::Clock;
+use degrau::store::ContactKey;
+use degrau::store::memory::MemoryStore;
+use degrau::tenant::Defaults;
+use degrau::tools::Tools;
+
+/// The time every test starts at (seconds since the epoch, in 2027).
+pub const START: i64 = 1_800_000_000;
+
+/// A deadline no test here reaches.
+pub fn minute() -> Deadline {
+    Deadline::after(std::time::Duration::from_secs(60))
+}
+
+/// The contact of the tests with one contact.
+pub fn key() -> ContactKey {
+    contact_key("barber", "+5511900000000")
+}
+
+/// A contact of a tenant.
+pub fn contact_key(tenant: &str, contact: &str) -> ContactKey {
+    ContactKey {
+        tenant: TenantId::parse(tenant).unwrap(),
+        contact: ContactId::parse(contact).unwrap(),
+    }
+}
+
+/// The response of an answered ask (panics on a replay).
+pub fn answered(outcome: AskOutcome) -> AskResponse {
+    match outcome {
+        AskOutcome::Answered(response) => response,
+        AskOutcome::Replayed(body) => panic!("unexpected replay {body}"),
+    }
+}
+
+/// A clock at [`START`] that the test moves, and the service clock reading it.
+pub fn test_clock() -> (Arc<AtomicI64>, Clock) {
+    let clock = Arc::new(AtomicI64::new(START));
+    let now = clock.clone();
+    (clock, Arc::new(move || now.load(Ordering::SeqCst)))
+}
+
+/// The ask service on the in-memory store (also its tenant store).
+pub fn ask_service(
+    store: &Arc<MemoryStore>,
+    model: Arc<dyn Model>,
+    tools: Arc<dyn Tools>,
+    jobs: Arc<dyn Jobs>,
+    defaults: Defaults,
+    clock: Clock,
+) -> AskService {
+    AskService {
+        store: store.clone(),
+        tenants: store.clone(),
+        model,
+        tools,
+        jobs,
+        defaults,
+        clock,
+    }
+}
+
+/// The compactor on the in-memory store (also its tenant store).
+pub fn compactor(
+    store: &Arc<MemoryStore>,
+    model: Arc<dyn Model>,
+    jobs: Arc<dyn Jobs>,
+    defaults: Defaults,
+    clock: Clock,
+) -> Compactor {
+    Compactor {
+        store: store.clone(),
+        tenants: store.clone(),
+        model,
+        defaults,
+        clock,
+        jobs,
+    }
+}
+
+/// A queue that records every job, or refuses them all while `fail` is set.
+#[derive(Default)]
+pub struct RecordingJobs {
+    pub jobs: Mutex<Vec<Job>>,
+    pub fail: AtomicBool,
+}
+
+#[async_trait]
+impl Jobs for RecordingJobs {
+    async fn enqueue(&self, job: &Job) -> Result<bool, EnqueueError> {
+        if self.fail.load(Ordering::SeqCst) {
+            return Err(EnqueueError("the queue is down".into()));
+        }
+        self.jobs.lock().unwrap().push(job.clone());
+        Ok(true)
+    }
+}

@@ -1,0 +1,108 @@
+//! What several end-to-end modules share: environment pairs, the error assertion,
+//! the scripted conversation's turns, a compacting tenant config, a stack behind the
+//! fault-injecting proxy, and waiting for the stand-in to take its queued faults.
+
+use std::time::Duration;
+
+use degrau::domain::FactKey;
+use degrau::tenant::TenantConfig;
+use degrau_awsproxy::Running;
+use degrau_tests::stack::{FullStack, StackOptions};
+use degrau_tests::{HttpReply, moto};
+use serde_json::{Value, json};
+
+/// Instructions of the tenants that book haircuts.
+pub const BOOKING_INSTRUCTIONS: &str = "You book haircuts for a barber shop. Use the tools.";
+
+/// Environment pairs, owned.
+pub fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+/// The reply is the documented error: its status and type.
+pub fn assert_error(reply: &HttpReply, status: u16, kind: &str) {
+    assert_eq!(
+        (reply.status, reply.error_type()),
+        (status, Some(kind)),
+        "{}",
+        reply.raw
+    );
+}
+
+/// Turn `i` of a scheduling conversation: slot lists (long tool results), bookings
+/// with identifiers, small talk.
+pub fn turn(i: usize) -> String {
+    let day = 1 + i % 9;
+    match i % 3 {
+        0 => format!("turn {i:03}: any free slots on 2026-12-0{day}?"),
+        1 => format!("turn {i:03}: please book 10:30 on 2026-12-0{day}"),
+        _ => format!("turn {i:03}: thanks, that works for me"),
+    }
+}
+
+/// The round's first and last sequence numbers from a 200 (zeros otherwise).
+pub fn round_of(reply: &HttpReply) -> (u64, u64) {
+    (
+        reply.body["round"]["first_seq"].as_u64().unwrap_or(0),
+        reply.body["round"]["last_seq"].as_u64().unwrap_or(0),
+    )
+}
+
+/// A tenant config that steps at `threshold` tokens, keeps `keep` messages and
+/// stores facts under `fact_keys`.
+pub fn compacting(fact_keys: &[&str], threshold: u64, keep: usize) -> TenantConfig {
+    TenantConfig {
+        allowed_fact_keys: Some(
+            fact_keys
+                .iter()
+                .map(|k| FactKey::parse(k).unwrap())
+                .collect(),
+        ),
+        compaction_threshold_tokens: Some(threshold),
+        window_keep_messages: Some(keep),
+        ..TenantConfig::default()
+    }
+}
+
+/// A stack whose functions reach DynamoDB through a fresh fault-injecting proxy
+/// (the test's own clients read moto directly), with `ask_instances` ask processes.
+pub async fn stack_behind_proxy(ask_instances: usize) -> (FullStack, Running) {
+    let proxy = degrau_awsproxy::spawn(moto::endpoint()).await;
+    let stack = FullStack::start_with(&StackOptions {
+        dynamodb_endpoint: Some(proxy.url().to_owned()),
+        ask_instances,
+        ..StackOptions::default()
+    })
+    .await;
+    (stack, proxy)
+}
+
+/// How many faults the stand-in still holds (an empty push answers the count).
+async fn faults_queued(stack: &FullStack) -> u64 {
+    reqwest::Client::new()
+        .post(format!("{}/stand-in/faults", stack.standin.url))
+        .json(&json!([]))
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap()["queued"]
+        .as_u64()
+        .unwrap()
+}
+
+/// Waits until the stand-in took every queued fault: the model call that took the
+/// last one is in flight (a `hang_ms` fault holds it there).
+pub async fn until_the_faults_are_taken(stack: &FullStack) {
+    for _ in 0..3_000 {
+        if faults_queued(stack).await == 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("no model call took the queued faults");
+}

@@ -1,0 +1,17 @@
+//! The workspace's integration tests, one binary: the real function binaries as
+//! Lambda runs them, against moto (`DEGRAU_TEST_AWS_ENDPOINT`), the stand-in and the
+//! bridge, through the helpers of the `degrau-tests` library; the store contract
+//! against both adapters; the local provisioning against `template.yaml`.
+//! `helpers` holds what several of these modules share.
+
+#![allow(clippy::unwrap_used, missing_docs)] // a test binary: a panic is a failed test
+
+mod ask_api;
+mod budget;
+mod compaction;
+mod helpers;
+mod lifecycle;
+mod provisioning;
+mod reliability;
+mod store_contract;
+mod sweep;
