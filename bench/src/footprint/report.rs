@@ -14,7 +14,7 @@ use super::procfs::Machine;
 use degrau_awsproxy::size::{MAX_ITEM_BYTES, read_units, write_units};
 
 /// The prices the bill uses (USD; us-east-1, on demand, as in
-/// the AWS price pages of late 2026; see `docs/DESIGN.md`).
+/// the AWS price pages of late 2026).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Prices {
     /// Lambda duration, arm64, per GB-second.
