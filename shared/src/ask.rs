@@ -49,7 +49,9 @@
 //!
 //! (`docs/DESIGN.md`: "The flows" (a round), "The time budget".)
 
+mod context;
 mod round;
+mod rounds;
 pub mod transcript;
 
 use std::sync::Arc;
@@ -75,7 +77,9 @@ use crate::store::{
 use crate::tenant::{ContextPolicy, Defaults, InvalidSettings, Settings};
 use crate::tools::Tools;
 use crate::usage::RoundUsage;
-use round::{Round, RoundMessage, RoundStats};
+pub use context::{ContextView, HeadToken};
+use round::{Origin, Round, RoundMessage, RoundStats};
+pub use rounds::{MAX_ROUND_MESSAGES, MAX_USAGE_TOKENS, RecordedRound, RoundOutcome, RoundRequest};
 pub use transcript::{PageSize, SessionSelector, format_cursor, parse_cursor};
 
 /// Longest user message, in characters.
@@ -321,18 +325,20 @@ struct PreparedRound {
     /// answer was lost.
     round_token: String,
     incarnation: Incarnation,
-    tool_ran: bool,
     step_due: bool,
     usage: RoundUsage,
     stats: RoundStats,
+    origin: Origin,
 }
 
 /// How a commit went, when it did not fail.
 enum Committed {
     /// The round is stored.
     Stored,
-    /// Lost a race with no tool run: answer again on the fresh history.
-    AnswerAgain,
+    /// Another round landed first: nothing of this one is stored. What happens
+    /// next is the route's policy (`ask` may answer again; a recorded round is a
+    /// conflict).
+    Lost,
 }
 
 impl PreparedRound {
@@ -363,6 +369,10 @@ impl PreparedRound {
             .count("ToolCalls", self.stats.tool_calls)
             .metric("ModelLatency", self.stats.model_ms, Unit::Milliseconds)
             .count("CompactionQueued", u64::from(self.step_due))
+            .count(
+                "RoundsRecorded",
+                u64::from(matches!(self.origin, Origin::Client)),
+            )
             .count(
                 "RepliesTruncated",
                 u64::from(self.stats.stop_reason == Some(StopReason::MaxTokens)),
@@ -458,25 +468,10 @@ impl AskService {
     ) -> Result<AskOutcome, AskError> {
         validate_text(text)?;
         let hash = payload_hash(text);
-        if let Some(idem) = idempotency {
-            match self
-                .store
-                .claim_request(key, idem, &hash, (self.clock)(), IDEMPOTENCY_LEASE_SECONDS)
-                .await?
-            {
-                Claim::Started => {}
-                Claim::Completed { response } => {
-                    Event::new("ask").count("IdempotentReplays", 1).emit();
-                    return Ok(AskOutcome::Replayed(response));
-                }
-                Claim::InProgress => {
-                    return Err(AskError::Conflict(
-                        "a request with this Idempotency-Key is still in progress; retry later"
-                            .into(),
-                    ));
-                }
-                Claim::Mismatch => return Err(AskError::IdempotencyMismatch),
-            }
+        if let Some(idem) = idempotency
+            && let Some(response) = self.claim(key, idem, &hash).await?
+        {
+            return Ok(AskOutcome::Replayed(response));
         }
         let result = self
             .answer(
@@ -486,18 +481,59 @@ impl AskService {
                 deadline,
             )
             .await;
-        if let (Err(_), Some(idem)) = (&result, idempotency)
+        self.release_failed(key, idempotency, &result).await;
+        result.map(AskOutcome::Answered)
+    }
+
+    /// Claims an idempotency key for this attempt. `Some(response)` when the request
+    /// already completed: the stored response, to replay byte for byte.
+    async fn claim(
+        &self,
+        key: &ContactKey,
+        idempotency: &IdempotencyKey,
+        hash: &str,
+    ) -> Result<Option<String>, AskError> {
+        match self
+            .store
+            .claim_request(
+                key,
+                idempotency,
+                hash,
+                (self.clock)(),
+                IDEMPOTENCY_LEASE_SECONDS,
+            )
+            .await?
+        {
+            Claim::Started => Ok(None),
+            Claim::Completed { response } => {
+                Event::new("ask").count("IdempotentReplays", 1).emit();
+                Ok(Some(response))
+            }
+            Claim::InProgress => Err(AskError::Conflict(
+                "a request with this Idempotency-Key is still in progress; retry later".into(),
+            )),
+            Claim::Mismatch => Err(AskError::IdempotencyMismatch),
+        }
+    }
+
+    /// Frees the idempotency key of an attempt that failed, so the client may retry
+    /// (nothing of it was stored).
+    async fn release_failed<T>(
+        &self,
+        key: &ContactKey,
+        idempotency: Option<&IdempotencyKey>,
+        result: &Result<T, AskError>,
+    ) {
+        if let (Err(_), Some(idem)) = (result, idempotency)
             && let Err(error) = self.store.release_request(key, idem).await
         {
             warn!(%error, "could not release an idempotency key; it frees itself when its lease ends");
         }
-        result.map(AskOutcome::Answered)
     }
 
     /// Answers one message: resolve the tenant's settings, load the turn, run the
-    /// round, prepare its commit, commit it under the race policy, record it, then
-    /// the work that follows a commit. A race lost with no tool run loops once, on
-    /// the fresh history.
+    /// round, then store it ([`AskService::store_round`], the commit path recorded
+    /// rounds share). A race lost with no tool run loops once, on the fresh history.
     async fn answer(
         &self,
         key: &ContactKey,
@@ -517,18 +553,52 @@ impl AskService {
                 // Only a model or tool that overran its own deadline gets here.
                 return Err(out_of_time("before the commit"));
             }
-            let prepared = self.prepare_commit(key, &settings, &turn, round, idempotency)?;
-            if let Committed::AnswerAgain = self.commit(key, &prepared, attempt).await? {
-                continue;
+            let tool_ran = round.tool_ran();
+            match self
+                .store_round(key, &settings, &turn, round, idempotency)
+                .await?
+            {
+                Some(response) => return Ok(response),
+                None if attempt == 1 && !tool_ran => {
+                    info!(
+                        "lost a commit race with no tool run; answering again on the fresh history"
+                    );
+                }
+                None => {
+                    return Err(AskError::Conflict(
+                        "another message for this contact was answered at the same time; this \
+                         one was not stored. Send it again."
+                            .into(),
+                    ));
+                }
             }
-            prepared.record();
-            let expires_at = prepared.commit.messages_expire_at;
-            self.refresh_window(key, &prepared.incarnation, &turn, &settings, expires_at)
-                .await;
-            self.after_commit(key, &prepared.incarnation, &turn.plan, prepared.step_due)
-                .await;
-            return Ok(prepared.response);
         }
+    }
+
+    /// The commit path of every round, answered by degrau's model loop or recorded
+    /// from a client's own: prepare the commit, commit it in one transaction
+    /// (recognising a commit whose answer was lost), record its metrics, then the
+    /// work that follows a commit (the window's TTL, the closed session's facts, a
+    /// due step). `None` when another round landed first: nothing was written.
+    async fn store_round(
+        &self,
+        key: &ContactKey,
+        settings: &Settings,
+        turn: &Turn,
+        round: Round,
+        idempotency: Option<(&IdempotencyKey, &str)>,
+    ) -> Result<Option<AskResponse>, AskError> {
+        let prepared = self.prepare_commit(key, settings, turn, round, idempotency)?;
+        if let Committed::Lost = self.commit(key, &prepared).await? {
+            return Ok(None);
+        }
+        prepared.record();
+        let expires_at = prepared.commit.messages_expire_at;
+        self.refresh_window(key, &prepared.incarnation, turn, settings, expires_at)
+            .await;
+        self.after_commit(key, &prepared.incarnation, &turn.plan, prepared.step_due)
+            .await;
+        Ok(Some(prepared.response))
     }
 
     /// The tenant's settings: the defaults with its config item's overrides.
@@ -568,7 +638,6 @@ impl AskService {
         idempotency: Option<(&IdempotencyKey, &str)>,
     ) -> Result<PreparedRound, AskError> {
         let (now, plan) = (turn.now, &turn.plan);
-        let tool_ran = round.tool_ran();
         let round_token = format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..));
         // Messages, the archive of a session closed now and the head expire a
         // retention after the session could close (this round plus the idle
@@ -578,8 +647,12 @@ impl AskService {
         let step_due = settings.context_policy == ContextPolicy::Stepped
             && settings.compaction.step_due(round.usage.context_tokens());
         let response = response(plan, &messages, &round.usage, &round.stats, step_due);
-        let body =
-            serde_json::to_string(&response).map_err(|e| AskError::Internal(e.to_string()))?;
+        // What an idempotent retry replays: the route's own answer.
+        let body = match round.origin {
+            Origin::Model => serde_json::to_string(&response),
+            Origin::Client => serde_json::to_string(&RecordedRound::from(&response)),
+        }
+        .map_err(|e| AskError::Internal(e.to_string()))?;
         // A new head's life starts here; a loaded one keeps its own (one from
         // before incarnations receives this one).
         let incarnation = turn
@@ -632,10 +705,10 @@ impl AskService {
             response,
             round_token,
             incarnation,
-            tool_ran,
             step_due,
             usage: round.usage,
             stats: round.stats,
+            origin: round.origin,
         })
     }
 
@@ -655,15 +728,13 @@ impl AskService {
         }
     }
 
-    /// Commits the round under the concurrency policy (see the module
-    /// documentation): a commit whose answer was lost but which landed counts as
-    /// stored; the loser of a race answers again once when no tool ran, and is a
-    /// conflict otherwise.
+    /// Commits the round: a commit whose answer was lost but which landed counts as
+    /// stored; a race lost is [`Committed::Lost`], for the route's policy (see the
+    /// module documentation).
     async fn commit(
         &self,
         key: &ContactKey,
         prepared: &PreparedRound,
-        attempt: u32,
     ) -> Result<Committed, AskError> {
         let mut committed = self.store.commit_round(&prepared.commit).await;
         if committed.is_err() && self.landed(key, &prepared.round_token).await {
@@ -677,15 +748,7 @@ impl AskService {
         }
         match committed {
             Ok(()) => Ok(Committed::Stored),
-            Err(StoreError::Conflict(_)) if attempt == 1 && !prepared.tool_ran => {
-                info!("lost a commit race with no tool run; answering again on the fresh history");
-                Ok(Committed::AnswerAgain)
-            }
-            Err(StoreError::Conflict(_)) => Err(AskError::Conflict(
-                "another message for this contact was answered at the same time; this one was not \
-                 stored. Send it again."
-                    .into(),
-            )),
+            Err(StoreError::Conflict(_)) => Ok(Committed::Lost),
             Err(other) => Err(other.into()),
         }
     }

@@ -235,11 +235,8 @@ pub fn build_request(parts: &RequestParts<'_>) -> Result<ModelRequest, BuildErro
     }
 
     let len = messages.len();
-    let marked = [len.checked_sub(3), Some(len - 1)];
-    for index in marked.into_iter().flatten() {
-        if let Some(block) = messages[index].content.last_mut() {
-            block.cache_control = Some(CacheControl::EPHEMERAL);
-        }
+    for index in breakpoints_of(len) {
+        mark_last_block(&mut messages[index]);
     }
 
     Ok(ModelRequest {
@@ -250,12 +247,89 @@ pub fn build_request(parts: &RequestParts<'_>) -> Result<ModelRequest, BuildErro
             .map(|budget_tokens| Thinking::Enabled { budget_tokens }),
         tools: parts.tools.to_vec(),
         tool_choice: None,
-        system: vec![
-            system_block(parts.instructions.to_owned()),
-            system_block(render_contact_context(parts.facts, parts.summary)),
-        ],
+        system: system_blocks(parts.instructions, parts.facts, parts.summary),
         messages,
     })
+}
+
+/// The indices of the messages whose last block carries a breakpoint, in a request
+/// of `len` messages: the previous request's last message (third from the end) and
+/// the last one.
+fn breakpoints_of(len: usize) -> impl Iterator<Item = usize> {
+    [len.checked_sub(3), len.checked_sub(1)]
+        .into_iter()
+        .flatten()
+}
+
+fn mark_last_block(message: &mut RequestMessage) {
+    if let Some(block) = message.content.last_mut() {
+        block.cache_control = Some(CacheControl::EPHEMERAL);
+    }
+}
+
+/// What a contact's next request carries before its new user message, for a client
+/// that calls the model itself (`GET /v1/contacts/{contact}/context`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelContext {
+    /// system[0] (the tenant's instructions) and system[1] (the fenced contact
+    /// context), each with its breakpoint.
+    pub system: Vec<SystemBlock>,
+    /// The window as the model should see it (pruned copies in place of the
+    /// originals), with the breakpoint [`build_request`] will put on the previous
+    /// request's last message once the client appends its user message.
+    pub messages: Vec<RequestMessage>,
+}
+
+/// Everything a [`ModelContext`] is built from: a request's parts without the model
+/// settings, the tools and the round, which the client brings.
+#[derive(Debug, Clone, Copy)]
+pub struct ContextParts<'a> {
+    /// The tenant's instructions (system[0]).
+    pub instructions: &'a str,
+    /// The contact's facts.
+    pub facts: &'a [Fact],
+    /// The session's summary; `None` in a new session.
+    pub summary: Option<&'a str>,
+    /// The stored window, oldest first, as the request would send it (cut where
+    /// `ask` cuts it).
+    pub window: &'a [StoredMessage],
+}
+
+/// The context of the next request: what [`build_request`] would send before the
+/// round, breakpoints placed as it places them for a request of the window plus one
+/// user message. The client appends its user message, marks that message's last
+/// block, and adds its tools.
+pub fn build_context(parts: &ContextParts<'_>) -> Result<ModelContext, BuildError> {
+    if parts.instructions.trim().is_empty() {
+        return Err(BuildError::EmptyInstructions);
+    }
+    let mut messages: Vec<RequestMessage> = parts
+        .window
+        .iter()
+        .map(|m| request_message(m.role, m.effective_content()))
+        .collect();
+    if let Some(index) = messages
+        .windows(2)
+        .position(|pair| pair[0].role == pair[1].role)
+    {
+        return Err(BuildError::RolesMustAlternate { index });
+    }
+    // The request will be these messages and the client's user message.
+    let len = messages.len();
+    for index in breakpoints_of(len + 1).filter(|index| *index < len) {
+        mark_last_block(&mut messages[index]);
+    }
+    Ok(ModelContext {
+        system: system_blocks(parts.instructions, parts.facts, parts.summary),
+        messages,
+    })
+}
+
+fn system_blocks(instructions: &str, facts: &[Fact], summary: Option<&str>) -> Vec<SystemBlock> {
+    vec![
+        system_block(instructions.to_owned()),
+        system_block(render_contact_context(facts, summary)),
+    ]
 }
 
 fn system_block(text: String) -> SystemBlock {
@@ -584,5 +658,47 @@ mod tests {
         let text = serde_json::to_string(&request).unwrap();
         let back: ModelRequest = serde_json::from_str(&text).unwrap();
         assert_eq!(back, request);
+    }
+
+    #[test]
+    fn the_context_plus_the_next_user_message_is_the_request_ask_would_send() {
+        let tools = tools();
+        let facts = [fact("preferred_time", "mornings")];
+        for len in 0..6u64 {
+            let window: Vec<StoredMessage> = (1..=len)
+                .map(|seq| {
+                    if seq % 2 == 1 {
+                        stored(seq, Message::user_text(format!("question {seq}")))
+                    } else {
+                        stored(seq, Message::assistant_text(format!("answer {seq}")))
+                    }
+                })
+                .collect();
+            if len % 2 == 1 {
+                continue; // a stored window ends with an answer
+            }
+            let round = [Message::user_text("next")];
+            let request = build_request(&parts(&tools, &facts, &window, &round)).unwrap();
+            let context = build_context(&ContextParts {
+                instructions: "You schedule appointments for a barber shop.",
+                facts: &facts,
+                summary: Some("The customer asked about Friday."),
+                window: &window,
+            })
+            .unwrap();
+            assert_eq!(context.system, request.system);
+            let mut messages = context.messages.clone();
+            let mut next = request_message(Role::User, &round[0].content);
+            mark_last_block(&mut next);
+            messages.push(next);
+            assert_eq!(messages, request.messages, "window of {len}");
+            let marked = context
+                .messages
+                .iter()
+                .flat_map(|m| &m.content)
+                .filter(|b| b.cache_control.is_some())
+                .count();
+            assert_eq!(marked, usize::from(len >= 2), "window of {len}");
+        }
     }
 }

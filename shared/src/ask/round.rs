@@ -43,13 +43,23 @@ pub(super) struct RoundStats {
     pub(super) hard_capped: bool,
 }
 
-/// A round the model finished: the user's message first, every tool call and
-/// result, the final answer last; the usage over its model calls; and its stats.
+/// Who ran a round's model calls and tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Origin {
+    /// degrau's own loop (`POST .../messages`).
+    Model,
+    /// A client's own loop, recorded (`POST .../rounds`).
+    Client,
+}
+
+/// A finished round: the user's message first, every tool call and result, the
+/// final answer last; the usage over its model calls; its stats; and who ran it.
 #[derive(Debug)]
 pub(super) struct Round {
     pub(super) messages: Vec<RoundMessage>,
     pub(super) usage: RoundUsage,
     pub(super) stats: RoundStats,
+    pub(super) origin: Origin,
 }
 
 impl Round {
@@ -57,6 +67,37 @@ impl Round {
     /// answer.
     pub(super) fn tool_ran(&self) -> bool {
         self.messages.len() > 2
+    }
+
+    /// A round a client ran itself, as validated ([`super::RoundRequest`]): its
+    /// messages, the last model call's usage (kept on the final answer, the one
+    /// call the client reported), and whether the window it was shown was cut at
+    /// the hard cap.
+    pub(super) fn recorded(messages: Vec<Message>, usage: Usage, hard_capped: bool) -> Round {
+        let last = messages.len().saturating_sub(1);
+        let tool_calls = messages
+            .iter()
+            .map(|m| m.tool_use_ids().count() as u64)
+            .sum();
+        let mut round_usage = RoundUsage::default();
+        round_usage.record(usage);
+        Round {
+            messages: messages
+                .into_iter()
+                .enumerate()
+                .map(|(index, message)| RoundMessage {
+                    message,
+                    usage: (index == last).then_some(usage),
+                })
+                .collect(),
+            usage: round_usage,
+            stats: RoundStats {
+                tool_calls,
+                hard_capped,
+                ..RoundStats::default()
+            },
+            origin: Origin::Client,
+        }
     }
 }
 
@@ -217,6 +258,7 @@ impl<'a> RoundLoop<'a> {
                 }],
                 usage: RoundUsage::default(),
                 stats: RoundStats::default(),
+                origin: Origin::Model,
             },
         }
     }
@@ -353,7 +395,7 @@ impl<'a> RoundLoop<'a> {
 /// Where the window sent starts before any retry: a sliding window keeps its last
 /// messages; degrau's steps send the window since the last step, cut at the hard
 /// cap when a step is late; a full history, or a new session, sends it all.
-fn first_cut(settings: &Settings, turn: &Turn) -> WindowCut {
+pub(super) fn first_cut(settings: &Settings, turn: &Turn) -> WindowCut {
     let plan = &turn.plan;
     match (settings.context_policy, turn.expected.as_ref()) {
         (ContextPolicy::SlidingWindow, _) => WindowCut {

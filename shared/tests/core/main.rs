@@ -9,5 +9,6 @@ mod ask_limits;
 mod ask_service;
 mod compactor;
 mod helpers;
+mod own_loop;
 mod properties;
 mod sweep;

@@ -1,0 +1,542 @@
+//! Memory for an agent that runs its own loop, the write side: a round the client
+//! ran itself (its model calls, its tools), committed through the commit path of
+//! `ask` ([`AskService::record_round`], `POST /v1/contacts/{contact}/rounds`): the
+//! same transaction, head update, session opening and archive, facts request for a
+//! closed session, step when the usage's context passes the threshold, sweep slot,
+//! TTLs, idempotency and lost-answer check.
+//!
+//! A round is refused, with nothing written, unless it has the shape of a round
+//! `ask` itself stores ([`RoundRequest::parse`]): a user message of text only first;
+//! roles alternating; every `tool_use` answered by its `tool_result`s, first in the
+//! next message, and every `tool_result` answering one; an assistant message with
+//! no unanswered `tool_use` last; the block types degrau stores; the user's text and
+//! the tool results within the limits `ask` keeps (refused, not cut: the client sent
+//! them); at most [`MAX_ROUND_MESSAGES`]; and the last model call's usage. At the
+//! commit its head token must still name the stored state
+//! ([`super::HeadToken::stale_against`]) and its `tool_use` ids must be new to the
+//! session's window (the API refuses a request that repeats one).
+
+use std::collections::{BTreeSet, HashSet};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::round::{Round, first_cut};
+use super::{
+    AskError, AskResponse, AskService, HeadToken, MAX_TOOL_ITERATIONS, RoundSpan, UsageSummary,
+    payload_hash, validate_text,
+};
+use crate::domain::{ContentBlock, IdempotencyKey, Message, Role, StoredMessage};
+use crate::store::ContactKey;
+use crate::tools::{MAX_RESULTS_CHARS_PER_MESSAGE, MAX_TOOL_RESULT_CHARS};
+use crate::usage::Usage;
+
+/// Most messages in a recorded round: as many as `ask` can store, the user's
+/// message and the answer with [`MAX_TOOL_ITERATIONS`] tool calls and results
+/// between them.
+pub const MAX_ROUND_MESSAGES: usize = 2 + 2 * MAX_TOOL_ITERATIONS;
+
+/// Largest value of any usage field: far above any model's context window, low
+/// enough that sums never overflow.
+pub const MAX_USAGE_TOKENS: u64 = 10_000_000;
+
+/// A round as the client sends it, checked: the head token, the messages, the last
+/// model call's usage, and the hash an idempotent retry is recognised by.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RoundRequest {
+    /// The state the client read the context from.
+    pub head: HeadToken,
+    /// The round: the user's message first, the final answer last.
+    pub messages: Vec<Message>,
+    /// The last model call's usage: its context drives compaction as in `ask`.
+    pub usage: Usage,
+    hash: String,
+}
+
+/// The answer to a recorded round (and the body an idempotent retry replays).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordedRound {
+    /// The session the round was stored in.
+    pub session: u32,
+    /// Sequence numbers of its first and last messages.
+    pub round: RoundSpan,
+    /// The usage sent, with `context_tokens` computed from it.
+    pub usage: UsageSummary,
+    /// True when the round's context passed the threshold and a step was requested.
+    pub compaction_queued: bool,
+}
+
+impl From<&AskResponse> for RecordedRound {
+    fn from(response: &AskResponse) -> Self {
+        RecordedRound {
+            session: response.session,
+            round: response.round,
+            usage: response.usage,
+            compaction_queued: response.compaction_queued,
+        }
+    }
+}
+
+/// The outcome of recording a round.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RoundOutcome {
+    /// The round was stored.
+    Recorded(RecordedRound),
+    /// An idempotent retry: the stored response, byte for byte.
+    Replayed(String),
+}
+
+/// The body's top level.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Body {
+    head: String,
+    messages: Vec<Value>,
+    usage: WireUsage,
+}
+
+/// `usage` as the client sends it: the Messages API's four counts (the two cache
+/// counts optional, `null` meaning 0).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireUsage {
+    input_tokens: u64,
+    output_tokens: u64,
+    #[serde(default)]
+    cache_read_input_tokens: Option<u64>,
+    #[serde(default)]
+    cache_creation_input_tokens: Option<u64>,
+}
+
+fn invalid(message: impl Into<String>) -> AskError {
+    AskError::InvalidRequest(message.into())
+}
+
+impl RoundRequest {
+    /// Reads and checks a round's JSON body (see the module documentation); each
+    /// refusal names the message and block at fault, messages counted from 0 as in
+    /// the Messages API's own errors.
+    pub fn parse(body: &Value) -> Result<RoundRequest, AskError> {
+        let wire: Body = serde_json::from_value(body.clone()).map_err(|e| {
+            invalid(format!(
+                "the body must be a JSON object {{\"head\", \"messages\", \"usage\"}}: {e}"
+            ))
+        })?;
+        let head = HeadToken::parse(&wire.head)?;
+        if wire.messages.is_empty() {
+            return Err(invalid(
+                "`messages` is empty: a round holds at least the user's message and the answer",
+            ));
+        }
+        if wire.messages.len() > MAX_ROUND_MESSAGES {
+            return Err(AskError::TooLarge(format!(
+                "the round has {} messages; the limit is {MAX_ROUND_MESSAGES} (the user's \
+                 message, {MAX_TOOL_ITERATIONS} tool calls and results, the answer)",
+                wire.messages.len()
+            )));
+        }
+        let messages = wire
+            .messages
+            .iter()
+            .enumerate()
+            .map(|(index, value)| parse_message(index, value))
+            .collect::<Result<Vec<Message>, AskError>>()?;
+        check_round(&messages)?;
+        Ok(RoundRequest {
+            head,
+            messages,
+            usage: usage(&wire.usage)?,
+            hash: payload_hash(&format!("rounds {body}")),
+        })
+    }
+}
+
+fn usage(wire: &WireUsage) -> Result<Usage, AskError> {
+    let usage = Usage {
+        input_tokens: wire.input_tokens,
+        output_tokens: wire.output_tokens,
+        cache_read_input_tokens: wire.cache_read_input_tokens.unwrap_or(0),
+        cache_creation_input_tokens: wire.cache_creation_input_tokens.unwrap_or(0),
+        cache_creation: None,
+    };
+    let fields = [
+        ("input_tokens", usage.input_tokens),
+        ("output_tokens", usage.output_tokens),
+        ("cache_read_input_tokens", usage.cache_read_input_tokens),
+        (
+            "cache_creation_input_tokens",
+            usage.cache_creation_input_tokens,
+        ),
+    ];
+    if let Some((name, value)) = fields.iter().find(|(_, v)| *v > MAX_USAGE_TOKENS) {
+        return Err(invalid(format!(
+            "usage.{name} is {value}; a usage count is at most {MAX_USAGE_TOKENS}"
+        )));
+    }
+    Ok(usage)
+}
+
+/// Reads message `index`: `{"role", "content"}`, the content a string (one text
+/// block) or a list of blocks.
+fn parse_message(index: usize, value: &Value) -> Result<Message, AskError> {
+    let at = format!("messages.{index}");
+    let Value::Object(fields) = value else {
+        return Err(invalid(format!(
+            "{at}: a message is an object {{\"role\", \"content\"}}"
+        )));
+    };
+    if let Some(unknown) = fields
+        .keys()
+        .find(|k| !["role", "content"].contains(&k.as_str()))
+    {
+        return Err(invalid(format!(
+            "{at}: unknown field `{unknown}`; a message has `role` and `content`"
+        )));
+    }
+    let role = match fields.get("role").and_then(Value::as_str) {
+        Some("user") => Role::User,
+        Some("assistant") => Role::Assistant,
+        _ => {
+            return Err(invalid(format!(
+                "{at}.role: must be \"user\" or \"assistant\""
+            )));
+        }
+    };
+    let content = match fields.get("content") {
+        Some(Value::String(text)) => vec![ContentBlock::text(text.clone())],
+        Some(Value::Array(blocks)) => blocks
+            .iter()
+            .enumerate()
+            .map(|(position, block)| parse_block(&format!("{at}.content.{position}"), block))
+            .collect::<Result<Vec<_>, _>>()?,
+        _ => {
+            return Err(invalid(format!(
+                "{at}.content: must be a string or a list of content blocks"
+            )));
+        }
+    };
+    if content.is_empty() {
+        return Err(invalid(format!("{at}.content: a message needs a block")));
+    }
+    Ok(Message { role, content })
+}
+
+/// The fields each block type may carry besides `type` (and `cache_control`, which
+/// is dropped: degrau places breakpoints itself).
+fn block_fields(kind: &str) -> Option<&'static [&'static str]> {
+    Some(match kind {
+        "text" => &["text"],
+        "tool_use" => &["id", "name", "input"],
+        "tool_result" => &["tool_use_id", "content", "is_error"],
+        "thinking" => &["thinking", "signature"],
+        "redacted_thinking" => &["data"],
+        _ => return None,
+    })
+}
+
+/// Reads one block of a type degrau stores, refusing fields it would drop.
+fn parse_block(at: &str, value: &Value) -> Result<ContentBlock, AskError> {
+    let Value::Object(fields) = value else {
+        return Err(invalid(format!("{at}: a content block is an object")));
+    };
+    let kind = fields.get("type").and_then(Value::as_str).unwrap_or("");
+    let allowed = block_fields(kind).ok_or_else(|| {
+        invalid(format!(
+            "{at}.type: degrau stores `text`, `tool_use`, `tool_result`, `thinking` and \
+             `redacted_thinking` blocks, not {}",
+            if kind.is_empty() {
+                "a block without a type".to_owned()
+            } else {
+                format!("`{kind}`")
+            }
+        ))
+    })?;
+    let mut kept = Map::new();
+    for (name, field) in fields {
+        match name.as_str() {
+            "cache_control" => {}
+            "type" => {
+                kept.insert(name.clone(), field.clone());
+            }
+            other if allowed.contains(&other) => {
+                kept.insert(name.clone(), field.clone());
+            }
+            other => {
+                return Err(invalid(format!(
+                    "{at}: unknown field `{other}` in a `{kind}` block (degrau would not store it)"
+                )));
+            }
+        }
+    }
+    if kind == "tool_result" && !matches!(kept.get("content"), Some(Value::String(_))) {
+        return Err(invalid(format!(
+            "{at}.content: degrau stores a tool result as text: send `content` as a string"
+        )));
+    }
+    serde_json::from_value(Value::Object(kept)).map_err(|e| invalid(format!("{at}: {e}")))
+}
+
+/// The rules of a round's shape, in the order a reader checks them: the first
+/// message, alternation, what each message may hold, the pairing of tool calls and
+/// results, the end, and the limits `ask` keeps.
+fn check_round(messages: &[Message]) -> Result<(), AskError> {
+    let first = &messages[0];
+    if !first.is_user_text_only() {
+        return Err(invalid(
+            "messages.0: a round starts with the contact's message: a user message of text \
+             blocks only",
+        ));
+    }
+    if let Some(index) = (1..messages.len()).find(|&i| messages[i].role == messages[i - 1].role) {
+        let role = match messages[index].role {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        };
+        return Err(invalid(format!(
+            "messages.{index}: two {role} messages in a row; roles must alternate (user, \
+             assistant, user, ...)"
+        )));
+    }
+    for (index, message) in messages.iter().enumerate() {
+        check_blocks(index, message)?;
+    }
+    check_pairs(messages)?;
+    let last = messages.len() - 1;
+    if messages[last].role != Role::Assistant {
+        return Err(invalid(format!(
+            "messages.{last}: a round ends with the assistant's answer"
+        )));
+    }
+    if !messages[last]
+        .content
+        .iter()
+        .any(|b| matches!(b, ContentBlock::Text { .. }))
+    {
+        return Err(invalid(format!(
+            "messages.{last}: the answer that ends the round holds no text"
+        )));
+    }
+    validate_text(&first.text())?;
+    check_results_size(messages)
+}
+
+/// What each message may hold: the first only text, later user messages only tool
+/// results, assistant messages text, tool calls and thinking; text never blank; tool
+/// names and ids as the API writes them; tool inputs JSON objects.
+fn check_blocks(index: usize, message: &Message) -> Result<(), AskError> {
+    for (position, block) in message.content.iter().enumerate() {
+        let at = format!("messages.{index}.content.{position}");
+        match (message.role, block) {
+            (_, ContentBlock::Text { text }) if text.trim().is_empty() => {
+                return Err(invalid(format!(
+                    "{at}.text: text content blocks must contain non-whitespace text"
+                )));
+            }
+            (Role::User, ContentBlock::Text { .. }) if index == 0 => {}
+            (Role::User, ContentBlock::ToolResult { .. }) if index > 0 => {}
+            (Role::User, _) if index > 0 => {
+                return Err(invalid(format!(
+                    "{at}: a user message after the first holds only the `tool_result` blocks \
+                     answering the previous message's `tool_use`"
+                )));
+            }
+            (Role::Assistant, ContentBlock::ToolResult { .. }) => {
+                return Err(invalid(format!(
+                    "{at}: `tool_result` blocks belong in user messages"
+                )));
+            }
+            (Role::Assistant, ContentBlock::ToolUse { id, name, input }) => {
+                if !is_api_name(id, usize::MAX) {
+                    return Err(invalid(format!(
+                        "{at}.id: a `tool_use` id is made of letters, digits, `_` and `-`"
+                    )));
+                }
+                if !is_api_name(name, 64) {
+                    return Err(invalid(format!(
+                        "{at}.name: a tool name is 1 to 64 letters, digits, `_` and `-`"
+                    )));
+                }
+                if !input.is_object() {
+                    return Err(invalid(format!(
+                        "{at}.input: a tool's input is a JSON object"
+                    )));
+                }
+            }
+            (Role::Assistant, _) => {}
+            (Role::User, _) => {
+                return Err(invalid(format!(
+                    "{at}: the round's first message is the contact's text only"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn is_api_name(text: &str, max: usize) -> bool {
+    !text.is_empty()
+        && text.chars().count() <= max
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+/// Every `tool_use` answered by exactly one `tool_result` in the next message, and
+/// every `tool_result` answering one of the previous message; ids unique.
+fn check_pairs(messages: &[Message]) -> Result<(), AskError> {
+    let mut seen = HashSet::new();
+    for (index, message) in messages.iter().enumerate() {
+        if let Some(id) = message.tool_use_ids().find(|id| !seen.insert(*id)) {
+            return Err(invalid(format!(
+                "messages.{index}: `tool_use` id {id} is used twice; ids must be unique"
+            )));
+        }
+        if message.role != Role::Assistant {
+            continue;
+        }
+        let asked: BTreeSet<&str> = message.tool_use_ids().collect();
+        let Some(next) = messages.get(index + 1) else {
+            if !asked.is_empty() {
+                return Err(invalid(format!(
+                    "messages.{index}: the round ends with `tool_use` ids that have no \
+                     `tool_result`: {}; run the tools and send their results, then the answer",
+                    asked.into_iter().collect::<Vec<_>>().join(", ")
+                )));
+            }
+            continue;
+        };
+        let mut answered = BTreeSet::new();
+        for (position, id) in next.tool_result_ids().enumerate() {
+            if !asked.contains(id) {
+                return Err(invalid(format!(
+                    "messages.{}.content.{position}: `tool_result` answers {id}, which no \
+                     `tool_use` of messages.{index} holds",
+                    index + 1
+                )));
+            }
+            if !answered.insert(id) {
+                return Err(invalid(format!(
+                    "messages.{}.content.{position}: {id} is answered twice",
+                    index + 1
+                )));
+            }
+        }
+        let missing: Vec<&str> = asked.difference(&answered).copied().collect();
+        if !missing.is_empty() {
+            return Err(invalid(format!(
+                "messages.{index}: `tool_use` ids were found without `tool_result` blocks \
+                 immediately after: {}",
+                missing.join(", ")
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Tool results within the caps `ask` keeps ([`MAX_TOOL_RESULT_CHARS`] each,
+/// [`MAX_RESULTS_CHARS_PER_MESSAGE`] a message): refused, not cut, since the model
+/// already read them whole.
+fn check_results_size(messages: &[Message]) -> Result<(), AskError> {
+    for (index, message) in messages.iter().enumerate() {
+        let mut total = 0;
+        for (position, block) in message.content.iter().enumerate() {
+            if let ContentBlock::ToolResult { content, .. } = block {
+                let chars = content.chars().count();
+                if chars > MAX_TOOL_RESULT_CHARS {
+                    return Err(AskError::TooLarge(format!(
+                        "messages.{index}.content.{position}: the tool result has {chars} \
+                         characters; the limit is {MAX_TOOL_RESULT_CHARS}"
+                    )));
+                }
+                total += chars;
+            }
+        }
+        if total > MAX_RESULTS_CHARS_PER_MESSAGE {
+            return Err(AskError::TooLarge(format!(
+                "messages.{index}: its tool results have {total} characters in all; the limit \
+                 is {MAX_RESULTS_CHARS_PER_MESSAGE} a message"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A `tool_use` id of the round that the session's window already holds: the next
+/// request would repeat it, and the API refuses that.
+fn reused_tool_id(window: &[StoredMessage], round: &[Message]) -> Option<String> {
+    let stored: HashSet<&str> = window
+        .iter()
+        .flat_map(|m| m.content.iter())
+        .filter_map(|b| match b {
+            ContentBlock::ToolUse { id, .. } => Some(id.as_str()),
+            _ => None,
+        })
+        .collect();
+    round
+        .iter()
+        .flat_map(Message::tool_use_ids)
+        .find(|id| stored.contains(id))
+        .map(str::to_owned)
+}
+
+impl AskService {
+    /// Commits a round the client ran itself, idempotently with `idempotency` (the
+    /// same key and body replays the stored answer; another body is
+    /// [`AskError::IdempotencyMismatch`]). Nothing is written on any error.
+    pub async fn record_round(
+        &self,
+        key: &ContactKey,
+        request: &RoundRequest,
+        idempotency: Option<&IdempotencyKey>,
+    ) -> Result<RoundOutcome, AskError> {
+        if let Some(idem) = idempotency
+            && let Some(response) = self.claim(key, idem, &request.hash).await?
+        {
+            return Ok(RoundOutcome::Replayed(response));
+        }
+        let result = self
+            .record(
+                key,
+                request,
+                idempotency.map(|idem| (idem, request.hash.as_str())),
+            )
+            .await;
+        self.release_failed(key, idempotency, &result).await;
+        result.map(RoundOutcome::Recorded)
+    }
+
+    /// Loads the turn as `ask` does, checks the head token and the window's tool
+    /// ids against it, and stores the round through the shared commit path. A round
+    /// that lands between this read and the commit is a conflict too: the client's
+    /// model saw a window without it.
+    async fn record(
+        &self,
+        key: &ContactKey,
+        request: &RoundRequest,
+        idempotency: Option<(&IdempotencyKey, &str)>,
+    ) -> Result<RecordedRound, AskError> {
+        let settings = self.settings(&key.tenant).await?;
+        let turn = self.load_turn(key, &settings).await?;
+        if let Some(why) = request.head.stale_against(&HeadToken::of(&turn)) {
+            return Err(AskError::Conflict(why));
+        }
+        if let Some(id) = reused_tool_id(&turn.plan.window, &request.messages) {
+            return Err(invalid(format!(
+                "`tool_use` id {id} is already in this session's window; ids must be unique"
+            )));
+        }
+        let hard_capped = first_cut(&settings, &turn).hard_capped;
+        let round = Round::recorded(request.messages.clone(), request.usage, hard_capped);
+        match self
+            .store_round(key, &settings, &turn, round, idempotency)
+            .await?
+        {
+            Some(response) => Ok(RecordedRound::from(&response)),
+            None => Err(AskError::Conflict(
+                "another round for this contact landed while this one was being stored; \
+                 nothing was stored; read the context again and run the round on it"
+                    .into(),
+            )),
+        }
+    }
+}
