@@ -1,11 +1,17 @@
 //! Maps API Gateway HTTP API (payload v2) requests to the ask service and its results
 //! back to HTTP. Always returns a response: an `Err` from an HTTP handler becomes a
 //! bare 502 at API Gateway.
+//!
+//! The routes the router serves are one table, [`ROUTES`], and every error the
+//! handler answers has one type of [`ErrorType`], with one status each: the OpenAPI
+//! description (`docs/openapi.json`, served at `GET /v1/openapi.json`) is checked
+//! against both by the tests.
 
 use std::time::Duration;
 
 use degrau::ask::{
-    AskError, AskOutcome, AskService, PageSize, SessionSelector, format_cursor, parse_cursor,
+    AskError, AskOutcome, AskService, PageSize, RoundOutcome, RoundRequest, SessionSelector,
+    format_cursor, parse_cursor,
 };
 use degrau::deadline::Deadline;
 use degrau::domain::{ContactId, IdempotencyKey, TenantId};
@@ -21,6 +27,173 @@ use tracing::{error, warn};
 
 /// Largest request body accepted, in bytes (the text limit is far below it).
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// Largest body of a recorded round (`POST .../rounds`), in bytes. A round carries
+/// tool results, so it may be larger than a message; this limit keeps the whole
+/// round, and so each of its messages, below DynamoDB's 400 KB item limit even if
+/// it were one message, and the round's transaction far below DynamoDB's 4 MB, while
+/// staying far below API Gateway's 10 MB payload and Lambda's 6 MB. (The tool-result
+/// limits, 16,000 characters a result and 64,000 a message, are checked too.)
+pub const MAX_ROUND_BODY_BYTES: usize = 256 * 1024;
+
+/// The OpenAPI 3.1 description of this API, served at `GET /v1/openapi.json`.
+pub const OPENAPI: &str = include_str!("../../../docs/openapi.json");
+
+/// An endpoint of the API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endpoint {
+    /// `POST` a message to answer, `GET` the transcript.
+    Messages,
+    /// The memory view.
+    Memory,
+    /// What the contact's next model request should carry, for a client's own loop.
+    Context,
+    /// A round the client ran itself, to commit.
+    Rounds,
+    /// The contact, to erase.
+    Contact,
+    /// This API's OpenAPI description (public: it holds no data).
+    OpenApi,
+}
+
+/// A route: its path as API Gateway writes it (`{contact}` is one path segment),
+/// the endpoint, and the methods it answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RouteSpec {
+    /// The path template.
+    pub path: &'static str,
+    /// What it serves.
+    pub endpoint: Endpoint,
+    /// The methods it answers; any other is 405.
+    pub methods: &'static [&'static str],
+}
+
+/// Every route the router serves, in one table (`template.yaml` declares the same
+/// routes to API Gateway, and `docs/openapi.json` describes them).
+pub const ROUTES: &[RouteSpec] = &[
+    RouteSpec {
+        path: "/v1/contacts/{contact}/messages",
+        endpoint: Endpoint::Messages,
+        methods: &["GET", "POST"],
+    },
+    RouteSpec {
+        path: "/v1/contacts/{contact}/memory",
+        endpoint: Endpoint::Memory,
+        methods: &["GET"],
+    },
+    RouteSpec {
+        path: "/v1/contacts/{contact}/context",
+        endpoint: Endpoint::Context,
+        methods: &["GET"],
+    },
+    RouteSpec {
+        path: "/v1/contacts/{contact}/rounds",
+        endpoint: Endpoint::Rounds,
+        methods: &["POST"],
+    },
+    RouteSpec {
+        path: "/v1/contacts/{contact}",
+        endpoint: Endpoint::Contact,
+        methods: &["DELETE"],
+    },
+    RouteSpec {
+        path: "/v1/openapi.json",
+        endpoint: Endpoint::OpenApi,
+        methods: &["GET"],
+    },
+];
+
+/// The type of an error envelope, each with its one status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorType {
+    /// 400: the request is malformed or breaks a rule.
+    InvalidRequest,
+    /// 401: no tenant.
+    Unauthenticated,
+    /// 404: no such route, or nothing known about the contact.
+    NotFound,
+    /// 405: the route does not answer this method.
+    MethodNotAllowed,
+    /// 409: a race lost, a stale head, or an idempotency key in progress.
+    Conflict,
+    /// 413: over a documented limit.
+    TooLarge,
+    /// 415: the body is not JSON.
+    UnsupportedMediaType,
+    /// 422: an idempotency key used with another body.
+    IdempotencyMismatch,
+    /// 429: the model is rate limiting.
+    RateLimited,
+    /// 500: a bug or a broken tenant configuration.
+    InternalError,
+    /// 502: the model failed.
+    ModelError,
+    /// 502: the model declined to answer.
+    ModelRefused,
+    /// 503: storage is throttled.
+    Unavailable,
+    /// 504: the model did not answer in time.
+    ModelTimeout,
+}
+
+impl ErrorType {
+    /// Every type, in status order.
+    pub const ALL: [ErrorType; 14] = [
+        ErrorType::InvalidRequest,
+        ErrorType::Unauthenticated,
+        ErrorType::NotFound,
+        ErrorType::MethodNotAllowed,
+        ErrorType::Conflict,
+        ErrorType::TooLarge,
+        ErrorType::UnsupportedMediaType,
+        ErrorType::IdempotencyMismatch,
+        ErrorType::RateLimited,
+        ErrorType::InternalError,
+        ErrorType::ModelError,
+        ErrorType::ModelRefused,
+        ErrorType::Unavailable,
+        ErrorType::ModelTimeout,
+    ];
+
+    /// The `type` of the envelope.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorType::InvalidRequest => "invalid_request",
+            ErrorType::Unauthenticated => "unauthenticated",
+            ErrorType::NotFound => "not_found",
+            ErrorType::MethodNotAllowed => "method_not_allowed",
+            ErrorType::Conflict => "conflict",
+            ErrorType::TooLarge => "too_large",
+            ErrorType::UnsupportedMediaType => "unsupported_media_type",
+            ErrorType::IdempotencyMismatch => "idempotency_mismatch",
+            ErrorType::RateLimited => "rate_limited",
+            ErrorType::InternalError => "internal_error",
+            ErrorType::ModelError => "model_error",
+            ErrorType::ModelRefused => "model_refused",
+            ErrorType::Unavailable => "unavailable",
+            ErrorType::ModelTimeout => "model_timeout",
+        }
+    }
+
+    /// The HTTP status.
+    pub fn status(self) -> u16 {
+        match self {
+            ErrorType::InvalidRequest => 400,
+            ErrorType::Unauthenticated => 401,
+            ErrorType::NotFound => 404,
+            ErrorType::MethodNotAllowed => 405,
+            ErrorType::Conflict => 409,
+            ErrorType::TooLarge => 413,
+            ErrorType::UnsupportedMediaType => 415,
+            ErrorType::IdempotencyMismatch => 422,
+            ErrorType::RateLimited => 429,
+            ErrorType::InternalError => 500,
+            ErrorType::ModelError | ErrorType::ModelRefused => 502,
+            ErrorType::Unavailable => 503,
+            ErrorType::ModelTimeout => 504,
+        }
+    }
+}
 
 /// The handler's dependencies, built once at init.
 pub struct App {
@@ -54,41 +227,46 @@ struct HttpError {
 }
 
 impl HttpError {
-    fn new(status: u16, kind: &'static str, message: impl Into<String>) -> Self {
+    fn new(kind: ErrorType, message: impl Into<String>) -> Self {
         HttpError {
-            status,
-            kind,
+            status: kind.status(),
+            kind: kind.as_str(),
             message: message.into(),
             retry_after: None,
         }
     }
 
     fn invalid(message: impl Into<String>) -> Self {
-        Self::new(400, "invalid_request", message)
+        Self::new(ErrorType::InvalidRequest, message)
     }
+}
+
+/// The status and envelope type a service error is answered with (what the OpenAPI
+/// test enumerates).
+pub fn service_error_type(error: AskError) -> (u16, &'static str) {
+    let error = from_service(error);
+    (error.status, error.kind)
 }
 
 /// The one place a service error becomes an HTTP status.
 fn from_service(error: AskError) -> HttpError {
     match error {
         AskError::InvalidRequest(message) => HttpError::invalid(message),
-        AskError::TooLarge(message) => HttpError::new(413, "too_large", message),
-        AskError::NotFound(message) => HttpError::new(404, "not_found", message),
-        AskError::Conflict(message) => HttpError::new(409, "conflict", message),
+        AskError::TooLarge(message) => HttpError::new(ErrorType::TooLarge, message),
+        AskError::NotFound(message) => HttpError::new(ErrorType::NotFound, message),
+        AskError::Conflict(message) => HttpError::new(ErrorType::Conflict, message),
         error @ AskError::IdempotencyMismatch => {
-            HttpError::new(422, "idempotency_mismatch", error.to_string())
+            HttpError::new(ErrorType::IdempotencyMismatch, error.to_string())
         }
         AskError::Model(ModelError::RateLimited { retry_after }) => HttpError {
             retry_after: Some(retry_after.unwrap_or(10)),
             ..HttpError::new(
-                429,
-                "rate_limited",
+                ErrorType::RateLimited,
                 "the model is rate limiting; nothing was stored, retry later",
             )
         },
         AskError::Model(ModelError::Timeout) => HttpError::new(
-            504,
-            "model_timeout",
+            ErrorType::ModelTimeout,
             "the model did not answer in time; nothing was stored",
         ),
         AskError::Model(error) => {
@@ -102,32 +280,33 @@ fn from_service(error: AskError) -> HttpError {
                 }
                 _ => "the model call failed; nothing was stored",
             };
-            HttpError::new(502, "model_error", message)
+            HttpError::new(ErrorType::ModelError, message)
         }
-        error @ AskError::Refused => HttpError::new(502, "model_refused", error.to_string()),
+        error @ AskError::Refused => HttpError::new(ErrorType::ModelRefused, error.to_string()),
         error @ (AskError::ToolLoop
         | AskError::EmptyAnswer
         | AskError::TruncatedToolCall
-        | AskError::UnexpectedStop(_)) => HttpError::new(502, "model_error", error.to_string()),
+        | AskError::UnexpectedStop(_)) => HttpError::new(ErrorType::ModelError, error.to_string()),
         AskError::Store(StoreError::Unavailable(detail)) => {
             warn!(%detail, "storage unavailable");
             HttpError {
                 retry_after: Some(1),
                 ..HttpError::new(
-                    503,
-                    "unavailable",
+                    ErrorType::Unavailable,
                     "storage is busy; nothing was stored, retry shortly",
                 )
             }
         }
         AskError::Store(StoreError::Conflict(_)) => HttpError::new(
-            409,
-            "conflict",
+            ErrorType::Conflict,
             "another request for this contact changed it at the same time; retry",
         ),
         error @ (AskError::Store(_) | AskError::Internal(_)) => {
             error!(%error, "internal error");
-            HttpError::new(500, "internal_error", "internal error; nothing was stored")
+            HttpError::new(
+                ErrorType::InternalError,
+                "internal error; nothing was stored",
+            )
         }
     }
 }
@@ -167,24 +346,27 @@ pub async fn handle(app: &App, request: Request) -> Response<Body> {
     }
 }
 
-/// The routes, from the path without stage.
-enum Route {
-    Messages(String),
-    Memory(String),
-    Contact(String),
-}
-
-fn parse_route(path: &str) -> Option<Route> {
+/// The route of a path (without stage), and its `{contact}` segment when it has
+/// one.
+fn parse_route(path: &str) -> Option<(&'static RouteSpec, Option<&str>)> {
     // Under `cargo lambda watch` without a router, paths arrive as /lambda-url/ask/...
     let path = path.strip_prefix("/lambda-url/ask").unwrap_or(path);
-    let rest = path.strip_prefix("/v1/contacts/")?;
-    let segments: Vec<&str> = rest.split('/').collect();
-    match segments.as_slice() {
-        [contact, "messages"] => Some(Route::Messages((*contact).to_owned())),
-        [contact, "memory"] => Some(Route::Memory((*contact).to_owned())),
-        [contact] => Some(Route::Contact((*contact).to_owned())),
-        _ => None,
-    }
+    let segments: Vec<&str> = path.split('/').collect();
+    ROUTES.iter().find_map(|spec| {
+        let template: Vec<&str> = spec.path.split('/').collect();
+        if template.len() != segments.len() {
+            return None;
+        }
+        let mut contact = None;
+        for (want, got) in template.iter().zip(&segments) {
+            match *want {
+                "{contact}" => contact = Some(*got),
+                fixed if fixed == *got => {}
+                _ => return None,
+            }
+        }
+        Some((spec, contact))
+    })
 }
 
 async fn route(
@@ -198,35 +380,31 @@ async fn route(
     } else {
         raw
     };
-    let route = parse_route(path).ok_or_else(|| {
+    let (spec, contact) = parse_route(path).ok_or_else(|| {
         HttpError::new(
-            404,
-            "not_found",
+            ErrorType::NotFound,
             format!("no route for {} {}", request.method(), path),
         )
     })?;
     let method = request.method().as_str();
-    let allowed = match &route {
-        Route::Messages(_) => "GET, POST",
-        Route::Memory(_) => "GET",
-        Route::Contact(_) => "DELETE",
-    };
-    if !allowed.split(", ").any(|m| m == method) {
+    if !spec.methods.contains(&method) {
+        let allowed = spec.methods.join(", ");
         return Err(HttpError::new(
-            405,
-            "method_not_allowed",
+            ErrorType::MethodNotAllowed,
             format!("{method} is not allowed here; use {allowed}"),
         ));
     }
+    if spec.endpoint == Endpoint::OpenApi {
+        // Public (no tenant): the description of the API holds no data.
+        return Ok(json_response(200, OPENAPI.to_owned()));
+    }
     let tenant = tenant(&app.auth, request)?;
-    let contact = match &route {
-        Route::Messages(c) | Route::Memory(c) | Route::Contact(c) => contact_id(c)?,
-    };
+    let contact = contact_id(contact.unwrap_or_default())?;
     let key = ContactKey { tenant, contact };
     let service = &app.service;
-    match (route, method) {
-        (Route::Messages(_), "POST") => post_message(service, &key, request, deadline).await,
-        (Route::Messages(_), _) => {
+    match (spec.endpoint, method) {
+        (Endpoint::Messages, "POST") => post_message(service, &key, request, deadline).await,
+        (Endpoint::Messages, _) => {
             let query = TranscriptQuery::try_from(request.query_string_parameters_ref())?;
             let page = service
                 .transcript(&key, query.session, query.limit, query.before)
@@ -244,20 +422,31 @@ async fn route(
             });
             Ok(json_response(200, body.to_string()))
         }
-        (Route::Memory(_), _) => {
+        (Endpoint::Memory, _) => {
             let view = service.memory(&key).await.map_err(from_service)?;
-            let body = serde_json::to_string(&view)
-                .map_err(|e| HttpError::new(500, "internal_error", e.to_string()))?;
-            Ok(json_response(200, body))
+            json_body(&view)
         }
-        (Route::Contact(_), _) => {
+        (Endpoint::Context, _) => {
+            let view = service.context(&key).await.map_err(from_service)?;
+            json_body(&view)
+        }
+        (Endpoint::Rounds, _) => post_round(service, &key, request).await,
+        (Endpoint::Contact, _) => {
             let items = service.erase(&key).await.map_err(from_service)?;
             Ok(json_response(
                 200,
                 json!({"erased": true, "items": items}).to_string(),
             ))
         }
+        (Endpoint::OpenApi, _) => Ok(json_response(200, OPENAPI.to_owned())),
     }
+}
+
+/// A 200 with `value` as its JSON body.
+fn json_body(value: &impl serde::Serialize) -> Result<Response<Body>, HttpError> {
+    let body = serde_json::to_string(value)
+        .map_err(|e| HttpError::new(ErrorType::InternalError, e.to_string()))?;
+    Ok(json_response(200, body))
 }
 
 /// The transcript's query parameters (`session`, `limit`, `before`), parsed at the
@@ -309,64 +498,91 @@ async fn post_message(
     request: &Request,
     deadline: Deadline,
 ) -> Result<Response<Body>, HttpError> {
-    if let Some(kind) = request.headers().get("content-type") {
-        let kind = kind.to_str().unwrap_or_default().to_ascii_lowercase();
-        if !kind.starts_with("application/json") {
-            return Err(HttpError::new(
-                415,
-                "unsupported_media_type",
-                "send the body as application/json",
-            ));
-        }
-    }
-    let bytes: &[u8] = request.body().as_ref();
-    if bytes.len() > MAX_BODY_BYTES {
-        return Err(HttpError::new(
-            413,
-            "too_large",
-            format!(
-                "the body has {} bytes; the limit is {MAX_BODY_BYTES}",
-                bytes.len()
-            ),
-        ));
-    }
+    let bytes = json_body_within(request, MAX_BODY_BYTES)?;
     let body: PostBody = serde_json::from_slice(bytes).map_err(|e| {
         HttpError::invalid(format!(
             "the body must be a JSON object {{\"text\": \"...\"}}: {e}"
         ))
     })?;
-    let idempotency = match request.headers().get("idempotency-key") {
-        None => None,
-        Some(value) => {
-            let text = value
-                .to_str()
-                .map_err(|_| HttpError::invalid("Idempotency-Key must be visible ASCII"))?;
-            Some(IdempotencyKey::parse(text).map_err(|e| HttpError::invalid(e.to_string()))?)
-        }
-    };
+    let idempotency = idempotency_key(request)?;
     match service
         .ask(key, &body.text, idempotency.as_ref(), deadline)
         .await
         .map_err(from_service)?
     {
-        AskOutcome::Answered(response) => {
-            let body = serde_json::to_string(&response)
-                .map_err(|e| HttpError::new(500, "internal_error", e.to_string()))?;
-            Ok(json_response(200, body))
-        }
-        AskOutcome::Replayed(body) => {
-            let mut response = json_response(200, body);
-            response.headers_mut().insert(
-                "idempotent-replayed",
-                lambda_http::http::HeaderValue::from_static("true"),
-            );
-            Ok(response)
-        }
+        AskOutcome::Answered(response) => json_body(&response),
+        AskOutcome::Replayed(body) => Ok(replayed(body)),
     }
 }
 
+/// Commits a round the client ran itself (`POST .../rounds`).
+async fn post_round(
+    service: &AskService,
+    key: &ContactKey,
+    request: &Request,
+) -> Result<Response<Body>, HttpError> {
+    let bytes = json_body_within(request, MAX_ROUND_BODY_BYTES)?;
+    let value: Value = serde_json::from_slice(bytes)
+        .map_err(|e| HttpError::invalid(format!("the body is not valid JSON: {e}")))?;
+    let round = RoundRequest::parse(&value).map_err(from_service)?;
+    let idempotency = idempotency_key(request)?;
+    match service
+        .record_round(key, &round, idempotency.as_ref())
+        .await
+        .map_err(from_service)?
+    {
+        RoundOutcome::Recorded(recorded) => json_body(&recorded),
+        RoundOutcome::Replayed(body) => Ok(replayed(body)),
+    }
+}
+
+/// The body of a JSON request, when it is declared JSON (or not declared) and
+/// within `limit` bytes.
+fn json_body_within(request: &Request, limit: usize) -> Result<&[u8], HttpError> {
+    if let Some(kind) = request.headers().get("content-type") {
+        let kind = kind.to_str().unwrap_or_default().to_ascii_lowercase();
+        if !kind.starts_with("application/json") {
+            return Err(HttpError::new(
+                ErrorType::UnsupportedMediaType,
+                "send the body as application/json",
+            ));
+        }
+    }
+    let bytes: &[u8] = request.body().as_ref();
+    if bytes.len() > limit {
+        return Err(HttpError::new(
+            ErrorType::TooLarge,
+            format!("the body has {} bytes; the limit is {limit}", bytes.len()),
+        ));
+    }
+    Ok(bytes)
+}
+
+/// The `Idempotency-Key` header, parsed, when there is one.
+fn idempotency_key(request: &Request) -> Result<Option<IdempotencyKey>, HttpError> {
+    let Some(value) = request.headers().get("idempotency-key") else {
+        return Ok(None);
+    };
+    let text = value
+        .to_str()
+        .map_err(|_| HttpError::invalid("Idempotency-Key must be visible ASCII"))?;
+    IdempotencyKey::parse(text)
+        .map(Some)
+        .map_err(|e| HttpError::invalid(e.to_string()))
+}
+
+/// An idempotent replay: the stored body, marked.
+fn replayed(body: String) -> Response<Body> {
+    let mut response = json_response(200, body);
+    response.headers_mut().insert(
+        "idempotent-replayed",
+        lambda_http::http::HeaderValue::from_static("true"),
+    );
+    response
+}
+
 fn tenant(auth: &AuthConfig, request: &Request) -> Result<TenantId, HttpError> {
-    let unauthenticated = |message: &str| HttpError::new(401, "unauthenticated", message);
+    let unauthenticated = |message: &str| HttpError::new(ErrorType::Unauthenticated, message);
     let value = match auth {
         AuthConfig::Jwt { claim } => match request.request_context_ref() {
             Some(RequestContext::ApiGatewayV2(context)) => context
@@ -905,6 +1121,221 @@ mod tests {
         assert_eq!(store.item_count(&key), 0);
     }
 
+    fn round_body(head: &str, question: &str, id: &str) -> String {
+        json!({
+            "head": head,
+            "messages": [
+                {"role": "user", "content": question},
+                {"role": "assistant", "content": [
+                    {"type": "text", "text": "Let me check."},
+                    {"type": "tool_use", "id": id, "name": "list_free_slots", "input": {"day": "2026-12-04"}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": id, "content": "[]"}]},
+                {"role": "assistant", "content": [{"type": "text", "text": "Nothing free."}]}],
+            "usage": {"input_tokens": 40, "output_tokens": 9, "cache_read_input_tokens": 900, "cache_creation_input_tokens": null}
+        })
+        .to_string()
+    }
+
+    #[tokio::test]
+    async fn a_clients_own_loop_reads_the_context_and_commits_its_round_idempotently() {
+        let (app, store, model) = app(AuthConfig::Dev);
+        let get = || request("GET", "/v1/contacts/ana/context", dev_headers(), None, None);
+        let (status, view) = call(&app, get()).await;
+        assert_eq!(status, 200, "{view}");
+        assert_eq!(
+            (&view["session"], &view["head"], &view["opens_session"]),
+            (&json!(1), &json!("h1.-.0.0.1"), &json!(true))
+        );
+        assert_eq!(view["messages"], json!([]));
+        assert_eq!(
+            view["system"][1]["cache_control"],
+            json!({"type": "ephemeral"})
+        );
+
+        let body = round_body(
+            view["head"].as_str().unwrap(),
+            "Free on the 4th?",
+            "toolu_1",
+        );
+        let headers = json!({"content-type": "application/json", "x-tenant-id": "acme", "idempotency-key": "r-1"});
+        let post = || {
+            request(
+                "POST",
+                "/v1/contacts/ana/rounds",
+                headers.clone(),
+                Some(&body),
+                None,
+            )
+        };
+        let (status, recorded) = call(&app, post()).await;
+        assert_eq!(status, 200, "{recorded}");
+        assert_eq!(
+            recorded,
+            json!({"session": 1, "round": {"first_seq": 1, "last_seq": 4},
+                   "usage": {"input_tokens": 40, "cache_read_input_tokens": 900,
+                             "cache_creation_input_tokens": 0, "output_tokens": 9, "context_tokens": 940},
+                   "compaction_queued": false})
+        );
+        let replay = handle(&app, post()).await;
+        assert_eq!(replay.status(), 200);
+        assert_eq!(replay.headers()["idempotent-replayed"], "true");
+
+        let (_, view) = call(&app, get()).await;
+        assert_eq!(view["opens_session"], false);
+        assert_eq!(view["messages"].as_array().unwrap().len(), 4);
+        assert_eq!(
+            view["messages"][2]["content"][0]["cache_control"],
+            json!({"type": "ephemeral"}),
+            "the previous request's end"
+        );
+        assert!(model.requests().is_empty(), "degrau called no model");
+        let key = ContactKey {
+            tenant: TenantId::parse("acme").unwrap(),
+            contact: ContactId::parse("ana").unwrap(),
+        };
+        assert_eq!(
+            store.item_count(&key),
+            6,
+            "head, 4 messages, the idempotency record"
+        );
+    }
+
+    #[tokio::test]
+    async fn bad_rounds_get_the_documented_4xx_and_change_nothing() {
+        let (app, store, _) = app(AuthConfig::Dev);
+        let (_, view) = call(
+            &app,
+            request("GET", "/v1/contacts/bob/context", dev_headers(), None, None),
+        )
+        .await;
+        let head = view["head"].as_str().unwrap().to_owned();
+        let (status, _) = call(
+            &app,
+            request(
+                "POST",
+                "/v1/contacts/bob/rounds",
+                dev_headers(),
+                Some(&round_body(&head, "first", "toolu_1")),
+                None,
+            ),
+        )
+        .await;
+        assert_eq!(status, 200);
+        let key = ContactKey {
+            tenant: TenantId::parse("acme").unwrap(),
+            contact: ContactId::parse("bob").unwrap(),
+        };
+        let items = store.item_count(&key);
+        let (_, view) = call(
+            &app,
+            request("GET", "/v1/contacts/bob/context", dev_headers(), None, None),
+        )
+        .await;
+        let fresh = view["head"].as_str().unwrap().to_owned();
+        let mut orphan: Value = serde_json::from_str(&round_body(&fresh, "q", "toolu_2")).unwrap();
+        orphan["messages"][2]["content"][0]["tool_use_id"] = json!("toolu_nobody");
+        let mut two_users: Value =
+            serde_json::from_str(&round_body(&fresh, "q", "toolu_3")).unwrap();
+        two_users["messages"][1] = json!({"role": "user", "content": "again"});
+        let huge = round_body(&fresh, &"x".repeat(MAX_ROUND_BODY_BYTES), "toolu_4");
+        let post = |body: &str, headers: Value| {
+            request("POST", "/v1/contacts/bob/rounds", headers, Some(body), None)
+        };
+        let cases: Vec<(Request, u16, &str)> = vec![
+            (post("{not json", dev_headers()), 400, "invalid_request"),
+            (
+                post(&orphan.to_string(), dev_headers()),
+                400,
+                "invalid_request",
+            ),
+            (
+                post(&two_users.to_string(), dev_headers()),
+                400,
+                "invalid_request",
+            ),
+            (
+                post(&round_body("h1.x", "q", "toolu_5"), dev_headers()),
+                400,
+                "invalid_request",
+            ),
+            (
+                post(&round_body(&head, "stale", "toolu_6"), dev_headers()),
+                409,
+                "conflict",
+            ),
+            (post(&huge, dev_headers()), 413, "too_large"),
+            (
+                post(
+                    &round_body(&fresh, "q", "toolu_7"),
+                    json!({"content-type": "text/plain", "x-tenant-id": "acme"}),
+                ),
+                415,
+                "unsupported_media_type",
+            ),
+            (
+                post(
+                    &round_body(&fresh, "q", "toolu_8"),
+                    json!({"content-type": "application/json"}),
+                ),
+                401,
+                "unauthenticated",
+            ),
+            (
+                request("GET", "/v1/contacts/bob/rounds", dev_headers(), None, None),
+                405,
+                "method_not_allowed",
+            ),
+            (
+                request(
+                    "POST",
+                    "/v1/contacts/bob/context",
+                    dev_headers(),
+                    Some("{}"),
+                    None,
+                ),
+                405,
+                "method_not_allowed",
+            ),
+        ];
+        for (request, status, kind) in cases {
+            let (got, body) = call(&app, request).await;
+            assert_eq!(
+                (got, body["error"]["type"].as_str()),
+                (status, Some(kind)),
+                "{body}"
+            );
+            assert!(!body["error"]["message"].as_str().unwrap_or("").is_empty());
+        }
+        assert_eq!(store.item_count(&key), items, "nothing changed");
+    }
+
+    #[tokio::test]
+    async fn the_openapi_description_is_served_without_a_tenant() {
+        let (app, _, _) = app(AuthConfig::Jwt {
+            claim: "custom:tenant_id".into(),
+        });
+        let response = handle(
+            &app,
+            request("GET", "/v1/openapi.json", json!({}), None, None),
+        )
+        .await;
+        assert_eq!(response.status(), 200);
+        assert_eq!(response.headers()["content-type"], "application/json");
+        let Body::Text(text) = response.body() else {
+            panic!("a text body");
+        };
+        assert_eq!(text, OPENAPI);
+        let (status, body) = call(
+            &app,
+            request("POST", "/v1/openapi.json", json!({}), Some("{}"), None),
+        )
+        .await;
+        assert_eq!(
+            (status, body["error"]["type"].as_str()),
+            (405, Some("method_not_allowed"))
+        );
+    }
+
     #[test]
     fn request_deadlines_take_the_earlier_of_the_budget_and_the_invocation() {
         let budget = Duration::from_secs(25);
@@ -951,21 +1382,35 @@ mod tests {
 
     #[test]
     fn routes_parse_with_and_without_the_local_prefix() {
-        assert!(
-            matches!(parse_route("/v1/contacts/x/messages"), Some(Route::Messages(c)) if c == "x")
+        let endpoint = |path| parse_route(path).map(|(spec, contact)| (spec.endpoint, contact));
+        assert_eq!(
+            endpoint("/v1/contacts/x/messages"),
+            Some((Endpoint::Messages, Some("x")))
         );
-        assert!(matches!(
-            parse_route("/lambda-url/ask/v1/contacts/x/memory"),
-            Some(Route::Memory(_))
-        ));
-        assert!(matches!(
-            parse_route("/v1/contacts/x"),
-            Some(Route::Contact(_))
-        ));
-        assert!(parse_route("/v1/contacts/x/messages/extra").is_none());
-        assert!(
-            parse_route("/v1/contacts/")
-                .is_some_and(|r| matches!(r, Route::Contact(c) if c.is_empty()))
+        assert_eq!(
+            endpoint("/lambda-url/ask/v1/contacts/x/memory"),
+            Some((Endpoint::Memory, Some("x")))
+        );
+        assert_eq!(
+            endpoint("/v1/contacts/x"),
+            Some((Endpoint::Contact, Some("x")))
+        );
+        assert_eq!(
+            endpoint("/v1/contacts/x/context"),
+            Some((Endpoint::Context, Some("x")))
+        );
+        assert_eq!(
+            endpoint("/v1/contacts/x/rounds"),
+            Some((Endpoint::Rounds, Some("x")))
+        );
+        assert_eq!(
+            endpoint("/v1/openapi.json"),
+            Some((Endpoint::OpenApi, None))
+        );
+        assert_eq!(endpoint("/v1/contacts/x/messages/extra"), None);
+        assert_eq!(
+            endpoint("/v1/contacts/"),
+            Some((Endpoint::Contact, Some("")))
         );
     }
 }
