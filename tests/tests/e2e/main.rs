@@ -11,6 +11,7 @@ mod budget;
 mod compaction;
 mod helpers;
 mod lifecycle;
+mod own_loop;
 mod provisioning;
 mod reliability;
 mod store_contract;
