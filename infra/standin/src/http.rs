@@ -170,7 +170,12 @@ fn handle(
             .map(str::trim)
             .filter(|v| !v.is_empty())
     };
-    if header("x-api-key").is_none() {
+    // The official SDKs send the key as `x-api-key` or (the Python SDK 2.x) as
+    // `Authorization: Bearer`: either will do.
+    let bearer = header("authorization")
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .is_some_and(|token| !token.trim().is_empty());
+    if header("x-api-key").is_none() && !bearer {
         return Err(ApiError::new(401, "x-api-key header is required"));
     }
     if header("anthropic-version").is_none() {

@@ -53,6 +53,24 @@ async fn a_missing_api_key_is_401_and_a_missing_version_is_400() {
         .unwrap();
     let reply = crate::helpers::reply(response).await;
     assert_invalid(&reply, "anthropic-version: header is required");
+
+    // A bearer token (how the Python SDK 2.x sends the key) passes too; an empty one
+    // does not.
+    for (token, status) in [("Bearer k", 400), ("Bearer ", 401)] {
+        let response = standin
+            .client
+            .post(standin.url("/v1/messages"))
+            .header("authorization", token)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            crate::helpers::reply(response).await.status,
+            status,
+            "{token}"
+        );
+    }
 }
 
 #[tokio::test]
