@@ -3,7 +3,8 @@
 #   ./dev.sh up      set up and run the local stack, then chat with it (Ctrl-D to stop)
 #   ./dev.sh start   the same stack, detached: prints the API base URL
 #   ./dev.sh stop    stop the detached stack
-#   ./dev.sh test    run every test (installs what it needs, starts moto itself)
+#   ./dev.sh test    run every test (installs what it needs, starts moto itself),
+#                    the Python client's against the local stack
 #   ./dev.sh bench   run the benchmarks; prints the tables, writes results/
 #   ./dev.sh release `sam build`: both functions for arm64 with cargo-lambda (slow:
 #                    not part of .ci/run), into .aws-sam/build
@@ -29,6 +30,9 @@ case "${1:-}" in
     # The end-to-end tests run the real function binaries and the stand-in.
     cargo build --workspace --bins
     DEGRAU_TEST_AWS_ENDPOINT="$(bash infra/moto.sh url)" cargo test --workspace --all-targets
+    # The Python client's tests: they start the local stack (infra/stack.sh, on
+    # DEGRAU_API_PORT / DEGRAU_STANDIN_PORT) and stop it after.
+    PYTHONPATH="$PWD/clients/python/src" .venv/bin/python -m pytest -q -p no:cacheprovider clients/python/tests
     ;;
   bench)
     bash bench/run.sh "${@:2}"

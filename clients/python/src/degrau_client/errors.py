@@ -1,0 +1,163 @@
+"""The error envelope as exceptions: one class per documented error type.
+
+Every error degrau answers is ``{"error": {"type", "message"}}`` with a status;
+:func:`error_from_response` raises the class of its type, carrying the status, the
+type, the message and ``Retry-After`` (seconds) when the response gave one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+
+class DegrauError(Exception):
+    """An error answer of the degrau API (also raised for an unknown type)."""
+
+    type: str = "unknown"
+
+    def __init__(
+        self,
+        status: int,
+        type: str,
+        message: str,
+        retry_after: float | None = None,
+        body: Any = None,
+    ) -> None:
+        super().__init__(f"{status} {type}: {message}")
+        self.status = status
+        self.type = type
+        self.message = message
+        self.retry_after = retry_after
+        self.body = body
+
+
+class InvalidRequest(DegrauError):
+    """400: the request is malformed or breaks a rule; nothing was written."""
+
+    type = "invalid_request"
+
+
+class Unauthenticated(DegrauError):
+    """401: no tenant (no token, or no ``X-Tenant-Id`` in dev mode)."""
+
+    type = "unauthenticated"
+
+
+class NotFound(DegrauError):
+    """404: no such route."""
+
+    type = "not_found"
+
+
+class MethodNotAllowed(DegrauError):
+    """405: the route exists, not with this method."""
+
+    type = "method_not_allowed"
+
+
+class Conflict(DegrauError):
+    """409: a stale ``head``, another round in progress, or a key in progress."""
+
+    type = "conflict"
+
+
+class TooLarge(DegrauError):
+    """413: the body is over the route's limit."""
+
+    type = "too_large"
+
+
+class UnsupportedMediaType(DegrauError):
+    """415: the body is not JSON."""
+
+    type = "unsupported_media_type"
+
+
+class IdempotencyMismatch(DegrauError):
+    """422: the ``Idempotency-Key`` was used with another body."""
+
+    type = "idempotency_mismatch"
+
+
+class RateLimited(DegrauError):
+    """429: slow down (see ``retry_after``)."""
+
+    type = "rate_limited"
+
+
+class InternalError(DegrauError):
+    """500: degrau failed; nothing was written."""
+
+    type = "internal_error"
+
+
+class ModelError(DegrauError):
+    """502: the model answered with an error."""
+
+    type = "model_error"
+
+
+class ModelRefused(DegrauError):
+    """502: the model refused to answer."""
+
+    type = "model_refused"
+
+
+class Unavailable(DegrauError):
+    """503: a dependency is unavailable (see ``retry_after``)."""
+
+    type = "unavailable"
+
+
+class ModelTimeout(DegrauError):
+    """504: the model did not answer in time."""
+
+    type = "model_timeout"
+
+
+ERROR_CLASSES: dict[str, type[DegrauError]] = {
+    cls.type: cls
+    for cls in (
+        InvalidRequest,
+        Unauthenticated,
+        NotFound,
+        MethodNotAllowed,
+        Conflict,
+        TooLarge,
+        UnsupportedMediaType,
+        IdempotencyMismatch,
+        RateLimited,
+        InternalError,
+        ModelError,
+        ModelRefused,
+        Unavailable,
+        ModelTimeout,
+    )
+}
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+def error_from_response(response: httpx.Response) -> DegrauError:
+    """The exception for an error response (any status of 400 or more)."""
+    body: Any
+    try:
+        body = response.json()
+    except ValueError:
+        body = response.text
+    kind, message = "unknown", response.text or response.reason_phrase
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        kind = str(body["error"].get("type", kind))
+        message = str(body["error"].get("message", message))
+    cls = ERROR_CLASSES.get(kind, DegrauError)
+    return cls(response.status_code, kind, message, _retry_after(response), body)
