@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, TypedDict, cast
 from urllib.parse import quote
@@ -127,14 +128,13 @@ class DegrauClient:
         body: Any = None,
         params: Mapping[str, str | int] | None = None,
         idempotency_key: str | None = None,
-        content: bytes | None = None,
     ) -> Any:
         headers: dict[str, str] = {}
         if idempotency_key is not None:
             headers["idempotency-key"] = idempotency_key
-        if content is None and body is not None:
-            content = httpx.Request("POST", "/", json=body).content
-        if content is not None:
+        content = None
+        if body is not None:
+            content = json.dumps(body, ensure_ascii=False).encode()
             headers["content-type"] = "application/json"
         response = self._http.request(
             method, path, content=content, params=params, headers=headers
@@ -225,16 +225,6 @@ class DegrauClient:
                 idempotency_key=idempotency_key,
             ),
         )
-
-    def post_raw(
-        self,
-        path: str,
-        content: bytes,
-        *,
-        idempotency_key: str | None = None,
-    ) -> Any:
-        """Posts a body as given (for tests of the API's own checks)."""
-        return self._call("POST", path, content=content, idempotency_key=idempotency_key)
 
     def erase(self, contact: str) -> JSON:
         """``DELETE /v1/contacts/{contact}``: erases everything stored about it."""
