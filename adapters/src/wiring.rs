@@ -10,7 +10,7 @@ use degrau::jobs::{Jobs, NoJobs};
 use degrau::model::ModelError;
 use degrau::session::{Clock, system_clock};
 use degrau::tools::Tools;
-use degrau::tools::demo::DemoTools;
+use degrau::tools::ToolDispatch;
 
 use crate::anthropic::{AnthropicConfig, AnthropicModel};
 use crate::config::{Config, ConfigError};
@@ -89,7 +89,7 @@ impl Dependencies {
             store,
             model: Arc::new(model),
             jobs,
-            tools: Arc::new(DemoTools),
+            tools: Arc::new(ToolDispatch::built_in_only()),
             clock: system_clock(),
         })
     }
