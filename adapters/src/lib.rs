@@ -19,6 +19,8 @@
 //!     implementations in `mod.rs`.
 //!   * [`sqs`]: the `Jobs` port on an SQS FIFO queue.
 //!   * [`anthropic`]: the `Model` port on the Anthropic Messages API, over `reqwest`.
+//!   * [`retry`]: the one budgeted retry loop the model adapters share (each
+//!     attempt's timeout from the time left, no retry that does not fit).
 //!   * [`ssm`]: the API key read from an SSM SecureString at init.
 //!
 //! Adapters still to come go beside these, one module (or folder) each, and into
@@ -29,6 +31,7 @@
 pub mod anthropic;
 pub mod config;
 pub mod dynamodb;
+pub mod retry;
 pub mod sqs;
 pub mod ssm;
 pub mod wiring;

@@ -9,8 +9,8 @@ use std::time::Duration;
 use degrau::jobs::{Jobs, NoJobs};
 use degrau::model::ModelError;
 use degrau::session::{Clock, system_clock};
-use degrau::tools::Tools;
 use degrau::tools::ToolDispatch;
+use degrau::tools::Tools;
 
 use crate::anthropic::{AnthropicConfig, AnthropicModel};
 use crate::config::{Config, ConfigError};

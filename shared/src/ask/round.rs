@@ -18,7 +18,9 @@ use crate::model::{ModelError, ModelResponse, StopReason};
 use crate::request::{ModelRequest, RequestParts, ToolDef, build_request};
 use crate::store::ContactKey;
 use crate::tenant::{ContextPolicy, Settings};
-use crate::tools::{CallContext, MAX_RESULTS_CHARS_PER_MESSAGE, ToolDeclaration, ToolOutput, cap_to};
+use crate::tools::{
+    CallContext, MAX_RESULTS_CHARS_PER_MESSAGE, ToolDeclaration, ToolOutput, cap_to,
+};
 use crate::usage::{RoundUsage, Usage};
 use crate::window::safe_window_start;
 
@@ -141,7 +143,13 @@ impl AskService {
             }
             state.count_tool_round()?;
             let results = self
-                .run_tools(&calls, key, &settings.tools, deadline, &mut state.round.stats)
+                .run_tools(
+                    &calls,
+                    key,
+                    &settings.tools,
+                    deadline,
+                    &mut state.round.stats,
+                )
                 .await;
             state.round.messages.push(RoundMessage {
                 message: Message {

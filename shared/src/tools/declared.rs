@@ -326,26 +326,89 @@ mod tests {
             tool
         };
         let cases = [
-            (json!(["cancel_everything"]), "tools[0]: `cancel_everything` is not a built-in"),
-            (json!([42]), "tools[0] must be a built-in tool's name or a webhook"),
-            (json!(["book_slot", "book_slot"]), "tools[1]: the name `book_slot` is declared twice"),
-            (json!(["book_slot", webhook("book_slot")]), "tools[1]: the name `book_slot` is declared twice"),
-            (json!([with("name", json!("book slot"))]), "tools[0] (`book slot`): name must match"),
-            (json!([with("name", json!("x".repeat(65)))]), "name must match"),
-            (json!([with("description", json!(" "))]), "description must say"),
-            (json!([with("input_schema", json!({"type": "string"}))]), "input_schema must be"),
-            (json!([with("input_schema", json!([]))]), "input_schema must be"),
-            (json!([with("webhook.url", json!("not a url"))]), "webhook.url is not a URL"),
-            (json!([with("webhook.url", json!("ftp://tools.example.com"))]), "must use https"),
-            (json!([with("webhook.url", json!("https://user:pw@tools.example.com"))]), "must not carry credentials"),
-            (json!([with("webhook.secret_parameter", json!("degrau/webhooks"))]), "secret_parameter must be"),
-            (json!([with("webhook.secret_parameter", json!("/degrau//x"))]), "secret_parameter must be"),
-            (json!([with("webhook.secret_parameter", json!("/degrau/x y"))]), "secret_parameter must be"),
-            (json!([with("webhook.secret_parameter", json!(""))]), "secret_parameter must be"),
-            (json!([with("webhook.timeout_ms", json!(99))]), "webhook.timeout_ms must be from 100 to 10000, got 99"),
-            (json!([with("webhook.timeout_ms", json!(10_001))]), "got 10001"),
-            (json!([with("webhook.retries", json!(3))]), "tools[0]: unknown field `retries`"),
-            (json!([with("colour", json!("red"))]), "tools[0]: unknown field `colour`"),
+            (
+                json!(["cancel_everything"]),
+                "tools[0]: `cancel_everything` is not a built-in",
+            ),
+            (
+                json!([42]),
+                "tools[0] must be a built-in tool's name or a webhook",
+            ),
+            (
+                json!(["book_slot", "book_slot"]),
+                "tools[1]: the name `book_slot` is declared twice",
+            ),
+            (
+                json!(["book_slot", webhook("book_slot")]),
+                "tools[1]: the name `book_slot` is declared twice",
+            ),
+            (
+                json!([with("name", json!("book slot"))]),
+                "tools[0] (`book slot`): name must match",
+            ),
+            (
+                json!([with("name", json!("x".repeat(65)))]),
+                "name must match",
+            ),
+            (
+                json!([with("description", json!(" "))]),
+                "description must say",
+            ),
+            (
+                json!([with("input_schema", json!({"type": "string"}))]),
+                "input_schema must be",
+            ),
+            (
+                json!([with("input_schema", json!([]))]),
+                "input_schema must be",
+            ),
+            (
+                json!([with("webhook.url", json!("not a url"))]),
+                "webhook.url is not a URL",
+            ),
+            (
+                json!([with("webhook.url", json!("ftp://tools.example.com"))]),
+                "must use https",
+            ),
+            (
+                json!([with(
+                    "webhook.url",
+                    json!("https://user:pw@tools.example.com")
+                )]),
+                "must not carry credentials",
+            ),
+            (
+                json!([with("webhook.secret_parameter", json!("degrau/webhooks"))]),
+                "secret_parameter must be",
+            ),
+            (
+                json!([with("webhook.secret_parameter", json!("/degrau//x"))]),
+                "secret_parameter must be",
+            ),
+            (
+                json!([with("webhook.secret_parameter", json!("/degrau/x y"))]),
+                "secret_parameter must be",
+            ),
+            (
+                json!([with("webhook.secret_parameter", json!(""))]),
+                "secret_parameter must be",
+            ),
+            (
+                json!([with("webhook.timeout_ms", json!(99))]),
+                "webhook.timeout_ms must be from 100 to 10000, got 99",
+            ),
+            (
+                json!([with("webhook.timeout_ms", json!(10_001))]),
+                "got 10001",
+            ),
+            (
+                json!([with("webhook.retries", json!(3))]),
+                "tools[0]: unknown field `retries`",
+            ),
+            (
+                json!([with("colour", json!("red"))]),
+                "tools[0]: unknown field `colour`",
+            ),
         ];
         for (config, expected) in cases {
             let error = parse(config.clone()).unwrap_err();

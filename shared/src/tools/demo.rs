@@ -29,8 +29,8 @@ pub fn definition(name: &str) -> Option<ToolDef> {
         }),
         "book_slot" => Some(ToolDef {
             name: "book_slot".into(),
-            description: "Book a free slot. Returns a confirmation id the customer can quote later."
-                .into(),
+            description:
+                "Book a free slot. Returns a confirmation id the customer can quote later.".into(),
             input_schema: json!({
                 "type": "object",
                 "properties": {

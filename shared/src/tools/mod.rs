@@ -109,8 +109,12 @@ pub trait Tools: Send + Sync {
 pub trait Webhooks: Send + Sync {
     /// Calls `tool`'s webhook with `input` by the context's deadline. Never fails:
     /// a refused address, an error status or a timeout is a result the model reads.
-    async fn call(&self, tool: &WebhookTool, input: &Value, context: &CallContext<'_>)
-    -> ToolOutput;
+    async fn call(
+        &self,
+        tool: &WebhookTool,
+        input: &Value,
+        context: &CallContext<'_>,
+    ) -> ToolOutput;
 }
 
 /// No webhooks: every webhook call is an error the model reads (core tests, and a
@@ -277,20 +281,37 @@ mod tests {
         };
         let input = json!({"day": "2026-12-04"});
         let built_in = tools
-            .call(&ToolDeclaration::BuiltIn("list_free_slots".into()), &input, &context)
+            .call(
+                &ToolDeclaration::BuiltIn("list_free_slots".into()),
+                &input,
+                &context,
+            )
             .await;
         assert_eq!(built_in, demo::run("list_free_slots", &input));
         assert!(recording.0.lock().unwrap().is_empty());
         let hooked = tools
-            .call(&ToolDeclaration::Webhook(webhook_tool("book_slot")), &input, &context)
+            .call(
+                &ToolDeclaration::Webhook(webhook_tool("book_slot")),
+                &input,
+                &context,
+            )
             .await;
         assert_eq!(hooked, ToolOutput::ok("{\"booked\": true}"));
         assert_eq!(
             *recording.0.lock().unwrap(),
-            [("book_slot".to_owned(), input.clone(), "toolu_7".to_owned(), "ana".to_owned())]
+            [(
+                "book_slot".to_owned(),
+                input.clone(),
+                "toolu_7".to_owned(),
+                "ana".to_owned()
+            )]
         );
         let without = ToolDispatch::built_in_only()
-            .call(&ToolDeclaration::Webhook(webhook_tool("book_slot")), &input, &context)
+            .call(
+                &ToolDeclaration::Webhook(webhook_tool("book_slot")),
+                &input,
+                &context,
+            )
             .await;
         assert!(without.is_error && without.content.contains("`book_slot` is a webhook"));
     }

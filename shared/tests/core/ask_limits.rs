@@ -56,7 +56,11 @@ fn harness_with(
 
 fn harness() -> Harness {
     let model = Arc::new(ScriptedModel::default());
-    harness_with(model.clone(), model, Arc::new(ToolDispatch::built_in_only()))
+    harness_with(
+        model.clone(),
+        model,
+        Arc::new(ToolDispatch::built_in_only()),
+    )
 }
 
 fn usage() -> Usage {
@@ -114,7 +118,11 @@ fn slow_harness(per_call: Duration) -> (Harness, Arc<SlowModel>) {
         calls: AtomicUsize::new(0),
     });
     (
-        harness_with(slow.clone(), scripted, Arc::new(ToolDispatch::built_in_only())),
+        harness_with(
+            slow.clone(),
+            scripted,
+            Arc::new(ToolDispatch::built_in_only()),
+        ),
         slow,
     )
 }

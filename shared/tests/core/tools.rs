@@ -61,7 +61,10 @@ struct Harness {
 async fn harness(tools: Value, reply: ToolOutput) -> Harness {
     let store = Arc::new(MemoryStore::new());
     let config: TenantConfig = serde_json::from_value(json!({ "tools": tools })).unwrap();
-    store.put_tenant_config(&key().tenant, &config).await.unwrap();
+    store
+        .put_tenant_config(&key().tenant, &config)
+        .await
+        .unwrap();
     let model = Arc::new(ScriptedModel::default());
     let webhooks = Arc::new(RecordingWebhooks {
         calls: Mutex::default(),
