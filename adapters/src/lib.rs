@@ -29,6 +29,7 @@
 //! new edge in front of the `ask` service).
 
 pub mod anthropic;
+pub mod bedrock;
 pub mod config;
 pub mod dynamodb;
 pub mod retry;
