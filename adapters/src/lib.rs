@@ -22,11 +22,15 @@
 //!   * [`retry`]: the one budgeted retry loop the model adapters share (each
 //!     attempt's timeout from the time left, no retry that does not fit).
 //!   * [`ssm`]: the API key read from an SSM SecureString at init.
+//!   * [`webhook`]: the `Webhooks` port: a tenant's own tools behind signed HTTPS
+//!     calls — `address` (which addresses may be reached, a pure function),
+//!     `resolver` (the client's resolver, returning only those), `signature` (the
+//!     `Degrau-Signature` header and the contact's pseudonym), `secrets` (the
+//!     signing secrets from SSM, cached).
 //!
 //! Adapters still to come go beside these, one module (or folder) each, and into
-//! [`wiring`] when a setting selects them: tools behind HTTPS webhooks (the `Tools`
-//! port), Amazon Bedrock (the `Model` port), a WhatsApp channel on the Graph API (a
-//! new edge in front of the `ask` service).
+//! [`wiring`] when a setting selects them: Amazon Bedrock (the `Model` port), a
+//! WhatsApp channel on the Graph API (a new edge in front of the `ask` service).
 
 pub mod anthropic;
 pub mod bedrock;
@@ -35,4 +39,5 @@ pub mod dynamodb;
 pub mod retry;
 pub mod sqs;
 pub mod ssm;
+pub mod webhook;
 pub mod wiring;

@@ -13,9 +13,12 @@ use degrau::tools::ToolDispatch;
 use degrau::tools::Tools;
 
 use crate::anthropic::{AnthropicConfig, AnthropicModel};
-use crate::config::{Config, ConfigError};
+use crate::config::{AuthConfig, Config, ConfigError};
 use crate::dynamodb::DynamoStore;
 use crate::sqs::SqsJobs;
+use crate::webhook::WebhookCaller;
+use crate::webhook::address::AddressPolicy;
+use crate::webhook::secrets::SsmSecrets;
 
 /// Everything a function needs, built once at init.
 pub struct Dependencies {
@@ -29,7 +32,8 @@ pub struct Dependencies {
     /// The compactor's queue; [`NoJobs`] without `JOBS_QUEUE_URL` (nothing is
     /// enqueued, and the sweep says so).
     pub jobs: Arc<dyn Jobs>,
-    /// The tools the model may call: the built-in demo tools.
+    /// The tools the model may call: the built-in demo tools, and each tenant's
+    /// webhook tools (public addresses only; loopback too with `AUTH_MODE=dev`).
     pub tools: Arc<dyn Tools>,
     /// The system clock.
     pub clock: Clock,
@@ -44,6 +48,9 @@ pub enum WiringError {
     /// The model's HTTP client cannot be built (a bad base URL or key).
     #[error(transparent)]
     Model(#[from] ModelError),
+    /// The webhooks' HTTP client cannot be built.
+    #[error("the webhook client: {0}")]
+    Webhooks(String),
 }
 
 // What a failed `main` prints is the error's `Debug`: the inner error's, as before
@@ -53,6 +60,7 @@ impl fmt::Debug for WiringError {
         match self {
             WiringError::Config(error) => fmt::Debug::fmt(error, f),
             WiringError::Model(error) => fmt::Debug::fmt(error, f),
+            WiringError::Webhooks(error) => f.write_str(error),
         }
     }
 }
@@ -72,8 +80,8 @@ impl Dependencies {
             aws_sdk_dynamodb::Client::new(&sdk),
             config.table_name.clone(),
         ));
-        let api_key =
-            crate::ssm::api_key(&config.anthropic_api_key, &aws_sdk_ssm::Client::new(&sdk)).await?;
+        let ssm = aws_sdk_ssm::Client::new(&sdk);
+        let api_key = crate::ssm::api_key(&config.anthropic_api_key, &ssm).await?;
         let model = AnthropicModel::new(AnthropicConfig {
             base_url: config.anthropic_base_url.clone(),
             api_key,
@@ -84,12 +92,18 @@ impl Dependencies {
             Some(url) => Arc::new(SqsJobs::new(aws_sdk_sqs::Client::new(&sdk), url.clone())),
             None => Arc::new(NoJobs),
         };
+        let policy = match config.auth {
+            AuthConfig::Dev => AddressPolicy::PublicAndLoopback,
+            AuthConfig::Jwt { .. } => AddressPolicy::PublicOnly,
+        };
+        let webhooks = WebhookCaller::new(policy, Arc::new(SsmSecrets::new(ssm)))
+            .map_err(|e| WiringError::Webhooks(e.to_string()))?;
         Ok(Dependencies {
             config,
             store,
             model: Arc::new(model),
             jobs,
-            tools: Arc::new(ToolDispatch::built_in_only()),
+            tools: Arc::new(ToolDispatch::new(Arc::new(webhooks))),
             clock: system_clock(),
         })
     }
