@@ -7,14 +7,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use degrau::jobs::{Jobs, NoJobs};
-use degrau::model::ModelError;
+use degrau::model::{Model, ModelError};
 use degrau::session::{Clock, system_clock};
 use degrau::tools::ToolDispatch;
 use degrau::tools::Tools;
 
 use crate::anthropic::{AnthropicConfig, AnthropicModel};
-use crate::config::{AuthConfig, Config, ConfigError};
+use crate::bedrock::BedrockModel;
+use crate::config::{AuthConfig, Config, ConfigError, ModelProvider};
 use crate::dynamodb::DynamoStore;
+use crate::retry::RetryPolicy;
 use crate::sqs::SqsJobs;
 use crate::webhook::WebhookCaller;
 use crate::webhook::address::AddressPolicy;
@@ -27,8 +29,9 @@ pub struct Dependencies {
     pub config: Config,
     /// Conversation storage and tenant configuration: one DynamoDB table.
     pub store: Arc<DynamoStore>,
-    /// The Messages API (Claude, or the offline stand-in at `ANTHROPIC_BASE_URL`).
-    pub model: Arc<AnthropicModel>,
+    /// Claude: the Messages API (or the offline stand-in at `ANTHROPIC_BASE_URL`),
+    /// or Bedrock Runtime with `MODEL_PROVIDER=bedrock`.
+    pub model: Arc<dyn Model>,
     /// The compactor's queue; [`NoJobs`] without `JOBS_QUEUE_URL` (nothing is
     /// enqueued, and the sweep says so).
     pub jobs: Arc<dyn Jobs>,
@@ -81,13 +84,7 @@ impl Dependencies {
             config.table_name.clone(),
         ));
         let ssm = aws_sdk_ssm::Client::new(&sdk);
-        let api_key = crate::ssm::api_key(&config.anthropic_api_key, &ssm).await?;
-        let model = AnthropicModel::new(AnthropicConfig {
-            base_url: config.anthropic_base_url.clone(),
-            api_key,
-            request_timeout: Duration::from_secs(config.model_timeout_seconds),
-            ..AnthropicConfig::default()
-        })?;
+        let model = model(&config, &sdk, &ssm).await?;
         let jobs: Arc<dyn Jobs> = match &config.jobs_queue_url {
             Some(url) => Arc::new(SqsJobs::new(aws_sdk_sqs::Client::new(&sdk), url.clone())),
             None => Arc::new(NoJobs),
@@ -101,10 +98,43 @@ impl Dependencies {
         Ok(Dependencies {
             config,
             store,
-            model: Arc::new(model),
+            model,
             jobs,
             tools: Arc::new(ToolDispatch::new(Arc::new(webhooks))),
             clock: system_clock(),
         })
+    }
+}
+
+/// The model client of the configured provider: the Messages API with its key (read
+/// from SSM when the configuration names a parameter), or Bedrock Runtime on the
+/// SDK configuration (the function's role signs; no key is read).
+async fn model(
+    config: &Config,
+    sdk: &aws_config::SdkConfig,
+    ssm: &aws_sdk_ssm::Client,
+) -> Result<Arc<dyn Model>, WiringError> {
+    let request_timeout = Duration::from_secs(config.model_timeout_seconds);
+    match (config.model_provider, &config.anthropic_api_key) {
+        (ModelProvider::Bedrock, _) => Ok(Arc::new(BedrockModel::new(
+            aws_sdk_bedrockruntime::config::Builder::from(sdk).build(),
+            RetryPolicy {
+                request_timeout,
+                ..RetryPolicy::default()
+            },
+        ))),
+        (ModelProvider::Anthropic, Some(source)) => {
+            let api_key = crate::ssm::api_key(source, ssm).await?;
+            Ok(Arc::new(AnthropicModel::new(AnthropicConfig {
+                base_url: config.anthropic_base_url.clone(),
+                api_key,
+                request_timeout,
+                ..AnthropicConfig::default()
+            })?))
+        }
+        (ModelProvider::Anthropic, None) => Err(ConfigError(
+            "neither ANTHROPIC_API_KEY nor ANTHROPIC_API_KEY_PARAMETER is set".into(),
+        )
+        .into()),
     }
 }
