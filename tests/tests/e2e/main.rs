@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used, missing_docs)] // a test binary: a panic is a failed test
 
 mod ask_api;
+mod bedrock;
 mod budget;
 mod compaction;
 mod helpers;
