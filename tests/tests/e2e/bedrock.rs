@@ -145,3 +145,22 @@ async fn the_bedrock_body_is_the_messages_body_less_model_plus_anthropic_version
         );
     }
 }
+
+#[tokio::test]
+async fn the_stacks_of_this_run_use_the_provider_the_run_names() {
+    let stack = FullStack::start(&[]).await;
+    let reply = stack.post(TENANT, "ana", "hello there").await;
+    assert_eq!(reply.status, 200, "{}", reply.raw);
+    let log = stack.standin.requests().await;
+    let path = log[0]["path"].as_str().unwrap();
+    match Provider::from_env() {
+        Provider::Anthropic => assert_eq!(path, "/v1/messages"),
+        Provider::Bedrock => {
+            assert!(
+                path.starts_with("/model/") && path.ends_with("/invoke"),
+                "{path}"
+            );
+            assert!(log[0]["signed"]["headers"].get("x-api-key").is_none());
+        }
+    }
+}
