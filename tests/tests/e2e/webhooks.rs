@@ -154,15 +154,27 @@ fn now() -> u64 {
         .as_secs()
 }
 
+/// Configures `tenant` the way `./dev.sh up` configures the demo tenant
+/// (`infra/demo_tenant.py`: the secret into SSM, the CONFIG item naming the tools).
+fn configure_like_the_local_stack(stack: &FullStack, tenant: &str, tools_url: &str, secret: &str) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let status = Command::new(root.join(".venv/bin/python"))
+        .arg(root.join("infra/demo_tenant.py"))
+        .args(["--endpoint", &moto::endpoint(), "--table", &stack.table])
+        .args(["--tenant", tenant, "--tools-url", tools_url])
+        .args(["--secret-env", "TOOLSERVER_TEST_SECRET"])
+        .env("TOOLSERVER_TEST_SECRET", secret)
+        .status()
+        .expect("run infra/demo_tenant.py");
+    assert!(status.success());
+}
+
 #[tokio::test]
 async fn a_booking_through_the_example_server_is_committed_with_its_round() {
     let secret = format!("whsec_{}", moto::unique_name("e2e"));
     let server = ToolServer::start(&secret);
-    let parameter = put_secret(&secret).await;
     let stack = FullStack::start(&[]).await;
-    stack
-        .configure(TENANT, &webhook_tools(&server.url, &parameter, 5_000))
-        .await;
+    configure_like_the_local_stack(&stack, TENANT, &format!("{}/", server.url), &secret);
 
     let reply = stack
         .post(TENANT, "ana", "please book 10:30 on 2026-12-03")
