@@ -16,3 +16,4 @@ mod provisioning;
 mod reliability;
 mod store_contract;
 mod sweep;
+mod webhooks;
