@@ -11,7 +11,7 @@ const AUTHORIZATION: &str = "AWS4-HMAC-SHA256 Credential=testing/20261201/us-eas
 
 /// The Messages body as Bedrock takes it: no `model`, `anthropic_version` in it.
 fn bedrock_body(mut body: Value) -> Value {
-    let object = body.as_object_mut().unwrap();
+    let object = body.as_object_mut().expect("a JSON object");
     object.remove("model");
     object.insert("anthropic_version".into(), json!("bedrock-2023-05-31"));
     body
@@ -31,7 +31,7 @@ async fn invoke(standin: &TestStandIn, path_model: &str, body: &Value, signed: b
     if signed {
         request = request.header("authorization", AUTHORIZATION);
     }
-    reply(request.send().await.unwrap()).await
+    reply(request.send().await.expect("stand-in answers")).await
 }
 
 #[tokio::test]
