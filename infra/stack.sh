@@ -66,6 +66,7 @@ start() {
     --port "$toolserver_port" > "$state/toolserver.log" 2>&1 &
   echo $! > "$state/toolserver.pid"
   wait_for "http://127.0.0.1:$toolserver_port/health" "the tool server" "$state/toolserver.log"
+  echo "http://127.0.0.1:$toolserver_port" > "$state/toolserver.url"
   DEGRAU_TOOLSERVER_SECRET="$tool_secret" python3 infra/demo_tenant.py --endpoint "$endpoint" \
     --table "$TABLE_NAME" --tools-url "http://127.0.0.1:$toolserver_port/"
   echo "degrau: the demo tenant's tools are webhooks to the example tool server (log: .local/toolserver.log)"
@@ -125,7 +126,7 @@ stop() {
   stop_pid watch
   stop_pid standin
   bash infra/moto.sh stop
-  rm -f "$state/api.url"
+  rm -f "$state/api.url" "$state/toolserver.url"
 }
 
 case "${1:-}" in
