@@ -32,7 +32,7 @@ case "${1:-}" in
     # The main ask and compaction end-to-end tests again, with Claude through
     # Bedrock (MODEL_PROVIDER=bedrock against the stand-in's InvokeModel route).
     DEGRAU_TEST_MODEL_PROVIDER=bedrock DEGRAU_TEST_AWS_ENDPOINT="$(bash infra/moto.sh url)" \
-      cargo test -p degrau-tests --test e2e -- ask_api:: compaction:: bedrock::
+      cargo test -p degrau-tests --test e2e -- ask_api:: compaction:: bedrock::the_stacks_of_this_run
     ;;
   bench)
     bash bench/run.sh "${@:2}"
