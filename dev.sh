@@ -30,6 +30,10 @@ case "${1:-}" in
     # The end-to-end tests run the real function binaries and the stand-in.
     cargo build --workspace --bins
     DEGRAU_TEST_AWS_ENDPOINT="$(bash infra/moto.sh url)" cargo test --workspace --all-targets
+    # The main ask and compaction end-to-end tests again, with Claude through
+    # Bedrock (MODEL_PROVIDER=bedrock against the stand-in's InvokeModel route).
+    DEGRAU_TEST_MODEL_PROVIDER=bedrock DEGRAU_TEST_AWS_ENDPOINT="$(bash infra/moto.sh url)" \
+      cargo test -p degrau-tests --test e2e -- ask_api:: compaction:: bedrock::the_stacks_of_this_run
     # The Python client's tests: they start the local stack (infra/stack.sh, on
     # DEGRAU_API_PORT / DEGRAU_STANDIN_PORT) and stop it after.
     PYTHONPATH="$PWD/clients/python/src" .venv/bin/python -m pytest -q -p no:cacheprovider clients/python/tests

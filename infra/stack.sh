@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The local stack: moto (DynamoDB + SQS), the table and queues provisioned from
-# template.yaml, the offline model stand-in (unless ANTHROPIC_API_KEY is set),
+# The local stack: moto (DynamoDB + SQS + SSM), the table and queues provisioned from
+# template.yaml, the offline model stand-in (unless ANTHROPIC_API_KEY is set), the
+# example tool server (infra/toolserver.py) the demo tenant's webhook tools call,
 # both functions under `cargo lambda watch` with the API Gateway paths, and the
 # bridge (degrau-bridge) that feeds the jobs queue to the compactor the way the
 # SQS event source mapping does in AWS.
@@ -14,6 +15,7 @@ state="$root/.local"
 mkdir -p "$state"
 api_port="${DEGRAU_API_PORT:-9000}"
 standin_port="${DEGRAU_STANDIN_PORT:-4010}"
+toolserver_port="${DEGRAU_TOOLSERVER_PORT:-4020}"
 
 stop_pid() {
   local file="$state/$1.pid"
@@ -53,6 +55,21 @@ start() {
   python3 infra/provision.py --endpoint "$endpoint" > "$state/provision.env"
   # shellcheck disable=SC1091
   source "$state/provision.env"
+
+  # The demo barbershop's own tools: the example tool server, a fresh signing
+  # secret (in its environment and in moto's SSM, never on a command line) and the
+  # tenant's CONFIG naming the webhooks (http to loopback: AUTH_MODE=dev only).
+  stop_pid toolserver
+  local tool_secret
+  tool_secret="$(python3 -c 'import secrets; print("whsec_" + secrets.token_hex(24))')"
+  DEGRAU_TOOLSERVER_SECRET="$tool_secret" setsid python3 infra/toolserver.py \
+    --port "$toolserver_port" > "$state/toolserver.log" 2>&1 &
+  echo $! > "$state/toolserver.pid"
+  wait_for "http://127.0.0.1:$toolserver_port/health" "the tool server" "$state/toolserver.log"
+  echo "http://127.0.0.1:$toolserver_port" > "$state/toolserver.url"
+  DEGRAU_TOOLSERVER_SECRET="$tool_secret" python3 infra/demo_tenant.py --endpoint "$endpoint" \
+    --table "$TABLE_NAME" --tools-url "http://127.0.0.1:$toolserver_port/"
+  echo "degrau: the demo tenant's tools are webhooks to the example tool server (log: .local/toolserver.log)"
 
   local model_env=()
   if [[ -n "${ANTHROPIC_API_KEY:-}" ]]; then
@@ -104,11 +121,12 @@ start() {
 }
 
 stop() {
+  stop_pid toolserver
   stop_pid bridge
   stop_pid watch
   stop_pid standin
   bash infra/moto.sh stop
-  rm -f "$state/api.url"
+  rm -f "$state/api.url" "$state/toolserver.url"
 }
 
 case "${1:-}" in

@@ -8,21 +8,16 @@
 //! The wait is the server's `retry-after-ms`/`retry-after` when it is within
 //! `max_retry_after`, else an exponential backoff with jitter.
 //!
-//! **The deadline.** A call ends by the deadline it is given: each attempt's timeout
-//! is the smaller of `request_timeout` and the time left; no attempt starts with less
-//! than `min_attempt` left (the call is then a `Timeout`); a retry is made only when
-//! its wait plus `min_attempt` fits in what is left, else the call ends with the last
-//! attempt's error. A hung model thus costs one attempt cut at the deadline, never
-//! three full ones.
-//!
-//! Logs carry only status, attempt, the API's request id and latency: never the key,
-//! the request or the API's error text (which may quote the request).
+//! **The deadline** is kept by the retry loop both model adapters share
+//! ([`crate::retry`]): every attempt, retry and wait ends by the deadline the call
+//! is given. Logs carry only status, attempt, the API's request id and latency:
+//! never the key, the request or the API's error text (which may quote the request).
 //!
 //! (`docs/DESIGN.md`: "The time budget".)
 
 use std::error::Error as _;
 use std::fmt;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
@@ -32,6 +27,8 @@ use serde::Deserialize;
 use degrau::deadline::Deadline;
 use degrau::model::{Model, ModelError, ModelResponse};
 use degrau::request::ModelRequest;
+
+use crate::retry::{Answered, Failure, RetryPolicy, with_retries};
 
 /// Where the real API lives.
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -70,16 +67,31 @@ pub struct AnthropicConfig {
 
 impl Default for AnthropicConfig {
     fn default() -> Self {
+        let retry = RetryPolicy::default();
         AnthropicConfig {
             base_url: DEFAULT_BASE_URL.to_owned(),
             api_key: String::new(),
             connect_timeout: Duration::from_secs(5),
-            request_timeout: Duration::from_secs(60),
-            max_retries: 2,
-            backoff_base: Duration::from_millis(500),
-            backoff_max: Duration::from_secs(8),
-            max_retry_after: Duration::from_secs(60),
-            min_attempt: Duration::from_secs(1),
+            request_timeout: retry.request_timeout,
+            max_retries: retry.max_retries,
+            backoff_base: retry.backoff_base,
+            backoff_max: retry.backoff_max,
+            max_retry_after: retry.max_retry_after,
+            min_attempt: retry.min_attempt,
+        }
+    }
+}
+
+impl AnthropicConfig {
+    /// The retry loop's budget and patience.
+    pub fn retry_policy(&self) -> RetryPolicy {
+        RetryPolicy {
+            request_timeout: self.request_timeout,
+            max_retries: self.max_retries,
+            backoff_base: self.backoff_base,
+            backoff_max: self.backoff_max,
+            max_retry_after: self.max_retry_after,
+            min_attempt: self.min_attempt,
         }
     }
 }
@@ -160,7 +172,11 @@ impl AnthropicModel {
     }
 
     /// One attempt within `timeout`: send, read the whole body, classify.
-    async fn attempt(&self, body: Vec<u8>, timeout: Duration) -> Result<Answer, Failure> {
+    async fn attempt(
+        &self,
+        body: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<Answered<ModelResponse>, Failure> {
         let response = self
             .client
             .post(self.endpoint.clone())
@@ -168,7 +184,7 @@ impl AnthropicModel {
             .body(body)
             .send()
             .await
-            .map_err(|e| Failure::transport(e, None, None))?;
+            .map_err(|e| transport_failure(e, None, None))?;
 
         let status = response.status();
         let headers = response.headers().clone();
@@ -176,13 +192,13 @@ impl AnthropicModel {
         let bytes = response
             .bytes()
             .await
-            .map_err(|e| Failure::transport(e, Some(status), request_id.clone()))?;
+            .map_err(|e| transport_failure(e, Some(status), request_id.clone()))?;
 
         if status.is_success() {
             return match serde_json::from_slice::<ModelResponse>(&bytes) {
-                Ok(response) => Ok(Answer {
-                    response,
-                    status,
+                Ok(response) => Ok(Answered {
+                    value: response,
+                    status: status.as_u16(),
                     request_id,
                 }),
                 Err(e) => Err(Failure {
@@ -193,24 +209,12 @@ impl AnthropicModel {
                     )),
                     retry: false,
                     retry_after: None,
-                    status: Some(status),
+                    status: Some(status.as_u16()),
                     request_id,
                 }),
             };
         }
-        Err(Failure::from_status(status, &headers, &bytes, request_id))
-    }
-
-    /// Backoff before retry number `retry + 1`: `base · 2^retry`, capped, minus up to
-    /// 25 % jitter (as the official SDKs do), so that callers who failed together do not
-    /// come back together.
-    fn backoff(&self, retry: u32) -> Duration {
-        let exponential = self
-            .config
-            .backoff_base
-            .saturating_mul(2u32.saturating_pow(retry));
-        let capped = exponential.min(self.config.backoff_max);
-        capped.mul_f64(1.0 - 0.25 * fastrand::f64())
+        Err(status_failure(status, &headers, &bytes, request_id))
     }
 }
 
@@ -222,79 +226,10 @@ impl Model for AnthropicModel {
         deadline: Deadline,
     ) -> Result<ModelResponse, ModelError> {
         let body = encode(request)?;
-        let mut retries = 0;
-        loop {
-            let attempt = retries + 1;
-            let left = deadline.remaining();
-            if left < self.config.min_attempt {
-                tracing::warn!(
-                    attempt,
-                    left_ms = millis(left),
-                    "no time left for a model call"
-                );
-                return Err(ModelError::Timeout);
-            }
-            let started = Instant::now();
-            let outcome = self
-                .attempt(body.clone(), self.config.request_timeout.min(left))
-                .await;
-            let latency_ms = millis(started.elapsed());
-            let failure = match outcome {
-                Ok(answer) => {
-                    tracing::debug!(
-                        status = answer.status.as_u16(),
-                        attempt,
-                        request_id = answer.request_id.as_deref(),
-                        latency_ms,
-                        "model call answered"
-                    );
-                    return Ok(answer.response);
-                }
-                Err(failure) => failure,
-            };
-
-            let status = failure.status.map(|s| s.as_u16());
-            let request_id = failure.request_id.as_deref();
-            let error = failure.error.kind();
-            if !failure.retry || retries >= self.config.max_retries {
-                tracing::warn!(
-                    status,
-                    attempt,
-                    request_id,
-                    latency_ms,
-                    error,
-                    "model call failed"
-                );
-                return Err(failure.error);
-            }
-            let delay = failure
-                .retry_after
-                .filter(|wait| *wait <= self.config.max_retry_after)
-                .unwrap_or_else(|| self.backoff(retries));
-            if !deadline.allows(delay.saturating_add(self.config.min_attempt)) {
-                tracing::warn!(
-                    status,
-                    attempt,
-                    request_id,
-                    latency_ms,
-                    error,
-                    delay_ms = millis(delay),
-                    "model call failed; no time left to retry"
-                );
-                return Err(failure.error);
-            }
-            tracing::warn!(
-                status,
-                attempt,
-                request_id,
-                latency_ms,
-                error,
-                delay_ms = millis(delay),
-                "model call failed; retrying"
-            );
-            tokio::time::sleep(delay).await;
-            retries += 1;
-        }
+        with_retries(&self.config.retry_policy(), deadline, |timeout| {
+            self.attempt(body.clone(), timeout)
+        })
+        .await
     }
 }
 
@@ -308,104 +243,78 @@ fn encode(request: &ModelRequest) -> Result<Vec<u8>, ModelError> {
     })
 }
 
-/// A duration in whole milliseconds, for logs.
-fn millis(duration: Duration) -> u64 {
-    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// A parsed answer and what the logs need about it.
-struct Answer {
-    response: ModelResponse,
-    status: StatusCode,
-    request_id: Option<String>,
-}
-
-/// A failed attempt: the error it would end with, and whether to try again.
-struct Failure {
-    error: ModelError,
-    retry: bool,
-    /// The server's requested wait, before the `max_retry_after` check.
-    retry_after: Option<Duration>,
+/// No complete answer arrived: a timeout, or a connection refused, reset or dropped
+/// before the last byte of the body. Each may succeed on a fresh connection.
+fn transport_failure(
+    e: reqwest::Error,
     status: Option<StatusCode>,
     request_id: Option<String>,
+) -> Failure {
+    let (error, retry) = if e.is_timeout() {
+        (ModelError::Timeout, true)
+    } else if e.is_builder() {
+        // A request that cannot be built will not build next time either.
+        (ModelError::Connection(describe(e)), false)
+    } else {
+        (ModelError::Connection(describe(e)), true)
+    };
+    Failure {
+        error,
+        retry,
+        retry_after: None,
+        status: status.map(|s| s.as_u16()),
+        request_id,
+    }
 }
 
-impl Failure {
-    /// No complete answer arrived: a timeout, or a connection refused, reset or dropped
-    /// before the last byte of the body. Each may succeed on a fresh connection.
-    fn transport(
-        e: reqwest::Error,
-        status: Option<StatusCode>,
-        request_id: Option<String>,
-    ) -> Self {
-        let (error, retry) = if e.is_timeout() {
-            (ModelError::Timeout, true)
-        } else if e.is_builder() {
-            // A request that cannot be built will not build next time either.
-            (ModelError::Connection(describe(e)), false)
-        } else {
-            (ModelError::Connection(describe(e)), true)
-        };
-        Failure {
-            error,
-            retry,
-            retry_after: None,
-            status,
-            request_id,
+/// A complete non-2xx answer.
+fn status_failure(
+    status: StatusCode,
+    headers: &HeaderMap,
+    body: &[u8],
+    request_id: Option<String>,
+) -> Failure {
+    let envelope = serde_json::from_slice::<ErrorEnvelope>(body).ok();
+    let spend_limit = status == StatusCode::TOO_MANY_REQUESTS
+        && envelope
+            .as_ref()
+            .and_then(|e| e.error.details.as_ref())
+            .and_then(|d| d.error_code.as_deref())
+            == Some(SPEND_LIMIT);
+    let message = match envelope {
+        Some(envelope) => envelope.error.message,
+        None => raw_message(status, body),
+    };
+
+    let code = status.as_u16();
+    let retry = if spend_limit {
+        false
+    } else {
+        match header_str(headers, "x-should-retry") {
+            Some("true") => true,
+            Some("false") => false,
+            _ => matches!(code, 408 | 409 | 429) || code >= 500,
         }
-    }
+    };
+    let retry_after = retry_after(headers);
 
-    /// A complete non-2xx answer.
-    fn from_status(
-        status: StatusCode,
-        headers: &HeaderMap,
-        body: &[u8],
-        request_id: Option<String>,
-    ) -> Self {
-        let envelope = serde_json::from_slice::<ErrorEnvelope>(body).ok();
-        let spend_limit = status == StatusCode::TOO_MANY_REQUESTS
-            && envelope
-                .as_ref()
-                .and_then(|e| e.error.details.as_ref())
-                .and_then(|d| d.error_code.as_deref())
-                == Some(SPEND_LIMIT);
-        let message = match envelope {
-            Some(envelope) => envelope.error.message,
-            None => raw_message(status, body),
-        };
-
-        let code = status.as_u16();
-        let retry = if spend_limit {
-            false
-        } else {
-            match header_str(headers, "x-should-retry") {
-                Some("true") => true,
-                Some("false") => false,
-                _ => matches!(code, 408 | 409 | 429) || code >= 500,
-            }
-        };
-        let retry_after = retry_after(headers);
-
-        let error = match code {
-            400 if message.starts_with("prompt is too long") => {
-                ModelError::PromptTooLong { message }
-            }
-            400 | 404 | 413 | 422 => ModelError::InvalidRequest { message },
-            401 | 403 => ModelError::Authentication { status: code },
-            408 => ModelError::Timeout,
-            429 => ModelError::RateLimited {
-                retry_after: retry_after.map(|wait| wait.as_secs_f64().ceil() as u64),
-            },
-            500.. => ModelError::Unavailable { status: code },
-            _ => ModelError::Protocol(format!("status {code}: {message}")),
-        };
-        Failure {
-            error,
-            retry,
-            retry_after,
-            status: Some(status),
-            request_id,
-        }
+    let error = match code {
+        400 if message.starts_with("prompt is too long") => ModelError::PromptTooLong { message },
+        400 | 404 | 413 | 422 => ModelError::InvalidRequest { message },
+        401 | 403 => ModelError::Authentication { status: code },
+        408 => ModelError::Timeout,
+        429 => ModelError::RateLimited {
+            retry_after: retry_after.map(|wait| wait.as_secs_f64().ceil() as u64),
+        },
+        500.. => ModelError::Unavailable { status: code },
+        _ => ModelError::Protocol(format!("status {code}: {message}")),
+    };
+    Failure {
+        error,
+        retry,
+        retry_after,
+        status: Some(code),
+        request_id,
     }
 }
 
@@ -1144,29 +1053,6 @@ mod tests {
             0,
             "an attempt that could not finish was not made"
         );
-    }
-
-    #[test]
-    fn the_backoff_doubles_with_jitter_and_stops_at_the_cap() {
-        let mut config = config("http://127.0.0.1:1".to_owned());
-        config.backoff_base = Duration::from_millis(500);
-        config.backoff_max = Duration::from_secs(8);
-        let model = AnthropicModel::new(config).unwrap();
-        for (retry, full) in [
-            (0, 500),
-            (1, 1000),
-            (2, 2000),
-            (4, 8000),
-            (10, 8000),
-            (40, 8000),
-        ] {
-            let full = Duration::from_millis(full);
-            let wait = model.backoff(retry);
-            assert!(
-                wait <= full && wait >= full.mul_f64(0.75),
-                "{retry}: {wait:?}"
-            );
-        }
     }
 
     #[test]

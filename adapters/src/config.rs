@@ -37,6 +37,20 @@ impl std::fmt::Debug for ApiKeySource {
     }
 }
 
+/// Which service answers the model calls: `MODEL_PROVIDER`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ModelProvider {
+    /// The Anthropic Messages API at `ANTHROPIC_BASE_URL`, with an API key (the
+    /// default).
+    #[default]
+    Anthropic,
+    /// Claude through Amazon Bedrock Runtime's `InvokeModel`, signed with the
+    /// function's role: `MODEL` and `SUMMARY_MODEL` are Bedrock model ids or
+    /// inference profiles; no API key. The endpoint is the SDK's (set
+    /// `AWS_ENDPOINT_URL_BEDROCK_RUNTIME` to reach the offline stand-in).
+    Bedrock,
+}
+
 /// Everything the functions read from the environment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
@@ -44,8 +58,11 @@ pub struct Config {
     pub table_name: String,
     /// `JOBS_QUEUE_URL` (optional until the compactor is deployed).
     pub jobs_queue_url: Option<String>,
-    /// Where the Anthropic API key comes from.
-    pub anthropic_api_key: ApiKeySource,
+    /// `MODEL_PROVIDER`: `anthropic` (the default) or `bedrock`.
+    pub model_provider: ModelProvider,
+    /// Where the Anthropic API key comes from; required with the `anthropic`
+    /// provider, unused (and not required) with `bedrock`.
+    pub anthropic_api_key: Option<ApiKeySource>,
     /// `ANTHROPIC_BASE_URL`.
     pub anthropic_base_url: String,
     /// `MODEL_TIMEOUT_SECONDS`: the limit of one model call attempt (60 by default).
@@ -83,10 +100,16 @@ impl Config {
         let vars = Vars(vars);
         let auth = auth(&vars)?;
         let defaults = defaults(&vars)?;
+        let table_name = vars.required("TABLE_NAME", "the DynamoDB table")?;
+        let model_provider = model_provider(&vars)?;
         Ok(Config {
-            table_name: vars.required("TABLE_NAME", "the DynamoDB table")?,
+            table_name,
             jobs_queue_url: vars.get("JOBS_QUEUE_URL").map(str::to_owned),
-            anthropic_api_key: api_key(&vars)?,
+            model_provider,
+            anthropic_api_key: match model_provider {
+                ModelProvider::Anthropic => Some(api_key(&vars)?),
+                ModelProvider::Bedrock => optional_api_key(&vars),
+            },
             anthropic_base_url: vars
                 .get("ANTHROPIC_BASE_URL")
                 .unwrap_or(crate::anthropic::DEFAULT_BASE_URL)
@@ -202,6 +225,22 @@ fn defaults(vars: &Vars<'_>) -> Result<Defaults, ConfigError> {
     Ok(defaults)
 }
 
+/// `MODEL_PROVIDER`: `anthropic` when unset.
+fn model_provider(vars: &Vars<'_>) -> Result<ModelProvider, ConfigError> {
+    match vars.get("MODEL_PROVIDER").unwrap_or("anthropic") {
+        "anthropic" => Ok(ModelProvider::Anthropic),
+        "bedrock" => Ok(ModelProvider::Bedrock),
+        other => Err(ConfigError(format!(
+            "MODEL_PROVIDER must be `anthropic` or `bedrock`, got {other:?}"
+        ))),
+    }
+}
+
+/// The key's source when one is set, for a provider that does not need it.
+fn optional_api_key(vars: &Vars<'_>) -> Option<ApiKeySource> {
+    api_key(vars).ok()
+}
+
 /// `ANTHROPIC_API_KEY` (the key itself), else `ANTHROPIC_API_KEY_PARAMETER` (an SSM
 /// parameter's name); one is required.
 fn api_key(vars: &Vars<'_>) -> Result<ApiKeySource, ConfigError> {
@@ -293,7 +332,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             from_ssm.anthropic_api_key,
-            ApiKeySource::SsmParameter("/degrau/key".into())
+            Some(ApiKeySource::SsmParameter("/degrau/key".into()))
         );
         let direct = Config::from_map(&vars(&[
             ("TABLE_NAME", "t"),
@@ -316,11 +355,34 @@ mod tests {
             ("ASK_TIMEOUT_SECONDS", "soon"),
             ("SWEEP_BUCKETS", "0"),
             ("SWEEP_BUCKETS", "256"),
+            ("MODEL_PROVIDER", "openai"),
         ] {
             let mut all = vars(&base);
             all.insert(name.into(), value.into());
             let err = Config::from_map(&all).unwrap_err();
             assert!(err.to_string().contains(name), "{err}");
         }
+    }
+
+    #[test]
+    fn bedrock_needs_no_api_key_and_anthropic_stays_the_default() {
+        let bedrock = Config::from_map(&vars(&[
+            ("TABLE_NAME", "t"),
+            ("MODEL_PROVIDER", "bedrock"),
+            ("MODEL", "us.anthropic.claude-sonnet-5-v1:0"),
+        ]))
+        .unwrap();
+        assert_eq!(bedrock.model_provider, ModelProvider::Bedrock);
+        assert_eq!(bedrock.anthropic_api_key, None);
+        assert_eq!(bedrock.defaults.model, "us.anthropic.claude-sonnet-5-v1:0");
+        let default =
+            Config::from_map(&vars(&[("TABLE_NAME", "t"), ("ANTHROPIC_API_KEY", "k")])).unwrap();
+        assert_eq!(default.model_provider, ModelProvider::Anthropic);
+        let err = Config::from_map(&vars(&[
+            ("TABLE_NAME", "t"),
+            ("MODEL_PROVIDER", "anthropic"),
+        ]))
+        .unwrap_err();
+        assert!(err.to_string().contains("ANTHROPIC_API_KEY"), "{err}");
     }
 }

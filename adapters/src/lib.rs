@@ -19,16 +19,27 @@
 //!     implementations in `mod.rs`.
 //!   * [`sqs`]: the `Jobs` port on an SQS FIFO queue.
 //!   * [`anthropic`]: the `Model` port on the Anthropic Messages API, over `reqwest`.
+//!   * [`bedrock`]: the `Model` port on Claude through Amazon Bedrock Runtime's
+//!     `InvokeModel` (`MODEL_PROVIDER=bedrock`), signed with the function's role.
+//!   * [`retry`]: the one budgeted retry loop the model adapters share (each
+//!     attempt's timeout from the time left, no retry that does not fit).
 //!   * [`ssm`]: the API key read from an SSM SecureString at init.
+//!   * [`webhook`]: the `Webhooks` port: a tenant's own tools behind signed HTTPS
+//!     calls — `address` (which addresses may be reached, a pure function),
+//!     `resolver` (the client's resolver, returning only those), `signature` (the
+//!     `Degrau-Signature` header and the contact's pseudonym), `secrets` (the
+//!     signing secrets from SSM, cached).
 //!
 //! Adapters still to come go beside these, one module (or folder) each, and into
-//! [`wiring`] when a setting selects them: tools behind HTTPS webhooks (the `Tools`
-//! port), Amazon Bedrock (the `Model` port), a WhatsApp channel on the Graph API (a
+//! [`wiring`] when a setting selects them: a WhatsApp channel on the Graph API (a
 //! new edge in front of the `ask` service).
 
 pub mod anthropic;
+pub mod bedrock;
 pub mod config;
 pub mod dynamodb;
+pub mod retry;
 pub mod sqs;
 pub mod ssm;
+pub mod webhook;
 pub mod wiring;

@@ -7,15 +7,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use degrau::jobs::{Jobs, NoJobs};
-use degrau::model::ModelError;
+use degrau::model::{Model, ModelError};
 use degrau::session::{Clock, system_clock};
+use degrau::tools::ToolDispatch;
 use degrau::tools::Tools;
-use degrau::tools::demo::DemoTools;
 
 use crate::anthropic::{AnthropicConfig, AnthropicModel};
-use crate::config::{Config, ConfigError};
+use crate::bedrock::BedrockModel;
+use crate::config::{AuthConfig, Config, ConfigError, ModelProvider};
 use crate::dynamodb::DynamoStore;
+use crate::retry::RetryPolicy;
 use crate::sqs::SqsJobs;
+use crate::webhook::WebhookCaller;
+use crate::webhook::address::AddressPolicy;
+use crate::webhook::secrets::SsmSecrets;
 
 /// Everything a function needs, built once at init.
 pub struct Dependencies {
@@ -24,12 +29,14 @@ pub struct Dependencies {
     pub config: Config,
     /// Conversation storage and tenant configuration: one DynamoDB table.
     pub store: Arc<DynamoStore>,
-    /// The Messages API (Claude, or the offline stand-in at `ANTHROPIC_BASE_URL`).
-    pub model: Arc<AnthropicModel>,
+    /// Claude: the Messages API (or the offline stand-in at `ANTHROPIC_BASE_URL`),
+    /// or Bedrock Runtime with `MODEL_PROVIDER=bedrock`.
+    pub model: Arc<dyn Model>,
     /// The compactor's queue; [`NoJobs`] without `JOBS_QUEUE_URL` (nothing is
     /// enqueued, and the sweep says so).
     pub jobs: Arc<dyn Jobs>,
-    /// The tools the model may call: the built-in demo tools.
+    /// The tools the model may call: the built-in demo tools, and each tenant's
+    /// webhook tools (public addresses only; loopback too with `AUTH_MODE=dev`).
     pub tools: Arc<dyn Tools>,
     /// The system clock.
     pub clock: Clock,
@@ -44,6 +51,9 @@ pub enum WiringError {
     /// The model's HTTP client cannot be built (a bad base URL or key).
     #[error(transparent)]
     Model(#[from] ModelError),
+    /// The webhooks' HTTP client cannot be built.
+    #[error("the webhook client: {0}")]
+    Webhooks(String),
 }
 
 // What a failed `main` prints is the error's `Debug`: the inner error's, as before
@@ -53,6 +63,7 @@ impl fmt::Debug for WiringError {
         match self {
             WiringError::Config(error) => fmt::Debug::fmt(error, f),
             WiringError::Model(error) => fmt::Debug::fmt(error, f),
+            WiringError::Webhooks(error) => f.write_str(error),
         }
     }
 }
@@ -72,25 +83,58 @@ impl Dependencies {
             aws_sdk_dynamodb::Client::new(&sdk),
             config.table_name.clone(),
         ));
-        let api_key =
-            crate::ssm::api_key(&config.anthropic_api_key, &aws_sdk_ssm::Client::new(&sdk)).await?;
-        let model = AnthropicModel::new(AnthropicConfig {
-            base_url: config.anthropic_base_url.clone(),
-            api_key,
-            request_timeout: Duration::from_secs(config.model_timeout_seconds),
-            ..AnthropicConfig::default()
-        })?;
+        let ssm = aws_sdk_ssm::Client::new(&sdk);
+        let model = model(&config, &sdk, &ssm).await?;
         let jobs: Arc<dyn Jobs> = match &config.jobs_queue_url {
             Some(url) => Arc::new(SqsJobs::new(aws_sdk_sqs::Client::new(&sdk), url.clone())),
             None => Arc::new(NoJobs),
         };
+        let policy = match config.auth {
+            AuthConfig::Dev => AddressPolicy::PublicAndLoopback,
+            AuthConfig::Jwt { .. } => AddressPolicy::PublicOnly,
+        };
+        let webhooks = WebhookCaller::new(policy, Arc::new(SsmSecrets::new(ssm)))
+            .map_err(|e| WiringError::Webhooks(e.to_string()))?;
         Ok(Dependencies {
             config,
             store,
-            model: Arc::new(model),
+            model,
             jobs,
-            tools: Arc::new(DemoTools),
+            tools: Arc::new(ToolDispatch::new(Arc::new(webhooks))),
             clock: system_clock(),
         })
+    }
+}
+
+/// The model client of the configured provider: the Messages API with its key (read
+/// from SSM when the configuration names a parameter), or Bedrock Runtime on the
+/// SDK configuration (the function's role signs; no key is read).
+async fn model(
+    config: &Config,
+    sdk: &aws_config::SdkConfig,
+    ssm: &aws_sdk_ssm::Client,
+) -> Result<Arc<dyn Model>, WiringError> {
+    let request_timeout = Duration::from_secs(config.model_timeout_seconds);
+    match (config.model_provider, &config.anthropic_api_key) {
+        (ModelProvider::Bedrock, _) => Ok(Arc::new(BedrockModel::new(
+            aws_sdk_bedrockruntime::config::Builder::from(sdk).build(),
+            RetryPolicy {
+                request_timeout,
+                ..RetryPolicy::default()
+            },
+        ))),
+        (ModelProvider::Anthropic, Some(source)) => {
+            let api_key = crate::ssm::api_key(source, ssm).await?;
+            Ok(Arc::new(AnthropicModel::new(AnthropicConfig {
+                base_url: config.anthropic_base_url.clone(),
+                api_key,
+                request_timeout,
+                ..AnthropicConfig::default()
+            })?))
+        }
+        (ModelProvider::Anthropic, None) => Err(ConfigError(
+            "neither ANTHROPIC_API_KEY nor ANTHROPIC_API_KEY_PARAMETER is set".into(),
+        )
+        .into()),
     }
 }

@@ -547,7 +547,7 @@ impl AskService {
             attempt += 1;
             let turn = self.load_turn(key, &settings).await?;
             let round = self
-                .run_round(&settings, &turn, text, deadline.before(COMMIT_MARGIN))
+                .run_round(key, &settings, &turn, text, deadline.before(COMMIT_MARGIN))
                 .await?;
             if !deadline.allows(COMMIT_MARGIN) {
                 // Only a model or tool that overran its own deadline gets here.

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::compaction::CompactionPolicy;
 use crate::domain::FactKey;
+use crate::tools::{ToolDeclaration, ToolDeclarations};
 
 /// The tenant's `CONFIG` item; every field is optional and overrides a default.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -18,9 +19,11 @@ pub struct TenantConfig {
     /// Keys facts may be stored under.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allowed_fact_keys: Option<Vec<FactKey>>,
-    /// Names of the built-in tools this tenant uses (all of them when absent).
+    /// The tools this tenant's agent may call, in order: built-in tools by name,
+    /// and webhook tools (every built-in tool when absent; see
+    /// [`crate::tools::declared`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tools: Option<Vec<String>>,
+    pub tools: Option<ToolDeclarations>,
     /// Model id for answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
@@ -185,8 +188,9 @@ pub struct Settings {
     pub instructions: String,
     /// Allowed fact keys.
     pub allowed_fact_keys: Vec<FactKey>,
-    /// Built-in tools enabled (`None`: all).
-    pub tools: Option<Vec<String>>,
+    /// The tools the model may call, in order (every built-in tool unless the
+    /// tenant declared its own list).
+    pub tools: Vec<ToolDeclaration>,
     /// Compaction thresholds.
     pub compaction: CompactionPolicy,
     /// Idle minutes before a session closes.
@@ -267,7 +271,9 @@ impl Settings {
             allowed_fact_keys: tenant
                 .allowed_fact_keys
                 .unwrap_or_else(|| defaults.allowed_fact_keys.clone()),
-            tools: tenant.tools,
+            tools: tenant
+                .tools
+                .map_or_else(ToolDeclaration::all_built_in, ToolDeclarations::into_vec),
             compaction,
             session_idle_minutes: tenant
                 .session_idle_minutes
@@ -371,6 +377,51 @@ mod tests {
             );
         }
         assert!(Settings::resolve(&defaults, None).is_ok());
+    }
+
+    #[test]
+    fn tools_default_to_every_built_in_and_a_declared_list_replaces_them() {
+        let defaults = Defaults::default();
+        let names = |settings: Settings| {
+            settings
+                .tools
+                .iter()
+                .map(|t| t.name().to_owned())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            names(Settings::resolve(&defaults, None).unwrap()),
+            crate::tools::demo::BUILT_IN_TOOLS
+        );
+        let config: TenantConfig = serde_json::from_str(r#"{"tools": ["book_slot"]}"#).unwrap();
+        assert_eq!(
+            names(Settings::resolve(&defaults, Some(&config)).unwrap()),
+            ["book_slot"]
+        );
+        let none: TenantConfig = serde_json::from_str(r#"{"tools": []}"#).unwrap();
+        assert!(
+            Settings::resolve(&defaults, Some(&none))
+                .unwrap()
+                .tools
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_config_with_a_broken_tool_does_not_read_and_says_which_field() {
+        let error = serde_json::from_str::<TenantConfig>(
+            r#"{"instructions": "Book haircuts.", "tools": ["list_free_slots",
+                {"name": "book_slot", "description": "Books.", "input_schema": {"type": "object"},
+                 "webhook": {"url": "https://tools.example.com", "secret_parameter": "/degrau/x",
+                             "timeout_ms": 60000}}]}"#,
+        )
+        .unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("tools[1] (`book_slot`): webhook.timeout_ms must be from 100 to 10000"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -92,10 +92,60 @@ pub async fn jobs_queues(sqs: &aws_sdk_sqs::Client, max_receives: u32) -> (Strin
     (url, dlq_url)
 }
 
+/// The variable that picks the model provider of the end-to-end stacks:
+/// `anthropic` (unset) or `bedrock`. `./dev.sh test` runs the main ask and
+/// compaction modules a second time with `bedrock`.
+pub const PROVIDER_VAR: &str = "DEGRAU_TEST_MODEL_PROVIDER";
+
+/// Every variable [`Provider::env`] may set.
+const PROVIDER_VARS: [&str; 4] = [
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_BASE_URL",
+    "MODEL_PROVIDER",
+    "AWS_ENDPOINT_URL_BEDROCK_RUNTIME",
+];
+
+/// The model provider of this run's stacks ([`PROVIDER_VAR`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provider {
+    /// The Messages API: the stand-in at `ANTHROPIC_BASE_URL`, a dummy key.
+    Anthropic,
+    /// Bedrock Runtime: the stand-in at `AWS_ENDPOINT_URL_BEDROCK_RUNTIME`, calls
+    /// signed with the stack's dummy AWS credentials, no API key.
+    Bedrock,
+}
+
+impl Provider {
+    /// This run's provider; anything but `bedrock` is the Messages API.
+    pub fn from_env() -> Provider {
+        match std::env::var(PROVIDER_VAR).as_deref() {
+            Ok("bedrock") => Provider::Bedrock,
+            _ => Provider::Anthropic,
+        }
+    }
+
+    /// The functions' environment that selects this provider, with the stand-in at
+    /// `standin_url` as the model.
+    pub fn env(self, standin_url: &str) -> Vec<(String, String)> {
+        let pairs = match self {
+            Provider::Anthropic => [
+                ("ANTHROPIC_API_KEY", "offline-test-key".to_owned()),
+                ("ANTHROPIC_BASE_URL", standin_url.to_owned()),
+            ],
+            Provider::Bedrock => [
+                ("MODEL_PROVIDER", "bedrock".to_owned()),
+                ("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", standin_url.to_owned()),
+            ],
+        };
+        pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
+    }
+}
+
 /// The environment of both functions on a local stack: the table (and the jobs
 /// queue, when there is one), every AWS service at `aws_endpoint` (moto, or a proxy
-/// in front of it), the stand-in at `standin_url` as the model with a dummy key,
-/// dev auth (the tenant in `X-Tenant-Id`) and info logs.
+/// in front of it), the stand-in at `standin_url` as the model (the Messages API
+/// with a dummy key, or Bedrock Runtime: [`Provider::from_env`]), dev auth (the
+/// tenant in `X-Tenant-Id`) and info logs.
 pub fn function_env(
     table: &str,
     jobs_queue_url: Option<&str>,
@@ -109,14 +159,15 @@ pub fn function_env(
         ("AWS_REGION", "us-east-1"),
         ("AWS_ACCESS_KEY_ID", "test"),
         ("AWS_SECRET_ACCESS_KEY", "test"),
-        ("ANTHROPIC_API_KEY", "offline-test-key"),
-        ("ANTHROPIC_BASE_URL", standin_url),
         ("AUTH_MODE", "dev"),
         ("RUST_LOG", "info"),
     ]);
-    env.into_iter()
+    let mut env: Vec<(String, String)> = env
+        .into_iter()
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect()
+        .collect();
+    env.extend(Provider::from_env().env(standin_url));
+    env
 }
 
 /// An API Gateway event for `ask` from `tenant` (dev auth), with a JSON body.
@@ -261,6 +312,9 @@ pub struct StackOptions<'a> {
     pub dynamodb_endpoint: Option<String>,
     /// How many ask instances serve concurrent invocations (0 counts as 1).
     pub ask_instances: usize,
+    /// The model provider of this stack; `None` is this run's
+    /// ([`Provider::from_env`]).
+    pub provider: Option<Provider>,
     /// The moto server of this stack; `None` is the shared one
     /// ([`moto::ENDPOINT_VAR`]). A long benchmark gives each run its own, so that
     /// moto's memory goes away with the run.
@@ -299,6 +353,10 @@ impl FullStack {
             .or_else(|| serial.as_ref().map(|s| s.url().to_owned()));
         if let Some(endpoint) = endpoint {
             common.push(("AWS_ENDPOINT_URL_DYNAMODB".to_owned(), endpoint));
+        }
+        if let Some(provider) = options.provider {
+            common.retain(|(k, _)| !PROVIDER_VARS.contains(&k.as_str()));
+            common.extend(provider.env(&standin.url));
         }
         for (name, value) in &options.env {
             common.retain(|(k, _)| k != name);

@@ -623,7 +623,7 @@ mod tests {
     use degrau::session::system_clock;
     use degrau::store::memory::MemoryStore;
     use degrau::tenant::Defaults;
-    use degrau::tools::demo::DemoTools;
+    use degrau::tools::ToolDispatch;
     use degrau::usage::Usage;
 
     use super::*;
@@ -682,7 +682,7 @@ mod tests {
             store: store.clone(),
             tenants: store.clone(),
             model: model.clone(),
-            tools: Arc::new(DemoTools),
+            tools: Arc::new(ToolDispatch::built_in_only()),
             jobs: Arc::new(NoJobs),
             defaults: Defaults::default(),
             clock: system_clock(),

@@ -17,7 +17,7 @@ use degrau::session::system_clock;
 use degrau::store::ContactKey;
 use degrau::store::memory::MemoryStore;
 use degrau::tenant::Defaults;
-use degrau::tools::demo::DemoTools;
+use degrau::tools::ToolDispatch;
 use degrau_adapters::config::AuthConfig;
 use lambda_http::Body;
 use proptest::prelude::*;
@@ -33,7 +33,7 @@ fn app(auth: AuthConfig) -> (App, Arc<MemoryStore>) {
         // An empty script: any request that reaches the model fails, so nothing may
         // ever be written.
         model: Arc::new(ScriptedModel::default()),
-        tools: Arc::new(DemoTools),
+        tools: Arc::new(ToolDispatch::built_in_only()),
         jobs: Arc::new(NoJobs),
         defaults: Defaults::default(),
         clock: system_clock(),

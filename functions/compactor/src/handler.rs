@@ -274,7 +274,7 @@ mod tests {
     use degrau::store::memory::MemoryStore;
     use degrau::store::{ContactKey, Store};
     use degrau::tenant::Defaults;
-    use degrau::tools::demo::DemoTools;
+    use degrau::tools::ToolDispatch;
     use degrau::usage::Usage;
     use lambda_runtime::Context;
     use serde_json::{Value, json};
@@ -332,7 +332,7 @@ mod tests {
                 store: store.clone(),
                 tenants: store.clone(),
                 model: model.clone(),
-                tools: Arc::new(DemoTools),
+                tools: Arc::new(ToolDispatch::built_in_only()),
                 jobs: Arc::new(NoJobs),
                 defaults,
                 clock,

@@ -99,14 +99,23 @@ impl ScriptedAnswer {
     }
 }
 
-/// One `POST /v1/messages` call as the stand-in saw it.
+/// One `POST /v1/messages` (or Bedrock's `POST /model/{modelId}/invoke`) call as the
+/// stand-in saw it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LoggedCall {
-    /// Its `request-id`.
+    /// Its `request-id` (`x-amzn-RequestId` on Bedrock's route).
     pub request_id: String,
+    /// The path called, as sent (percent-encoding included).
+    #[serde(default)]
+    pub path: String,
+    /// On Bedrock's route only: the request as it was signed, so that a test can
+    /// recompute its SigV4 signature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signed: Option<RawRequest>,
     /// The HTTP status answered.
     pub status: u16,
-    /// The body received: JSON when it parsed, else the text (lossy UTF-8).
+    /// The body received: JSON when it parsed, else the text (lossy UTF-8). On
+    /// Bedrock's route, as sent (no `model`; `anthropic_version` in it).
     pub body: Value,
     /// The usage computed, for answered calls (its creation split is in
     /// `response`: degrau's `Usage` does not write it out).
@@ -116,6 +125,21 @@ pub struct LoggedCall {
     /// True when a `drop` fault cut the response.
     #[serde(default)]
     pub dropped: bool,
+}
+
+/// A request exactly as received: what a SigV4 signature covers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RawRequest {
+    /// `POST`.
+    pub method: String,
+    /// The path as sent (percent-encoded).
+    pub path: String,
+    /// The query string, without `?` (empty when none).
+    pub query: String,
+    /// Every header, its name lowercased (a repeated header's values joined by `,`).
+    pub headers: std::collections::BTreeMap<String, String>,
+    /// The body, as text (lossy UTF-8).
+    pub body: String,
 }
 
 #[cfg(test)]

@@ -1,6 +1,8 @@
 //! Errors in the Messages API's shape: `{"type":"error","error":{"type","message"},
-//! "request_id"}` with a `request-id` header. The HTTP status and headers of every
-//! error are chosen in exactly one place, [`ApiError::into_response`].
+//! "request_id"}` with a `request-id` header; or, on Bedrock's route, in Bedrock
+//! Runtime's shape: `{"message"}` with the exception's name in `x-amzn-ErrorType`.
+//! The HTTP status and headers of every error are chosen in exactly one place per
+//! shape, [`ApiError::into_response`] and [`ApiError::into_bedrock_response`].
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -98,6 +100,55 @@ impl ApiError {
     }
 }
 
+/// Bedrock Runtime's exception for an error of the Messages API's shape, and the
+/// status Bedrock answers it with. A `kind` that already is an exception's name
+/// (an injected fault's `type`, e.g. `ModelNotReadyException`) is kept, with the
+/// status the fault gave.
+pub fn bedrock_exception(status: u16, kind: &str) -> (u16, String) {
+    if kind.ends_with("Exception") {
+        return (status, kind.to_owned());
+    }
+    let (status, name) = match status {
+        400 | 413 | 422 => (400, "ValidationException"),
+        401 => (403, "UnrecognizedClientException"),
+        403 => (403, "AccessDeniedException"),
+        404 => (404, "ResourceNotFoundException"),
+        408 | 504 => (408, "ModelTimeoutException"),
+        429 => (429, "ThrottlingException"),
+        503 | 529 => (503, "ServiceUnavailableException"),
+        s if s >= 500 => (500, "InternalServerException"),
+        _ => (400, "ValidationException"),
+    };
+    (status, name.to_owned())
+}
+
+impl ApiError {
+    /// The body Bedrock Runtime answers: `{"message"}`.
+    pub fn bedrock_body(&self) -> Value {
+        json!({"message": self.message})
+    }
+
+    /// The HTTP answer in Bedrock Runtime's shape: the mapped status, `{"message"}`,
+    /// `x-amzn-ErrorType` (with the service's suffix, as AWS sends it; the SDKs read
+    /// the part before the colon) and `x-amzn-RequestId`. Bedrock has no
+    /// `retry-after`; the other retry headers are not sent either.
+    pub fn into_bedrock_response(self, request_id: &str) -> Response {
+        let (status, exception) = bedrock_exception(self.status, &self.kind);
+        let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut response = (status, axum::Json(self.bedrock_body())).into_response();
+        let headers = response.headers_mut();
+        if let Ok(value) = HeaderValue::from_str(&format!(
+            "{exception}:http://internal.amazon.com/coral/com.amazon.bedrock/"
+        )) {
+            headers.insert("x-amzn-errortype", value);
+        }
+        if let Ok(value) = HeaderValue::from_str(request_id) {
+            headers.insert("x-amzn-requestid", value);
+        }
+        response
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,5 +179,36 @@ mod tests {
         assert_eq!(response.headers()["retry-after"], "2");
         assert_eq!(response.headers()["retry-after-ms"], "1500");
         assert_eq!(response.headers()["x-should-retry"], "false");
+    }
+
+    #[test]
+    fn bedrock_errors_carry_the_exception_name_and_a_bare_message() {
+        assert_eq!(
+            bedrock_exception(429, "rate_limit_error"),
+            (429, "ThrottlingException".to_owned())
+        );
+        assert_eq!(
+            bedrock_exception(529, "overloaded_error"),
+            (503, "ServiceUnavailableException".to_owned())
+        );
+        assert_eq!(
+            bedrock_exception(504, "timeout_error"),
+            (408, "ModelTimeoutException".to_owned())
+        );
+        assert_eq!(
+            bedrock_exception(429, "ModelNotReadyException"),
+            (429, "ModelNotReadyException".to_owned())
+        );
+        let response = ApiError::invalid("prompt is too long: 9 tokens > 8 maximum")
+            .into_bedrock_response("req_standin_2");
+        assert_eq!(response.status().as_u16(), 400);
+        assert!(
+            response.headers()["x-amzn-errortype"]
+                .to_str()
+                .unwrap()
+                .starts_with("ValidationException:")
+        );
+        assert_eq!(response.headers()["x-amzn-requestid"], "req_standin_2");
+        assert!(response.headers().get("request-id").is_none());
     }
 }

@@ -1,5 +1,8 @@
-//! The HTTP surface: `POST /v1/messages` in the Messages API's shape, and the
-//! test controls under `/stand-in/`:
+//! The HTTP surface: `POST /v1/messages` in the Messages API's shape, Bedrock
+//! Runtime's `POST /model/{modelId}/invoke` with the same behaviour (validation,
+//! caching, faults, scripts, the log) in Bedrock's shape (the body without `model`,
+//! `anthropic_version` in it, a SigV4 `Authorization`, errors as `{"message"}` with
+//! `x-amzn-ErrorType`), and the test controls under `/stand-in/`:
 //!
 //! | endpoint | does |
 //! |---|---|
@@ -18,9 +21,9 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{HeaderMap, HeaderValue, header};
+use axum::extract::rejection::{BytesRejection, PathRejection};
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::{HeaderMap, HeaderValue, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use degrau::domain::ContentBlock;
@@ -32,9 +35,9 @@ use serde_json::{Value, json};
 
 use crate::StandIn;
 use crate::answer::{Answer, answer};
-use crate::control::{Fault, LoggedCall, ScriptedAnswer};
+use crate::control::{Fault, LoggedCall, RawRequest, ScriptedAnswer};
 use crate::error::ApiError;
-use crate::parse::parse_request;
+use crate::parse::{from_bedrock, parse_request};
 use crate::prompt::{Prompt, tokens_for_chars};
 
 /// Largest body accepted: the real API's 32 MB (413 `request_too_large` above).
@@ -48,6 +51,7 @@ const DROP_PAUSE: Duration = Duration::from_millis(50);
 pub fn router(standin: StandIn) -> Router {
     Router::new()
         .route("/v1/messages", post(messages))
+        .route("/model/{model_id}/invoke", post(bedrock_invoke))
         .route("/stand-in/faults", post(push_faults))
         .route("/stand-in/script", post(push_script))
         .route("/stand-in/requests", get(requests))
@@ -66,8 +70,71 @@ struct Answered {
     usage: Usage,
 }
 
+/// Which API a call came in through: the answer is the same, its envelope differs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Route {
+    /// `POST /v1/messages`, the Messages API.
+    Messages,
+    /// `POST /model/{modelId}/invoke`, Bedrock Runtime's `InvokeModel`: the model is
+    /// the path's (decoded), the body has none.
+    Bedrock {
+        /// The model id or inference profile from the path.
+        model: String,
+    },
+}
+
+impl Route {
+    fn is_bedrock(&self) -> bool {
+        matches!(self, Route::Bedrock { .. })
+    }
+
+    fn error_response(&self, error: ApiError, request_id: &str) -> Response {
+        match self {
+            Route::Messages => error.into_response(request_id),
+            Route::Bedrock { .. } => error.into_bedrock_response(request_id),
+        }
+    }
+
+    fn error_body(&self, error: &ApiError, request_id: &str) -> Value {
+        match self {
+            Route::Messages => error.envelope(request_id),
+            Route::Bedrock { .. } => error.bedrock_body(),
+        }
+    }
+}
+
 async fn messages(
     State(standin): State<StandIn>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    call(standin, Route::Messages, &uri, headers, body).await
+}
+
+async fn bedrock_invoke(
+    State(standin): State<StandIn>,
+    model: Result<Path<String>, PathRejection>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    match model {
+        Ok(Path(model)) => call(standin, Route::Bedrock { model }, &uri, headers, body).await,
+        Err(rejection) => {
+            let request_id = standin.next_request_id();
+            ApiError::invalid(format!("invalid model identifier in the path: {rejection}"))
+                .into_bedrock_response(&request_id)
+        }
+    }
+}
+
+/// A call on either route: faults first, then the checks, the cache and the answer,
+/// and the log.
+async fn call(
+    standin: StandIn,
+    route: Route,
+    uri: &Uri,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
@@ -81,15 +148,20 @@ async fn messages(
             .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(bytes).into_owned())),
         Err(_) => Value::Null,
     };
+    let signed = route
+        .is_bedrock()
+        .then(|| raw_request(uri, &headers, &body));
+    let path = uri.path().to_owned();
 
     let outcome = match fault.status {
         Some(status) => Err(injected_error(status, &fault)),
-        None => handle(&standin, &headers, body),
+        None => handle(&standin, &route, &headers, body),
     };
     match outcome {
         Ok(Answered { response, usage }) => {
             tracing::info!(
                 request_id = %request_id,
+                bedrock = route.is_bedrock(),
                 input_tokens = usage.input_tokens,
                 cache_creation_input_tokens = usage.cache_creation_input_tokens,
                 cache_read_input_tokens = usage.cache_read_input_tokens,
@@ -100,6 +172,8 @@ async fn messages(
             let bytes = serde_json::to_vec(&response).unwrap_or_default();
             standin.record(LoggedCall {
                 request_id: request_id.clone(),
+                path,
+                signed,
                 status: 200,
                 body: logged_body,
                 usage: Some(usage),
@@ -107,36 +181,64 @@ async fn messages(
                 dropped: fault.drop,
             });
             if fault.drop {
-                dropped_response(&request_id, bytes)
+                dropped_response(&route, &request_id, bytes)
             } else {
-                json_response(&request_id, bytes)
+                json_response(&route, &request_id, bytes)
             }
         }
         Err(error) => {
+            let answer = route.error_body(&error, &request_id);
+            let refused = route.error_response(error.clone(), &request_id);
             tracing::info!(
                 request_id = %request_id,
-                status = error.status,
+                bedrock = route.is_bedrock(),
+                status = refused.status().as_u16(),
                 kind = %error.kind,
                 "refused"
             );
-            let envelope = error.envelope(&request_id);
-            let bytes = serde_json::to_vec(&envelope).unwrap_or_default();
             standin.record(LoggedCall {
                 request_id: request_id.clone(),
-                status: error.status,
+                path,
+                signed,
+                status: refused.status().as_u16(),
                 body: logged_body,
                 usage: None,
-                response: envelope,
+                response: answer.clone(),
                 dropped: fault.drop,
             });
             if fault.drop {
-                let mut response = dropped_response(&request_id, bytes);
-                *response.status_mut() = error.into_response(&request_id).status();
+                let bytes = serde_json::to_vec(&answer).unwrap_or_default();
+                let mut response = dropped_response(&route, &request_id, bytes);
+                *response.status_mut() = refused.status();
                 response
             } else {
-                error.into_response(&request_id)
+                refused
             }
         }
+    }
+}
+
+/// The request as received, for the log of a signed call.
+fn raw_request(uri: &Uri, headers: &HeaderMap, body: &Result<Bytes, BytesRejection>) -> RawRequest {
+    let mut all = std::collections::BTreeMap::<String, String>::new();
+    for (name, value) in headers {
+        let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+        all.entry(name.as_str().to_owned())
+            .and_modify(|v| {
+                v.push(',');
+                v.push_str(&value);
+            })
+            .or_insert(value);
+    }
+    RawRequest {
+        method: "POST".to_owned(),
+        path: uri.path().to_owned(),
+        query: uri.query().unwrap_or_default().to_owned(),
+        headers: all,
+        body: match body {
+            Ok(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+            Err(_) => String::new(),
+        },
     }
 }
 
@@ -160,6 +262,7 @@ fn injected_error(status: u16, fault: &Fault) -> ApiError {
 /// Everything after the faults: headers, body, limits, cache, answer.
 fn handle(
     standin: &StandIn,
+    route: &Route,
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Answered, ApiError> {
@@ -170,16 +273,35 @@ fn handle(
             .map(str::trim)
             .filter(|v| !v.is_empty())
     };
-    // The official SDKs send the key as `x-api-key` or (the Python SDK 2.x) as
-    // `Authorization: Bearer`: either will do.
-    let bearer = header("authorization")
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .is_some_and(|token| !token.trim().is_empty());
-    if header("x-api-key").is_none() && !bearer {
-        return Err(ApiError::new(401, "x-api-key header is required"));
-    }
-    if header("anthropic-version").is_none() {
-        return Err(ApiError::invalid("anthropic-version: header is required"));
+    match route {
+        Route::Messages => {
+            // The official SDKs send the key as `x-api-key` or (the Python SDK 2.x) as
+            // `Authorization: Bearer`: either will do.
+            let bearer = header("authorization")
+                .and_then(|v| v.strip_prefix("Bearer "))
+                .is_some_and(|token| !token.trim().is_empty());
+            if header("x-api-key").is_none() && !bearer {
+                return Err(ApiError::new(401, "x-api-key header is required"));
+            }
+            if header("anthropic-version").is_none() {
+                return Err(ApiError::invalid("anthropic-version: header is required"));
+            }
+        }
+        Route::Bedrock { .. } => {
+            // The stand-in cannot know the secret key, so it checks the signature's
+            // shape only; a test recomputes the signature from the log.
+            let signed = header("authorization").is_some_and(|auth| {
+                auth.starts_with("AWS4-HMAC-SHA256 ")
+                    && ["Credential=", "SignedHeaders=", "Signature="]
+                        .iter()
+                        .all(|part| auth.contains(part))
+            });
+            if !signed || header("x-amz-date").is_none() {
+                let mut error = ApiError::new(403, "Missing Authentication Token");
+                "MissingAuthenticationTokenException".clone_into(&mut error.kind);
+                return Err(error);
+            }
+        }
     }
     let bytes = body.map_err(|rejection| {
         if rejection.status().as_u16() == 413 {
@@ -188,7 +310,10 @@ fn handle(
             ApiError::invalid(format!("could not read the request body: {rejection}"))
         }
     })?;
-    let parsed = parse_request(&bytes)?;
+    let parsed = match route {
+        Route::Messages => parse_request(&bytes)?,
+        Route::Bedrock { model } => parse_request(&from_bedrock(&bytes, model)?)?,
+    };
     let prompt = Prompt::flatten(&parsed.request, &parsed.marks, &parsed.prelude);
     let total = prompt.total_tokens();
     let config = standin.config();
@@ -307,26 +432,31 @@ fn fit(reply: Answer, max_tokens: u32) -> (Vec<ContentBlock>, StopReason, u64) {
     (content, StopReason::MaxTokens, tokens)
 }
 
-fn json_response(request_id: &str, bytes: Vec<u8>) -> Response {
+fn json_response(route: &Route, request_id: &str, bytes: Vec<u8>) -> Response {
     let mut response = Body::from(bytes).into_response();
-    set_headers(&mut response, request_id);
+    set_headers(&mut response, route, request_id);
     response
 }
 
-fn set_headers(response: &mut Response, request_id: &str) {
+fn set_headers(response: &mut Response, route: &Route, request_id: &str) {
     let headers = response.headers_mut();
     headers.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
+    let name = if route.is_bedrock() {
+        "x-amzn-requestid"
+    } else {
+        "request-id"
+    };
     if let Ok(value) = HeaderValue::from_str(request_id) {
-        headers.insert("request-id", value);
+        headers.insert(name, value);
     }
 }
 
 /// Status, headers and the first half of the body; then the connection breaks
 /// (the body stream fails, so hyper aborts the chunked response).
-fn dropped_response(request_id: &str, bytes: Vec<u8>) -> Response {
+fn dropped_response(route: &Route, request_id: &str, bytes: Vec<u8>) -> Response {
     let bytes = Bytes::from(bytes);
     let half = bytes.slice(..bytes.len() / 2);
     let mut response = Body::from_stream(Truncated {
@@ -334,7 +464,7 @@ fn dropped_response(request_id: &str, bytes: Vec<u8>) -> Response {
         pause: Box::pin(tokio::time::sleep(DROP_PAUSE)),
     })
     .into_response();
-    set_headers(&mut response, request_id);
+    set_headers(&mut response, route, request_id);
     response
 }
 

@@ -3,7 +3,8 @@
 //! It is both the local chat's model when no `ANTHROPIC_API_KEY` is set and the
 //! strict model double of degrau's integration tests and benchmarks (one
 //! component, not two). degrau's real HTTP client talks to it unchanged through
-//! `ANTHROPIC_BASE_URL`. It
+//! `ANTHROPIC_BASE_URL`, and its Bedrock client (`MODEL_PROVIDER=bedrock`) through
+//! `AWS_ENDPOINT_URL_BEDROCK_RUNTIME`, on Bedrock Runtime's `InvokeModel` route. It
 //!
 //! - refuses what the real API refuses, with the same texts ([`parse`]);
 //! - counts tokens its own deterministic way and simulates prompt caching the

@@ -66,6 +66,41 @@ fn tool_choice(value: Option<&Value>) -> Result<ToolChoice, ApiError> {
     }
 }
 
+/// The `anthropic_version` Bedrock's Claude models take in the body.
+pub const BEDROCK_ANTHROPIC_VERSION: &str = "bedrock-2023-05-31";
+
+/// An `InvokeModel` body made a Messages API body, the way Bedrock reads it:
+/// `anthropic_version` required and `bedrock-2023-05-31`, no `model` (the path
+/// names it), then the model from the path put in. The rest is checked by
+/// [`parse_request`] as for the Messages API. The errors are Bedrock's
+/// `ValidationException` texts.
+pub fn from_bedrock(body: &[u8], model: &str) -> Result<Vec<u8>, ApiError> {
+    let malformed = |detail: &str| {
+        ApiError::invalid(format!(
+            "Malformed input request: {detail}, please reformat your input and try again."
+        ))
+    };
+    let value: Value =
+        serde_json::from_slice(body).map_err(|_| malformed("#: expected a JSON object"))?;
+    let Value::Object(mut object) = value else {
+        return Err(malformed("#: expected type: JSONObject"));
+    };
+    if object.contains_key("model") {
+        return Err(malformed("#: extraneous key [model] is not permitted"));
+    }
+    match object.remove("anthropic_version") {
+        None => return Err(malformed("#: required key [anthropic_version] not found")),
+        Some(Value::String(version)) if version == BEDROCK_ANTHROPIC_VERSION => {}
+        Some(_) => {
+            return Err(malformed(&format!(
+                "#/anthropic_version: expected {BEDROCK_ANTHROPIC_VERSION}"
+            )));
+        }
+    }
+    object.insert("model".to_owned(), Value::String(model.to_owned()));
+    serde_json::to_vec(&Value::Object(object)).map_err(|e| malformed(&e.to_string()))
+}
+
 /// Parses and checks a body; the error is the 400 the API would answer.
 pub fn parse_request(body: &[u8]) -> Result<ParsedRequest, ApiError> {
     let value: Value = serde_json::from_slice(body).map_err(|e| {

@@ -16,8 +16,11 @@ use crate::domain::{ContentBlock, Message, Role};
 use crate::metrics::Event;
 use crate::model::{ModelError, ModelResponse, StopReason};
 use crate::request::{ModelRequest, RequestParts, ToolDef, build_request};
+use crate::store::ContactKey;
 use crate::tenant::{ContextPolicy, Settings};
-use crate::tools::{MAX_RESULTS_CHARS_PER_MESSAGE, cap_to};
+use crate::tools::{
+    CallContext, MAX_RESULTS_CHARS_PER_MESSAGE, ToolDeclaration, ToolOutput, cap_to,
+};
 use crate::usage::{RoundUsage, Usage};
 use crate::window::safe_window_start;
 
@@ -136,16 +139,17 @@ struct RoundLoop<'a> {
 }
 
 impl AskService {
-    /// Runs the model and the tool loop by `deadline` on the turn's window; returns
-    /// the round (nothing is written here).
+    /// Runs the model and the tool loop by `deadline` on the turn's window of the
+    /// contact `key`; returns the round (nothing is written here).
     pub(super) async fn run_round(
         &self,
+        key: &ContactKey,
         settings: &Settings,
         turn: &Turn,
         text: &str,
         deadline: Deadline,
     ) -> Result<Round, AskError> {
-        let tools = self.tools.definitions(settings.tools.as_deref());
+        let tools = self.tools.definitions(&settings.tools);
         let mut state = RoundLoop::new(settings, turn, text);
         loop {
             let request = state.request(&tools)?;
@@ -180,7 +184,13 @@ impl AskService {
             }
             state.count_tool_round()?;
             let results = self
-                .run_tools(&calls, deadline, &mut state.round.stats)
+                .run_tools(
+                    &calls,
+                    key,
+                    &settings.tools,
+                    deadline,
+                    &mut state.round.stats,
+                )
                 .await;
             state.round.messages.push(RoundMessage {
                 message: Message {
@@ -212,11 +222,15 @@ impl AskService {
         result
     }
 
-    /// Runs the answer's tool calls one after another by `deadline`; returns their
-    /// results, each cut to its share of what one message may hold.
+    /// Runs the answer's tool calls one after another by `deadline`, each with its
+    /// declaration among the tenant's tools (a name the tenant did not declare is an
+    /// error the model reads, and nothing runs); returns their results, each cut to
+    /// its share of what one message may hold.
     async fn run_tools(
         &self,
         calls: &[ToolCall],
+        key: &ContactKey,
+        declared: &[ToolDeclaration],
         deadline: Deadline,
         stats: &mut RoundStats,
     ) -> Vec<ContentBlock> {
@@ -225,7 +239,17 @@ impl AskService {
         let share = MAX_RESULTS_CHARS_PER_MESSAGE / calls.len();
         stats.tool_calls += calls.len() as u64;
         for call in calls {
-            let output = self.tools.call(&call.name, &call.input, deadline).await;
+            let output = match declared.iter().find(|tool| tool.name() == call.name) {
+                Some(tool) => {
+                    let context = CallContext {
+                        tool_use_id: &call.id,
+                        key,
+                        deadline,
+                    };
+                    self.tools.call(tool, &call.input, &context).await
+                }
+                None => ToolOutput::error(format!("unknown tool `{}`", call.name)),
+            };
             let content = cap_to(output.content, share.min(budget));
             budget = budget.saturating_sub(content.chars().count());
             info!(tool = %call.name, is_error = output.is_error, chars = content.len(), "tool called");

@@ -3,69 +3,56 @@
 //! deterministic and stateless, so the local stack, the tests and the benchmarks can
 //! run the whole tool path without any external system.
 
-use async_trait::async_trait;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::{ToolOutput, Tools};
-use crate::deadline::Deadline;
+use super::ToolOutput;
 use crate::request::ToolDef;
 
 const PROFESSIONALS: [&str; 3] = ["Ana", "Bruno", "Carla"];
 
-/// The demo tools.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct DemoTools;
+/// The names of the built-in tools, in the order a tenant without a `tools` list
+/// gets them.
+pub const BUILT_IN_TOOLS: &[&str] = &["list_free_slots", "book_slot"];
 
-impl DemoTools {
-    fn all() -> Vec<ToolDef> {
-        vec![
-            ToolDef {
-                name: "list_free_slots".into(),
-                description: "List the free 30-minute slots of one day, for every professional."
-                    .into(),
-                input_schema: json!({
-                    "type": "object",
-                    "properties": {"day": {"type": "string", "description": "Day as YYYY-MM-DD"}},
-                    "required": ["day"]
-                }),
-            },
-            ToolDef {
-                name: "book_slot".into(),
-                description:
-                    "Book a free slot. Returns a confirmation id the customer can quote later."
-                        .into(),
-                input_schema: json!({
-                    "type": "object",
-                    "properties": {
-                        "day": {"type": "string", "description": "Day as YYYY-MM-DD"},
-                        "time": {"type": "string", "description": "Start time as HH:MM"},
-                        "service": {"type": "string"},
-                        "professional": {"type": "string"}
-                    },
-                    "required": ["day", "time", "service"]
-                }),
-            },
-        ]
+/// The definition of the built-in tool `name`, if there is one.
+pub fn definition(name: &str) -> Option<ToolDef> {
+    match name {
+        "list_free_slots" => Some(ToolDef {
+            name: "list_free_slots".into(),
+            description: "List the free 30-minute slots of one day, for every professional.".into(),
+            input_schema: json!({
+                "type": "object",
+                "properties": {"day": {"type": "string", "description": "Day as YYYY-MM-DD"}},
+                "required": ["day"]
+            }),
+        }),
+        "book_slot" => Some(ToolDef {
+            name: "book_slot".into(),
+            description:
+                "Book a free slot. Returns a confirmation id the customer can quote later.".into(),
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "day": {"type": "string", "description": "Day as YYYY-MM-DD"},
+                    "time": {"type": "string", "description": "Start time as HH:MM"},
+                    "service": {"type": "string"},
+                    "professional": {"type": "string"}
+                },
+                "required": ["day", "time", "service"]
+            }),
+        }),
+        _ => None,
     }
 }
 
-#[async_trait]
-impl Tools for DemoTools {
-    fn definitions(&self, enabled: Option<&[String]>) -> Vec<ToolDef> {
-        Self::all()
-            .into_iter()
-            .filter(|tool| enabled.is_none_or(|names| names.contains(&tool.name)))
-            .collect()
-    }
-
-    // The demo answers at once, from memory: no deadline can bind.
-    async fn call(&self, name: &str, input: &Value, _deadline: Deadline) -> ToolOutput {
-        match name {
-            "list_free_slots" => list_free_slots(input),
-            "book_slot" => book_slot(input),
-            other => ToolOutput::error(format!("unknown tool `{other}`")),
-        }
+/// Runs the built-in tool `name`; an unknown name or bad input is an error the
+/// model reads. It answers at once, from memory.
+pub fn run(name: &str, input: &Value) -> ToolOutput {
+    match name {
+        "list_free_slots" => list_free_slots(input),
+        "book_slot" => book_slot(input),
+        other => ToolOutput::error(format!("unknown tool `{other}`")),
     }
 }
 
@@ -152,18 +139,10 @@ fn book_slot(input: &Value) -> ToolOutput {
 mod tests {
     use super::*;
 
-    fn minute() -> Deadline {
-        Deadline::after(std::time::Duration::from_secs(60))
-    }
-
-    #[tokio::test]
-    async fn free_slots_are_a_long_deterministic_list() {
-        let first = DemoTools
-            .call("list_free_slots", &json!({"day": "2026-12-01"}), minute())
-            .await;
-        let again = DemoTools
-            .call("list_free_slots", &json!({"day": "2026-12-01"}), minute())
-            .await;
+    #[test]
+    fn free_slots_are_a_long_deterministic_list() {
+        let first = run("list_free_slots", &json!({"day": "2026-12-01"}));
+        let again = run("list_free_slots", &json!({"day": "2026-12-01"}));
         assert!(!first.is_error);
         assert_eq!(first, again);
         let parsed: Value = serde_json::from_str(&first.content).unwrap();
@@ -173,24 +152,22 @@ mod tests {
             first.content.len() > 1500,
             "long enough to be worth pruning"
         );
-        let other = DemoTools
-            .call("list_free_slots", &json!({"day": "2026-12-02"}), minute())
-            .await;
+        let other = run("list_free_slots", &json!({"day": "2026-12-02"}));
         assert_ne!(first.content, other.content);
     }
 
-    #[tokio::test]
-    async fn booking_returns_a_stable_confirmation_id() {
+    #[test]
+    fn booking_returns_a_stable_confirmation_id() {
         let input = json!({"day": "2026-12-01", "time": "10:30", "service": "haircut"});
-        let booked = DemoTools.call("book_slot", &input, minute()).await;
+        let booked = run("book_slot", &input);
         let parsed: Value = serde_json::from_str(&booked.content).unwrap();
         let id = parsed["confirmation_id"].as_str().unwrap();
         assert!(id.starts_with("BK-") && id.len() == 11, "{id}");
-        assert_eq!(DemoTools.call("book_slot", &input, minute()).await, booked);
+        assert_eq!(run("book_slot", &input), booked);
     }
 
-    #[tokio::test]
-    async fn bad_input_and_unknown_tools_are_errors_the_model_can_read() {
+    #[test]
+    fn bad_input_and_unknown_tools_are_errors_the_model_can_read() {
         for (name, input) in [
             ("list_free_slots", json!({})),
             ("list_free_slots", json!({"day": "2026-13-01"})),
@@ -201,22 +178,16 @@ mod tests {
             ("book_slot", json!({"day": "2026-12-01", "time": "10:00"})),
             ("cancel_everything", json!({})),
         ] {
-            let out = DemoTools.call(name, &input, minute()).await;
+            let out = run(name, &input);
             assert!(out.is_error, "{name} {input}");
         }
     }
 
     #[test]
-    fn definitions_follow_the_tenants_list_in_a_stable_order() {
-        let names = |tools: Vec<ToolDef>| tools.into_iter().map(|t| t.name).collect::<Vec<_>>();
-        assert_eq!(
-            names(DemoTools.definitions(None)),
-            ["list_free_slots", "book_slot"]
-        );
-        assert_eq!(
-            names(DemoTools.definitions(Some(&["book_slot".into()]))),
-            ["book_slot"]
-        );
-        assert!(DemoTools.definitions(Some(&[])).is_empty());
+    fn every_built_in_name_has_a_definition_of_that_name() {
+        for name in BUILT_IN_TOOLS {
+            assert_eq!(definition(name).unwrap().name, *name);
+        }
+        assert!(definition("cancel_everything").is_none());
     }
 }

@@ -17,8 +17,7 @@ use degrau::request::{ModelRequest, Thinking, ToolDef};
 use degrau::store::memory::MemoryStore;
 use degrau::store::{SessionFilter, Store, TenantStore};
 use degrau::tenant::{Defaults, TenantConfig};
-use degrau::tools::demo::DemoTools;
-use degrau::tools::{ToolOutput, Tools};
+use degrau::tools::{CallContext, ToolDeclaration, ToolDispatch, ToolOutput, Tools};
 use degrau::usage::Usage;
 use serde_json::json;
 
@@ -57,7 +56,11 @@ fn harness_with(
 
 fn harness() -> Harness {
     let model = Arc::new(ScriptedModel::default());
-    harness_with(model.clone(), model, Arc::new(DemoTools))
+    harness_with(
+        model.clone(),
+        model,
+        Arc::new(ToolDispatch::built_in_only()),
+    )
 }
 
 fn usage() -> Usage {
@@ -115,7 +118,11 @@ fn slow_harness(per_call: Duration) -> (Harness, Arc<SlowModel>) {
         calls: AtomicUsize::new(0),
     });
     (
-        harness_with(slow.clone(), scripted, Arc::new(DemoTools)),
+        harness_with(
+            slow.clone(),
+            scripted,
+            Arc::new(ToolDispatch::built_in_only()),
+        ),
         slow,
     )
 }
@@ -127,13 +134,20 @@ struct SlowTools {
 
 #[async_trait]
 impl Tools for SlowTools {
-    fn definitions(&self, enabled: Option<&[String]>) -> Vec<ToolDef> {
-        DemoTools.definitions(enabled)
+    fn definitions(&self, declared: &[ToolDeclaration]) -> Vec<ToolDef> {
+        ToolDispatch::built_in_only().definitions(declared)
     }
 
-    async fn call(&self, name: &str, input: &serde_json::Value, deadline: Deadline) -> ToolOutput {
+    async fn call(
+        &self,
+        tool: &ToolDeclaration,
+        input: &serde_json::Value,
+        context: &CallContext<'_>,
+    ) -> ToolOutput {
         tokio::time::sleep(self.per_call).await;
-        DemoTools.call(name, input, deadline).await
+        ToolDispatch::built_in_only()
+            .call(tool, input, context)
+            .await
     }
 }
 
@@ -301,13 +315,20 @@ struct RecordingTools {
 
 #[async_trait]
 impl Tools for RecordingTools {
-    fn definitions(&self, enabled: Option<&[String]>) -> Vec<ToolDef> {
-        DemoTools.definitions(enabled)
+    fn definitions(&self, declared: &[ToolDeclaration]) -> Vec<ToolDef> {
+        ToolDispatch::built_in_only().definitions(declared)
     }
 
-    async fn call(&self, name: &str, input: &serde_json::Value, deadline: Deadline) -> ToolOutput {
+    async fn call(
+        &self,
+        tool: &ToolDeclaration,
+        input: &serde_json::Value,
+        context: &CallContext<'_>,
+    ) -> ToolOutput {
         self.inputs.lock().unwrap().push(input.clone());
-        DemoTools.call(name, input, deadline).await
+        ToolDispatch::built_in_only()
+            .call(tool, input, context)
+            .await
     }
 }
 

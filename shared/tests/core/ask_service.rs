@@ -17,7 +17,7 @@ use degrau::request::ModelRequest;
 use degrau::store::memory::MemoryStore;
 use degrau::store::{SessionFilter, Store};
 use degrau::tenant::Defaults;
-use degrau::tools::demo::DemoTools;
+use degrau::tools::ToolDispatch;
 use degrau::usage::Usage;
 use serde_json::json;
 
@@ -44,7 +44,7 @@ fn harness_with(model: Arc<dyn Model>, scripted: Arc<ScriptedModel>) -> Harness 
     let service = ask_service(
         &store,
         model,
-        Arc::new(DemoTools),
+        Arc::new(ToolDispatch::built_in_only()),
         Arc::new(NoJobs),
         Defaults::default(),
         now,

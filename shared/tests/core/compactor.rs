@@ -19,8 +19,7 @@ use degrau::request::ModelRequest;
 use degrau::store::memory::MemoryStore;
 use degrau::store::{SessionFilter, Store, TenantStore};
 use degrau::tenant::{Defaults, TenantConfig};
-use degrau::tools::Tools;
-use degrau::tools::demo::DemoTools;
+use degrau::tools::ToolDispatch;
 use degrau::usage::Usage;
 use serde_json::json;
 
@@ -60,7 +59,7 @@ fn harness_with(model: Arc<dyn Model>, scripted: Arc<ScriptedModel>) -> Harness 
         ask: ask_service(
             &store,
             scripted.clone(),
-            Arc::new(DemoTools),
+            Arc::new(ToolDispatch::built_in_only()),
             Arc::new(NoJobs),
             defaults(),
             now.clone(),
@@ -118,7 +117,7 @@ fn booking() -> serde_json::Value {
 
 /// The id the demo tool confirms the booking with.
 async fn confirmation_id() -> String {
-    let output = DemoTools.call("book_slot", &booking(), minute()).await;
+    let output = degrau::tools::demo::run("book_slot", &booking());
     let parsed: serde_json::Value = serde_json::from_str(&output.content).unwrap();
     parsed["confirmation_id"].as_str().unwrap().to_owned()
 }

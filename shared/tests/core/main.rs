@@ -12,3 +12,4 @@ mod helpers;
 mod own_loop;
 mod properties;
 mod sweep;
+mod tools;

@@ -21,7 +21,7 @@ use degrau::store::{
     TenantStore, TranscriptPage, TurnState,
 };
 use degrau::tenant::{Defaults, TenantConfig};
-use degrau::tools::demo::DemoTools;
+use degrau::tools::ToolDispatch;
 use degrau::usage::Usage;
 
 use crate::helpers::{
@@ -53,7 +53,7 @@ fn harness() -> Harness {
         ask: ask_service(
             &store,
             model.clone(),
-            Arc::new(DemoTools),
+            Arc::new(ToolDispatch::built_in_only()),
             ask_jobs.clone(),
             Defaults::default(),
             now.clone(),

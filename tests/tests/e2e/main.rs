@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used, missing_docs)] // a test binary: a panic is a failed test
 
 mod ask_api;
+mod bedrock;
 mod budget;
 mod compaction;
 mod helpers;
@@ -16,3 +17,4 @@ mod provisioning;
 mod reliability;
 mod store_contract;
 mod sweep;
+mod webhooks;

@@ -2,6 +2,7 @@
 //! the way degrau's client drives the real API.
 
 mod answers;
+mod bedrock;
 mod binary;
 mod caching;
 mod client;

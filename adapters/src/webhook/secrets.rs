@@ -1,0 +1,165 @@
+//! The webhooks' signing secrets: SSM SecureStrings, read decrypted once per
+//! instance and parameter and kept for the life of the process. A failed read is
+//! not kept (the next call tries again); the secret never reaches a log.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+
+/// Where signing secrets come from.
+#[async_trait]
+pub trait SigningSecrets: Send + Sync {
+    /// The secret held by the parameter `name`, or why it cannot be had (naming
+    /// the parameter, never the secret).
+    async fn secret(&self, name: &str) -> Result<Arc<[u8]>, String>;
+}
+
+/// Secrets from SSM Parameter Store, cached.
+pub struct SsmSecrets {
+    client: aws_sdk_ssm::Client,
+    cache: Mutex<HashMap<String, Arc<[u8]>>>,
+}
+
+impl SsmSecrets {
+    /// Reads through `client`.
+    pub fn new(client: aws_sdk_ssm::Client) -> Self {
+        SsmSecrets {
+            client,
+            cache: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn cached(&self, name: &str) -> Option<Arc<[u8]>> {
+        self.cache
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .get(name)
+            .cloned()
+    }
+}
+
+#[async_trait]
+impl SigningSecrets for SsmSecrets {
+    async fn secret(&self, name: &str) -> Result<Arc<[u8]>, String> {
+        if let Some(secret) = self.cached(name) {
+            return Ok(secret);
+        }
+        let output = self
+            .client
+            .get_parameter()
+            .name(name)
+            .with_decryption(true)
+            .send()
+            .await
+            .map_err(|e| {
+                format!(
+                    "could not read the SSM parameter {name:?}: {}",
+                    aws_sdk_ssm::error::DisplayErrorContext(e)
+                )
+            })?;
+        let value = output
+            .parameter()
+            .and_then(|p| p.value())
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| format!("the SSM parameter {name:?} is empty"))?;
+        let secret: Arc<[u8]> = Arc::from(value.as_bytes());
+        self.cache
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(name.to_owned(), secret.clone());
+        Ok(secret)
+    }
+}
+
+/// Fixed secrets (tests, and local tools without SSM).
+#[derive(Debug, Clone, Default)]
+pub struct StaticSecrets(pub HashMap<String, String>);
+
+#[async_trait]
+impl SigningSecrets for StaticSecrets {
+    async fn secret(&self, name: &str) -> Result<Arc<[u8]>, String> {
+        self.0
+            .get(name)
+            .map(|s| Arc::from(s.as_bytes()))
+            .ok_or_else(|| format!("no secret named {name:?}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A fake SSM endpoint (the JSON protocol): `GetParameter` of `/known` answers
+    /// "s3cret" after `failures` failures; anything else is not found.
+    async fn fake_ssm(failures: usize) -> (String, Arc<AtomicUsize>, Arc<Mutex<Vec<Value>>>) {
+        use axum::http::StatusCode;
+        let calls = Arc::new(AtomicUsize::new(0));
+        let bodies: Arc<Mutex<Vec<Value>>> = Arc::default();
+        let (counted, recorded) = (calls.clone(), bodies.clone());
+        let app = axum::Router::new().fallback(move |body: String| {
+            let (counted, recorded) = (counted.clone(), recorded.clone());
+            async move {
+                let n = counted.fetch_add(1, Ordering::SeqCst);
+                let body: Value = serde_json::from_str(&body).unwrap_or_default();
+                recorded.lock().unwrap().push(body.clone());
+                let (status, answer) = if n < failures {
+                    (
+                        StatusCode::BAD_REQUEST,
+                        r#"{"__type":"InternalServerError","message":"try later"}"#.to_owned(),
+                    )
+                } else if body["Name"] == "/known" {
+                    (
+                        StatusCode::OK,
+                        r#"{"Parameter":{"Name":"/known","Type":"SecureString","Value":"s3cret","Version":1}}"#
+                            .to_owned(),
+                    )
+                } else {
+                    (
+                        StatusCode::BAD_REQUEST,
+                        r#"{"__type":"ParameterNotFound","message":"no such parameter"}"#.to_owned(),
+                    )
+                };
+                (status, [("content-type", "application/x-amz-json-1.1")], answer)
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (url, calls, bodies)
+    }
+
+    fn client(endpoint: &str) -> aws_sdk_ssm::Client {
+        use aws_sdk_ssm::config::{Credentials, Region, retry::RetryConfig};
+        let config = aws_sdk_ssm::Config::builder()
+            .behavior_version_latest()
+            .region(Region::new("us-east-1"))
+            .endpoint_url(endpoint)
+            .credentials_provider(Credentials::new("test", "test", None, None, "test"))
+            .retry_config(RetryConfig::disabled())
+            .build();
+        aws_sdk_ssm::Client::from_conf(config)
+    }
+
+    #[tokio::test]
+    async fn a_secret_is_read_decrypted_once_and_a_failed_read_is_not_kept() {
+        let (url, calls, bodies) = fake_ssm(1).await;
+        let secrets = SsmSecrets::new(client(&url));
+        let failed = secrets.secret("/known").await.unwrap_err();
+        assert!(failed.contains("\"/known\""), "{failed}");
+        assert!(!failed.contains("s3cret"));
+        for _ in 0..3 {
+            assert_eq!(&*secrets.secret("/known").await.unwrap(), b"s3cret");
+        }
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            2,
+            "one failure, then one read"
+        );
+        assert_eq!(bodies.lock().unwrap()[1]["WithDecryption"], true);
+        let missing = secrets.secret("/absent").await.unwrap_err();
+        assert!(missing.contains("\"/absent\""), "{missing}");
+    }
+}

@@ -1,0 +1,296 @@
+//! Webhook tools end to end: the real `ask` binary (`AUTH_MODE=dev`, so plain http
+//! to loopback is allowed), moto (DynamoDB, and SSM holding the signing secret),
+//! the stand-in as the model, and the example tool server (`infra/toolserver.py`),
+//! which checks every signature with Python's own `hmac` — an implementation
+//! independent of degrau's.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::SystemTime;
+
+use degrau::tenant::TenantConfig;
+use degrau_adapters::webhook::signature::signature_header;
+use degrau_tests::moto;
+use degrau_tests::stack::{FullStack, RawMessage};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+
+const TENANT: &str = "barbershop";
+
+/// The example tool server, on a port of its own; stopped when dropped.
+struct ToolServer {
+    child: Child,
+    url: String,
+}
+
+impl ToolServer {
+    fn start(secret: &str) -> ToolServer {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../infra/toolserver.py");
+        let mut child = Command::new("python3")
+            .arg(script)
+            .args(["--port", "0", "--secret-env", "TOOLSERVER_TEST_SECRET"])
+            .env("TOOLSERVER_TEST_SECRET", secret)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start infra/toolserver.py");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let url = line
+            .trim()
+            .strip_prefix("toolserver listening on ")
+            .unwrap_or_else(|| panic!("toolserver said {line:?}"))
+            .to_owned();
+        ToolServer { child, url }
+    }
+
+    async fn bookings(&self) -> Vec<Value> {
+        let body: Value = reqwest::get(format!("{}/bookings", self.url))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        body["bookings"].as_array().unwrap().clone()
+    }
+
+    /// A `POST` signed at `t` with `secret`, as degrau signs it.
+    async fn post(&self, secret: &str, t: u64, key: &str, body: &Value) -> (u16, Value) {
+        let raw = body.to_string();
+        let response = reqwest::Client::new()
+            .post(format!("{}/", self.url))
+            .header("content-type", "application/json")
+            .header(
+                "degrau-signature",
+                signature_header(secret.as_bytes(), t, raw.as_bytes()),
+            )
+            .header("idempotency-key", key)
+            .body(raw)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap())
+    }
+}
+
+impl Drop for ToolServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Writes `secret` into moto's SSM as a SecureString; returns its name.
+async fn put_secret(secret: &str) -> String {
+    let ssm = aws_sdk_ssm::Client::new(&moto::sdk_config().await);
+    let name = format!("/degrau/webhooks/{}", moto::unique_name("shop"));
+    ssm.put_parameter()
+        .name(&name)
+        .value(secret)
+        .r#type(aws_sdk_ssm::types::ParameterType::SecureString)
+        .overwrite(true)
+        .send()
+        .await
+        .expect("put the signing secret");
+    name
+}
+
+/// The demo barbershop's tools, both behind `url`.
+fn webhook_tools(url: &str, parameter: &str, timeout_ms: u64) -> TenantConfig {
+    let webhook = json!({"url": url, "secret_parameter": parameter, "timeout_ms": timeout_ms});
+    serde_json::from_value(json!({"tools": [
+        {
+            "name": "list_free_slots",
+            "description": "List the free 30-minute slots of one day, for every professional.",
+            "input_schema": {"type": "object", "properties": {"day": {"type": "string"}}, "required": ["day"]},
+            "webhook": webhook,
+        },
+        {
+            "name": "book_slot",
+            "description": "Book a free slot.",
+            "input_schema": {"type": "object", "properties": {
+                "day": {"type": "string"}, "time": {"type": "string"},
+                "service": {"type": "string"}, "professional": {"type": "string"}
+            }, "required": ["day", "time", "service"]},
+            "webhook": webhook,
+        }
+    ]}))
+    .unwrap()
+}
+
+/// The `tool_result` blocks stored for a contact.
+fn tool_results(messages: &[RawMessage]) -> Vec<Value> {
+    messages
+        .iter()
+        .flat_map(|m| m.content.as_array().cloned().unwrap_or_default())
+        .filter(|b| b["type"] == "tool_result")
+        .collect()
+}
+
+/// The pseudonym by Python's `hmac`: what the receiver should have been sent.
+fn pseudonym_by_python(secret: &str, tenant: &str, contact: &str) -> String {
+    let output = Command::new("python3")
+        .args([
+            "-c",
+            "import hmac, hashlib, sys; print(hmac.new(sys.argv[1].encode(), \
+             f'{sys.argv[2]}\\n{sys.argv[3]}'.encode(), hashlib.sha256).hexdigest()[:32])",
+            secret,
+            tenant,
+            contact,
+        ])
+        .output()
+        .unwrap();
+    String::from_utf8(output.stdout).unwrap().trim().to_owned()
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// Configures `tenant` the way `./dev.sh up` configures the demo tenant
+/// (`infra/demo_tenant.py`: the secret into SSM, the CONFIG item naming the tools).
+fn configure_like_the_local_stack(stack: &FullStack, tenant: &str, tools_url: &str, secret: &str) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let status = Command::new(root.join(".venv/bin/python"))
+        .arg(root.join("infra/demo_tenant.py"))
+        .args(["--endpoint", &moto::endpoint(), "--table", &stack.table])
+        .args(["--tenant", tenant, "--tools-url", tools_url])
+        .args(["--secret-env", "TOOLSERVER_TEST_SECRET"])
+        .env("TOOLSERVER_TEST_SECRET", secret)
+        .status()
+        .expect("run infra/demo_tenant.py");
+    assert!(status.success());
+}
+
+#[tokio::test]
+async fn a_booking_through_the_example_server_is_committed_with_its_round() {
+    let secret = format!("whsec_{}", moto::unique_name("e2e"));
+    let server = ToolServer::start(&secret);
+    let stack = FullStack::start(&[]).await;
+    configure_like_the_local_stack(&stack, TENANT, &format!("{}/", server.url), &secret);
+
+    let reply = stack
+        .post(TENANT, "ana", "please book 10:30 on 2026-12-03")
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.raw);
+
+    // The server booked it: it verified the signature with Python's hmac first.
+    let bookings = server.bookings().await;
+    assert_eq!(bookings.len(), 1, "{bookings:?}");
+    let booking = &bookings[0];
+    assert_eq!(booking["day"], "2026-12-03");
+    assert_eq!(booking["time"], "10:30");
+    assert_eq!(booking["confirmation_id"], "TS-0001");
+    assert_eq!(
+        booking["contact"],
+        pseudonym_by_python(&secret, TENANT, "ana"),
+        "the contact is the pseudonym, never the id"
+    );
+
+    // The round committed the call and the server's answer.
+    let messages = stack.stored_messages(TENANT, "ana").await;
+    let results = tool_results(&messages);
+    assert_eq!(results.len(), 1, "{messages:?}");
+    assert!(!results[0]["is_error"].as_bool().unwrap_or(false));
+    let content: Value = serde_json::from_str(results[0]["content"].as_str().unwrap()).unwrap();
+    assert_eq!(content["confirmation_id"], "TS-0001");
+    assert_eq!(content["status"], "confirmed");
+    let tool_use = messages
+        .iter()
+        .flat_map(|m| m.content.as_array().cloned().unwrap_or_default())
+        .find(|b| b["type"] == "tool_use")
+        .unwrap();
+    assert_eq!(booking["tool_use_id"], tool_use["id"]);
+    assert_eq!(messages.last().unwrap().role, "assistant");
+
+    // The same round's call again (a retried round): the server dedupes it.
+    let retried = json!({
+        "tool_use_id": tool_use["id"], "name": "book_slot", "input": tool_use["input"],
+        "tenant": TENANT, "contact": booking["contact"],
+    });
+    let (status, again) = server
+        .post(&secret, now(), tool_use["id"].as_str().unwrap(), &retried)
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(again["confirmation_id"], "TS-0001");
+    assert_eq!(server.bookings().await.len(), 1);
+}
+
+#[tokio::test]
+async fn the_example_server_refuses_a_stale_timestamp_and_a_wrong_secret() {
+    let secret = "whsec_refusals";
+    let server = ToolServer::start(secret);
+    let call = json!({
+        "tool_use_id": "toolu_1", "name": "list_free_slots", "input": {"day": "2026-12-03"},
+        "tenant": TENANT, "contact": "0123456789abcdef0123456789abcdef",
+    });
+    let (status, body) = server.post(secret, now() - 600, "k-stale", &call).await;
+    assert_eq!((status, &body["error"]), (401, &json!("stale timestamp")));
+    let (status, body) = server.post(secret, now() + 600, "k-future", &call).await;
+    assert_eq!((status, &body["error"]), (401, &json!("stale timestamp")));
+    let (status, body) = server.post("whsec_other", now(), "k-wrong", &call).await;
+    assert_eq!((status, &body["error"]), (401, &json!("bad signature")));
+    let (status, body) = server.post(secret, now(), "k-fresh", &call).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["slots"].as_array().unwrap().len(), 60);
+}
+
+#[tokio::test]
+async fn a_hung_webhook_is_an_error_result_and_the_round_still_commits() {
+    // A receiver that accepts connections and never answers.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            open.push(socket);
+        }
+    });
+    let parameter = put_secret("whsec_hung").await;
+    let stack = FullStack::start(&[]).await;
+    stack
+        .configure(TENANT, &webhook_tools(&url, &parameter, 500))
+        .await;
+
+    let reply = stack
+        .post(TENANT, "bia", "please book 10:30 on 2026-12-03")
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.raw);
+    let results = tool_results(&stack.stored_messages(TENANT, "bia").await);
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0]["is_error"], true);
+    assert_eq!(
+        results[0]["content"],
+        "the tool's webhook did not answer in time (within 500 ms)"
+    );
+}
+
+#[tokio::test]
+async fn a_webhook_whose_secret_is_missing_is_an_error_result_and_nothing_is_sent() {
+    let server = ToolServer::start("whsec_unused");
+    let stack = FullStack::start(&[]).await;
+    stack
+        .configure(
+            TENANT,
+            &webhook_tools(&server.url, "/degrau/webhooks/never-written", 2_000),
+        )
+        .await;
+    let reply = stack
+        .post(TENANT, "caio", "please book 10:30 on 2026-12-03")
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.raw);
+    let results = tool_results(&stack.stored_messages(TENANT, "caio").await);
+    assert_eq!(results[0]["is_error"], true);
+    assert_eq!(
+        results[0]["content"],
+        "the tool's webhook was not called: its signing secret could not be read"
+    );
+    assert!(server.bookings().await.is_empty());
+}
