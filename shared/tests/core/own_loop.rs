@@ -16,8 +16,7 @@ use degrau::request::{ModelRequest, RequestMessage};
 use degrau::store::memory::MemoryStore;
 use degrau::store::{SessionFilter, Store, TenantStore};
 use degrau::tenant::{Defaults, TenantConfig};
-use degrau::tools::demo::DemoTools;
-use degrau::tools::{MAX_RESULTS_CHARS_PER_MESSAGE, MAX_TOOL_RESULT_CHARS};
+use degrau::tools::{MAX_RESULTS_CHARS_PER_MESSAGE, MAX_TOOL_RESULT_CHARS, ToolDispatch};
 use degrau::usage::Usage;
 use degrau::validate::validate_request;
 use serde_json::{Value, json};
@@ -40,7 +39,7 @@ fn harness() -> Harness {
     let service = ask_service(
         &store,
         model.clone(),
-        Arc::new(DemoTools),
+        Arc::new(ToolDispatch::built_in_only()),
         jobs.clone(),
         Defaults::default(),
         now,
