@@ -174,6 +174,13 @@ fn defaults(vars: &Vars<'_>) -> Result<Defaults, ConfigError> {
     )?;
     defaults.compaction.keep_messages =
         vars.number("WINDOW_KEEP_MESSAGES", defaults.compaction.keep_messages)?;
+    if let Some(ttl) = vars.get("CACHE_TTL") {
+        defaults.cache_ttl = degrau::cache_ttl::CacheTtlPolicy::parse(ttl).ok_or_else(|| {
+            ConfigError(format!(
+                "CACHE_TTL must be `5m`, `1h` or `auto`, got {ttl:?}"
+            ))
+        })?;
+    }
     defaults.session_idle_minutes =
         vars.number("SESSION_IDLE_MINUTES", defaults.session_idle_minutes)?;
     if let Some(policy) = vars.get("CONTEXT_POLICY") {
@@ -262,8 +269,13 @@ mod tests {
             ("ASK_TIMEOUT_SECONDS", "20"),
             ("CONTEXT_POLICY", "sliding"),
             ("SWEEP_BUCKETS", "64"),
+            ("CACHE_TTL", "1h"),
         ]))
         .unwrap();
+        assert_eq!(
+            config.defaults.cache_ttl,
+            degrau::cache_ttl::CacheTtlPolicy::OneHour
+        );
         assert_eq!(config.defaults.sweep_buckets, 64);
         assert_eq!(config.auth, AuthConfig::Dev);
         assert_eq!(config.anthropic_base_url, "http://127.0.0.1:4010");
@@ -316,6 +328,7 @@ mod tests {
             ("ASK_TIMEOUT_SECONDS", "soon"),
             ("SWEEP_BUCKETS", "0"),
             ("SWEEP_BUCKETS", "256"),
+            ("CACHE_TTL", "10m"),
         ] {
             let mut all = vars(&base);
             all.insert(name.into(), value.into());

@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::cache_ttl::CacheTtlPolicy;
 use crate::compaction::CompactionPolicy;
 use crate::domain::FactKey;
 
@@ -30,6 +31,10 @@ pub struct TenantConfig {
     /// Messages a step keeps in the window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window_keep_messages: Option<usize>,
+    /// How long the stable prefix stays cached: `5m`, `1h` or `auto` (see
+    /// [`crate::cache_ttl`]); any other value is refused when read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_ttl: Option<CacheTtlPolicy>,
     /// Minutes without messages after which a session closes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_idle_minutes: Option<u64>,
@@ -139,6 +144,8 @@ pub struct Defaults {
     /// `SWEEP_BUCKETS`: how many partitions of the sweep index heads spread over
     /// (see [`crate::store::sweep_bucket`]).
     pub sweep_buckets: u8,
+    /// `CACHE_TTL`: how long the stable prefix stays cached.
+    pub cache_ttl: CacheTtlPolicy,
 }
 
 impl Default for Defaults {
@@ -168,6 +175,7 @@ impl Default for Defaults {
             max_tokens: 1024,
             context_policy: ContextPolicy::Stepped,
             sweep_buckets: crate::store::DEFAULT_SWEEP_BUCKETS,
+            cache_ttl: CacheTtlPolicy::default(),
         }
     }
 }
@@ -197,6 +205,8 @@ pub struct Settings {
     pub fact_retention_days: u32,
     /// Extended thinking's budget for answers, in tokens (`None`: off).
     pub thinking_budget_tokens: Option<u32>,
+    /// How long the stable prefix stays cached.
+    pub cache_ttl: CacheTtlPolicy,
 }
 
 /// Settings that cannot be honoured: named, with the values at fault (no personal
@@ -279,6 +289,7 @@ impl Settings {
                 .fact_retention_days
                 .unwrap_or(defaults.fact_retention_days),
             thinking_budget_tokens: tenant.thinking_budget_tokens.map(ThinkingBudget::tokens),
+            cache_ttl: tenant.cache_ttl.unwrap_or(defaults.cache_ttl),
         }
     }
 }
@@ -371,6 +382,43 @@ mod tests {
             );
         }
         assert!(Settings::resolve(&defaults, None).is_ok());
+    }
+
+    #[test]
+    fn the_cache_ttl_is_one_of_three_values_and_the_tenant_overrides_the_default() {
+        let defaults = Defaults::default();
+        assert_eq!(
+            Settings::resolve(&defaults, None).unwrap().cache_ttl,
+            defaults.cache_ttl
+        );
+        for (text, policy) in [
+            ("5m", CacheTtlPolicy::FiveMinutes),
+            ("1h", CacheTtlPolicy::OneHour),
+            ("auto", CacheTtlPolicy::Auto),
+        ] {
+            let config: TenantConfig =
+                serde_json::from_str(&format!(r#"{{"cache_ttl": "{text}"}}"#)).unwrap();
+            assert_eq!(
+                Settings::resolve(&defaults, Some(&config))
+                    .unwrap()
+                    .cache_ttl,
+                policy
+            );
+            assert_eq!(
+                serde_json::to_value(&config).unwrap()["cache_ttl"],
+                text,
+                "written back as read"
+            );
+        }
+        for bad in [r#""10m""#, r#""1H""#, r#""""#, "60"] {
+            let error = serde_json::from_str::<TenantConfig>(&format!(r#"{{"cache_ttl": {bad}}}"#))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                error.contains("cache_ttl") || error.contains("string"),
+                "{bad}: {error}"
+            );
+        }
     }
 
     #[test]

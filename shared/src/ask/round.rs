@@ -15,7 +15,7 @@ use crate::deadline::Deadline;
 use crate::domain::{ContentBlock, Message, Role};
 use crate::metrics::Event;
 use crate::model::{ModelError, ModelResponse, StopReason};
-use crate::request::{ModelRequest, RequestParts, ToolDef, build_request};
+use crate::request::{CacheTtl, ModelRequest, RequestParts, ToolDef, build_request};
 use crate::tenant::{ContextPolicy, Settings};
 use crate::tools::{MAX_RESULTS_CHARS_PER_MESSAGE, cap_to};
 use crate::usage::{RoundUsage, Usage};
@@ -41,6 +41,8 @@ pub(super) struct RoundStats {
     /// The request that answered sent a window cut at the hard cap (or, after
     /// "prompt is too long", at the overflow cut).
     pub(super) hard_capped: bool,
+    /// The lifetime the round's requests gave the stable prefix.
+    pub(super) prefix_ttl: CacheTtl,
 }
 
 /// A round the model finished: the user's message first, every tool call and
@@ -246,8 +248,15 @@ impl<'a> RoundLoop<'a> {
             summary: plan.summary.as_deref(),
             window: &plan.window[self.cut.start..],
             round: &messages,
+            prefix_ttl: self.prefix_ttl(),
         })
         .map_err(|e| AskError::Internal(e.to_string()))
+    }
+
+    /// The lifetime of the stable prefix's entries: the tenant's policy over the
+    /// contact's recent gaps, this round's included.
+    fn prefix_ttl(&self) -> CacheTtl {
+        self.settings.cache_ttl.prefix_ttl(&self.turn.plan.gaps)
     }
 
     /// Cuts the window once at the overflow cut (a safe start near its end).
@@ -346,6 +355,7 @@ impl<'a> RoundLoop<'a> {
     fn finish(mut self, stop_reason: Option<StopReason>) -> Round {
         self.round.stats.stop_reason = stop_reason;
         self.round.stats.hard_capped = self.cut.hard_capped;
+        self.round.stats.prefix_ttl = self.prefix_ttl();
         self.round
     }
 }

@@ -110,6 +110,7 @@ fn request(
         summary,
         window,
         round,
+        prefix_ttl: degrau::request::CacheTtl::FiveMinutes,
     })
     .expect("a valid window builds")
 }
