@@ -174,6 +174,8 @@ fn defaults(vars: &Vars<'_>) -> Result<Defaults, ConfigError> {
     )?;
     defaults.compaction.keep_messages =
         vars.number("WINDOW_KEEP_MESSAGES", defaults.compaction.keep_messages)?;
+    defaults.compaction.keep_tokens =
+        vars.number("WINDOW_KEEP_TOKENS", defaults.compaction.keep_tokens)?;
     if let Some(ttl) = vars.get("CACHE_TTL") {
         defaults.cache_ttl = degrau::cache_ttl::CacheTtlPolicy::parse(ttl).ok_or_else(|| {
             ConfigError(format!(
@@ -269,9 +271,11 @@ mod tests {
             ("ASK_TIMEOUT_SECONDS", "20"),
             ("CONTEXT_POLICY", "sliding"),
             ("SWEEP_BUCKETS", "64"),
+            ("WINDOW_KEEP_TOKENS", "1500"),
             ("CACHE_TTL", "1h"),
         ]))
         .unwrap();
+        assert_eq!(config.defaults.compaction.keep_tokens, 1500);
         assert_eq!(
             config.defaults.cache_ttl,
             degrau::cache_ttl::CacheTtlPolicy::OneHour
@@ -329,6 +333,7 @@ mod tests {
             ("SWEEP_BUCKETS", "0"),
             ("SWEEP_BUCKETS", "256"),
             ("CACHE_TTL", "10m"),
+            ("WINDOW_KEEP_TOKENS", "many"),
         ] {
             let mut all = vars(&base);
             all.insert(name.into(), value.into());

@@ -31,6 +31,10 @@ pub struct TenantConfig {
     /// Messages a step keeps in the window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window_keep_messages: Option<usize>,
+    /// Tokens the request after a step holds at least: the instructions, the
+    /// contact context and the kept window, estimated (0: by message count only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_keep_tokens: Option<u64>,
     /// How long the stable prefix stays cached: `5m`, `1h` or `auto` (see
     /// [`crate::cache_ttl`]); any other value is refused when read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -266,6 +270,9 @@ impl Settings {
         if let Some(keep) = tenant.window_keep_messages {
             compaction.keep_messages = keep;
         }
+        if let Some(keep) = tenant.window_keep_tokens {
+            compaction.keep_tokens = keep;
+        }
         Settings {
             model: tenant.model.unwrap_or_else(|| defaults.model.clone()),
             max_tokens: defaults.max_tokens,
@@ -419,6 +426,23 @@ mod tests {
                 "{bad}: {error}"
             );
         }
+    }
+
+    #[test]
+    fn the_token_keep_is_a_tenant_setting_beside_the_message_keep() {
+        let defaults = Defaults::default();
+        let config: TenantConfig =
+            serde_json::from_str(r#"{"window_keep_tokens": 1500, "window_keep_messages": 4}"#)
+                .unwrap();
+        let settings = Settings::resolve(&defaults, Some(&config)).unwrap();
+        assert_eq!(settings.compaction.keep_tokens, 1500);
+        assert_eq!(settings.compaction.keep_messages, 4);
+        let unset = Settings::resolve(&defaults, None).unwrap();
+        assert_eq!(
+            unset.compaction.keep_tokens,
+            defaults.compaction.keep_tokens
+        );
+        assert!(serde_json::from_str::<TenantConfig>(r#"{"window_keep_tokens": -1}"#).is_err());
     }
 
     #[test]
