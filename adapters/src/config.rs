@@ -57,6 +57,9 @@ pub struct Config {
     pub auth: AuthConfig,
     /// Model, thresholds and session settings.
     pub defaults: Defaults,
+    /// `CLOCK_OFFSET_FILE` (benchmarks only): a file holding seconds to add to the
+    /// system clock, read at every reading (see [`crate::wiring`]).
+    pub clock_offset_file: Option<String>,
 }
 
 /// `ASK_TIMEOUT_SECONDS` when unset: an answer leaves the function 25 s after the
@@ -113,6 +116,7 @@ impl Config {
             },
             auth,
             defaults,
+            clock_offset_file: vars.get("CLOCK_OFFSET_FILE").map(str::to_owned),
         })
     }
 }
