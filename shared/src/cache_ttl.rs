@@ -29,6 +29,13 @@
 //! gap. A new contact (no gap recorded) gets five minutes: its first write is
 //! cheaper, and a conversation that ends in one burst never pays for an hour.
 //!
+//! **A prefix too short to cache.** A prefix under the model's minimum cacheable
+//! length ([`MIN_CACHEABLE_TOKENS`], 1,024 for Sonnet models) is never written,
+//! so its one-hour entry never exists to be read, while a one-hour breakpoint
+//! still bills what follows the last read at the one-hour price. `auto` takes an
+//! hour only for a stable prefix estimated at that length or more (the caller's
+//! estimate: characters over four, see [`crate::compaction::text_tokens`]).
+//!
 //! (`docs/DESIGN.md`: "Request layout".)
 
 use std::fmt;
@@ -93,11 +100,15 @@ impl CacheTtlPolicy {
     }
 
     /// The lifetime of the stable prefix's entries for a request whose
-    /// conversation recorded `gaps` (seconds, this round's included).
-    pub fn prefix_ttl(self, gaps: &[u32]) -> CacheTtl {
+    /// conversation recorded `gaps` (seconds, this round's included) and whose
+    /// stable prefix is estimated at `prefix_tokens`.
+    pub fn prefix_ttl(self, gaps: &[u32], prefix_tokens: u64) -> CacheTtl {
         match self {
             CacheTtlPolicy::FiveMinutes => CacheTtl::FiveMinutes,
             CacheTtlPolicy::OneHour => CacheTtl::OneHour,
+            CacheTtlPolicy::Auto if prefix_tokens < MIN_CACHEABLE_TOKENS => {
+                CacheTtl::FiveMinutes
+            }
             CacheTtlPolicy::Auto => auto_ttl(gaps),
         }
     }
@@ -127,6 +138,10 @@ impl From<CacheTtlPolicy> for String {
 /// Most gaps a head records: enough to tell a conversation that pauses from one
 /// that does not, few enough to follow a change of rhythm within a day.
 pub const GAP_RECORD_LEN: usize = 8;
+
+/// The shortest prefix the API caches for Sonnet models, in tokens: a shorter
+/// stable prefix never gets an entry, so `auto` gives it none of an hour.
+pub const MIN_CACHEABLE_TOKENS: u64 = 1024;
 
 /// Seconds after which a five-minute entry is gone.
 pub const FIVE_MINUTES: u32 = 5 * 60;
@@ -229,12 +244,29 @@ mod tests {
     #[test]
     fn fixed_policies_ignore_the_gaps() {
         let pauses = [20 * MINUTE, 30 * MINUTE];
+        let long = MIN_CACHEABLE_TOKENS;
         assert_eq!(
-            CacheTtlPolicy::FiveMinutes.prefix_ttl(&pauses),
+            CacheTtlPolicy::FiveMinutes.prefix_ttl(&pauses, long),
             CacheTtl::FiveMinutes
         );
-        assert_eq!(CacheTtlPolicy::OneHour.prefix_ttl(&[]), CacheTtl::OneHour);
-        assert_eq!(CacheTtlPolicy::Auto.prefix_ttl(&pauses), CacheTtl::OneHour);
+        assert_eq!(CacheTtlPolicy::OneHour.prefix_ttl(&[], 10), CacheTtl::OneHour);
+        assert_eq!(
+            CacheTtlPolicy::Auto.prefix_ttl(&pauses, long),
+            CacheTtl::OneHour
+        );
+    }
+
+    #[test]
+    fn auto_keeps_five_minutes_for_a_prefix_too_short_to_cache() {
+        let pauses = [20 * MINUTE, 30 * MINUTE];
+        assert_eq!(
+            CacheTtlPolicy::Auto.prefix_ttl(&pauses, MIN_CACHEABLE_TOKENS - 1),
+            CacheTtl::FiveMinutes
+        );
+        assert_eq!(
+            CacheTtlPolicy::Auto.prefix_ttl(&pauses, MIN_CACHEABLE_TOKENS),
+            CacheTtl::OneHour
+        );
     }
 
     #[test]

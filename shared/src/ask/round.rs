@@ -15,7 +15,10 @@ use crate::deadline::Deadline;
 use crate::domain::{ContentBlock, Message, Role};
 use crate::metrics::Event;
 use crate::model::{ModelError, ModelResponse, StopReason};
-use crate::request::{CacheTtl, ModelRequest, RequestParts, ToolDef, build_request};
+use crate::compaction::{KEEP_CHARS_PER_TOKEN, text_tokens};
+use crate::request::{
+    CacheTtl, ModelRequest, RequestParts, ToolDef, build_request, render_contact_context,
+};
 use crate::tenant::{ContextPolicy, Settings};
 use crate::tools::{MAX_RESULTS_CHARS_PER_MESSAGE, cap_to};
 use crate::usage::{RoundUsage, Usage};
@@ -109,6 +112,7 @@ impl AskService {
         let tools = self.tools.definitions(settings.tools.as_deref());
         let mut state = RoundLoop::new(settings, turn, text);
         loop {
+            state.round.stats.prefix_ttl = state.prefix_ttl(&tools);
             let request = state.request(&tools)?;
             if !deadline.allows(MIN_MODEL_CALL) {
                 return Err(out_of_time("before a model call"));
@@ -232,6 +236,7 @@ impl<'a> RoundLoop<'a> {
             );
         }
         let plan = &self.turn.plan;
+        let prefix_ttl = self.prefix_ttl(tools);
         let messages: Vec<Message> = self
             .round
             .messages
@@ -248,15 +253,26 @@ impl<'a> RoundLoop<'a> {
             summary: plan.summary.as_deref(),
             window: &plan.window[self.cut.start..],
             round: &messages,
-            prefix_ttl: self.prefix_ttl(),
+            prefix_ttl,
         })
         .map_err(|e| AskError::Internal(e.to_string()))
     }
 
     /// The lifetime of the stable prefix's entries: the tenant's policy over the
-    /// contact's recent gaps, this round's included.
-    fn prefix_ttl(&self) -> CacheTtl {
-        self.settings.cache_ttl.prefix_ttl(&self.turn.plan.gaps)
+    /// contact's recent gaps, this round's included, and the prefix's estimated
+    /// size (tools, instructions and contact context, a token per
+    /// [`KEEP_CHARS_PER_TOKEN`] characters; see [`crate::cache_ttl`]).
+    fn prefix_ttl(&self, tools: &[ToolDef]) -> CacheTtl {
+        let tools_chars = serde_json::to_string(tools).map_or(0, |json| json.len() as u64);
+        let prefix_tokens = tools_chars.div_ceil(KEEP_CHARS_PER_TOKEN)
+            + text_tokens(&self.settings.instructions)
+            + text_tokens(&render_contact_context(
+                &self.turn.facts,
+                self.turn.plan.summary.as_deref(),
+            ));
+        self.settings
+            .cache_ttl
+            .prefix_ttl(&self.turn.plan.gaps, prefix_tokens)
     }
 
     /// Cuts the window once at the overflow cut (a safe start near its end).
@@ -355,7 +371,6 @@ impl<'a> RoundLoop<'a> {
     fn finish(mut self, stop_reason: Option<StopReason>) -> Round {
         self.round.stats.stop_reason = stop_reason;
         self.round.stats.hard_capped = self.cut.hard_capped;
-        self.round.stats.prefix_ttl = self.prefix_ttl();
         self.round
     }
 }

@@ -20,6 +20,9 @@ use serde_json::json;
 use crate::helpers::{START, ask_service, key, minute, test_clock};
 
 const MINUTE: i64 = 60;
+/// 115 characters: 40 of them are 1,150 tokens at four characters a token.
+const LONG_INSTRUCTIONS: &str = "Answer briefly and book only what the customer confirmed; \
+check the free slots first and give the confirmation id. ";
 const HOUR: i64 = 3600;
 
 /// The lifetimes of a request's system breakpoints and of its message ones.
@@ -46,7 +49,17 @@ struct Conversation {
 }
 
 impl Conversation {
+    /// A conversation whose tenant's instructions alone make the stable prefix
+    /// long enough to cache (`auto` gives a shorter one five minutes).
     fn new(defaults: Defaults) -> Self {
+        Self::with_instructions(defaults, LONG_INSTRUCTIONS.repeat(40))
+    }
+
+    fn with_instructions(defaults: Defaults, instructions: String) -> Self {
+        let defaults = Defaults {
+            instructions,
+            ..defaults
+        };
         let store = Arc::new(MemoryStore::new());
         let model = Arc::new(ScriptedModel::default());
         let (clock, now) = test_clock();
@@ -116,6 +129,13 @@ async fn auto_gives_the_stable_prefix_an_hour_once_the_conversation_pauses() {
     assert_eq!(head.recent_gaps, [40, 1200]);
     let (ttl, _) = c.turn_after(10).await;
     assert_eq!(ttl, CacheTtl::OneHour, "one pause in three gaps is enough");
+    // The same rhythm with a prefix too short to cache: five minutes.
+    let short = Conversation::with_instructions(Defaults::default(), "Be brief.".into());
+    short.turn_after(0).await;
+    short.turn_after(40).await;
+    let (ttl, head) = short.turn_after(20 * MINUTE).await;
+    assert_eq!(ttl, CacheTtl::FiveMinutes);
+    assert_eq!(head.recent_gaps, [40, 1200]);
     // Next-day returns only: an hour does not help and costs more.
     let c = Conversation::new(Defaults::default());
     c.turn_after(0).await;
