@@ -106,9 +106,7 @@ impl CacheTtlPolicy {
         match self {
             CacheTtlPolicy::FiveMinutes => CacheTtl::FiveMinutes,
             CacheTtlPolicy::OneHour => CacheTtl::OneHour,
-            CacheTtlPolicy::Auto if prefix_tokens < MIN_CACHEABLE_TOKENS => {
-                CacheTtl::FiveMinutes
-            }
+            CacheTtlPolicy::Auto if prefix_tokens < MIN_CACHEABLE_TOKENS => CacheTtl::FiveMinutes,
             CacheTtlPolicy::Auto => auto_ttl(gaps),
         }
     }
@@ -249,7 +247,10 @@ mod tests {
             CacheTtlPolicy::FiveMinutes.prefix_ttl(&pauses, long),
             CacheTtl::FiveMinutes
         );
-        assert_eq!(CacheTtlPolicy::OneHour.prefix_ttl(&[], 10), CacheTtl::OneHour);
+        assert_eq!(
+            CacheTtlPolicy::OneHour.prefix_ttl(&[], 10),
+            CacheTtl::OneHour
+        );
         assert_eq!(
             CacheTtlPolicy::Auto.prefix_ttl(&pauses, long),
             CacheTtl::OneHour

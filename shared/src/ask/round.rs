@@ -10,12 +10,12 @@ use tracing::{info, warn};
 
 use super::{AskError, AskService, MAX_RETRY_MAX_TOKENS, MAX_TOOL_ITERATIONS, MIN_MODEL_CALL};
 use super::{Turn, out_of_time};
+use crate::compaction::{KEEP_CHARS_PER_TOKEN, text_tokens};
 use crate::compaction::{WindowCut, overflow_cut, request_window};
 use crate::deadline::Deadline;
 use crate::domain::{ContentBlock, Message, Role};
 use crate::metrics::Event;
 use crate::model::{ModelError, ModelResponse, StopReason};
-use crate::compaction::{KEEP_CHARS_PER_TOKEN, text_tokens};
 use crate::request::{
     CacheTtl, ModelRequest, RequestParts, ToolDef, build_request, render_contact_context,
 };
