@@ -461,3 +461,32 @@ async fn check_log(standin_url: &str, calls: &[Call]) -> LogCheck {
         agrees,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn degraus_three_runs_differ_only_in_their_cache_ttl() {
+        for policy in Policy::ALL {
+            assert_eq!(Policy::parse(policy.name()), Some(policy));
+            assert_eq!(
+                serde_json::to_value(policy).unwrap(),
+                serde_json::json!(policy.name())
+            );
+            degrau::cache_ttl::CacheTtlPolicy::parse(policy.cache_ttl()).unwrap();
+        }
+        let stepped: Vec<(&str, &str)> = Policy::ALL
+            .into_iter()
+            .filter(|p| p.is_stepped())
+            .map(|p| (p.env_value(), p.cache_ttl()))
+            .collect();
+        assert_eq!(
+            stepped,
+            [("stepped", "5m"), ("stepped", "1h"), ("stepped", "auto")]
+        );
+        assert_eq!(Policy::Full.cache_ttl(), "5m");
+        assert_eq!(Policy::Sliding.cache_ttl(), "5m");
+        assert_eq!(Policy::parse("stepped-2h"), None);
+    }
+}
