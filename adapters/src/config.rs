@@ -74,6 +74,9 @@ pub struct Config {
     pub auth: AuthConfig,
     /// Model, thresholds and session settings.
     pub defaults: Defaults,
+    /// `CLOCK_OFFSET_FILE` (benchmarks only): a file holding seconds to add to the
+    /// system clock, read at every reading (see [`crate::wiring`]).
+    pub clock_offset_file: Option<String>,
 }
 
 /// `ASK_TIMEOUT_SECONDS` when unset: an answer leaves the function 25 s after the
@@ -136,6 +139,7 @@ impl Config {
             },
             auth,
             defaults,
+            clock_offset_file: vars.get("CLOCK_OFFSET_FILE").map(str::to_owned),
         })
     }
 }
@@ -197,6 +201,15 @@ fn defaults(vars: &Vars<'_>) -> Result<Defaults, ConfigError> {
     )?;
     defaults.compaction.keep_messages =
         vars.number("WINDOW_KEEP_MESSAGES", defaults.compaction.keep_messages)?;
+    defaults.compaction.keep_tokens =
+        vars.number("WINDOW_KEEP_TOKENS", defaults.compaction.keep_tokens)?;
+    if let Some(ttl) = vars.get("CACHE_TTL") {
+        defaults.cache_ttl = degrau::cache_ttl::CacheTtlPolicy::parse(ttl).ok_or_else(|| {
+            ConfigError(format!(
+                "CACHE_TTL must be `5m`, `1h` or `auto`, got {ttl:?}"
+            ))
+        })?;
+    }
     defaults.session_idle_minutes =
         vars.number("SESSION_IDLE_MINUTES", defaults.session_idle_minutes)?;
     if let Some(policy) = vars.get("CONTEXT_POLICY") {
@@ -301,8 +314,15 @@ mod tests {
             ("ASK_TIMEOUT_SECONDS", "20"),
             ("CONTEXT_POLICY", "sliding"),
             ("SWEEP_BUCKETS", "64"),
+            ("WINDOW_KEEP_TOKENS", "1500"),
+            ("CACHE_TTL", "1h"),
         ]))
         .unwrap();
+        assert_eq!(config.defaults.compaction.keep_tokens, 1500);
+        assert_eq!(
+            config.defaults.cache_ttl,
+            degrau::cache_ttl::CacheTtlPolicy::OneHour
+        );
         assert_eq!(config.defaults.sweep_buckets, 64);
         assert_eq!(config.auth, AuthConfig::Dev);
         assert_eq!(config.anthropic_base_url, "http://127.0.0.1:4010");
@@ -356,6 +376,8 @@ mod tests {
             ("SWEEP_BUCKETS", "0"),
             ("SWEEP_BUCKETS", "256"),
             ("MODEL_PROVIDER", "openai"),
+            ("CACHE_TTL", "10m"),
+            ("WINDOW_KEEP_TOKENS", "many"),
         ] {
             let mut all = vars(&base);
             all.insert(name.into(), value.into());

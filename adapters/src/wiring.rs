@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use degrau::jobs::{Jobs, NoJobs};
 use degrau::model::{Model, ModelError};
-use degrau::session::{Clock, system_clock};
+use degrau::session::{Clock, system_clock, unix_now};
 use degrau::tools::ToolDispatch;
 use degrau::tools::Tools;
 
@@ -38,7 +38,7 @@ pub struct Dependencies {
     /// The tools the model may call: the built-in demo tools, and each tenant's
     /// webhook tools (public addresses only; loopback too with `AUTH_MODE=dev`).
     pub tools: Arc<dyn Tools>,
-    /// The system clock.
+    /// The system clock (moved by `CLOCK_OFFSET_FILE` in benchmarks).
     pub clock: Clock,
 }
 
@@ -85,6 +85,7 @@ impl Dependencies {
         ));
         let ssm = aws_sdk_ssm::Client::new(&sdk);
         let model = model(&config, &sdk, &ssm).await?;
+        let clock = clock(config.clock_offset_file.as_deref());
         let jobs: Arc<dyn Jobs> = match &config.jobs_queue_url {
             Some(url) => Arc::new(SqsJobs::new(aws_sdk_sqs::Client::new(&sdk), url.clone())),
             None => Arc::new(NoJobs),
@@ -101,7 +102,7 @@ impl Dependencies {
             model,
             jobs,
             tools: Arc::new(ToolDispatch::new(Arc::new(webhooks))),
-            clock: system_clock(),
+            clock,
         })
     }
 }
@@ -136,5 +137,43 @@ async fn model(
             "neither ANTHROPIC_API_KEY nor ANTHROPIC_API_KEY_PARAMETER is set".into(),
         )
         .into()),
+    }
+}
+
+/// The system clock; with `CLOCK_OFFSET_FILE` (benchmarks only), the system clock
+/// plus the whole seconds that file holds, read at every reading (a file missing
+/// or unreadable counts as 0). The strategies benchmark moves the functions' clock
+/// together with the model stand-in's cache clock, so that a week of pauses plays
+/// in minutes and each round sees the gap the benchmark meant.
+pub fn clock(offset_file: Option<&str>) -> Clock {
+    let Some(path) = offset_file.map(str::to_owned) else {
+        return system_clock();
+    };
+    Arc::new(move || {
+        let offset = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|text| text.trim().parse::<i64>().ok())
+            .unwrap_or(0);
+        unix_now().saturating_add(offset)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_offset_file_moves_the_clock_at_every_reading() {
+        assert!((clock(None)() - unix_now()).abs() <= 1);
+        let dir = std::env::temp_dir().join(format!("degrau-clock-{}", fastrand::u64(..)));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("offset");
+        let moved = clock(file.to_str());
+        assert!((moved() - unix_now()).abs() <= 1, "no file yet: no offset");
+        std::fs::write(&file, "86400\n").unwrap();
+        assert!((moved() - unix_now() - 86_400).abs() <= 1);
+        std::fs::write(&file, "90000").unwrap();
+        assert!((moved() - unix_now() - 90_000).abs() <= 1);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -61,6 +61,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use tracing::{info, warn};
 
+use crate::cache_ttl::record_gap;
 use crate::compactor::next_sweep_due;
 use crate::deadline::Deadline;
 use crate::domain::{
@@ -306,6 +307,9 @@ struct TurnPlan {
     /// one, unless the scheduled sweep already requested it or its retention ran
     /// out.
     request_facts: Option<u32>,
+    /// The contact's recent gaps with this round's last (what the `auto` cache
+    /// TTL reads and the commit writes back); empty for a contact with no memory.
+    gaps: Vec<u32>,
 }
 
 /// A turn as loaded: when, the contact's facts, the head as read (the commit's
@@ -352,6 +356,7 @@ impl PreparedRound {
             context_tokens = usage.context_tokens(),
             cache_read_ratio = usage.cache_read_ratio(),
             calls = usage.calls,
+            prefix_ttl = self.stats.prefix_ttl.as_str(),
             "round committed"
         );
         Event::new("ask")
@@ -684,6 +689,7 @@ impl AskService {
             facts_pending: requested,
             hard_cap_at: round.stats.hard_capped.then_some(plan.summarized_until),
             expires_at: Some(expires_at),
+            recent_gaps: plan.gaps.clone(),
         };
         let commit = RoundCommit {
             key: key.clone(),
@@ -919,13 +925,17 @@ fn turn_plan(
         closed_session,
         archive_closed: false,
         request_facts: None,
+        gaps: Vec::new(),
     };
+    let gaps = |head: &Head| record_gap(&head.recent_gaps, now - head.last_activity);
     match head {
         None => fresh(1, None),
         Some(head) if head.expired_at(now) => fresh(head.session + 1, Some(head.session)),
         Some(head) if idle(head, now, settings) => TurnPlan {
             archive_closed: true,
             request_facts: (head.facts_requested != Some(head.session)).then_some(head.session),
+            // The contact's rhythm outlives the session.
+            gaps: gaps(head),
             ..fresh(head.session + 1, Some(head.session))
         },
         Some(head) => TurnPlan {
@@ -939,6 +949,7 @@ fn turn_plan(
             closed_session: None,
             archive_closed: false,
             request_facts: None,
+            gaps: gaps(head),
         },
     }
 }

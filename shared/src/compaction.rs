@@ -15,9 +15,23 @@
 //! counted by [`fold_cost_tokens`], a character estimate used for this safety cap
 //! only: every other context size in degrau is the model's own measure.
 //!
+//! **A kept window that stays cacheable.** The request right after a step is the
+//! tools, the instructions, the new contact context and the kept window; when that
+//! is below the model's minimum cacheable length (1,024 tokens for Sonnet models),
+//! nothing of it is cached and every request is uncached until the window grows
+//! past it. So a step keeps at least [`CompactionPolicy::keep_messages`] messages
+//! *and* enough for the instructions, the contact context and the kept window to
+//! hold [`CompactionPolicy::keep_tokens`]: of the latest safe start that keeps
+//! enough messages and the latest that keeps enough tokens, the window starts at
+//! the earlier one. Those sizes are estimates made before the step (the new summary is not
+//! written yet), see [`window_tokens`]: the usage the messages carry where it
+//! measures them, their characters otherwise; the tools (which the compactor does
+//! not know) and the next message only add to the request, so the estimate errs
+//! on the side of keeping more.
+//!
 //! (`docs/DESIGN.md`: "The flows" (a step) and what changed from the brief.)
 
-use crate::domain::{ContentBlock, Head, StoredMessage};
+use crate::domain::{ContentBlock, Head, Role, StoredMessage};
 use crate::pruning::{PruneDecision, prune_plan};
 use crate::window::safe_window_start;
 
@@ -26,8 +40,14 @@ use crate::window::safe_window_start;
 pub struct CompactionPolicy {
     /// A step is due once a round's measured context reaches this many tokens.
     pub threshold_tokens: u64,
-    /// Messages a step keeps in the window (moved forward to a safe start).
+    /// Messages a step keeps in the window at least (moved forward to a safe
+    /// start).
     pub keep_messages: usize,
+    /// Tokens the request after a step holds at least, as estimated before it:
+    /// the instructions and contact context ahead of the window, and the window
+    /// (see the module documentation); 0 keeps by message count only. At most
+    /// half the threshold counts, so a step always folds about half of it.
+    pub keep_tokens: u64,
     /// Above this measured context, `ask` cuts the window itself while a step is late.
     pub hard_limit_tokens: u64,
     /// Tool results older than this many user turns are pruned at a step.
@@ -45,6 +65,8 @@ impl Default for CompactionPolicy {
             // 0.36 of full history, the early identifier still visible.
             threshold_tokens: 8_000,
             keep_messages: 12,
+            // The minimum cacheable prefix of Sonnet models.
+            keep_tokens: 1_024,
             hard_limit_tokens: 150_000,
             prune_keep_turns: 2,
             prune_min_chars: 400,
@@ -97,6 +119,116 @@ impl CompactionPolicy {
     }
 }
 
+/// Characters counted as one token where no usage measures a message, for the
+/// token-sized keep: about what English text averages (Portuguese and JSON have
+/// more tokens per character), so the estimate is low rather than high and the
+/// keep errs on the side of keeping more. (The fold budget's estimate,
+/// [`CHARS_PER_TOKEN_ESTIMATE`], errs the other way, for the other reason.)
+pub const KEEP_CHARS_PER_TOKEN: u64 = 4;
+
+/// Tokens of a text of `text` as the token-sized keep estimates it.
+pub fn text_tokens(text: &str) -> u64 {
+    (text.chars().count() as u64).div_ceil(KEEP_CHARS_PER_TOKEN)
+}
+
+/// A message's size in a request by its characters: its text, its tool calls'
+/// names and inputs and its tool results as sent (the pruned copy when there is
+/// one), at [`KEEP_CHARS_PER_TOKEN`]; thinking blocks count for nothing (the API
+/// does not count an earlier turn's thinking as context).
+fn chars_tokens(message: &StoredMessage) -> u64 {
+    let chars: usize = message
+        .effective_content()
+        .iter()
+        .map(|block| match block {
+            ContentBlock::Text { text } => text.chars().count(),
+            ContentBlock::ToolUse { name, input, .. } => {
+                name.chars().count() + input.to_string().chars().count()
+            }
+            ContentBlock::ToolResult { content, .. } => content.chars().count(),
+            ContentBlock::Thinking { .. } | ContentBlock::RedactedThinking { .. } => 0,
+        })
+        .sum();
+    (chars as u64).div_ceil(KEEP_CHARS_PER_TOKEN)
+}
+
+/// The usage of an assistant message that measures it: one that carries usage and
+/// no thinking (whose output tokens count thinking the next request leaves out).
+fn measuring_usage(message: &StoredMessage) -> Option<crate::usage::Usage> {
+    let thinks = message.content.iter().any(ContentBlock::is_thinking);
+    match (message.role, message.usage) {
+        (Role::Assistant, Some(usage)) if !thinks => Some(usage),
+        _ => None,
+    }
+}
+
+/// Each message's size in the next request, estimated for the token-sized keep:
+///
+/// - an assistant message whose usage measures it: its `output_tokens`, what the
+///   model wrote;
+/// - a user message between two such assistant messages, sent as it was (not
+///   pruned since): the growth of the measured context from the request before
+///   it to the one after, less what the assistant wrote in between. Two requests
+///   a step lies between do not extend each other (their contexts drop): a growth
+///   under half the message's character estimate is taken for that, and the
+///   characters are used instead;
+/// - anything else: its characters ([`KEEP_CHARS_PER_TOKEN`]).
+pub fn window_tokens(messages: &[StoredMessage]) -> Vec<u64> {
+    (0..messages.len())
+        .map(|index| {
+            let message = &messages[index];
+            let by_chars = chars_tokens(message);
+            if let Some(usage) = measuring_usage(message) {
+                return usage.output_tokens;
+            }
+            if message.role != Role::User || message.pruned.is_some() {
+                return by_chars;
+            }
+            let before = index
+                .checked_sub(1)
+                .and_then(|i| measuring_usage(&messages[i]));
+            let after = messages.get(index + 1).and_then(measuring_usage);
+            match (before, after) {
+                (Some(before), Some(after)) => {
+                    let grown = after
+                        .context_tokens()
+                        .checked_sub(before.context_tokens() + before.output_tokens);
+                    grown
+                        .filter(|&grown| grown > 0 && 2 * grown >= by_chars)
+                        .unwrap_or(by_chars)
+                }
+                _ => by_chars,
+            }
+        })
+        .collect()
+}
+
+/// Where the kept window of a step starts in `messages` (the messages after
+/// `summarized_until`): the earlier of the latest safe start keeping
+/// [`CompactionPolicy::keep_messages`] messages and the latest safe start whose
+/// window, behind `prefix_tokens` of instructions and contact context, holds
+/// [`CompactionPolicy::keep_tokens`], or half the threshold when that is less (0
+/// when even the whole span does not).
+pub fn kept_window_start(
+    messages: &[StoredMessage],
+    prefix_tokens: u64,
+    policy: &CompactionPolicy,
+) -> usize {
+    let by_count = safe_window_start(messages, policy.keep_messages);
+    let keep_tokens = policy.keep_tokens.min(policy.threshold_tokens / 2);
+    if prefix_tokens >= keep_tokens {
+        return by_count;
+    }
+    let tokens = window_tokens(messages);
+    let mut kept = prefix_tokens;
+    for index in (0..messages.len()).rev() {
+        kept = kept.saturating_add(tokens[index]);
+        if kept >= keep_tokens && messages[index].is_user_text_only() {
+            return by_count.min(index);
+        }
+    }
+    0
+}
+
 /// What one step does, computed from the messages after `summarized_until`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StepPlan {
@@ -118,14 +250,17 @@ pub struct StepPlan {
 /// already as short as a safe start allows).
 ///
 /// `messages` are the session's messages after `head.summarized_until`, oldest
-/// first; any at or before it are ignored. The step folds everything before the
-/// kept window's safe start, or, when that is more than
+/// first; any at or before it are ignored. `prefix_tokens` estimates what comes
+/// before the window in the request after the step (the instructions and the
+/// contact context). The step folds everything before the kept window's start
+/// ([`kept_window_start`]), or, when that is more than
 /// [`CompactionPolicy::max_fold_tokens`], everything before the furthest safe start
 /// within the budget (at least one turn, however long: a step always moves).
 pub fn plan_step(
     head: &Head,
     messages: &[StoredMessage],
     context_tokens: u64,
+    prefix_tokens: u64,
     policy: &CompactionPolicy,
 ) -> Option<StepPlan> {
     if !policy.step_due(context_tokens) {
@@ -133,7 +268,7 @@ pub fn plan_step(
     }
     let skip = messages.partition_point(|m| m.seq <= head.summarized_until);
     let messages = &messages[skip..];
-    let kept = safe_window_start(messages, policy.keep_messages);
+    let kept = kept_window_start(messages, prefix_tokens, policy);
     if kept == 0 {
         return None;
     }
@@ -245,6 +380,7 @@ mod tests {
         CompactionPolicy {
             threshold_tokens: 1000,
             keep_messages: 6,
+            keep_tokens: 0,
             hard_limit_tokens: 5000,
             prune_keep_turns: 1,
             prune_min_chars: 100,
@@ -255,14 +391,14 @@ mod tests {
     #[test]
     fn no_step_below_the_threshold() {
         let head = Head::default();
-        assert_eq!(plan_step(&head, &history(1, 5), 999, &policy()), None);
+        assert_eq!(plan_step(&head, &history(1, 5), 999, 0, &policy()), None);
     }
 
     #[test]
     fn a_due_step_folds_everything_before_the_safe_start() {
         let head = Head::default();
         let messages = history(1, 5);
-        let plan = plan_step(&head, &messages, 1000, &policy()).unwrap();
+        let plan = plan_step(&head, &messages, 1000, 0, &policy()).unwrap();
         // 20 messages, keep 6: naive cut at index 14 (a tool_use); next safe start 16.
         assert_eq!(plan.fold_count, 16);
         assert_eq!(plan.new_summarized_until, 16);
@@ -281,7 +417,7 @@ mod tests {
             keep_messages: 9,
             ..policy()
         };
-        let plan = plan_step(&head, &messages, 1000, &wide).unwrap();
+        let plan = plan_step(&head, &messages, 1000, 0, &wide).unwrap();
         assert_eq!(plan.new_summarized_until, 12);
         // Kept: turns at seq 13 and 17; the result at seq 15 is older than the last turn.
         assert_eq!(
@@ -297,7 +433,7 @@ mod tests {
             ..Head::default()
         };
         let messages = history(1, 5);
-        let plan = plan_step(&head, &messages, 5000, &policy()).unwrap();
+        let plan = plan_step(&head, &messages, 5000, 0, &policy()).unwrap();
         assert_eq!(plan.seen_summarized_until, 8);
         assert_eq!(plan.fold_count, 16, "counted from the first message given");
         assert_eq!(plan.new_summarized_until, 16);
@@ -309,7 +445,7 @@ mod tests {
             summarized_until: 16,
             ..Head::default()
         };
-        assert_eq!(plan_step(&head, &history(17, 1), 5000, &policy()), None);
+        assert_eq!(plan_step(&head, &history(17, 1), 5000, 0, &policy()), None);
     }
 
     #[test]
@@ -323,6 +459,7 @@ mod tests {
                 &head,
                 &messages,
                 1000,
+                0,
                 &CompactionPolicy {
                     max_fold_tokens: budget,
                     ..policy()
@@ -338,7 +475,7 @@ mod tests {
             max_fold_tokens: 1,
             ..policy()
         };
-        let plan = plan_step(&head, &messages, 1000, &tiny).unwrap();
+        let plan = plan_step(&head, &messages, 1000, 0, &tiny).unwrap();
         assert_eq!((plan.new_summarized_until, plan.capped), (4, true));
     }
 
@@ -360,6 +497,168 @@ mod tests {
             )),
             "long output is shown by its length only"
         );
+    }
+
+    /// `turns` plain exchanges of `chars`-character texts, without usage.
+    fn chat(turns: usize, chars: usize) -> Vec<StoredMessage> {
+        (0..turns * 2)
+            .map(|i| {
+                let role = if i % 2 == 0 {
+                    Role::User
+                } else {
+                    Role::Assistant
+                };
+                msg(
+                    i as u64 + 1,
+                    role,
+                    vec![ContentBlock::text("x".repeat(chars))],
+                )
+            })
+            .collect()
+    }
+
+    fn usage(context: u64, output: u64) -> crate::usage::Usage {
+        crate::usage::Usage {
+            input_tokens: 0,
+            cache_creation_input_tokens: 0,
+            cache_read_input_tokens: context,
+            output_tokens: output,
+            cache_creation: None,
+        }
+    }
+
+    #[test]
+    fn a_step_keeps_enough_tokens_for_the_request_after_it_to_stay_cacheable() {
+        // 20 exchanges of 200-character texts: 50 tokens a message by characters.
+        let messages = chat(20, 200);
+        let tokens = CompactionPolicy {
+            keep_messages: 4,
+            keep_tokens: 1024,
+            threshold_tokens: 3000,
+            ..policy()
+        };
+        // Behind 300 tokens of instructions and context, 15 messages (750
+        // tokens) reach 1,024; the window starts at the safe start before them.
+        let plan = plan_step(&Head::default(), &messages, 3000, 300, &tokens).unwrap();
+        let kept = &messages[plan.fold_count..];
+        assert!(kept[0].is_user_text_only());
+        let sum: u64 = window_tokens(kept).iter().sum();
+        assert!(300 + sum >= 1024, "{sum}");
+        assert_eq!(kept.len(), 16, "the latest safe start that holds enough");
+        // Without the token keep, four messages.
+        let count_only = CompactionPolicy {
+            keep_tokens: 0,
+            ..tokens
+        };
+        let plan = plan_step(&Head::default(), &messages, 3000, 300, &count_only).unwrap();
+        assert_eq!(messages.len() - plan.fold_count, 4);
+        // A larger prefix needs fewer messages.
+        let plan = plan_step(&Head::default(), &messages, 3000, 800, &tokens).unwrap();
+        assert_eq!(messages.len() - plan.fold_count, 6);
+        // A prefix that is enough on its own leaves the message count in charge.
+        let plan = plan_step(&Head::default(), &messages, 3000, 1024, &tokens).unwrap();
+        assert_eq!(messages.len() - plan.fold_count, 4);
+    }
+
+    #[test]
+    fn the_message_count_stays_the_floor_of_the_token_sized_keep() {
+        // Long messages: two hold 1,024 tokens, but twelve are kept.
+        let messages = chat(20, 4000);
+        let policy = CompactionPolicy {
+            keep_messages: 12,
+            keep_tokens: 1024,
+            threshold_tokens: 3000,
+            ..policy()
+        };
+        let plan = plan_step(&Head::default(), &messages, 3000, 0, &policy).unwrap();
+        assert_eq!(messages.len() - plan.fold_count, 12);
+    }
+
+    #[test]
+    fn the_token_keep_counts_at_most_half_the_threshold() {
+        let messages = chat(20, 200);
+        let policy = CompactionPolicy {
+            threshold_tokens: 1000,
+            keep_messages: 2,
+            keep_tokens: 100_000,
+            ..policy()
+        };
+        // 500 tokens: ten messages of 50.
+        let plan = plan_step(&Head::default(), &messages, 1000, 0, &policy).unwrap();
+        assert_eq!(messages.len() - plan.fold_count, 10);
+    }
+
+    #[test]
+    fn nothing_is_folded_when_the_whole_window_is_below_the_token_keep() {
+        let messages = chat(5, 40);
+        let policy = CompactionPolicy {
+            keep_messages: 2,
+            keep_tokens: 1024,
+            threshold_tokens: 3000,
+            ..policy()
+        };
+        assert_eq!(
+            plan_step(&Head::default(), &messages, 3000, 100, &policy),
+            None
+        );
+        assert_eq!(kept_window_start(&messages, 100, &policy), 0);
+    }
+
+    #[test]
+    fn window_tokens_read_the_usage_where_it_measures_and_the_characters_elsewhere() {
+        use ContentBlock as B;
+        let text = |seq, role, chars| msg(seq, role, vec![B::text("x".repeat(chars))]);
+        let with = |mut m: StoredMessage, u| {
+            m.usage = Some(u);
+            m
+        };
+        let mut pruned = text(7, Role::User, 400);
+        pruned.pruned = Some(vec![B::text("y".repeat(40))]);
+        let thinking = msg(
+            6,
+            Role::Assistant,
+            vec![
+                B::Thinking {
+                    thinking: "z".repeat(4000),
+                    signature: "s".into(),
+                },
+                B::text("x".repeat(80)),
+            ],
+        );
+        let messages = [
+            text(1, Role::User, 100),
+            with(text(2, Role::Assistant, 100), usage(500, 30)),
+            text(3, Role::User, 100),
+            with(text(4, Role::Assistant, 100), usage(600, 31)),
+            // A step lies between 4 and 8: the context dropped.
+            text(5, Role::User, 100),
+            thinking,
+            pruned,
+            with(text(8, Role::Assistant, 100), usage(300, 25)),
+            text(9, Role::User, 100),
+            with(text(10, Role::Assistant, 100), usage(360, 25)),
+        ];
+        assert_eq!(
+            window_tokens(&messages),
+            [
+                25, // characters: nothing measures it
+                30, // the model's output
+                70, // 600 − 500 − 30: measured
+                31, 25, // after 4 but before a message with thinking: characters
+                20, // thinking left out: 80 characters
+                10, // pruned since: its copy's characters
+                25, 35, // 360 − 300 − 25
+                25,
+            ]
+        );
+        // A growth too small for the message (a step between two requests) is
+        // not believed.
+        let across_a_step = [
+            with(text(1, Role::Assistant, 100), usage(5000, 30)),
+            text(2, Role::User, 400),
+            with(text(3, Role::Assistant, 100), usage(5040, 30)),
+        ];
+        assert_eq!(window_tokens(&across_a_step)[1], 100);
     }
 
     #[test]

@@ -55,7 +55,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use tracing::{info, instrument, warn};
 
-use crate::compaction::plan_step;
+use crate::compaction::{plan_step, text_tokens};
 use crate::deadline::Deadline;
 use crate::domain::{
     ContentBlock, Fact, FactKey, FactSource, Head, Incarnation, PendingFacts, Role, StoredMessage,
@@ -67,6 +67,7 @@ use crate::model::{Model, ModelError, ModelResponse, StopReason};
 use crate::pruning::PruneDecision;
 use crate::request::{
     ModelRequest, RequestBlock, RequestMessage, SystemBlock, ToolDef, neutralize,
+    render_contact_context,
 };
 use crate::session::{Clock, idle_seconds, idle_since};
 use crate::store::{
@@ -653,10 +654,17 @@ impl Compactor {
         if head.summarized_until != summarized_until {
             return skipped("stale");
         }
+        // What comes before the window in the request after the step, for the
+        // token-sized keep: the instructions and the contact context (the tools,
+        // not known here, only add).
+        let prefix_tokens = text_tokens(&settings.instructions).saturating_add(text_tokens(
+            &render_contact_context(&state.facts, head.summary.as_deref()),
+        ));
         let Some(plan) = plan_step(
             &head,
             &state.window,
             head.last_context_tokens,
+            prefix_tokens,
             &settings.compaction,
         ) else {
             return skipped("not_due");

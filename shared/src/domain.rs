@@ -299,6 +299,12 @@ pub struct Head {
     /// existed; its next round gives it one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub incarnation: Option<Incarnation>,
+    /// The gaps between the contact's last rounds, in seconds, oldest first (at
+    /// most [`crate::cache_ttl::GAP_RECORD_LEN`]), the last one the gap before the
+    /// last round: the rhythm the `auto` cache TTL reads. Written by every round
+    /// and kept across sessions; empty before a contact's second round.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recent_gaps: Vec<u32>,
 }
 
 /// A requested fact extraction not done yet (see [`Head::facts_pending`]).
@@ -701,6 +707,7 @@ mod tests {
             }),
             hard_cap_at: Some(4),
             expires_at: Some(1_800_000_000),
+            recent_gaps: vec![30, 900, 72_000],
         };
         let back: Head = serde_json::from_str(&serde_json::to_string(&head).unwrap()).unwrap();
         assert_eq!(back, head);

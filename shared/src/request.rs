@@ -6,9 +6,17 @@
 //! | part | content | breakpoint |
 //! |---|---|---|
 //! | tools | the tenant's tool definitions | — |
-//! | system[0] | the tenant's instructions | yes |
-//! | system[1] | the fenced `<contact_context>` block | yes |
-//! | messages | window + this round | end of the previous request's last message, and the last block |
+//! | system[0] | the tenant's instructions | yes, with the prefix's lifetime |
+//! | system[1] | the fenced `<contact_context>` block | yes, with the prefix's lifetime |
+//! | messages | window + this round | end of the previous request's last message, and the last block: five minutes |
+//!
+//! The stable prefix (tools, system[0], system[1]) gets the lifetime the tenant's
+//! cache TTL policy chose for this request ([`RequestParts::prefix_ttl`], see
+//! [`crate::cache_ttl`]): `"ttl": "1h"` on both system breakpoints, or no `ttl`
+//! (five minutes). The message breakpoints never carry a `ttl`: they come after
+//! the system blocks, so one-hour entries always come before five-minute ones, as
+//! the API requires. The tools carry no breakpoint of their own: system[0]'s
+//! covers them (the prefix order is tools → system → messages).
 //!
 //! Every request appends exactly two messages to the one before it (an assistant
 //! reply and a user message: the next turn, or the tool results of the loop), so the
@@ -25,6 +33,7 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::cache_ttl::CacheTtl;
 use crate::domain::{ContentBlock, Fact, Message, Role, StoredMessage};
 
 /// Most breakpoints the API accepts in one request.
@@ -41,12 +50,17 @@ pub struct ToolDef {
     pub input_schema: serde_json::Value,
 }
 
-/// A prompt-caching breakpoint: `{"type": "ephemeral"}` (5 minutes).
+/// A prompt-caching breakpoint: `{"type": "ephemeral"}` (five minutes), or
+/// `{"type": "ephemeral", "ttl": "1h"}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CacheControl {
     /// Always `ephemeral`.
     #[serde(rename = "type")]
     pub kind: CacheKind,
+    /// The entry's lifetime; omitted for five minutes (the API's default), so a
+    /// five-minute request is byte for byte what it was before `ttl` existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl: Option<CacheTtl>,
 }
 
 /// The only cache type the API has.
@@ -61,7 +75,27 @@ impl CacheControl {
     /// The default 5-minute breakpoint.
     pub const EPHEMERAL: CacheControl = CacheControl {
         kind: CacheKind::Ephemeral,
+        ttl: None,
     };
+
+    /// A one-hour breakpoint.
+    pub const ONE_HOUR: CacheControl = CacheControl {
+        kind: CacheKind::Ephemeral,
+        ttl: Some(CacheTtl::OneHour),
+    };
+
+    /// A breakpoint with lifetime `ttl` (five minutes without a `ttl` field).
+    pub fn with_ttl(ttl: CacheTtl) -> CacheControl {
+        match ttl {
+            CacheTtl::FiveMinutes => CacheControl::EPHEMERAL,
+            CacheTtl::OneHour => CacheControl::ONE_HOUR,
+        }
+    }
+
+    /// The entry's lifetime.
+    pub fn lifetime(&self) -> CacheTtl {
+        self.ttl.unwrap_or_default()
+    }
 }
 
 /// A block of the `system` list.
@@ -183,6 +217,9 @@ pub struct RequestParts<'a> {
     pub window: &'a [StoredMessage],
     /// This round so far: the user's message, then any tool calls and their results.
     pub round: &'a [Message],
+    /// Lifetime of the stable prefix's breakpoints (system[0], system[1]); the
+    /// messages' are always five minutes.
+    pub prefix_ttl: CacheTtl,
 }
 
 /// A request that cannot be built: a bug in the caller, never the user's fault.
@@ -247,7 +284,12 @@ pub fn build_request(parts: &RequestParts<'_>) -> Result<ModelRequest, BuildErro
             .map(|budget_tokens| Thinking::Enabled { budget_tokens }),
         tools: parts.tools.to_vec(),
         tool_choice: None,
-        system: system_blocks(parts.instructions, parts.facts, parts.summary),
+        system: system_blocks(
+            parts.instructions,
+            parts.facts,
+            parts.summary,
+            parts.prefix_ttl,
+        ),
         messages,
     })
 }
@@ -293,6 +335,8 @@ pub struct ContextParts<'a> {
     /// The stored window, oldest first, as the request would send it (cut where
     /// `ask` cuts it).
     pub window: &'a [StoredMessage],
+    /// The lifetime the cache TTL policy gives the stable prefix (the system blocks).
+    pub prefix_ttl: CacheTtl,
 }
 
 /// The context of the next request: what [`build_request`] would send before the
@@ -320,23 +364,33 @@ pub fn build_context(parts: &ContextParts<'_>) -> Result<ModelContext, BuildErro
         mark_last_block(&mut messages[index]);
     }
     Ok(ModelContext {
-        system: system_blocks(parts.instructions, parts.facts, parts.summary),
+        system: system_blocks(
+            parts.instructions,
+            parts.facts,
+            parts.summary,
+            parts.prefix_ttl,
+        ),
         messages,
     })
 }
 
-fn system_blocks(instructions: &str, facts: &[Fact], summary: Option<&str>) -> Vec<SystemBlock> {
+fn system_blocks(
+    instructions: &str,
+    facts: &[Fact],
+    summary: Option<&str>,
+    ttl: CacheTtl,
+) -> Vec<SystemBlock> {
     vec![
-        system_block(instructions.to_owned()),
-        system_block(render_contact_context(facts, summary)),
+        system_block(instructions.to_owned(), ttl),
+        system_block(render_contact_context(facts, summary), ttl),
     ]
 }
 
-fn system_block(text: String) -> SystemBlock {
+fn system_block(text: String, ttl: CacheTtl) -> SystemBlock {
     SystemBlock {
         kind: "text".to_owned(),
         text,
-        cache_control: Some(CacheControl::EPHEMERAL),
+        cache_control: Some(CacheControl::with_ttl(ttl)),
     }
 }
 
@@ -449,6 +503,7 @@ mod tests {
             summary: Some("The customer asked about Friday."),
             window,
             round,
+            prefix_ttl: CacheTtl::FiveMinutes,
         }
     }
 
@@ -498,6 +553,95 @@ mod tests {
             .map(String::as_str)
             .collect();
         assert!(keys.contains(&"tools") && keys.contains(&"system") && keys.contains(&"messages"));
+    }
+
+    /// Lifetimes of a request's breakpoints in the API's order (tools → system →
+    /// messages).
+    fn lifetimes(request: &ModelRequest) -> Vec<CacheTtl> {
+        let system = request.system.iter().filter_map(|b| b.cache_control);
+        let messages = request
+            .messages
+            .iter()
+            .flat_map(|m| &m.content)
+            .filter_map(|b| b.cache_control);
+        system.chain(messages).map(|c| c.lifetime()).collect()
+    }
+
+    #[test]
+    fn a_one_hour_prefix_marks_both_system_blocks_and_leaves_the_messages_at_five_minutes() {
+        let tools = tools();
+        let window = [
+            stored(1, Message::user_text("hi")),
+            stored(2, Message::assistant_text("hello!")),
+        ];
+        let round = [Message::user_text("a slot on Friday?")];
+        let mut p = parts(&tools, &[], &window, &round);
+        p.prefix_ttl = CacheTtl::OneHour;
+        let request = build_request(&p).unwrap();
+        let json = serde_json::to_value(&request).unwrap();
+        let hour = json!({"type": "ephemeral", "ttl": "1h"});
+        assert_eq!(json["system"][0]["cache_control"], hour);
+        assert_eq!(json["system"][1]["cache_control"], hour);
+        assert_eq!(
+            json["messages"][0]["content"][0]["cache_control"],
+            json!({"type": "ephemeral"})
+        );
+        assert_eq!(
+            json["messages"][2]["content"][0]["cache_control"],
+            json!({"type": "ephemeral"})
+        );
+        assert!(json["tools"][0].get("cache_control").is_none());
+        assert_eq!(
+            lifetimes(&request),
+            [
+                CacheTtl::OneHour,
+                CacheTtl::OneHour,
+                CacheTtl::FiveMinutes,
+                CacheTtl::FiveMinutes
+            ]
+        );
+        assert_eq!(crate::validate::validate_request(&request), Ok(()));
+        // Five minutes writes no `ttl` at all: the request is what it was before
+        // the policy existed.
+        p.prefix_ttl = CacheTtl::FiveMinutes;
+        let text = serde_json::to_string(&build_request(&p).unwrap()).unwrap();
+        assert!(!text.contains("ttl"), "{text}");
+    }
+
+    #[test]
+    fn one_hour_breakpoints_never_follow_five_minute_ones_whatever_the_request() {
+        let tools = tools();
+        let long_window: Vec<StoredMessage> = (1..=40)
+            .map(|seq| {
+                stored(
+                    seq,
+                    if seq % 2 == 1 {
+                        Message::user_text(format!("question {seq}"))
+                    } else {
+                        Message::assistant_text(format!("answer {seq}"))
+                    },
+                )
+            })
+            .collect();
+        let round = [Message::user_text("and now?")];
+        for ttl in [CacheTtl::FiveMinutes, CacheTtl::OneHour] {
+            for len in [0, 1, 2, 3, 40] {
+                let window = &long_window[..len - len % 2];
+                let mut p = parts(&tools, &[], window, &round);
+                p.prefix_ttl = ttl;
+                let request = build_request(&p).unwrap();
+                let order = lifetimes(&request);
+                assert!(
+                    !order
+                        .windows(2)
+                        .any(|w| w == [CacheTtl::FiveMinutes, CacheTtl::OneHour]),
+                    "{ttl:?}, window {len}: {order:?}"
+                );
+                assert_eq!(order[0], ttl);
+                assert_eq!(order.last(), Some(&CacheTtl::FiveMinutes));
+                assert_eq!(crate::validate::validate_request(&request), Ok(()));
+            }
+        }
     }
 
     #[test]
@@ -684,6 +828,7 @@ mod tests {
                 facts: &facts,
                 summary: Some("The customer asked about Friday."),
                 window: &window,
+                prefix_ttl: CacheTtl::FiveMinutes,
             })
             .unwrap();
             assert_eq!(context.system, request.system);

@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::cache_ttl::CacheTtlPolicy;
 use crate::compaction::CompactionPolicy;
 use crate::domain::FactKey;
 use crate::tools::{ToolDeclaration, ToolDeclarations};
@@ -33,6 +34,14 @@ pub struct TenantConfig {
     /// Messages a step keeps in the window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window_keep_messages: Option<usize>,
+    /// Tokens the request after a step holds at least: the instructions, the
+    /// contact context and the kept window, estimated (0: by message count only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_keep_tokens: Option<u64>,
+    /// How long the stable prefix stays cached: `5m`, `1h` or `auto` (see
+    /// [`crate::cache_ttl`]); any other value is refused when read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_ttl: Option<CacheTtlPolicy>,
     /// Minutes without messages after which a session closes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_idle_minutes: Option<u64>,
@@ -142,6 +151,8 @@ pub struct Defaults {
     /// `SWEEP_BUCKETS`: how many partitions of the sweep index heads spread over
     /// (see [`crate::store::sweep_bucket`]).
     pub sweep_buckets: u8,
+    /// `CACHE_TTL`: how long the stable prefix stays cached.
+    pub cache_ttl: CacheTtlPolicy,
 }
 
 impl Default for Defaults {
@@ -171,6 +182,7 @@ impl Default for Defaults {
             max_tokens: 1024,
             context_policy: ContextPolicy::Stepped,
             sweep_buckets: crate::store::DEFAULT_SWEEP_BUCKETS,
+            cache_ttl: CacheTtlPolicy::default(),
         }
     }
 }
@@ -201,6 +213,8 @@ pub struct Settings {
     pub fact_retention_days: u32,
     /// Extended thinking's budget for answers, in tokens (`None`: off).
     pub thinking_budget_tokens: Option<u32>,
+    /// How long the stable prefix stays cached.
+    pub cache_ttl: CacheTtlPolicy,
 }
 
 /// Settings that cannot be honoured: named, with the values at fault (no personal
@@ -260,6 +274,9 @@ impl Settings {
         if let Some(keep) = tenant.window_keep_messages {
             compaction.keep_messages = keep;
         }
+        if let Some(keep) = tenant.window_keep_tokens {
+            compaction.keep_tokens = keep;
+        }
         Settings {
             model: tenant.model.unwrap_or_else(|| defaults.model.clone()),
             max_tokens: defaults.max_tokens,
@@ -285,6 +302,7 @@ impl Settings {
                 .fact_retention_days
                 .unwrap_or(defaults.fact_retention_days),
             thinking_budget_tokens: tenant.thinking_budget_tokens.map(ThinkingBudget::tokens),
+            cache_ttl: tenant.cache_ttl.unwrap_or(defaults.cache_ttl),
         }
     }
 }
@@ -422,6 +440,60 @@ mod tests {
                 .contains("tools[1] (`book_slot`): webhook.timeout_ms must be from 100 to 10000"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn the_cache_ttl_is_one_of_three_values_and_the_tenant_overrides_the_default() {
+        let defaults = Defaults::default();
+        assert_eq!(
+            Settings::resolve(&defaults, None).unwrap().cache_ttl,
+            defaults.cache_ttl
+        );
+        for (text, policy) in [
+            ("5m", CacheTtlPolicy::FiveMinutes),
+            ("1h", CacheTtlPolicy::OneHour),
+            ("auto", CacheTtlPolicy::Auto),
+        ] {
+            let config: TenantConfig =
+                serde_json::from_str(&format!(r#"{{"cache_ttl": "{text}"}}"#)).unwrap();
+            assert_eq!(
+                Settings::resolve(&defaults, Some(&config))
+                    .unwrap()
+                    .cache_ttl,
+                policy
+            );
+            assert_eq!(
+                serde_json::to_value(&config).unwrap()["cache_ttl"],
+                text,
+                "written back as read"
+            );
+        }
+        for bad in [r#""10m""#, r#""1H""#, r#""""#, "60"] {
+            let error = serde_json::from_str::<TenantConfig>(&format!(r#"{{"cache_ttl": {bad}}}"#))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                error.contains("cache_ttl") || error.contains("string"),
+                "{bad}: {error}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_token_keep_is_a_tenant_setting_beside_the_message_keep() {
+        let defaults = Defaults::default();
+        let config: TenantConfig =
+            serde_json::from_str(r#"{"window_keep_tokens": 1500, "window_keep_messages": 4}"#)
+                .unwrap();
+        let settings = Settings::resolve(&defaults, Some(&config)).unwrap();
+        assert_eq!(settings.compaction.keep_tokens, 1500);
+        assert_eq!(settings.compaction.keep_messages, 4);
+        let unset = Settings::resolve(&defaults, None).unwrap();
+        assert_eq!(
+            unset.compaction.keep_tokens,
+            defaults.compaction.keep_tokens
+        );
+        assert!(serde_json::from_str::<TenantConfig>(r#"{"window_keep_tokens": -1}"#).is_err());
     }
 
     #[test]

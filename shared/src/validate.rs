@@ -10,7 +10,7 @@
 use std::collections::{BTreeSet, HashSet};
 
 use crate::domain::{ContentBlock, Role};
-use crate::request::{MAX_BREAKPOINTS, ModelRequest, RequestBlock};
+use crate::request::{CacheTtl, MAX_BREAKPOINTS, ModelRequest, RequestBlock};
 
 /// A rule the request breaks; `message` is the text the real API returns in its
 /// 400 `invalid_request_error`.
@@ -54,6 +54,7 @@ pub fn validate_request(request: &ModelRequest) -> Result<(), ApiRuleViolation> 
             "A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. Found {breakpoints}."
         ));
     }
+    one_hour_before_five_minutes(request)?;
     for (index, block) in request.system.iter().enumerate() {
         if block.text.trim().is_empty() {
             return violation(format!(
@@ -237,6 +238,45 @@ fn tool_result_ids<'a>(blocks: &'a [&'a RequestBlock]) -> impl Iterator<Item = &
     })
 }
 
+/// One-hour breakpoints must come before five-minute ones, in the order tools →
+/// system → messages (degrau's tools carry no breakpoint). Paths are the
+/// request's own, before any merge of messages.
+fn one_hour_before_five_minutes(request: &ModelRequest) -> Result<(), ApiRuleViolation> {
+    let system = request
+        .system
+        .iter()
+        .enumerate()
+        .map(|(index, block)| (format!("system.{index}"), block.cache_control));
+    let messages = request
+        .messages
+        .iter()
+        .enumerate()
+        .flat_map(|(n, message)| {
+            message
+                .content
+                .iter()
+                .enumerate()
+                .map(move |(index, block)| {
+                    (format!("messages.{n}.content.{index}"), block.cache_control)
+                })
+        });
+    let mut five_minutes_seen = false;
+    for (path, control) in system.chain(messages) {
+        match control.map(|c| c.lifetime()) {
+            Some(CacheTtl::FiveMinutes) => five_minutes_seen = true,
+            Some(CacheTtl::OneHour) if five_minutes_seen => {
+                return violation(format!(
+                    "{path}.cache_control.ttl: a ttl='1h' cache_control block must not come after \
+                     a ttl='5m' cache_control block. Note that blocks are processed in the \
+                     following order: `tools`, `system`, `messages`."
+                ));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -363,6 +403,25 @@ mod tests {
         assert_eq!(
             validate_request(&req).unwrap_err().message,
             "A maximum of 4 blocks with cache_control may be provided. Found 5."
+        );
+    }
+
+    #[test]
+    fn refuses_a_one_hour_breakpoint_after_a_five_minute_one_with_the_apis_text() {
+        let two = || request(vec![message(Role::User, vec![B::text("a"), B::text("b")])]);
+        let mut ok = two();
+        ok.system[0].cache_control = Some(CacheControl::ONE_HOUR);
+        ok.messages[0].content[0].cache_control = Some(CacheControl::ONE_HOUR);
+        ok.messages[0].content[1].cache_control = Some(CacheControl::EPHEMERAL);
+        assert_eq!(validate_request(&ok), Ok(()));
+        let mut late = two();
+        late.system[0].cache_control = Some(CacheControl::EPHEMERAL);
+        late.messages[0].content[1].cache_control = Some(CacheControl::ONE_HOUR);
+        assert_eq!(
+            validate_request(&late).unwrap_err().message,
+            "messages.0.content.1.cache_control.ttl: a ttl='1h' cache_control block must not \
+             come after a ttl='5m' cache_control block. Note that blocks are processed in the \
+             following order: `tools`, `system`, `messages`."
         );
     }
 

@@ -55,6 +55,9 @@ pub(super) struct HeadItem {
     pub(super) hard_cap_at: Option<u64>,
     #[serde(default)]
     pub(super) expires_at: Option<i64>,
+    /// A list of numbers; absent on heads written before rounds recorded gaps.
+    #[serde(default)]
+    pub(super) recent_gaps: Vec<u32>,
 }
 
 /// A head as the sweep index has it: `sweep_sk` is when the head is due. (The
@@ -93,6 +96,7 @@ impl From<HeadItem> for Head {
             }),
             hard_cap_at: item.hard_cap_at,
             expires_at: item.expires_at,
+            recent_gaps: item.recent_gaps,
         }
     }
 }

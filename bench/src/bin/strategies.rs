@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! strategies [--long] [--turns 20,200] [--seed N] [--threshold TOKENS] [--keep N]
-//!            [--profiles none,messaging] [--gap-seconds N] [--policies LIST]
+//!            [--keep-tokens N] [--profiles none,messaging] [--gap-seconds N] [--policies LIST]
 //!            [--sequential] [--no-log-check] [--out DIR] [--show-script]
 //! strategies --sweep 4000,8000,16000,32000 [--sweep-turns 200] [--seed N] [--keep N]
 //! ```
@@ -31,7 +31,7 @@ use serde_json::json;
 
 const USAGE: &str = "\
 usage: strategies [--long] [--turns 20,200] [--seed N] [--threshold TOKENS] [--keep N]
-                  [--profiles none,messaging] [--gap-seconds N] [--policies LIST]
+                  [--keep-tokens N] [--profiles none,messaging] [--gap-seconds N] [--policies LIST]
                   [--sequential] [--no-log-check] [--out DIR] [--show-script]
        strategies --sweep T1,T2,... [--sweep-turns 200] [--seed N] [--keep N] [--out DIR]
 
@@ -42,13 +42,16 @@ usage: strategies [--long] [--turns 20,200] [--seed N] [--threshold TOKENS] [--k
                   COMPACTION_THRESHOLD_TOKENS' default)
   --keep N        messages a step keeps, and the sliding window's size (default: degrau's,
                   WINDOW_KEEP_MESSAGES' default)
+  --keep-tokens N tokens degrau keeps after a step at least (default: degrau's,
+                  WINDOW_KEEP_TOKENS' default; 0: by message count only)
   --profiles LIST timing profiles, each a full comparison (default none,messaging):
                   none (no time between turns), messaging (gaps drawn, seeded, from bursts,
                   replies, pauses and next-day returns: see strategies/timing.rs), every:N
                   (N seconds before every turn)
   --gap-seconds N the same as --profiles every:N (above 300 every five-minute entry
                   expires between turns)
-  --policies LIST which strategies to run (default full,sliding,stepped)
+  --policies LIST which strategies to run (default full,sliding,stepped,stepped-1h,
+                  stepped-auto: degrau's steps under CACHE_TTL=5m, 1h and auto)
   --sequential    run the strategies one after the other (default: at once)
   --no-log-check  do not compare the tap's records with the stand-in's log
   --show-script   print the scripted conversations (turn, kind, language, text) and stop
@@ -64,6 +67,7 @@ struct Options {
     seed: u64,
     threshold: u64,
     keep: usize,
+    keep_tokens: Option<u64>,
     parallel: bool,
     check_log: bool,
     out: PathBuf,
@@ -94,6 +98,7 @@ fn parse(args: &[String]) -> Result<Option<Options>, String> {
         seed: 2026,
         threshold: defaults.threshold_tokens,
         keep: defaults.keep_messages,
+        keep_tokens: None,
         parallel: true,
         check_log: true,
         out: std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -119,6 +124,7 @@ fn parse(args: &[String]) -> Result<Option<Options>, String> {
                 | "--seed"
                 | "--threshold"
                 | "--keep"
+                | "--keep-tokens"
                 | "--out"
                 | "--sweep"
                 | "--sweep-turns"
@@ -149,6 +155,7 @@ fn parse(args: &[String]) -> Result<Option<Options>, String> {
             "--seed" => options.seed = number(&value)?,
             "--threshold" => options.threshold = number(&value)?,
             "--keep" => options.keep = number(&value)? as usize,
+            "--keep-tokens" => options.keep_tokens = Some(number(&value)?),
             "--out" => options.out = PathBuf::from(value),
             "--sweep" => options.sweep = Some(list(flag, &value)?),
             "--sweep-turns" => options.sweep_turns = number(&value)? as usize,
@@ -193,6 +200,7 @@ fn settings_for(options: &Options, threshold: u64, profile: Profile) -> RunSetti
     RunSettings {
         threshold_tokens: threshold,
         keep_messages: options.keep,
+        keep_tokens: options.keep_tokens,
         standin_args: Vec::new(),
         check_log: options.check_log,
         profile,
@@ -273,7 +281,7 @@ async fn main() {
             options
                 .policies
                 .iter()
-                .map(|p| p.env_value())
+                .map(|p| p.name())
                 .collect::<Vec<_>>()
                 .join(", "),
             if options.parallel {
@@ -319,10 +327,12 @@ async fn main() {
     }
     println!("{}", degrau_bench::strategies::report::details(&groups));
     for m in groups.iter().flatten() {
-        if m.policy == Policy::Stepped && m.rejected > 0 {
+        if m.policy.is_stepped() && m.rejected > 0 {
             eprintln!(
-                "strategies: WARNING: degrau's steps saw {} rejected requests at {} turns",
-                m.rejected, m.turns
+                "strategies: WARNING: {} saw {} rejected requests at {} turns",
+                m.policy.label(),
+                m.rejected,
+                m.turns
             );
         }
         if let Some(check) = m.log_check.as_ref().filter(|c| !c.agrees) {

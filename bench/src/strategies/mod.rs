@@ -156,6 +156,8 @@ pub fn color(policy: Policy) -> &'static str {
         Policy::Full => "#d62728",
         Policy::Sliding => "#1f77b4",
         Policy::Stepped => "#2ca02c",
+        Policy::SteppedHour => "#9467bd",
+        Policy::SteppedAuto => "#ff7f0e",
     }
 }
 
@@ -294,8 +296,7 @@ pub fn goals(comparisons: &[Comparison<'_>], settings: &RunSettings) -> String {
     let mut out = String::new();
     for c in comparisons {
         let turns = c.conversation.turns.len();
-        let of = |policy| c.metrics.iter().find(|m| m.policy == policy);
-        let (Some(full), Some(stepped)) = (of(Policy::Full), of(Policy::Stepped)) else {
+        let Some(full) = c.metrics.iter().find(|m| m.policy == Policy::Full) else {
             continue;
         };
         let target = match (c.profile, turns) {
@@ -304,11 +305,15 @@ pub fn goals(comparisons: &[Comparison<'_>], settings: &RunSettings) -> String {
             (Profile::NoPauses, 200) => Some(0.33),
             _ => None,
         };
-        if let Some(target) = target {
+        let Some(target) = target else {
+            continue;
+        };
+        for stepped in c.metrics.iter().filter(|m| m.policy.is_stepped()) {
             let ratio = stepped.cost / full.cost;
             out.push_str(&format!(
-                "- {} timing, {turns} turns: degrau costs {ratio:.3}× full history; the goal is at most {target:.2}× ({}).\n",
+                "- {} timing, {turns} turns: {} costs {ratio:.3}× full history; the goal is at most {target:.2}× ({}).\n",
                 c.profile.label(),
+                stepped.policy.label(),
                 if ratio <= target {
                     "met".to_owned()
                 } else {
@@ -330,12 +335,13 @@ pub fn goals(comparisons: &[Comparison<'_>], settings: &RunSettings) -> String {
             .iter()
             .filter(|c| c.conversation.turns.len() >= 200)
         {
-            if let Some(m) = c.metrics.iter().find(|m| m.policy == Policy::Stepped) {
+            for m in c.metrics.iter().filter(|m| m.policy.is_stepped()) {
                 out.push_str(&format!(
-                    "- {} timing, {} turns, threshold {}: degrau's main-model cache read ratio is {:.1}%; the goal is at least {:.0}% ({}).\n",
+                    "- {} timing, {} turns, threshold {}: {}'s main-model cache read ratio is {:.1}%; the goal is at least {:.0}% ({}).\n",
                     c.profile.label(),
                     c.conversation.turns.len(),
                     report::thousands(settings.threshold_tokens as f64),
+                    m.policy.label(),
                     m.cache_read_ratio * 100.0,
                     target * 100.0,
                     if m.cache_read_ratio >= target {
@@ -367,17 +373,28 @@ pub fn markdown(
         machine.label()
     ));
     out.push_str(&format!(
-        "Each conversation is played three times through the real `ask` and `compactor` \
-         binaries on the local stack (moto, the bridge, the offline stand-in), a fresh stack \
-         each time, with only `CONTEXT_POLICY` switched. Tenant config for all three: \
-         compaction threshold {} tokens, keep {} messages (the sliding window keeps the \
-         same {} messages, cut at a safe start). Stand-in: context limit 200,000 tokens unless \
-         set otherwise ({}), minimum cacheable prefix 1,024, its own token count (a quarter of \
-         the characters of each block's JSON); degrau marks every breakpoint for five minutes \
-         (no `ttl`).\n\n",
+        "Each conversation is played once per strategy through the real `ask` and \
+         `compactor` binaries on the local stack (moto, the bridge, the offline stand-in), a \
+         fresh stack each time, with only `CONTEXT_POLICY` and `CACHE_TTL` switched: full \
+         history and the sliding window with five-minute entries (no `ttl`, what a client \
+         that never asks for one sends), degrau's steps under `CACHE_TTL=5m`, `1h` (the \
+         stable prefix, tools, instructions and contact context, cached for an hour; the \
+         messages' entries are five-minute ones under every policy) and `auto` (chosen per \
+         request from the contact's recent gaps, `shared/src/cache_ttl.rs`). Tenant config \
+         for all: compaction threshold {} tokens, keep {} messages (the sliding window keeps \
+         the same {} messages, cut at a safe start) and, for degrau's steps, at least {} \
+         tokens after a step (`window_keep_tokens`). Stand-in: context limit 200,000 tokens \
+         unless set otherwise ({}), minimum cacheable prefix 1,024, its own token count (a \
+         quarter of the characters of each block's JSON).\n\n",
         settings.threshold_tokens,
         settings.keep_messages,
         settings.keep_messages,
+        report::thousands(
+            settings
+                .keep_tokens
+                .unwrap_or(degrau::compaction::CompactionPolicy::default().keep_tokens)
+                as f64
+        ),
         if settings.standin_args.is_empty() {
             "no arguments".to_owned()
         } else {
@@ -425,11 +442,12 @@ pub fn markdown(
         ));
     }
     out.push_str(
-        "\n**Sessions.** The functions' session clock is their own system clock, which the \
-         benchmark does not move: every session stays open for all three strategies. That is \
-         what a deployment with the default `SESSION_IDLE_MINUTES` (24 hours) does with these \
-         gaps (the longest is 22 hours); a longer absence would close degrau's session, and the \
-         next message would start from the facts alone, so keeping it open does not flatter \
+        "\n**Sessions.** The functions' clock moves with the stand-in's (`CLOCK_OFFSET_FILE`: \
+         the benchmark adds each gap to it), so each round records the gap the profile meant \
+         and `CACHE_TTL=auto` decides from it. No gap reaches the default \
+         `SESSION_IDLE_MINUTES` (24 hours; the longest is 22 hours): every session stays open \
+         for every strategy. A longer absence would close degrau's session, and the next \
+         message would start from the facts alone, so keeping it open does not flatter \
          degrau.\n\n",
     );
     out.push_str(&format!(

@@ -518,7 +518,7 @@ mod tests {
         assert_eq!(m.ask_tokens.cache_write_1h, 1200);
         assert_eq!(m.ask_tokens.cache_write_5m, 1520);
         assert_eq!(m.rejected, 1);
-        assert!(split_table(&[vec![m]]).contains("| 2 | messaging | degrau (stepped) |"));
+        assert!(split_table(&[vec![m]]).contains("| 2 | messaging | degrau (5m) |"));
     }
 
     #[test]

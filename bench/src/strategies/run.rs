@@ -1,12 +1,14 @@
 //! Plays one scripted conversation through the real functions with one context
 //! policy: a fresh [`FullStack`] (its own moto server, table and FIFO queue, the
-//! stand-in, the `ask` and `compactor` binaries) whose functions run with `CONTEXT_POLICY` set and
-//! reach the stand-in through a [`Tap`]. After every turn the bridge drains the
-//! jobs queue (only the stepped policy queues steps; for the others it finds the
-//! queue empty). Before each turn the stand-in's cache clock (manual: only the
-//! benchmark moves it) advances by the timing profile's gap ([`super::timing`]).
-//! Nothing but `CONTEXT_POLICY` differs between the runs of one conversation and
-//! profile: same tenant config, same stand-in, same gaps, same accounting.
+//! stand-in, the `ask` and `compactor` binaries) whose functions run with
+//! `CONTEXT_POLICY` and `CACHE_TTL` set and reach the stand-in through a [`Tap`].
+//! After every turn the bridge drains the jobs queue (only the stepped policies
+//! queue steps; for the others it finds the queue empty). Before each turn the
+//! stand-in's cache clock (manual: only the benchmark moves it) and the functions'
+//! clock (`CLOCK_OFFSET_FILE`) advance by the timing profile's gap
+//! ([`super::timing`]). Nothing but `CONTEXT_POLICY` and `CACHE_TTL` differs
+//! between the runs of one conversation and profile: same tenant config, same
+//! stand-in, same gaps, same accounting.
 
 use std::time::Instant;
 
@@ -33,29 +35,76 @@ list_free_slots before offering a time, and book only what the customer confirme
 book_slot. Give the confirmation id after a booking. Remember the customer's preferences \
 (professional, time of day, style) and use them when offering times.";
 
-/// What a request carries of the conversation (`CONTEXT_POLICY`).
+/// What a request carries of the conversation (`CONTEXT_POLICY`), and, for
+/// degrau, how long its stable prefix stays cached (`CACHE_TTL`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
 pub enum Policy {
-    /// Every message of the session, every turn.
+    /// Every message of the session, every turn (five-minute entries).
+    #[serde(rename = "full")]
     Full,
-    /// The last `keep` messages, cut at a safe start, every turn.
+    /// The last `keep` messages, cut at a safe start, every turn (five-minute
+    /// entries).
+    #[serde(rename = "sliding")]
     Sliding,
-    /// degrau: summary plus the window since the last step.
+    /// degrau: summary plus the window since the last step, every entry five
+    /// minutes (`CACHE_TTL=5m`).
+    #[serde(rename = "stepped")]
     Stepped,
+    /// degrau with the stable prefix cached for an hour (`CACHE_TTL=1h`).
+    #[serde(rename = "stepped-1h")]
+    SteppedHour,
+    /// degrau choosing the prefix's lifetime from the gaps (`CACHE_TTL=auto`,
+    /// the default).
+    #[serde(rename = "stepped-auto")]
+    SteppedAuto,
 }
 
 impl Policy {
-    /// All three, in table order.
-    pub const ALL: [Policy; 3] = [Policy::Full, Policy::Sliding, Policy::Stepped];
+    /// All five, in table order.
+    pub const ALL: [Policy; 5] = [
+        Policy::Full,
+        Policy::Sliding,
+        Policy::Stepped,
+        Policy::SteppedHour,
+        Policy::SteppedAuto,
+    ];
 
     /// The `CONTEXT_POLICY` value.
     pub fn env_value(self) -> &'static str {
         match self {
             Policy::Full => "full",
             Policy::Sliding => "sliding",
-            Policy::Stepped => "stepped",
+            Policy::Stepped | Policy::SteppedHour | Policy::SteppedAuto => "stepped",
         }
+    }
+
+    /// The `CACHE_TTL` value: full history and the sliding window are measured as
+    /// a client that never asks for a `ttl` would send them.
+    pub fn cache_ttl(self) -> &'static str {
+        match self {
+            Policy::Full | Policy::Sliding | Policy::Stepped => "5m",
+            Policy::SteppedHour => "1h",
+            Policy::SteppedAuto => "auto",
+        }
+    }
+
+    /// The name `--policies` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::Full => "full",
+            Policy::Sliding => "sliding",
+            Policy::Stepped => "stepped",
+            Policy::SteppedHour => "stepped-1h",
+            Policy::SteppedAuto => "stepped-auto",
+        }
+    }
+
+    /// Whether this is degrau's steps (under any cache lifetime).
+    pub fn is_stepped(self) -> bool {
+        matches!(
+            self,
+            Policy::Stepped | Policy::SteppedHour | Policy::SteppedAuto
+        )
     }
 
     /// A label for tables and plots.
@@ -63,13 +112,15 @@ impl Policy {
         match self {
             Policy::Full => "full history",
             Policy::Sliding => "sliding window",
-            Policy::Stepped => "degrau (stepped)",
+            Policy::Stepped => "degrau (5m)",
+            Policy::SteppedHour => "degrau (1h)",
+            Policy::SteppedAuto => "degrau (auto)",
         }
     }
 
-    /// Parses `full`, `sliding` or `stepped`.
+    /// Parses `full`, `sliding`, `stepped`, `stepped-1h` or `stepped-auto`.
     pub fn parse(text: &str) -> Option<Policy> {
-        Policy::ALL.into_iter().find(|p| p.env_value() == text)
+        Policy::ALL.into_iter().find(|p| p.name() == text)
     }
 }
 
@@ -80,6 +131,8 @@ pub struct RunSettings {
     pub threshold_tokens: u64,
     /// `window_keep_messages` of the tenant (the sliding window's size too).
     pub keep_messages: usize,
+    /// `window_keep_tokens` of the tenant; `None`: degrau's default.
+    pub keep_tokens: Option<u64>,
     /// Arguments of the stand-in.
     pub standin_args: Vec<String>,
     /// Whether to check the tap's figures against the stand-in's own log at the end.
@@ -162,10 +215,15 @@ pub async fn run_strategy(
     let gaps = settings
         .profile
         .gaps(conversation.turns.len(), conversation.seed);
+    // The functions' clock moves with the stand-in's: the gaps a round records
+    // for `CACHE_TTL=auto` are the profile's.
+    let mut clock = ClockOffset::new();
     let stack = FullStack::start_with(&StackOptions {
         standin_args: &standin_args,
         env: vec![
             ("CONTEXT_POLICY".to_owned(), policy.env_value().to_owned()),
+            ("CACHE_TTL".to_owned(), policy.cache_ttl().to_owned()),
+            ("CLOCK_OFFSET_FILE".to_owned(), clock.path_string()),
             ("ANTHROPIC_BASE_URL".to_owned(), tap.url.clone()),
         ],
         moto_endpoint: Some(moto.url.clone()),
@@ -180,6 +238,7 @@ pub async fn run_strategy(
                 instructions: Some(INSTRUCTIONS.to_owned()),
                 compaction_threshold_tokens: Some(settings.threshold_tokens),
                 window_keep_messages: Some(settings.keep_messages),
+                window_keep_tokens: settings.keep_tokens,
                 ..TenantConfig::default()
             },
         )
@@ -191,6 +250,7 @@ pub async fn run_strategy(
     for (index, turn) in conversation.turns.iter().enumerate() {
         if gaps[index].seconds > 0 {
             advance_clock(&stack.standin.url, gaps[index].seconds).await;
+            clock.advance(gaps[index].seconds);
         }
         let watch = (index == conversation.recall_turn).then_some(conversation.identifier.as_str());
         tap.begin_turn(index, watch);
@@ -198,7 +258,7 @@ pub async fn run_strategy(
         if status != 200 {
             eprintln!(
                 "  [{} {total}] turn {index}: status {status} {}",
-                policy.env_value(),
+                policy.name(),
                 raw.chars().take(200).collect::<String>()
             );
         }
@@ -209,7 +269,7 @@ pub async fn run_strategy(
         if (index + 1).is_multiple_of(100) && index + 1 < total {
             eprintln!(
                 "  [{} {total}] turn {}/{total}, {:.0} s",
-                policy.env_value(),
+                policy.name(),
                 index + 1,
                 started.elapsed().as_secs_f64()
             );
@@ -267,6 +327,53 @@ async fn post(stack: &FullStack, text: &str) -> (u16, String) {
             (reply.status, reply.raw)
         }
         Err(error) => (0, error.to_string()),
+    }
+}
+
+/// The file the functions' clock reads its offset from (`CLOCK_OFFSET_FILE`):
+/// the seconds the benchmark has moved time forward, removed with the run.
+struct ClockOffset {
+    path: std::path::PathBuf,
+    seconds: u64,
+}
+
+impl ClockOffset {
+    fn new() -> ClockOffset {
+        let path = std::env::temp_dir().join(format!(
+            "degrau-bench-clock-{}-{}",
+            std::process::id(),
+            fastrand::u64(..)
+        ));
+        let offset = ClockOffset { path, seconds: 0 };
+        offset.write();
+        offset
+    }
+
+    fn path_string(&self) -> String {
+        self.path.to_string_lossy().into_owned()
+    }
+
+    fn advance(&mut self, seconds: u64) {
+        self.seconds += seconds;
+        self.write();
+    }
+
+    /// Written whole to a temporary file and renamed, so a reading never sees
+    /// half a number. A clock that did not move would make every gap after it
+    /// wrong: panics.
+    fn write(&self) {
+        let partial = self.path.with_extension("partial");
+        let written = std::fs::write(&partial, self.seconds.to_string())
+            .and_then(|()| std::fs::rename(&partial, &self.path));
+        if let Err(error) = written {
+            panic!("the functions' clock did not move: {error}");
+        }
+    }
+}
+
+impl Drop for ClockOffset {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
     }
 }
 
@@ -352,5 +459,34 @@ async fn check_log(standin_url: &str, calls: &[Call]) -> LogCheck {
         logged_calls: logged.len(),
         tapped_calls: calls.len(),
         agrees,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn degraus_three_runs_differ_only_in_their_cache_ttl() {
+        for policy in Policy::ALL {
+            assert_eq!(Policy::parse(policy.name()), Some(policy));
+            assert_eq!(
+                serde_json::to_value(policy).unwrap(),
+                serde_json::json!(policy.name())
+            );
+            degrau::cache_ttl::CacheTtlPolicy::parse(policy.cache_ttl()).unwrap();
+        }
+        let stepped: Vec<(&str, &str)> = Policy::ALL
+            .into_iter()
+            .filter(|p| p.is_stepped())
+            .map(|p| (p.env_value(), p.cache_ttl()))
+            .collect();
+        assert_eq!(
+            stepped,
+            [("stepped", "5m"), ("stepped", "1h"), ("stepped", "auto")]
+        );
+        assert_eq!(Policy::Full.cache_ttl(), "5m");
+        assert_eq!(Policy::Sliding.cache_ttl(), "5m");
+        assert_eq!(Policy::parse("stepped-2h"), None);
     }
 }

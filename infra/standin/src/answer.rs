@@ -680,6 +680,7 @@ mod tests {
             summary,
             window,
             round,
+            prefix_ttl: degrau::request::CacheTtl::FiveMinutes,
         })
         .unwrap()
     }

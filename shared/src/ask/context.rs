@@ -17,8 +17,9 @@ use serde::Serialize;
 
 use super::round::first_cut;
 use super::{AskError, AskService, Turn};
+use crate::compaction::text_tokens;
 use crate::domain::Incarnation;
-use crate::request::{ContextParts, ModelContext, build_context};
+use crate::request::{ContextParts, ModelContext, build_context, render_contact_context};
 use crate::store::ContactKey;
 
 /// Opens every head token: the format's version.
@@ -150,11 +151,20 @@ impl AskService {
         let turn = self.load_turn(key, &settings).await?;
         let cut = first_cut(&settings, &turn);
         let plan = &turn.plan;
+        // The client's tools are not known here: the prefix counted for the cache
+        // TTL policy is the two system blocks (a client whose tools are long may get
+        // five minutes where `ask` would give an hour; never the other way round).
+        let prefix_tokens = text_tokens(&settings.instructions)
+            + text_tokens(&render_contact_context(
+                &turn.facts,
+                plan.summary.as_deref(),
+            ));
         let context = build_context(&ContextParts {
             instructions: &settings.instructions,
             facts: &turn.facts,
             summary: plan.summary.as_deref(),
             window: &plan.window[cut.start..],
+            prefix_ttl: settings.cache_ttl.prefix_ttl(&plan.gaps, prefix_tokens),
         })
         .map_err(|e| AskError::Internal(e.to_string()))?;
         let head = HeadToken::of(&turn);

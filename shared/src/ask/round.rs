@@ -10,12 +10,15 @@ use tracing::{info, warn};
 
 use super::{AskError, AskService, MAX_RETRY_MAX_TOKENS, MAX_TOOL_ITERATIONS, MIN_MODEL_CALL};
 use super::{Turn, out_of_time};
+use crate::compaction::{KEEP_CHARS_PER_TOKEN, text_tokens};
 use crate::compaction::{WindowCut, overflow_cut, request_window};
 use crate::deadline::Deadline;
 use crate::domain::{ContentBlock, Message, Role};
 use crate::metrics::Event;
 use crate::model::{ModelError, ModelResponse, StopReason};
-use crate::request::{ModelRequest, RequestParts, ToolDef, build_request};
+use crate::request::{
+    CacheTtl, ModelRequest, RequestParts, ToolDef, build_request, render_contact_context,
+};
 use crate::store::ContactKey;
 use crate::tenant::{ContextPolicy, Settings};
 use crate::tools::{
@@ -44,6 +47,8 @@ pub(super) struct RoundStats {
     /// The request that answered sent a window cut at the hard cap (or, after
     /// "prompt is too long", at the overflow cut).
     pub(super) hard_capped: bool,
+    /// The lifetime the round's requests gave the stable prefix.
+    pub(super) prefix_ttl: CacheTtl,
 }
 
 /// Who ran a round's model calls and tools.
@@ -152,6 +157,7 @@ impl AskService {
         let tools = self.tools.definitions(&settings.tools);
         let mut state = RoundLoop::new(settings, turn, text);
         loop {
+            state.round.stats.prefix_ttl = state.prefix_ttl(&tools);
             let request = state.request(&tools)?;
             if !deadline.allows(MIN_MODEL_CALL) {
                 return Err(out_of_time("before a model call"));
@@ -296,6 +302,7 @@ impl<'a> RoundLoop<'a> {
             );
         }
         let plan = &self.turn.plan;
+        let prefix_ttl = self.prefix_ttl(tools);
         let messages: Vec<Message> = self
             .round
             .messages
@@ -312,8 +319,26 @@ impl<'a> RoundLoop<'a> {
             summary: plan.summary.as_deref(),
             window: &plan.window[self.cut.start..],
             round: &messages,
+            prefix_ttl,
         })
         .map_err(|e| AskError::Internal(e.to_string()))
+    }
+
+    /// The lifetime of the stable prefix's entries: the tenant's policy over the
+    /// contact's recent gaps, this round's included, and the prefix's estimated
+    /// size (tools, instructions and contact context, a token per
+    /// [`KEEP_CHARS_PER_TOKEN`] characters; see [`crate::cache_ttl`]).
+    fn prefix_ttl(&self, tools: &[ToolDef]) -> CacheTtl {
+        let tools_chars = serde_json::to_string(tools).map_or(0, |json| json.len() as u64);
+        let prefix_tokens = tools_chars.div_ceil(KEEP_CHARS_PER_TOKEN)
+            + text_tokens(&self.settings.instructions)
+            + text_tokens(&render_contact_context(
+                &self.turn.facts,
+                self.turn.plan.summary.as_deref(),
+            ));
+        self.settings
+            .cache_ttl
+            .prefix_ttl(&self.turn.plan.gaps, prefix_tokens)
     }
 
     /// Cuts the window once at the overflow cut (a safe start near its end).

@@ -282,6 +282,7 @@ impl Store for MemoryStore {
         head.last_round.clone_from(&commit.head.last_round);
         head.hard_cap_at = commit.head.hard_cap_at;
         head.expires_at = commit.head.expires_at;
+        head.recent_gaps.clone_from(&commit.head.recent_gaps);
         if commit.head.facts_pending.is_some() {
             head.facts_pending = commit.head.facts_pending;
         }

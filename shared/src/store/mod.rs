@@ -150,8 +150,9 @@ pub struct RoundCommit {
     /// still has none, when the loaded one had none).
     pub expected: Option<Head>,
     /// The new head. Only the fields `ask` owns are written (session, last_seq,
-    /// last context tokens, last activity, `expires_at`, `facts_requested` and
-    /// `hard_cap_at` as given — set when `Some`, removed when `None` —,
+    /// last context tokens, last activity, `expires_at`, the recent gaps as given,
+    /// `facts_requested` and `hard_cap_at` as given — set when `Some`, removed
+    /// when `None` —,
     /// `facts_pending` when `Some` (a round that requests an extraction; `None`
     /// leaves it), and, when the session changes, the reset of summary,
     /// summarized_until and steps), so a compaction step applied meanwhile is

@@ -1,12 +1,13 @@
-//! The core's integration tests, one binary: the ask service, its limits, the
-//! compactor and the sweep against the in-memory store and the strict scripted
-//! model, and property tests over generated conversations. `helpers` holds what
-//! they share.
+//! The core's integration tests, one binary: the ask service, its limits, its cache
+//! TTL policy, the compactor and the sweep against the in-memory store and the
+//! strict scripted model, and property tests over generated conversations.
+//! `helpers` holds what they share.
 
 #![allow(clippy::unwrap_used, missing_docs)] // a test binary: a panic is a failed test
 
 mod ask_limits;
 mod ask_service;
+mod cache_ttl;
 mod compactor;
 mod helpers;
 mod own_loop;

@@ -1,7 +1,9 @@
 //! Property tests over generated conversations with random tool rounds (several
 //! `tool_use`/`tool_result` pairs per turn, parallel calls, text beside calls).
 
-use degrau::compaction::{CompactionPolicy, overflow_cut, plan_step};
+use degrau::compaction::{
+    CompactionPolicy, kept_window_start, overflow_cut, plan_step, window_tokens,
+};
 use degrau::domain::{ContentBlock, Fact, FactKey, FactSource, Head, Message, Role, StoredMessage};
 use degrau::pruning::{PLACEHOLDER_PREFIX, apply};
 use degrau::request::{
@@ -110,6 +112,7 @@ fn request(
         summary,
         window,
         round,
+        prefix_ttl: degrau::request::CacheTtl::FiveMinutes,
     })
     .expect("a valid window builds")
 }
@@ -240,9 +243,9 @@ proptest! {
         budget in prop_oneof![Just(u64::MAX), 1u64..2_000],
     ) {
         let mut messages = history(&turns);
-        let policy = CompactionPolicy { threshold_tokens: 1, keep_messages: keep, hard_limit_tokens: u64::MAX, prune_keep_turns: keep_turns, prune_min_chars: 100, max_fold_tokens: budget };
+        let policy = CompactionPolicy { threshold_tokens: 1, keep_messages: keep, keep_tokens: 0, hard_limit_tokens: u64::MAX, prune_keep_turns: keep_turns, prune_min_chars: 100, max_fold_tokens: budget };
         let head = Head { session: 1, last_seq: messages.len() as u64, ..Head::default() };
-        let Some(plan) = plan_step(&head, &messages, 10, &policy) else {
+        let Some(plan) = plan_step(&head, &messages, 10, 0, &policy) else {
             prop_assert_eq!(safe_window_start(&messages, keep), 0);
             return Ok(());
         };
@@ -276,7 +279,7 @@ proptest! {
         // A later step never undoes a pruning decision.
         let head = Head { summarized_until: plan.new_summarized_until, ..head };
         let tighter = CompactionPolicy { prune_keep_turns: 1, keep_messages: keep / 2, ..policy };
-        if let Some(later) = plan_step(&head, &messages, 10, &tighter) {
+        if let Some(later) = plan_step(&head, &messages, 10, 0, &tighter) {
             prop_assert_eq!(later.seen_summarized_until, plan.new_summarized_until);
             apply(&mut messages, &later.prune);
         }
@@ -285,6 +288,21 @@ proptest! {
             let placeholders = message.pruned.as_ref().unwrap().iter().filter(|b| matches!(b, ContentBlock::ToolResult { content, .. } if content.starts_with(PLACEHOLDER_PREFIX))).count();
             let before = decision.pruned.iter().filter(|b| matches!(b, ContentBlock::ToolResult { content, .. } if content.starts_with(PLACEHOLDER_PREFIX))).count();
             prop_assert!(placeholders >= before);
+        }
+    }
+
+    #[test]
+    fn a_token_sized_keep_holds_its_tokens_and_never_fewer_messages_than_its_floor(
+        turns in conversation(), keep in 0usize..20, keep_tokens in 0u64..4000, prefix in 0u64..1500,
+    ) {
+        let messages = history(&turns);
+        let policy = CompactionPolicy { threshold_tokens: 6000, keep_messages: keep, keep_tokens, ..CompactionPolicy::default() };
+        let start = kept_window_start(&messages, prefix, &policy);
+        prop_assert!(start <= safe_window_start(&messages, keep), "the message count is a floor");
+        if start > 0 {
+            prop_assert!(messages.get(start).is_none_or(|m| m.is_user_text_only()));
+            let held: u64 = prefix + window_tokens(&messages)[start..].iter().sum::<u64>();
+            prop_assert!(held >= keep_tokens.min(3000), "{} < {}", held, keep_tokens);
         }
     }
 

@@ -418,6 +418,7 @@ fn round(key: &ContactKey, expected: Option<&Head>, messages: Vec<StoredMessage>
             facts_pending: None,
             hard_cap_at: None,
             expires_at: Some(RETAINED),
+            recent_gaps: Vec::new(),
         },
         sweep: SweepSlot {
             bucket: sweep_bucket(key),
@@ -726,6 +727,44 @@ async fn a_commit_in_the_same_session_keeps_a_compaction_step_applied_meanwhile(
         (head.summarized_until, head.summary.as_deref(), head.steps),
         (2, Some("Ana asked one."), 1)
     );
+}
+
+async fn a_round_writes_its_gap_record_on_the_head_and_a_step_keeps_it(backend: impl Backend) {
+    let store = backend.store();
+    let key = ana();
+    let head = commit(&*store, &key, exchange(1, None, "one")).await;
+    assert!(head.recent_gaps.is_empty(), "a first round has no gap");
+    let mut next = round(&key, Some(&head), exchange(1, Some(&head), "two"));
+    next.head.recent_gaps = vec![30, 900, 72_000];
+    store.commit_round(&next).await.unwrap();
+    let turn = store.load_turn(&key, NOW).await.unwrap().head.unwrap();
+    assert_eq!(turn.recent_gaps, [30, 900, 72_000]);
+    let (memory, _) = store.load_memory(&key, NOW).await.unwrap();
+    assert_eq!(memory.unwrap().recent_gaps, [30, 900, 72_000]);
+    // A step owns other fields: the record stays.
+    let applied = stepped(&*store, &key, 1, 0, 2, "Ana asked one.", &[]).await;
+    assert!(store.apply_step(&key, &applied).await.unwrap());
+    let stepped_head = store.load_turn(&key, NOW).await.unwrap().head.unwrap();
+    assert_eq!(stepped_head.summarized_until, 2);
+    assert_eq!(stepped_head.recent_gaps, [30, 900, 72_000]);
+    // Each round writes the record it was given: a new session's too.
+    let mut third = round(
+        &key,
+        Some(&stepped_head),
+        exchange(2, Some(&stepped_head), "three"),
+    );
+    third.head.recent_gaps = vec![900, 72_000, u32::MAX];
+    store.commit_round(&third).await.unwrap();
+    let head = store.load_turn(&key, NOW).await.unwrap().head.unwrap();
+    assert_eq!(
+        (head.session, head.recent_gaps.clone()),
+        (2, vec![900, 72_000, u32::MAX])
+    );
+    // An empty record removes it.
+    let fourth = round(&key, Some(&head), exchange(2, Some(&head), "four"));
+    store.commit_round(&fourth).await.unwrap();
+    let head = store.load_turn(&key, NOW).await.unwrap().head.unwrap();
+    assert!(head.recent_gaps.is_empty());
 }
 
 async fn the_window_never_holds_messages_at_or_before_summarized_until(backend: impl Backend) {
@@ -2310,6 +2349,7 @@ macro_rules! contract_tests {
             a_round_reusing_a_stored_sequence_number_conflicts_and_changes_nothing,
             a_new_session_resets_the_summary_and_leaves_the_old_session_out_of_the_window,
             a_commit_in_the_same_session_keeps_a_compaction_step_applied_meanwhile,
+            a_round_writes_its_gap_record_on_the_head_and_a_step_keeps_it,
             the_window_never_holds_messages_at_or_before_summarized_until,
             facts_whose_ttl_passed_are_filtered_out,
             an_idempotency_key_runs_once_and_then_replays_its_response,
