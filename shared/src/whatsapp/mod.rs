@@ -19,6 +19,7 @@
 //! * The services: [`webhook`] (`WebhookService`: record and enqueue, fast) and
 //!   [`worker`] (`Worker`: a burst becomes one turn, the ask service answers it, the
 //!   reply is sent within the customer service window).
+//! * With `test-util`: `testing`, a recording queue and a scripted Graph API.
 //!
 //! **Once, and in order.** Meta delivers at least once. The webhook writes a durable
 //! record per message id (a conditional put), then enqueues it (the FIFO queue's
@@ -37,6 +38,8 @@ pub mod outbound;
 pub mod settings;
 pub mod signature;
 pub mod store;
+#[cfg(any(test, feature = "test-util"))]
+pub mod testing;
 pub mod webhook;
 pub mod worker;
 

@@ -11,3 +11,4 @@ mod compactor;
 mod helpers;
 mod properties;
 mod sweep;
+mod whatsapp;
