@@ -21,14 +21,18 @@
 //!   * [`anthropic`]: the `Model` port on the Anthropic Messages API, over `reqwest`.
 //!   * [`ssm`]: the API key read from an SSM SecureString at init.
 //!
+//!   * [`whatsapp`]: the WhatsApp channel's inbound queue (SQS FIFO), the Graph API
+//!     client, its configuration and the two functions' constructors; its records
+//!     are the DynamoDB adapter's (`dynamodb/whatsapp.rs`).
+//!
 //! Adapters still to come go beside these, one module (or folder) each, and into
 //! [`wiring`] when a setting selects them: tools behind HTTPS webhooks (the `Tools`
-//! port), Amazon Bedrock (the `Model` port), a WhatsApp channel on the Graph API (a
-//! new edge in front of the `ask` service).
+//! port), Amazon Bedrock (the `Model` port).
 
 pub mod anthropic;
 pub mod config;
 pub mod dynamodb;
 pub mod sqs;
 pub mod ssm;
+pub mod whatsapp;
 pub mod wiring;
