@@ -11,8 +11,8 @@ use aws_sdk_dynamodb::types::{AttributeValue, Put, ReturnValue, TransactWriteIte
 use degrau::domain::TenantId;
 use degrau::store::{ContactKey, StoreError};
 use degrau::whatsapp::store::{
-    InboundRecord, MAX_UNHANDLED, NewInbound, Outgoing, RecordState, Recorded, TurnId,
-    TurnRecord, TurnStatus, WhatsAppStore, validate_turn,
+    InboundRecord, MAX_UNHANDLED, NewInbound, Outgoing, RecordState, Recorded, TurnId, TurnRecord,
+    TurnStatus, WhatsAppStore, validate_turn,
 };
 use degrau::whatsapp::{PhoneNumberId, RECORD_TTL_SECONDS, WaMessageId};
 use serde::{Deserialize, Serialize};

@@ -100,7 +100,10 @@ impl GraphSender {
 /// What one attempt came to.
 enum Attempt {
     Sent,
-    Retry { after: Option<Duration>, why: String },
+    Retry {
+        after: Option<Duration>,
+        why: String,
+    },
     Final(SendError),
 }
 
@@ -173,7 +176,11 @@ impl Sender for GraphSender {
                 Attempt::Sent => return Ok(()),
                 Attempt::Final(error) => return Err(error),
                 Attempt::Retry { after, why } => {
-                    warn!(attempt, why = why.as_str(), "the Graph API did not take the message");
+                    warn!(
+                        attempt,
+                        why = why.as_str(),
+                        "the Graph API did not take the message"
+                    );
                     let wait = after.unwrap_or_else(|| backoff(attempt));
                     last = why;
                     if attempt == MAX_ATTEMPTS || !deadline.allows(wait + MIN_ATTEMPT) {
@@ -199,9 +206,15 @@ mod tests {
     type Seen = Arc<Mutex<Vec<(String, String, Value)>>>;
 
     /// A Graph API that answers from `answers` (status, headers, body), then 200.
-    async fn fake_graph(answers: Vec<(u16, Vec<(&'static str, &'static str)>, Value)>) -> (String, Seen) {
+    async fn fake_graph(
+        answers: Vec<(u16, Vec<(&'static str, &'static str)>, Value)>,
+    ) -> (String, Seen) {
         let seen: Seen = Arc::default();
-        let script = Arc::new(Mutex::new(answers.into_iter().collect::<std::collections::VecDeque<_>>()));
+        let script = Arc::new(Mutex::new(
+            answers
+                .into_iter()
+                .collect::<std::collections::VecDeque<_>>(),
+        ));
         let recorded = seen.clone();
         let app = axum::Router::new().fallback(
             move |uri: axum::http::Uri, headers: HeaderMap, body: String| {
@@ -287,18 +300,26 @@ mod tests {
     #[tokio::test]
     async fn refusals_are_final_and_131047_is_the_window() {
         let (url, seen) = fake_graph(vec![
-            (400, vec![], json!({"error": {"code": 131047, "message": "Re-engagement message"}})),
+            (
+                400,
+                vec![],
+                json!({"error": {"code": 131047, "message": "Re-engagement message"}}),
+            ),
             (401, vec![], json!({"error": {"code": 190}})),
         ])
         .await;
         let graph = GraphSender::new(url, "v23.0", "t").unwrap();
         let (from, to) = ids();
         assert_eq!(
-            graph.send(&from, &to, OutboundMessage::Text("a"), minute()).await,
+            graph
+                .send(&from, &to, OutboundMessage::Text("a"), minute())
+                .await,
             Err(SendError::OutsideWindow)
         );
         assert_eq!(
-            graph.send(&from, &to, OutboundMessage::Text("a"), minute()).await,
+            graph
+                .send(&from, &to, OutboundMessage::Text("a"), minute())
+                .await,
             Err(SendError::Rejected {
                 status: 401,
                 code: Some(190)
@@ -323,7 +344,14 @@ mod tests {
                 Deadline::after(Duration::from_secs(5)),
             )
             .await;
-        assert!(matches!(result, Err(SendError::Unavailable(_))), "{result:?}");
-        assert_eq!(seen.lock().unwrap().len(), 1, "a 30 s wait does not fit 5 s");
+        assert!(
+            matches!(result, Err(SendError::Unavailable(_))),
+            "{result:?}"
+        );
+        assert_eq!(
+            seen.lock().unwrap().len(),
+            1,
+            "a 30 s wait does not fit 5 s"
+        );
     }
 }

@@ -79,7 +79,11 @@ mod tests {
             message: WaMessageId::parse("wamid.other").unwrap(),
             ..message.clone()
         };
-        assert_eq!(message_group_id(&other), group, "one group per conversation");
+        assert_eq!(
+            message_group_id(&other),
+            group,
+            "one group per conversation"
+        );
         assert_ne!(deduplication_id(&other), dedup);
     }
 }

@@ -117,7 +117,10 @@ impl WorkerConfig {
             .is_some_and(|(major, minor)| {
                 !major.is_empty()
                     && !minor.is_empty()
-                    && major.chars().chain(minor.chars()).all(|c| c.is_ascii_digit())
+                    && major
+                        .chars()
+                        .chain(minor.chars())
+                        .all(|c| c.is_ascii_digit())
             });
         if !version_ok {
             return Err(ConfigError(format!(
@@ -233,7 +236,10 @@ mod tests {
         let config = WebhookConfig::from_map(&vars(&[
             ("TABLE_NAME", "t"),
             ("WHATSAPP_QUEUE_URL", "http://q"),
-            ("WHATSAPP_APP_SECRET_PARAMETER", "/degrau/whatsapp-app-secret"),
+            (
+                "WHATSAPP_APP_SECRET_PARAMETER",
+                "/degrau/whatsapp-app-secret",
+            ),
             ("WHATSAPP_VERIFY_TOKEN", "verify-me"),
         ]))
         .unwrap();

@@ -109,7 +109,9 @@ pub enum DeliveryError {
     #[error("the body is not a WhatsApp Business Account notification: {0}")]
     Malformed(String),
     /// More than [`MAX_ITEMS_PER_DELIVERY`] messages and statuses.
-    #[error("the notification holds {0} messages and statuses; the limit is {MAX_ITEMS_PER_DELIVERY}")]
+    #[error(
+        "the notification holds {0} messages and statuses; the limit is {MAX_ITEMS_PER_DELIVERY}"
+    )]
     TooLarge(usize),
 }
 
@@ -229,7 +231,9 @@ pub fn parse_delivery(body: &[u8]) -> Result<Delivery, DeliveryError> {
     let mut items = 0usize;
     for change in notification.entry.into_iter().flat_map(|e| e.changes) {
         if change.field != "messages" {
-            delivery.ignored.push(format!("field:{}", short(&change.field)));
+            delivery
+                .ignored
+                .push(format!("field:{}", short(&change.field)));
             continue;
         }
         let Ok(value) = serde_json::from_value::<MessagesValue>(change.value) else {
@@ -281,7 +285,9 @@ fn read_message(delivery: &mut Delivery, phone: &PhoneNumberId, message: Value) 
         "text" => Body::Text(raw.text.map(|t| t.body).unwrap_or_default()),
         "button" => Body::Text(raw.button.map(|b| b.text).unwrap_or_default()),
         "interactive" => {
-            let reply = raw.interactive.and_then(|i| i.button_reply.or(i.list_reply));
+            let reply = raw
+                .interactive
+                .and_then(|i| i.button_reply.or(i.list_reply));
             Body::Text(reply.map(|r| r.title).unwrap_or_default())
         }
         kind @ ("image" | "video" | "document") => {
@@ -382,13 +388,26 @@ mod tests {
         let texts: Vec<String> = parsed.inbound.iter().map(|m| m.body.turn_text()).collect();
         assert_eq!(
             texts,
-            ["oi", "[audio]", "[image] meu cabelo", "[location]", "Sim", "[unsupported]"]
+            [
+                "oi",
+                "[audio]",
+                "[image] meu cabelo",
+                "[location]",
+                "Sim",
+                "[unsupported]"
+            ]
         );
-        assert!(!texts.iter().any(|t| t.contains("1.5")), "no coordinates kept");
+        assert!(
+            !texts.iter().any(|t| t.contains("1.5")),
+            "no coordinates kept"
+        );
         assert_eq!(parsed.ignored, ["reaction"]);
         assert!(parsed.inbound[1].body.is_bare_note());
         assert!(!parsed.inbound[2].body.is_bare_note());
-        assert_eq!(parsed.inbound[0].phone_number_id.as_str(), "100000000000001");
+        assert_eq!(
+            parsed.inbound[0].phone_number_id.as_str(),
+            "100000000000001"
+        );
     }
 
     #[test]
@@ -416,7 +435,10 @@ mod tests {
         ])));
         assert_eq!(parsed.refused, ["bad_sender", "bad_message_id"]);
         assert_eq!(parsed.inbound.len(), 1);
-        for body in [b"not json".to_vec(), br#"{"object": "page", "entry": []}"#.to_vec()] {
+        for body in [
+            b"not json".to_vec(),
+            br#"{"object": "page", "entry": []}"#.to_vec(),
+        ] {
             assert!(matches!(
                 parse_delivery(&body),
                 Err(DeliveryError::Malformed(_))
@@ -429,8 +451,10 @@ mod tests {
             parse_delivery(messages(Value::Array(many)).to_string().as_bytes()),
             Err(DeliveryError::TooLarge(MAX_ITEMS_PER_DELIVERY + 1))
         );
-        let other = parse(json!({"object": "whatsapp_business_account", "entry": [{"changes": [
-            {"field": "message_template_status_update", "value": {}}]}]}));
+        let other = parse(
+            json!({"object": "whatsapp_business_account", "entry": [{"changes": [
+            {"field": "message_template_status_update", "value": {}}]}]}),
+        );
         assert_eq!(other.ignored, ["field:message_template_status_update"]);
     }
 

@@ -87,9 +87,7 @@ pub fn handshake(
     challenge: Option<&str>,
 ) -> Handshake {
     let (Some(mode), Some(token), Some(challenge)) = (mode, token, challenge) else {
-        return Handshake::Invalid(
-            "hub.mode, hub.verify_token and hub.challenge are all required",
-        );
+        return Handshake::Invalid("hub.mode, hub.verify_token and hub.challenge are all required");
     };
     if mode != "subscribe" || !token_matches(verify_token, token) {
         return Handshake::Forbidden;
@@ -149,7 +147,11 @@ mod tests {
     fn the_handshake_echoes_the_challenge_only_for_the_right_token() {
         let ok = handshake("tok", Some("subscribe"), Some("tok"), Some("1158201444"));
         assert_eq!(ok, Handshake::Echo("1158201444".into()));
-        for (mode, token) in [("subscribe", "tok2"), ("subscribe", ""), ("unsubscribe", "tok")] {
+        for (mode, token) in [
+            ("subscribe", "tok2"),
+            ("subscribe", ""),
+            ("unsubscribe", "tok"),
+        ] {
             assert_eq!(
                 handshake("tok", Some(mode), Some(token), Some("1")),
                 Handshake::Forbidden

@@ -99,7 +99,9 @@ impl Sender for ScriptedSender {
         lock(&self.script).pop_front().unwrap_or(Ok(()))?;
         let sent = match message {
             OutboundMessage::Text(text) => Sent::Text(text.to_owned()),
-            OutboundMessage::Template(template) => Sent::Template(template.name.as_str().to_owned()),
+            OutboundMessage::Template(template) => {
+                Sent::Template(template.name.as_str().to_owned())
+            }
         };
         lock(&self.sent).push((from.clone(), to.clone(), sent));
         Ok(())

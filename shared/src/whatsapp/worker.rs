@@ -523,7 +523,9 @@ fn send_failed(code: Option<i64>) {
 fn passes(error: &AskError) -> bool {
     match error {
         AskError::Conflict(_) => true,
-        AskError::Store(error) => matches!(error, StoreError::Unavailable(_) | StoreError::Conflict(_)),
+        AskError::Store(error) => {
+            matches!(error, StoreError::Unavailable(_) | StoreError::Conflict(_))
+        }
         AskError::Model(error) => matches!(
             error,
             ModelError::RateLimited { .. }
@@ -541,7 +543,10 @@ pub fn split_reply(text: &str, max: usize) -> Vec<String> {
     let mut parts = Vec::new();
     let mut rest = text.trim();
     while rest.chars().count() > max {
-        let limit = rest.char_indices().nth(max).map_or(rest.len(), |(at, _)| at);
+        let limit = rest
+            .char_indices()
+            .nth(max)
+            .map_or(rest.len(), |(at, _)| at);
         let head = &rest[..limit];
         let half = rest.char_indices().nth(max / 2).map_or(0, |(at, _)| at);
         let cut = head

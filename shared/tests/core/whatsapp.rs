@@ -96,7 +96,14 @@ async fn channel_with(
     clock: Clock,
     debounce: u64,
 ) -> Channel {
-    channel_on(Arc::new(MemoryStore::new()), model, scripted, clock, debounce).await
+    channel_on(
+        Arc::new(MemoryStore::new()),
+        model,
+        scripted,
+        clock,
+        debounce,
+    )
+    .await
 }
 
 async fn channel_on(
@@ -217,7 +224,10 @@ async fn a_redelivery_of_a_message_never_enqueued_is_enqueued_then() {
     let (channel, _) = channel().await;
     channel.inbox.fail_next(1);
     let delivery = parse_delivery(&delivery_to(PHONE, &[text("wamid.A", "oi")])).unwrap();
-    assert!(channel.webhook.accept(&delivery).await.is_err(), "500 to Meta");
+    assert!(
+        channel.webhook.accept(&delivery).await.is_err(),
+        "500 to Meta"
+    );
     assert!(channel.inbox.queued().is_empty());
     let retried = channel.deliver(&[text("wamid.A", "oi")]).await;
     assert_eq!(retried.duplicates, 1);
@@ -253,7 +263,11 @@ async fn an_unknown_phone_number_id_is_dropped_and_counted() {
 async fn a_burst_of_three_gives_one_round() {
     let (channel, _) = channel().await;
     answers(&channel.model, &["Claro, que horas?"]);
-    for (id, body) in [("m1", "oi"), ("m2", "tudo bem?"), ("m3", "queria marcar amanhã")] {
+    for (id, body) in [
+        ("m1", "oi"),
+        ("m2", "tudo bem?"),
+        ("m3", "queria marcar amanhã"),
+    ] {
         channel.deliver(&[text(id, body)]).await;
     }
     let results = channel.work().await;
@@ -264,7 +278,10 @@ async fn a_burst_of_three_gives_one_round() {
         channel.user_texts().await,
         ["oi\ntudo bem?\nqueria marcar amanhã"]
     );
-    assert_eq!(channel.sender.sent(), [Sent::Text("Claro, que horas?".into())]);
+    assert_eq!(
+        channel.sender.sent(),
+        [Sent::Text("Claro, que horas?".into())]
+    );
     let (from, to) = channel.sender.routes()[0].clone();
     assert_eq!((from.as_str(), to.as_str()), (PHONE, CUSTOMER));
 }
@@ -333,7 +350,11 @@ async fn a_message_during_a_running_round_joins_the_next_turn() {
     channel.deliver(&[text("m1", "oi")]).await;
     channel.deliver(&[text("m2", "queria um corte")]).await;
     let results = channel.work().await;
-    assert_eq!(results.len(), 3, "m1 (the turn), m2 (handled), m3 (the next turn)");
+    assert_eq!(
+        results.len(),
+        3,
+        "m1 (the turn), m2 (handled), m3 (the next turn)"
+    );
     assert_eq!(
         channel.user_texts().await,
         ["oi\nqueria um corte", "ah, e barba também"]
@@ -352,7 +373,9 @@ async fn a_message_during_a_running_round_joins_the_next_turn() {
 async fn a_send_that_fails_is_sent_once_on_redelivery_without_a_second_model_call() {
     let (channel, _) = channel().await;
     answers(&channel.model, &["Feito."]);
-    channel.sender.push(Err(SendError::Unavailable("HTTP 500".into())));
+    channel
+        .sender
+        .push(Err(SendError::Unavailable("HTTP 500".into())));
     channel.deliver(&[text("m1", "marca 10h")]).await;
     let first = channel.inbox.queued()[0].clone();
     assert!(matches!(
@@ -569,7 +592,9 @@ async fn a_turn_of_bare_media_gets_the_tenants_short_reply_without_a_model_call(
     );
     // Text with the audio goes to the model, with the note.
     answers(&channel.model, &["Entendi."]);
-    channel.deliver(&[audio("m2"), text("m3", "é sobre o horário")]).await;
+    channel
+        .deliver(&[audio("m2"), text("m3", "é sobre o horário")])
+        .await;
     channel.work().await;
     assert_eq!(channel.user_texts().await, ["[audio]\né sobre o horário"]);
 }
@@ -577,7 +602,10 @@ async fn a_turn_of_bare_media_gets_the_tenants_short_reply_without_a_model_call(
 #[tokio::test]
 async fn without_a_short_reply_a_media_turn_goes_to_the_model_as_its_note() {
     let (channel, _) = channel().await;
-    answers(&channel.model, &["Não consigo ouvir áudios, pode escrever?"]);
+    answers(
+        &channel.model,
+        &["Não consigo ouvir áudios, pode escrever?"],
+    );
     channel.deliver(&[audio("m1")]).await;
     channel.work().await;
     assert_eq!(channel.user_texts().await, ["[audio]"]);
@@ -616,7 +644,11 @@ async fn a_long_burst_makes_turns_within_the_text_limit() {
     let texts = channel.user_texts().await;
     assert_eq!(texts.len(), 2, "8,000 characters hold two of them");
     assert_eq!(texts[0], format!("{long}\n{long}"));
-    assert!(texts.iter().all(|t| t.chars().count() <= degrau::ask::MAX_TEXT_CHARS));
+    assert!(
+        texts
+            .iter()
+            .all(|t| t.chars().count() <= degrau::ask::MAX_TEXT_CHARS)
+    );
 }
 
 #[tokio::test]
@@ -677,9 +709,19 @@ async fn records_move_forward_only() {
     let nothing = Outgoing::Nothing {
         reason: "test".into(),
     };
-    assert!(channel.store.settle(&customer(), &turn, &nothing).await.unwrap());
     assert!(
-        !channel.store.settle(&customer(), &turn, &nothing).await.unwrap(),
+        channel
+            .store
+            .settle(&customer(), &turn, &nothing)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !channel
+            .store
+            .settle(&customer(), &turn, &nothing)
+            .await
+            .unwrap(),
         "settled once"
     );
     let too_many = TurnRecord {
