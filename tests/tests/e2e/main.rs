@@ -15,3 +15,4 @@ mod provisioning;
 mod reliability;
 mod store_contract;
 mod sweep;
+mod whatsapp;
