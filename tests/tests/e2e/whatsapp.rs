@@ -418,3 +418,62 @@ async fn erasing_a_whatsapp_contact_removes_its_records_and_a_queued_message_the
     assert_eq!(channel.model_calls().await, 1);
     assert!(channel.contact_items(contact).await.is_empty());
 }
+
+/// Runs `infra/whatsapp.py` (the documented command) with the workspace's venv.
+fn whatsapp_py(args: &[&str], stdin: &str) -> String {
+    use std::io::Write;
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let mut child = std::process::Command::new(format!("{root}/.venv/bin/python"))
+        .arg(format!("{root}/infra/whatsapp.py"))
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run infra/whatsapp.py (./dev.sh test sets up .venv)");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
+
+#[tokio::test]
+async fn a_number_bound_by_the_documented_command_takes_a_delivery_signed_by_python() {
+    let channel = Channel::start().await;
+    let phone = "100000000000002";
+    let moto_url = moto::endpoint();
+    whatsapp_py(
+        &[
+            "bind",
+            "--phone-number-id",
+            phone,
+            "--tenant",
+            "shop",
+            "--table",
+            &channel.table,
+            "--endpoint",
+            &moto_url,
+        ],
+        "",
+    );
+    let body = delivery(phone, "5511900000007", &[("wamid.P1", "oi")]);
+    // The signature from Python's hmac, as `infra/whatsapp.py send` makes it.
+    let signature = whatsapp_py(&["sign", "--app-secret", APP_SECRET], &body);
+    let reply = channel.post(&body, Some(signature.trim())).await;
+    assert_eq!(reply.status, 200, "{}", reply.raw);
+    assert_eq!(channel.queued().await, 1);
+    channel.work().await;
+    let sent = channel.sent().await;
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(sent[0]["phone_number_id"], phone);
+}
