@@ -477,3 +477,33 @@ async fn a_number_bound_by_the_documented_command_takes_a_delivery_signed_by_pyt
     assert_eq!(sent.len(), 1, "{sent:?}");
     assert_eq!(sent[0]["phone_number_id"], phone);
 }
+
+#[tokio::test]
+async fn statuses_and_reactions_make_no_turn_and_a_failure_is_logged_without_the_number() {
+    let channel = Channel::start().await;
+    let customer = "5511900000008";
+    let body = json!({"object": "whatsapp_business_account", "entry": [{"id": "0", "changes": [{
+        "field": "messages",
+        "value": {"messaging_product": "whatsapp",
+                  "metadata": {"display_phone_number": "15550009999", "phone_number_id": PHONE},
+                  "messages": [{"from": customer, "id": "wamid.R1", "timestamp": "1800000000",
+                                "type": "reaction",
+                                "reaction": {"message_id": "wamid.X", "emoji": "👍"}}],
+                  "statuses": [
+                      {"id": "wamid.S1", "status": "delivered", "timestamp": "1800000000",
+                       "recipient_id": customer},
+                      {"id": "wamid.S2", "status": "failed", "timestamp": "1800000000",
+                       "recipient_id": customer,
+                       "errors": [{"code": 131026, "title": "Message undeliverable"}]}]}}]}]})
+    .to_string();
+    let reply = channel.deliver(&body).await;
+    assert_eq!(reply.status, 200, "{}", reply.raw);
+    assert_eq!(channel.queued().await, 0);
+    assert!(channel.contact_items(customer).await.is_empty());
+    let output = channel.webhook.output().join("\n");
+    assert!(output.contains("131026"), "{output}");
+    assert!(!output.contains(customer), "{output}");
+    channel.work().await;
+    assert!(channel.sent().await.is_empty());
+    assert_eq!(channel.model_calls().await, 0);
+}
