@@ -185,8 +185,8 @@ mod tests {
         assert!(message_sk(MAX_SESSION, MAX_SEQ) < archive_sk(0));
         assert!(archive_sk(9) < archive_sk(10));
         // The WhatsApp items sort after everything else of the contact.
-        assert!(archive_sk(MAX_SESSION) < WA_ARRIVALS_SK.to_owned());
-        assert!(archive_sk(MAX_SESSION) < WA_INBOUND_PREFIX.to_owned());
+        assert!(archive_sk(MAX_SESSION).as_str() < WA_ARRIVALS_SK);
+        assert!(archive_sk(MAX_SESSION).as_str() < WA_INBOUND_PREFIX);
     }
 
     #[test]

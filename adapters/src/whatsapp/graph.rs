@@ -205,10 +205,11 @@ mod tests {
 
     type Seen = Arc<Mutex<Vec<(String, String, Value)>>>;
 
-    /// A Graph API that answers from `answers` (status, headers, body), then 200.
-    async fn fake_graph(
-        answers: Vec<(u16, Vec<(&'static str, &'static str)>, Value)>,
-    ) -> (String, Seen) {
+    /// One scripted answer: status, headers, body.
+    type Answer = (u16, Vec<(&'static str, &'static str)>, Value);
+
+    /// A Graph API that answers from `answers`, then 200.
+    async fn fake_graph(answers: Vec<Answer>) -> (String, Seen) {
         let seen: Seen = Arc::default();
         let script = Arc::new(Mutex::new(
             answers
