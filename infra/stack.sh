@@ -2,9 +2,11 @@
 # The local stack: moto (DynamoDB + SQS + SSM), the table and queues provisioned from
 # template.yaml, the offline model stand-in (unless ANTHROPIC_API_KEY is set), the
 # example tool server (infra/toolserver.py) the demo tenant's webhook tools call,
-# both functions under `cargo lambda watch` with the API Gateway paths, and the
-# bridge (degrau-bridge) that feeds the jobs queue to the compactor the way the
-# SQS event source mapping does in AWS.
+# the functions under `cargo lambda watch` with the API Gateway paths, and the
+# bridges (degrau-bridge) that feed the jobs queue to the compactor and the WhatsApp
+# queue to the WhatsApp worker the way the SQS event source mapping does in AWS.
+# The stand-in also plays the Graph API for the WhatsApp worker (always, even with
+# an ANTHROPIC_API_KEY); `python3 infra/whatsapp.py send` posts signed deliveries.
 #   infra/stack.sh start   start everything in the background; prints the API URL
 #   infra/stack.sh stop    stop what start started
 # State (pids, logs, env) lives in .local/.
@@ -16,6 +18,9 @@ mkdir -p "$state"
 api_port="${DEGRAU_API_PORT:-9000}"
 standin_port="${DEGRAU_STANDIN_PORT:-4010}"
 toolserver_port="${DEGRAU_TOOLSERVER_PORT:-4020}"
+# The local WhatsApp secrets (infra/whatsapp.py uses the same defaults).
+whatsapp_app_secret="${WHATSAPP_APP_SECRET:-degrau-local-app-secret}"
+whatsapp_verify_token="${WHATSAPP_VERIFY_TOKEN:-degrau-local-verify-token}"
 
 stop_pid() {
   local file="$state/$1.pid"
@@ -56,6 +61,12 @@ start() {
   # shellcheck disable=SC1091
   source "$state/provision.env"
 
+  # The stand-in: the model when there is no key, and the Graph API always.
+  cargo build -q -p degrau-standin
+  stop_pid standin
+  setsid target/debug/degrau-standin --port "$standin_port" > "$state/standin.log" 2>&1 &
+  echo $! > "$state/standin.pid"
+  wait_for "http://127.0.0.1:$standin_port/stand-in/requests" "the stand-in" "$state/standin.log"
   # The demo barbershop's own tools: the example tool server, a fresh signing
   # secret (in its environment and in moto's SSM, never on a command line) and the
   # tenant's CONFIG naming the webhooks (http to loopback: AUTH_MODE=dev only).
@@ -77,18 +88,13 @@ start() {
     model_env=(--env-var "ANTHROPIC_API_KEY=$ANTHROPIC_API_KEY")
     [[ -n "${ANTHROPIC_BASE_URL:-}" ]] && model_env+=(--env-var "ANTHROPIC_BASE_URL=$ANTHROPIC_BASE_URL")
   else
-    cargo build -q -p degrau-standin
-    stop_pid standin
-    setsid target/debug/degrau-standin --port "$standin_port" > "$state/standin.log" 2>&1 &
-    echo $! > "$state/standin.pid"
-    wait_for "http://127.0.0.1:$standin_port/stand-in/requests" "the stand-in" "$state/standin.log"
     echo "degrau: no ANTHROPIC_API_KEY: using the offline stand-in at http://127.0.0.1:$standin_port (not Claude)."
     model_env=(--env-var "ANTHROPIC_API_KEY=offline-stand-in"
                --env-var "ANTHROPIC_BASE_URL=${ANTHROPIC_BASE_URL:-http://127.0.0.1:$standin_port}")
   fi
 
   stop_pid watch
-  cargo build -q -p ask -p compactor
+  cargo build -q -p ask -p compactor -p whatsapp-webhook -p whatsapp-worker
   cargo build -q -p degrau-bridge
   setsid cargo lambda watch --invoke-address 127.0.0.1 --invoke-port "$api_port" --ignore-changes \
     --env-var "TABLE_NAME=$TABLE_NAME" \
@@ -99,6 +105,11 @@ start() {
     --env-var "AWS_SECRET_ACCESS_KEY=local" \
     --env-var "AUTH_MODE=dev" \
     --env-var "RUST_LOG=info" \
+    --env-var "WHATSAPP_QUEUE_URL=$WHATSAPP_QUEUE_URL" \
+    --env-var "WHATSAPP_APP_SECRET=$whatsapp_app_secret" \
+    --env-var "WHATSAPP_VERIFY_TOKEN=$whatsapp_verify_token" \
+    --env-var "WHATSAPP_ACCESS_TOKEN=degrau-local-access-token" \
+    --env-var "GRAPH_API_BASE_URL=http://127.0.0.1:$standin_port" \
     "${model_env[@]}" > "$state/watch.log" 2>&1 &
   echo $! > "$state/watch.pid"
   # The first request compiles and starts the function: wait for a JSON 404.
@@ -117,11 +128,22 @@ start() {
     --retry-visibility 5 > "$state/bridge.log" 2>&1 &
   echo $! > "$state/bridge.pid"
   echo "degrau: bridge feeding the jobs queue to the compactor (log: .local/bridge.log)"
+  stop_pid bridge-whatsapp
+  setsid env AWS_ENDPOINT_URL="$endpoint" AWS_REGION=us-east-1 \
+    AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local \
+    "${CARGO_TARGET_DIR:-$root/target}/debug/degrau-bridge" \
+    --queue-url "$WHATSAPP_QUEUE_URL" \
+    --invoke-url "http://127.0.0.1:$api_port" --function whatsapp-worker \
+    --retry-visibility 5 > "$state/bridge-whatsapp.log" 2>&1 &
+  echo $! > "$state/bridge-whatsapp.pid"
+  echo "degrau: bridge feeding the WhatsApp queue to the WhatsApp worker (log: .local/bridge-whatsapp.log)"
+  echo "degrau: WhatsApp webhook at http://127.0.0.1:$api_port/whatsapp/webhook (python3 infra/whatsapp.py --help)"
   echo "degrau: local API at http://127.0.0.1:$api_port (AUTH_MODE=dev: send X-Tenant-Id)"
 }
 
 stop() {
   stop_pid toolserver
+  stop_pid bridge-whatsapp
   stop_pid bridge
   stop_pid watch
   stop_pid standin

@@ -29,10 +29,12 @@
 //!     `resolver` (the client's resolver, returning only those), `signature` (the
 //!     `Degrau-Signature` header and the contact's pseudonym), `secrets` (the
 //!     signing secrets from SSM, cached).
+//!   * [`whatsapp`]: the WhatsApp channel's inbound queue (SQS FIFO), the Graph API
+//!     client, its configuration and the two functions' constructors; its records
+//!     are the DynamoDB adapter's (`dynamodb/whatsapp.rs`).
 //!
 //! Adapters still to come go beside these, one module (or folder) each, and into
-//! [`wiring`] when a setting selects them: a WhatsApp channel on the Graph API (a
-//! new edge in front of the `ask` service).
+//! [`wiring`] when a setting selects them.
 
 pub mod anthropic;
 pub mod bedrock;
@@ -42,4 +44,5 @@ pub mod retry;
 pub mod sqs;
 pub mod ssm;
 pub mod webhook;
+pub mod whatsapp;
 pub mod wiring;

@@ -34,3 +34,37 @@ pub async fn api_key(
         }
     }
 }
+
+/// A secret from the environment (`variable` holds it) or from the SSM
+/// SecureString its `…_PARAMETER` variable names, read once at init; a missing or
+/// empty one fails init naming the variable or parameter, never the value.
+pub async fn secret(
+    variable: &str,
+    source: &crate::whatsapp::SecretSource,
+    ssm: &aws_sdk_ssm::Client,
+) -> Result<String, ConfigError> {
+    use crate::whatsapp::SecretSource;
+    match source {
+        SecretSource::Value(value) => Ok(value.clone()),
+        SecretSource::SsmParameter(name) => {
+            let output = ssm
+                .get_parameter()
+                .name(name)
+                .with_decryption(true)
+                .send()
+                .await
+                .map_err(|e| {
+                    ConfigError(format!(
+                        "could not read {variable}_PARAMETER {name:?} from SSM: {}",
+                        aws_sdk_ssm::error::DisplayErrorContext(e)
+                    ))
+                })?;
+            output
+                .parameter()
+                .and_then(|p| p.value())
+                .filter(|v| !v.is_empty())
+                .map(str::to_owned)
+                .ok_or_else(|| ConfigError(format!("the SSM parameter {name:?} is empty")))
+        }
+    }
+}

@@ -26,6 +26,9 @@
 //! * The services: [`ask`] (a round, the transcript, the memory view, erasure) and
 //!   [`compactor`] (steps, facts jobs and the session sweep).
 //! * [`metrics`]: CloudWatch Embedded Metric Format lines on stdout.
+//! * [`whatsapp`]: the WhatsApp channel, an edge in front of the `ask` service
+//!   (Meta's webhook events, the inbound records, bursts made one turn, the reply
+//!   within the customer service window).
 //!
 //! With the `test-util` feature (tests only): the in-memory store
 //! (`store::memory`), the scripted model (`model::scripted`) and message helpers
@@ -51,4 +54,5 @@ pub mod testing;
 pub mod tools;
 pub mod usage;
 pub mod validate;
+pub mod whatsapp;
 pub mod window;

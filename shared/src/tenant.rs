@@ -56,6 +56,9 @@ pub struct TenantConfig {
     /// Extended thinking's budget in tokens for answers (absent: no thinking).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thinking_budget_tokens: Option<ThinkingBudget>,
+    /// The WhatsApp channel's settings (see [`crate::whatsapp::settings`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub whatsapp: Option<crate::whatsapp::settings::WhatsAppSettings>,
 }
 
 use crate::validate::MIN_THINKING_BUDGET;

@@ -10,9 +10,13 @@
 //! | message | `T#{tenant}#C#{contact}` | `S#{session:06}#M#{seq:08}` |
 //! | closed session's summary | `T#{tenant}#C#{contact}` | `SUM#{session:06}` |
 //! | idempotency record | `T#{tenant}#C#{contact}` | `REQ#{key}` |
+//! | WhatsApp arrival counter | `T#{tenant}#C#{contact}` | `WA#ARRIVALS` |
+//! | WhatsApp inbound record | `T#{tenant}#C#{contact}` | `WA#IN#{message id}` |
+//! | WhatsApp turn | `T#{tenant}#C#{contact}` | `WA#TURN#{turn id}` |
+//! | WhatsApp number binding | `WA#{phone_number_id}` | `BINDING` |
 //!
 //! Within a contact's partition the sort keys order as `FACT#… < HEAD < REQ#… <
-//! S#… < SUM#…`: the facts and the head come in one range query, and no message
+//! S#… < SUM#… < WA#…`: the facts and the head come in one range query, and no message
 //! range reaches an archive. Neither id may hold `#`, so a key never reads two ways.
 //!
 //! **The sweep index** ([`SWEEP_INDEX`], `by-activity`). Every round writes
@@ -48,6 +52,15 @@ pub const MESSAGE_PREFIX: &str = "S#";
 /// The tenant config's sort key.
 pub const CONFIG_SK: &str = "CONFIG";
 
+/// The prefix of a WhatsApp inbound record's sort key (after every `SUM#…`: `W` >
+/// `S`, so no message or archive read reaches it; an erase lists it with the rest
+/// of the partition).
+pub const WA_INBOUND_PREFIX: &str = "WA#IN#";
+/// The sort key of a contact's WhatsApp arrival counter.
+pub const WA_ARRIVALS_SK: &str = "WA#ARRIVALS";
+/// The sort key of a number's binding to its tenant.
+pub const BINDING_SK: &str = "BINDING";
+
 /// The highest sequence number the sort key can order (8 digits).
 pub const MAX_SEQ: u64 = 99_999_999;
 /// The highest session number the sort key can order (6 digits).
@@ -70,6 +83,22 @@ pub fn parse_contact_pk(pk: &str) -> Result<ContactKey, StoreError> {
         tenant: TenantId::parse(tenant).map_err(|_| corrupt())?,
         contact: ContactId::parse(contact).map_err(|_| corrupt())?,
     })
+}
+
+/// A WhatsApp inbound record's sort key.
+pub fn wa_inbound_sk(id: &degrau::whatsapp::WaMessageId) -> String {
+    format!("{WA_INBOUND_PREFIX}{id}")
+}
+
+/// A WhatsApp turn's sort key.
+pub fn wa_turn_sk(id: &degrau::whatsapp::store::TurnId) -> String {
+    format!("WA#TURN#{}", id.as_str())
+}
+
+/// The partition of a WhatsApp business number's binding. It starts with `WA#`,
+/// never `T#`, so it never reads as a tenant's or a contact's.
+pub fn binding_pk(phone: &degrau::whatsapp::PhoneNumberId) -> String {
+    format!("WA#{phone}")
 }
 
 /// The sweep index partition of a bucket.
@@ -155,6 +184,9 @@ mod tests {
         // Archives sort after every message, so message ranges never reach them.
         assert!(message_sk(MAX_SESSION, MAX_SEQ) < archive_sk(0));
         assert!(archive_sk(9) < archive_sk(10));
+        // The WhatsApp items sort after everything else of the contact.
+        assert!(archive_sk(MAX_SESSION).as_str() < WA_ARRIVALS_SK);
+        assert!(archive_sk(MAX_SESSION).as_str() < WA_INBOUND_PREFIX);
     }
 
     #[test]

@@ -13,6 +13,9 @@
 //! | `POST /stand-in/clock` | `{"advance_seconds": n}` moves the cache clock; answers `{"now_ms"}` |
 //! | `GET /stand-in/health` | `{"status": "ok"}` |
 //!
+//! The Graph API's send endpoint and its controls (`/stand-in/graph/…`) are
+//! [`crate::graph`]'s, merged in.
+//!
 //! Handlers always answer; every error goes through [`ApiError::into_response`].
 
 use std::pin::Pin;
@@ -62,6 +65,7 @@ pub fn router(standin: StandIn) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(standin)
+        .merge(crate::graph::router(crate::graph::Graph::default()))
 }
 
 /// A successful call: the response body and its usage.

@@ -27,13 +27,15 @@
 //! Read [`http`] (the routes) first, then a request's way through: [`parse`] and
 //! [`error`] (the API's rules and error envelope), [`prompt`] and [`cache`] (token
 //! counts and prompt caching), [`thinking`], [`answer`]; then [`control`] (faults,
-//! scripts, the call log) and [`cli`] (the binary's flags).
+//! scripts, the call log) and [`cli`] (the binary's flags). [`graph`] stands in for
+//! the Graph API's WhatsApp send endpoint, for the WhatsApp worker.
 
 pub mod answer;
 pub mod cache;
 pub mod cli;
 pub mod control;
 pub mod error;
+pub mod graph;
 pub mod http;
 pub mod parse;
 pub mod prompt;

@@ -20,6 +20,8 @@ use crate::session::unix_now;
 use crate::tenant::TenantConfig;
 use crate::window::after_last_gap;
 
+mod whatsapp;
+
 /// How long an idempotency record lives, in seconds (as in DynamoDB's TTL).
 const REQUEST_TTL_SECONDS: i64 = 24 * 60 * 60;
 
@@ -33,6 +35,8 @@ pub struct MemoryStore {
 struct State {
     contacts: HashMap<ContactKey, Contact>,
     tenants: HashMap<TenantId, TenantConfig>,
+    /// WhatsApp business numbers bound to tenants (see `whatsapp`).
+    bindings: HashMap<crate::whatsapp::PhoneNumberId, TenantId>,
 }
 
 /// The items of one contact's partition.
@@ -49,6 +53,8 @@ struct Contact {
     /// Closed sessions' summaries (`SUM#{session}`), by session.
     archives: BTreeMap<u32, SessionArchive>,
     requests: HashMap<String, Request>,
+    /// The WhatsApp channel's records and turns (see `whatsapp`).
+    whatsapp: whatsapp::Records,
 }
 
 impl Contact {
@@ -58,6 +64,7 @@ impl Contact {
             + self.messages.len()
             + self.archives.len()
             + self.requests.len()
+            + self.whatsapp.item_count()
     }
 }
 

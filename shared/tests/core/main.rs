@@ -14,3 +14,4 @@ mod own_loop;
 mod properties;
 mod sweep;
 mod tools;
+mod whatsapp;

@@ -18,3 +18,4 @@ mod reliability;
 mod store_contract;
 mod sweep;
 mod webhooks;
+mod whatsapp;

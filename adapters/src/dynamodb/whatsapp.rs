@@ -1,0 +1,440 @@
+//! The DynamoDB side of the [`WhatsAppStore`] port. Records, turns and the arrival
+//! counter live in the contact's partition (`WA#…` sort keys, after everything
+//! else of the contact), so an erase takes them with the rest; a number's binding
+//! is an item of its own (`WA#{phone_number_id}`, `BINDING`). Every move of a
+//! record or a turn is a conditional write (one transaction when it touches
+//! several), so a redelivery or a second worker never moves one twice, and a write
+//! after an erase creates nothing.
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::types::{AttributeValue, Put, ReturnValue, TransactWriteItem, Update};
+use degrau::domain::TenantId;
+use degrau::store::{ContactKey, StoreError};
+use degrau::whatsapp::store::{
+    InboundRecord, MAX_UNHANDLED, NewInbound, Outgoing, RecordState, Recorded, TurnId, TurnRecord,
+    TurnStatus, WhatsAppStore, validate_turn,
+};
+use degrau::whatsapp::{PhoneNumberId, RECORD_TTL_SECONDS, WaMessageId};
+use serde::{Deserialize, Serialize};
+
+use super::DynamoStore;
+use super::error::{transact_if, unless_condition_failed};
+use super::items::{Item, from_item, n, s, to_item};
+use super::keys::{
+    BINDING_SK, WA_ARRIVALS_SK, WA_INBOUND_PREFIX, binding_pk, contact_pk, wa_inbound_sk,
+    wa_turn_sk,
+};
+use super::queries::Pages;
+
+const PENDING: &str = "pending";
+const TAKEN: &str = "taken";
+const HANDLED: &str = "handled";
+const SENDING: &str = "sending";
+const DONE: &str = "done";
+
+#[derive(Serialize, Deserialize)]
+struct BindingItem {
+    pk: String,
+    sk: String,
+    phone_number_id: String,
+    tenant: TenantId,
+}
+
+#[derive(Serialize, Deserialize)]
+struct InboundItem {
+    pk: String,
+    sk: String,
+    id: WaMessageId,
+    phone_number_id: PhoneNumberId,
+    text: String,
+    bare_note: bool,
+    received_at: i64,
+    arrival: u64,
+    state: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    turn: Option<TurnId>,
+    #[serde(default)]
+    enqueued: bool,
+    expires_at: i64,
+}
+
+impl InboundItem {
+    fn into_record(self) -> Result<InboundRecord, StoreError> {
+        let state = match (self.state.as_str(), self.turn) {
+            (PENDING, _) => RecordState::Pending,
+            (TAKEN, Some(turn)) => RecordState::Taken(turn),
+            (HANDLED, Some(turn)) => RecordState::Handled(turn),
+            _ => {
+                return Err(StoreError::Corrupt(
+                    "a WhatsApp record's state does not read".into(),
+                ));
+            }
+        };
+        Ok(InboundRecord {
+            message: NewInbound {
+                id: self.id,
+                phone_number_id: self.phone_number_id,
+                text: self.text,
+                bare_note: self.bare_note,
+                received_at: self.received_at,
+                expires_at: self.expires_at,
+            },
+            arrival: self.arrival,
+            state,
+            enqueued: self.enqueued,
+        })
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct TurnItem {
+    pk: String,
+    sk: String,
+    id: TurnId,
+    phone_number_id: PhoneNumberId,
+    messages: Vec<WaMessageId>,
+    text: String,
+    bare_notes: bool,
+    last_inbound_at: i64,
+    status: String,
+    /// What it sends, as JSON, once settled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    outgoing: Option<String>,
+    #[serde(default)]
+    sent: u64,
+    expires_at: i64,
+}
+
+impl TurnItem {
+    fn into_turn(self) -> Result<TurnRecord, StoreError> {
+        let outgoing = || -> Result<Outgoing, StoreError> {
+            let json = self
+                .outgoing
+                .as_deref()
+                .ok_or_else(|| StoreError::Corrupt("a settled turn has no outgoing".into()))?;
+            serde_json::from_str(json).map_err(|err| StoreError::Corrupt(err.to_string()))
+        };
+        let status = match self.status.as_str() {
+            TAKEN => TurnStatus::Taken,
+            SENDING => TurnStatus::Sending {
+                outgoing: outgoing()?,
+                sent: usize::try_from(self.sent).unwrap_or(usize::MAX),
+            },
+            DONE => TurnStatus::Done {
+                outgoing: outgoing()?,
+            },
+            _ => return Err(StoreError::Corrupt("a turn's status does not read".into())),
+        };
+        Ok(TurnRecord {
+            id: self.id,
+            phone_number_id: self.phone_number_id,
+            messages: self.messages,
+            text: self.text,
+            bare_notes: self.bare_notes,
+            last_inbound_at: self.last_inbound_at,
+            status,
+            expires_at: self.expires_at,
+        })
+    }
+}
+
+fn built<T, E: std::fmt::Display>(what: &str, result: Result<T, E>) -> Result<T, StoreError> {
+    result.map_err(|err| StoreError::Other(format!("{what}: {err}")))
+}
+
+/// An update of one item of the contact in a transaction, under `condition`.
+fn update(
+    table: &str,
+    pk: &str,
+    sk: String,
+    expression: &str,
+    condition: &str,
+    values: Vec<(&str, AttributeValue)>,
+) -> Result<TransactWriteItem, StoreError> {
+    let mut update = Update::builder()
+        .table_name(table)
+        .key("pk", s(pk))
+        .key("sk", s(sk))
+        .update_expression(expression)
+        .condition_expression(condition);
+    // DynamoDB refuses a name the expressions do not use.
+    for (name, attribute) in [("#state", "state"), ("#status", "status")] {
+        if expression.contains(name) || condition.contains(name) {
+            update = update.expression_attribute_names(name, attribute);
+        }
+    }
+    for (name, value) in values {
+        update = update.expression_attribute_values(name, value);
+    }
+    Ok(TransactWriteItem::builder()
+        .update(built("update", update.build())?)
+        .build())
+}
+
+#[async_trait]
+impl WhatsAppStore for DynamoStore {
+    async fn binding(&self, phone: &PhoneNumberId) -> Result<Option<TenantId>, StoreError> {
+        self.get(binding_pk(phone), BINDING_SK.to_owned())
+            .await?
+            .map(|item| from_item::<BindingItem>(item).map(|b| b.tenant))
+            .transpose()
+    }
+
+    async fn bind(&self, phone: &PhoneNumberId, tenant: &TenantId) -> Result<(), StoreError> {
+        let item = BindingItem {
+            pk: binding_pk(phone),
+            sk: BINDING_SK.into(),
+            phone_number_id: phone.as_str().to_owned(),
+            tenant: tenant.clone(),
+        };
+        self.client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(to_item(&item)?))
+            .send()
+            .await
+            .map_err(|err| super::error::sdk_error("put_item", err))?;
+        Ok(())
+    }
+
+    async fn record_inbound(
+        &self,
+        key: &ContactKey,
+        message: &NewInbound,
+    ) -> Result<Recorded, StoreError> {
+        let pk = contact_pk(key);
+        // The contact's next arrival number; a redelivery burns one, which only
+        // leaves a gap.
+        let counted = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("pk", s(&pk))
+            .key("sk", s(WA_ARRIVALS_SK))
+            .update_expression("ADD arrivals :one SET expires_at = :expires")
+            .expression_attribute_values(":one", n(1))
+            .expression_attribute_values(
+                ":expires",
+                n(message.received_at.saturating_add(RECORD_TTL_SECONDS)),
+            )
+            .return_values(ReturnValue::UpdatedNew)
+            .send()
+            .await
+            .map_err(|err| super::error::sdk_error("update_item", err))?;
+        let arrival = match counted.attributes.as_ref().and_then(|a| a.get("arrivals")) {
+            Some(AttributeValue::N(number)) => number.parse().unwrap_or(0),
+            _ => 0,
+        };
+        let item = InboundItem {
+            pk: pk.clone(),
+            sk: wa_inbound_sk(&message.id),
+            id: message.id.clone(),
+            phone_number_id: message.phone_number_id.clone(),
+            text: message.text.clone(),
+            bare_note: message.bare_note,
+            received_at: message.received_at,
+            arrival,
+            state: PENDING.into(),
+            turn: None,
+            enqueued: false,
+            expires_at: message.expires_at,
+        };
+        let put = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(to_item(&item)?))
+            .condition_expression("attribute_not_exists(pk)")
+            .send()
+            .await;
+        if unless_condition_failed("put_item", put)?.is_some() {
+            return Ok(Recorded::New);
+        }
+        // A redelivery. (An erase between the put and this read leaves nothing:
+        // then it counts as enqueued, and nothing is.)
+        let existing = self.get(pk, wa_inbound_sk(&message.id)).await?;
+        let enqueued = match existing {
+            Some(item) => from_item::<InboundItem>(item)?.enqueued,
+            None => true,
+        };
+        Ok(Recorded::Existing { enqueued })
+    }
+
+    async fn mark_enqueued(&self, key: &ContactKey, id: &WaMessageId) -> Result<bool, StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("pk", s(contact_pk(key)))
+            .key("sk", s(wa_inbound_sk(id)))
+            .update_expression("SET enqueued = :yes")
+            .condition_expression("attribute_exists(pk)")
+            .expression_attribute_values(":yes", AttributeValue::Bool(true))
+            .send()
+            .await;
+        Ok(unless_condition_failed("update_item", result)?.is_some())
+    }
+
+    async fn inbound(
+        &self,
+        key: &ContactKey,
+        id: &WaMessageId,
+        now: i64,
+    ) -> Result<Option<InboundRecord>, StoreError> {
+        let Some(item) = self.get(contact_pk(key), wa_inbound_sk(id)).await? else {
+            return Ok(None);
+        };
+        let record = from_item::<InboundItem>(item)?.into_record()?;
+        Ok((record.message.expires_at > now).then_some(record))
+    }
+
+    async fn unhandled(
+        &self,
+        key: &ContactKey,
+        now: i64,
+    ) -> Result<Vec<InboundRecord>, StoreError> {
+        // Handled records stay until their TTL: the filter drops them after the
+        // read, so a read costs the records of the last few days, not the pending
+        // ones only (a small item each).
+        let query = self
+            .query()
+            .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
+            .filter_expression("#state <> :handled AND expires_at > :now")
+            .expression_attribute_names("#state", "state")
+            .expression_attribute_values(":pk", s(contact_pk(key)))
+            .expression_attribute_values(":prefix", s(WA_INBOUND_PREFIX))
+            .expression_attribute_values(":handled", s(HANDLED))
+            .expression_attribute_values(":now", n(now));
+        let mut records = Pages::new(query)
+            .all()
+            .await?
+            .into_iter()
+            .map(|item: Item| from_item::<InboundItem>(item)?.into_record())
+            .collect::<Result<Vec<_>, _>>()?;
+        records.sort_by_key(|r| r.arrival);
+        records.truncate(MAX_UNHANDLED);
+        Ok(records)
+    }
+
+    async fn take(&self, key: &ContactKey, turn: &TurnRecord) -> Result<bool, StoreError> {
+        validate_turn(turn)?;
+        let pk = contact_pk(key);
+        let mut items = Vec::with_capacity(turn.messages.len() + 1);
+        for id in &turn.messages {
+            items.push(update(
+                &self.table,
+                &pk,
+                wa_inbound_sk(id),
+                "SET #state = :taken, turn = :turn",
+                "#state = :pending",
+                vec![
+                    (":taken", s(TAKEN)),
+                    (":turn", s(turn.id.as_str())),
+                    (":pending", s(PENDING)),
+                ],
+            )?);
+        }
+        let item = TurnItem {
+            pk: pk.clone(),
+            sk: wa_turn_sk(&turn.id),
+            id: turn.id.clone(),
+            phone_number_id: turn.phone_number_id.clone(),
+            messages: turn.messages.clone(),
+            text: turn.text.clone(),
+            bare_notes: turn.bare_notes,
+            last_inbound_at: turn.last_inbound_at,
+            status: TAKEN.into(),
+            outgoing: None,
+            sent: 0,
+            expires_at: turn.expires_at,
+        };
+        let put = Put::builder()
+            .table_name(&self.table)
+            .set_item(Some(to_item(&item)?))
+            .condition_expression("attribute_not_exists(pk)");
+        items.push(
+            TransactWriteItem::builder()
+                .put(built("put", put.build())?)
+                .build(),
+        );
+        transact_if(&self.client, items).await
+    }
+
+    async fn turn(
+        &self,
+        key: &ContactKey,
+        id: &TurnId,
+        now: i64,
+    ) -> Result<Option<TurnRecord>, StoreError> {
+        let Some(item) = self.get(contact_pk(key), wa_turn_sk(id)).await? else {
+            return Ok(None);
+        };
+        let turn = from_item::<TurnItem>(item)?.into_turn()?;
+        Ok((turn.expires_at > now).then_some(turn))
+    }
+
+    async fn settle(
+        &self,
+        key: &ContactKey,
+        turn: &TurnRecord,
+        outgoing: &Outgoing,
+    ) -> Result<bool, StoreError> {
+        validate_turn(turn)?;
+        let pk = contact_pk(key);
+        let json = serde_json::to_string(outgoing)
+            .map_err(|err| StoreError::Other(format!("outgoing: {err}")))?;
+        let mut items = Vec::with_capacity(turn.messages.len() + 1);
+        for id in &turn.messages {
+            items.push(update(
+                &self.table,
+                &pk,
+                wa_inbound_sk(id),
+                "SET #state = :handled",
+                "#state = :taken AND turn = :turn",
+                vec![
+                    (":handled", s(HANDLED)),
+                    (":taken", s(TAKEN)),
+                    (":turn", s(turn.id.as_str())),
+                ],
+            )?);
+        }
+        items.push(update(
+            &self.table,
+            &pk,
+            wa_turn_sk(&turn.id),
+            "SET #status = :sending, outgoing = :outgoing, sent = :zero",
+            "#status = :taken",
+            vec![
+                (":sending", s(SENDING)),
+                (":outgoing", s(json)),
+                (":zero", n(0)),
+                (":taken", s(TAKEN)),
+            ],
+        )?);
+        transact_if(&self.client, items).await
+    }
+
+    async fn mark_sent(
+        &self,
+        key: &ContactKey,
+        turn: &TurnId,
+        sent: usize,
+        done: bool,
+    ) -> Result<bool, StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("pk", s(contact_pk(key)))
+            .key("sk", s(wa_turn_sk(turn)))
+            .update_expression("SET sent = :sent, #status = :status")
+            .condition_expression("attribute_exists(pk) AND #status <> :taken")
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":sent", n(sent))
+            .expression_attribute_values(":status", s(if done { DONE } else { SENDING }))
+            .expression_attribute_values(":taken", s(TAKEN))
+            .send()
+            .await;
+        Ok(unless_condition_failed("update_item", result)?.is_some())
+    }
+}

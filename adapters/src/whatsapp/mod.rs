@@ -1,0 +1,294 @@
+//! The WhatsApp channel's adapters: the inbound queue ([`inbox`], SQS FIFO), the
+//! Graph API client ([`graph`]), the channel's configuration from the environment
+//! ([`WebhookConfig`], [`WorkerConfig`]) and the two constructors the functions'
+//! `main.rs` call ([`WebhookDependencies::from_env`], [`WorkerDependencies::from_env`]).
+//! The records live in the DynamoDB adapter (`dynamodb/whatsapp.rs`).
+//!
+//! The three secrets (the app secret, the verify token, the access token) come from
+//! SSM SecureStrings named by `…_PARAMETER` variables (what the template sets), or
+//! from the variables themselves for local runs, read once per instance.
+
+pub mod graph;
+pub mod inbox;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use degrau::whatsapp::worker::{DEFAULT_DEBOUNCE_SECONDS, MAX_DEBOUNCE_SECONDS};
+
+use crate::config::ConfigError;
+use crate::dynamodb::DynamoStore;
+
+/// Where a secret comes from.
+#[derive(Clone, PartialEq, Eq)]
+pub enum SecretSource {
+    /// The variable itself (local runs).
+    Value(String),
+    /// The name of an SSM SecureString holding it.
+    SsmParameter(String),
+}
+
+impl std::fmt::Debug for SecretSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SecretSource::Value(_) => f.write_str("Value(<redacted>)"),
+            SecretSource::SsmParameter(name) => write!(f, "SsmParameter({name:?})"),
+        }
+    }
+}
+
+fn get<'a>(vars: &'a HashMap<String, String>, name: &str) -> Option<&'a str> {
+    vars.get(name).map(|v| v.trim()).filter(|v| !v.is_empty())
+}
+
+/// `NAME` (the value) or `NAME_PARAMETER` (an SSM parameter's name); one is required.
+fn secret_source(
+    vars: &HashMap<String, String>,
+    name: &str,
+    what: &str,
+) -> Result<SecretSource, ConfigError> {
+    match (get(vars, name), get(vars, &format!("{name}_PARAMETER"))) {
+        (Some(value), _) => Ok(SecretSource::Value(value.to_owned())),
+        (None, Some(parameter)) => Ok(SecretSource::SsmParameter(parameter.to_owned())),
+        (None, None) => Err(ConfigError(format!(
+            "neither {name} nor {name}_PARAMETER is set ({what})"
+        ))),
+    }
+}
+
+/// What the webhook reads from the environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebhookConfig {
+    /// `TABLE_NAME`.
+    pub table_name: String,
+    /// `WHATSAPP_QUEUE_URL`: the worker's FIFO queue.
+    pub queue_url: String,
+    /// `WHATSAPP_APP_SECRET` or `WHATSAPP_APP_SECRET_PARAMETER`.
+    pub app_secret: SecretSource,
+    /// `WHATSAPP_VERIFY_TOKEN` or `WHATSAPP_VERIFY_TOKEN_PARAMETER`.
+    pub verify_token: SecretSource,
+}
+
+impl WebhookConfig {
+    /// Reads a map of variables (the environment, or a test's).
+    pub fn from_map(vars: &HashMap<String, String>) -> Result<Self, ConfigError> {
+        let required = |name: &str, what: &str| {
+            get(vars, name)
+                .map(str::to_owned)
+                .ok_or_else(|| ConfigError(format!("{name} is not set ({what})")))
+        };
+        Ok(WebhookConfig {
+            table_name: required("TABLE_NAME", "the DynamoDB table")?,
+            queue_url: required("WHATSAPP_QUEUE_URL", "the worker's FIFO queue")?,
+            app_secret: secret_source(
+                vars,
+                "WHATSAPP_APP_SECRET",
+                "the Meta app secret that signs deliveries",
+            )?,
+            verify_token: secret_source(
+                vars,
+                "WHATSAPP_VERIFY_TOKEN",
+                "the verify token of the webhook's handshake",
+            )?,
+        })
+    }
+}
+
+/// What the worker reads from the environment, beside the `ask` configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerConfig {
+    /// `GRAPH_API_BASE_URL` (no trailing slash).
+    pub graph_base_url: String,
+    /// `GRAPH_API_VERSION` (`v23.0`).
+    pub graph_version: String,
+    /// `WHATSAPP_ACCESS_TOKEN` or `WHATSAPP_ACCESS_TOKEN_PARAMETER`.
+    pub access_token: SecretSource,
+    /// `WHATSAPP_DEBOUNCE_SECONDS` (0 to 30, default 3).
+    pub debounce_seconds: u64,
+}
+
+impl WorkerConfig {
+    /// Reads a map of variables (the environment, or a test's).
+    pub fn from_map(vars: &HashMap<String, String>) -> Result<Self, ConfigError> {
+        let version = get(vars, "GRAPH_API_VERSION").unwrap_or(graph::DEFAULT_VERSION);
+        let version_ok = version
+            .strip_prefix('v')
+            .and_then(|rest| rest.split_once('.'))
+            .is_some_and(|(major, minor)| {
+                !major.is_empty()
+                    && !minor.is_empty()
+                    && major
+                        .chars()
+                        .chain(minor.chars())
+                        .all(|c| c.is_ascii_digit())
+            });
+        if !version_ok {
+            return Err(ConfigError(format!(
+                "GRAPH_API_VERSION must look like v23.0, got {version:?}"
+            )));
+        }
+        let debounce_seconds = match get(vars, "WHATSAPP_DEBOUNCE_SECONDS") {
+            None => DEFAULT_DEBOUNCE_SECONDS,
+            Some(text) => text
+                .parse()
+                .ok()
+                .filter(|s| *s <= MAX_DEBOUNCE_SECONDS)
+                .ok_or_else(|| {
+                    ConfigError(format!(
+                        "WHATSAPP_DEBOUNCE_SECONDS must be a whole number from 0 to \
+                         {MAX_DEBOUNCE_SECONDS}, got {text:?}"
+                    ))
+                })?,
+        };
+        Ok(WorkerConfig {
+            graph_base_url: get(vars, "GRAPH_API_BASE_URL")
+                .unwrap_or(graph::DEFAULT_BASE_URL)
+                .trim_end_matches('/')
+                .to_owned(),
+            graph_version: version.to_owned(),
+            access_token: secret_source(
+                vars,
+                "WHATSAPP_ACCESS_TOKEN",
+                "the system user's token that sends replies",
+            )?,
+            debounce_seconds,
+        })
+    }
+}
+
+/// Everything the webhook needs, built once at init.
+pub struct WebhookDependencies {
+    /// Bindings and records.
+    pub store: Arc<DynamoStore>,
+    /// The worker's queue.
+    pub inbox: Arc<inbox::SqsInbox>,
+    /// The app secret (signatures).
+    pub app_secret: String,
+    /// The verify token (the handshake).
+    pub verify_token: String,
+}
+
+impl WebhookDependencies {
+    /// Reads the environment and builds the webhook's clients; reads its two
+    /// secrets (from SSM when named so). It needs no model and no API key.
+    pub async fn from_env() -> Result<Self, ConfigError> {
+        let config = WebhookConfig::from_map(&std::env::vars().collect())?;
+        let sdk = aws_config::load_from_env().await;
+        let ssm = aws_sdk_ssm::Client::new(&sdk);
+        Ok(WebhookDependencies {
+            store: Arc::new(DynamoStore::new(
+                aws_sdk_dynamodb::Client::new(&sdk),
+                config.table_name,
+            )),
+            inbox: Arc::new(inbox::SqsInbox::new(
+                aws_sdk_sqs::Client::new(&sdk),
+                config.queue_url,
+            )),
+            app_secret: crate::ssm::secret("WHATSAPP_APP_SECRET", &config.app_secret, &ssm).await?,
+            verify_token: crate::ssm::secret("WHATSAPP_VERIFY_TOKEN", &config.verify_token, &ssm)
+                .await?,
+        })
+    }
+}
+
+/// What the worker needs beside the ask service's dependencies.
+pub struct WorkerDependencies {
+    /// Its configuration.
+    pub config: WorkerConfig,
+    /// The Graph API client, with the access token read once.
+    pub sender: Arc<graph::GraphSender>,
+}
+
+impl WorkerDependencies {
+    /// Reads the environment and builds the Graph API client (the token from SSM
+    /// when named so).
+    pub async fn from_env() -> Result<Self, ConfigError> {
+        let config = WorkerConfig::from_map(&std::env::vars().collect())?;
+        let sdk = aws_config::load_from_env().await;
+        let token = crate::ssm::secret(
+            "WHATSAPP_ACCESS_TOKEN",
+            &config.access_token,
+            &aws_sdk_ssm::Client::new(&sdk),
+        )
+        .await?;
+        let sender = graph::GraphSender::new(&config.graph_base_url, &config.graph_version, token)
+            .map_err(ConfigError)?;
+        Ok(WorkerDependencies {
+            config,
+            sender: Arc::new(sender),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn the_webhook_reads_its_table_queue_and_secrets() {
+        let config = WebhookConfig::from_map(&vars(&[
+            ("TABLE_NAME", "t"),
+            ("WHATSAPP_QUEUE_URL", "http://q"),
+            (
+                "WHATSAPP_APP_SECRET_PARAMETER",
+                "/degrau/whatsapp-app-secret",
+            ),
+            ("WHATSAPP_VERIFY_TOKEN", "verify-me"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            config.app_secret,
+            SecretSource::SsmParameter("/degrau/whatsapp-app-secret".into())
+        );
+        assert!(!format!("{config:?}").contains("verify-me"));
+        for missing in ["TABLE_NAME", "WHATSAPP_QUEUE_URL", "WHATSAPP_APP_SECRET"] {
+            let mut all = vars(&[
+                ("TABLE_NAME", "t"),
+                ("WHATSAPP_QUEUE_URL", "http://q"),
+                ("WHATSAPP_APP_SECRET", "s"),
+                ("WHATSAPP_VERIFY_TOKEN", "v"),
+            ]);
+            all.remove(missing);
+            let error = WebhookConfig::from_map(&all).unwrap_err();
+            assert!(error.to_string().contains(missing), "{error}");
+        }
+    }
+
+    #[test]
+    fn the_worker_reads_the_graph_api_and_the_debounce_within_limits() {
+        let base = [("WHATSAPP_ACCESS_TOKEN", "tok")];
+        let config = WorkerConfig::from_map(&vars(&base)).unwrap();
+        assert_eq!(config.graph_base_url, graph::DEFAULT_BASE_URL);
+        assert_eq!(config.graph_version, graph::DEFAULT_VERSION);
+        assert_eq!(config.debounce_seconds, DEFAULT_DEBOUNCE_SECONDS);
+        let config = WorkerConfig::from_map(&vars(&[
+            ("WHATSAPP_ACCESS_TOKEN", "tok"),
+            ("GRAPH_API_BASE_URL", "http://127.0.0.1:4020/"),
+            ("GRAPH_API_VERSION", "v21.0"),
+            ("WHATSAPP_DEBOUNCE_SECONDS", "0"),
+        ]))
+        .unwrap();
+        assert_eq!(config.graph_base_url, "http://127.0.0.1:4020");
+        assert_eq!(config.debounce_seconds, 0);
+        for (name, value) in [
+            ("WHATSAPP_DEBOUNCE_SECONDS", "31"),
+            ("WHATSAPP_DEBOUNCE_SECONDS", "soon"),
+            ("GRAPH_API_VERSION", "23"),
+            ("GRAPH_API_VERSION", "v23."),
+        ] {
+            let mut all = vars(&base);
+            all.insert(name.into(), value.into());
+            let error = WorkerConfig::from_map(&all).unwrap_err();
+            assert!(error.to_string().contains(name), "{error}");
+        }
+        let error = WorkerConfig::from_map(&HashMap::new()).unwrap_err();
+        assert!(error.to_string().contains("WHATSAPP_ACCESS_TOKEN"));
+    }
+}

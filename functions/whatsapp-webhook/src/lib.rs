@@ -1,0 +1,3 @@
+//! The `whatsapp-webhook` Lambda's handler, as a library so tests call it directly.
+
+pub mod handler;

@@ -1,0 +1,33 @@
+//! The `whatsapp-webhook` Lambda: Meta's webhook on the HTTP API, without the JWT
+//! authorizer (Meta signs its deliveries instead). Builds its dependencies once
+//! ([`WebhookDependencies::from_env`]: the table, the worker's queue, the app secret
+//! and the verify token; no model), then serves.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use degrau::session::system_clock;
+use degrau::whatsapp::webhook::WebhookService;
+use degrau_adapters::whatsapp::WebhookDependencies;
+use lambda_http::{Error, run, service_fn};
+use whatsapp_webhook::handler::{App, handle};
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    lambda_http::tracing::init_default_subscriber();
+    let deps = WebhookDependencies::from_env().await?;
+    let app = Arc::new(App {
+        service: WebhookService {
+            store: deps.store,
+            inbox: deps.inbox,
+            clock: system_clock(),
+        },
+        app_secret: deps.app_secret,
+        verify_token: deps.verify_token,
+    });
+    run(service_fn(move |request| {
+        let app = app.clone();
+        async move { Ok::<_, Infallible>(handle(&app, request).await) }
+    }))
+    .await
+}

@@ -1,0 +1,42 @@
+//! The `whatsapp-worker` Lambda: the inbound FIFO queue's consumer. Builds the ask
+//! service's dependencies ([`Dependencies::from_env`]) and the Graph API client
+//! ([`WorkerDependencies::from_env`]) once, then serves.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use degrau::ask::AskService;
+use degrau::whatsapp::worker::Worker;
+use degrau_adapters::whatsapp::WorkerDependencies;
+use degrau_adapters::wiring::Dependencies;
+use lambda_runtime::{Error, run, service_fn};
+use whatsapp_worker::handler::{handle_batch, record_budget};
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    lambda_runtime::tracing::init_default_subscriber();
+    let deps = Dependencies::from_env().await?;
+    let whatsapp = WorkerDependencies::from_env().await?;
+    let worker = Arc::new(Worker {
+        store: deps.store.clone(),
+        ask: AskService {
+            store: deps.store.clone(),
+            tenants: deps.store,
+            model: deps.model,
+            tools: deps.tools,
+            jobs: deps.jobs,
+            defaults: deps.config.defaults,
+            clock: deps.clock.clone(),
+        },
+        sender: whatsapp.sender,
+        clock: deps.clock,
+        debounce: Duration::from_secs(whatsapp.config.debounce_seconds),
+        ask_timeout: Duration::from_secs(deps.config.ask_timeout_seconds),
+    });
+    let budget = record_budget(&worker);
+    run(service_fn(move |event| {
+        let worker = worker.clone();
+        async move { handle_batch(&worker, budget, event).await }
+    }))
+    .await
+}

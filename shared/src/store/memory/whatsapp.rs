@@ -1,0 +1,229 @@
+//! The in-memory store's side of the [`WhatsAppStore`] port: the records and turns
+//! live in the contact's partition (so `erase_contact` takes them with the rest),
+//! the bindings beside the tenants' configs. The same conditions as the DynamoDB
+//! adapter, checked under the store's one mutex.
+
+use std::collections::{BTreeMap, HashMap};
+
+use async_trait::async_trait;
+
+use super::MemoryStore;
+use crate::domain::TenantId;
+use crate::store::{ContactKey, StoreError};
+use crate::whatsapp::store::{
+    InboundRecord, NewInbound, Outgoing, RecordState, Recorded, TurnId, TurnRecord, TurnStatus,
+    WhatsAppStore, validate_turn,
+};
+use crate::whatsapp::{PhoneNumberId, WaMessageId};
+
+/// A contact's WhatsApp items.
+#[derive(Debug, Default)]
+pub(super) struct Records {
+    /// The last arrival number given.
+    arrivals: u64,
+    inbound: HashMap<WaMessageId, InboundRecord>,
+    turns: BTreeMap<String, TurnRecord>,
+}
+
+impl Records {
+    pub(super) fn item_count(&self) -> usize {
+        // The arrival counter is an item of its own in DynamoDB.
+        usize::from(self.arrivals > 0) + self.inbound.len() + self.turns.len()
+    }
+}
+
+#[async_trait]
+impl WhatsAppStore for MemoryStore {
+    async fn binding(&self, phone: &PhoneNumberId) -> Result<Option<TenantId>, StoreError> {
+        Ok(self.lock().bindings.get(phone).cloned())
+    }
+
+    async fn bind(&self, phone: &PhoneNumberId, tenant: &TenantId) -> Result<(), StoreError> {
+        self.lock().bindings.insert(phone.clone(), tenant.clone());
+        Ok(())
+    }
+
+    async fn record_inbound(
+        &self,
+        key: &ContactKey,
+        message: &NewInbound,
+    ) -> Result<Recorded, StoreError> {
+        let mut state = self.lock();
+        let records = &mut state.contacts.entry(key.clone()).or_default().whatsapp;
+        // As in DynamoDB, the arrival counter moves before the conditional put.
+        records.arrivals += 1;
+        let arrival = records.arrivals;
+        if let Some(existing) = records.inbound.get(&message.id) {
+            return Ok(Recorded::Existing {
+                enqueued: existing.enqueued,
+            });
+        }
+        records.inbound.insert(
+            message.id.clone(),
+            InboundRecord {
+                message: message.clone(),
+                arrival,
+                state: RecordState::Pending,
+                enqueued: false,
+            },
+        );
+        Ok(Recorded::New)
+    }
+
+    async fn mark_enqueued(&self, key: &ContactKey, id: &WaMessageId) -> Result<bool, StoreError> {
+        let mut state = self.lock();
+        let record = state
+            .contacts
+            .get_mut(key)
+            .and_then(|c| c.whatsapp.inbound.get_mut(id));
+        Ok(record.map(|r| r.enqueued = true).is_some())
+    }
+
+    async fn inbound(
+        &self,
+        key: &ContactKey,
+        id: &WaMessageId,
+        now: i64,
+    ) -> Result<Option<InboundRecord>, StoreError> {
+        let state = self.lock();
+        Ok(state
+            .contacts
+            .get(key)
+            .and_then(|c| c.whatsapp.inbound.get(id))
+            .filter(|r| r.message.expires_at > now)
+            .cloned())
+    }
+
+    async fn unhandled(
+        &self,
+        key: &ContactKey,
+        now: i64,
+    ) -> Result<Vec<InboundRecord>, StoreError> {
+        let state = self.lock();
+        let mut found: Vec<InboundRecord> = state
+            .contacts
+            .get(key)
+            .map(|c| {
+                c.whatsapp
+                    .inbound
+                    .values()
+                    .filter(|r| r.message.expires_at > now)
+                    .filter(|r| !matches!(r.state, RecordState::Handled(_)))
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default();
+        found.sort_by_key(|r| r.arrival);
+        found.truncate(crate::whatsapp::store::MAX_UNHANDLED);
+        Ok(found)
+    }
+
+    async fn take(&self, key: &ContactKey, turn: &TurnRecord) -> Result<bool, StoreError> {
+        validate_turn(turn)?;
+        let mut state = self.lock();
+        let Some(contact) = state.contacts.get_mut(key) else {
+            return Ok(false);
+        };
+        let records = &mut contact.whatsapp;
+        let all_pending = turn.messages.iter().all(|id| {
+            records
+                .inbound
+                .get(id)
+                .is_some_and(|r| r.state == RecordState::Pending)
+        });
+        if !all_pending || records.turns.contains_key(turn.id.as_str()) {
+            return Ok(false);
+        }
+        for id in &turn.messages {
+            if let Some(record) = records.inbound.get_mut(id) {
+                record.state = RecordState::Taken(turn.id.clone());
+            }
+        }
+        let mut stored = turn.clone();
+        stored.status = TurnStatus::Taken;
+        records.turns.insert(turn.id.as_str().to_owned(), stored);
+        Ok(true)
+    }
+
+    async fn turn(
+        &self,
+        key: &ContactKey,
+        id: &TurnId,
+        now: i64,
+    ) -> Result<Option<TurnRecord>, StoreError> {
+        let state = self.lock();
+        Ok(state
+            .contacts
+            .get(key)
+            .and_then(|c| c.whatsapp.turns.get(id.as_str()))
+            .filter(|t| t.expires_at > now)
+            .cloned())
+    }
+
+    async fn settle(
+        &self,
+        key: &ContactKey,
+        turn: &TurnRecord,
+        outgoing: &Outgoing,
+    ) -> Result<bool, StoreError> {
+        validate_turn(turn)?;
+        let mut state = self.lock();
+        let Some(contact) = state.contacts.get_mut(key) else {
+            return Ok(false);
+        };
+        let records = &mut contact.whatsapp;
+        let taken = RecordState::Taken(turn.id.clone());
+        let holds = records
+            .turns
+            .get(turn.id.as_str())
+            .is_some_and(|t| t.status == TurnStatus::Taken)
+            && turn
+                .messages
+                .iter()
+                .all(|id| records.inbound.get(id).is_some_and(|r| r.state == taken));
+        if !holds {
+            return Ok(false);
+        }
+        for id in &turn.messages {
+            if let Some(record) = records.inbound.get_mut(id) {
+                record.state = RecordState::Handled(turn.id.clone());
+            }
+        }
+        if let Some(stored) = records.turns.get_mut(turn.id.as_str()) {
+            stored.status = TurnStatus::Sending {
+                outgoing: outgoing.clone(),
+                sent: 0,
+            };
+        }
+        Ok(true)
+    }
+
+    async fn mark_sent(
+        &self,
+        key: &ContactKey,
+        turn: &TurnId,
+        sent: usize,
+        done: bool,
+    ) -> Result<bool, StoreError> {
+        let mut state = self.lock();
+        let Some(stored) = state
+            .contacts
+            .get_mut(key)
+            .and_then(|c| c.whatsapp.turns.get_mut(turn.as_str()))
+        else {
+            return Ok(false);
+        };
+        let outgoing = match &stored.status {
+            TurnStatus::Sending { outgoing, .. } | TurnStatus::Done { outgoing } => {
+                outgoing.clone()
+            }
+            TurnStatus::Taken => return Ok(false),
+        };
+        stored.status = if done {
+            TurnStatus::Done { outgoing }
+        } else {
+            TurnStatus::Sending { outgoing, sent }
+        };
+        Ok(true)
+    }
+}

@@ -1,0 +1,474 @@
+//! Meta's webhook payload (`object: whatsapp_business_account`), read into what
+//! degrau acts on. Each `entry[].changes[]` with `field: messages` has a `value`
+//! naming the business number (`metadata.phone_number_id`) and holding inbound
+//! `messages` and/or `statuses` of messages sent. Every other field (templates,
+//! account updates…) is ignored.
+//!
+//! What an inbound message becomes ([`Body`]):
+//!
+//! | `type` | turn text |
+//! |---|---|
+//! | `text` | its body |
+//! | `button` (a template's quick reply), `interactive` (a button or list reply) | the title the customer tapped |
+//! | `image`, `video`, `document` | `[image]` (etc.), and the caption after it when there is one |
+//! | `audio`, `sticker`, `location`, `contacts` | `[audio]`, `[sticker]`, `[location]`, `[contacts]`: no media is downloaded, no coordinates or numbers are kept |
+//! | `order`, `unsupported`, anything else | `[order]`, `[unsupported]` |
+//! | `reaction`, `system` | nothing: never a turn |
+//!
+//! A message whose sender or id is not valid is refused alone (counted), never the
+//! whole delivery: Meta retries a webhook that does not answer 2xx, for days.
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{MAX_INBOUND_CHARS, PhoneNumberId, WaId, WaMessageId, cut};
+
+/// Most inbound messages and statuses one delivery may hold; a larger one is
+/// refused whole (413), and nothing of it is recorded. Meta sends one or a few.
+pub const MAX_ITEMS_PER_DELIVERY: usize = 100;
+
+/// What one delivery holds, in order.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Delivery {
+    /// Inbound messages that make turns.
+    pub inbound: Vec<Inbound>,
+    /// Status callbacks of messages degrau sent.
+    pub statuses: Vec<Status>,
+    /// What is ignored, by kind (`reaction`, `system`, `field:<name>`…).
+    pub ignored: Vec<String>,
+    /// Messages refused alone, by reason (a bad sender or id).
+    pub refused: Vec<&'static str>,
+}
+
+/// One inbound message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inbound {
+    /// The business number it was sent to.
+    pub phone_number_id: PhoneNumberId,
+    /// The customer.
+    pub from: WaId,
+    /// Its id (the key of its record).
+    pub id: WaMessageId,
+    /// What it says in the turn.
+    pub body: Body,
+}
+
+/// What an inbound message contributes to a turn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Body {
+    /// Text the customer typed or tapped.
+    Text(String),
+    /// A kind degrau does not read (`audio`, `image`…), with the caption typed
+    /// with it, if any.
+    Note {
+        /// The kind, as in the note (`[audio]`).
+        kind: String,
+        /// The caption, when the customer wrote one.
+        caption: Option<String>,
+    },
+}
+
+impl Body {
+    /// The message's text in the turn: its text, or its note (`[image] caption`),
+    /// at most [`MAX_INBOUND_CHARS`] characters.
+    pub fn turn_text(&self) -> String {
+        let text = match self {
+            Body::Text(text) => text.clone(),
+            Body::Note {
+                kind,
+                caption: None,
+            } => format!("[{kind}]"),
+            Body::Note {
+                kind,
+                caption: Some(caption),
+            } => format!("[{kind}] {caption}"),
+        };
+        cut(&text, MAX_INBOUND_CHARS)
+    }
+
+    /// True for a note with nothing typed (a turn of only these may get the tenant's
+    /// short reply instead of a model call).
+    pub fn is_bare_note(&self) -> bool {
+        matches!(self, Body::Note { caption: None, .. })
+    }
+}
+
+/// A status callback of a message degrau sent: only what may be logged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    /// `sent`, `delivered`, `read`, `failed`, or `other` for anything else.
+    pub status: &'static str,
+    /// The error codes of a failure.
+    pub error_codes: Vec<i64>,
+}
+
+/// Why a delivery was refused whole (nothing of it is recorded).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DeliveryError {
+    /// Not JSON, or not a WhatsApp Business Account notification.
+    #[error("the body is not a WhatsApp Business Account notification: {0}")]
+    Malformed(String),
+    /// More than [`MAX_ITEMS_PER_DELIVERY`] messages and statuses.
+    #[error(
+        "the notification holds {0} messages and statuses; the limit is {MAX_ITEMS_PER_DELIVERY}"
+    )]
+    TooLarge(usize),
+}
+
+#[derive(Deserialize)]
+struct Notification {
+    object: String,
+    #[serde(default)]
+    entry: Vec<Entry>,
+}
+
+#[derive(Deserialize)]
+struct Entry {
+    #[serde(default)]
+    changes: Vec<Change>,
+}
+
+#[derive(Deserialize)]
+struct Change {
+    #[serde(default)]
+    field: String,
+    #[serde(default)]
+    value: Value,
+}
+
+#[derive(Deserialize)]
+struct MessagesValue {
+    metadata: Metadata,
+    #[serde(default)]
+    messages: Vec<Value>,
+    #[serde(default)]
+    statuses: Vec<Value>,
+}
+
+#[derive(Deserialize)]
+struct Metadata {
+    phone_number_id: String,
+}
+
+#[derive(Deserialize)]
+struct RawMessage {
+    from: String,
+    id: String,
+    #[serde(rename = "type", default)]
+    kind: String,
+    #[serde(default)]
+    text: Option<Text>,
+    #[serde(default)]
+    button: Option<Button>,
+    #[serde(default)]
+    interactive: Option<Interactive>,
+    #[serde(default)]
+    image: Option<Media>,
+    #[serde(default)]
+    video: Option<Media>,
+    #[serde(default)]
+    document: Option<Media>,
+}
+
+#[derive(Deserialize)]
+struct Text {
+    #[serde(default)]
+    body: String,
+}
+
+#[derive(Deserialize)]
+struct Button {
+    #[serde(default)]
+    text: String,
+}
+
+#[derive(Deserialize)]
+struct Interactive {
+    #[serde(default)]
+    button_reply: Option<Reply>,
+    #[serde(default)]
+    list_reply: Option<Reply>,
+}
+
+#[derive(Deserialize)]
+struct Reply {
+    #[serde(default)]
+    title: String,
+}
+
+#[derive(Deserialize)]
+struct Media {
+    #[serde(default)]
+    caption: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RawStatus {
+    #[serde(default)]
+    status: String,
+    #[serde(default)]
+    errors: Vec<RawError>,
+}
+
+#[derive(Deserialize)]
+struct RawError {
+    #[serde(default)]
+    code: Option<i64>,
+}
+
+/// Reads a delivery's body. Only a body that is not a notification at all, or one
+/// over the item limit, is refused; a bad message inside is refused alone.
+pub fn parse_delivery(body: &[u8]) -> Result<Delivery, DeliveryError> {
+    // The serde message could quote the body: only its category is kept.
+    let notification: Notification = serde_json::from_slice(body)
+        .map_err(|err| DeliveryError::Malformed(format!("{:?} error", err.classify())))?;
+    if notification.object != "whatsapp_business_account" {
+        return Err(DeliveryError::Malformed(
+            "`object` is not `whatsapp_business_account`".into(),
+        ));
+    }
+    let mut delivery = Delivery::default();
+    let mut items = 0usize;
+    for change in notification.entry.into_iter().flat_map(|e| e.changes) {
+        if change.field != "messages" {
+            delivery
+                .ignored
+                .push(format!("field:{}", short(&change.field)));
+            continue;
+        }
+        let Ok(value) = serde_json::from_value::<MessagesValue>(change.value) else {
+            delivery.refused.push("malformed_change");
+            continue;
+        };
+        items += value.messages.len() + value.statuses.len();
+        if items > MAX_ITEMS_PER_DELIVERY {
+            return Err(DeliveryError::TooLarge(items));
+        }
+        let Ok(phone) = PhoneNumberId::parse(&value.metadata.phone_number_id) else {
+            delivery.refused.push("bad_phone_number_id");
+            continue;
+        };
+        for message in value.messages {
+            read_message(&mut delivery, &phone, message);
+        }
+        for status in value.statuses {
+            delivery.statuses.push(read_status(status));
+        }
+    }
+    Ok(delivery)
+}
+
+/// A field or type name as logged: at most 32 plain characters.
+fn short(name: &str) -> String {
+    let plain: String = name
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .take(32)
+        .collect();
+    if plain.is_empty() {
+        "unknown".into()
+    } else {
+        plain
+    }
+}
+
+fn read_message(delivery: &mut Delivery, phone: &PhoneNumberId, message: Value) {
+    let Ok(raw) = serde_json::from_value::<RawMessage>(message) else {
+        delivery.refused.push("malformed_message");
+        return;
+    };
+    let body = match raw.kind.as_str() {
+        "reaction" | "system" => {
+            delivery.ignored.push(raw.kind);
+            return;
+        }
+        "text" => Body::Text(raw.text.map(|t| t.body).unwrap_or_default()),
+        "button" => Body::Text(raw.button.map(|b| b.text).unwrap_or_default()),
+        "interactive" => {
+            let reply = raw
+                .interactive
+                .and_then(|i| i.button_reply.or(i.list_reply));
+            Body::Text(reply.map(|r| r.title).unwrap_or_default())
+        }
+        kind @ ("image" | "video" | "document") => {
+            let media = match kind {
+                "image" => raw.image,
+                "video" => raw.video,
+                _ => raw.document,
+            };
+            Body::Note {
+                kind: kind.to_owned(),
+                caption: media
+                    .and_then(|m| m.caption)
+                    .filter(|c| !c.trim().is_empty()),
+            }
+        }
+        kind @ ("audio" | "sticker" | "location" | "contacts" | "order") => Body::Note {
+            kind: kind.to_owned(),
+            caption: None,
+        },
+        _ => Body::Note {
+            kind: "unsupported".to_owned(),
+            caption: None,
+        },
+    };
+    // A text with nothing in it (an empty button title) says nothing: a note
+    // instead, so a turn is never empty.
+    let body = match body {
+        Body::Text(text) if text.trim().is_empty() => Body::Note {
+            kind: "empty".into(),
+            caption: None,
+        },
+        other => other,
+    };
+    match (WaId::parse(&raw.from), WaMessageId::parse(&raw.id)) {
+        (Ok(from), Ok(id)) => delivery.inbound.push(Inbound {
+            phone_number_id: phone.clone(),
+            from,
+            id,
+            body,
+        }),
+        (Err(_), _) => delivery.refused.push("bad_sender"),
+        (_, Err(_)) => delivery.refused.push("bad_message_id"),
+    }
+}
+
+fn read_status(status: Value) -> Status {
+    let raw = serde_json::from_value::<RawStatus>(status).unwrap_or(RawStatus {
+        status: String::new(),
+        errors: Vec::new(),
+    });
+    Status {
+        status: match raw.status.as_str() {
+            "sent" => "sent",
+            "delivered" => "delivered",
+            "read" => "read",
+            "failed" => "failed",
+            "deleted" => "deleted",
+            _ => "other",
+        },
+        error_codes: raw.errors.iter().filter_map(|e| e.code).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn delivery(value: Value) -> Value {
+        json!({"object": "whatsapp_business_account", "entry": [{"id": "0", "changes": [
+            {"field": "messages", "value": value}]}]})
+    }
+
+    fn messages(list: Value) -> Value {
+        delivery(json!({
+            "messaging_product": "whatsapp",
+            "metadata": {"display_phone_number": "15550000000", "phone_number_id": "100000000000001"},
+            "contacts": [{"profile": {"name": "Test"}, "wa_id": "15550000001"}],
+            "messages": list
+        }))
+    }
+
+    fn parse(value: Value) -> Delivery {
+        parse_delivery(value.to_string().as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn text_and_media_become_turn_text_and_reactions_nothing() {
+        let parsed = parse(messages(json!([
+            {"from": "15550000001", "id": "wamid.A", "timestamp": "1", "type": "text", "text": {"body": "oi"}},
+            {"from": "15550000001", "id": "wamid.B", "type": "audio", "audio": {"id": "9", "mime_type": "audio/ogg"}},
+            {"from": "15550000001", "id": "wamid.C", "type": "image", "image": {"id": "9", "caption": "meu cabelo"}},
+            {"from": "15550000001", "id": "wamid.D", "type": "location", "location": {"latitude": 1.5, "longitude": 2.5}},
+            {"from": "15550000001", "id": "wamid.E", "type": "reaction", "reaction": {"message_id": "x", "emoji": "+"}},
+            {"from": "15550000001", "id": "wamid.F", "type": "interactive", "interactive": {"type": "button_reply", "button_reply": {"id": "b", "title": "Sim"}}},
+            {"from": "15550000001", "id": "wamid.G", "type": "holographic"}
+        ])));
+        let texts: Vec<String> = parsed.inbound.iter().map(|m| m.body.turn_text()).collect();
+        assert_eq!(
+            texts,
+            [
+                "oi",
+                "[audio]",
+                "[image] meu cabelo",
+                "[location]",
+                "Sim",
+                "[unsupported]"
+            ]
+        );
+        assert!(
+            !texts.iter().any(|t| t.contains("1.5")),
+            "no coordinates kept"
+        );
+        assert_eq!(parsed.ignored, ["reaction"]);
+        assert!(parsed.inbound[1].body.is_bare_note());
+        assert!(!parsed.inbound[2].body.is_bare_note());
+        assert_eq!(
+            parsed.inbound[0].phone_number_id.as_str(),
+            "100000000000001"
+        );
+    }
+
+    #[test]
+    fn statuses_are_read_without_the_recipient() {
+        let parsed = parse(delivery(json!({
+            "metadata": {"phone_number_id": "100000000000001"},
+            "statuses": [
+                {"id": "wamid.X", "status": "delivered", "recipient_id": "15550000001"},
+                {"id": "wamid.Y", "status": "failed", "recipient_id": "15550000001",
+                 "errors": [{"code": 131047, "title": "Re-engagement message"}]}
+            ]
+        })));
+        assert_eq!(parsed.statuses.len(), 2);
+        assert_eq!(parsed.statuses[1].status, "failed");
+        assert_eq!(parsed.statuses[1].error_codes, [131047]);
+        assert!(parsed.inbound.is_empty());
+    }
+
+    #[test]
+    fn a_bad_message_is_refused_alone_and_a_bad_body_whole() {
+        let parsed = parse(messages(json!([
+            {"from": "+1555", "id": "wamid.A", "type": "text", "text": {"body": "x"}},
+            {"from": "15550000001", "id": "wamid#A", "type": "text", "text": {"body": "x"}},
+            {"from": "15550000001", "id": "wamid.B", "type": "text", "text": {"body": "ok"}}
+        ])));
+        assert_eq!(parsed.refused, ["bad_sender", "bad_message_id"]);
+        assert_eq!(parsed.inbound.len(), 1);
+        for body in [
+            b"not json".to_vec(),
+            br#"{"object": "page", "entry": []}"#.to_vec(),
+        ] {
+            assert!(matches!(
+                parse_delivery(&body),
+                Err(DeliveryError::Malformed(_))
+            ));
+        }
+        let many: Vec<Value> = (0..=MAX_ITEMS_PER_DELIVERY)
+            .map(|i| json!({"from": "1", "id": format!("m{i}"), "type": "text", "text": {"body": "x"}}))
+            .collect();
+        assert_eq!(
+            parse_delivery(messages(Value::Array(many)).to_string().as_bytes()),
+            Err(DeliveryError::TooLarge(MAX_ITEMS_PER_DELIVERY + 1))
+        );
+        let other = parse(
+            json!({"object": "whatsapp_business_account", "entry": [{"changes": [
+            {"field": "message_template_status_update", "value": {}}]}]}),
+        );
+        assert_eq!(other.ignored, ["field:message_template_status_update"]);
+    }
+
+    #[test]
+    fn a_text_past_the_limit_is_cut_and_an_empty_one_is_a_note() {
+        let long = "a".repeat(MAX_INBOUND_CHARS + 10);
+        let parsed = parse(messages(json!([
+            {"from": "1", "id": "m1", "type": "text", "text": {"body": long}},
+            {"from": "1", "id": "m2", "type": "text", "text": {"body": "  "}}
+        ])));
+        assert_eq!(
+            parsed.inbound[0].body.turn_text().chars().count(),
+            MAX_INBOUND_CHARS
+        );
+        assert_eq!(parsed.inbound[1].body.turn_text(), "[empty]");
+    }
+}

@@ -1,0 +1,175 @@
+//! The webhook service: what the `whatsapp-webhook` function does with a delivery
+//! whose signature it checked. It never runs the model: for each inbound message of
+//! a bound number it writes the record (once per message id), enqueues it for the
+//! worker and marks it enqueued, then answers. Meta's retries find the record and
+//! enqueue again only a message that never was (an earlier attempt died between the
+//! put and the send). Status callbacks are counted by status, failures logged with
+//! their error codes only; reactions and other events are counted and dropped.
+//!
+//! A message to a number bound to no tenant is counted (`UnknownNumber`) and
+//! dropped: the delivery still answers 200, since a non-2xx is retried by Meta and
+//! in the end disables the subscription.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use tracing::{info, warn};
+
+use super::event::Delivery;
+use super::inbox::{Inbox, QueuedMessage};
+use super::store::{NewInbound, Recorded, WhatsAppStore};
+use super::{PhoneNumberId, RECORD_TTL_SECONDS};
+use crate::domain::TenantId;
+use crate::jobs::EnqueueError;
+use crate::metrics::Event;
+use crate::session::Clock;
+use crate::store::{ContactKey, StoreError};
+
+/// The metrics' `Function` dimension.
+pub const FUNCTION: &str = "whatsapp-webhook";
+
+/// The webhook service and its ports.
+#[derive(Clone)]
+pub struct WebhookService {
+    /// Bindings and records.
+    pub store: Arc<dyn WhatsAppStore>,
+    /// The worker's queue.
+    pub inbox: Arc<dyn Inbox>,
+    /// The clock (receive times).
+    pub clock: Clock,
+}
+
+/// What a delivery came to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Accepted {
+    /// New messages recorded and enqueued.
+    pub recorded: usize,
+    /// Redeliveries of recorded messages (enqueued again only when they never were).
+    pub duplicates: usize,
+    /// Messages to a number bound to no tenant, dropped.
+    pub unknown_number: usize,
+    /// Status callbacks counted.
+    pub statuses: usize,
+    /// Reactions and other events dropped, and messages refused alone.
+    pub ignored: usize,
+}
+
+/// Why a delivery could not be accepted: nothing is lost, since Meta delivers it
+/// again (the webhook answers 500) and the records already written are found.
+#[derive(Debug, thiserror::Error)]
+pub enum WebhookError {
+    /// Storage failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The queue refused the message.
+    #[error(transparent)]
+    Enqueue(#[from] EnqueueError),
+}
+
+impl WebhookService {
+    /// Records and enqueues a delivery's inbound messages, counts the rest.
+    pub async fn accept(&self, delivery: &Delivery) -> Result<Accepted, WebhookError> {
+        let mut accepted = Accepted {
+            statuses: delivery.statuses.len(),
+            ignored: delivery.ignored.len() + delivery.refused.len(),
+            ..Accepted::default()
+        };
+        self.count_the_rest(delivery);
+        let mut tenants: HashMap<PhoneNumberId, Option<TenantId>> = HashMap::new();
+        for message in &delivery.inbound {
+            let tenant = match tenants.get(&message.phone_number_id) {
+                Some(tenant) => tenant.clone(),
+                None => {
+                    let tenant = self.store.binding(&message.phone_number_id).await?;
+                    tenants.insert(message.phone_number_id.clone(), tenant.clone());
+                    tenant
+                }
+            };
+            let Some(tenant) = tenant else {
+                accepted.unknown_number += 1;
+                continue;
+            };
+            let key = ContactKey {
+                tenant,
+                contact: message.from.contact(),
+            };
+            let now = (self.clock)();
+            let record = NewInbound {
+                id: message.id.clone(),
+                phone_number_id: message.phone_number_id.clone(),
+                text: message.body.turn_text(),
+                bare_note: message.body.is_bare_note(),
+                received_at: now,
+                expires_at: now.saturating_add(RECORD_TTL_SECONDS),
+            };
+            let enqueue = match self.store.record_inbound(&key, &record).await? {
+                Recorded::New => {
+                    accepted.recorded += 1;
+                    true
+                }
+                Recorded::Existing { enqueued } => {
+                    accepted.duplicates += 1;
+                    !enqueued
+                }
+            };
+            if enqueue {
+                let queued = QueuedMessage {
+                    tenant: key.tenant.clone(),
+                    contact: key.contact.clone(),
+                    message: message.id.clone(),
+                };
+                self.inbox.enqueue(&queued).await?;
+                if !self.store.mark_enqueued(&key, &message.id).await? {
+                    info!("the record went (erased) before it was marked enqueued");
+                }
+            }
+        }
+        info!(
+            recorded = accepted.recorded,
+            duplicates = accepted.duplicates,
+            unknown_number = accepted.unknown_number,
+            statuses = accepted.statuses,
+            ignored = accepted.ignored,
+            "delivery accepted"
+        );
+        let event = Event::new(FUNCTION)
+            .count("MessagesRecorded", accepted.recorded as u64)
+            .count("MessagesDuplicate", accepted.duplicates as u64)
+            .count("UnknownNumber", accepted.unknown_number as u64);
+        event.emit();
+        Ok(accepted)
+    }
+
+    /// Status callbacks by status (failures logged with their codes, nothing
+    /// personal), and what is ignored or refused, by kind.
+    fn count_the_rest(&self, delivery: &Delivery) {
+        let mut by_status: HashMap<&str, u64> = HashMap::new();
+        for status in &delivery.statuses {
+            *by_status.entry(status.status).or_default() += 1;
+            if status.status == "failed" {
+                warn!(codes = ?status.error_codes, "a sent message failed");
+            }
+        }
+        for (status, count) in by_status {
+            Event::new(FUNCTION)
+                .dimension("Status", status)
+                .rollup()
+                .count("StatusCallbacks", count)
+                .emit();
+        }
+        let mut by_kind: HashMap<&str, u64> = HashMap::new();
+        for kind in &delivery.ignored {
+            *by_kind.entry(kind.as_str()).or_default() += 1;
+        }
+        for reason in &delivery.refused {
+            *by_kind.entry(reason).or_default() += 1;
+        }
+        for (kind, count) in by_kind {
+            Event::new(FUNCTION)
+                .dimension("Kind", kind)
+                .rollup()
+                .count("EventsIgnored", count)
+                .emit();
+        }
+    }
+}

@@ -1,0 +1,582 @@
+//! The worker: one queue message in, at most one turn out. What the
+//! `whatsapp-worker` function runs for each record of an SQS FIFO batch.
+//!
+//! 1. **Find the record** of the queued message. None (the contact was erased, or
+//!    the record expired): nothing to do. Handled: its turn's reply may still be
+//!    unsent (a worker died after recording it): send what is left, and stop.
+//! 2. **Finish what an earlier attempt started**: a record taken by a turn that
+//!    is not settled yet has that turn resumed, with the same records, text and
+//!    `Idempotency-Key`, so its ask replays the stored answer instead of calling
+//!    the model again.
+//! 3. **Wait out the burst** ([`Worker::debounce`]): until `WHATSAPP_DEBOUNCE_SECONDS`
+//!    have passed since the contact's latest pending record, waiting again when
+//!    another arrives meanwhile, at most three debounces in all and never into the
+//!    time the turn itself needs.
+//! 4. **Take** every pending record of the contact, in arrival order (at most
+//!    [`MAX_TURN_MESSAGES`], and no more text than one user message holds), and
+//!    write the turn with them in one transaction. A message that arrives after
+//!    this stays pending: its own queue message comes after this one (same group)
+//!    and makes the next turn.
+//! 5. **Answer**: a turn of bare media notes gets the tenant's `media_reply` when it
+//!    set one (no model call); any other turn is one ask of the joined texts, one a
+//!    line, with the turn id as its `Idempotency-Key`.
+//! 6. **Record what to send, then send it.** Outside the 24-hour customer service
+//!    window (from the turn's latest message) free text cannot go out: the reply
+//!    stays in the conversation, is counted, and the tenant's template goes instead
+//!    when it has one. The turn and its records' move to handled are one
+//!    transaction; each message sent is marked on the turn, so a redelivery sends
+//!    only what did not go out.
+//!
+//! A failure that a later delivery may get past (the model or storage unavailable,
+//! a race, the Graph API still failing after its retries) is an error: the record is
+//! reported and comes back. A turn that cannot be answered (the model refused, a
+//! bad configuration) is settled with nothing sent, logged and counted, so it never
+//! holds the contact's later messages back.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tracing::{error, info, warn};
+
+use super::inbox::QueuedMessage;
+use super::outbound::{OutboundMessage, SendError, Sender};
+use super::settings::WhatsAppSettings;
+use super::store::{
+    InboundRecord, MAX_TURN_MESSAGES, Outgoing, RecordState, TurnId, TurnRecord, TurnStatus,
+    WhatsAppStore,
+};
+use super::{MAX_OUTBOUND_CHARS, RECORD_TTL_SECONDS, SERVICE_WINDOW_SECONDS, WaId};
+use crate::ask::{AskError, AskOutcome, AskResponse, AskService, MAX_TEXT_CHARS};
+use crate::deadline::Deadline;
+use crate::domain::IdempotencyKey;
+use crate::metrics::Event;
+use crate::model::ModelError;
+use crate::session::Clock;
+use crate::store::{ContactKey, StoreError};
+
+/// The metrics' `Function` dimension.
+pub const FUNCTION: &str = "whatsapp-worker";
+
+/// `WHATSAPP_DEBOUNCE_SECONDS` when unset.
+pub const DEFAULT_DEBOUNCE_SECONDS: u64 = 3;
+
+/// Largest `WHATSAPP_DEBOUNCE_SECONDS`.
+pub const MAX_DEBOUNCE_SECONDS: u64 = 30;
+
+/// Time a turn keeps for sending its reply after the ask: the Graph API's retries
+/// fit in it.
+pub const SEND_BUDGET: Duration = Duration::from_secs(10);
+
+/// Passes over one queue message before it is handed back: each pass settles one
+/// earlier turn or makes one.
+const MAX_PASSES: usize = 4;
+
+/// The worker and its ports.
+#[derive(Clone)]
+pub struct Worker {
+    /// Records and turns.
+    pub store: Arc<dyn WhatsAppStore>,
+    /// The ask service (and through it the tenants' settings).
+    pub ask: AskService,
+    /// The Graph API.
+    pub sender: Arc<dyn Sender>,
+    /// The clock (receive times, the window).
+    pub clock: Clock,
+    /// `WHATSAPP_DEBOUNCE_SECONDS`.
+    pub debounce: Duration,
+    /// `ASK_TIMEOUT_SECONDS`: the budget of a turn's ask.
+    pub ask_timeout: Duration,
+}
+
+/// What a queue message came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// No record (erased or expired): nothing done.
+    NoRecord,
+    /// The record is handled and its turn's reply out (by now or by earlier work).
+    Handled,
+}
+
+/// A failure a later delivery may get past: the record is reported and comes back.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// Storage failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The ask failed in a way that may pass (the model or storage unavailable, a
+    /// race, out of time).
+    #[error("the ask failed: {0}")]
+    Ask(AskError),
+    /// The Graph API still failed after the retries that fit.
+    #[error(transparent)]
+    Send(SendError),
+    /// The record kept changing under the worker.
+    #[error("the contact's records kept changing; trying again later")]
+    Busy,
+}
+
+impl WorkerError {
+    /// A short name for logs and metrics.
+    pub fn code(&self) -> &'static str {
+        match self {
+            WorkerError::Store(_) => "store",
+            WorkerError::Ask(_) => "ask",
+            WorkerError::Send(_) => "send",
+            WorkerError::Busy => "busy",
+        }
+    }
+}
+
+impl Worker {
+    /// The time a turn needs once taken: its ask and its send.
+    pub fn turn_budget(&self) -> Duration {
+        self.ask_timeout + SEND_BUDGET
+    }
+
+    /// Handles one queue message by `deadline` (see the module documentation).
+    pub async fn handle(
+        &self,
+        queued: &QueuedMessage,
+        deadline: Deadline,
+    ) -> Result<Outcome, WorkerError> {
+        let key = queued.key();
+        for _ in 0..MAX_PASSES {
+            let now = (self.clock)();
+            let Some(record) = self.store.inbound(&key, &queued.message, now).await? else {
+                info!("no record for the queued message (erased or expired): nothing to do");
+                return Ok(Outcome::NoRecord);
+            };
+            match record.state {
+                RecordState::Handled(turn) => {
+                    self.resume(&key, &turn, deadline).await?;
+                    return Ok(Outcome::Handled);
+                }
+                RecordState::Taken(turn) => self.resume(&key, &turn, deadline).await?,
+                RecordState::Pending => self.make_turn(&key, deadline).await?,
+            }
+        }
+        Err(WorkerError::Busy)
+    }
+
+    /// Waits out the contact's burst and returns its unhandled records (at once when
+    /// one is taken by an unfinished turn, which goes first).
+    pub async fn debounce(
+        &self,
+        key: &ContactKey,
+        deadline: Deadline,
+    ) -> Result<Vec<InboundRecord>, WorkerError> {
+        let debounce = self.debounce.as_secs();
+        let mut waited = 0u64;
+        loop {
+            let now = (self.clock)();
+            let unhandled = self.store.unhandled(key, now).await?;
+            let taken = unhandled
+                .iter()
+                .any(|r| matches!(r.state, RecordState::Taken(_)));
+            let latest = unhandled.iter().map(|r| r.message.received_at).max();
+            let Some(latest) = latest.filter(|_| !taken) else {
+                return Ok(unhandled);
+            };
+            let due = latest.saturating_add(i64::try_from(debounce).unwrap_or(i64::MAX));
+            let Ok(wait) = u64::try_from(due.saturating_sub(now)) else {
+                return Ok(unhandled);
+            };
+            let wait_time = Duration::from_secs(wait);
+            if wait == 0
+                || waited + wait > 3 * debounce
+                || !deadline.allows(wait_time + self.turn_budget())
+            {
+                return Ok(unhandled);
+            }
+            tokio::time::sleep(wait_time).await;
+            waited += wait;
+        }
+    }
+
+    /// Makes one turn of the contact's pending records (after the debounce), or
+    /// resumes an unfinished one.
+    async fn make_turn(&self, key: &ContactKey, deadline: Deadline) -> Result<(), WorkerError> {
+        let unhandled = self.debounce(key, deadline).await?;
+        if let Some(turn) = unhandled.iter().find_map(|r| match &r.state {
+            RecordState::Taken(turn) => Some(turn.clone()),
+            _ => None,
+        }) {
+            return self.resume(key, &turn, deadline).await;
+        }
+        let pending: Vec<&InboundRecord> = unhandled
+            .iter()
+            .filter(|r| r.state == RecordState::Pending)
+            .collect();
+        let Some(turn) = self.turn_of(&pending) else {
+            return Ok(());
+        };
+        if !self.store.take(key, &turn).await? {
+            info!("a record changed before the turn took it; looking again");
+            return Ok(());
+        }
+        info!(messages = turn.messages.len(), "turn taken");
+        self.run(key, turn, deadline).await
+    }
+
+    /// The turn of the first pending records, in arrival order: at most
+    /// [`MAX_TURN_MESSAGES`], and no more text than one user message holds.
+    fn turn_of(&self, pending: &[&InboundRecord]) -> Option<TurnRecord> {
+        let first = pending.first()?;
+        let mut taken: Vec<&InboundRecord> = Vec::new();
+        let mut chars = 0;
+        for record in pending.iter().take(MAX_TURN_MESSAGES) {
+            let more = record.message.text.chars().count() + usize::from(!taken.is_empty());
+            if !taken.is_empty() && chars + more > MAX_TEXT_CHARS {
+                break;
+            }
+            chars += more;
+            taken.push(record);
+        }
+        let messages: Vec<_> = taken.iter().map(|r| r.message.id.clone()).collect();
+        let text: Vec<&str> = taken.iter().map(|r| r.message.text.as_str()).collect();
+        let now = (self.clock)();
+        Some(TurnRecord {
+            id: TurnId::of(&messages),
+            phone_number_id: first.message.phone_number_id.clone(),
+            messages,
+            text: text.join("\n"),
+            bare_notes: taken.iter().all(|r| r.message.bare_note),
+            last_inbound_at: taken
+                .iter()
+                .map(|r| r.message.received_at)
+                .max()
+                .unwrap_or(now),
+            status: TurnStatus::Taken,
+            expires_at: now.saturating_add(RECORD_TTL_SECONDS),
+        })
+    }
+
+    /// Takes a turn where it stands: answers a taken one, sends what is left of a
+    /// settled one. A turn that is gone (erased) is nothing to do.
+    async fn resume(
+        &self,
+        key: &ContactKey,
+        id: &TurnId,
+        deadline: Deadline,
+    ) -> Result<(), WorkerError> {
+        match self.store.turn(key, id, (self.clock)()).await? {
+            Some(turn) => self.run(key, turn, deadline).await,
+            None => {
+                info!("the turn is gone (erased or expired): nothing to do");
+                Ok(())
+            }
+        }
+    }
+
+    async fn run(
+        &self,
+        key: &ContactKey,
+        turn: TurnRecord,
+        deadline: Deadline,
+    ) -> Result<(), WorkerError> {
+        let settings = self.settings(key).await?;
+        let (outgoing, sent) = match &turn.status {
+            TurnStatus::Done { .. } => return Ok(()),
+            TurnStatus::Sending { outgoing, sent } => (outgoing.clone(), *sent),
+            TurnStatus::Taken => {
+                let outgoing = self.answer(key, &turn, &settings, deadline).await?;
+                if !self.store.settle(key, &turn, &outgoing).await? {
+                    info!("the turn changed before its reply was recorded (erased?): nothing sent");
+                    return Ok(());
+                }
+                Event::new(FUNCTION)
+                    .count("TurnsAnswered", 1)
+                    .count("MessagesPerTurn", turn.messages.len() as u64)
+                    .emit();
+                (outgoing, 0)
+            }
+        };
+        self.send(key, &turn, &outgoing, sent, &settings, deadline)
+            .await
+    }
+
+    /// The tenant's WhatsApp settings (the defaults when its config has none).
+    async fn settings(&self, key: &ContactKey) -> Result<WhatsAppSettings, WorkerError> {
+        Ok(self
+            .ask
+            .tenants
+            .tenant_config(&key.tenant)
+            .await?
+            .and_then(|config| config.whatsapp)
+            .unwrap_or_default())
+    }
+
+    /// What the turn sends: the tenant's media reply, or the ask's answer; within
+    /// the window as text, outside it the template or nothing.
+    async fn answer(
+        &self,
+        key: &ContactKey,
+        turn: &TurnRecord,
+        settings: &WhatsAppSettings,
+        deadline: Deadline,
+    ) -> Result<Outgoing, WorkerError> {
+        let reply = match (&settings.media_reply, turn.bare_notes) {
+            (Some(reply), true) => {
+                Event::new(FUNCTION).count("MediaReplies", 1).emit();
+                reply.as_str().to_owned()
+            }
+            _ => match self.ask_turn(key, turn, deadline).await? {
+                Ok(text) => text,
+                Err(nothing) => return Ok(nothing),
+            },
+        };
+        if reply.trim().is_empty() {
+            return Ok(Outgoing::Nothing {
+                reason: "empty_reply".into(),
+            });
+        }
+        let now = (self.clock)();
+        if now.saturating_sub(turn.last_inbound_at) >= SERVICE_WINDOW_SECONDS {
+            return Ok(outside_window(settings));
+        }
+        Ok(Outgoing::Text {
+            parts: split_reply(&reply, MAX_OUTBOUND_CHARS),
+        })
+    }
+
+    /// One ask of the turn's text under the turn's key: `Ok(Ok(reply))`, or
+    /// `Ok(Err(nothing))` when the turn cannot be answered (settled with nothing
+    /// sent), or an error a later delivery may get past.
+    async fn ask_turn(
+        &self,
+        key: &ContactKey,
+        turn: &TurnRecord,
+        deadline: Deadline,
+    ) -> Result<Result<String, Outgoing>, WorkerError> {
+        let idempotency = IdempotencyKey::parse(turn.id.as_str())
+            .unwrap_or_else(|_| unreachable!("64 hex digits are a valid key"));
+        let ask_deadline = Deadline::after(self.ask_timeout).earlier(deadline.before(SEND_BUDGET));
+        match self
+            .ask
+            .ask(key, &turn.text, Some(&idempotency), ask_deadline)
+            .await
+        {
+            Ok(AskOutcome::Answered(response)) => Ok(Ok(response.reply.text)),
+            Ok(AskOutcome::Replayed(body)) => {
+                info!("the turn's answer was stored already: replayed");
+                match serde_json::from_str::<AskResponse>(&body) {
+                    Ok(response) => Ok(Ok(response.reply.text)),
+                    Err(_) => Err(WorkerError::Store(StoreError::Corrupt(
+                        "a stored answer did not read back".into(),
+                    ))),
+                }
+            }
+            Err(error) if passes(&error) => {
+                warn!(%error, "the turn's ask failed; the message comes back");
+                Err(WorkerError::Ask(error))
+            }
+            Err(error) => {
+                error!(%error, "the turn cannot be answered: nothing is sent");
+                Event::new(FUNCTION).count("TurnsFailed", 1).emit();
+                Ok(Err(Outgoing::Nothing {
+                    reason: "not_answered".into(),
+                }))
+            }
+        }
+    }
+
+    /// Sends the turn's messages from `sent` on, marking each on the turn.
+    async fn send(
+        &self,
+        key: &ContactKey,
+        turn: &TurnRecord,
+        outgoing: &Outgoing,
+        sent: usize,
+        settings: &WhatsAppSettings,
+        deadline: Deadline,
+    ) -> Result<(), WorkerError> {
+        let Ok(to) = WaId::parse(key.contact.as_str()) else {
+            warn!("the contact is not a WhatsApp id: nothing is sent");
+            self.store.mark_sent(key, &turn.id, sent, true).await?;
+            return Ok(());
+        };
+        let messages: Vec<OutboundMessage<'_>> = match outgoing {
+            Outgoing::Text { parts } => parts.iter().map(|p| OutboundMessage::Text(p)).collect(),
+            Outgoing::Template { template } => vec![OutboundMessage::Template(template)],
+            Outgoing::Nothing { reason } => {
+                info!(reason = reason.as_str(), "the turn sends nothing");
+                Vec::new()
+            }
+        };
+        let total = messages.len();
+        for (index, message) in messages.into_iter().enumerate().skip(sent) {
+            match self
+                .sender
+                .send(&turn.phone_number_id, &to, message, deadline)
+                .await
+            {
+                Ok(()) => {
+                    let metric = match message {
+                        OutboundMessage::Text(_) => "RepliesSent",
+                        OutboundMessage::Template(_) => "TemplatesSent",
+                    };
+                    Event::new(FUNCTION).count(metric, 1).emit();
+                    self.store
+                        .mark_sent(key, &turn.id, index + 1, index + 1 == total)
+                        .await?;
+                }
+                Err(SendError::OutsideWindow) => {
+                    // Meta's clock says the window closed (a late delivery): the
+                    // template instead, as when the worker finds it closed itself.
+                    warn!("the Graph API says the service window is closed");
+                    if let Outgoing::Template { template } = outside_window(settings) {
+                        self.send_template(key, turn, &to, &template, deadline)
+                            .await?;
+                    }
+                    self.store.mark_sent(key, &turn.id, index, true).await?;
+                    return Ok(());
+                }
+                Err(SendError::Rejected { status, code }) => {
+                    error!(status, code, "the Graph API refused the reply; not retried");
+                    send_failed(code);
+                    self.store.mark_sent(key, &turn.id, index, true).await?;
+                    return Ok(());
+                }
+                Err(error @ SendError::Unavailable(_)) => {
+                    warn!(%error, sent = index, "could not send; the message comes back");
+                    Event::new(FUNCTION)
+                        .dimension("Code", "unavailable")
+                        .rollup()
+                        .count("SendFailures", 1)
+                        .emit();
+                    return Err(WorkerError::Send(error));
+                }
+            }
+        }
+        if total == 0 || sent >= total {
+            self.store.mark_sent(key, &turn.id, sent, true).await?;
+        }
+        Ok(())
+    }
+
+    async fn send_template(
+        &self,
+        key: &ContactKey,
+        turn: &TurnRecord,
+        to: &WaId,
+        template: &super::settings::TemplateRef,
+        deadline: Deadline,
+    ) -> Result<(), WorkerError> {
+        match self
+            .sender
+            .send(
+                &turn.phone_number_id,
+                to,
+                OutboundMessage::Template(template),
+                deadline,
+            )
+            .await
+        {
+            Ok(()) => {
+                Event::new(FUNCTION).count("TemplatesSent", 1).emit();
+                Ok(())
+            }
+            Err(SendError::Unavailable(error)) => {
+                // The text is marked as never to go; the template is not retried.
+                warn!(%error, "could not send the template");
+                send_failed(None);
+                Ok(())
+            }
+            Err(SendError::Rejected { status, code }) => {
+                error!(status, code, "the Graph API refused the template");
+                send_failed(code);
+                let _ = key;
+                Ok(())
+            }
+            Err(SendError::OutsideWindow) => {
+                send_failed(Some(super::outbound::OUTSIDE_WINDOW_CODE));
+                Ok(())
+            }
+        }
+    }
+}
+
+/// What goes out instead of a reply the window no longer allows: counted, and the
+/// tenant's template, or nothing.
+fn outside_window(settings: &WhatsAppSettings) -> Outgoing {
+    Event::new(FUNCTION).count("RepliesOutsideWindow", 1).emit();
+    match &settings.template {
+        Some(template) => Outgoing::Template {
+            template: template.clone(),
+        },
+        None => Outgoing::Nothing {
+            reason: "outside_window".into(),
+        },
+    }
+}
+
+fn send_failed(code: Option<i64>) {
+    let code = code.map_or_else(|| "none".to_owned(), |code| code.to_string());
+    Event::new(FUNCTION)
+        .dimension("Code", code)
+        .rollup()
+        .count("SendFailures", 1)
+        .emit();
+}
+
+/// True for an ask failure a later delivery may get past.
+fn passes(error: &AskError) -> bool {
+    match error {
+        AskError::Conflict(_) => true,
+        AskError::Store(error) => {
+            matches!(error, StoreError::Unavailable(_) | StoreError::Conflict(_))
+        }
+        AskError::Model(error) => matches!(
+            error,
+            ModelError::RateLimited { .. }
+                | ModelError::Unavailable { .. }
+                | ModelError::Timeout
+                | ModelError::Connection(_)
+        ),
+        _ => false,
+    }
+}
+
+/// Splits a reply into parts of at most `max` characters, at a line break or a
+/// space in the second half of a part when there is one.
+pub fn split_reply(text: &str, max: usize) -> Vec<String> {
+    let mut parts = Vec::new();
+    let mut rest = text.trim();
+    while rest.chars().count() > max {
+        let limit = rest
+            .char_indices()
+            .nth(max)
+            .map_or(rest.len(), |(at, _)| at);
+        let head = &rest[..limit];
+        let half = rest.char_indices().nth(max / 2).map_or(0, |(at, _)| at);
+        let cut = head
+            .rfind('\n')
+            .filter(|at| *at >= half)
+            .or_else(|| head.rfind(' ').filter(|at| *at >= half))
+            .unwrap_or(limit);
+        parts.push(rest[..cut].trim_end().to_owned());
+        rest = rest[cut..].trim_start();
+    }
+    if !rest.is_empty() {
+        parts.push(rest.to_owned());
+    }
+    parts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_reply_is_split_at_spaces_within_the_limit() {
+        assert_eq!(split_reply("oi", 10), ["oi"]);
+        let parts = split_reply("aaaa bbbb cccc dddd", 10);
+        assert_eq!(parts, ["aaaa bbbb", "cccc dddd"]);
+        let solid = "x".repeat(25);
+        let parts = split_reply(&solid, 10);
+        assert_eq!(parts.len(), 3);
+        assert!(parts.iter().all(|p| p.chars().count() <= 10));
+        assert_eq!(parts.concat(), solid);
+        assert!(split_reply("  ", 10).is_empty());
+    }
+}

@@ -1,0 +1,734 @@
+//! The WhatsApp channel's services against the in-memory store, the scripted model
+//! and the test doubles of the queue and the Graph API: once per message id, bursts
+//! made one turn, a message during a round in the next turn, retries that never
+//! answer twice, the 24-hour window, media notes, unknown numbers and erasure.
+
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use degrau::deadline::Deadline;
+use degrau::domain::{ContactId, TenantId};
+use degrau::jobs::NoJobs;
+use degrau::model::scripted::ScriptedModel;
+use degrau::model::{Model, ModelError, ModelResponse};
+use degrau::request::ModelRequest;
+use degrau::session::Clock;
+use degrau::store::memory::MemoryStore;
+use degrau::store::{ContactKey, SessionFilter, Store, StoreError, TenantStore};
+use degrau::tenant::{Defaults, TenantConfig};
+use degrau::tools::ToolDispatch;
+use degrau::usage::Usage;
+use degrau::whatsapp::event::parse_delivery;
+use degrau::whatsapp::inbox::QueuedMessage;
+use degrau::whatsapp::outbound::SendError;
+use degrau::whatsapp::settings::WhatsAppSettings;
+use degrau::whatsapp::store::{
+    InboundRecord, NewInbound, Outgoing, RecordState, Recorded, TurnId, TurnRecord, WhatsAppStore,
+};
+use degrau::whatsapp::testing::{RecordingInbox, ScriptedSender, Sent};
+use degrau::whatsapp::webhook::{Accepted, WebhookService};
+use degrau::whatsapp::worker::{Outcome, Worker, WorkerError};
+use degrau::whatsapp::{PhoneNumberId, WaMessageId};
+use serde_json::{Value, json};
+
+use crate::helpers::{START, ask_service, minute, test_clock};
+
+const PHONE: &str = "100000000000001";
+const CUSTOMER: &str = "15550000001";
+const TENANT: &str = "barber";
+
+fn usage() -> Usage {
+    Usage {
+        input_tokens: 50,
+        output_tokens: 10,
+        ..Usage::default()
+    }
+}
+
+fn customer() -> ContactKey {
+    ContactKey {
+        tenant: TenantId::parse(TENANT).unwrap(),
+        contact: ContactId::parse(CUSTOMER).unwrap(),
+    }
+}
+
+fn text(id: &str, body: &str) -> Value {
+    json!({"from": CUSTOMER, "id": id, "timestamp": "1", "type": "text", "text": {"body": body}})
+}
+
+fn audio(id: &str) -> Value {
+    json!({"from": CUSTOMER, "id": id, "type": "audio", "audio": {"id": "1", "mime_type": "audio/ogg"}})
+}
+
+fn delivery_to(phone: &str, messages: &[Value]) -> Vec<u8> {
+    json!({"object": "whatsapp_business_account", "entry": [{"id": "0", "changes": [{
+        "field": "messages",
+        "value": {"messaging_product": "whatsapp",
+                  "metadata": {"display_phone_number": "15550000000", "phone_number_id": phone},
+                  "messages": messages}}]}]})
+    .to_string()
+    .into_bytes()
+}
+
+/// The channel on the in-memory store: the webhook, the worker, and what they talk to.
+struct Channel {
+    store: Arc<MemoryStore>,
+    model: Arc<ScriptedModel>,
+    inbox: Arc<RecordingInbox>,
+    sender: Arc<ScriptedSender>,
+    webhook: WebhookService,
+    worker: Worker,
+    /// Queue messages the worker already handled.
+    worked: AtomicUsize,
+}
+
+async fn channel() -> (Channel, Arc<AtomicI64>) {
+    let (now, clock) = test_clock();
+    let model = Arc::new(ScriptedModel::default());
+    (channel_with(model.clone(), model, clock, 0).await, now)
+}
+
+async fn channel_with(
+    model: Arc<dyn Model>,
+    scripted: Arc<ScriptedModel>,
+    clock: Clock,
+    debounce: u64,
+) -> Channel {
+    channel_on(
+        Arc::new(MemoryStore::new()),
+        model,
+        scripted,
+        clock,
+        debounce,
+    )
+    .await
+}
+
+async fn channel_on(
+    store: Arc<MemoryStore>,
+    model: Arc<dyn Model>,
+    scripted: Arc<ScriptedModel>,
+    clock: Clock,
+    debounce: u64,
+) -> Channel {
+    store
+        .bind(
+            &PhoneNumberId::parse(PHONE).unwrap(),
+            &TenantId::parse(TENANT).unwrap(),
+        )
+        .await
+        .unwrap();
+    let inbox = Arc::new(RecordingInbox::default());
+    let sender = Arc::new(ScriptedSender::default());
+    let ask = ask_service(
+        &store,
+        model,
+        Arc::new(ToolDispatch::built_in_only()),
+        Arc::new(NoJobs),
+        Defaults::default(),
+        clock.clone(),
+    );
+    Channel {
+        webhook: WebhookService {
+            store: store.clone(),
+            inbox: inbox.clone(),
+            clock: clock.clone(),
+        },
+        worker: Worker {
+            store: store.clone(),
+            ask,
+            sender: sender.clone(),
+            clock,
+            debounce: Duration::from_secs(debounce),
+            ask_timeout: Duration::from_secs(25),
+        },
+        store,
+        model: scripted,
+        inbox,
+        sender,
+        worked: AtomicUsize::new(0),
+    }
+}
+
+impl Channel {
+    async fn deliver(&self, messages: &[Value]) -> Accepted {
+        self.deliver_to(PHONE, messages).await
+    }
+
+    async fn deliver_to(&self, phone: &str, messages: &[Value]) -> Accepted {
+        let delivery = parse_delivery(&delivery_to(phone, messages)).unwrap();
+        self.webhook.accept(&delivery).await.unwrap()
+    }
+
+    /// Runs the worker on every queued message not handled yet, in order.
+    async fn work(&self) -> Vec<Result<Outcome, WorkerError>> {
+        let mut results = Vec::new();
+        loop {
+            let queued = self.inbox.queued();
+            let next = self.worked.load(Ordering::SeqCst);
+            let Some(message) = queued.get(next) else {
+                return results;
+            };
+            results.push(self.worker.handle(message, minute()).await);
+            self.worked.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// The texts of the user messages stored in the conversation.
+    async fn user_texts(&self) -> Vec<String> {
+        let page = self
+            .store
+            .transcript(&customer(), SessionFilter::All, 200, None)
+            .await
+            .unwrap();
+        page.messages
+            .iter()
+            .filter(|m| m.role == degrau::domain::Role::User)
+            .map(|m| m.to_message().text())
+            .collect()
+    }
+
+    fn model_calls(&self) -> usize {
+        self.model.requests().len()
+    }
+}
+
+fn answers(model: &ScriptedModel, texts: &[&str]) {
+    for text in texts {
+        model.push(ScriptedModel::text(text, usage()));
+    }
+}
+
+#[tokio::test]
+async fn the_same_event_delivered_twice_gives_one_turn() {
+    let (channel, _) = channel().await;
+    answers(&channel.model, &["Olá!"]);
+    let first = channel.deliver(&[text("wamid.A", "oi")]).await;
+    let again = channel.deliver(&[text("wamid.A", "oi")]).await;
+    assert_eq!((first.recorded, first.duplicates), (1, 0));
+    assert_eq!((again.recorded, again.duplicates), (0, 1));
+    assert_eq!(channel.inbox.queued().len(), 1, "enqueued once");
+    channel.work().await;
+    assert_eq!(channel.model_calls(), 1);
+    assert_eq!(channel.sender.sent(), [Sent::Text("Olá!".into())]);
+    // A third delivery, after the turn: still nothing new.
+    channel.deliver(&[text("wamid.A", "oi")]).await;
+    assert!(channel.work().await.is_empty());
+    assert_eq!(channel.user_texts().await, ["oi"]);
+}
+
+#[tokio::test]
+async fn a_redelivery_of_a_message_never_enqueued_is_enqueued_then() {
+    let (channel, _) = channel().await;
+    channel.inbox.fail_next(1);
+    let delivery = parse_delivery(&delivery_to(PHONE, &[text("wamid.A", "oi")])).unwrap();
+    assert!(
+        channel.webhook.accept(&delivery).await.is_err(),
+        "500 to Meta"
+    );
+    assert!(channel.inbox.queued().is_empty());
+    let retried = channel.deliver(&[text("wamid.A", "oi")]).await;
+    assert_eq!(retried.duplicates, 1);
+    assert_eq!(channel.inbox.queued().len(), 1, "enqueued by the retry");
+    let record = channel
+        .store
+        .inbound(&customer(), &WaMessageId::parse("wamid.A").unwrap(), START)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(record.enqueued);
+}
+
+#[tokio::test]
+async fn an_unknown_phone_number_id_is_dropped_and_counted() {
+    let (channel, _) = channel().await;
+    let accepted = channel
+        .deliver_to("199999999999999", &[text("wamid.A", "oi")])
+        .await;
+    assert_eq!((accepted.unknown_number, accepted.recorded), (1, 0));
+    assert!(channel.inbox.queued().is_empty());
+    assert!(
+        channel
+            .store
+            .unhandled(&customer(), START)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn a_burst_of_three_gives_one_round() {
+    let (channel, _) = channel().await;
+    answers(&channel.model, &["Claro, que horas?"]);
+    for (id, body) in [
+        ("m1", "oi"),
+        ("m2", "tudo bem?"),
+        ("m3", "queria marcar amanhã"),
+    ] {
+        channel.deliver(&[text(id, body)]).await;
+    }
+    let results = channel.work().await;
+    assert_eq!(results.len(), 3);
+    assert!(results.iter().all(|r| matches!(r, Ok(Outcome::Handled))));
+    assert_eq!(channel.model_calls(), 1, "one round for the burst");
+    assert_eq!(
+        channel.user_texts().await,
+        ["oi\ntudo bem?\nqueria marcar amanhã"]
+    );
+    assert_eq!(
+        channel.sender.sent(),
+        [Sent::Text("Claro, que horas?".into())]
+    );
+    let (from, to) = channel.sender.routes()[0].clone();
+    assert_eq!((from.as_str(), to.as_str()), (PHONE, CUSTOMER));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_worker_waits_out_the_burst_before_taking_it() {
+    // The clock follows tokio's paused time, so the debounce's waits move it.
+    let started = tokio::time::Instant::now();
+    let clock: Clock = Arc::new(move || START + started.elapsed().as_secs() as i64);
+    let model = Arc::new(ScriptedModel::default());
+    let channel = Arc::new(channel_with(model.clone(), model, clock, 3).await);
+    answers(&channel.model, &["Pois não"]);
+    channel.deliver(&[text("m1", "oi")]).await;
+    let worker = {
+        let channel = channel.clone();
+        tokio::spawn(async move {
+            let first = channel.inbox.queued()[0].clone();
+            channel.worker.handle(&first, minute()).await
+        })
+    };
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    channel.deliver(&[text("m2", "queria um corte")]).await;
+    assert!(matches!(worker.await.unwrap(), Ok(Outcome::Handled)));
+    assert!(
+        started.elapsed() >= Duration::from_secs(5),
+        "waited 3 s after the second message"
+    );
+    assert_eq!(channel.user_texts().await, ["oi\nqueria um corte"]);
+}
+
+/// A model that, when first called, has a new message arrive for the contact (as if
+/// the customer wrote while the round ran), then answers from the script.
+struct ArrivesDuringTheRound {
+    scripted: Arc<ScriptedModel>,
+    webhook: Mutex<Option<WebhookService>>,
+}
+
+#[async_trait]
+impl Model for ArrivesDuringTheRound {
+    async fn create(
+        &self,
+        request: &ModelRequest,
+        deadline: Deadline,
+    ) -> Result<ModelResponse, ModelError> {
+        let webhook = self.webhook.lock().unwrap().take();
+        if let Some(webhook) = webhook {
+            let delivery =
+                parse_delivery(&delivery_to(PHONE, &[text("m3", "ah, e barba também")])).unwrap();
+            webhook.accept(&delivery).await.unwrap();
+        }
+        self.scripted.create(request, deadline).await
+    }
+}
+
+#[tokio::test]
+async fn a_message_during_a_running_round_joins_the_next_turn() {
+    let (_, clock) = test_clock();
+    let scripted = Arc::new(ScriptedModel::default());
+    let model = Arc::new(ArrivesDuringTheRound {
+        scripted: scripted.clone(),
+        webhook: Mutex::new(None),
+    });
+    let channel = channel_with(model.clone(), scripted, clock, 0).await;
+    *model.webhook.lock().unwrap() = Some(channel.webhook.clone());
+    answers(&channel.model, &["Corte às 10h?", "Barba também, anotado."]);
+    channel.deliver(&[text("m1", "oi")]).await;
+    channel.deliver(&[text("m2", "queria um corte")]).await;
+    let results = channel.work().await;
+    assert_eq!(
+        results.len(),
+        3,
+        "m1 (the turn), m2 (handled), m3 (the next turn)"
+    );
+    assert_eq!(
+        channel.user_texts().await,
+        ["oi\nqueria um corte", "ah, e barba também"]
+    );
+    assert_eq!(channel.model_calls(), 2);
+    assert_eq!(
+        channel.sender.sent(),
+        [
+            Sent::Text("Corte às 10h?".into()),
+            Sent::Text("Barba também, anotado.".into())
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_send_that_fails_is_sent_once_on_redelivery_without_a_second_model_call() {
+    let (channel, _) = channel().await;
+    answers(&channel.model, &["Feito."]);
+    channel
+        .sender
+        .push(Err(SendError::Unavailable("HTTP 500".into())));
+    channel.deliver(&[text("m1", "marca 10h")]).await;
+    let first = channel.inbox.queued()[0].clone();
+    assert!(matches!(
+        channel.worker.handle(&first, minute()).await,
+        Err(WorkerError::Send(_))
+    ));
+    assert!(channel.sender.sent().is_empty());
+    // SQS delivers the message again.
+    assert!(matches!(
+        channel.worker.handle(&first, minute()).await,
+        Ok(Outcome::Handled)
+    ));
+    assert_eq!(channel.sender.sent(), [Sent::Text("Feito.".into())]);
+    assert_eq!(channel.model_calls(), 1);
+    // And again: nothing more goes out.
+    channel.worker.handle(&first, minute()).await.unwrap();
+    assert_eq!(channel.sender.sent().len(), 1);
+}
+
+/// The in-memory store, whose `settle` fails while `fail` is set: a worker that
+/// dies after the ask's commit and before the reply is recorded.
+struct SettleFails {
+    inner: Arc<MemoryStore>,
+    fail: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait]
+impl WhatsAppStore for SettleFails {
+    async fn binding(&self, phone: &PhoneNumberId) -> Result<Option<TenantId>, StoreError> {
+        self.inner.binding(phone).await
+    }
+    async fn bind(&self, phone: &PhoneNumberId, tenant: &TenantId) -> Result<(), StoreError> {
+        self.inner.bind(phone, tenant).await
+    }
+    async fn record_inbound(
+        &self,
+        key: &ContactKey,
+        message: &NewInbound,
+    ) -> Result<Recorded, StoreError> {
+        self.inner.record_inbound(key, message).await
+    }
+    async fn mark_enqueued(&self, key: &ContactKey, id: &WaMessageId) -> Result<bool, StoreError> {
+        self.inner.mark_enqueued(key, id).await
+    }
+    async fn inbound(
+        &self,
+        key: &ContactKey,
+        id: &WaMessageId,
+        now: i64,
+    ) -> Result<Option<InboundRecord>, StoreError> {
+        self.inner.inbound(key, id, now).await
+    }
+    async fn unhandled(
+        &self,
+        key: &ContactKey,
+        now: i64,
+    ) -> Result<Vec<InboundRecord>, StoreError> {
+        self.inner.unhandled(key, now).await
+    }
+    async fn take(&self, key: &ContactKey, turn: &TurnRecord) -> Result<bool, StoreError> {
+        self.inner.take(key, turn).await
+    }
+    async fn turn(
+        &self,
+        key: &ContactKey,
+        id: &TurnId,
+        now: i64,
+    ) -> Result<Option<TurnRecord>, StoreError> {
+        self.inner.turn(key, id, now).await
+    }
+    async fn settle(
+        &self,
+        key: &ContactKey,
+        turn: &TurnRecord,
+        outgoing: &Outgoing,
+    ) -> Result<bool, StoreError> {
+        if self.fail.swap(false, Ordering::SeqCst) {
+            return Err(StoreError::Unavailable("throttled".into()));
+        }
+        self.inner.settle(key, turn, outgoing).await
+    }
+    async fn mark_sent(
+        &self,
+        key: &ContactKey,
+        turn: &TurnId,
+        sent: usize,
+        done: bool,
+    ) -> Result<bool, StoreError> {
+        self.inner.mark_sent(key, turn, sent, done).await
+    }
+}
+
+#[tokio::test]
+async fn a_turn_resumed_after_its_commit_replays_the_answer_and_sends_once() {
+    let (channel, _) = channel().await;
+    let failing = Arc::new(SettleFails {
+        inner: channel.store.clone(),
+        fail: std::sync::atomic::AtomicBool::new(true),
+    });
+    let worker = Worker {
+        store: failing,
+        ..channel.worker.clone()
+    };
+    answers(&channel.model, &["Às 10h, então."]);
+    channel.deliver(&[text("m1", "pode ser 10h")]).await;
+    let queued = channel.inbox.queued()[0].clone();
+    assert!(matches!(
+        worker.handle(&queued, minute()).await,
+        Err(WorkerError::Store(_))
+    ));
+    assert_eq!(channel.model_calls(), 1, "the round is stored");
+    assert!(channel.sender.sent().is_empty());
+    assert!(matches!(
+        worker.handle(&queued, minute()).await,
+        Ok(Outcome::Handled)
+    ));
+    assert_eq!(channel.model_calls(), 1, "replayed, no second model call");
+    assert_eq!(channel.sender.sent(), [Sent::Text("Às 10h, então.".into())]);
+    assert_eq!(channel.user_texts().await, ["pode ser 10h"], "stored once");
+}
+
+async fn with_template(channel: &Channel) {
+    let settings: WhatsAppSettings = serde_json::from_value(
+        json!({"template": {"name": "retomar_conversa", "language": "pt_BR"}}),
+    )
+    .unwrap();
+    channel
+        .store
+        .put_tenant_config(
+            &TenantId::parse(TENANT).unwrap(),
+            &TenantConfig {
+                whatsapp: Some(settings),
+                ..TenantConfig::default()
+            },
+        )
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn outside_the_24_hour_window_the_template_is_sent_and_the_reply_recorded() {
+    let (channel, now) = channel().await;
+    with_template(&channel).await;
+    answers(&channel.model, &["Desculpe a demora!"]);
+    channel.deliver(&[text("m1", "oi")]).await;
+    // The worker gets to it a day and a minute later (a long outage).
+    now.fetch_add(24 * 3600 + 60, Ordering::SeqCst);
+    channel.work().await;
+    assert_eq!(
+        channel.sender.sent(),
+        [Sent::Template("retomar_conversa".into())]
+    );
+    let page = channel
+        .store
+        .transcript(&customer(), SessionFilter::All, 10, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        page.messages.last().unwrap().to_message().text(),
+        "Desculpe a demora!",
+        "the reply is in the conversation"
+    );
+}
+
+#[tokio::test]
+async fn outside_the_window_without_a_template_nothing_is_sent() {
+    let (channel, now) = channel().await;
+    answers(&channel.model, &["Olá"]);
+    channel.deliver(&[text("m1", "oi")]).await;
+    now.fetch_add(24 * 3600, Ordering::SeqCst);
+    let results = channel.work().await;
+    assert!(matches!(results[0], Ok(Outcome::Handled)));
+    assert!(channel.sender.sent().is_empty());
+    assert_eq!(channel.model_calls(), 1);
+}
+
+#[tokio::test]
+async fn meta_saying_the_window_closed_sends_the_template_instead() {
+    let (channel, _) = channel().await;
+    with_template(&channel).await;
+    answers(&channel.model, &["Olá"]);
+    channel.sender.push(Err(SendError::OutsideWindow));
+    channel.deliver(&[text("m1", "oi")]).await;
+    channel.work().await;
+    assert_eq!(
+        channel.sender.sent(),
+        [Sent::Template("retomar_conversa".into())]
+    );
+}
+
+#[tokio::test]
+async fn a_turn_of_bare_media_gets_the_tenants_short_reply_without_a_model_call() {
+    let (channel, _) = channel().await;
+    let settings: WhatsAppSettings =
+        serde_json::from_value(json!({"media_reply": "Ainda não ouço áudios; pode escrever?"}))
+            .unwrap();
+    channel
+        .store
+        .put_tenant_config(
+            &TenantId::parse(TENANT).unwrap(),
+            &TenantConfig {
+                whatsapp: Some(settings),
+                ..TenantConfig::default()
+            },
+        )
+        .await
+        .unwrap();
+    channel.deliver(&[audio("m1")]).await;
+    channel.work().await;
+    assert_eq!(channel.model_calls(), 0);
+    assert_eq!(
+        channel.sender.sent(),
+        [Sent::Text("Ainda não ouço áudios; pode escrever?".into())]
+    );
+    // Text with the audio goes to the model, with the note.
+    answers(&channel.model, &["Entendi."]);
+    channel
+        .deliver(&[audio("m2"), text("m3", "é sobre o horário")])
+        .await;
+    channel.work().await;
+    assert_eq!(channel.user_texts().await, ["[audio]\né sobre o horário"]);
+}
+
+#[tokio::test]
+async fn without_a_short_reply_a_media_turn_goes_to_the_model_as_its_note() {
+    let (channel, _) = channel().await;
+    answers(
+        &channel.model,
+        &["Não consigo ouvir áudios, pode escrever?"],
+    );
+    channel.deliver(&[audio("m1")]).await;
+    channel.work().await;
+    assert_eq!(channel.user_texts().await, ["[audio]"]);
+    assert_eq!(channel.sender.sent().len(), 1);
+}
+
+#[tokio::test]
+async fn a_turn_the_model_refuses_sends_nothing_and_does_not_hold_the_next_one_back() {
+    let (channel, _) = channel().await;
+    channel.model.push(Ok(degrau::model::scripted::response(
+        Vec::new(),
+        degrau::model::StopReason::Refusal,
+        usage(),
+    )));
+    answers(&channel.model, &["Posso ajudar com horários."]);
+    channel.deliver(&[text("m1", "primeira")]).await;
+    channel.work().await;
+    assert!(channel.sender.sent().is_empty());
+    channel.deliver(&[text("m2", "segunda")]).await;
+    channel.work().await;
+    assert_eq!(
+        channel.sender.sent(),
+        [Sent::Text("Posso ajudar com horários.".into())]
+    );
+}
+
+#[tokio::test]
+async fn a_long_burst_makes_turns_within_the_text_limit() {
+    let (channel, _) = channel().await;
+    answers(&channel.model, &["um", "dois"]);
+    let long = "a".repeat(3000);
+    for id in ["m1", "m2", "m3"] {
+        channel.deliver(&[text(id, &long)]).await;
+    }
+    channel.work().await;
+    let texts = channel.user_texts().await;
+    assert_eq!(texts.len(), 2, "8,000 characters hold two of them");
+    assert_eq!(texts[0], format!("{long}\n{long}"));
+    assert!(
+        texts
+            .iter()
+            .all(|t| t.chars().count() <= degrau::ask::MAX_TEXT_CHARS)
+    );
+}
+
+#[tokio::test]
+async fn erasing_the_contact_removes_the_whatsapp_records_and_its_queued_message_does_nothing() {
+    let (channel, _) = channel().await;
+    answers(&channel.model, &["Olá"]);
+    channel.deliver(&[text("m1", "oi")]).await;
+    channel.work().await;
+    channel.deliver(&[text("m2", "de novo")]).await;
+    let erased = channel.store.erase_contact(&customer()).await.unwrap();
+    assert!(erased >= 5, "head, two messages, records, turn: {erased}");
+    let id = WaMessageId::parse("m1").unwrap();
+    assert!(
+        channel
+            .store
+            .inbound(&customer(), &id, START)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let queued: QueuedMessage = channel.inbox.queued()[1].clone();
+    assert!(matches!(
+        channel.worker.handle(&queued, minute()).await,
+        Ok(Outcome::NoRecord)
+    ));
+    assert_eq!(channel.model_calls(), 1);
+    assert!(
+        channel
+            .store
+            .unhandled(&customer(), START)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn records_move_forward_only() {
+    let (channel, _) = channel().await;
+    channel.deliver(&[text("m1", "oi")]).await;
+    let record = channel.store.unhandled(&customer(), START).await.unwrap()[0].clone();
+    assert_eq!(record.state, RecordState::Pending);
+    let turn = TurnRecord {
+        id: TurnId::of(std::slice::from_ref(&record.message.id)),
+        phone_number_id: record.message.phone_number_id.clone(),
+        messages: vec![record.message.id.clone()],
+        text: "oi".into(),
+        bare_notes: false,
+        last_inbound_at: START,
+        status: degrau::whatsapp::store::TurnStatus::Taken,
+        expires_at: START + 3600,
+    };
+    assert!(channel.store.take(&customer(), &turn).await.unwrap());
+    assert!(
+        !channel.store.take(&customer(), &turn).await.unwrap(),
+        "taken once"
+    );
+    let nothing = Outgoing::Nothing {
+        reason: "test".into(),
+    };
+    assert!(
+        channel
+            .store
+            .settle(&customer(), &turn, &nothing)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !channel
+            .store
+            .settle(&customer(), &turn, &nothing)
+            .await
+            .unwrap(),
+        "settled once"
+    );
+    let too_many = TurnRecord {
+        messages: (0..21)
+            .map(|i| WaMessageId::parse(&format!("x{i}")).unwrap())
+            .collect(),
+        ..turn
+    };
+    assert!(channel.store.take(&customer(), &too_many).await.is_err());
+}

@@ -1,0 +1,509 @@
+//! The WhatsApp channel through the real `whatsapp-webhook` and `whatsapp-worker`
+//! binaries, on moto, with the stand-in as both the model and the Graph API, and
+//! the bridge feeding the inbound FIFO queue to the worker. Deliveries are signed
+//! here by an HMAC-SHA256 of this file's own (RFC 2104 over `sha2`), never by the
+//! code under test.
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_sqs::types::QueueAttributeName;
+use degrau::domain::{ContactId, TenantId};
+use degrau::store::ContactKey;
+use degrau::whatsapp::PhoneNumberId;
+use degrau::whatsapp::store::WhatsAppStore;
+use degrau_adapters::dynamodb::DynamoStore;
+use degrau_adapters::dynamodb::keys::contact_pk;
+use degrau_bridge::QueueConfig;
+use degrau_tests::lambda::{LocalLambda, binary};
+use degrau_tests::serial::{OneAtATime, one_at_a_time};
+use degrau_tests::stack::{LocalInvoke, drain, function_env, jobs_queues, tenant_event};
+use degrau_tests::{HttpReply, StandIn, api_event, moto};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+const APP_SECRET: &str = "e2e-app-secret";
+const VERIFY_TOKEN: &str = "e2e-verify-token";
+const PHONE: &str = "100000000000001";
+const TENANT: &str = "barber";
+
+/// HMAC-SHA256 (RFC 2104), written out: `H((K ^ opad) || H((K ^ ipad) || m))`.
+fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
+    let mut block = [0u8; 64];
+    if key.len() > 64 {
+        block[..32].copy_from_slice(&Sha256::digest(key));
+    } else {
+        block[..key.len()].copy_from_slice(key);
+    }
+    let pad = |byte: u8| block.map(|k| k ^ byte);
+    let inner = Sha256::new()
+        .chain_update(pad(0x36))
+        .chain_update(message)
+        .finalize();
+    Sha256::new()
+        .chain_update(pad(0x5c))
+        .chain_update(inner)
+        .finalize()
+        .into()
+}
+
+fn signature(body: &str) -> String {
+    format!(
+        "sha256={}",
+        hex::encode(hmac_sha256(APP_SECRET.as_bytes(), body.as_bytes()))
+    )
+}
+
+#[test]
+fn the_independent_hmac_matches_rfc_4231() {
+    // RFC 4231, test case 2.
+    assert_eq!(
+        hex::encode(hmac_sha256(b"Jefe", b"what do ya want for nothing?")),
+        "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+    );
+}
+
+/// A delivery of text messages `(id, text)` from `from` to `phone`.
+fn delivery(phone: &str, from: &str, messages: &[(&str, &str)]) -> String {
+    let messages: Vec<Value> = messages
+        .iter()
+        .map(|(id, text)| {
+            json!({"from": from, "id": id, "timestamp": "1800000000", "type": "text",
+                   "text": {"body": text}})
+        })
+        .collect();
+    json!({"object": "whatsapp_business_account", "entry": [{"id": "0", "changes": [{
+        "field": "messages",
+        "value": {"messaging_product": "whatsapp",
+                  "metadata": {"display_phone_number": "15550009999", "phone_number_id": phone},
+                  "contacts": [{"profile": {"name": "Ana"}, "wa_id": from}],
+                  "messages": messages}}]}]})
+    .to_string()
+}
+
+/// The webhook, the worker and `ask` (for erasure) on one table and queue.
+struct Channel {
+    webhook: LocalLambda,
+    worker: LocalLambda,
+    ask: LocalLambda,
+    standin: StandIn,
+    dynamodb: aws_sdk_dynamodb::Client,
+    sqs: aws_sdk_sqs::Client,
+    table: String,
+    queue: QueueConfig,
+    _serial: OneAtATime,
+}
+
+impl Channel {
+    async fn start() -> Channel {
+        let moto_url = moto::endpoint();
+        let config = moto::sdk_config_at(&moto_url).await;
+        let dynamodb = aws_sdk_dynamodb::Client::new(&config);
+        let sqs = aws_sdk_sqs::Client::new(&config);
+        let table = moto::fresh_table(&dynamodb).await;
+        let (queue_url, _dlq) = jobs_queues(&sqs, 3).await;
+        let standin = StandIn::start();
+        let serial = one_at_a_time(&moto_url).await;
+        let mut common = function_env(&table, None, &moto_url, &standin.url);
+        common.push(("AWS_ENDPOINT_URL_DYNAMODB".into(), serial.url().to_owned()));
+        let with = |extra: &[(&str, &str)]| {
+            let mut env = common.clone();
+            env.extend(
+                extra
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+            );
+            env
+        };
+        let webhook = LocalLambda::start(
+            binary("whatsapp-webhook"),
+            with(&[
+                ("WHATSAPP_QUEUE_URL", &queue_url),
+                ("WHATSAPP_APP_SECRET", APP_SECRET),
+                ("WHATSAPP_VERIFY_TOKEN", VERIFY_TOKEN),
+            ]),
+        )
+        .await;
+        let worker = LocalLambda::start(
+            binary("whatsapp-worker"),
+            with(&[
+                ("WHATSAPP_ACCESS_TOKEN", "e2e-access-token"),
+                ("GRAPH_API_BASE_URL", &standin.url),
+                ("WHATSAPP_DEBOUNCE_SECONDS", "0"),
+            ]),
+        )
+        .await;
+        let ask = LocalLambda::start(binary("ask"), common.clone()).await;
+        let mut queue = QueueConfig::discover(&sqs, &queue_url)
+            .await
+            .expect("queue ARN");
+        queue.wait_time_seconds = 0;
+        queue.retry_visibility_seconds = Some(0);
+        DynamoStore::new(dynamodb.clone(), &table)
+            .bind(
+                &PhoneNumberId::parse(PHONE).unwrap(),
+                &TenantId::parse(TENANT).unwrap(),
+            )
+            .await
+            .unwrap();
+        Channel {
+            webhook,
+            worker,
+            ask,
+            standin,
+            dynamodb,
+            sqs,
+            table,
+            queue,
+            _serial: serial,
+        }
+    }
+
+    async fn post(&self, body: &str, signature: Option<&str>) -> HttpReply {
+        let mut headers = vec![("content-type", "application/json")];
+        headers.extend(signature.map(|s| ("x-hub-signature-256", s)));
+        let event = api_event("POST", "/whatsapp/webhook", "", &headers, Some(body), None);
+        HttpReply::from_lambda(&self.webhook.invoke(event).await.unwrap())
+    }
+
+    async fn deliver(&self, body: &str) -> HttpReply {
+        self.post(body, Some(&signature(body))).await
+    }
+
+    /// Feeds the queue to the worker until it is empty; panics on a failed record.
+    async fn work(&self) {
+        for report in drain(&self.sqs, &self.queue, &LocalInvoke(&self.worker)).await {
+            assert_eq!(report.failed, 0, "{report:?}\n{:?}", self.worker.output());
+        }
+    }
+
+    async fn queued(&self) -> u64 {
+        let attributes = self
+            .sqs
+            .get_queue_attributes()
+            .queue_url(&self.queue.queue_url)
+            .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
+            .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
+            .send()
+            .await
+            .unwrap();
+        attributes
+            .attributes()
+            .unwrap()
+            .values()
+            .map(|v| v.parse::<u64>().unwrap())
+            .sum()
+    }
+
+    /// The sort keys of a contact's items.
+    async fn contact_items(&self, contact: &str) -> Vec<String> {
+        let key = ContactKey {
+            tenant: TenantId::parse(TENANT).unwrap(),
+            contact: ContactId::parse(contact).unwrap(),
+        };
+        self.dynamodb
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("pk = :pk")
+            .expression_attribute_values(":pk", AttributeValue::S(contact_pk(&key)))
+            .consistent_read(true)
+            .send()
+            .await
+            .unwrap()
+            .items()
+            .iter()
+            .filter_map(|item| item.get("sk")?.as_s().ok().cloned())
+            .collect()
+    }
+
+    async fn sent(&self) -> Vec<Value> {
+        reqwest::get(format!("{}/stand-in/graph/sent", self.standin.url))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
+    /// Queues Graph API faults; answers how many are queued.
+    async fn graph_faults(&self, faults: Value) -> u64 {
+        let queued: Value = reqwest::Client::new()
+            .post(format!("{}/stand-in/graph/faults", self.standin.url))
+            .json(&faults)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        queued["queued"].as_u64().unwrap()
+    }
+
+    /// How many model calls the stand-in received.
+    async fn model_calls(&self) -> usize {
+        self.standin.requests().await.len()
+    }
+}
+
+#[tokio::test]
+async fn a_signed_message_makes_one_turn_and_one_reply_and_a_redelivery_nothing_more() {
+    let channel = Channel::start().await;
+    let body = delivery(PHONE, "5511900000001", &[("wamid.E2E1", "oi, tudo bem?")]);
+    let reply = channel.deliver(&body).await;
+    assert_eq!(reply.status, 200, "{}", reply.raw);
+    channel.work().await;
+    let sent = channel.sent().await;
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(
+        (
+            sent[0]["to"].as_str(),
+            sent[0]["phone_number_id"].as_str(),
+            sent[0]["type"].as_str()
+        ),
+        (Some("5511900000001"), Some(PHONE), Some("text"))
+    );
+    assert!(
+        sent[0]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("[offline stand-in]"),
+        "{sent:?}"
+    );
+    assert_eq!(channel.model_calls().await, 1);
+
+    // Meta delivers the same event again (after FIFO de-duplication's 5 minutes
+    // too, the record makes it once): 200, no second turn, nothing sent again.
+    let again = channel.deliver(&body).await;
+    assert_eq!(again.status, 200, "{}", again.raw);
+    channel.work().await;
+    assert_eq!(channel.sent().await.len(), 1);
+    assert_eq!(channel.model_calls().await, 1);
+}
+
+#[tokio::test]
+async fn a_bad_or_missing_signature_gets_401_and_nothing_is_stored_or_enqueued() {
+    let channel = Channel::start().await;
+    let body = delivery(PHONE, "5511900000002", &[("wamid.E2E2", "oi")]);
+    let tampered = body.replace("oi", "tchau");
+    for signature in [
+        None,
+        Some("sha256=".to_owned()),
+        Some("sha1=abc".to_owned()),
+        Some(signature(&tampered)),
+        Some(signature(&body).to_uppercase()),
+    ] {
+        let reply = channel.post(&body, signature.as_deref()).await;
+        assert_eq!(reply.status, 401, "{signature:?}: {}", reply.raw);
+        assert_eq!(reply.error_type(), Some("unauthenticated"));
+    }
+    assert_eq!(channel.queued().await, 0);
+    assert!(channel.contact_items("5511900000002").await.is_empty());
+    channel.work().await;
+    assert!(channel.sent().await.is_empty());
+}
+
+#[tokio::test]
+async fn the_verification_handshake_echoes_the_challenge_for_the_right_token_only() {
+    let channel = Channel::start().await;
+    let handshake = |token: &str| {
+        let query = format!("hub.mode=subscribe&hub.verify_token={token}&hub.challenge=1158201444");
+        api_event("GET", "/whatsapp/webhook", &query, &[], None, None)
+    };
+    let ok = HttpReply::from_lambda(
+        &channel
+            .webhook
+            .invoke(handshake(VERIFY_TOKEN))
+            .await
+            .unwrap(),
+    );
+    assert_eq!((ok.status, ok.raw.as_str()), (200, "1158201444"));
+    assert!(
+        ok.headers["content-type"]
+            .as_str()
+            .unwrap()
+            .starts_with("text/plain")
+    );
+    let wrong = HttpReply::from_lambda(&channel.webhook.invoke(handshake("guess")).await.unwrap());
+    assert_eq!(wrong.status, 403, "{}", wrong.raw);
+}
+
+#[tokio::test]
+async fn a_burst_of_three_gives_one_round_and_one_reply() {
+    let channel = Channel::start().await;
+    for (id, text) in [
+        ("wamid.B1", "oi"),
+        ("wamid.B2", "tudo bem?"),
+        ("wamid.B3", "queria marcar amanhã"),
+    ] {
+        let body = delivery(PHONE, "5511900000003", &[(id, text)]);
+        assert_eq!(channel.deliver(&body).await.status, 200);
+    }
+    channel.work().await;
+    // One round: every model call of it (the stand-in calls a demo tool for
+    // "marcar") opens with the same single user message, the burst joined.
+    let requests = channel.standin.requests().await;
+    assert!(!requests.is_empty());
+    for request in &requests {
+        let first = &request["body"]["messages"][0];
+        assert_eq!(first["role"], "user");
+        assert_eq!(
+            first["content"][0]["text"], "oi\ntudo bem?\nqueria marcar amanhã",
+            "{request}"
+        );
+    }
+    assert_eq!(channel.sent().await.len(), 1);
+}
+
+#[tokio::test]
+async fn a_graph_500_then_200_sends_once() {
+    let channel = Channel::start().await;
+    assert_eq!(channel.graph_faults(json!([{"status": 500}])).await, 1);
+    let body = delivery(PHONE, "5511900000004", &[("wamid.G1", "oi")]);
+    assert_eq!(channel.deliver(&body).await.status, 200);
+    channel.work().await;
+    // The 500 was answered (no fault left), then the retry went through, once.
+    assert_eq!(channel.graph_faults(json!([])).await, 0);
+    assert_eq!(channel.sent().await.len(), 1);
+    assert_eq!(channel.model_calls().await, 1);
+}
+
+#[tokio::test]
+async fn an_unknown_phone_number_id_is_acknowledged_and_dropped() {
+    let channel = Channel::start().await;
+    let body = delivery("100000000000999", "5511900000005", &[("wamid.U1", "oi")]);
+    let reply = channel.deliver(&body).await;
+    assert_eq!(reply.status, 200, "{}", reply.raw);
+    assert_eq!(channel.queued().await, 0);
+    assert!(
+        channel
+            .webhook
+            .output()
+            .iter()
+            .any(|line| line.contains("UnknownNumber") || line.contains("unknown")),
+        "{:?}",
+        channel.webhook.output()
+    );
+    channel.work().await;
+    assert!(channel.sent().await.is_empty());
+    assert_eq!(channel.model_calls().await, 0);
+}
+
+#[tokio::test]
+async fn erasing_a_whatsapp_contact_removes_its_records_and_a_queued_message_then_does_nothing() {
+    let channel = Channel::start().await;
+    let contact = "5511900000006";
+    let body = delivery(PHONE, contact, &[("wamid.D1", "oi")]);
+    assert_eq!(channel.deliver(&body).await.status, 200);
+    channel.work().await;
+    let items = channel.contact_items(contact).await;
+    assert!(items.iter().any(|sk| sk.starts_with("WA#")), "{items:?}");
+
+    // A second message is queued, then the contact is erased before the worker runs.
+    let body = delivery(PHONE, contact, &[("wamid.D2", "ainda aí?")]);
+    assert_eq!(channel.deliver(&body).await.status, 200);
+    let erased = HttpReply::from_lambda(
+        &channel
+            .ask
+            .invoke(tenant_event(
+                "DELETE",
+                &format!("/v1/contacts/{contact}"),
+                TENANT,
+                None,
+            ))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(erased.status, 200, "{}", erased.raw);
+    assert!(channel.contact_items(contact).await.is_empty());
+    channel.work().await;
+    assert_eq!(channel.sent().await.len(), 1);
+    assert_eq!(channel.model_calls().await, 1);
+    assert!(channel.contact_items(contact).await.is_empty());
+}
+
+/// Runs `infra/whatsapp.py` (the documented command) with the workspace's venv.
+fn whatsapp_py(args: &[&str], stdin: &str) -> String {
+    use std::io::Write;
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let mut child = std::process::Command::new(format!("{root}/.venv/bin/python"))
+        .arg(format!("{root}/infra/whatsapp.py"))
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run infra/whatsapp.py (./dev.sh test sets up .venv)");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
+
+#[tokio::test]
+async fn a_number_bound_by_the_documented_command_takes_a_delivery_signed_by_python() {
+    let channel = Channel::start().await;
+    let phone = "100000000000002";
+    let moto_url = moto::endpoint();
+    whatsapp_py(
+        &[
+            "bind",
+            "--phone-number-id",
+            phone,
+            "--tenant",
+            "shop",
+            "--table",
+            &channel.table,
+            "--endpoint",
+            &moto_url,
+        ],
+        "",
+    );
+    let body = delivery(phone, "5511900000007", &[("wamid.P1", "oi")]);
+    // The signature from Python's hmac, as `infra/whatsapp.py send` makes it.
+    let signature = whatsapp_py(&["sign", "--app-secret", APP_SECRET], &body);
+    let reply = channel.post(&body, Some(signature.trim())).await;
+    assert_eq!(reply.status, 200, "{}", reply.raw);
+    assert_eq!(channel.queued().await, 1);
+    channel.work().await;
+    let sent = channel.sent().await;
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(sent[0]["phone_number_id"], phone);
+}
+
+#[tokio::test]
+async fn statuses_and_reactions_make_no_turn_and_a_failure_is_logged_without_the_number() {
+    let channel = Channel::start().await;
+    let customer = "5511900000008";
+    let body = json!({"object": "whatsapp_business_account", "entry": [{"id": "0", "changes": [{
+        "field": "messages",
+        "value": {"messaging_product": "whatsapp",
+                  "metadata": {"display_phone_number": "15550009999", "phone_number_id": PHONE},
+                  "messages": [{"from": customer, "id": "wamid.R1", "timestamp": "1800000000",
+                                "type": "reaction",
+                                "reaction": {"message_id": "wamid.X", "emoji": "👍"}}],
+                  "statuses": [
+                      {"id": "wamid.S1", "status": "delivered", "timestamp": "1800000000",
+                       "recipient_id": customer},
+                      {"id": "wamid.S2", "status": "failed", "timestamp": "1800000000",
+                       "recipient_id": customer,
+                       "errors": [{"code": 131026, "title": "Message undeliverable"}]}]}}]}]})
+    .to_string();
+    let reply = channel.deliver(&body).await;
+    assert_eq!(reply.status, 200, "{}", reply.raw);
+    assert_eq!(channel.queued().await, 0);
+    assert!(channel.contact_items(customer).await.is_empty());
+    let output = channel.webhook.output().join("\n");
+    assert!(output.contains("131026"), "{output}");
+    assert!(!output.contains(customer), "{output}");
+    channel.work().await;
+    assert!(channel.sent().await.is_empty());
+    assert_eq!(channel.model_calls().await, 0);
+}
