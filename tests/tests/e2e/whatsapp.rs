@@ -8,6 +8,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_sqs::types::QueueAttributeName;
 use degrau::domain::{ContactId, TenantId};
 use degrau::store::ContactKey;
+use degrau::tenant::TenantConfig;
 use degrau::whatsapp::PhoneNumberId;
 use degrau::whatsapp::store::WhatsAppStore;
 use degrau_adapters::dynamodb::DynamoStore;
@@ -15,7 +16,9 @@ use degrau_adapters::dynamodb::keys::contact_pk;
 use degrau_bridge::QueueConfig;
 use degrau_tests::lambda::{LocalLambda, binary};
 use degrau_tests::serial::{OneAtATime, one_at_a_time};
-use degrau_tests::stack::{LocalInvoke, drain, function_env, jobs_queues, tenant_event};
+use degrau_tests::stack::{
+    LocalInvoke, drain, function_env, jobs_queues, put_tenant_config, tenant_event,
+};
 use degrau_tests::{HttpReply, StandIn, api_event, moto};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -94,6 +97,11 @@ struct Channel {
 
 impl Channel {
     async fn start() -> Channel {
+        Channel::start_with(&[]).await
+    }
+
+    /// The channel with `worker_env` added to the worker's environment only.
+    async fn start_with(worker_env: &[(&str, &str)]) -> Channel {
         let moto_url = moto::endpoint();
         let config = moto::sdk_config_at(&moto_url).await;
         let dynamodb = aws_sdk_dynamodb::Client::new(&config);
@@ -122,15 +130,13 @@ impl Channel {
             ]),
         )
         .await;
-        let worker = LocalLambda::start(
-            binary("whatsapp-worker"),
-            with(&[
-                ("WHATSAPP_ACCESS_TOKEN", "e2e-access-token"),
-                ("GRAPH_API_BASE_URL", &standin.url),
-                ("WHATSAPP_DEBOUNCE_SECONDS", "0"),
-            ]),
-        )
-        .await;
+        let mut worker_vars = vec![
+            ("WHATSAPP_ACCESS_TOKEN", "e2e-access-token"),
+            ("GRAPH_API_BASE_URL", standin.url.as_str()),
+            ("WHATSAPP_DEBOUNCE_SECONDS", "0"),
+        ];
+        worker_vars.extend_from_slice(worker_env);
+        let worker = LocalLambda::start(binary("whatsapp-worker"), with(&worker_vars)).await;
         let ask = LocalLambda::start(binary("ask"), common.clone()).await;
         let mut queue = QueueConfig::discover(&sqs, &queue_url)
             .await
@@ -235,6 +241,60 @@ impl Channel {
             .await
             .unwrap();
         queued["queued"].as_u64().unwrap()
+    }
+
+    /// The contact's conversation as `ask` answers it: `(role, text)` of every
+    /// message of every session, oldest first.
+    async fn transcript(&self, contact: &str) -> Vec<(String, String)> {
+        let event = api_event(
+            "GET",
+            &format!("/v1/contacts/{contact}/messages"),
+            "session=all",
+            &[("x-tenant-id", TENANT)],
+            None,
+            None,
+        );
+        let reply = HttpReply::from_lambda(&self.ask.invoke(event).await.unwrap());
+        assert_eq!(reply.status, 200, "{}", reply.raw);
+        reply.body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                let text = m["content"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter_map(|b| b["text"].as_str())
+                    .collect::<Vec<_>>()
+                    .join("");
+                (m["role"].as_str().unwrap().to_owned(), text)
+            })
+            .collect()
+    }
+
+    /// Writes the tenant's `whatsapp` settings.
+    async fn whatsapp_settings(&self, settings: Value) {
+        put_tenant_config(
+            &self.dynamodb,
+            &self.table,
+            TENANT,
+            &TenantConfig {
+                whatsapp: Some(serde_json::from_value(settings).unwrap()),
+                ..TenantConfig::default()
+            },
+        )
+        .await;
+    }
+
+    /// The sum of the worker's metric `name` over the EMF lines it printed.
+    fn worker_metric(&self, name: &str) -> u64 {
+        self.worker
+            .output()
+            .iter()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter_map(|event| event[name].as_f64())
+            .sum::<f64>() as u64
     }
 
     /// How many model calls the stand-in received.
@@ -506,4 +566,112 @@ async fn statuses_and_reactions_make_no_turn_and_a_failure_is_logged_without_the
     channel.work().await;
     assert!(channel.sent().await.is_empty());
     assert_eq!(channel.model_calls().await, 0);
+}
+
+/// A `CLOCK_OFFSET_FILE` for one function: missing (no offset) until [`set`];
+/// removed on drop.
+///
+/// [`set`]: ClockOffset::set
+struct ClockOffset(std::path::PathBuf);
+
+impl ClockOffset {
+    fn new(name: &str) -> ClockOffset {
+        let path =
+            std::env::temp_dir().join(format!("degrau-e2e-clock-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        ClockOffset(path)
+    }
+
+    fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+
+    fn set(&self, seconds: i64) {
+        std::fs::write(&self.0, seconds.to_string()).unwrap();
+    }
+}
+
+impl Drop for ClockOffset {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// The channel with the worker's clock (only) on a file, and a message from
+/// `contact` the webhook took on the real clock; then the worker's clock moves 25
+/// hours on and the worker runs: the window is closed when the reply is ready.
+async fn reply_a_day_late(channel: &Channel, offset: &ClockOffset, contact: &str) {
+    let body = delivery(PHONE, contact, &[("wamid.W1", "oi, ainda atendem?")]);
+    assert_eq!(channel.deliver(&body).await.status, 200);
+    offset.set(90_000);
+    channel.work().await;
+    assert_eq!(channel.model_calls().await, 1);
+    // The reply is in the conversation all the same.
+    let transcript = channel.transcript(contact).await;
+    assert_eq!(transcript.len(), 2, "{transcript:?}");
+    assert_eq!(
+        (transcript[0].0.as_str(), transcript[0].1.as_str()),
+        ("user", "oi, ainda atendem?")
+    );
+    assert_eq!(transcript[1].0, "assistant");
+    assert!(
+        transcript[1].1.starts_with("[offline stand-in]"),
+        "{transcript:?}"
+    );
+    assert_eq!(channel.worker_metric("RepliesOutsideWindow"), 1);
+    assert_eq!(channel.worker_metric("TurnsAnswered"), 1);
+    assert_eq!(channel.worker_metric("RepliesSent"), 0);
+}
+
+#[tokio::test]
+async fn outside_the_24_hour_window_the_template_goes_instead_and_the_reply_is_recorded() {
+    let offset = ClockOffset::new("template");
+    let channel = Channel::start_with(&[("CLOCK_OFFSET_FILE", offset.path())]).await;
+    channel
+        .whatsapp_settings(json!({"template": {"name": "retomar_conversa", "language": "pt_BR"}}))
+        .await;
+    let contact = "5511900000009";
+    reply_a_day_late(&channel, &offset, contact).await;
+    let sent = channel.sent().await;
+    assert_eq!(sent.len(), 1, "the template and no free text: {sent:?}");
+    assert_eq!(
+        (
+            sent[0]["type"].as_str(),
+            sent[0]["content"].as_str(),
+            sent[0]["to"].as_str(),
+            sent[0]["phone_number_id"].as_str()
+        ),
+        (
+            Some("template"),
+            Some("retomar_conversa"),
+            Some(contact),
+            Some(PHONE)
+        )
+    );
+    assert_eq!(channel.worker_metric("TemplatesSent"), 1);
+
+    // A redelivery of the same event sends nothing more.
+    let body = delivery(PHONE, contact, &[("wamid.W1", "oi, ainda atendem?")]);
+    assert_eq!(channel.deliver(&body).await.status, 200);
+    channel.work().await;
+    assert_eq!(channel.sent().await.len(), 1);
+    assert_eq!(channel.model_calls().await, 1);
+}
+
+#[tokio::test]
+async fn outside_the_24_hour_window_without_a_template_nothing_is_sent_and_the_reply_is_recorded() {
+    let offset = ClockOffset::new("no-template");
+    let channel = Channel::start_with(&[("CLOCK_OFFSET_FILE", offset.path())]).await;
+    reply_a_day_late(&channel, &offset, "5511900000010").await;
+    assert_eq!(channel.sent().await, Vec::<Value>::new());
+    assert_eq!(channel.worker_metric("TemplatesSent"), 0);
+    assert!(
+        channel
+            .worker
+            .output()
+            .iter()
+            .any(|line| line.contains("outside_window")),
+        "{:?}",
+        channel.worker.output()
+    );
 }
