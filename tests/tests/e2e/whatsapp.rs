@@ -287,6 +287,17 @@ impl Channel {
         .await;
     }
 
+    /// Queues model faults (a hang, an error) on the stand-in.
+    async fn model_faults(&self, faults: Value) {
+        let reply = reqwest::Client::new()
+            .post(format!("{}/stand-in/faults", self.standin.url))
+            .json(&faults)
+            .send()
+            .await
+            .unwrap();
+        assert!(reply.status().is_success(), "{reply:?}");
+    }
+
     /// The sum of the worker's metric `name` over the EMF lines it printed.
     fn worker_metric(&self, name: &str) -> u64 {
         self.worker
@@ -674,4 +685,88 @@ async fn outside_the_24_hour_window_without_a_template_nothing_is_sent_and_the_r
         "{:?}",
         channel.worker.output()
     );
+}
+
+/// The text of the last user message of a logged model call.
+fn last_user_text(request: &Value) -> String {
+    let messages = request["body"]["messages"].as_array().unwrap();
+    let last = messages.last().unwrap();
+    assert_eq!(last["role"], "user", "{request}");
+    last["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|b| b["text"].as_str())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_message_that_arrives_while_a_round_runs_makes_the_next_turn() {
+    let channel = Channel::start().await;
+    let contact = "5511900000011";
+    // The first round's model call hangs long enough for a second delivery.
+    channel.model_faults(json!([{"hang_ms": 5000}])).await;
+    let first = delivery(PHONE, contact, &[("wamid.N1", "oi, tudo bem?")]);
+    assert_eq!(channel.deliver(&first).await.status, 200);
+    let second_arrives = async {
+        // Once the first turn is taken (its model call under way), the second
+        // message comes in.
+        let mut taken = false;
+        for _ in 0..2000 {
+            let items = channel.contact_items(contact).await;
+            if items.iter().any(|sk| sk.starts_with("WA#TURN#")) {
+                taken = true;
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        assert!(taken, "the first turn was never taken");
+        let second = delivery(PHONE, contact, &[("wamid.N2", "ainda está aí?")]);
+        assert_eq!(channel.deliver(&second).await.status, 200);
+        // It arrived while the first round ran: nothing was sent yet.
+        assert_eq!(channel.sent().await, Vec::<Value>::new());
+    };
+    tokio::join!(channel.work(), second_arrives);
+    // Whatever the queue still holds (the second message, if the drain ended
+    // before it was queued).
+    channel.work().await;
+
+    // Two rounds: the first of the first message alone, the second of the
+    // second message alone, after the first round's reply.
+    let requests = channel.standin.requests().await;
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    assert_eq!(last_user_text(&requests[0]), "oi, tudo bem?");
+    assert_eq!(requests[0]["body"]["messages"].as_array().unwrap().len(), 1);
+    assert_eq!(last_user_text(&requests[1]), "ainda está aí?");
+    assert_eq!(requests[1]["body"]["messages"].as_array().unwrap().len(), 3);
+    // Each answered once, in order.
+    let sent = channel.sent().await;
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    assert!(
+        sent.iter()
+            .all(|m| m["to"] == contact && m["type"] == "text")
+    );
+    let transcript = channel.transcript(contact).await;
+    let roles: Vec<&str> = transcript.iter().map(|(role, _)| role.as_str()).collect();
+    assert_eq!(
+        roles,
+        ["user", "assistant", "user", "assistant"],
+        "{transcript:?}"
+    );
+    assert_eq!(transcript[0].1, "oi, tudo bem?");
+    assert_eq!(transcript[2].1, "ainda está aí?");
+    assert_eq!(sent[0]["content"].as_str(), Some(transcript[1].1.as_str()));
+    assert_eq!(sent[1]["content"].as_str(), Some(transcript[3].1.as_str()));
+    assert_eq!(channel.worker_metric("TurnsAnswered"), 2);
+
+    // Redeliveries of both make nothing more.
+    for body in [
+        &first,
+        &delivery(PHONE, contact, &[("wamid.N2", "ainda está aí?")]),
+    ] {
+        assert_eq!(channel.deliver(body).await.status, 200);
+    }
+    channel.work().await;
+    assert_eq!(channel.sent().await.len(), 2);
+    assert_eq!(channel.standin.requests().await.len(), 2);
 }
