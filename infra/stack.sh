@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The local stack: moto (DynamoDB + SQS + SSM), the table and queues provisioned from
-# template.yaml, the offline model stand-in (unless ANTHROPIC_API_KEY is set), the
+# template.yaml, the offline model stand-in (unless ANTHROPIC_API_KEY is set; with
+# MODEL_PROVIDER=bedrock, reached as Bedrock Runtime's InvokeModel), the
 # example tool server (infra/toolserver.py) the demo tenant's webhook tools call,
 # the functions under `cargo lambda watch` with the API Gateway paths, and the
 # bridges (degrau-bridge) that feed the jobs queue to the compactor and the WhatsApp
@@ -83,7 +84,14 @@ start() {
   echo "degrau: the demo tenant's tools are webhooks to the example tool server (log: .local/toolserver.log)"
 
   local model_env=()
-  if [[ -n "${ANTHROPIC_API_KEY:-}" ]]; then
+  if [[ "${MODEL_PROVIDER:-anthropic}" == "bedrock" ]]; then
+    # Claude through Bedrock Runtime's InvokeModel, signed with the stack's dummy
+    # AWS credentials: the stand-in's /model/{modelId}/invoke unless overridden.
+    local bedrock_url="${AWS_ENDPOINT_URL_BEDROCK_RUNTIME:-http://127.0.0.1:$standin_port}"
+    echo "degrau: MODEL_PROVIDER=bedrock: Bedrock Runtime at $bedrock_url (no API key)."
+    model_env=(--env-var "MODEL_PROVIDER=bedrock"
+               --env-var "AWS_ENDPOINT_URL_BEDROCK_RUNTIME=$bedrock_url")
+  elif [[ -n "${ANTHROPIC_API_KEY:-}" ]]; then
     echo "degrau: ANTHROPIC_API_KEY is set: the local stack talks to Claude (${ANTHROPIC_BASE_URL:-https://api.anthropic.com})."
     model_env=(--env-var "ANTHROPIC_API_KEY=$ANTHROPIC_API_KEY")
     [[ -n "${ANTHROPIC_BASE_URL:-}" ]] && model_env+=(--env-var "ANTHROPIC_BASE_URL=$ANTHROPIC_BASE_URL")
