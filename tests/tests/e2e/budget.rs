@@ -7,6 +7,7 @@
 //! Every test asserts statuses, stored items and call counts, never how long
 //! something took.
 
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -361,6 +362,61 @@ fn the_template_sizes_each_function_to_fit_its_time_budget() {
         visibility >= 6 * compactor_timeout,
         "VisibilityTimeout {visibility} >= 6 x {compactor_timeout}"
     );
+}
+
+/// Every `dynamodb:` action a function's policies allow, conditional statements
+/// included.
+fn dynamodb_actions(template: &Value, function: &str) -> BTreeSet<String> {
+    fn walk(value: &Value, out: &mut BTreeSet<String>) {
+        match value {
+            Value::String(action) if action.starts_with("dynamodb:") => {
+                out.insert(action.clone());
+            }
+            Value::Array(items) => items.iter().for_each(|item| walk(item, out)),
+            Value::Object(fields) => fields.values().for_each(|field| walk(field, out)),
+            _ => {}
+        }
+    }
+    let mut actions = BTreeSet::new();
+    walk(
+        &template["Resources"][function]["Properties"]["Policies"],
+        &mut actions,
+    );
+    actions
+}
+
+#[test]
+fn every_function_allowed_transactions_may_run_their_condition_checks() {
+    // The store's transactions carry ConditionCheck actions (the head's incarnation
+    // when a round refreshes its window's TTL, and when facts are written), and IAM
+    // asks for dynamodb:ConditionCheckItem on each, beside TransactWriteItems: without
+    // it the whole transaction is denied in AWS (moto checks no IAM).
+    let queries = include_str!("../../../adapters/src/dynamodb/queries.rs");
+    assert!(
+        queries.contains(".condition_check("),
+        "the store no longer builds condition checks: revisit this test"
+    );
+    let template = template();
+    let mut writers = Vec::new();
+    for (name, resource) in template["Resources"].as_object().unwrap() {
+        if resource["Type"] != "AWS::Serverless::Function" {
+            continue;
+        }
+        let actions = dynamodb_actions(&template, name);
+        if actions.contains("dynamodb:TransactWriteItems") {
+            assert!(
+                actions.contains("dynamodb:ConditionCheckItem"),
+                "{name} may write transactions but not run their condition checks: {actions:?}"
+            );
+            writers.push(name.clone());
+        }
+    }
+    for function in ["AskFunction", "CompactorFunction", "WhatsAppWorkerFunction"] {
+        assert!(
+            writers.iter().any(|name| name == function),
+            "{function} writes transactions: {writers:?}"
+        );
+    }
 }
 
 #[test]
