@@ -12,26 +12,9 @@ pub async fn api_key(
 ) -> Result<String, ConfigError> {
     match source {
         ApiKeySource::Value(key) => Ok(key.clone()),
-        ApiKeySource::SsmParameter(name) => {
-            let output = ssm
-                .get_parameter()
-                .name(name)
-                .with_decryption(true)
-                .send()
-                .await
-                .map_err(|e| {
-                    ConfigError(format!(
-                        "could not read ANTHROPIC_API_KEY_PARAMETER {name:?} from SSM: {}",
-                        aws_sdk_ssm::error::DisplayErrorContext(e)
-                    ))
-                })?;
-            output
-                .parameter()
-                .and_then(|p| p.value())
-                .filter(|v| !v.is_empty())
-                .map(str::to_owned)
-                .ok_or_else(|| ConfigError(format!("the SSM parameter {name:?} is empty")))
-        }
+        ApiKeySource::SsmParameter(name) => read_parameter(ssm, name)
+            .await
+            .map_err(|e| ConfigError(format!("ANTHROPIC_API_KEY_PARAMETER: {e}"))),
     }
 }
 
@@ -46,25 +29,31 @@ pub async fn secret(
     use crate::whatsapp::SecretSource;
     match source {
         SecretSource::Value(value) => Ok(value.clone()),
-        SecretSource::SsmParameter(name) => {
-            let output = ssm
-                .get_parameter()
-                .name(name)
-                .with_decryption(true)
-                .send()
-                .await
-                .map_err(|e| {
-                    ConfigError(format!(
-                        "could not read {variable}_PARAMETER {name:?} from SSM: {}",
-                        aws_sdk_ssm::error::DisplayErrorContext(e)
-                    ))
-                })?;
-            output
-                .parameter()
-                .and_then(|p| p.value())
-                .filter(|v| !v.is_empty())
-                .map(str::to_owned)
-                .ok_or_else(|| ConfigError(format!("the SSM parameter {name:?} is empty")))
-        }
+        SecretSource::SsmParameter(name) => read_parameter(ssm, name)
+            .await
+            .map_err(|e| ConfigError(format!("{variable}_PARAMETER: {e}"))),
     }
+}
+
+/// The decrypted value of the SSM parameter `name`. A failed read or an empty
+/// parameter is an error naming the parameter, never its value.
+pub async fn read_parameter(ssm: &aws_sdk_ssm::Client, name: &str) -> Result<String, String> {
+    let output = ssm
+        .get_parameter()
+        .name(name)
+        .with_decryption(true)
+        .send()
+        .await
+        .map_err(|e| {
+            format!(
+                "could not read the SSM parameter {name:?}: {}",
+                aws_sdk_ssm::error::DisplayErrorContext(e)
+            )
+        })?;
+    output
+        .parameter()
+        .and_then(|p| p.value())
+        .filter(|v| !v.is_empty())
+        .map(str::to_owned)
+        .ok_or_else(|| format!("the SSM parameter {name:?} is empty"))
 }

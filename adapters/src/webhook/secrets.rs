@@ -45,24 +45,7 @@ impl SigningSecrets for SsmSecrets {
         if let Some(secret) = self.cached(name) {
             return Ok(secret);
         }
-        let output = self
-            .client
-            .get_parameter()
-            .name(name)
-            .with_decryption(true)
-            .send()
-            .await
-            .map_err(|e| {
-                format!(
-                    "could not read the SSM parameter {name:?}: {}",
-                    aws_sdk_ssm::error::DisplayErrorContext(e)
-                )
-            })?;
-        let value = output
-            .parameter()
-            .and_then(|p| p.value())
-            .filter(|v| !v.is_empty())
-            .ok_or_else(|| format!("the SSM parameter {name:?} is empty"))?;
+        let value = crate::ssm::read_parameter(&self.client, name).await?;
         let secret: Arc<[u8]> = Arc::from(value.as_bytes());
         self.cache
             .lock()
