@@ -261,12 +261,7 @@ pub fn build_request(parts: &RequestParts<'_>) -> Result<ModelRequest, BuildErro
                 .map(|m| request_message(m.role, &m.content)),
         )
         .collect();
-    if let Some(index) = messages
-        .windows(2)
-        .position(|pair| pair[0].role == pair[1].role)
-    {
-        return Err(BuildError::RolesMustAlternate { index });
-    }
+    check_alternation(&messages)?;
     if messages.last().map(|m| m.role) != Some(Role::User) {
         return Err(BuildError::MustEndWithUser);
     }
@@ -292,6 +287,18 @@ pub fn build_request(parts: &RequestParts<'_>) -> Result<ModelRequest, BuildErro
         ),
         messages,
     })
+}
+
+/// Roles alternate: the index of the first message with its predecessor's role is
+/// an error.
+fn check_alternation(messages: &[RequestMessage]) -> Result<(), BuildError> {
+    match messages
+        .windows(2)
+        .position(|pair| pair[0].role == pair[1].role)
+    {
+        Some(index) => Err(BuildError::RolesMustAlternate { index }),
+        None => Ok(()),
+    }
 }
 
 /// The indices of the messages whose last block carries a breakpoint, in a request
@@ -352,12 +359,7 @@ pub fn build_context(parts: &ContextParts<'_>) -> Result<ModelContext, BuildErro
         .iter()
         .map(|m| request_message(m.role, m.effective_content()))
         .collect();
-    if let Some(index) = messages
-        .windows(2)
-        .position(|pair| pair[0].role == pair[1].role)
-    {
-        return Err(BuildError::RolesMustAlternate { index });
-    }
+    check_alternation(&messages)?;
     // The request will be these messages and the client's user message.
     let len = messages.len();
     for index in breakpoints_of(len + 1).filter(|index| *index < len) {
@@ -372,6 +374,22 @@ pub fn build_context(parts: &ContextParts<'_>) -> Result<ModelContext, BuildErro
         ),
         messages,
     })
+}
+
+/// The stable prefix's estimated size in tokens: the tools, the instructions and
+/// the contact context, a token per [`crate::compaction::KEEP_CHARS_PER_TOKEN`]
+/// characters. What the cache TTL policy weighs ([`crate::cache_ttl`]).
+pub fn stable_prefix_tokens(
+    tools: &[ToolDef],
+    instructions: &str,
+    facts: &[Fact],
+    summary: Option<&str>,
+) -> u64 {
+    use crate::compaction::{KEEP_CHARS_PER_TOKEN, text_tokens};
+    let tools_chars = serde_json::to_string(tools).map_or(0, |json| json.len() as u64);
+    tools_chars.div_ceil(KEEP_CHARS_PER_TOKEN)
+        + text_tokens(instructions)
+        + text_tokens(&render_contact_context(facts, summary))
 }
 
 fn system_blocks(

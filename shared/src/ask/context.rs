@@ -17,9 +17,8 @@ use serde::Serialize;
 
 use super::round::first_cut;
 use super::{AskError, AskService, Turn};
-use crate::compaction::text_tokens;
 use crate::domain::Incarnation;
-use crate::request::{ContextParts, ModelContext, build_context, render_contact_context};
+use crate::request::{ContextParts, ModelContext, build_context, stable_prefix_tokens};
 use crate::store::ContactKey;
 
 /// Opens every head token: the format's version.
@@ -154,11 +153,12 @@ impl AskService {
         // The client's tools are not known here: the prefix counted for the cache
         // TTL policy is the two system blocks (a client whose tools are long may get
         // five minutes where `ask` would give an hour; never the other way round).
-        let prefix_tokens = text_tokens(&settings.instructions)
-            + text_tokens(&render_contact_context(
-                &turn.facts,
-                plan.summary.as_deref(),
-            ));
+        let prefix_tokens = stable_prefix_tokens(
+            &[],
+            &settings.instructions,
+            &turn.facts,
+            plan.summary.as_deref(),
+        );
         let context = build_context(&ContextParts {
             instructions: &settings.instructions,
             facts: &turn.facts,

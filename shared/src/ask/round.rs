@@ -10,14 +10,13 @@ use tracing::{info, warn};
 
 use super::{AskError, AskService, MAX_RETRY_MAX_TOKENS, MAX_TOOL_ITERATIONS, MIN_MODEL_CALL};
 use super::{Turn, out_of_time};
-use crate::compaction::{KEEP_CHARS_PER_TOKEN, text_tokens};
 use crate::compaction::{WindowCut, overflow_cut, request_window};
 use crate::deadline::Deadline;
 use crate::domain::{ContentBlock, Message, Role};
 use crate::metrics::Event;
 use crate::model::{ModelError, ModelResponse, StopReason};
 use crate::request::{
-    CacheTtl, ModelRequest, RequestParts, ToolDef, build_request, render_contact_context,
+    CacheTtl, ModelRequest, RequestParts, ToolDef, build_request, stable_prefix_tokens,
 };
 use crate::store::ContactKey;
 use crate::tenant::{ContextPolicy, Settings};
@@ -326,16 +325,14 @@ impl<'a> RoundLoop<'a> {
 
     /// The lifetime of the stable prefix's entries: the tenant's policy over the
     /// contact's recent gaps, this round's included, and the prefix's estimated
-    /// size (tools, instructions and contact context, a token per
-    /// [`KEEP_CHARS_PER_TOKEN`] characters; see [`crate::cache_ttl`]).
+    /// size ([`stable_prefix_tokens`]; see [`crate::cache_ttl`]).
     fn prefix_ttl(&self, tools: &[ToolDef]) -> CacheTtl {
-        let tools_chars = serde_json::to_string(tools).map_or(0, |json| json.len() as u64);
-        let prefix_tokens = tools_chars.div_ceil(KEEP_CHARS_PER_TOKEN)
-            + text_tokens(&self.settings.instructions)
-            + text_tokens(&render_contact_context(
-                &self.turn.facts,
-                self.turn.plan.summary.as_deref(),
-            ));
+        let prefix_tokens = stable_prefix_tokens(
+            tools,
+            &self.settings.instructions,
+            &self.turn.facts,
+            self.turn.plan.summary.as_deref(),
+        );
         self.settings
             .cache_ttl
             .prefix_ttl(&self.turn.plan.gaps, prefix_tokens)
