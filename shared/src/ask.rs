@@ -356,7 +356,7 @@ impl PreparedRound {
             context_tokens = usage.context_tokens(),
             cache_read_ratio = usage.cache_read_ratio(),
             calls = usage.calls,
-            prefix_ttl = self.stats.prefix_ttl.as_str(),
+            cache_ttl = self.stats.lifetimes.as_str(),
             "round committed"
         );
         Event::new("ask")

@@ -15,8 +15,8 @@
 //! * [`compaction`] and [`pruning`]: when a step is due, what it folds into the
 //!   summary and which old tool results it prunes; the hard cap when a step is late.
 //! * [`request`] and [`validate`]: the request laid out for prompt caching, and the
-//!   API's rules every request must pass; [`cache_ttl`]: how long its stable prefix
-//!   stays cached (the tenant's `cache_ttl` policy and the gaps `auto` reads).
+//!   API's rules every request must pass; [`cache_ttl`]: how long its cache
+//!   entries live (the tenant's `cache_ttl` policy and the gaps `auto` reads).
 //! * [`usage`], [`facts`] and [`tenant`]: token accounting, the fact policy, and a
 //!   tenant's settings over the deployment's defaults.
 //! * [`session`] and [`deadline`]: the clock and the idle rule; one time budget per

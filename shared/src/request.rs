@@ -8,15 +8,14 @@
 //! | tools | the tenant's tool definitions | — |
 //! | system[0] | the tenant's instructions | yes, with the prefix's lifetime |
 //! | system[1] | the fenced `<contact_context>` block | yes, with the prefix's lifetime |
-//! | messages | window + this round | end of the previous request's last message, and the last block: five minutes |
+//! | messages | window + this round | end of the previous request's last message, and the last block: the messages' lifetime |
 //!
-//! The stable prefix (tools, system[0], system[1]) gets the lifetime the tenant's
-//! cache TTL policy chose for this request ([`RequestParts::prefix_ttl`], see
-//! [`crate::cache_ttl`]): `"ttl": "1h"` on both system breakpoints, or no `ttl`
-//! (five minutes). The message breakpoints never carry a `ttl`: they come after
-//! the system blocks, so one-hour entries always come before five-minute ones, as
-//! the API requires. The tools carry no breakpoint of their own: system[0]'s
-//! covers them (the prefix order is tools → system → messages).
+//! The lifetimes are the ones the tenant's cache TTL policy chose for this
+//! request ([`RequestParts::lifetimes`], see [`crate::cache_ttl`]): `"ttl": "1h"`
+//! on a breakpoint that lives an hour, no `ttl` (five minutes) otherwise. A
+//! [`Lifetimes`] never puts a five-minute breakpoint before a one-hour one, as the
+//! API requires. The tools carry no breakpoint of their own: system[0]'s covers
+//! them (the prefix order is tools → system → messages).
 //!
 //! Every request appends exactly two messages to the one before it (an assistant
 //! reply and a user message: the next turn, or the tool results of the loop), so the
@@ -33,7 +32,7 @@
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::cache_ttl::CacheTtl;
+pub use crate::cache_ttl::{CacheTtl, Lifetimes, RequestSizes};
 use crate::domain::{ContentBlock, Fact, Message, Role, StoredMessage};
 
 /// Most breakpoints the API accepts in one request.
@@ -217,9 +216,9 @@ pub struct RequestParts<'a> {
     pub window: &'a [StoredMessage],
     /// This round so far: the user's message, then any tool calls and their results.
     pub round: &'a [Message],
-    /// Lifetime of the stable prefix's breakpoints (system[0], system[1]); the
-    /// messages' are always five minutes.
-    pub prefix_ttl: CacheTtl,
+    /// Lifetimes of the stable prefix's breakpoints (system[0], system[1]) and of
+    /// the messages'.
+    pub lifetimes: Lifetimes,
 }
 
 /// A request that cannot be built: a bug in the caller, never the user's fault.
@@ -268,7 +267,7 @@ pub fn build_request(parts: &RequestParts<'_>) -> Result<ModelRequest, BuildErro
 
     let len = messages.len();
     for index in breakpoints_of(len) {
-        mark_last_block(&mut messages[index]);
+        mark_last_block(&mut messages[index], parts.lifetimes.messages());
     }
 
     Ok(ModelRequest {
@@ -283,7 +282,7 @@ pub fn build_request(parts: &RequestParts<'_>) -> Result<ModelRequest, BuildErro
             parts.instructions,
             parts.facts,
             parts.summary,
-            parts.prefix_ttl,
+            parts.lifetimes.prefix(),
         ),
         messages,
     })
@@ -310,9 +309,9 @@ fn breakpoints_of(len: usize) -> impl Iterator<Item = usize> {
         .flatten()
 }
 
-fn mark_last_block(message: &mut RequestMessage) {
+fn mark_last_block(message: &mut RequestMessage, ttl: CacheTtl) {
     if let Some(block) = message.content.last_mut() {
-        block.cache_control = Some(CacheControl::EPHEMERAL);
+        block.cache_control = Some(CacheControl::with_ttl(ttl));
     }
 }
 
@@ -327,6 +326,9 @@ pub struct ModelContext {
     /// originals), with the breakpoint [`build_request`] will put on the previous
     /// request's last message once the client appends its user message.
     pub messages: Vec<RequestMessage>,
+    /// The breakpoint for the last block of the client's user message: the
+    /// messages' lifetime the cache TTL policy chose.
+    pub cache_control: CacheControl,
 }
 
 /// Everything a [`ModelContext`] is built from: a request's parts without the model
@@ -342,8 +344,8 @@ pub struct ContextParts<'a> {
     /// The stored window, oldest first, as the request would send it (cut where
     /// `ask` cuts it).
     pub window: &'a [StoredMessage],
-    /// The lifetime the cache TTL policy gives the stable prefix (the system blocks).
-    pub prefix_ttl: CacheTtl,
+    /// The lifetimes the cache TTL policy chose.
+    pub lifetimes: Lifetimes,
 }
 
 /// The context of the next request: what [`build_request`] would send before the
@@ -363,33 +365,63 @@ pub fn build_context(parts: &ContextParts<'_>) -> Result<ModelContext, BuildErro
     // The request will be these messages and the client's user message.
     let len = messages.len();
     for index in breakpoints_of(len + 1).filter(|index| *index < len) {
-        mark_last_block(&mut messages[index]);
+        mark_last_block(&mut messages[index], parts.lifetimes.messages());
     }
     Ok(ModelContext {
         system: system_blocks(
             parts.instructions,
             parts.facts,
             parts.summary,
-            parts.prefix_ttl,
+            parts.lifetimes.prefix(),
         ),
         messages,
+        cache_control: CacheControl::with_ttl(parts.lifetimes.messages()),
     })
 }
 
-/// The stable prefix's estimated size in tokens: the tools, the instructions and
-/// the contact context, a token per [`crate::compaction::KEEP_CHARS_PER_TOKEN`]
-/// characters. What the cache TTL policy weighs ([`crate::cache_ttl`]).
-pub fn stable_prefix_tokens(
+/// Estimated tokens of a JSON value: its characters over
+/// [`crate::compaction::KEEP_CHARS_PER_TOKEN`] (the stand-in's count too).
+fn json_tokens<T: Serialize + ?Sized>(value: &T) -> u64 {
+    let chars = serde_json::to_string(value).map_or(0, |json| json.len() as u64);
+    chars.div_ceil(crate::compaction::KEEP_CHARS_PER_TOKEN)
+}
+
+/// The sizes the cache TTL policy weighs ([`crate::cache_ttl`]) of a request
+/// with `tools`, `system` and `messages`, the last `new` of them written since
+/// the previous request.
+fn sizes_of(
     tools: &[ToolDef],
-    instructions: &str,
-    facts: &[Fact],
-    summary: Option<&str>,
-) -> u64 {
-    use crate::compaction::{KEEP_CHARS_PER_TOKEN, text_tokens};
-    let tools_chars = serde_json::to_string(tools).map_or(0, |json| json.len() as u64);
-    tools_chars.div_ceil(KEEP_CHARS_PER_TOKEN)
-        + text_tokens(instructions)
-        + text_tokens(&render_contact_context(facts, summary))
+    system: &[SystemBlock],
+    messages: &[RequestMessage],
+    new: usize,
+) -> RequestSizes {
+    let prefix = json_tokens(tools) + json_tokens(system);
+    let tokens: Vec<u64> = messages.iter().map(json_tokens).collect();
+    let fresh = tokens.len().saturating_sub(new);
+    RequestSizes {
+        prefix,
+        context: prefix + tokens.iter().sum::<u64>(),
+        new: tokens[fresh..].iter().sum(),
+    }
+}
+
+impl ModelRequest {
+    /// Its sizes as the cache TTL policy weighs them: the stable prefix (tools and
+    /// system blocks), the whole request, and its last two messages (what follows
+    /// the previous request's last message, see the module documentation).
+    pub fn sizes(&self) -> RequestSizes {
+        sizes_of(&self.tools, &self.system, &self.messages, 2)
+    }
+}
+
+impl ModelContext {
+    /// Its sizes as the cache TTL policy weighs them, for a client whose tools
+    /// are not known here: the system blocks, them and the window, and the
+    /// window's last message (the previous reply; the client's message is not
+    /// known either).
+    pub fn sizes(&self) -> RequestSizes {
+        sizes_of(&[], &self.system, &self.messages, 1)
+    }
 }
 
 fn system_blocks(
@@ -521,7 +553,7 @@ mod tests {
             summary: Some("The customer asked about Friday."),
             window,
             round,
-            prefix_ttl: CacheTtl::FiveMinutes,
+            lifetimes: Lifetimes::FiveMinutes,
         }
     }
 
@@ -594,7 +626,7 @@ mod tests {
         ];
         let round = [Message::user_text("a slot on Friday?")];
         let mut p = parts(&tools, &[], &window, &round);
-        p.prefix_ttl = CacheTtl::OneHour;
+        p.lifetimes = Lifetimes::PrefixForAnHour;
         let request = build_request(&p).unwrap();
         let json = serde_json::to_value(&request).unwrap();
         let hour = json!({"type": "ephemeral", "ttl": "1h"});
@@ -621,9 +653,59 @@ mod tests {
         assert_eq!(crate::validate::validate_request(&request), Ok(()));
         // Five minutes writes no `ttl` at all: the request is what it was before
         // the policy existed.
-        p.prefix_ttl = CacheTtl::FiveMinutes;
+        p.lifetimes = Lifetimes::FiveMinutes;
         let text = serde_json::to_string(&build_request(&p).unwrap()).unwrap();
         assert!(!text.contains("ttl"), "{text}");
+    }
+
+    #[test]
+    fn all_for_an_hour_marks_every_breakpoint_with_the_hour() {
+        let tools = tools();
+        let window = [
+            stored(1, Message::user_text("hi")),
+            stored(2, Message::assistant_text("hello!")),
+        ];
+        let round = [Message::user_text("a slot on Friday?")];
+        let mut p = parts(&tools, &[], &window, &round);
+        p.lifetimes = Lifetimes::AllForAnHour;
+        let request = build_request(&p).unwrap();
+        assert_eq!(lifetimes(&request), [CacheTtl::OneHour; 4]);
+        let json = serde_json::to_value(&request).unwrap();
+        assert_eq!(
+            json["messages"][2]["content"][0]["cache_control"],
+            json!({"type": "ephemeral", "ttl": "1h"})
+        );
+        assert_eq!(crate::validate::validate_request(&request), Ok(()));
+    }
+
+    #[test]
+    fn a_request_measures_its_prefix_its_whole_and_its_last_two_messages() {
+        let tools = tools();
+        let window = [
+            stored(1, Message::user_text("hi")),
+            stored(2, Message::assistant_text("hello! ".repeat(200))),
+        ];
+        let round = [Message::user_text("a slot on Friday?")];
+        let request = build_request(&parts(&tools, &[], &window, &round)).unwrap();
+        let sizes = request.sizes();
+        // A quarter of the JSON's characters, as the stand-in counts.
+        fn chars<T: Serialize + ?Sized>(value: &T) -> u64 {
+            (serde_json::to_string(value).unwrap().len() as u64).div_ceil(4)
+        }
+        let prefix = chars(&request.tools) + chars(&request.system);
+        assert_eq!(sizes.prefix, prefix);
+        let message_tokens: Vec<u64> = request.messages.iter().map(chars).collect();
+        assert_eq!(sizes.context, prefix + message_tokens.iter().sum::<u64>());
+        assert_eq!(sizes.new, message_tokens[1] + message_tokens[2]);
+        assert!(sizes.new > 350, "the long reply counts: {sizes:?}");
+        // The lifetimes do not change the sizes by more than their few `ttl`s.
+        let mut p = parts(&tools, &[], &window, &round);
+        p.lifetimes = Lifetimes::AllForAnHour;
+        let hour = build_request(&p).unwrap().sizes();
+        assert!(
+            hour.context - sizes.context < 20,
+            "{hour:?} against {sizes:?}"
+        );
     }
 
     #[test]
@@ -642,21 +724,25 @@ mod tests {
             })
             .collect();
         let round = [Message::user_text("and now?")];
-        for ttl in [CacheTtl::FiveMinutes, CacheTtl::OneHour] {
+        for lifetimes_of in [
+            Lifetimes::FiveMinutes,
+            Lifetimes::PrefixForAnHour,
+            Lifetimes::AllForAnHour,
+        ] {
             for len in [0, 1, 2, 3, 40] {
                 let window = &long_window[..len - len % 2];
                 let mut p = parts(&tools, &[], window, &round);
-                p.prefix_ttl = ttl;
+                p.lifetimes = lifetimes_of;
                 let request = build_request(&p).unwrap();
                 let order = lifetimes(&request);
                 assert!(
                     !order
                         .windows(2)
                         .any(|w| w == [CacheTtl::FiveMinutes, CacheTtl::OneHour]),
-                    "{ttl:?}, window {len}: {order:?}"
+                    "{lifetimes_of:?}, window {len}: {order:?}"
                 );
-                assert_eq!(order[0], ttl);
-                assert_eq!(order.last(), Some(&CacheTtl::FiveMinutes));
+                assert_eq!(order[0], lifetimes_of.prefix());
+                assert_eq!(order.last(), Some(&lifetimes_of.messages()));
                 assert_eq!(crate::validate::validate_request(&request), Ok(()));
             }
         }
@@ -846,13 +932,13 @@ mod tests {
                 facts: &facts,
                 summary: Some("The customer asked about Friday."),
                 window: &window,
-                prefix_ttl: CacheTtl::FiveMinutes,
+                lifetimes: Lifetimes::FiveMinutes,
             })
             .unwrap();
             assert_eq!(context.system, request.system);
             let mut messages = context.messages.clone();
             let mut next = request_message(Role::User, &round[0].content);
-            mark_last_block(&mut next);
+            mark_last_block(&mut next, context.cache_control.lifetime());
             messages.push(next);
             assert_eq!(messages, request.messages, "window of {len}");
             let marked = context

@@ -38,7 +38,7 @@ pub struct TenantConfig {
     /// contact context and the kept window, estimated (0: by message count only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window_keep_tokens: Option<u64>,
-    /// How long the stable prefix stays cached: `5m`, `1h` or `auto` (see
+    /// How long the cache entries live: `5m`, `1h` or `auto` (see
     /// [`crate::cache_ttl`]); any other value is refused when read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_ttl: Option<CacheTtlPolicy>,
@@ -154,7 +154,7 @@ pub struct Defaults {
     /// `SWEEP_BUCKETS`: how many partitions of the sweep index heads spread over
     /// (see [`crate::store::sweep_bucket`]).
     pub sweep_buckets: u8,
-    /// `CACHE_TTL`: how long the stable prefix stays cached.
+    /// `CACHE_TTL`: how long the cache entries live.
     pub cache_ttl: CacheTtlPolicy,
 }
 
@@ -216,7 +216,7 @@ pub struct Settings {
     pub fact_retention_days: u32,
     /// Extended thinking's budget for answers, in tokens (`None`: off).
     pub thinking_budget_tokens: Option<u32>,
-    /// How long the stable prefix stays cached.
+    /// How long the cache entries live.
     pub cache_ttl: CacheTtlPolicy,
 }
 

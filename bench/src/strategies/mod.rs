@@ -377,10 +377,11 @@ pub fn markdown(
          `compactor` binaries on the local stack (moto, the bridge, the offline stand-in), a \
          fresh stack each time, with only `CONTEXT_POLICY` and `CACHE_TTL` switched: full \
          history and the sliding window with five-minute entries (no `ttl`, what a client \
-         that never asks for one sends), degrau's steps under `CACHE_TTL=5m`, `1h` (the \
-         stable prefix, tools, instructions and contact context, cached for an hour; the \
-         messages' entries are five-minute ones under every policy) and `auto` (chosen per \
-         request from the contact's recent gaps, `shared/src/cache_ttl.rs`). Tenant config \
+         that never asks for one sends), degrau's steps under `CACHE_TTL=5m`, `1h` (every \
+         breakpoint, the stable prefix's and the messages', cached for an hour) and `auto` \
+         (chosen per request from the contact's recent gaps and the request's sizes: all \
+         five minutes, the stable prefix for an hour, or all for an hour; \
+         `shared/src/cache_ttl.rs`). Tenant config \
          for all: compaction threshold {} tokens, keep {} messages (the sliding window keeps \
          the same {} messages, cut at a safe start) and, for degrau's steps, at least {} \
          tokens after a step (`window_keep_tokens`). Stand-in: context limit 200,000 tokens \

@@ -36,7 +36,7 @@ book_slot. Give the confirmation id after a booking. Remember the customer's pre
 (professional, time of day, style) and use them when offering times.";
 
 /// What a request carries of the conversation (`CONTEXT_POLICY`), and, for
-/// degrau, how long its stable prefix stays cached (`CACHE_TTL`).
+/// degrau, how long its cache entries live (`CACHE_TTL`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Policy {
     /// Every message of the session, every turn (five-minute entries).
@@ -50,11 +50,11 @@ pub enum Policy {
     /// minutes (`CACHE_TTL=5m`).
     #[serde(rename = "stepped")]
     Stepped,
-    /// degrau with the stable prefix cached for an hour (`CACHE_TTL=1h`).
+    /// degrau with every breakpoint cached for an hour (`CACHE_TTL=1h`).
     #[serde(rename = "stepped-1h")]
     SteppedHour,
-    /// degrau choosing the prefix's lifetime from the gaps (`CACHE_TTL=auto`,
-    /// the default).
+    /// degrau choosing the lifetimes per request from the gaps and the
+    /// request's sizes (`CACHE_TTL=auto`, the default).
     #[serde(rename = "stepped-auto")]
     SteppedAuto,
 }

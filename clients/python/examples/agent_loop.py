@@ -99,13 +99,15 @@ def stored_block(block: Any) -> dict[str, Any]:
     return {k: data[k] for k in keep if k in data}
 
 
-def with_breakpoint(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The request's messages with a cache breakpoint on the last block: with
-    degrau's two system blocks and the one it put in the window (the previous
-    request's end), four, the most the API takes."""
+def with_breakpoint(
+    messages: list[dict[str, Any]], cache_control: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """The request's messages with the context's breakpoint on the last block:
+    with degrau's two system blocks and the one it put in the window (the
+    previous request's end), four, the most the API takes."""
     last = messages[-1]
     content = [dict(b) for b in last["content"]]
-    content[-1]["cache_control"] = {"type": "ephemeral"}
+    content[-1]["cache_control"] = dict(cache_control)
     return [*messages[:-1], {"role": last["role"], "content": content}]
 
 
@@ -138,7 +140,9 @@ def run_turn(
             model=model_name,
             max_tokens=1024,
             system=context["system"],  # type: ignore[arg-type]
-            messages=with_breakpoint([*context["messages"], *round_messages]),  # type: ignore[arg-type]
+            messages=with_breakpoint(  # type: ignore[arg-type]
+                [*context["messages"], *round_messages], context["cache_control"]
+            ),
             tools=TOOLS,  # type: ignore[arg-type]
         )
         content = [stored_block(b) for b in response.content]

@@ -66,6 +66,8 @@ def test_a_round_commits_and_the_next_context_carries_it(client: DegrauClient) -
     # client marks its own user message.
     assert context["messages"][-2]["content"][-1]["cache_control"] == {"type": "ephemeral"}
     assert "cache_control" not in context["messages"][-1]["content"][-1]
+    # ...with the breakpoint the context names (a new contact: five minutes).
+    assert context["cache_control"] == {"type": "ephemeral"}
     assert [m["seq"] for m in client.transcript_messages("ana")] == [1, 2, 3, 4]
 
 

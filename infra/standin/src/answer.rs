@@ -680,7 +680,7 @@ mod tests {
             summary,
             window,
             round,
-            prefix_ttl: degrau::request::CacheTtl::FiveMinutes,
+            lifetimes: degrau::request::Lifetimes::FiveMinutes,
         })
         .unwrap()
     }

@@ -18,7 +18,7 @@ use serde::Serialize;
 use super::round::first_cut;
 use super::{AskError, AskService, Turn};
 use crate::domain::Incarnation;
-use crate::request::{ContextParts, ModelContext, build_context, stable_prefix_tokens};
+use crate::request::{ContextParts, Lifetimes, ModelContext, build_context};
 use crate::store::ContactKey;
 
 /// Opens every head token: the format's version.
@@ -150,23 +150,24 @@ impl AskService {
         let turn = self.load_turn(key, &settings).await?;
         let cut = first_cut(&settings, &turn);
         let plan = &turn.plan;
-        // The client's tools are not known here: the prefix counted for the cache
-        // TTL policy is the two system blocks (a client whose tools are long may get
-        // five minutes where `ask` would give an hour; never the other way round).
-        let prefix_tokens = stable_prefix_tokens(
-            &[],
-            &settings.instructions,
-            &turn.facts,
-            plan.summary.as_deref(),
-        );
-        let context = build_context(&ContextParts {
-            instructions: &settings.instructions,
-            facts: &turn.facts,
-            summary: plan.summary.as_deref(),
-            window: &plan.window[cut.start..],
-            prefix_ttl: settings.cache_ttl.prefix_ttl(&plan.gaps, prefix_tokens),
-        })
-        .map_err(|e| AskError::Internal(e.to_string()))?;
+        // The client's tools are not known here: the sizes the cache TTL policy
+        // weighs leave them out (a client whose tools are long may get five
+        // minutes where `ask` would give an hour; never the other way round).
+        let build = |lifetimes| {
+            build_context(&ContextParts {
+                instructions: &settings.instructions,
+                facts: &turn.facts,
+                summary: plan.summary.as_deref(),
+                window: &plan.window[cut.start..],
+                lifetimes,
+            })
+            .map_err(|e| AskError::Internal(e.to_string()))
+        };
+        let context = build(Lifetimes::FiveMinutes)?;
+        let context = match settings.cache_ttl.lifetimes(&plan.gaps, context.sizes()) {
+            Lifetimes::FiveMinutes => context,
+            lifetimes => build(lifetimes)?,
+        };
         let head = HeadToken::of(&turn);
         Ok(ContextView {
             session: plan.session,

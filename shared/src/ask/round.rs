@@ -15,9 +15,7 @@ use crate::deadline::Deadline;
 use crate::domain::{ContentBlock, Message, Role};
 use crate::metrics::Event;
 use crate::model::{ModelError, ModelResponse, StopReason};
-use crate::request::{
-    CacheTtl, ModelRequest, RequestParts, ToolDef, build_request, stable_prefix_tokens,
-};
+use crate::request::{Lifetimes, ModelRequest, RequestParts, ToolDef, build_request};
 use crate::store::ContactKey;
 use crate::tenant::{ContextPolicy, Settings};
 use crate::tools::{
@@ -46,8 +44,8 @@ pub(super) struct RoundStats {
     /// The request that answered sent a window cut at the hard cap (or, after
     /// "prompt is too long", at the overflow cut).
     pub(super) hard_capped: bool,
-    /// The lifetime the round's requests gave the stable prefix.
-    pub(super) prefix_ttl: CacheTtl,
+    /// The lifetimes the round's last request gave its breakpoints.
+    pub(super) lifetimes: Lifetimes,
 }
 
 /// Who ran a round's model calls and tools.
@@ -156,8 +154,8 @@ impl AskService {
         let tools = self.tools.definitions(&settings.tools);
         let mut state = RoundLoop::new(settings, turn, text);
         loop {
-            state.round.stats.prefix_ttl = state.prefix_ttl(&tools);
-            let request = state.request(&tools)?;
+            let (request, lifetimes) = state.request(&tools)?;
+            state.round.stats.lifetimes = lifetimes;
             if !deadline.allows(MIN_MODEL_CALL) {
                 return Err(out_of_time("before a model call"));
             }
@@ -292,8 +290,11 @@ impl<'a> RoundLoop<'a> {
         }
     }
 
-    /// The next request: the window from the cut, then the round so far.
-    fn request(&self, tools: &[ToolDef]) -> Result<ModelRequest, AskError> {
+    /// The next request: the window from the cut, then the round so far, its
+    /// breakpoints' lifetimes chosen by the tenant's cache TTL policy over the
+    /// contact's recent gaps (this round's included) and the request's sizes (see
+    /// [`crate::cache_ttl`]).
+    fn request(&self, tools: &[ToolDef]) -> Result<(ModelRequest, Lifetimes), AskError> {
         if self.cut.hard_capped {
             warn!(
                 start = self.cut.start,
@@ -301,41 +302,36 @@ impl<'a> RoundLoop<'a> {
             );
         }
         let plan = &self.turn.plan;
-        let prefix_ttl = self.prefix_ttl(tools);
         let messages: Vec<Message> = self
             .round
             .messages
             .iter()
             .map(|m| m.message.clone())
             .collect();
-        build_request(&RequestParts {
-            model: &self.settings.model,
-            max_tokens: self.max_tokens,
-            thinking: self.settings.thinking_budget_tokens,
-            tools,
-            instructions: &self.settings.instructions,
-            facts: &self.turn.facts,
-            summary: plan.summary.as_deref(),
-            window: &plan.window[self.cut.start..],
-            round: &messages,
-            prefix_ttl,
-        })
-        .map_err(|e| AskError::Internal(e.to_string()))
-    }
-
-    /// The lifetime of the stable prefix's entries: the tenant's policy over the
-    /// contact's recent gaps, this round's included, and the prefix's estimated
-    /// size ([`stable_prefix_tokens`]; see [`crate::cache_ttl`]).
-    fn prefix_ttl(&self, tools: &[ToolDef]) -> CacheTtl {
-        let prefix_tokens = stable_prefix_tokens(
-            tools,
-            &self.settings.instructions,
-            &self.turn.facts,
-            self.turn.plan.summary.as_deref(),
-        );
-        self.settings
+        let build = |lifetimes| {
+            build_request(&RequestParts {
+                model: &self.settings.model,
+                max_tokens: self.max_tokens,
+                thinking: self.settings.thinking_budget_tokens,
+                tools,
+                instructions: &self.settings.instructions,
+                facts: &self.turn.facts,
+                summary: plan.summary.as_deref(),
+                window: &plan.window[self.cut.start..],
+                round: &messages,
+                lifetimes,
+            })
+            .map_err(|e| AskError::Internal(e.to_string()))
+        };
+        let request = build(Lifetimes::FiveMinutes)?;
+        match self
+            .settings
             .cache_ttl
-            .prefix_ttl(&self.turn.plan.gaps, prefix_tokens)
+            .lifetimes(&plan.gaps, request.sizes())
+        {
+            Lifetimes::FiveMinutes => Ok((request, Lifetimes::FiveMinutes)),
+            lifetimes => Ok((build(lifetimes)?, lifetimes)),
+        }
     }
 
     /// Cuts the window once at the overflow cut (a safe start near its end).

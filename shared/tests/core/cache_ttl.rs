@@ -1,6 +1,6 @@
 //! The cache TTL policy through the ask service: the gap record each round writes
-//! on the head, and the lifetime the stable prefix gets in every request of a
-//! round under `auto` and the fixed policies.
+//! on the head, and the lifetimes the stable prefix and the messages get in every
+//! request of a round under `auto` and the fixed policies.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -9,7 +9,7 @@ use degrau::cache_ttl::{CacheTtlPolicy, GAP_RECORD_LEN};
 use degrau::domain::Head;
 use degrau::jobs::NoJobs;
 use degrau::model::scripted::ScriptedModel;
-use degrau::request::{CacheTtl, ModelRequest};
+use degrau::request::{CacheTtl, Lifetimes, ModelRequest};
 use degrau::store::memory::MemoryStore;
 use degrau::store::{Store, TenantStore};
 use degrau::tenant::{Defaults, TenantConfig};
@@ -80,25 +80,43 @@ impl Conversation {
     }
 
     /// A turn `gap` seconds after the previous one, answered at once; returns the
-    /// lifetimes its request gave the system blocks, and the head after it.
-    async fn turn_after(&self, gap: i64) -> (CacheTtl, Head) {
+    /// lifetimes its request gave its breakpoints, and the head after it.
+    async fn turn_after(&self, gap: i64) -> (Lifetimes, Head) {
+        self.say_after(gap, "hello", "ok").await
+    }
+
+    /// [`Conversation::turn_after`] with the user's `text` and the model's `reply`.
+    async fn say_after(&self, gap: i64, text: &str, reply: &str) -> (Lifetimes, Head) {
         self.clock.fetch_add(gap, Ordering::SeqCst);
-        self.model.push(ScriptedModel::text("ok", usage()));
+        self.model.push(ScriptedModel::text(reply, usage()));
         self.service
-            .ask(&key(), "hello", None, minute())
+            .ask(&key(), text, None, minute())
             .await
             .unwrap();
         let request = self.model.requests().pop().unwrap();
-        let (system, messages) = lifetimes(&request);
-        assert_eq!(system.len(), 2);
-        assert_eq!(system[0], system[1], "both system blocks alike");
-        assert!(
-            messages.iter().all(|&ttl| ttl == CacheTtl::FiveMinutes),
-            "message breakpoints stay five minutes"
-        );
         let now = self.clock.load(Ordering::SeqCst);
         let head = self.store.load_turn(&key(), now).await.unwrap().head;
-        (system[0], head.unwrap())
+        (lifetimes_of(&request), head.unwrap())
+    }
+}
+
+/// The request's lifetimes, checked to be one of the three a request may have:
+/// both system blocks alike, every message breakpoint alike, never five minutes
+/// before an hour.
+fn lifetimes_of(request: &ModelRequest) -> Lifetimes {
+    let (system, messages) = lifetimes(request);
+    assert_eq!(system.len(), 2);
+    assert_eq!(system[0], system[1], "both system blocks alike");
+    assert!(
+        messages.iter().all(|&ttl| ttl == messages[0]),
+        "message breakpoints alike: {messages:?}"
+    );
+    assert_eq!(degrau::validate::validate_request(request), Ok(()));
+    match (system[0], messages[0]) {
+        (CacheTtl::FiveMinutes, CacheTtl::FiveMinutes) => Lifetimes::FiveMinutes,
+        (CacheTtl::OneHour, CacheTtl::FiveMinutes) => Lifetimes::PrefixForAnHour,
+        (CacheTtl::OneHour, CacheTtl::OneHour) => Lifetimes::AllForAnHour,
+        other => panic!("five minutes before an hour: {other:?}"),
     }
 }
 
@@ -111,41 +129,62 @@ fn usage() -> Usage {
 }
 
 #[tokio::test]
-async fn auto_gives_the_stable_prefix_an_hour_once_the_conversation_pauses() {
+async fn auto_gives_everything_an_hour_once_the_conversation_pauses() {
     let c = Conversation::new(Defaults {
         cache_ttl: CacheTtlPolicy::Auto,
         ..Defaults::default()
     });
     // A new contact: no gap yet, five minutes.
     let (ttl, head) = c.turn_after(0).await;
-    assert_eq!(ttl, CacheTtl::FiveMinutes);
+    assert_eq!(ttl, Lifetimes::FiveMinutes);
     assert!(head.recent_gaps.is_empty());
     // Quick replies: still five minutes.
     let (ttl, head) = c.turn_after(40).await;
-    assert_eq!((ttl, head.recent_gaps), (CacheTtl::FiveMinutes, vec![40]));
-    // A pause of twenty minutes: an hour's entry would have lived through it.
+    assert_eq!((ttl, head.recent_gaps), (Lifetimes::FiveMinutes, vec![40]));
+    // A pause of twenty minutes: an hour's entries would have lived through it.
     let (ttl, head) = c.turn_after(20 * MINUTE).await;
-    assert_eq!(ttl, CacheTtl::OneHour);
+    assert_eq!(ttl, Lifetimes::AllForAnHour);
     assert_eq!(head.recent_gaps, [40, 1200]);
     let (ttl, _) = c.turn_after(10).await;
-    assert_eq!(ttl, CacheTtl::OneHour, "one pause in three gaps is enough");
-    // The same rhythm with a prefix too short to cache: five minutes.
-    let short = Conversation::with_instructions(Defaults::default(), "Be brief.".into());
-    short.turn_after(0).await;
-    short.turn_after(40).await;
-    let (ttl, head) = short.turn_after(20 * MINUTE).await;
-    assert_eq!(ttl, CacheTtl::FiveMinutes);
-    assert_eq!(head.recent_gaps, [40, 1200]);
+    assert_eq!(
+        ttl,
+        Lifetimes::AllForAnHour,
+        "one pause in three gaps is enough"
+    );
+    // A message much longer than what is cached before it: the messages are
+    // mostly new, an hour does not pay for them; the long prefix still earns it.
+    let long = "I need to move every booking of the family. ".repeat(175);
+    let (ttl, _) = c.say_after(30, &long, "ok").await;
+    assert_eq!(ttl, Lifetimes::PrefixForAnHour);
     // Next-day returns only: an hour does not help and costs more.
     let c = Conversation::new(Defaults::default());
     c.turn_after(0).await;
     let (ttl, head) = c.turn_after(20 * HOUR).await;
-    assert_eq!(ttl, CacheTtl::FiveMinutes);
+    assert_eq!(ttl, Lifetimes::FiveMinutes);
     assert_eq!(head.recent_gaps, [20 * 3600]);
 }
 
 #[tokio::test]
-async fn every_request_of_a_round_gives_the_prefix_the_same_lifetime() {
+async fn a_short_prefix_gets_the_hour_once_the_window_is_long_enough_to_cache() {
+    // The same rhythm with instructions far too short to cache alone.
+    let c = Conversation::with_instructions(Defaults::default(), "Be brief.".into());
+    c.turn_after(0).await;
+    c.turn_after(40).await;
+    let (ttl, head) = c.turn_after(20 * MINUTE).await;
+    assert_eq!(ttl, Lifetimes::FiveMinutes, "a request under 1,024 tokens");
+    assert_eq!(head.recent_gaps, [40, 1200]);
+    // Replies that fill the window past the minimum: the whole request earns
+    // the hour, the prefix alone never would.
+    let reply = "Friday at nine is free, and so are ten and eleven. ".repeat(30);
+    for _ in 0..3 {
+        c.say_after(20, "and Saturday?", &reply).await;
+    }
+    let (ttl, _) = c.turn_after(15 * MINUTE).await;
+    assert_eq!(ttl, Lifetimes::AllForAnHour);
+}
+
+#[tokio::test]
+async fn every_request_of_a_round_gets_the_same_lifetimes() {
     let c = Conversation::new(Defaults::default());
     c.turn_after(0).await;
     c.clock.fetch_add(15 * MINUTE, Ordering::SeqCst);
@@ -162,10 +201,7 @@ async fn every_request_of_a_round_gives_the_prefix_the_same_lifetime() {
         .unwrap();
     let requests = c.model.requests();
     for request in &requests[1..] {
-        let (system, messages) = lifetimes(request);
-        assert_eq!(system, [CacheTtl::OneHour, CacheTtl::OneHour]);
-        assert!(messages.iter().all(|&ttl| ttl == CacheTtl::FiveMinutes));
-        assert_eq!(degrau::validate::validate_request(request), Ok(()));
+        assert_eq!(lifetimes_of(request), Lifetimes::AllForAnHour);
     }
 }
 
@@ -175,8 +211,8 @@ async fn fixed_policies_hold_whatever_the_gaps_and_a_tenant_overrides_the_defaul
         cache_ttl: CacheTtlPolicy::OneHour,
         ..Defaults::default()
     });
-    assert_eq!(c.turn_after(0).await.0, CacheTtl::OneHour);
-    assert_eq!(c.turn_after(5).await.0, CacheTtl::OneHour);
+    assert_eq!(c.turn_after(0).await.0, Lifetimes::AllForAnHour);
+    assert_eq!(c.turn_after(5).await.0, Lifetimes::AllForAnHour);
     c.store
         .put_tenant_config(
             &key().tenant,
@@ -188,7 +224,7 @@ async fn fixed_policies_hold_whatever_the_gaps_and_a_tenant_overrides_the_defaul
         .await
         .unwrap();
     let (ttl, head) = c.turn_after(20 * MINUTE).await;
-    assert_eq!(ttl, CacheTtl::FiveMinutes);
+    assert_eq!(ttl, Lifetimes::FiveMinutes);
     assert_eq!(head.recent_gaps, [5, 1200], "the record is kept either way");
 }
 
@@ -214,6 +250,31 @@ async fn the_gap_record_is_bounded_outlives_a_session_and_goes_with_an_erase() {
     c.service.erase(&key()).await.unwrap();
     let (ttl, head) = c.turn_after(20 * MINUTE).await;
     assert!(head.recent_gaps.is_empty());
-    assert_eq!(ttl, CacheTtl::FiveMinutes);
+    assert_eq!(ttl, Lifetimes::FiveMinutes);
     assert!(START < c.clock.load(Ordering::SeqCst));
+}
+
+#[tokio::test]
+async fn the_context_for_a_clients_own_loop_names_the_lifetimes_ask_would_choose() {
+    let c = Conversation::new(Defaults::default());
+    c.turn_after(0).await;
+    c.turn_after(40).await;
+    let five = c.service.context(&key()).await.unwrap();
+    assert_eq!(five.context.cache_control.lifetime(), CacheTtl::FiveMinutes);
+    c.turn_after(20 * MINUTE).await;
+    // The next request comes after the recorded gaps [40, 1200]: an hour for all.
+    let view = c.service.context(&key()).await.unwrap();
+    let json = serde_json::to_value(&view).unwrap();
+    let hour = json!({"type": "ephemeral", "ttl": "1h"});
+    assert_eq!(json["cache_control"], hour);
+    assert_eq!(json["system"][0]["cache_control"], hour);
+    assert_eq!(json["system"][1]["cache_control"], hour);
+    let marked: Vec<&serde_json::Value> = json["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["content"].as_array().unwrap())
+        .filter_map(|b| b.get("cache_control"))
+        .collect();
+    assert_eq!(marked, [&hour], "the previous request's end");
 }

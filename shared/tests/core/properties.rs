@@ -112,7 +112,7 @@ fn request(
         summary,
         window,
         round,
-        prefix_ttl: degrau::request::CacheTtl::FiveMinutes,
+        lifetimes: degrau::request::Lifetimes::FiveMinutes,
     })
     .expect("a valid window builds")
 }

@@ -38,6 +38,9 @@ class Context(TypedDict):
     opens_session: bool
     system: list[JSON]
     messages: list[Message]
+    #: The breakpoint for the last block of the message you append (with
+    #: ``"ttl": "1h"`` when the tenant's cache policy chose an hour).
+    cache_control: JSON
 
 
 class RoundSpan(TypedDict):

@@ -41,7 +41,7 @@ fn request(text: &str) -> ModelRequest {
         summary: None,
         window: &[],
         round: &[Message::user_text(text)],
-        prefix_ttl: degrau::request::CacheTtl::FiveMinutes,
+        lifetimes: degrau::request::Lifetimes::FiveMinutes,
     })
     .expect("a valid request")
 }

@@ -141,7 +141,7 @@ pub fn degrau_request(
         summary,
         window: &window,
         round,
-        prefix_ttl: degrau::request::CacheTtl::FiveMinutes,
+        lifetimes: degrau::request::Lifetimes::FiveMinutes,
     })
     .expect("a valid request");
     serde_json::to_value(&request).expect("serialises")
