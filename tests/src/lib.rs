@@ -87,6 +87,18 @@ impl StandIn {
         response.json().await.unwrap_or(Value::Null)
     }
 
+    /// Moves the cache clock of a stand-in started with `--clock manual` by
+    /// `seconds` (time passing between two messages).
+    pub async fn advance_clock(&self, seconds: u64) {
+        let answer = self
+            .control("clock", serde_json::json!({ "advance_seconds": seconds }))
+            .await;
+        assert!(
+            answer.get("now_ms").is_some(),
+            "the clock did not move: {answer}"
+        );
+    }
+
     /// Queues faults for the next model calls (see the stand-in's README section).
     pub async fn faults(&self, faults: Value) {
         self.control("faults", faults).await;

@@ -106,3 +106,32 @@ pub async fn until_the_faults_are_taken(stack: &FullStack) {
     }
     panic!("no model call took the queued faults");
 }
+
+/// A `CLOCK_OFFSET_FILE` for one function: missing (no offset) until [`set`];
+/// removed on drop.
+///
+/// [`set`]: ClockOffset::set
+pub struct ClockOffset(std::path::PathBuf);
+
+impl ClockOffset {
+    pub fn new(name: &str) -> ClockOffset {
+        let path =
+            std::env::temp_dir().join(format!("degrau-e2e-clock-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        ClockOffset(path)
+    }
+
+    pub fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+
+    pub fn set(&self, seconds: i64) {
+        std::fs::write(&self.0, seconds.to_string()).unwrap();
+    }
+}
+
+impl Drop for ClockOffset {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}

@@ -9,6 +9,7 @@
 mod ask_api;
 mod bedrock;
 mod budget;
+mod cache_ttl;
 mod compaction;
 mod helpers;
 mod lifecycle;

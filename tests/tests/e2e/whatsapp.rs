@@ -23,6 +23,8 @@ use degrau_tests::{HttpReply, StandIn, api_event, moto};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use crate::helpers::ClockOffset;
+
 const APP_SECRET: &str = "e2e-app-secret";
 const VERIFY_TOKEN: &str = "e2e-verify-token";
 const PHONE: &str = "100000000000001";
@@ -577,35 +579,6 @@ async fn statuses_and_reactions_make_no_turn_and_a_failure_is_logged_without_the
     channel.work().await;
     assert!(channel.sent().await.is_empty());
     assert_eq!(channel.model_calls().await, 0);
-}
-
-/// A `CLOCK_OFFSET_FILE` for one function: missing (no offset) until [`set`];
-/// removed on drop.
-///
-/// [`set`]: ClockOffset::set
-struct ClockOffset(std::path::PathBuf);
-
-impl ClockOffset {
-    fn new(name: &str) -> ClockOffset {
-        let path =
-            std::env::temp_dir().join(format!("degrau-e2e-clock-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_file(&path);
-        ClockOffset(path)
-    }
-
-    fn path(&self) -> &str {
-        self.0.to_str().unwrap()
-    }
-
-    fn set(&self, seconds: i64) {
-        std::fs::write(&self.0, seconds.to_string()).unwrap();
-    }
-}
-
-impl Drop for ClockOffset {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
 }
 
 /// The channel with the worker's clock (only) on a file, and a message from
