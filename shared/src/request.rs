@@ -405,12 +405,35 @@ fn sizes_of(
     }
 }
 
+/// Gives every breakpoint of `system` and `messages` its lifetime under
+/// `lifetimes`.
+fn mark_lifetimes(
+    system: &mut [SystemBlock],
+    messages: &mut [RequestMessage],
+    lifetimes: Lifetimes,
+) {
+    let prefix = CacheControl::with_ttl(lifetimes.prefix());
+    let rest = CacheControl::with_ttl(lifetimes.messages());
+    for block in system.iter_mut().filter(|b| b.cache_control.is_some()) {
+        block.cache_control = Some(prefix);
+    }
+    let blocks = messages.iter_mut().flat_map(|m| m.content.iter_mut());
+    for block in blocks.filter(|b| b.cache_control.is_some()) {
+        block.cache_control = Some(rest);
+    }
+}
+
 impl ModelRequest {
     /// Its sizes as the cache TTL policy weighs them: the stable prefix (tools and
     /// system blocks), the whole request, and its last two messages (what follows
     /// the previous request's last message, see the module documentation).
     pub fn sizes(&self) -> RequestSizes {
         sizes_of(&self.tools, &self.system, &self.messages, 2)
+    }
+
+    /// Gives its breakpoints the lifetimes the cache TTL policy chose.
+    pub fn set_lifetimes(&mut self, lifetimes: Lifetimes) {
+        mark_lifetimes(&mut self.system, &mut self.messages, lifetimes);
     }
 }
 
@@ -421,6 +444,13 @@ impl ModelContext {
     /// known either).
     pub fn sizes(&self) -> RequestSizes {
         sizes_of(&[], &self.system, &self.messages, 1)
+    }
+
+    /// Gives its breakpoints, and the one it names for the client's message,
+    /// the lifetimes the cache TTL policy chose.
+    pub fn set_lifetimes(&mut self, lifetimes: Lifetimes) {
+        mark_lifetimes(&mut self.system, &mut self.messages, lifetimes);
+        self.cache_control = CacheControl::with_ttl(lifetimes.messages());
     }
 }
 
@@ -676,6 +706,41 @@ mod tests {
             json!({"type": "ephemeral", "ttl": "1h"})
         );
         assert_eq!(crate::validate::validate_request(&request), Ok(()));
+    }
+
+    #[test]
+    fn setting_lifetimes_after_the_build_is_building_with_them() {
+        let tools = tools();
+        let window = [
+            stored(1, Message::user_text("hi")),
+            stored(2, Message::assistant_text("hello!")),
+        ];
+        let round = [Message::user_text("a slot on Friday?")];
+        let context_parts = |lifetimes| ContextParts {
+            instructions: "You schedule appointments for a barber shop.",
+            facts: &[],
+            summary: None,
+            window: &window,
+            lifetimes,
+        };
+        for lifetimes in [
+            Lifetimes::FiveMinutes,
+            Lifetimes::PrefixForAnHour,
+            Lifetimes::AllForAnHour,
+        ] {
+            let mut p = parts(&tools, &[], &window, &round);
+            p.lifetimes = lifetimes;
+            let built = build_request(&p).unwrap();
+            p.lifetimes = Lifetimes::FiveMinutes;
+            let mut set = build_request(&p).unwrap();
+            set.set_lifetimes(lifetimes);
+            assert_eq!(set, built, "{lifetimes:?}");
+            let built = build_context(&context_parts(lifetimes)).unwrap();
+            let mut set = build_context(&context_parts(Lifetimes::FiveMinutes)).unwrap();
+            set.set_lifetimes(lifetimes);
+            assert_eq!(set, built, "{lifetimes:?}");
+            assert_eq!(set.cache_control.lifetime(), lifetimes.messages());
+        }
     }
 
     #[test]

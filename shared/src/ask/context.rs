@@ -153,21 +153,15 @@ impl AskService {
         // The client's tools are not known here: the sizes the cache TTL policy
         // weighs leave them out (a client whose tools are long may get five
         // minutes where `ask` would give an hour; never the other way round).
-        let build = |lifetimes| {
-            build_context(&ContextParts {
-                instructions: &settings.instructions,
-                facts: &turn.facts,
-                summary: plan.summary.as_deref(),
-                window: &plan.window[cut.start..],
-                lifetimes,
-            })
-            .map_err(|e| AskError::Internal(e.to_string()))
-        };
-        let context = build(Lifetimes::FiveMinutes)?;
-        let context = match settings.cache_ttl.lifetimes(&plan.gaps, context.sizes()) {
-            Lifetimes::FiveMinutes => context,
-            lifetimes => build(lifetimes)?,
-        };
+        let mut context = build_context(&ContextParts {
+            instructions: &settings.instructions,
+            facts: &turn.facts,
+            summary: plan.summary.as_deref(),
+            window: &plan.window[cut.start..],
+            lifetimes: Lifetimes::FiveMinutes,
+        })
+        .map_err(|e| AskError::Internal(e.to_string()))?;
+        context.set_lifetimes(settings.cache_ttl.lifetimes(&plan.gaps, context.sizes()));
         let head = HeadToken::of(&turn);
         Ok(ContextView {
             session: plan.session,

@@ -308,30 +308,25 @@ impl<'a> RoundLoop<'a> {
             .iter()
             .map(|m| m.message.clone())
             .collect();
-        let build = |lifetimes| {
-            build_request(&RequestParts {
-                model: &self.settings.model,
-                max_tokens: self.max_tokens,
-                thinking: self.settings.thinking_budget_tokens,
-                tools,
-                instructions: &self.settings.instructions,
-                facts: &self.turn.facts,
-                summary: plan.summary.as_deref(),
-                window: &plan.window[self.cut.start..],
-                round: &messages,
-                lifetimes,
-            })
-            .map_err(|e| AskError::Internal(e.to_string()))
-        };
-        let request = build(Lifetimes::FiveMinutes)?;
-        match self
+        let mut request = build_request(&RequestParts {
+            model: &self.settings.model,
+            max_tokens: self.max_tokens,
+            thinking: self.settings.thinking_budget_tokens,
+            tools,
+            instructions: &self.settings.instructions,
+            facts: &self.turn.facts,
+            summary: plan.summary.as_deref(),
+            window: &plan.window[self.cut.start..],
+            round: &messages,
+            lifetimes: Lifetimes::FiveMinutes,
+        })
+        .map_err(|e| AskError::Internal(e.to_string()))?;
+        let lifetimes = self
             .settings
             .cache_ttl
-            .lifetimes(&plan.gaps, request.sizes())
-        {
-            Lifetimes::FiveMinutes => Ok((request, Lifetimes::FiveMinutes)),
-            lifetimes => Ok((build(lifetimes)?, lifetimes)),
-        }
+            .lifetimes(&plan.gaps, request.sizes());
+        request.set_lifetimes(lifetimes);
+        Ok((request, lifetimes))
     }
 
     /// Cuts the window once at the overflow cut (a safe start near its end).
