@@ -65,15 +65,20 @@ pub fn message_group_id(tenant: &TenantId, incarnation: &Incarnation) -> String 
 }
 
 /// The deduplication id of a job: hex SHA-256 of the group id followed by
-/// `#step#{session}#{summarized_until}` or `#facts#{session}` (64 characters).
+/// `#step#{session}#{summarized_until}#{last_seq}` or `#facts#{session}` (64
+/// characters). A step's `last_seq` makes each round's request its own: a request
+/// from a later round is never dropped as a copy of one that found nothing to fold.
 pub fn deduplication_id(job: &Job) -> String {
     let group = message_group_id(job.tenant(), job.incarnation());
     match job {
         Job::Step {
             session,
             summarized_until,
+            last_seq,
             ..
-        } => sha256_hex(&format!("{group}#step#{session}#{summarized_until}")),
+        } => sha256_hex(&format!(
+            "{group}#step#{session}#{summarized_until}#{last_seq}"
+        )),
         Job::Facts { session, .. } => sha256_hex(&format!("{group}#facts#{session}")),
     }
 }
@@ -100,6 +105,7 @@ mod tests {
             incarnation: life(incarnation),
             session,
             summarized_until,
+            last_seq: 30,
         }
     }
 
@@ -132,10 +138,22 @@ mod tests {
         assert_eq!(first, deduplication_id(&step(ONE, 1, 0)));
         assert_eq!(
             first,
-            sha256_hex(&format!("{group}#step#1#0")),
+            sha256_hex(&format!("{group}#step#1#0#30")),
             "the documented recipe"
         );
         assert_ne!(first, deduplication_id(&step(ONE, 1, 12)));
+        let later_round = Job::Step {
+            tenant: barber(),
+            incarnation: life(ONE),
+            session: 1,
+            summarized_until: 0,
+            last_seq: 34,
+        };
+        assert_ne!(
+            first,
+            deduplication_id(&later_round),
+            "a later round's request is its own"
+        );
         assert_ne!(first, deduplication_id(&step(ONE, 2, 0)));
         assert_ne!(first, deduplication_id(&step(OTHER, 1, 0)));
         assert_eq!(

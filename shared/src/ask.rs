@@ -72,8 +72,8 @@ use crate::metrics::{Event, Unit};
 use crate::model::{Model, ModelError, StopReason};
 use crate::session::{Clock, idle, idle_seconds};
 use crate::store::{
-    Claim, CompletedRequest, ContactKey, MAX_REFRESH_PER_ROUND, RoundCommit, SessionArchive, Store,
-    StoreError, SweepSlot, TenantStore, sweep_bucket,
+    Claim, CompletedRequest, ContactKey, MAX_REFRESH_PER_ROUND, MAX_ROUND_ITEMS, RoundCommit,
+    SessionArchive, Store, StoreError, SweepSlot, TenantStore, load_whole_turn, sweep_bucket,
 };
 use crate::tenant::{ContextPolicy, Defaults, InvalidSettings, Settings};
 use crate::tools::Tools;
@@ -102,6 +102,9 @@ pub const DEFAULT_PAGE: usize = 50;
 pub const COMMIT_MARGIN: Duration = Duration::from_secs(2);
 /// Least time left for a model call to start: one with less could not finish.
 pub const MIN_MODEL_CALL: Duration = Duration::from_secs(1);
+/// Reads of a turn whose window is broken (read while a round was landing) before
+/// the round answers as for a lost race.
+pub const WINDOW_READS: u32 = 3;
 /// Largest `max_tokens` of the retry of a cut-off tool call (see the stop reasons in
 /// the module documentation).
 pub const MAX_RETRY_MAX_TOKENS: u32 = 16_384;
@@ -153,6 +156,19 @@ pub enum AskError {
     /// Storage failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The commit failed in a way that does not tell whether it landed, and the
+    /// head could not tell either: the round may be stored. A retry with the same
+    /// `Idempotency-Key` gets its answer if it is.
+    #[error(
+        "storage did not confirm the round, and it may be stored; send it again with the same \
+         Idempotency-Key to get its answer"
+    )]
+    Indeterminate,
+    /// The window read breaks a rule of the request (two messages of one role): it
+    /// was read while a round was landing. `ask` reads it again; after
+    /// [`WINDOW_READS`] reads it answers [`AskError::Conflict`], as for a race lost.
+    #[error("the stored window could not be read whole: {0}")]
+    BrokenWindow(String),
     /// A bug: a request that could not be built.
     #[error("internal error: {0}")]
     Internal(String),
@@ -300,9 +316,6 @@ struct TurnPlan {
     /// The TTL of each window message, in the same order.
     window_expires_at: Vec<Option<i64>>,
     closed_session: Option<u32>,
-    /// Whether the closed session's summary is archived: not when the head's
-    /// retention ran out (its memory is gone).
-    archive_closed: bool,
     /// The closed session whose fact extraction this round requests: the closed
     /// one, unless the scheduled sweep already requested it or its retention ran
     /// out.
@@ -329,10 +342,19 @@ struct PreparedRound {
     /// answer was lost.
     round_token: String,
     incarnation: Incarnation,
+    /// Window messages due a new TTL that the commit's transaction could not hold.
+    refresh_rest: Vec<u64>,
     step_due: bool,
     usage: RoundUsage,
     stats: RoundStats,
     origin: Origin,
+}
+
+/// Whether a commit whose answer was lost landed.
+enum Landed {
+    Yes,
+    No,
+    Unknown,
 }
 
 /// How a commit went, when it did not fail.
@@ -445,7 +467,7 @@ fn response(
 fn archive(turn: &Turn, expires_at: i64) -> Option<SessionArchive> {
     turn.expected
         .as_ref()
-        .filter(|_| turn.plan.closed_session.is_some() && turn.plan.archive_closed)
+        .filter(|_| turn.plan.closed_session.is_some())
         .map(|closed| SessionArchive {
             session: closed.session,
             summary: closed.summary.clone(),
@@ -474,7 +496,7 @@ impl AskService {
         validate_text(text)?;
         let hash = payload_hash(text);
         if let Some(idem) = idempotency
-            && let Some(response) = self.claim(key, idem, &hash).await?
+            && let Some(response) = self.claim(key, idem, &hash, deadline).await?
         {
             return Ok(AskOutcome::Replayed(response));
         }
@@ -486,7 +508,8 @@ impl AskService {
                 deadline,
             )
             .await;
-        self.release_failed(key, idempotency, &result).await;
+        self.release_failed(key, idempotency, &result, deadline)
+            .await;
         result.map(AskOutcome::Answered)
     }
 
@@ -497,18 +520,16 @@ impl AskService {
         key: &ContactKey,
         idempotency: &IdempotencyKey,
         hash: &str,
+        deadline: Deadline,
     ) -> Result<Option<String>, AskError> {
-        match self
-            .store
-            .claim_request(
-                key,
-                idempotency,
-                hash,
-                (self.clock)(),
-                IDEMPOTENCY_LEASE_SECONDS,
-            )
-            .await?
-        {
+        let claim = self.store.claim_request(
+            key,
+            idempotency,
+            hash,
+            (self.clock)(),
+            IDEMPOTENCY_LEASE_SECONDS,
+        );
+        match by(deadline, claim).await? {
             Claim::Started => Ok(None),
             Claim::Completed { response } => {
                 Event::new("ask").count("IdempotentReplays", 1).emit();
@@ -522,23 +543,29 @@ impl AskService {
     }
 
     /// Frees the idempotency key of an attempt that failed, so the client may retry
-    /// (nothing of it was stored).
+    /// (nothing of it was stored, or, when the outcome is not known, the completed
+    /// record stays: only a key still in progress is released). With the deadline
+    /// gone it is left to its lease.
     async fn release_failed<T>(
         &self,
         key: &ContactKey,
         idempotency: Option<&IdempotencyKey>,
         result: &Result<T, AskError>,
+        deadline: Deadline,
     ) {
-        if let (Err(_), Some(idem)) = (result, idempotency)
-            && let Err(error) = self.store.release_request(key, idem).await
-        {
+        let (Err(_), Some(idem)) = (result, idempotency) else {
+            return;
+        };
+        if let Err(error) = by(deadline, self.store.release_request(key, idem)).await {
             warn!(%error, "could not release an idempotency key; it frees itself when its lease ends");
         }
     }
 
     /// Answers one message: resolve the tenant's settings, load the turn, run the
     /// round, then store it ([`AskService::store_round`], the commit path recorded
-    /// rounds share). A race lost with no tool run loops once, on the fresh history.
+    /// rounds share). A race lost with no tool run loops once, on the fresh history;
+    /// a window that breaks the request's rules (read while a round was landing) is
+    /// read again, at most [`WINDOW_READS`] times.
     async fn answer(
         &self,
         key: &ContactKey,
@@ -546,25 +573,33 @@ impl AskService {
         idempotency: Option<(&IdempotencyKey, &str)>,
         deadline: Deadline,
     ) -> Result<AskResponse, AskError> {
-        let settings = self.settings(&key.tenant).await?;
-        let mut attempt = 0;
+        let settings = self.settings(&key.tenant, deadline).await?;
+        let (mut lost, mut broken) = (0, 0);
         loop {
-            attempt += 1;
-            let turn = self.load_turn(key, &settings).await?;
-            let round = self
+            let turn = self.load_turn(key, &settings, deadline).await?;
+            let round = match self
                 .run_round(key, &settings, &turn, text, deadline.before(COMMIT_MARGIN))
-                .await?;
+                .await
+            {
+                Err(AskError::BrokenWindow(why)) => {
+                    broken += 1;
+                    broken_window(&why, broken)?;
+                    continue;
+                }
+                other => other?,
+            };
             if !deadline.allows(COMMIT_MARGIN) {
                 // Only a model or tool that overran its own deadline gets here.
                 return Err(out_of_time("before the commit"));
             }
             let tool_ran = round.tool_ran();
             match self
-                .store_round(key, &settings, &turn, round, idempotency)
+                .store_round(key, &settings, &turn, round, idempotency, deadline)
                 .await?
             {
                 Some(response) => return Ok(response),
-                None if attempt == 1 && !tool_ran => {
+                None if lost == 0 && !tool_ran => {
+                    lost += 1;
                     info!(
                         "lost a commit race with no tool run; answering again on the fresh history"
                     );
@@ -583,8 +618,10 @@ impl AskService {
     /// The commit path of every round, answered by degrau's model loop or recorded
     /// from a client's own: prepare the commit, commit it in one transaction
     /// (recognising a commit whose answer was lost), record its metrics, then the
-    /// work that follows a commit (the window's TTL, the closed session's facts, a
-    /// due step). `None` when another round landed first: nothing was written.
+    /// work that follows a commit (the window's TTL beyond what the commit held, the
+    /// closed session's facts, a due step), each only while the deadline allows: a
+    /// client whose round is stored is answered in time. `None` when another round
+    /// landed first: nothing was written.
     async fn store_round(
         &self,
         key: &ContactKey,
@@ -592,30 +629,35 @@ impl AskService {
         turn: &Turn,
         round: Round,
         idempotency: Option<(&IdempotencyKey, &str)>,
+        deadline: Deadline,
     ) -> Result<Option<AskResponse>, AskError> {
         let prepared = self.prepare_commit(key, settings, turn, round, idempotency)?;
-        if let Committed::Lost = self.commit(key, &prepared).await? {
+        if let Committed::Lost = self.commit(key, &prepared, deadline).await? {
             return Ok(None);
         }
         prepared.record();
-        let expires_at = prepared.commit.messages_expire_at;
-        self.refresh_window(key, &prepared.incarnation, turn, settings, expires_at)
-            .await;
-        self.after_commit(key, &prepared.incarnation, &turn.plan, prepared.step_due)
+        self.refresh_rest(key, &prepared, deadline).await;
+        self.after_commit(key, &prepared, &turn.plan, deadline)
             .await;
         Ok(Some(prepared.response))
     }
 
     /// The tenant's settings: the defaults with its config item's overrides.
-    async fn settings(&self, tenant: &TenantId) -> Result<Settings, AskError> {
-        let config = self.tenants.tenant_config(tenant).await?;
+    async fn settings(&self, tenant: &TenantId, deadline: Deadline) -> Result<Settings, AskError> {
+        let config = by(deadline, self.tenants.tenant_config(tenant)).await?;
         Settings::resolve(&self.defaults, config.as_ref()).map_err(unusable)
     }
 
-    /// Reads the turn (head, facts, window) and applies the session rule to it.
-    async fn load_turn(&self, key: &ContactKey, settings: &Settings) -> Result<Turn, AskError> {
+    /// Reads the turn (head, facts, window; read again while the window falls
+    /// short of the head, see [`load_whole_turn`]) and applies the session rule.
+    async fn load_turn(
+        &self,
+        key: &ContactKey,
+        settings: &Settings,
+        deadline: Deadline,
+    ) -> Result<Turn, AskError> {
         let now = (self.clock)();
-        let state = self.store.load_turn(key, now).await?;
+        let state = by(deadline, load_whole_turn(self.store.as_ref(), key, now)).await?;
         let plan = turn_plan(
             state.head.as_ref(),
             state.window,
@@ -633,7 +675,9 @@ impl AskService {
 
     /// The round as one transaction: its messages with dense sequence numbers, the
     /// new head (filed in the sweep index at its next due time), the idempotency
-    /// record holding the response to replay, and the closed session's archive.
+    /// record holding the response to replay, the closed session's archive, and
+    /// the window messages whose TTL the round extends (as many as the transaction
+    /// holds).
     fn prepare_commit(
         &self,
         key: &ContactKey,
@@ -649,8 +693,12 @@ impl AskService {
         // timeout), so an open session's messages never expire under it.
         let expires_at = now.saturating_add(settings.retention_after_activity_seconds());
         let messages = stored_messages(round.messages, plan, now);
+        // A round whose window was cut (the hard cap of a late step, or after
+        // "prompt is too long") asks for the step that will fold what it cut,
+        // whatever it measured: the cut made it measure less.
         let step_due = settings.context_policy == ContextPolicy::Stepped
-            && settings.compaction.step_due(round.usage.context_tokens());
+            && (settings.compaction.step_due(round.usage.context_tokens())
+                || round.stats.hard_capped);
         let response = response(plan, &messages, &round.usage, &round.stats, step_due);
         // What an idempotent retry replays: the route's own answer.
         let body = match round.origin {
@@ -691,19 +739,29 @@ impl AskService {
             expires_at: Some(expires_at),
             recent_gaps: plan.gaps.clone(),
         };
+        let idempotency = idempotency.map(|(idem, hash)| CompletedRequest {
+            key: idem.clone(),
+            payload_hash: hash.to_owned(),
+            response: body,
+            expires_at: now + IDEMPOTENCY_TTL_SECONDS,
+        });
+        let archive = archive(turn, expires_at);
+        let items = 1
+            + messages.len()
+            + usize::from(idempotency.is_some())
+            + usize::from(archive.is_some());
+        let mut refresh = refresh_due(turn, settings);
+        let refresh_rest =
+            refresh.split_off(refresh.len().min(MAX_ROUND_ITEMS.saturating_sub(items)));
         let commit = RoundCommit {
             key: key.clone(),
             expected: turn.expected.clone(),
             head,
             sweep,
             messages,
-            idempotency: idempotency.map(|(idem, hash)| CompletedRequest {
-                key: idem.clone(),
-                payload_hash: hash.to_owned(),
-                response: body,
-                expires_at: now + IDEMPOTENCY_TTL_SECONDS,
-            }),
-            archive: archive(turn, expires_at),
+            idempotency,
+            archive,
+            refresh,
             messages_expire_at: expires_at,
         };
         Ok(PreparedRound {
@@ -711,6 +769,7 @@ impl AskService {
             response,
             round_token,
             incarnation,
+            refresh_rest,
             step_due,
             usage: round.usage,
             stats: round.stats,
@@ -734,74 +793,86 @@ impl AskService {
         }
     }
 
-    /// Commits the round: a commit whose answer was lost but which landed counts as
-    /// stored; a race lost is [`Committed::Lost`], for the route's policy (see the
-    /// module documentation).
+    /// Commits the round by `deadline`: a commit whose answer was lost (an error,
+    /// or no answer in time) but which landed counts as stored; a race lost is
+    /// [`Committed::Lost`], for the route's policy (see the module documentation);
+    /// a commit that may or may not have landed is [`AskError::Indeterminate`].
     async fn commit(
         &self,
         key: &ContactKey,
         prepared: &PreparedRound,
+        deadline: Deadline,
     ) -> Result<Committed, AskError> {
-        let mut committed = self.store.commit_round(&prepared.commit).await;
-        if committed.is_err() && self.landed(key, &prepared.round_token).await {
-            // DynamoDB applied the transaction but its answer was lost (a timeout,
-            // or a retry that then failed): the round is stored, exactly once.
-            warn!("the commit's answer was lost, but the round is stored");
-            committed = Ok(());
-        }
-        if let Err(StoreError::Conflict(_)) = &committed {
-            Event::new("ask").count("RoundConflicts", 1).emit();
-        }
-        match committed {
-            Ok(()) => Ok(Committed::Stored),
-            Err(StoreError::Conflict(_)) => Ok(Committed::Lost),
-            Err(other) => Err(other.into()),
+        let committed = match by(deadline, self.store.commit_round(&prepared.commit)).await {
+            Ok(()) => return Ok(Committed::Stored),
+            Err(error) => error,
+        };
+        match (self.landed(key, prepared, deadline).await, committed) {
+            (Landed::Yes, _) => {
+                // DynamoDB applied the transaction but its answer was lost (a
+                // timeout, or an SDK retry whose condition then failed): stored,
+                // exactly once.
+                warn!("the commit's answer was lost, but the round is stored");
+                Ok(Committed::Stored)
+            }
+            // A failed condition: another round landed first.
+            (_, StoreError::Conflict(_)) => {
+                Event::new("ask").count("RoundConflicts", 1).emit();
+                Ok(Committed::Lost)
+            }
+            (Landed::No, other) => Err(other.into()),
+            (Landed::Unknown, error) => {
+                warn!(%error, "the commit failed and whether it landed is not known");
+                Event::new("ask").count("CommitsIndeterminate", 1).emit();
+                Err(AskError::Indeterminate)
+            }
         }
     }
 
-    /// Whether the head records the round `token` as its last commit.
-    async fn landed(&self, key: &ContactKey, token: &str) -> bool {
-        match self.store.load_memory(key, (self.clock)()).await {
-            Ok((Some(head), _)) => head.last_round.as_deref() == Some(token),
-            _ => false,
-        }
-    }
-
-    /// Gives the window messages that would expire before the session can close
-    /// (`expires_at` no later than now plus the idle timeout) the TTL of this
-    /// round's, oldest first and at most [`MAX_REFRESH_PER_ROUND`] a round, in a
-    /// transaction of their own: an open session's window never expires under it.
-    /// A failure is only logged: the next round tries again, and the window loader
-    /// survives a message gone meanwhile.
-    async fn refresh_window(
+    /// Whether this round's commit landed: the head (read strongly, by the
+    /// deadline) names its token, or is still as the round loaded it (it did not),
+    /// or moved on otherwise (not known: another round may have followed it).
+    async fn landed(
         &self,
         key: &ContactKey,
-        incarnation: &Incarnation,
-        turn: &Turn,
-        settings: &Settings,
-        expires_at: i64,
-    ) {
-        let (plan, now) = (&turn.plan, turn.now);
-        if plan.closed_session.is_some() {
-            return;
+        prepared: &PreparedRound,
+        deadline: Deadline,
+    ) -> Landed {
+        match by(deadline, self.store.load_head(key)).await {
+            Ok(Some(head)) if head.last_round.as_deref() == Some(&prepared.round_token) => {
+                Landed::Yes
+            }
+            Ok(head)
+                if as_loaded(
+                    head.as_ref()
+                        .filter(|head| !head.expired_at(prepared.commit.head.last_activity)),
+                    prepared.commit.expected.as_ref(),
+                ) =>
+            {
+                Landed::No
+            }
+            _ => Landed::Unknown,
         }
-        let soon = now.saturating_add(idle_seconds(settings.session_idle_minutes));
-        let seqs: Vec<u64> = plan
-            .window
-            .iter()
-            .zip(&plan.window_expires_at)
-            .filter(|(_, ttl)| ttl.is_some_and(|ttl| ttl <= soon))
-            .map(|(message, _)| message.seq)
-            .take(MAX_REFRESH_PER_ROUND)
-            .collect();
+    }
+
+    /// Gives the window messages the commit could not hold the round's TTL, in a
+    /// transaction of their own, while the deadline allows. A failure is only
+    /// logged: the next round tries again, and the window loader survives a
+    /// message gone meanwhile.
+    async fn refresh_rest(&self, key: &ContactKey, prepared: &PreparedRound, deadline: Deadline) {
+        let seqs = &prepared.refresh_rest;
         if seqs.is_empty() {
             return;
         }
-        match self
-            .store
-            .refresh_expiry(key, incarnation, plan.session, &seqs, expires_at)
-            .await
-        {
+        let seqs = &seqs[..seqs.len().min(MAX_REFRESH_PER_ROUND)];
+        let refresh = self.store.refresh_expiry(
+            key,
+            &prepared.incarnation,
+            prepared.commit.head.session,
+            seqs,
+            prepared.commit.messages_expire_at,
+        );
+        match by(deadline, refresh).await {
             Ok(true) => info!(
                 refreshed = seqs.len(),
                 "window messages kept for the open session"
@@ -815,23 +886,22 @@ impl AskService {
         }
     }
 
+    /// Requests the closed session's facts and a due step, each while the deadline
+    /// allows (a facts request stays pending on the head for the sweep; a step is
+    /// requested again by the next round that needs it).
     async fn after_commit(
         &self,
         key: &ContactKey,
-        incarnation: &Incarnation,
+        prepared: &PreparedRound,
         plan: &TurnPlan,
-        step_due: bool,
+        deadline: Deadline,
     ) {
-        match (plan.closed_session, plan.request_facts) {
-            (Some(session), None) if plan.archive_closed => info!(
+        let incarnation = &prepared.incarnation;
+        if let (Some(session), None) = (plan.closed_session, plan.request_facts) {
+            info!(
                 session,
                 "session closed: the sweep already requested its fact extraction"
-            ),
-            (Some(session), None) => info!(
-                session,
-                "the head's retention ran out: a new session starts from nothing"
-            ),
-            _ => {}
+            );
         }
         if let Some(closed) = plan.request_facts {
             let job = Job::Facts {
@@ -839,15 +909,21 @@ impl AskService {
                 incarnation: incarnation.clone(),
                 session: closed,
             };
-            match self.jobs.enqueue(&job).await {
-                Ok(queued) => info!(
+            match deadline.run(self.jobs.enqueue(&job)).await {
+                Some(Ok(queued)) => info!(
                     session = closed,
                     queued, "session closed: fact extraction requested"
                 ),
-                Err(error) => warn!(%error, session = closed, "could not request fact extraction"),
+                Some(Err(error)) => {
+                    warn!(%error, session = closed, "could not request fact extraction; the sweep requests it again")
+                }
+                None => warn!(
+                    session = closed,
+                    "no time left to request fact extraction; the sweep requests it again"
+                ),
             }
         }
-        if !step_due {
+        if !prepared.step_due {
             return;
         }
         let step = Job::Step {
@@ -855,9 +931,14 @@ impl AskService {
             incarnation: incarnation.clone(),
             session: plan.session,
             summarized_until: plan.summarized_until,
+            last_seq: prepared.commit.head.last_seq,
         };
-        if let Err(error) = self.jobs.enqueue(&step).await {
-            warn!(%error, "could not enqueue a compaction step; the next round retries");
+        match deadline.run(self.jobs.enqueue(&step)).await {
+            Some(Ok(_)) => {}
+            Some(Err(error)) => {
+                warn!(%error, "could not enqueue a compaction step; the next round retries")
+            }
+            None => warn!("no time left to enqueue a compaction step; the next round retries"),
         }
     }
 
@@ -892,6 +973,78 @@ impl AskService {
     }
 }
 
+/// A store call of a request, by its deadline: one that has not answered by then
+/// is unavailable (a write may then have landed or not: the caller decides).
+async fn by<T>(
+    deadline: Deadline,
+    call: impl std::future::Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    deadline.run(call).await.unwrap_or_else(|| {
+        Err(StoreError::Unavailable(
+            "storage did not answer within the request's time".into(),
+        ))
+    })
+}
+
+/// The `count`th broken window read: counted, and read again while reads are
+/// left; then a conflict, as a race lost.
+fn broken_window(why: &str, count: u32) -> Result<(), AskError> {
+    warn!(
+        reason = why,
+        reads = count,
+        "the window read breaks the request's rules"
+    );
+    Event::new("ask").count("BrokenWindows", 1).emit();
+    if count < WINDOW_READS {
+        return Ok(());
+    }
+    Err(AskError::Conflict(
+        "the conversation was being written while it was read; nothing was stored. Send it \
+         again."
+            .into(),
+    ))
+}
+
+/// Whether `head` (read after a failed commit; `None` when it is gone or past its
+/// retention) is still as the round loaded it: the commit did not land.
+fn as_loaded(head: Option<&Head>, expected: Option<&Head>) -> bool {
+    match (head, expected) {
+        (None, None) => true,
+        (Some(head), Some(expected)) => {
+            (
+                head.session,
+                head.last_seq,
+                &head.incarnation,
+                &head.last_round,
+            ) == (
+                expected.session,
+                expected.last_seq,
+                &expected.incarnation,
+                &expected.last_round,
+            )
+        }
+        _ => false,
+    }
+}
+
+/// The window messages a round gives its TTL: those that would expire before the
+/// session can close (`expires_at` no later than now plus the idle timeout), oldest
+/// first, so an open session's window never expires under it; none when the
+/// session closed.
+fn refresh_due(turn: &Turn, settings: &Settings) -> Vec<u64> {
+    let (plan, now) = (&turn.plan, turn.now);
+    if plan.closed_session.is_some() {
+        return Vec::new();
+    }
+    let soon = now.saturating_add(idle_seconds(settings.session_idle_minutes));
+    plan.window
+        .iter()
+        .zip(&plan.window_expires_at)
+        .filter(|(_, ttl)| ttl.is_some_and(|ttl| ttl <= soon))
+        .map(|(message, _)| message.seq)
+        .collect()
+}
+
 /// The round ran out of time: 504 `model_timeout`, counted.
 fn out_of_time(when: &'static str) -> AskError {
     warn!(when, "the ask ran out of time; nothing is stored");
@@ -904,9 +1057,9 @@ fn not_found() -> AskError {
 }
 
 /// The session rule: a contact's session closes after the idle timeout; the next
-/// message opens a new one that starts with facts and no summary. A head past its
-/// retention (its memory gone, though DynamoDB may not have deleted it yet) closes
-/// its session too, with nothing archived or extracted from it.
+/// message opens a new one that starts with facts and no summary. (A head past its
+/// retention reads as none: the store's reads treat it as gone, and the next round
+/// writes over it, from session 1, as over a head DynamoDB's TTL deleted.)
 fn turn_plan(
     head: Option<&Head>,
     window: Vec<StoredMessage>,
@@ -923,16 +1076,13 @@ fn turn_plan(
         window: Vec::new(),
         window_expires_at: Vec::new(),
         closed_session,
-        archive_closed: false,
         request_facts: None,
         gaps: Vec::new(),
     };
     let gaps = |head: &Head| record_gap(&head.recent_gaps, now - head.last_activity);
     match head {
         None => fresh(1, None),
-        Some(head) if head.expired_at(now) => fresh(head.session + 1, Some(head.session)),
         Some(head) if idle(head, now, settings) => TurnPlan {
-            archive_closed: true,
             request_facts: (head.facts_requested != Some(head.session)).then_some(head.session),
             // The contact's rhythm outlives the session.
             gaps: gaps(head),
@@ -947,7 +1097,6 @@ fn turn_plan(
             window,
             window_expires_at,
             closed_session: None,
-            archive_closed: false,
             request_facts: None,
             gaps: gaps(head),
         },

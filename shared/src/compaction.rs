@@ -247,7 +247,10 @@ pub struct StepPlan {
 }
 
 /// Plans a step, or `None` when none is due or nothing can be folded (the window is
-/// already as short as a safe start allows).
+/// already as short as a safe start allows). A step is due when the last round
+/// measured `context_tokens` at the threshold or more, or when the hard cap cut the
+/// head's rounds since its last step (`hard_cap_at` is its `summarized_until`): the
+/// cut rounds measure less, and what they cut must still be folded.
 ///
 /// `messages` are the session's messages after `head.summarized_until`, oldest
 /// first; any at or before it are ignored. `prefix_tokens` estimates what comes
@@ -263,7 +266,10 @@ pub fn plan_step(
     prefix_tokens: u64,
     policy: &CompactionPolicy,
 ) -> Option<StepPlan> {
-    if !policy.step_due(context_tokens) {
+    // A head whose rounds the hard cap cut since the last step measured less than
+    // its window holds: the cut messages still wait to be folded.
+    let capped = head.hard_cap_at == Some(head.summarized_until);
+    if !policy.step_due(context_tokens) && !capped {
         return None;
     }
     let skip = messages.partition_point(|m| m.seq <= head.summarized_until);

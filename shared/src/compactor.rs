@@ -72,7 +72,7 @@ use crate::request::{
 use crate::session::{Clock, idle_seconds, idle_since};
 use crate::store::{
     AppliedStep, ClosedSession, ContactKey, DueHead, FactWrite, MAX_PRUNES_PER_STEP, PendingChange,
-    Store, StoreError, SweepSettle, TenantStore,
+    Store, StoreError, SweepSettle, TenantStore, load_whole_turn,
 };
 use crate::tenant::{Defaults, InvalidSettings, Settings};
 
@@ -156,6 +156,14 @@ pub const FACTS_RETRY_SECONDS: i64 = 6 * 3600;
 /// last one stays pending for [`FACTS_RETRY_SECONDS`], the sweep gives up on it.
 pub const FACTS_MAX_ATTEMPTS: u32 = 3;
 
+/// Receives of a job that finds no head before it is skipped as erased: the
+/// `by-incarnation` index is eventually consistent, so a job sent right after its
+/// head was created may miss it, and a job dropped then would not come back (the
+/// queue de-duplicates the same step for five minutes, and the next round may not
+/// need one). Under the queue's five receives, so an erased contact's jobs never
+/// reach the dead-letter queue.
+pub const NOT_FOUND_RECEIVES: u32 = 3;
+
 /// What one sweep did. Every due head read counts once: `found = enqueued +
 /// skipped + failed`; `buckets_failed` counts the buckets whose index read failed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -196,6 +204,21 @@ pub fn next_sweep_due(
         (Some(idle), Some(retry)) => Some(idle.min(retry)),
         (idle, retry) => idle.or(retry),
     }
+}
+
+/// Least wait before the sweep reads again a head it failed on: one sweep period.
+pub const SWEEP_RETRY_MIN_SECONDS: i64 = 15 * 60;
+/// Longest wait before the sweep reads again a head it failed on: as long as a
+/// pending extraction waits before it is requested again.
+pub const SWEEP_RETRY_MAX_SECONDS: i64 = FACTS_RETRY_SECONDS;
+
+/// How long the sweep waits before reading again a head it failed on, `overdue`
+/// seconds after the head became due: as long again, within one sweep period and
+/// six hours. Each failure so at least doubles the wait, and a head that keeps failing
+/// (a tenant whose configuration is broken) goes behind the heads that can be
+/// handled, instead of being read first in every run.
+pub fn sweep_retry_delay(overdue: i64) -> i64 {
+    overdue.clamp(SWEEP_RETRY_MIN_SECONDS, SWEEP_RETRY_MAX_SECONDS)
 }
 
 /// What the sweep does with one due head.
@@ -321,6 +344,10 @@ pub enum CompactorError {
     /// The summary model answered with no text.
     #[error("the summary model returned an empty summary")]
     EmptySummary,
+    /// The summary model stopped without a record of the folded messages (a
+    /// refusal, or its context filled while it wrote): nothing was folded.
+    #[error("the summary model stopped with `{0}`; nothing was folded")]
+    UnusableSummary(&'static str),
     /// The fact-extraction answer has no usable `facts` list. The reason never
     /// quotes the answer, which may hold personal data.
     #[error("the fact extraction answer could not be read: {0}")]
@@ -328,6 +355,11 @@ pub enum CompactorError {
     /// The tenant's settings cannot be honoured (fix its config, then redrive).
     #[error(transparent)]
     Settings(#[from] InvalidSettings),
+    /// No head has the job's incarnation in the index, which may not show a head
+    /// created a moment ago: the job is delivered again (see
+    /// [`NOT_FOUND_RECEIVES`]).
+    #[error("no head has the job's incarnation in the index yet")]
+    NotFound,
 }
 
 impl CompactorError {
@@ -345,7 +377,10 @@ impl CompactorError {
                     | ModelError::PromptTooLong { .. }
                     | ModelError::Authentication { .. }
             ),
-            CompactorError::EmptySummary | CompactorError::UnreadableFacts(_) => true,
+            CompactorError::EmptySummary
+            | CompactorError::UnusableSummary(_)
+            | CompactorError::UnreadableFacts(_)
+            | CompactorError::NotFound => true,
             CompactorError::Settings(_) => false,
         }
     }
@@ -356,8 +391,10 @@ impl CompactorError {
             CompactorError::Store(_) => "store",
             CompactorError::Model(_) => "model",
             CompactorError::EmptySummary => "empty_summary",
+            CompactorError::UnusableSummary(_) => "unusable_summary",
             CompactorError::UnreadableFacts(_) => "unreadable_facts",
             CompactorError::Settings(_) => "settings",
+            CompactorError::NotFound => "not_found",
         }
     }
 }
@@ -382,11 +419,35 @@ pub struct Compactor {
 impl Compactor {
     /// Runs one job; its model call ends by `deadline`. The job names its contact
     /// only by the head's incarnation: the contact is found through
-    /// [`Store::find_contact`], and a job whose incarnation no head has any more (the
+    /// [`Store::find_contact`], and a job whose incarnation no head has (the
     /// contact was erased, whether or not it wrote again since) is skipped as
-    /// `erased`.
-    #[instrument(skip_all, fields(job = job.kind(), session = job.session()))]
+    /// `erased`. (A job the queue delivers goes through [`Compactor::run_delivery`],
+    /// which first leaves a job that finds no head for redelivery.)
     pub async fn run(&self, job: &Job, deadline: Deadline) -> Result<JobOutcome, CompactorError> {
+        self.run_job(job, None, deadline).await
+    }
+
+    /// Runs one job the queue delivered for the `receives`th time (1 the first
+    /// time), as [`Compactor::run`] does, except that the index is eventually
+    /// consistent: a job that finds no head is left for redelivery
+    /// ([`CompactorError::NotFound`]) until its [`NOT_FOUND_RECEIVES`]th receive,
+    /// and only then skipped as erased.
+    pub async fn run_delivery(
+        &self,
+        job: &Job,
+        receives: u32,
+        deadline: Deadline,
+    ) -> Result<JobOutcome, CompactorError> {
+        self.run_job(job, Some(receives), deadline).await
+    }
+
+    #[instrument(skip_all, fields(job = job.kind(), session = job.session()))]
+    async fn run_job(
+        &self,
+        job: &Job,
+        receives: Option<u32>,
+        deadline: Deadline,
+    ) -> Result<JobOutcome, CompactorError> {
         let tenant = job.tenant();
         let settings = Settings::resolve(
             &self.defaults,
@@ -394,6 +455,10 @@ impl Compactor {
         )?;
         let incarnation = job.incarnation();
         let key = self.store.find_contact(tenant, incarnation).await?;
+        if key.is_none() && receives.is_some_and(|receives| receives < NOT_FOUND_RECEIVES) {
+            // A head created a moment ago may not show in the index yet.
+            return Err(CompactorError::NotFound);
+        }
         let outcome = match (job, key) {
             (Job::Step { .. }, None) => JobOutcome::StepSkipped { reason: "erased" },
             (Job::Facts { .. }, None) => JobOutcome::FactsSkipped { reason: "erased" },
@@ -454,7 +519,7 @@ impl Compactor {
         for bucket in 0..buckets {
             let candidates = match self
                 .store
-                .due_heads(bucket, now, SWEEP_LIMIT_PER_BUCKET)
+                .due_heads(bucket, now, self.defaults.sweep_limit_per_bucket)
                 .await
             {
                 Ok(candidates) => candidates,
@@ -509,16 +574,23 @@ impl Compactor {
             Ok(None) => return Swept::Skipped,
             Err(error) => {
                 warn!(bucket, %error, "sweep: could not read a head");
+                self.defer(bucket, key, due.due, now + SWEEP_RETRY_MIN_SECONDS)
+                    .await;
                 return Swept::Failed;
             }
         };
         let Some(settings) = self.sweep_settings(bucket, &key.tenant, tenants).await else {
+            self.back_off(bucket, key, &head, due, now, None).await;
             return Swept::Failed;
         };
         let incarnation = match self.sweep_incarnation(bucket, key, &head).await {
             Ok(Some(incarnation)) => incarnation,
             Ok(None) => return Swept::Skipped,
-            Err(()) => return Swept::Failed,
+            Err(()) => {
+                self.defer(bucket, key, due.due, now + SWEEP_RETRY_MIN_SECONDS)
+                    .await;
+                return Swept::Failed;
+            }
         };
         let decision = sweep_decision(&head, now, settings);
         if let Some(session) = decision.request {
@@ -527,16 +599,22 @@ impl Compactor {
                 incarnation: incarnation.clone(),
                 session,
             };
-            match jobs.enqueue(&job).await {
-                Ok(true) => {}
+            let failed = match jobs.enqueue(&job).await {
+                Ok(true) => false,
                 Ok(false) => {
                     warn!(bucket, session, "sweep: no jobs queue is configured");
-                    return Swept::Failed;
+                    true
                 }
                 Err(error) => {
                     warn!(bucket, session, %error, "sweep: could not enqueue a facts job");
-                    return Swept::Failed;
+                    true
                 }
+            };
+            if failed {
+                let settings = settings.clone();
+                self.back_off(bucket, key, &head, due, now, Some(&settings))
+                    .await;
+                return Swept::Failed;
             }
         }
         if decision.abandoned {
@@ -560,6 +638,49 @@ impl Compactor {
         match decision.request {
             Some(_) => Swept::Enqueued,
             None => Swept::Skipped,
+        }
+    }
+
+    /// Moves a head the sweep failed on behind the others: due again after
+    /// [`sweep_retry_delay`] of how long it has been overdue (its session idle by
+    /// its tenant's timeout, or the deployment's when its settings are unusable),
+    /// under the condition that it is still as read. A head without an
+    /// incarnation (from before them) is deferred as one not read.
+    async fn back_off(
+        &self,
+        bucket: u8,
+        key: &ContactKey,
+        head: &Head,
+        due: &DueHead,
+        now: i64,
+        settings: Option<&Settings>,
+    ) {
+        let Some(incarnation) = head.incarnation.clone() else {
+            self.defer(bucket, key, due.due, now + SWEEP_RETRY_MIN_SECONDS)
+                .await;
+            return;
+        };
+        let idle = settings.map_or(self.defaults.session_idle_minutes, |settings| {
+            settings.session_idle_minutes
+        });
+        let overdue = now.saturating_sub(head.last_activity.saturating_add(idle_seconds(idle)));
+        let settle = SweepSettle {
+            incarnation,
+            last_activity: head.last_activity,
+            due: due.due,
+            pending_since: head.facts_pending.map(|pending| pending.since),
+            facts_requested: None,
+            pending: PendingChange::Keep,
+            next_due: Some(now.saturating_add(sweep_retry_delay(overdue))),
+        };
+        self.settle(bucket, key, &settle).await;
+    }
+
+    /// Moves a head the sweep could not read behind the others (see
+    /// [`Store::defer_sweep`]); a failure is only logged.
+    async fn defer(&self, bucket: u8, key: &ContactKey, due: i64, next_due: i64) {
+        if let Err(error) = self.store.defer_sweep(key, due, next_due).await {
+            warn!(bucket, %error, "sweep: could not defer a head; it is read first again");
         }
     }
 
@@ -641,7 +762,7 @@ impl Compactor {
     ) -> Result<JobOutcome, CompactorError> {
         let skipped = |reason| Ok(JobOutcome::StepSkipped { reason });
         let now = (self.clock)();
-        let state = self.store.load_turn(key, now).await?;
+        let state = load_whole_turn(self.store.as_ref(), key, now).await?;
         let Some(head) = state
             .head
             .filter(|head| head.incarnation.as_ref() == Some(incarnation))
@@ -702,8 +823,14 @@ impl Compactor {
         if plan.capped {
             // The step stopped at its budget, short of the kept window: the next
             // one is due now, from where this one stopped.
-            self.request_next_step(key, incarnation, session, plan.new_summarized_until)
-                .await;
+            self.request_next_step(
+                key,
+                incarnation,
+                session,
+                plan.new_summarized_until,
+                head.last_seq,
+            )
+            .await;
         }
         Ok(JobOutcome::StepApplied {
             new_summarized_until: plan.new_summarized_until,
@@ -712,8 +839,8 @@ impl Compactor {
     }
 
     /// The previous summary merged with the folded messages by the summary model,
-    /// with its response (for its usage). An empty summary is an error; one cut at
-    /// `max_tokens` is kept as it is.
+    /// with its response (for its usage). An empty summary, a refusal or an answer
+    /// the context window cut is an error; one cut at `max_tokens` is kept as it is.
     async fn summarize(
         &self,
         previous: Option<&str>,
@@ -722,6 +849,17 @@ impl Compactor {
     ) -> Result<(String, ModelResponse), CompactorError> {
         let request = summary_request(&self.defaults.summary_model, previous, folded);
         let response = self.model.create(&request, deadline).await?;
+        // A refusal, or an answer the context window cut, is no record of the
+        // folded messages: storing it would forget them.
+        match response.stop_reason {
+            Some(StopReason::Refusal) => return Err(CompactorError::UnusableSummary("refusal")),
+            Some(StopReason::ModelContextWindowExceeded) => {
+                return Err(CompactorError::UnusableSummary(
+                    "model_context_window_exceeded",
+                ));
+            }
+            _ => {}
+        }
         let summary = response_text(&response);
         if summary.is_empty() {
             return Err(CompactorError::EmptySummary);
@@ -743,12 +881,14 @@ impl Compactor {
         incarnation: &Incarnation,
         session: u32,
         summarized_until: u64,
+        last_seq: u64,
     ) {
         let next = Job::Step {
             tenant: key.tenant.clone(),
             incarnation: incarnation.clone(),
             session,
             summarized_until,
+            last_seq,
         };
         if let Err(error) = self.jobs.enqueue(&next).await {
             warn!(%error, "could not request the next step; the next round past the threshold does");
@@ -838,11 +978,18 @@ impl Compactor {
         now: i64,
     ) -> Result<ClosedSession, CompactorError> {
         if head.session == session {
-            let state = self.store.load_turn(key, now).await?;
-            return Ok(ClosedSession {
-                summary: head.summary.clone(),
-                messages: state.window,
-            });
+            let state = load_whole_turn(self.store.as_ref(), key, now).await?;
+            // A round may have opened the next session since the head was read:
+            // then the window read is that session's, and this one is archived.
+            if let Some(still) = state
+                .head
+                .filter(|still| still.session == session && still.incarnation == head.incarnation)
+            {
+                return Ok(ClosedSession {
+                    summary: still.summary,
+                    messages: state.window,
+                });
+            }
         }
         Ok(self.store.load_closed_session(key, session, now).await?)
     }

@@ -82,6 +82,12 @@ impl Deadline {
     pub fn allows(&self, needed: Duration) -> bool {
         self.remaining() >= needed
     }
+
+    /// Runs `work` until it is done or the deadline comes, whichever is first;
+    /// `None` when the deadline came first (the work is dropped where it stood).
+    pub async fn run<F: std::future::Future>(self, work: F) -> Option<F::Output> {
+        tokio::time::timeout_at(self.0, work).await.ok()
+    }
 }
 
 #[cfg(test)]

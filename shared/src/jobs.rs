@@ -35,7 +35,7 @@ impl Jobs for NoJobs {
 }
 
 /// One job, as the body of a queue message (JSON, tagged by `kind`):
-/// `{"kind":"step","tenant":"t","incarnation":"9f…","session":1,"summarized_until":12}`
+/// `{"kind":"step","tenant":"t","incarnation":"9f…","session":1,"summarized_until":12,"last_seq":30}`
 /// or `{"kind":"facts","tenant":"t","incarnation":"9f…","session":1}`.
 ///
 /// A job names the contact only through the head's [`Incarnation`], never by its
@@ -57,6 +57,12 @@ pub enum Job {
         /// The head's `summarized_until` when the step was requested: the step
         /// applies only while the head still holds it.
         summarized_until: u64,
+        /// The head's `last_seq` when the step was requested (0 in a job from
+        /// before it was sent): with the two above it names the request, so the
+        /// queue's de-duplication never takes a later round's request for a copy
+        /// of one that found nothing to fold yet.
+        #[serde(default)]
+        last_seq: u64,
     },
     /// Fact extraction for a session that closed.
     Facts {
@@ -111,12 +117,18 @@ mod tests {
             incarnation: Incarnation::parse(INCARNATION).unwrap(),
             session: 2,
             summarized_until: 12,
+            last_seq: 30,
         };
         assert_eq!(
             serde_json::to_value(&step).unwrap(),
             json!({"kind": "step", "tenant": "barber", "incarnation": INCARNATION,
-                   "session": 2, "summarized_until": 12})
+                   "session": 2, "summarized_until": 12, "last_seq": 30})
         );
+        // A job sent before `last_seq` was: 0.
+        let older: Job = serde_json::from_value(json!({"kind": "step", "tenant": "barber",
+            "incarnation": INCARNATION, "session": 2, "summarized_until": 12}))
+        .unwrap();
+        assert!(matches!(older, Job::Step { last_seq: 0, .. }));
         let facts: Job = serde_json::from_value(
             json!({"kind": "facts", "tenant": "barber", "incarnation": INCARNATION, "session": 1}),
         )

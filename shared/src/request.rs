@@ -249,10 +249,17 @@ pub fn build_request(parts: &RequestParts<'_>) -> Result<ModelRequest, BuildErro
     if parts.round.is_empty() {
         return Err(BuildError::EmptyRound);
     }
+    // Without tools the API refuses a request that holds tool blocks; a window can
+    // hold some all the same (a round a client's own loop recorded), so they are
+    // sent as the text they stand for.
+    let tools_defined = !parts.tools.is_empty();
     let mut messages: Vec<RequestMessage> = parts
         .window
         .iter()
-        .map(|m| request_message(m.role, m.effective_content()))
+        .map(|m| match tools_defined {
+            true => request_message(m.role, m.effective_content()),
+            false => request_message(m.role, &tool_blocks_as_text(m.effective_content())),
+        })
         .chain(
             parts
                 .round
@@ -472,6 +479,32 @@ fn system_block(text: String, ttl: CacheTtl) -> SystemBlock {
         text,
         cache_control: Some(CacheControl::with_ttl(ttl)),
     }
+}
+
+/// A message's tool calls and results as text, for a request without tools: `[the
+/// agent called {name} {input}]` and `[the tool returned: {content}]` (`returned an
+/// error:` for one that failed). The same blocks always read the same, so the
+/// cached prefix stays byte-stable.
+fn tool_blocks_as_text(content: &[ContentBlock]) -> Vec<ContentBlock> {
+    content
+        .iter()
+        .map(|block| match block {
+            ContentBlock::ToolUse { name, input, .. } => {
+                ContentBlock::text(format!("[the agent called {name} {input}]"))
+            }
+            ContentBlock::ToolResult {
+                content, is_error, ..
+            } => {
+                let verb = if *is_error {
+                    "returned an error:"
+                } else {
+                    "returned:"
+                };
+                ContentBlock::text(format!("[the tool {verb} {content}]"))
+            }
+            other => other.clone(),
+        })
+        .collect()
 }
 
 fn request_message(role: Role, content: &[ContentBlock]) -> RequestMessage {

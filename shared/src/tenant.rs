@@ -154,6 +154,9 @@ pub struct Defaults {
     /// `SWEEP_BUCKETS`: how many partitions of the sweep index heads spread over
     /// (see [`crate::store::sweep_bucket`]).
     pub sweep_buckets: u8,
+    /// Most due heads one sweep reads per bucket
+    /// ([`crate::compactor::SWEEP_LIMIT_PER_BUCKET`]; a simulation sets fewer).
+    pub sweep_limit_per_bucket: usize,
     /// `CACHE_TTL`: how long the cache entries live.
     pub cache_ttl: CacheTtlPolicy,
 }
@@ -185,6 +188,7 @@ impl Default for Defaults {
             max_tokens: 1024,
             context_policy: ContextPolicy::Stepped,
             sweep_buckets: crate::store::DEFAULT_SWEEP_BUCKETS,
+            sweep_limit_per_bucket: crate::compactor::SWEEP_LIMIT_PER_BUCKET,
             cache_ttl: CacheTtlPolicy::default(),
         }
     }

@@ -9,8 +9,8 @@
 //! error); throttling and transient failures are [`StoreError::Unavailable`].
 //!
 //! Messages, session archives, facts and the head carry the TTL attribute
-//! `expires_at`. TTL deletes only eventually, so reads filter on it too; the head
-//! is the exception of `load_turn`, which the next round's condition needs.
+//! `expires_at`. TTL deletes only eventually and in any order, so reads filter on
+//! it too, and a round's writes accept an item past it in place of none.
 //!
 //! (`docs/DESIGN.md`: "Key layout".)
 
@@ -39,8 +39,8 @@ use items::{
 };
 use items::{from_item, message_and_expiry, n, s, to_item};
 use keys::{
-    CONFIG_SK, HEAD_SK, archive_sk, contact_pk, message_sk, parse_contact_pk, request_sk, sweep_pk,
-    tenant_pk, transcript_range,
+    CONFIG_SK, HEAD_SK, MAX_SEQ, archive_sk, contact_pk, message_sk, parse_contact_pk, request_sk,
+    sweep_pk, tenant_pk, transcript_range,
 };
 pub use keys::{INCARNATION_INDEX, SWEEP_INDEX};
 use queries::{
@@ -77,7 +77,9 @@ impl DynamoStore {
 impl Store for DynamoStore {
     async fn load_turn(&self, key: &ContactKey, now: i64) -> Result<TurnState, StoreError> {
         let (head, facts) = self.head_and_facts(key, now).await?;
-        let Some(head) = head else {
+        // A head past its TTL is gone, as DynamoDB will make it: the next round
+        // writes over it (see `round_items`).
+        let Some(head) = head.filter(|head| !head.expired_at(now)) else {
             return Ok(TurnState {
                 head: None,
                 facts,
@@ -89,7 +91,7 @@ impl Store for DynamoStore {
         // deletes in any order): expired ones count as gone, and the window starts
         // after the last hole, where it is whole.
         let (messages, expiries): (Vec<StoredMessage>, Vec<Option<i64>>) = self
-            .messages_after(key, head.session, head.summarized_until)
+            .messages_between(key, head.session, head.summarized_until, head.last_seq)
             .await?
             .into_iter()
             .filter(|(_, expires_at)| expires_at.is_none_or(|expires| expires > now))
@@ -286,7 +288,7 @@ impl Store for DynamoStore {
             None => (None, 0),
         };
         let messages = self
-            .messages_after(key, session, summarized_until)
+            .messages_between(key, session, summarized_until, MAX_SEQ)
             .await?
             .into_iter()
             .filter(|(_, expires_at)| expires_at.is_none_or(|expires| expires > now))
@@ -360,6 +362,21 @@ impl Store for DynamoStore {
         // `Ok(false)`: a round, an erase (the condition keeps the update from
         // creating an item), another sweep or a finished facts job came first.
         update_if(settle_parts(settle).apply(self.update_head(key))).await
+    }
+
+    async fn defer_sweep(
+        &self,
+        key: &ContactKey,
+        due: i64,
+        next_due: i64,
+    ) -> Result<bool, StoreError> {
+        let mut parts = UpdateParts::default();
+        parts
+            .set("sweep_sk = :next_due")
+            .condition("sweep_sk = :due")
+            .value(":due", n(due))
+            .value(":next_due", n(next_due));
+        update_if(parts.apply(self.update_head(key))).await
     }
 
     async fn facts_done(

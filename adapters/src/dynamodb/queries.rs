@@ -144,23 +144,23 @@ impl DynamoStore {
         Ok(found.item)
     }
 
-    /// The messages of `session` after `after`, oldest first, each with its TTL: one
-    /// strongly consistent query, paginated.
-    pub(super) async fn messages_after(
+    /// The messages of `session` after `after` and up to `through`, oldest first,
+    /// each with its TTL: one strongly consistent query, paginated. A Query is not a
+    /// transactional read, so the upper bound is what keeps a round landing meanwhile
+    /// (or part of one) out of a window read for a head that does not count it.
+    pub(super) async fn messages_between(
         &self,
         key: &ContactKey,
         session: u32,
         after: u64,
+        through: u64,
     ) -> Result<Vec<(StoredMessage, Option<i64>)>, StoreError> {
         let first = after.saturating_add(1);
-        if first > MAX_SEQ {
+        let last = through.min(MAX_SEQ);
+        if first > last {
             return Ok(Vec::new());
         }
-        let query = self.query_range(
-            key,
-            message_sk(session, first),
-            message_sk(session, MAX_SEQ),
-        );
+        let query = self.query_range(key, message_sk(session, first), message_sk(session, last));
         Pages::new(query)
             .all()
             .await?
@@ -300,6 +300,24 @@ fn put(
     Ok(TransactWriteItem::builder().put(put).build())
 }
 
+/// A put in a transaction that creates its item, or replaces one past its TTL
+/// (`expires_at <= now`): never one still live.
+fn put_unless_live(
+    table: &str,
+    item: Item,
+    now: i64,
+    what: &str,
+) -> Result<TransactWriteItem, StoreError> {
+    let put = Put::builder()
+        .table_name(table)
+        .set_item(Some(item))
+        .condition_expression("attribute_not_exists(sk) OR expires_at <= :now")
+        .expression_attribute_values(":now", n(now))
+        .build()
+        .map_err(|err| StoreError::Other(format!("{what} put: {err}")))?;
+    Ok(TransactWriteItem::builder().put(put).build())
+}
+
 /// The check, in a transaction, that the head of `pk` still has `incarnation`: the
 /// same life of the contact (an erased contact who wrote again has another).
 fn head_check(
@@ -343,8 +361,9 @@ fn message_update(
 }
 
 /// A round's transaction: the head update, a conditional put of each message (a
-/// sequence number is never reused), the completed idempotency record and the
-/// archive of a session this round closed.
+/// sequence number is never reused), the completed idempotency record, the
+/// archive of a session this round closed, and the new TTL of the window messages
+/// that would expire before the session can close.
 pub(super) fn round_items(
     table: &str,
     commit: &RoundCommit,
@@ -352,7 +371,8 @@ pub(super) fn round_items(
     let actions = 1
         + commit.messages.len()
         + usize::from(commit.idempotency.is_some())
-        + usize::from(commit.archive.is_some());
+        + usize::from(commit.archive.is_some())
+        + commit.refresh.len();
     if actions > MAX_TRANSACTION_ACTIONS {
         return Err(StoreError::Other(format!(
             "a round of {} messages does not fit one transaction",
@@ -366,14 +386,12 @@ pub(super) fn round_items(
             .update(head_update(table, &pk, commit)?)
             .build(),
     );
+    // A sequence number is never reused, but for an item past its TTL that
+    // DynamoDB has not deleted yet (of a life of the contact whose memory expired).
+    let now = commit.head.last_activity;
     for message in &commit.messages {
         let item = MessageItem::new(&pk, message, Some(commit.messages_expire_at))?;
-        items.push(put(
-            table,
-            to_item(&item)?,
-            Some("attribute_not_exists(sk)"),
-            "message",
-        )?);
+        items.push(put_unless_live(table, to_item(&item)?, now, "message")?);
     }
     if let Some(done) = &commit.idempotency {
         let record = RequestItem::completed(&pk, done);
@@ -385,6 +403,19 @@ pub(super) fn round_items(
         // archive left to collide with.
         let item = ArchiveItem::new(&pk, archive);
         items.push(put(table, to_item(&item)?, None, "archive")?);
+    }
+    // The window's TTL, in the same transaction: each message must still exist (a
+    // message TTL deleted meanwhile fails the round, which is then read again).
+    for &seq in &commit.refresh {
+        items.push(message_update(
+            table,
+            &pk,
+            commit.head.session,
+            seq,
+            "SET expires_at = :expires_at",
+            (":expires_at", n(commit.messages_expire_at)),
+            "refresh",
+        )?);
     }
     Ok(items)
 }
@@ -463,7 +494,14 @@ fn head_update(table: &str, pk: &str, commit: &RoundCommit) -> Result<Update, St
     }
     match (&commit.expected, expected_incarnation) {
         (None, _) => {
-            parts.condition("attribute_not_exists(pk)");
+            // A new head, or one over a head past its TTL: none of the old one's
+            // state stays (its pending extraction is of another life).
+            parts
+                .condition("(attribute_not_exists(pk) OR expires_at <= :now)")
+                .value(":now", n(head.last_activity));
+            if head.facts_pending.is_none() {
+                parts.remove_pending();
+            }
         }
         (Some(expected), incarnation) => {
             parts

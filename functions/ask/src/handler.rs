@@ -255,6 +255,21 @@ fn from_service(error: AskError) -> HttpError {
         AskError::TooLarge(message) => HttpError::new(ErrorType::TooLarge, message),
         AskError::NotFound(message) => HttpError::new(ErrorType::NotFound, message),
         AskError::Conflict(message) => HttpError::new(ErrorType::Conflict, message),
+        error @ AskError::BrokenWindow(_) => {
+            warn!(%error, "window read broken");
+            HttpError::new(
+                ErrorType::Conflict,
+                "the conversation was being written while it was read; nothing was stored, send \
+                 it again",
+            )
+        }
+        error @ AskError::Indeterminate => {
+            warn!("commit outcome not known");
+            HttpError {
+                retry_after: Some(1),
+                ..HttpError::new(ErrorType::Unavailable, error.to_string())
+            }
+        }
         error @ AskError::IdempotencyMismatch => {
             HttpError::new(ErrorType::IdempotencyMismatch, error.to_string())
         }
@@ -427,10 +442,13 @@ async fn route(
             json_body(&view)
         }
         (Endpoint::Context, _) => {
-            let view = service.context(&key).await.map_err(from_service)?;
+            let view = service
+                .context(&key, deadline)
+                .await
+                .map_err(from_service)?;
             json_body(&view)
         }
-        (Endpoint::Rounds, _) => post_round(service, &key, request).await,
+        (Endpoint::Rounds, _) => post_round(service, &key, request, deadline).await,
         (Endpoint::Contact, _) => {
             let items = service.erase(&key).await.map_err(from_service)?;
             Ok(json_response(
@@ -520,6 +538,7 @@ async fn post_round(
     service: &AskService,
     key: &ContactKey,
     request: &Request,
+    deadline: Deadline,
 ) -> Result<Response<Body>, HttpError> {
     let bytes = json_body_within(request, MAX_ROUND_BODY_BYTES)?;
     let value: Value = serde_json::from_slice(bytes)
@@ -527,7 +546,7 @@ async fn post_round(
     let round = RoundRequest::parse(&value).map_err(from_service)?;
     let idempotency = idempotency_key(request)?;
     match service
-        .record_round(key, &round, idempotency.as_ref())
+        .record_round(key, &round, idempotency.as_ref(), deadline)
         .await
         .map_err(from_service)?
     {

@@ -56,6 +56,8 @@ fn every_service_error() -> Vec<AskError> {
         AskError::Store(StoreError::Corrupt(text())),
         AskError::Store(StoreError::Other(text())),
         AskError::Internal(text()),
+        AskError::Indeterminate,
+        AskError::BrokenWindow(text()),
     ];
     let variant = |error: &AskError| -> &'static str {
         match error {
@@ -86,6 +88,8 @@ fn every_service_error() -> Vec<AskError> {
                 StoreError::Other(_) => "store other",
             },
             AskError::Internal(_) => "internal",
+            AskError::Indeterminate => "indeterminate",
+            AskError::BrokenWindow(_) => "broken window",
         }
     };
     let distinct: BTreeSet<&str> = all.iter().map(variant).collect();

@@ -198,7 +198,17 @@ async fn run_record(compactor: &Compactor, record: &SqsMessage, deadline: Deadli
             return false;
         }
     };
-    let result = compactor.run(&job, deadline).instrument(span.clone()).await;
+    // How many times SQS delivered it (1 the first time): a job that finds no head
+    // yet is left for redelivery for its first receives.
+    let receives = record
+        .attributes
+        .get("ApproximateReceiveCount")
+        .and_then(|count| count.parse().ok())
+        .unwrap_or(1);
+    let result = compactor
+        .run_delivery(&job, receives, deadline)
+        .instrument(span.clone())
+        .await;
     record_metrics(&job, &result);
     match result {
         Ok(_) => true,

@@ -17,8 +17,9 @@ use serde::Serialize;
 
 use super::round::first_cut;
 use super::{AskError, AskService, Turn};
+use crate::deadline::Deadline;
 use crate::domain::Incarnation;
-use crate::request::{ContextParts, Lifetimes, ModelContext, build_context};
+use crate::request::{BuildError, ContextParts, Lifetimes, ModelContext, build_context};
 use crate::store::ContactKey;
 
 /// Opens every head token: the format's version.
@@ -143,11 +144,16 @@ pub struct ContextView {
 
 impl AskService {
     /// What the contact's next model request should carry, and the head token its
-    /// round must be committed with. A contact never seen gets a new session's
-    /// context (no 404): its first round creates it.
-    pub async fn context(&self, key: &ContactKey) -> Result<ContextView, AskError> {
-        let settings = self.settings(&key.tenant).await?;
-        let turn = self.load_turn(key, &settings).await?;
+    /// round must be committed with, read by `deadline`. A contact never seen gets
+    /// a new session's context (no 404): its first round creates it. A window that
+    /// cannot be read whole while rounds land answers as a race lost (409).
+    pub async fn context(
+        &self,
+        key: &ContactKey,
+        deadline: Deadline,
+    ) -> Result<ContextView, AskError> {
+        let settings = self.settings(&key.tenant, deadline).await?;
+        let turn = self.load_turn(key, &settings, deadline).await?;
         let cut = first_cut(&settings, &turn);
         let plan = &turn.plan;
         // The client's tools are not known here: the sizes the cache TTL policy
@@ -160,7 +166,12 @@ impl AskService {
             window: &plan.window[cut.start..],
             lifetimes: Lifetimes::FiveMinutes,
         })
-        .map_err(|e| AskError::Internal(e.to_string()))?;
+        .map_err(|e| match e {
+            BuildError::EmptyInstructions => AskError::Internal(e.to_string()),
+            window => AskError::Conflict(format!(
+                "the conversation was being written while it was read ({window}); read it again"
+            )),
+        })?;
         context.set_lifetimes(settings.cache_ttl.lifetimes(&plan.gaps, context.sizes()));
         let head = HeadToken::of(&turn);
         Ok(ContextView {

@@ -15,13 +15,14 @@ use crate::deadline::Deadline;
 use crate::domain::{ContentBlock, Message, Role};
 use crate::metrics::Event;
 use crate::model::{ModelError, ModelResponse, StopReason};
-use crate::request::{Lifetimes, ModelRequest, RequestParts, ToolDef, build_request};
+use crate::request::{BuildError, Lifetimes, ModelRequest, RequestParts, ToolDef, build_request};
 use crate::store::ContactKey;
 use crate::tenant::{ContextPolicy, Settings};
 use crate::tools::{
     CallContext, MAX_RESULTS_CHARS_PER_MESSAGE, ToolDeclaration, ToolOutput, cap_to,
 };
 use crate::usage::{RoundUsage, Usage};
+use crate::validate::validate_request;
 use crate::window::safe_window_start;
 
 /// A message of a round, with the usage of the model call that produced it (for
@@ -320,12 +321,23 @@ impl<'a> RoundLoop<'a> {
             round: &messages,
             lifetimes: Lifetimes::FiveMinutes,
         })
-        .map_err(|e| AskError::Internal(e.to_string()))?;
+        .map_err(|e| match e {
+            BuildError::EmptyInstructions | BuildError::EmptyRound => {
+                AskError::Internal(e.to_string())
+            }
+            // The window breaks the request's rules: read while a round landed.
+            window => AskError::BrokenWindow(window.to_string()),
+        })?;
         let lifetimes = self
             .settings
             .cache_ttl
             .lifetimes(&plan.gaps, request.sizes());
         request.set_lifetimes(lifetimes);
+        // The head and the window are two reads: between them an erase and a new
+        // first round can land, and the window read is then another incarnation's,
+        // cut at the old head's last message (a tool call without its result, say).
+        // Checked as the API checks, the request is never sent so; read again.
+        validate_request(&request).map_err(|v| AskError::BrokenWindow(v.message))?;
         Ok((request, lifetimes))
     }
 

@@ -26,6 +26,7 @@ use super::{
     AskError, AskResponse, AskService, HeadToken, MAX_TOOL_ITERATIONS, RoundSpan, UsageSummary,
     payload_hash, validate_text,
 };
+use crate::deadline::Deadline;
 use crate::domain::{ContentBlock, IdempotencyKey, Message, Role, StoredMessage};
 use crate::store::ContactKey;
 use crate::tools::{MAX_RESULTS_CHARS_PER_MESSAGE, MAX_TOOL_RESULT_CHARS};
@@ -480,17 +481,19 @@ fn reused_tool_id(window: &[StoredMessage], round: &[Message]) -> Option<String>
 }
 
 impl AskService {
-    /// Commits a round the client ran itself, idempotently with `idempotency` (the
-    /// same key and body replays the stored answer; another body is
-    /// [`AskError::IdempotencyMismatch`]). Nothing is written on any error.
+    /// Commits a round the client ran itself by `deadline`, idempotently with
+    /// `idempotency` (the same key and body replays the stored answer; another body
+    /// is [`AskError::IdempotencyMismatch`]). Nothing is written on any error but
+    /// [`AskError::Indeterminate`].
     pub async fn record_round(
         &self,
         key: &ContactKey,
         request: &RoundRequest,
         idempotency: Option<&IdempotencyKey>,
+        deadline: Deadline,
     ) -> Result<RoundOutcome, AskError> {
         if let Some(idem) = idempotency
-            && let Some(response) = self.claim(key, idem, &request.hash).await?
+            && let Some(response) = self.claim(key, idem, &request.hash, deadline).await?
         {
             return Ok(RoundOutcome::Replayed(response));
         }
@@ -499,9 +502,11 @@ impl AskService {
                 key,
                 request,
                 idempotency.map(|idem| (idem, request.hash.as_str())),
+                deadline,
             )
             .await;
-        self.release_failed(key, idempotency, &result).await;
+        self.release_failed(key, idempotency, &result, deadline)
+            .await;
         result.map(RoundOutcome::Recorded)
     }
 
@@ -514,9 +519,10 @@ impl AskService {
         key: &ContactKey,
         request: &RoundRequest,
         idempotency: Option<(&IdempotencyKey, &str)>,
+        deadline: Deadline,
     ) -> Result<RecordedRound, AskError> {
-        let settings = self.settings(&key.tenant).await?;
-        let turn = self.load_turn(key, &settings).await?;
+        let settings = self.settings(&key.tenant, deadline).await?;
+        let turn = self.load_turn(key, &settings, deadline).await?;
         if let Some(why) = request.head.stale_against(&HeadToken::of(&turn)) {
             return Err(AskError::Conflict(why));
         }
@@ -528,7 +534,7 @@ impl AskService {
         let hard_capped = first_cut(&settings, &turn).hard_capped;
         let round = Round::recorded(request.messages.clone(), request.usage, hard_capped);
         match self
-            .store_round(key, &settings, &turn, round, idempotency)
+            .store_round(key, &settings, &turn, round, idempotency, deadline)
             .await?
         {
             Some(response) => Ok(RecordedRound::from(&response)),

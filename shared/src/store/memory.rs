@@ -11,16 +11,19 @@ use async_trait::async_trait;
 
 use super::{
     AppliedStep, Claim, ClosedSession, ContactKey, Cursor, DueHead, FactWrite,
-    MAX_REFRESH_PER_ROUND, PendingChange, RoundCommit, SessionArchive, SessionFilter, Store,
-    StoreError, SweepSettle, SweepSlot, TenantStore, TranscriptPage, TurnState,
-    validate_fact_changes, validate_step,
+    MAX_REFRESH_PER_ROUND, MAX_ROUND_ITEMS, PendingChange, RoundCommit, SessionArchive,
+    SessionFilter, Store, StoreError, SweepSettle, SweepSlot, TenantStore, TranscriptPage,
+    TurnState, validate_fact_changes, validate_step,
 };
 use crate::domain::{Fact, FactKey, Head, IdempotencyKey, Incarnation, StoredMessage, TenantId};
 use crate::session::unix_now;
 use crate::tenant::TenantConfig;
 use crate::window::after_last_gap;
 
+pub mod sim;
 mod whatsapp;
+
+pub use sim::{ItemRef, Semantics, Snapshot};
 
 /// How long an idempotency record lives, in seconds (as in DynamoDB's TTL).
 const REQUEST_TTL_SECONDS: i64 = 24 * 60 * 60;
@@ -37,6 +40,11 @@ struct State {
     tenants: HashMap<TenantId, TenantConfig>,
     /// WhatsApp business numbers bound to tenants (see `whatsapp`).
     bindings: HashMap<crate::whatsapp::PhoneNumberId, TenantId>,
+    /// DynamoDB's behaviours a simulation turns on (see `sim`); all off by default.
+    semantics: Semantics,
+    /// The two indexes as they show each contact's head while `index_lag` is on
+    /// (see `sim`): copied from the live items by `sync_index`.
+    index: HashMap<ContactKey, sim::Indexed>,
 }
 
 /// The items of one contact's partition.
@@ -55,6 +63,9 @@ struct Contact {
     requests: HashMap<String, Request>,
     /// The WhatsApp channel's records and turns (see `whatsapp`).
     whatsapp: whatsapp::Records,
+    /// A round's transaction is landing in two halves (torn semantics, see `sim`):
+    /// other writes on the contact meet a `TransactionConflict` meanwhile.
+    in_flight: bool,
 }
 
 impl Contact {
@@ -203,35 +214,212 @@ fn facts_at(contact: &Contact, now: i64) -> Vec<Fact> {
         .collect()
 }
 
+/// A round's conditions: the head as loaded (or none for a new contact), and no
+/// message of the round stored yet.
+fn round_conditions(contact: &Contact, commit: &RoundCommit) -> Result<(), StoreError> {
+    // An item past its TTL may be replaced: DynamoDB deletes it eventually anyway.
+    let now = commit.head.last_activity;
+    let head_matches = match (&contact.head, &commit.expected) {
+        (None, None) => true,
+        (Some(stored), None) => stored.expired_at(now),
+        (Some(stored), Some(expected)) => {
+            stored.session == expected.session
+                && stored.last_seq == expected.last_seq
+                && stored.incarnation == expected.incarnation
+        }
+        _ => false,
+    };
+    if !head_matches {
+        return Err(StoreError::Conflict("the contact's head changed".into()));
+    }
+    if commit.messages.iter().any(|message| {
+        contact
+            .messages
+            .get(&(message.session, message.seq))
+            .is_some_and(|entry| entry.live_at(now))
+    }) {
+        return Err(StoreError::Conflict("a message of the round exists".into()));
+    }
+    let items = RoundWrite::all(commit).len();
+    if items > MAX_ROUND_ITEMS {
+        return Err(StoreError::Other(format!(
+            "a round of {items} items does not fit one transaction"
+        )));
+    }
+    if let Some(seq) = commit
+        .refresh
+        .iter()
+        .find(|seq| !contact.messages.contains_key(&(commit.head.session, **seq)))
+    {
+        return Err(StoreError::Conflict(format!(
+            "message {seq} to refresh is gone"
+        )));
+    }
+    Ok(())
+}
+
+/// One item a round's transaction writes.
+#[derive(Debug, Clone, Copy)]
+enum RoundWrite {
+    /// The head (and its sweep index entry, attributes of the same item).
+    Head,
+    /// The round's message at this index.
+    Message(usize),
+    /// The closed session's archive.
+    Archive,
+    /// The completed idempotency record.
+    Request,
+    /// The new TTL of the window message at this index of the refresh.
+    Refresh(usize),
+}
+
+impl RoundWrite {
+    /// Every item the round writes.
+    fn all(commit: &RoundCommit) -> Vec<RoundWrite> {
+        let mut writes = vec![RoundWrite::Head];
+        writes.extend((0..commit.messages.len()).map(RoundWrite::Message));
+        if commit.archive.is_some() {
+            writes.push(RoundWrite::Archive);
+        }
+        if commit.idempotency.is_some() {
+            writes.push(RoundWrite::Request);
+        }
+        writes.extend((0..commit.refresh.len()).map(RoundWrite::Refresh));
+        writes
+    }
+
+    /// Writes this item of `commit` into `contact`.
+    fn apply(self, contact: &mut Contact, commit: &RoundCommit) {
+        match self {
+            RoundWrite::Head => {
+                if commit.expected.is_none() {
+                    // A new head, or one over a head past its TTL: nothing of it stays.
+                    contact.head = None;
+                }
+                let new_session = commit
+                    .expected
+                    .as_ref()
+                    .is_none_or(|expected| expected.session != commit.head.session);
+                let head = contact.head.get_or_insert_with(Head::default);
+                head.session = commit.head.session;
+                head.last_seq = commit.head.last_seq;
+                head.last_context_tokens = commit.head.last_context_tokens;
+                head.last_activity = commit.head.last_activity;
+                head.facts_requested = commit.head.facts_requested;
+                head.last_round.clone_from(&commit.head.last_round);
+                head.hard_cap_at = commit.head.hard_cap_at;
+                head.expires_at = commit.head.expires_at;
+                head.recent_gaps.clone_from(&commit.head.recent_gaps);
+                if commit.head.facts_pending.is_some() {
+                    head.facts_pending = commit.head.facts_pending;
+                }
+                // Set once, when the head has none (a new head, or one from before
+                // incarnations): the condition already holds it equal otherwise.
+                if head.incarnation.is_none() {
+                    head.incarnation.clone_from(&commit.head.incarnation);
+                }
+                if new_session {
+                    head.summarized_until = 0;
+                    head.steps = 0;
+                    head.summary = None;
+                }
+                contact.sweep = Some(commit.sweep);
+            }
+            RoundWrite::Message(index) => {
+                let message = &commit.messages[index];
+                contact.messages.insert(
+                    (message.session, message.seq),
+                    MessageEntry {
+                        message: message.clone(),
+                        expires_at: Some(commit.messages_expire_at),
+                    },
+                );
+            }
+            RoundWrite::Archive => {
+                if let Some(archive) = &commit.archive {
+                    contact.archives.insert(archive.session, archive.clone());
+                }
+            }
+            RoundWrite::Refresh(index) => {
+                let seq = commit.refresh[index];
+                if let Some(entry) = contact.messages.get_mut(&(commit.head.session, seq)) {
+                    entry.expires_at = Some(commit.messages_expire_at);
+                }
+            }
+            RoundWrite::Request => {
+                if let Some(done) = &commit.idempotency {
+                    contact.requests.insert(
+                        done.key.as_str().to_owned(),
+                        Request {
+                            completed: true,
+                            payload_hash: done.payload_hash.clone(),
+                            lease_until: 0,
+                            response: Some(done.response.clone()),
+                            expires_at: done.expires_at,
+                        },
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// The window of `head`'s session as a read now finds it, with each message's TTL:
+/// as in the DynamoDB adapter, expired messages count as gone, and the window
+/// starts after the last hole.
+fn window_of(
+    contact: Option<&Contact>,
+    head: &Head,
+    now: i64,
+) -> (Vec<StoredMessage>, Vec<Option<i64>>) {
+    // Bounded by the head's `last_seq`, as the DynamoDB adapter's Query: a round
+    // landing after the head was read is not part of the window it describes.
+    let Some(contact) = contact.filter(|_| head.last_seq > head.summarized_until) else {
+        return (Vec::new(), Vec::new());
+    };
+    let live: Vec<&MessageEntry> = contact
+        .messages
+        .range((head.session, head.summarized_until + 1)..=(head.session, head.last_seq))
+        .map(|(_, entry)| entry)
+        .filter(|entry| entry.live_at(now))
+        .collect();
+    let messages: Vec<StoredMessage> = live.iter().map(|entry| entry.message.clone()).collect();
+    let start = after_last_gap(&messages, head.summarized_until, head.last_seq);
+    (
+        messages[start..].to_vec(),
+        live[start..].iter().map(|entry| entry.expires_at).collect(),
+    )
+}
+
 #[async_trait]
 impl Store for MemoryStore {
     async fn load_turn(&self, key: &ContactKey, now: i64) -> Result<TurnState, StoreError> {
-        let state = self.lock();
-        let Some(contact) = state.contacts.get(key) else {
-            return Ok(TurnState::default());
+        // Two reads, as the DynamoDB adapter's two Queries: the head and facts, then
+        // the window. Under torn semantics other work runs between them (see `sim`).
+        let (head, facts) = {
+            let state = self.lock();
+            let Some(contact) = state.contacts.get(key) else {
+                return Ok(TurnState::default());
+            };
+            let head = contact.head.clone().filter(|head| !head.expired_at(now));
+            (head, facts_at(contact, now))
         };
-        let (mut window, mut window_expires_at) = (Vec::new(), Vec::new());
-        if let Some(head) = &contact.head {
-            // As in the DynamoDB adapter: expired messages count as gone, and the
-            // window starts after the last hole.
-            let live: Vec<&MessageEntry> = contact
-                .messages
-                .range(
-                    (head.session, head.summarized_until.saturating_add(1))
-                        ..=(head.session, u64::MAX),
-                )
-                .map(|(_, entry)| entry)
-                .filter(|entry| entry.live_at(now))
-                .collect();
-            let messages: Vec<StoredMessage> =
-                live.iter().map(|entry| entry.message.clone()).collect();
-            let start = after_last_gap(&messages, head.summarized_until, head.last_seq);
-            window = messages[start..].to_vec();
-            window_expires_at = live[start..].iter().map(|entry| entry.expires_at).collect();
+        let Some(head) = head else {
+            return Ok(TurnState {
+                facts,
+                ..TurnState::default()
+            });
+        };
+        if self.semantics().torn {
+            sim::interleave().await;
         }
+        let (window, window_expires_at) = {
+            let state = self.lock();
+            window_of(state.contacts.get(key), &head, now)
+        };
         Ok(TurnState {
-            head: contact.head.clone(),
-            facts: facts_at(contact, now),
+            head: Some(head),
+            facts,
             window,
             window_expires_at,
         })
@@ -253,81 +441,30 @@ impl Store for MemoryStore {
     }
 
     async fn commit_round(&self, commit: &RoundCommit) -> Result<(), StoreError> {
-        let mut state = self.lock();
-        let contact = state.contacts.entry(commit.key.clone()).or_default();
-        // Every check first, as the transaction's conditions: nothing changes on failure.
-        let head_matches = match (&contact.head, &commit.expected) {
-            (None, None) => true,
-            (Some(stored), Some(expected)) => {
-                stored.session == expected.session
-                    && stored.last_seq == expected.last_seq
-                    && stored.incarnation == expected.incarnation
+        self.settled(&commit.key).await?;
+        let mut writes = {
+            let mut state = self.lock();
+            let torn = state.semantics.torn;
+            let contact = state.contacts.entry(commit.key.clone()).or_default();
+            // Every check first, as the transaction's conditions: nothing changes on
+            // failure.
+            round_conditions(contact, commit)?;
+            let writes = RoundWrite::all(commit);
+            if !torn {
+                for write in writes {
+                    write.apply(contact, commit);
+                }
+                return Ok(());
             }
-            _ => false,
+            writes
         };
-        if !head_matches {
-            return Err(StoreError::Conflict("the contact's head changed".into()));
-        }
-        if commit.messages.iter().any(|message| {
-            contact
-                .messages
-                .contains_key(&(message.session, message.seq))
-        }) {
-            return Err(StoreError::Conflict("a message of the round exists".into()));
-        }
-
-        let new_session = commit
-            .expected
-            .as_ref()
-            .is_none_or(|expected| expected.session != commit.head.session);
-        let head = contact.head.get_or_insert_with(Head::default);
-        head.session = commit.head.session;
-        head.last_seq = commit.head.last_seq;
-        head.last_context_tokens = commit.head.last_context_tokens;
-        head.last_activity = commit.head.last_activity;
-        head.facts_requested = commit.head.facts_requested;
-        head.last_round.clone_from(&commit.head.last_round);
-        head.hard_cap_at = commit.head.hard_cap_at;
-        head.expires_at = commit.head.expires_at;
-        head.recent_gaps.clone_from(&commit.head.recent_gaps);
-        if commit.head.facts_pending.is_some() {
-            head.facts_pending = commit.head.facts_pending;
-        }
-        // Set once, when the head has none (a new head, or one from before
-        // incarnations): the condition above already holds it equal otherwise.
-        if head.incarnation.is_none() {
-            head.incarnation.clone_from(&commit.head.incarnation);
-        }
-        contact.sweep = Some(commit.sweep);
-        if new_session {
-            head.summarized_until = 0;
-            head.steps = 0;
-            head.summary = None;
-        }
-        for message in &commit.messages {
-            contact.messages.insert(
-                (message.session, message.seq),
-                MessageEntry {
-                    message: message.clone(),
-                    expires_at: Some(commit.messages_expire_at),
-                },
-            );
-        }
-        if let Some(archive) = &commit.archive {
-            contact.archives.insert(archive.session, archive.clone());
-        }
-        if let Some(done) = &commit.idempotency {
-            contact.requests.insert(
-                done.key.as_str().to_owned(),
-                Request {
-                    completed: true,
-                    payload_hash: done.payload_hash.clone(),
-                    lease_until: 0,
-                    response: Some(done.response.clone()),
-                    expires_at: done.expires_at,
-                },
-            );
-        }
+        // Torn semantics: the transaction lands in two halves, in any order, and a
+        // read in between sees the first (see `sim`).
+        fastrand::shuffle(&mut writes);
+        let rest = writes.split_off(fastrand::usize(..=writes.len()));
+        self.apply_half(commit, writes, true);
+        sim::interleave().await;
+        self.apply_half(commit, rest, false);
         Ok(())
     }
 
@@ -422,6 +559,7 @@ impl Store for MemoryStore {
     }
 
     async fn erase_contact(&self, key: &ContactKey) -> Result<usize, StoreError> {
+        self.settled(key).await?;
         Ok(self
             .lock()
             .contacts
@@ -431,6 +569,7 @@ impl Store for MemoryStore {
 
     async fn apply_step(&self, key: &ContactKey, step: &AppliedStep) -> Result<bool, StoreError> {
         validate_step(step)?;
+        self.settled(key).await?;
         let mut state = self.lock();
         let Some(contact) = state.contacts.get_mut(key) else {
             return Ok(false);
@@ -498,6 +637,7 @@ impl Store for MemoryStore {
         removals: &[FactKey],
     ) -> Result<bool, StoreError> {
         validate_fact_changes(writes, removals)?;
+        self.settled(key).await?;
         let mut state = self.lock();
         let Some(contact) = state.contacts.get_mut(key).filter(|contact| {
             contact
@@ -525,17 +665,14 @@ impl Store for MemoryStore {
         due_by: i64,
         limit: usize,
     ) -> Result<Vec<DueHead>, StoreError> {
-        let state = self.lock();
-        let mut found: Vec<DueHead> = state
-            .contacts
-            .iter()
-            .filter(|(_, contact)| contact.head.is_some())
-            .filter_map(|(key, contact)| {
-                let slot = contact.sweep?;
-                (slot.bucket == bucket && slot.due <= due_by).then(|| DueHead {
-                    key: key.clone(),
-                    due: slot.due,
-                })
+        let mut found: Vec<DueHead> = self
+            .lock()
+            .indexed()
+            .into_iter()
+            .filter_map(|(key, indexed)| {
+                let slot = indexed.sweep?;
+                (slot.bucket == bucket && slot.due <= due_by)
+                    .then_some(DueHead { key, due: slot.due })
             })
             .collect();
         // The index's order: by `sweep_sk`; ties in a stable order of their own.
@@ -562,6 +699,7 @@ impl Store for MemoryStore {
         key: &ContactKey,
         settle: &SweepSettle,
     ) -> Result<bool, StoreError> {
+        self.settled(key).await?;
         let mut state = self.lock();
         let Some(contact) = state.contacts.get_mut(key) else {
             return Ok(false);
@@ -591,12 +729,34 @@ impl Store for MemoryStore {
         Ok(true)
     }
 
+    async fn defer_sweep(
+        &self,
+        key: &ContactKey,
+        due: i64,
+        next_due: i64,
+    ) -> Result<bool, StoreError> {
+        self.settled(key).await?;
+        let mut state = self.lock();
+        let Some(slot) = state
+            .contacts
+            .get_mut(key)
+            .filter(|contact| contact.head.is_some())
+            .and_then(|contact| contact.sweep.as_mut())
+            .filter(|slot| slot.due == due)
+        else {
+            return Ok(false);
+        };
+        slot.due = next_due;
+        Ok(true)
+    }
+
     async fn facts_done(
         &self,
         key: &ContactKey,
         incarnation: &Incarnation,
         session: u32,
     ) -> Result<bool, StoreError> {
+        self.settled(key).await?;
         let mut state = self.lock();
         let Some(head) = state
             .contacts
@@ -627,6 +787,7 @@ impl Store for MemoryStore {
                 seqs.len()
             )));
         }
+        self.settled(key).await?;
         let mut state = self.lock();
         let Some(contact) = state.contacts.get_mut(key) else {
             return Ok(false);
@@ -654,18 +815,19 @@ impl Store for MemoryStore {
         tenant: &TenantId,
         incarnation: &Incarnation,
     ) -> Result<Option<ContactKey>, StoreError> {
-        Ok(self
+        // Several heads can show one incarnation while the index lags (an erase and
+        // a new head not copied yet): the first in key order, as a Query would.
+        let mut found: Vec<ContactKey> = self
             .lock()
-            .contacts
-            .iter()
-            .find(|(key, contact)| {
-                key.tenant == *tenant
-                    && contact
-                        .head
-                        .as_ref()
-                        .is_some_and(|head| head.incarnation.as_ref() == Some(incarnation))
+            .indexed()
+            .into_iter()
+            .filter(|(key, indexed)| {
+                key.tenant == *tenant && indexed.incarnation.as_ref() == Some(incarnation)
             })
-            .map(|(key, _)| key.clone()))
+            .map(|(key, _)| key)
+            .collect();
+        found.sort_by(|a, b| a.contact.cmp(&b.contact));
+        Ok(found.into_iter().next())
     }
 
     async fn ensure_incarnation(
@@ -673,6 +835,7 @@ impl Store for MemoryStore {
         key: &ContactKey,
         candidate: &Incarnation,
     ) -> Result<Option<Incarnation>, StoreError> {
+        self.settled(key).await?;
         let mut state = self.lock();
         Ok(state
             .contacts

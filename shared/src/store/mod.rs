@@ -6,7 +6,11 @@
 //! What the port promises, whatever the adapter:
 //!
 //! - **Bounded reads.** [`Store::load_turn`] reads the head, the facts and the
-//!   head session's messages after `summarized_until`: never the folded history.
+//!   head session's messages after `summarized_until` and up to `last_seq`: never
+//!   the folded history, and never a round that landed after the head was read.
+//!   The two reads are not one snapshot (DynamoDB's Query is not a transactional
+//!   read): a round landing between them can leave the window short of `last_seq`,
+//!   which `ask` reads again.
 //! - **Whole rounds.** [`Store::commit_round`] writes a round's messages, the head
 //!   and the idempotency record at once, under the condition that the head is as
 //!   loaded, or writes nothing and answers [`StoreError::Conflict`].
@@ -24,7 +28,8 @@
 //!   the head's incarnation (see [`Head::incarnation`]); [`Store::find_contact`]
 //!   finds the head that has it, and finds nothing once the contact is erased.
 //! - **Expiry.** Messages, archives, facts and heads carry a TTL; reads treat an
-//!   item past it as gone, as the real TTL eventually makes it.
+//!   item past it as gone, as the real TTL eventually makes it, and a round's
+//!   writes replace an item past it (the TTL deletes in any order and days late).
 //!
 //! How the DynamoDB adapter lays this out in one table (keys, the sweep and
 //! incarnation indexes) is its own business: see its `keys.rs`, and
@@ -132,9 +137,10 @@ pub struct TurnState {
     pub head: Option<Head>,
     /// The contact's facts (expired ones filtered out).
     pub facts: Vec<Fact>,
-    /// The head session's messages after `summarized_until`, oldest first, from
-    /// the first safe start after the last hole when one went missing (see
-    /// [`crate::window::after_last_gap`]); messages past their TTL count as gone.
+    /// The head session's messages after `summarized_until` and up to the head's
+    /// `last_seq`, oldest first, from the first safe start after the last hole when
+    /// one went missing (see [`crate::window::after_last_gap`]); messages past
+    /// their TTL count as gone.
     pub window: Vec<StoredMessage>,
     /// The TTL of each window message, in the same order (`None`: it has none).
     pub window_expires_at: Vec<Option<i64>>,
@@ -147,7 +153,11 @@ pub struct RoundCommit {
     pub key: ContactKey,
     /// The head as loaded (`None` for a new contact): the commit succeeds only if
     /// the stored head still has this session, `last_seq` and incarnation (or
-    /// still has none, when the loaded one had none).
+    /// still has none, or one past its TTL, when the loaded one was none). Every
+    /// item the round writes may replace one past its TTL (`expires_at` at or
+    /// before the head's `last_activity`, the round's time): DynamoDB deletes
+    /// expired items in any order and days late, and a contact whose memory
+    /// expired starts again from session 1 over what is left of it.
     pub expected: Option<Head>,
     /// The new head. Only the fields `ask` owns are written (session, last_seq,
     /// last context tokens, last activity, `expires_at`, the recent gaps as given,
@@ -168,6 +178,11 @@ pub struct RoundCommit {
     /// When this round opens a new session: the closed session's summary, kept as
     /// its own item (`SUM#{session:06}`) for the facts job and the transcript view.
     pub archive: Option<SessionArchive>,
+    /// Window messages of the head's session whose TTL the commit sets to
+    /// `messages_expire_at` (each must still exist, or the commit conflicts), so an
+    /// open session's window never expires under it; at most what the transaction
+    /// holds besides the rest ([`MAX_ROUND_ITEMS`]).
+    pub refresh: Vec<u64>,
     /// When the round's messages expire (TTL attribute `expires_at`, seconds since
     /// the epoch): when the session could close at the earliest (now plus the idle
     /// timeout) plus the tenant's transcript retention.
@@ -210,9 +225,62 @@ pub struct AppliedStep {
 /// actions, one of which is the head update. Later steps prune the rest.
 pub const MAX_PRUNES_PER_STEP: usize = 90;
 
-/// Most messages one round refreshes the TTL of: one transaction holds at most 100
-/// actions, one of which checks the head. The next rounds refresh the rest.
+/// Most messages one round refreshes the TTL of apart from its commit: one
+/// transaction holds at most 100 actions, one of which checks the head. The next
+/// rounds refresh the rest.
 pub const MAX_REFRESH_PER_ROUND: usize = 99;
+
+/// Most items a round's commit writes in its one transaction (DynamoDB's limit):
+/// the head, the messages, the idempotency record, the archive and the window
+/// messages whose TTL it extends ([`RoundCommit::refresh`]).
+pub const MAX_ROUND_ITEMS: usize = 100;
+
+/// Reads of a turn whose window falls short of its head before it is taken as it
+/// is (see [`load_whole_turn`]).
+pub const TURN_READS: u32 = 3;
+
+/// [`Store::load_turn`], read again while its window falls short of the head it was
+/// read with (at most [`TURN_READS`] reads, a short wait between them): the head
+/// and the window are two reads, and DynamoDB's Query is not a transactional read,
+/// so a round landing between them can leave the head counting messages the window
+/// does not show yet. A live head's last message expires with it, so one that
+/// stays missing is a hole ([`crate::window::after_last_gap`] then decides), never
+/// the TTL.
+pub async fn load_whole_turn(
+    store: &dyn Store,
+    key: &ContactKey,
+    now: i64,
+) -> Result<TurnState, StoreError> {
+    let mut state = store.load_turn(key, now).await?;
+    for read in 1..TURN_READS {
+        if !state.window_short(now) {
+            break;
+        }
+        tracing::warn!(
+            read,
+            "the window read fell short of its head: reading again"
+        );
+        crate::metrics::Event::new("store")
+            .count("ShortWindowReads", 1)
+            .emit();
+        tokio::time::sleep(std::time::Duration::from_millis(25 * u64::from(read))).await;
+        state = store.load_turn(key, now).await?;
+    }
+    Ok(state)
+}
+
+impl TurnState {
+    /// Whether the window ends before the live head's `last_seq` (a session with
+    /// messages after `summarized_until`).
+    pub fn window_short(&self, now: i64) -> bool {
+        match &self.head {
+            Some(head) if !head.expired_at(now) && head.last_seq > head.summarized_until => {
+                self.window.last().map(|message| message.seq) != Some(head.last_seq)
+            }
+            _ => false,
+        }
+    }
+}
 
 /// What the facts job reads about a closed session.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -314,21 +382,22 @@ pub enum StoreError {
 /// [`TranscriptPage::from_newest_first`].)
 #[async_trait]
 pub trait Store: Send + Sync {
-    /// The head, the facts and the window of the head's session: what a turn needs.
+    /// The head, the facts and the window of the head's session (bounded by the
+    /// head's `last_seq`): what a turn needs. A head past its `expires_at` reads
+    /// as none, as DynamoDB's TTL will make it: the next round writes over it.
     async fn load_turn(&self, key: &ContactKey, now: i64) -> Result<TurnState, StoreError>;
 
     /// The head and facts only (the memory view, and the compactor's first read).
     /// A head past its `expires_at` is gone to this read (`None`), as DynamoDB's
-    /// TTL will make it; [`Store::load_turn`] still returns it, since the next
-    /// round must replace it under a condition.
+    /// TTL will make it (and to [`Store::load_turn`]'s).
     async fn load_memory(
         &self,
         key: &ContactKey,
         now: i64,
     ) -> Result<(Option<Head>, Vec<Fact>), StoreError>;
 
-    /// Commits a whole round atomically, or returns [`StoreError::Conflict`] and
-    /// writes nothing.
+    /// Commits a whole round atomically (its TTL refresh included), or returns
+    /// [`StoreError::Conflict`] and writes nothing.
     async fn commit_round(&self, commit: &RoundCommit) -> Result<(), StoreError>;
 
     /// Claims an idempotency key for one attempt (a lease of `lease_seconds`).
@@ -428,6 +497,17 @@ pub trait Store: Send + Sync {
         &self,
         key: &ContactKey,
         settle: &SweepSettle,
+    ) -> Result<bool, StoreError>;
+
+    /// Moves the head's sweep entry from `due` to `next_due`, under the condition
+    /// that it is still at `due` (the sweep could not handle a head it could not
+    /// read: it goes behind the others instead of first in every run). Nothing
+    /// else changes; `Ok(false)` when the entry moved meanwhile or is gone.
+    async fn defer_sweep(
+        &self,
+        key: &ContactKey,
+        due: i64,
+        next_due: i64,
     ) -> Result<bool, StoreError>;
 
     /// Records that the extraction of `session` is done: removes `facts_pending`

@@ -14,7 +14,7 @@ use degrau::jobs::NoJobs;
 use degrau::model::scripted::ScriptedModel;
 use degrau::model::{Model, ModelError, ModelResponse};
 use degrau::request::ModelRequest;
-use degrau::store::memory::MemoryStore;
+use degrau::store::memory::{ItemRef, MemoryStore};
 use degrau::store::{SessionFilter, Store};
 use degrau::tenant::Defaults;
 use degrau::tools::ToolDispatch;
@@ -597,5 +597,63 @@ async fn the_hard_cap_stays_on_until_a_step_moves_summarized_until() {
         h.model.requests().pop().unwrap().messages.len(),
         7,
         "messages 21-26 and the new one"
+    );
+}
+
+/// TTL deletes expired items in any order and days late: when it takes the head
+/// first, the messages it has not reached yet still hold their keys.
+#[tokio::test]
+async fn a_contact_whose_head_ttl_deleted_before_its_messages_starts_over_at_once() {
+    let h = harness();
+    for text in ["Hi", "Book me in"] {
+        h.model.push(ScriptedModel::text("Sure.", usage(100)));
+        answered(h.service.ask(&key(), text, None, minute()).await.unwrap());
+    }
+    // Past the retention (90 days by default): every item has expired.
+    let later = START + 91 * 24 * 3600;
+    h.clock.store(later, Ordering::SeqCst);
+    let expired = h.store.expired_items(later);
+    assert_eq!(expired.len(), 5, "the head and four messages: {expired:?}");
+    h.store.ttl_delete(&key(), &ItemRef::Head);
+    assert_eq!(stored(&h).await.len(), 4, "the messages wait for TTL");
+
+    h.model
+        .push(ScriptedModel::text("Welcome back.", usage(50)));
+    let back = answered(
+        h.service
+            .ask(&key(), "Hello again", None, minute())
+            .await
+            .unwrap(),
+    );
+    assert_eq!(back.session, 1, "a new conversation: the old one is gone");
+    assert_eq!((back.round.first_seq, back.round.last_seq), (1, 2));
+    assert_eq!(
+        texts(&h.model.requests()[2]),
+        ["Hello again"],
+        "none of the expired conversation is sent"
+    );
+    // The expired messages the round did not write over are still TTL's to delete.
+    let left: Vec<ItemRef> = h
+        .store
+        .expired_items(later)
+        .into_iter()
+        .map(|(_, item)| item)
+        .collect();
+    assert_eq!(
+        left,
+        [
+            ItemRef::Message { session: 1, seq: 3 },
+            ItemRef::Message { session: 1, seq: 4 }
+        ]
+    );
+    for item in left {
+        h.store.ttl_delete(&key(), &item);
+    }
+    h.model.push(ScriptedModel::text("Again.", usage(50)));
+    let next = answered(h.service.ask(&key(), "More", None, minute()).await.unwrap());
+    assert_eq!((next.round.first_seq, next.round.last_seq), (3, 4));
+    assert_eq!(
+        texts(&h.model.requests()[3]),
+        ["Hello again", "Welcome back.", "More"]
     );
 }

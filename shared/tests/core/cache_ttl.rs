@@ -259,11 +259,11 @@ async fn the_context_for_a_clients_own_loop_names_the_lifetimes_ask_would_choose
     let c = Conversation::new(Defaults::default());
     c.turn_after(0).await;
     c.turn_after(40).await;
-    let five = c.service.context(&key()).await.unwrap();
+    let five = c.service.context(&key(), minute()).await.unwrap();
     assert_eq!(five.context.cache_control.lifetime(), CacheTtl::FiveMinutes);
     c.turn_after(20 * MINUTE).await;
     // The next request comes after the recorded gaps [40, 1200]: an hour for all.
-    let view = c.service.context(&key()).await.unwrap();
+    let view = c.service.context(&key(), minute()).await.unwrap();
     let json = serde_json::to_value(&view).unwrap();
     let hour = json!({"type": "ephemeral", "ttl": "1h"});
     assert_eq!(json["cache_control"], hour);

@@ -8,15 +8,17 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use async_trait::async_trait;
 use degrau::ask::AskService;
 use degrau::compaction::CompactionPolicy;
-use degrau::compactor::{Compactor, CompactorError, JobOutcome, RECORD_FACTS_TOOL};
+use degrau::compactor::{
+    Compactor, CompactorError, JobOutcome, NOT_FOUND_RECEIVES, RECORD_FACTS_TOOL,
+};
 use degrau::deadline::Deadline;
 use degrau::domain::{ContentBlock, Fact, FactKey, FactSource, Head, Incarnation, StoredMessage};
 use degrau::jobs::{Job, NoJobs};
 use degrau::model::scripted::ScriptedModel;
-use degrau::model::{Model, ModelError, ModelResponse};
+use degrau::model::{Model, ModelError, ModelResponse, StopReason};
 use degrau::pruning::PLACEHOLDER_PREFIX;
 use degrau::request::ModelRequest;
-use degrau::store::memory::MemoryStore;
+use degrau::store::memory::{MemoryStore, Semantics};
 use degrau::store::{SessionFilter, Store, TenantStore};
 use degrau::tenant::{Defaults, TenantConfig};
 use degrau::tools::ToolDispatch;
@@ -91,6 +93,7 @@ async fn step_job(h: &Harness, session: u32, summarized_until: u64) -> Job {
         incarnation: incarnation(h).await,
         session,
         summarized_until,
+        last_seq: 0,
     }
 }
 
@@ -498,6 +501,33 @@ async fn an_empty_summary_is_an_error_and_writes_nothing() {
     assert_eq!(head(&h).await.summarized_until, 0);
 }
 
+#[tokio::test]
+async fn a_refused_or_cut_off_summary_is_an_error_and_folds_nothing() {
+    // Found by the simulator: a summary model that refused answered a text of its
+    // own, which was stored as the record of the folded messages, forgetting them.
+    for stop in [StopReason::Refusal, StopReason::ModelContextWindowExceeded] {
+        let h = harness();
+        booking_conversation(&h).await;
+        h.model.push(Ok(degrau::model::scripted::response(
+            vec![ContentBlock::text("I can't help with that.")],
+            stop.clone(),
+            usage(700),
+        )));
+        let error = h
+            .compactor
+            .run(&step_job(&h, 1, 0).await, minute())
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(error, CompactorError::UnusableSummary(_)),
+            "{stop:?}: {error:?}"
+        );
+        assert!(error.retryable(), "another delivery may summarise");
+        let head = head(&h).await;
+        assert_eq!((head.summarized_until, head.summary), (0, None), "{stop:?}");
+    }
+}
+
 fn fact(key: &str, value: &str, seq: u64) -> Fact {
     Fact {
         key: FactKey::parse(key).unwrap(),
@@ -879,4 +909,57 @@ async fn a_step_after_a_long_backlog_folds_a_bounded_span() {
     }
     assert!(steps >= 2);
     assert_eq!(head(&h).await.summarized_until, 52);
+}
+
+#[tokio::test]
+async fn a_job_that_arrives_before_the_index_shows_its_head_is_delivered_again() {
+    // `by-incarnation` is eventually consistent: the step job of a contact's first
+    // rounds can reach the compactor before the index shows the head. Answered as
+    // "erased" it would be deleted from the queue and the step lost until the next
+    // round asked again; it is left for redelivery instead, and only a job still
+    // unfound at its third receive is skipped.
+    let h = harness();
+    h.store.set_semantics(Semantics {
+        index_lag: true,
+        ..Semantics::default()
+    });
+    booking_conversation(&h).await;
+    let job = step_job(&h, 1, 0).await;
+    h.model.push(ScriptedModel::text(SUMMARY, usage(700)));
+
+    for receives in 1..NOT_FOUND_RECEIVES {
+        assert!(
+            matches!(
+                h.compactor.run_delivery(&job, receives, minute()).await,
+                Err(CompactorError::NotFound)
+            ),
+            "receive {receives}: left on the queue"
+        );
+    }
+    assert_eq!(head(&h).await.summarized_until, 0, "nothing folded yet");
+
+    h.store.sync_index(&key());
+    assert!(matches!(
+        h.compactor.run_delivery(&job, 2, minute()).await.unwrap(),
+        JobOutcome::StepApplied { .. }
+    ));
+    assert_eq!(head(&h).await.summary.as_deref(), Some(SUMMARY));
+}
+
+#[tokio::test]
+async fn a_job_whose_contact_is_never_found_is_skipped_at_its_last_receive() {
+    let h = harness();
+    let job = step_job(&h, 1, 0).await;
+    assert!(matches!(
+        h.compactor.run_delivery(&job, 1, minute()).await,
+        Err(CompactorError::NotFound)
+    ));
+    assert_eq!(
+        h.compactor
+            .run_delivery(&job, NOT_FOUND_RECEIVES, minute())
+            .await
+            .unwrap(),
+        JobOutcome::StepSkipped { reason: "erased" }
+    );
+    assert!(h.model.requests().is_empty());
 }

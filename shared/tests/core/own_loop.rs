@@ -95,12 +95,16 @@ fn body(head: &str, messages: Vec<Value>, usage: Value) -> Value {
 }
 
 async fn context(h: &Harness) -> ContextView {
-    h.service.context(&key()).await.unwrap()
+    h.service.context(&key(), minute()).await.unwrap()
 }
 
 async fn record(h: &Harness, body: &Value) -> Result<RecordedRound, AskError> {
     let request = RoundRequest::parse(body)?;
-    match h.service.record_round(&key(), &request, None).await? {
+    match h
+        .service
+        .record_round(&key(), &request, None, minute())
+        .await?
+    {
         RoundOutcome::Recorded(round) => Ok(round),
         RoundOutcome::Replayed(body) => panic!("unexpected replay {body}"),
     }
@@ -727,7 +731,7 @@ async fn recorded_rounds_are_idempotent_and_a_failed_attempt_frees_its_key() {
     .unwrap();
     let RoundOutcome::Recorded(first) = h
         .service
-        .record_round(&key(), &good, Some(&idem))
+        .record_round(&key(), &good, Some(&idem), minute())
         .await
         .unwrap()
     else {
@@ -736,7 +740,7 @@ async fn recorded_rounds_are_idempotent_and_a_failed_attempt_frees_its_key() {
     // The retry carries a head that is stale by now: the replay comes first.
     let replay = h
         .service
-        .record_round(&key(), &good, Some(&idem))
+        .record_round(&key(), &good, Some(&idem), minute())
         .await
         .unwrap();
     assert_eq!(
@@ -750,13 +754,17 @@ async fn recorded_rounds_are_idempotent_and_a_failed_attempt_frees_its_key() {
     ))
     .unwrap();
     assert!(matches!(
-        h.service.record_round(&key(), &other, Some(&idem)).await,
+        h.service
+            .record_round(&key(), &other, Some(&idem), minute())
+            .await,
         Err(AskError::IdempotencyMismatch)
     ));
     // A stale attempt under a new key fails and frees the key for the fixed body.
     let key2 = IdempotencyKey::parse("round-2").unwrap();
     assert!(matches!(
-        h.service.record_round(&key(), &other, Some(&key2)).await,
+        h.service
+            .record_round(&key(), &other, Some(&key2), minute())
+            .await,
         Err(AskError::Conflict(_))
     ));
     let fresh = context(&h).await;
@@ -767,7 +775,9 @@ async fn recorded_rounds_are_idempotent_and_a_failed_attempt_frees_its_key() {
     ))
     .unwrap();
     assert!(matches!(
-        h.service.record_round(&key(), &fixed, Some(&key2)).await,
+        h.service
+            .record_round(&key(), &fixed, Some(&key2), minute())
+            .await,
         Ok(RoundOutcome::Recorded(_))
     ));
 }
@@ -819,4 +829,53 @@ async fn every_accepted_round_makes_a_next_request_the_api_accepts() {
         .map(|m| m.to_message())
         .collect();
     assert_eq!(stored[6].text(), "plain string content");
+}
+
+#[tokio::test]
+async fn a_recorded_tool_round_of_a_tenant_without_tools_reaches_the_next_ask_as_text() {
+    // A tenant with no tools of degrau's own, whose client's loop runs its own.
+    let h = harness();
+    let config: TenantConfig = serde_json::from_value(json!({"tools": []})).unwrap();
+    h.store
+        .put_tenant_config(&key().tenant, &config)
+        .await
+        .unwrap();
+    let view = context(&h).await;
+    record(
+        &h,
+        &body(
+            &view.head,
+            tool_round("Free on Friday?", "toolu_own"),
+            usage(300),
+        ),
+    )
+    .await
+    .unwrap();
+    // The strict model refuses a request with tool blocks and no tools, as the API
+    // does: before, every later ask was a 502 until a step folded the round.
+    h.model
+        .push(ScriptedModel::text("Booked.", Usage::default()));
+    answered(
+        h.service
+            .ask(&key(), "Book 09:00", None, minute())
+            .await
+            .unwrap(),
+    );
+    let sent = h.model.requests().pop().unwrap();
+    assert!(sent.tools.is_empty());
+    validate_request(&sent).unwrap();
+    let json = serde_json::to_string(&sent.messages).unwrap();
+    assert!(
+        !json.contains("tool_use") && !json.contains("tool_result"),
+        "{json}"
+    );
+    assert!(json.contains("[the agent called list_free_slots {\\\"day\\\":\\\"2026-12-04\\\"}]"));
+    assert!(json.contains("[the tool returned: [\\\"09:00\\\"]]"));
+    // The context a client's own loop reads keeps the blocks: it brings its tools.
+    let view = context(&h).await;
+    assert!(
+        serde_json::to_string(&view.context)
+            .unwrap()
+            .contains("toolu_own")
+    );
 }

@@ -328,6 +328,9 @@ impl Store for FlakyIndex {
     async fn load_turn(&self, key: &ContactKey, now: i64) -> Result<TurnState, StoreError> {
         self.inner.load_turn(key, now).await
     }
+    async fn defer_sweep(&self, key: &ContactKey, due: i64, next: i64) -> Result<bool, StoreError> {
+        self.inner.defer_sweep(key, due, next).await
+    }
     async fn load_memory(
         &self,
         key: &ContactKey,
@@ -607,4 +610,56 @@ async fn heads_not_yet_idle_by_their_tenants_longer_timeout_never_hold_up_the_id
     let report = h.sweep(h.at(10 * MINUTE + IDLE)).await;
     assert_eq!(report.enqueued, 1, "{report:?}");
     assert_eq!(h.facts(&h.sweep_jobs).await, vec![(late, 1)]);
+}
+
+#[tokio::test]
+async fn heads_that_keep_failing_move_behind_the_others_instead_of_starving_them() {
+    const LIMIT: usize = 2;
+    let h = harness();
+    let compactor = Compactor {
+        defaults: Defaults {
+            sweep_limit_per_bucket: LIMIT,
+            ..Defaults::default()
+        },
+        ..h.compactor.clone()
+    };
+    // The oldest heads of a bucket belong to a tenant whose settings cannot be
+    // honoured (a sweep can never request their facts); younger heads behind them.
+    let bucket = bucket_of(&key("broken", "b0"));
+    let in_bucket = |tenant: &'static str| {
+        (0..)
+            .map(move |i| key(tenant, &format!("{tenant}{i}")))
+            .filter(move |k| bucket_of(k) == bucket)
+    };
+    let broken: Vec<ContactKey> = in_bucket("broken").take(LIMIT).collect();
+    let waiting: Vec<ContactKey> = in_bucket("barber").take(2).collect();
+    for (i, contact) in broken.iter().chain(&waiting).enumerate() {
+        h.at(i as i64 * MINUTE);
+        h.say(contact, "hi").await;
+    }
+    let unusable = TenantConfig {
+        transcript_retention_days: Some(0),
+        ..TenantConfig::default()
+    };
+    h.store
+        .put_tenant_config(&TenantId::parse("broken").unwrap(), &unusable)
+        .await
+        .unwrap();
+
+    let now = h.at(IDLE + 10 * MINUTE);
+    let first = compactor.sweep(&h.sweep_jobs, now).await.unwrap();
+    assert_eq!(first.enqueued, 0, "the oldest heads fill the run and fail");
+    // The next run (the schedule's next minute) reads the heads behind them.
+    let second = compactor
+        .sweep(&h.sweep_jobs, h.at(IDLE + 11 * MINUTE))
+        .await
+        .unwrap();
+    assert_eq!(second.enqueued, waiting.len(), "{second:?}");
+    let swept: Vec<ContactKey> = h
+        .facts(&h.sweep_jobs)
+        .await
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(swept, waiting);
 }

@@ -15,7 +15,7 @@ use degrau::domain::{
     StoredMessage, TenantId,
 };
 use degrau::pruning::PruneDecision;
-use degrau::store::memory::MemoryStore;
+use degrau::store::memory::{ItemRef, MemoryStore};
 use degrau::store::{
     AppliedStep, Claim, ClosedSession, CompletedRequest, ContactKey, Cursor, DEFAULT_SWEEP_BUCKETS,
     DueHead, FactWrite, MAX_PRUNES_PER_STEP, MAX_REFRESH_PER_ROUND, PendingChange, RoundCommit,
@@ -70,6 +70,8 @@ trait Backend: Sized {
     async fn delete_message(&self, key: &ContactKey, session: u32, seq: u64);
     /// The head's `expires_at` attribute, read raw.
     async fn raw_head_expires_at(&self, key: &ContactKey) -> Option<i64>;
+    /// Deletes the head alone, as DynamoDB's TTL may before the messages.
+    async fn delete_head(&self, key: &ContactKey);
 }
 
 struct Memory(Arc<MemoryStore>);
@@ -125,6 +127,10 @@ impl Backend for Memory {
 
     async fn raw_head_expires_at(&self, key: &ContactKey) -> Option<i64> {
         self.0.load_head(key).await.unwrap()?.expires_at
+    }
+
+    async fn delete_head(&self, key: &ContactKey) {
+        self.0.ttl_delete(key, &ItemRef::Head);
     }
 }
 
@@ -334,6 +340,17 @@ impl Backend for Dynamo {
         let item = self.raw_get(key, keys::HEAD_SK.into()).await?;
         raw_number(&item, "expires_at")
     }
+
+    async fn delete_head(&self, key: &ContactKey) {
+        self.client
+            .delete_item()
+            .table_name(&self.table)
+            .key("pk", s(raw_pk(key)))
+            .key("sk", s(keys::HEAD_SK))
+            .send()
+            .await
+            .unwrap();
+    }
 }
 
 // ---- fixtures --------------------------------------------------------------------
@@ -427,6 +444,7 @@ fn round(key: &ContactKey, expected: Option<&Head>, messages: Vec<StoredMessage>
         messages,
         idempotency: None,
         archive: None,
+        refresh: Vec::new(),
         messages_expire_at: RETAINED,
     }
 }
@@ -1616,26 +1634,66 @@ async fn a_window_with_a_hole_starts_at_the_first_safe_start_after_the_last_one(
     assert_eq!(page.messages.len(), 6);
 }
 
-async fn a_head_past_its_expiry_is_gone_for_load_memory_but_not_for_load_turn(
+async fn a_head_past_its_expiry_is_gone_and_a_first_round_writes_over_it(backend: impl Backend) {
+    let store = backend.store();
+    let key = ana();
+    let mut first = round(&key, None, exchange(1, None, "hello"));
+    first.head.expires_at = Some(NOW + 60);
+    first.messages_expire_at = NOW + 60;
+    store.commit_round(&first).await.unwrap();
+    assert_eq!(backend.raw_head_expires_at(&key).await, Some(NOW + 60));
+    let (head, _) = store.load_memory(&key, NOW + 59).await.unwrap();
+    assert_eq!(head.unwrap().expires_at, Some(NOW + 60));
+    assert_eq!(store.load_memory(&key, NOW + 60).await.unwrap().0, None);
+    // Gone for the next round too, as DynamoDB's TTL will make it: a round starts
+    // over, and its writes replace the expired items their keys still name.
+    let turn = store.load_turn(&key, NOW + 60).await.unwrap();
+    assert_eq!(turn.head, None);
+    assert!(turn.window.is_empty());
+    let mut again = round(&key, None, exchange(1, None, "again"));
+    again.head.last_activity = NOW + 61;
+    store.commit_round(&again).await.unwrap();
+    assert_eq!(backend.raw_head_expires_at(&key).await, Some(RETAINED));
+    assert_eq!(
+        backend.raw_message_expires_at(&key, 1, 1).await,
+        Some(RETAINED)
+    );
+    let turn = store.load_turn(&key, NOW + 61).await.unwrap();
+    assert_eq!(turn.head.unwrap().incarnation, again.head.incarnation);
+    assert_eq!(turn.window, again.messages);
+}
+
+async fn a_contact_whose_head_ttl_deleted_first_starts_over_over_its_expired_messages(
     backend: impl Backend,
 ) {
     let store = backend.store();
     let key = ana();
     let mut first = round(&key, None, exchange(1, None, "hello"));
     first.head.expires_at = Some(NOW + 60);
+    first.messages_expire_at = NOW + 60;
     store.commit_round(&first).await.unwrap();
-    assert_eq!(backend.raw_head_expires_at(&key).await, Some(NOW + 60));
-    let (head, _) = store.load_memory(&key, NOW + 59).await.unwrap();
-    assert_eq!(head.unwrap().expires_at, Some(NOW + 60));
-    assert_eq!(store.load_memory(&key, NOW + 60).await.unwrap().0, None);
-    // The next round needs it, to replace it under its condition.
-    let turn = store.load_turn(&key, NOW + 60).await.unwrap();
-    let expired = turn.head.unwrap();
-    assert!(expired.expired_at(NOW + 60));
-    let next = round(&key, Some(&expired), exchange(2, Some(&expired), "again"));
-    store.commit_round(&next).await.unwrap();
-    assert_eq!(backend.raw_head_expires_at(&key).await, Some(RETAINED));
-    assert!(store.load_memory(&key, NOW + 60).await.unwrap().0.is_some());
+    // TTL deletes in any order: here the head first, the messages not yet.
+    backend.delete_head(&key).await;
+    assert_eq!(backend.raw_item_count(&key).await, 2);
+    let mut again = round(&key, None, exchange(1, None, "again"));
+    again.head.last_activity = NOW + 61;
+    store.commit_round(&again).await.unwrap();
+    assert_eq!(
+        store.load_turn(&key, NOW + 61).await.unwrap().window,
+        again.messages
+    );
+    // A message still live is never written over, head or no head.
+    let mut live = round(&key, None, exchange(1, None, "third"));
+    live.head.last_activity = NOW + 62;
+    backend.delete_head(&key).await;
+    assert!(matches!(
+        store.commit_round(&live).await,
+        Err(StoreError::Conflict(_))
+    ));
+    assert_eq!(
+        backend.raw_message_expires_at(&key, 1, 1).await,
+        Some(RETAINED)
+    );
 }
 
 async fn refreshing_expiry_sets_the_ttl_of_existing_messages_of_the_same_life_only(
@@ -2385,7 +2443,8 @@ macro_rules! contract_tests {
             a_settled_head_moves_or_leaves_the_index_and_records_the_request,
             settling_a_head_that_moved_on_or_was_erased_writes_nothing,
             a_window_with_a_hole_starts_at_the_first_safe_start_after_the_last_one,
-            a_head_past_its_expiry_is_gone_for_load_memory_but_not_for_load_turn,
+            a_head_past_its_expiry_is_gone_and_a_first_round_writes_over_it,
+            a_contact_whose_head_ttl_deleted_first_starts_over_over_its_expired_messages,
             refreshing_expiry_sets_the_ttl_of_existing_messages_of_the_same_life_only,
             a_round_that_requests_facts_leaves_them_pending_until_the_job_is_done,
         );

@@ -1,0 +1,301 @@
+//! What a simulation asks of the in-memory store beyond the port's contract:
+//! behaviours of DynamoDB that production meets and an example test never does.
+//! All are off by default, so the store contract suite keeps both adapters equal
+//! on everything else (`docs/DESIGN.md`, "The simulator").
+//!
+//! - **TTL.** Nothing is deleted by itself (reads only treat expired items as
+//!   gone): [`MemoryStore::expired_items`] lists what DynamoDB's TTL may delete,
+//!   and [`MemoryStore::ttl_delete`] deletes one, in whatever order and as late as
+//!   the simulation chooses (the head before its messages, or after).
+//! - **Index lag** ([`Semantics::index_lag`]). The two global secondary indexes
+//!   (`find_contact`'s and `due_heads`') show each contact's head as it was when
+//!   [`MemoryStore::sync_index`] last copied it: a job may arrive before the index
+//!   shows its head, and an erased head may still show.
+//! - **Torn reads** ([`Semantics::torn`]). `load_turn` reads the head and then the
+//!   window (two Queries) with other work in between; a round's transaction lands
+//!   in two halves, in any order, with other work in between, so a Query may see
+//!   part of it. Meanwhile another write on the contact meets a
+//!   `TransactionConflict`, tried again a few times as the DynamoDB adapter does,
+//!   then unavailable.
+//!
+//! The interleaving points yield to the executor; a simulation that runs several
+//! operations at once on one thread (joined futures) decides what runs in
+//! between, from its seed (`fastrand`'s thread-local generator, which it seeds).
+
+use super::{Contact, MemoryStore, RoundWrite, State};
+use crate::domain::{Fact, FactKey, Head, Incarnation, StoredMessage};
+use crate::store::{ContactKey, RoundCommit, SessionArchive, StoreError, SweepSlot};
+
+/// Attempts at a write that meets a transaction in flight on its contact, as the
+/// DynamoDB adapter tries a `TransactionConflict` again.
+const CONFLICT_ATTEMPTS: usize = 4;
+
+/// DynamoDB behaviours the in-memory store models when asked (see the module
+/// documentation).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Semantics {
+    /// The indexes lag behind the items until [`MemoryStore::sync_index`].
+    pub index_lag: bool,
+    /// Reads and round transactions interleave with other work.
+    pub torn: bool,
+}
+
+/// A contact's head as an index shows it.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Indexed {
+    /// The incarnation (`by-incarnation`).
+    pub(super) incarnation: Option<Incarnation>,
+    /// The sweep entry (`by-activity`).
+    pub(super) sweep: Option<SweepSlot>,
+}
+
+/// One item of a contact's partition, as TTL deletes it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ItemRef {
+    /// The head.
+    Head,
+    /// A fact.
+    Fact(FactKey),
+    /// A message.
+    Message {
+        /// Its session.
+        session: u32,
+        /// Its sequence number.
+        seq: u64,
+    },
+    /// A closed session's archive.
+    Archive(u32),
+    /// An idempotency record, by key.
+    Request(String),
+}
+
+/// Everything stored about a contact, expired or not, as a raw read sees it.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    /// The head.
+    pub head: Option<Head>,
+    /// Its sweep index entry.
+    pub sweep: Option<SweepSlot>,
+    /// The facts, with their TTL.
+    pub facts: Vec<(Fact, Option<i64>)>,
+    /// The messages in key order, with their TTL.
+    pub messages: Vec<(StoredMessage, Option<i64>)>,
+    /// The closed sessions' archives.
+    pub archives: Vec<SessionArchive>,
+    /// How many idempotency records.
+    pub requests: usize,
+}
+
+/// Lets other work run: a point where the simulation interleaves (one to three
+/// yields, as its seed decides).
+pub(super) async fn interleave() {
+    for _ in 0..fastrand::usize(1..=3) {
+        tokio::task::yield_now().await;
+    }
+}
+
+impl State {
+    /// Every contact's head as the indexes show it: the live items, or under index
+    /// lag what was last copied.
+    pub(super) fn indexed(&self) -> Vec<(ContactKey, Indexed)> {
+        if self.semantics.index_lag {
+            return self
+                .index
+                .iter()
+                .map(|(key, indexed)| (key.clone(), indexed.clone()))
+                .collect();
+        }
+        self.contacts
+            .iter()
+            .filter_map(|(key, contact)| Some((key.clone(), live_entry(contact)?)))
+            .collect()
+    }
+}
+
+/// What the indexes would show of a contact now; `None` without a head.
+fn live_entry(contact: &Contact) -> Option<Indexed> {
+    let head = contact.head.as_ref()?;
+    Some(Indexed {
+        incarnation: head.incarnation.clone(),
+        sweep: contact.sweep,
+    })
+}
+
+impl MemoryStore {
+    /// Turns the modelled behaviours on or off; turning index lag on starts the
+    /// indexes from the items as they are.
+    pub fn set_semantics(&self, semantics: Semantics) {
+        let mut state = self.lock();
+        if semantics.index_lag && !state.semantics.index_lag {
+            let keys: Vec<ContactKey> = state.contacts.keys().cloned().collect();
+            for key in keys {
+                sync(&mut state, &key);
+            }
+        }
+        state.semantics = semantics;
+    }
+
+    /// The behaviours turned on.
+    pub fn semantics(&self) -> Semantics {
+        self.lock().semantics
+    }
+
+    /// Index lag: the indexes catch up with the contact's head.
+    pub fn sync_index(&self, key: &ContactKey) {
+        sync(&mut self.lock(), key);
+    }
+
+    /// Index lag: the indexes catch up with every head.
+    pub fn sync_indexes(&self) {
+        let mut state = self.lock();
+        let keys: Vec<ContactKey> = state
+            .contacts
+            .keys()
+            .chain(state.index.keys())
+            .cloned()
+            .collect();
+        for key in keys {
+            sync(&mut state, &key);
+        }
+    }
+
+    /// Every contact with an item, in key order.
+    pub fn contact_keys(&self) -> Vec<ContactKey> {
+        let mut keys: Vec<ContactKey> = self.lock().contacts.keys().cloned().collect();
+        keys.sort_by(|a, b| (&a.tenant, &a.contact).cmp(&(&b.tenant, &b.contact)));
+        keys
+    }
+
+    /// The items DynamoDB's TTL may delete at `now` (their `expires_at` passed), in
+    /// key order.
+    pub fn expired_items(&self, now: i64) -> Vec<(ContactKey, ItemRef)> {
+        let state = self.lock();
+        let mut found = Vec::new();
+        for (key, contact) in &state.contacts {
+            let expired = |at: Option<i64>| at.is_some_and(|at| at <= now);
+            if contact.head.as_ref().is_some_and(|h| expired(h.expires_at)) {
+                found.push((key.clone(), ItemRef::Head));
+            }
+            for (fact, at) in contact.facts.values() {
+                if expired(*at) {
+                    found.push((key.clone(), ItemRef::Fact(fact.key.clone())));
+                }
+            }
+            for (&(session, seq), entry) in &contact.messages {
+                if expired(entry.expires_at) {
+                    found.push((key.clone(), ItemRef::Message { session, seq }));
+                }
+            }
+            for archive in contact.archives.values() {
+                if expired(Some(archive.expires_at)) {
+                    found.push((key.clone(), ItemRef::Archive(archive.session)));
+                }
+            }
+            for (name, request) in &contact.requests {
+                if expired(Some(request.expires_at)) {
+                    found.push((key.clone(), ItemRef::Request(name.clone())));
+                }
+            }
+        }
+        found.sort_by(|(a, x), (b, y)| (&a.tenant, &a.contact, x).cmp(&(&b.tenant, &b.contact, y)));
+        found
+    }
+
+    /// Deletes one item as DynamoDB's TTL does: unconditionally (the head takes its
+    /// index entries with it).
+    pub fn ttl_delete(&self, key: &ContactKey, item: &ItemRef) {
+        let mut state = self.lock();
+        let Some(contact) = state.contacts.get_mut(key) else {
+            return;
+        };
+        match item {
+            ItemRef::Head => {
+                contact.head = None;
+                contact.sweep = None;
+            }
+            ItemRef::Fact(fact) => {
+                contact.facts.remove(fact.as_str());
+            }
+            ItemRef::Message { session, seq } => {
+                contact.messages.remove(&(*session, *seq));
+            }
+            ItemRef::Archive(session) => {
+                contact.archives.remove(session);
+            }
+            ItemRef::Request(name) => {
+                contact.requests.remove(name);
+            }
+        }
+        if contact.item_count() == 0 {
+            state.contacts.remove(key);
+        }
+    }
+
+    /// Everything stored about the contact, expired or not.
+    pub fn snapshot(&self, key: &ContactKey) -> Snapshot {
+        let state = self.lock();
+        let Some(contact) = state.contacts.get(key) else {
+            return Snapshot::default();
+        };
+        Snapshot {
+            head: contact.head.clone(),
+            sweep: contact.sweep,
+            facts: contact.facts.values().cloned().collect(),
+            messages: contact
+                .messages
+                .values()
+                .map(|entry| (entry.message.clone(), entry.expires_at))
+                .collect(),
+            archives: contact.archives.values().cloned().collect(),
+            requests: contact.requests.len(),
+        }
+    }
+
+    /// Waits out a round's transaction in flight on the contact (torn semantics),
+    /// a few times, as the DynamoDB adapter tries a `TransactionConflict` again;
+    /// then the write is unavailable, and wrote nothing.
+    pub(super) async fn settled(&self, key: &ContactKey) -> Result<(), StoreError> {
+        for _ in 0..CONFLICT_ATTEMPTS {
+            let in_flight = self
+                .lock()
+                .contacts
+                .get(key)
+                .is_some_and(|contact| contact.in_flight);
+            if !in_flight {
+                return Ok(());
+            }
+            interleave().await;
+        }
+        Err(StoreError::Unavailable(
+            "transaction conflict: another transaction on the contact is in flight".into(),
+        ))
+    }
+
+    /// Lands part of a round's transaction; `in_flight` tells whether the rest is
+    /// still to come.
+    pub(super) fn apply_half(
+        &self,
+        commit: &RoundCommit,
+        writes: Vec<RoundWrite>,
+        in_flight: bool,
+    ) {
+        let mut state = self.lock();
+        let contact = state.contacts.entry(commit.key.clone()).or_default();
+        for write in writes {
+            write.apply(contact, commit);
+        }
+        contact.in_flight = in_flight;
+    }
+}
+
+/// Copies the contact's head into the lagging indexes (or takes it out).
+fn sync(state: &mut State, key: &ContactKey) {
+    match state.contacts.get(key).and_then(live_entry) {
+        Some(entry) => {
+            state.index.insert(key.clone(), entry);
+        }
+        None => {
+            state.index.remove(key);
+        }
+    }
+}
