@@ -6,6 +6,8 @@
 #   ./dev.sh test    run every test (installs what it needs, starts moto itself),
 #                    the Python client's against the local stack
 #   ./dev.sh bench   run the benchmarks; prints the tables, writes results/
+#   ./dev.sh simulate  the seeded simulation's long run (release build): 1,000 seeds
+#                    unless --seeds N; --replay FILE plays a failing plan again
 #   ./dev.sh release `sam build`: both functions for arm64 with cargo-lambda (slow:
 #                    not part of .ci/run), into .aws-sam/build
 set -euo pipefail
@@ -37,6 +39,12 @@ case "${1:-}" in
     # The Python client's tests: they start the local stack (infra/stack.sh, on
     # DEGRAU_API_PORT / DEGRAU_STANDIN_PORT) and stop it after.
     PYTHONPATH="$PWD/clients/python/src" .venv/bin/python -m pytest -q -p no:cacheprovider clients/python/tests
+    # The simulation's long run: generated histories beyond `cargo test`'s budget.
+    cargo run --release -q -p degrau-sim --bin simulate -- --seeds 300
+    ;;
+  simulate)
+    if [ $# -gt 1 ]; then set -- "${@:2}"; else set -- --seeds 1000; fi
+    cargo run --release -q -p degrau-sim --bin simulate -- "$@"
     ;;
   bench)
     bash bench/run.sh "${@:2}"
@@ -51,7 +59,7 @@ case "${1:-}" in
       .venv-sam/bin/sam build --template template.yaml "${@:2}"
     ;;
   *)
-    echo "usage: ./dev.sh up|start|stop|test|bench|release" >&2
+    echo "usage: ./dev.sh up|start|stop|test|bench|simulate|release" >&2
     exit 2
     ;;
 esac

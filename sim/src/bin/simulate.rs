@@ -1,0 +1,133 @@
+//! The simulator's long runs: `simulate --seeds N [--from S] [--events E]` plays
+//! seeds S..S+N, each a plan of E events, and prints what it covered (events and
+//! seeds a second, simulated days, invariant checks); on the first failing seed it
+//! shrinks the plan, prints the shortest failing list and writes it to
+//! `sim-failure.json`. `simulate --replay FILE` plays a plan written so, and
+//! `simulate --seed S` plays one seed (both print every event of a failure).
+//! (README, "Reliability": replaying a failing seed.)
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use degrau_sim::{Plan, generate, run, shrink};
+
+/// Events a plan holds unless `--events` says otherwise (as `./dev.sh test`).
+const DEFAULT_EVENTS: usize = 400;
+/// Runs a shrink may make.
+const SHRINK_BUDGET: usize = 400;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let value = |flag: &str| {
+        args.iter()
+            .position(|arg| arg == flag)
+            .and_then(|at| args.get(at + 1))
+            .cloned()
+    };
+    let number = |flag: &str, default: u64| {
+        value(flag).map_or(default, |text| {
+            text.parse().unwrap_or_else(|_| {
+                eprintln!("{flag} takes a number, not {text}");
+                std::process::exit(2)
+            })
+        })
+    };
+    let events = number("--events", DEFAULT_EVENTS as u64) as usize;
+    if let Some(path) = value("--replay") {
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|err| {
+            eprintln!("cannot read {path}: {err}");
+            std::process::exit(2)
+        });
+        let plan: Plan = serde_json::from_str(&text).unwrap_or_else(|err| {
+            eprintln!("{path} is not a plan: {err}");
+            std::process::exit(2)
+        });
+        return replay(&plan);
+    }
+    if value("--seed").is_some() {
+        return replay(&generate(number("--seed", 0), events));
+    }
+    let seeds = number("--seeds", 100);
+    let from = number("--from", 1);
+    let started = Instant::now();
+    let mut total = degrau_sim::Stats::default();
+    for seed in from..from + seeds {
+        let plan = generate(seed, events);
+        match run(&plan) {
+            Ok(stats) => {
+                total.events += stats.events;
+                total.checks += stats.checks;
+                total.messages += stats.messages;
+                total.rounds += stats.rounds;
+                total.model_calls += stats.model_calls;
+                total.seconds += stats.seconds;
+            }
+            Err(failure) => {
+                eprintln!(
+                    "seed {seed} failed at event {}: {}",
+                    failure.step, failure.violation
+                );
+                let (shrunk, failure) = shrink(&plan, &failure, SHRINK_BUDGET);
+                print_failure(&shrunk, &failure);
+                let json = serde_json::to_string_pretty(&shrunk).expect("a plan serialises");
+                match std::fs::write("sim-failure.json", json) {
+                    Ok(()) => eprintln!(
+                        "the shortest failing plan is in sim-failure.json; replay it with \
+                         `./dev.sh simulate --replay sim-failure.json`"
+                    ),
+                    Err(err) => eprintln!("could not write sim-failure.json: {err}"),
+                }
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    println!(
+        "{seeds} seeds (from {from}), {events} events each: all invariants held\n\
+         {:.1} seeds/s, {:.0} events/s, {:.1} s in all\n\
+         {} events, {} invariant checks, {} messages sent, {} rounds stored, {} model calls\n\
+         {:.1} simulated days ({:.2} a seed)",
+        seeds as f64 / elapsed,
+        total.events as f64 / elapsed,
+        elapsed,
+        total.events,
+        total.checks,
+        total.messages,
+        total.rounds,
+        total.model_calls,
+        total.seconds as f64 / 86_400.0,
+        total.seconds as f64 / 86_400.0 / seeds.max(1) as f64,
+    );
+    ExitCode::SUCCESS
+}
+
+fn replay(plan: &Plan) -> ExitCode {
+    match run(plan) {
+        Ok(stats) => {
+            println!(
+                "seed {}: {} events, all invariants held ({} checks)",
+                plan.seed, stats.events, stats.checks
+            );
+            ExitCode::SUCCESS
+        }
+        Err(failure) => {
+            print_failure(plan, &failure);
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn print_failure(plan: &Plan, failure: &degrau_sim::Failure) {
+    eprintln!(
+        "seed {} (window {} tokens), {} events, broken after event {}: {}",
+        plan.seed,
+        plan.window,
+        plan.steps.len(),
+        failure.step,
+        failure.violation
+    );
+    for (index, step) in plan.steps.iter().enumerate().take(failure.step + 1) {
+        eprintln!("  {index:>4}  {:?}", step.event);
+    }
+    eprintln!("the state then:\n{}", failure.state);
+}

@@ -1,0 +1,693 @@
+//! degrau's simulator: a deterministic, seeded simulation of the whole memory under
+//! faults, in the manner of FoundationDB's simulation and TigerBeetle's VOPR. A
+//! seed generates a [`Plan`] (weeks of events over a few contacts of three
+//! tenants); the plan runs the core's `ask`, recorded rounds, steps, facts jobs,
+//! the sweep and erasure over the in-memory store with DynamoDB's semantics turned
+//! on (TTL deleting in any order, indexes that lag, Queries that see part of a
+//! transaction), a simulated model, a simulated SQS FIFO queue and one clock; and
+//! after every event the [`oracle`] checks the invariants. A failing plan is shrunk
+//! to the shortest list of events that still fails, and can be replayed exactly.
+//!
+//! Everything runs on one thread under tokio's paused clock: operations "at once"
+//! are futures joined in order, interleaving wherever the store yields, so the
+//! seed decides every interleaving and every timeout.
+//!
+//! Layout: [`events`] (the plan), [`world`] (the deployment), [`model`] (the
+//! simulated Messages API), [`faults`] (the store's failures), [`queue`] (SQS
+//! FIFO and the compactor's batches), [`oracle`] (the invariants); this file runs a
+//! plan and shrinks a failing one.
+//!
+//! (`docs/DESIGN.md`, "The simulator"; README, "Reliability".)
+
+pub mod events;
+pub mod faults;
+pub mod model;
+pub mod oracle;
+pub mod queue;
+pub mod world;
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
+use std::time::Duration;
+
+use degrau::ask::{AskError, AskOutcome, AskResponse, RecordedRound, RoundOutcome, RoundRequest};
+use degrau::deadline::Deadline;
+use degrau::domain::IdempotencyKey;
+use serde_json::json;
+
+pub use events::{Event, Plan, Step, generate};
+use model::{estimate_json, filler, tokens};
+pub use oracle::Violation;
+use oracle::{Oracle, Told, user_token};
+use world::World;
+
+/// `ask`'s own time budget (`ASK_TIMEOUT_SECONDS`).
+const ASK_BUDGET: Duration = Duration::from_secs(25);
+/// API Gateway's: the client gets a 503 after this, whatever the function does.
+const GATEWAY_TIMEOUT: Duration = Duration::from_secs(29);
+/// Asks a contact gets, once faults stop, to answer 200.
+const UNSTUCK_ATTEMPTS: usize = 3;
+
+/// What a run did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Events played.
+    pub events: u64,
+    /// Invariant checks made (one per contact per event, and each liveness check).
+    pub checks: u64,
+    /// Messages the clients sent.
+    pub messages: u64,
+    /// Rounds stored (told so).
+    pub rounds: u64,
+    /// Model calls.
+    pub model_calls: u64,
+    /// Simulated seconds.
+    pub seconds: i64,
+}
+
+/// A plan that broke an invariant.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    /// The index of the step after which the invariant was found broken.
+    pub step: usize,
+    /// What broke.
+    pub violation: Violation,
+    /// Every contact's head and messages when it broke, one line each, to read
+    /// beside the events.
+    pub state: String,
+}
+
+/// Runs `plan`, checking the invariants after every step.
+pub fn run(plan: &Plan) -> Result<Stats, Failure> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a current-thread runtime");
+    runtime.block_on(play(plan))
+}
+
+async fn play(plan: &Plan) -> Result<Stats, Failure> {
+    degrau::metrics::set_muted(true);
+    let mut world = World::new(plan.window, events::CONTACTS).await;
+    let mut oracle = Oracle::new(events::CONTACTS);
+    let mut stats = Stats::default();
+    for (index, step) in plan.steps.iter().enumerate() {
+        fastrand::seed(step.seed);
+        let mut result = play_step(&mut world, &mut oracle, &step.event, &mut stats).await;
+        if result.is_ok() {
+            // The indexes usually catch up within the event; sometimes not.
+            if fastrand::u8(0..10) < 8 {
+                world.memory.sync_indexes();
+            }
+            result = check_all(&world, &mut oracle);
+        }
+        if let Err(violation) = result {
+            return Err(Failure {
+                step: index,
+                violation,
+                state: describe(&world),
+            });
+        }
+        stats.events += 1;
+    }
+    stats.checks = oracle.checks;
+    stats.model_calls = world.model.calls();
+    stats.seconds = world.now() - world::START;
+    Ok(stats)
+}
+
+/// Every contact's head and messages (`seq:role:token?:expires-in`), one line
+/// each.
+fn describe(world: &World) -> String {
+    let now = world.now();
+    let mut lines = vec![format!(
+        "now {now}, queue {:?}, outage {}",
+        world.queue.depth(),
+        world.queue.outage()
+    )];
+    for (index, key) in world.contacts.iter().enumerate() {
+        let snapshot = world.memory.snapshot(key);
+        let head = snapshot.head.as_ref().map(|head| {
+            format!(
+                "session {} last_seq {} summarized_until {} hard_cap_at {:?} context {} \
+                 expires_in {:?} requested {:?} pending {:?} summary {:?}",
+                head.session,
+                head.last_seq,
+                head.summarized_until,
+                head.hard_cap_at,
+                head.last_context_tokens,
+                head.expires_at.map(|at| at - now),
+                head.facts_requested,
+                head.facts_pending,
+                head.summary
+            )
+        });
+        let messages: Vec<String> = snapshot
+            .messages
+            .iter()
+            .map(|(message, expires)| {
+                format!(
+                    "{}.{}{}{}{}",
+                    message.session,
+                    message.seq,
+                    match message.role {
+                        degrau::domain::Role::User => "u",
+                        degrau::domain::Role::Assistant => "a",
+                    },
+                    user_token(message).map_or(String::new(), |t| format!(":{t}")),
+                    expires.map_or(String::new(), |at| format!("@{}", at - now))
+                )
+            })
+            .collect();
+        lines.push(format!(
+            "contact {index} ({}): head {head:?}\n    messages {}",
+            key.tenant,
+            messages.join(" ")
+        ));
+    }
+    lines.push(format!(
+        "last deliveries:\n    {}",
+        world.queue.log().join("\n    ")
+    ));
+    lines.join("\n")
+}
+
+/// The safety invariants over every contact, and what the model saw.
+fn check_all(world: &World, oracle: &mut Oracle) -> Result<(), Violation> {
+    if let Some(seen) = world.model.take_violations().into_iter().next() {
+        return Err(Violation::new("every request passes the API's rules", seen));
+    }
+    let now = world.now();
+    for (index, key) in world.contacts.iter().enumerate() {
+        oracle.check(index, &world.memory.snapshot(key), now)?;
+    }
+    Ok(())
+}
+
+/// What one operation of a step came to, for the oracle.
+enum Done {
+    /// A message and what its client was told.
+    Sent {
+        contact: usize,
+        token: String,
+        told: Told,
+    },
+    /// An erase that succeeded.
+    Erased { contact: usize },
+    /// Nothing the oracle records.
+    Nothing,
+}
+
+async fn play_step(
+    world: &mut World,
+    oracle: &mut Oracle,
+    event: &Event,
+    stats: &mut Stats,
+) -> Result<(), Violation> {
+    match event {
+        Event::Advance { seconds } => world.advance(*seconds),
+        Event::Expire { count } => {
+            let expired = world.memory.expired_items(world.now());
+            for _ in 0..*count {
+                if expired.is_empty() {
+                    break;
+                }
+                let (key, item) = &expired[fastrand::usize(..expired.len())];
+                world.memory.ttl_delete(key, item);
+            }
+        }
+        Event::SyncIndexes => world.memory.sync_indexes(),
+        Event::Outage { on } => world.queue.set_outage(*on),
+        Event::Faults {
+            model,
+            store,
+            queue,
+        } => world.set_faults(*model, *store, *queue),
+        Event::Redrive => {
+            world.queue.redrive();
+        }
+        Event::BreakTenant { on } => world.break_tenant(*on).await,
+        Event::Quiesce => quiesce(world, oracle, stats).await?,
+        Event::Together { ops } => together(world, oracle, ops, stats).await?,
+        op => together(world, oracle, std::slice::from_ref(op), stats).await?,
+    }
+    Ok(())
+}
+
+/// Operations at once: their tokens issued first, then the futures joined in
+/// order, then what each came to recorded.
+async fn together(
+    world: &World,
+    oracle: &mut Oracle,
+    ops: &[Event],
+    stats: &mut Stats,
+) -> Result<(), Violation> {
+    let tokens: Vec<Option<String>> = ops
+        .iter()
+        .map(|op| match op {
+            Event::Ask { contact, .. } | Event::Record { contact, .. } => {
+                stats.messages += 1;
+                Some(oracle.issue(*contact))
+            }
+            _ => None,
+        })
+        .collect();
+    let futures: Vec<Pin<Box<dyn Future<Output = Result<Done, Violation>> + '_>>> = ops
+        .iter()
+        .zip(&tokens)
+        .map(|(op, token)| {
+            Box::pin(operate(world, op, token.clone()))
+                as Pin<Box<dyn Future<Output = Result<Done, Violation>> + '_>>
+        })
+        .collect();
+    let done = join_all(futures).await;
+    let mut erased = Vec::new();
+    for result in done {
+        match result? {
+            Done::Sent {
+                contact,
+                token,
+                told,
+            } => {
+                if matches!(told, Told::Stored { .. }) {
+                    stats.rounds += 1;
+                }
+                oracle.tell(contact, &token, told);
+            }
+            Done::Erased { contact } => erased.push(contact),
+            Done::Nothing => {}
+        }
+    }
+    for contact in erased {
+        let racing: BTreeSet<String> = ops
+            .iter()
+            .zip(&tokens)
+            .filter_map(|(op, token)| match op {
+                Event::Ask { contact: c, .. } | Event::Record { contact: c, .. }
+                    if *c == contact =>
+                {
+                    token.clone()
+                }
+                _ => None,
+            })
+            .collect();
+        oracle.erase(contact, &racing);
+    }
+    Ok(())
+}
+
+/// Polls every future in order until all are ready: one thread, one order.
+async fn join_all<'a, T>(mut futures: Vec<Pin<Box<dyn Future<Output = T> + 'a>>>) -> Vec<T> {
+    let mut results: Vec<Option<T>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(|context| {
+        for (future, result) in futures.iter_mut().zip(results.iter_mut()) {
+            if result.is_none()
+                && let Poll::Ready(value) = future.as_mut().poll(context)
+            {
+                *result = Some(value);
+            }
+        }
+        if results.iter().all(Option::is_some) {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    })
+    .await;
+    results.into_iter().flatten().collect()
+}
+
+async fn operate(world: &World, op: &Event, token: Option<String>) -> Result<Done, Violation> {
+    match (op, token) {
+        (
+            Event::Ask {
+                contact,
+                idempotent,
+                chars,
+            },
+            Some(token),
+        ) => {
+            let text = format!("{token} {}", filler(*chars));
+            let told = ask(world, *contact, &token, &text, *idempotent).await?;
+            Ok(Done::Sent {
+                contact: *contact,
+                token,
+                told,
+            })
+        }
+        (
+            Event::Record {
+                contact,
+                tool,
+                chars,
+            },
+            Some(token),
+        ) => {
+            let text = format!("{token} {}", filler(*chars));
+            let told = record(world, *contact, &token, &text, *tool).await?;
+            Ok(Done::Sent {
+                contact: *contact,
+                token,
+                told,
+            })
+        }
+        (Event::Deliver, _) => {
+            world.queue.deliver(&world.compactor).await;
+            Ok(Done::Nothing)
+        }
+        (Event::Sweep, _) => {
+            // A failed sweep is logged and retried by the schedule: nothing to record.
+            let _ = world
+                .compactor
+                .sweep(world.queue.as_ref(), world.now())
+                .await;
+            Ok(Done::Nothing)
+        }
+        (Event::Erase { contact }, _) => {
+            // A client retries an erase until it answers: it is idempotent.
+            for _ in 0..20 {
+                if world.ask.erase(&world.contacts[*contact]).await.is_ok() {
+                    return Ok(Done::Erased { contact: *contact });
+                }
+            }
+            Err(Violation::new(
+                "a contact is never stuck",
+                format!("contact {contact} could not be erased in 20 attempts"),
+            ))
+        }
+        _ => Ok(Done::Nothing),
+    }
+}
+
+/// What an error tells the client: nothing stored, or not known. A 500 is never
+/// an answer (but for a tenant whose configuration was broken by hand).
+fn told_of(world: &World, contact: usize, error: AskError) -> Result<Told, Violation> {
+    match error {
+        AskError::Store(error) => Ok(Told::Unknown(error.to_string())),
+        AskError::Indeterminate => Ok(Told::Unknown("the commit's outcome is not known".into())),
+        AskError::Internal(why) if !world.unusable(contact) => Err(Violation::new(
+            "no request answers 500",
+            format!("contact {contact}: internal error: {why}"),
+        )),
+        other => Ok(Told::Failed(other.to_string())),
+    }
+}
+
+/// One `POST .../messages` and, with an `Idempotency-Key`, its one retry.
+async fn ask(
+    world: &World,
+    contact: usize,
+    token: &str,
+    text: &str,
+    idempotent: bool,
+) -> Result<Told, Violation> {
+    let key =
+        idempotent.then(|| IdempotencyKey::parse(&format!("key-{token}")).expect("a valid key"));
+    let first = ask_once(world, contact, text, key.as_ref()).await?;
+    if key.is_none() || matches!(first, Told::Stored { .. }) {
+        return Ok(first);
+    }
+    let retry = ask_once(world, contact, text, key.as_ref()).await?;
+    Ok(Told::after_retry(first, retry))
+}
+
+async fn ask_once(
+    world: &World,
+    contact: usize,
+    text: &str,
+    key: Option<&IdempotencyKey>,
+) -> Result<Told, Violation> {
+    let deadline = Deadline::after(ASK_BUDGET);
+    let answer = tokio::time::timeout(
+        GATEWAY_TIMEOUT,
+        world.ask.ask(&world.contacts[contact], text, key, deadline),
+    )
+    .await;
+    match answer {
+        Err(_) => Ok(Told::TimedOut),
+        Ok(Ok(AskOutcome::Answered(response))) => Ok(stored(&response)),
+        Ok(Ok(AskOutcome::Replayed(body))) => {
+            let response: AskResponse =
+                serde_json::from_str(&body).expect("a replay is the stored response");
+            Ok(stored(&response))
+        }
+        Ok(Err(error)) => told_of(world, contact, error),
+    }
+}
+
+fn stored(response: &AskResponse) -> Told {
+    Told::Stored {
+        session: response.session,
+        first_seq: response.round.first_seq,
+        last_seq: response.round.last_seq,
+    }
+}
+
+/// A round the client ran itself: the context, then the round with a usage its
+/// model could have measured (the context and the round, in estimated tokens).
+async fn record(
+    world: &World,
+    contact: usize,
+    token: &str,
+    text: &str,
+    tool: bool,
+) -> Result<Told, Violation> {
+    let key = &world.contacts[contact];
+    let context = match world.ask.context(key, Deadline::after(ASK_BUDGET)).await {
+        Ok(context) => context,
+        Err(error) => return told_of(world, contact, error),
+    };
+    let mut messages = vec![json!({"role": "user", "content": text})];
+    if tool {
+        let id = format!("toolu_rec_{token}");
+        messages.push(json!({"role": "assistant", "content": [
+            {"type": "text", "text": "Let me look."},
+            {"type": "tool_use", "id": id, "name": "lookup", "input": {}}
+        ]}));
+        messages.push(json!({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": id, "content": "found it"}
+        ]}));
+    }
+    messages.push(json!({"role": "assistant", "content": format!("done {}", filler(40))}));
+    let input = estimate_json(&json!({"context": &context.context, "messages": &messages}));
+    let body = json!({
+        "head": context.head,
+        "messages": messages,
+        "usage": {"input_tokens": input, "output_tokens": 20},
+    });
+    let request = match RoundRequest::parse(&body) {
+        Ok(request) => request,
+        Err(error) => return Ok(Told::Failed(error.to_string())),
+    };
+    match world
+        .ask
+        .record_round(key, &request, None, Deadline::after(ASK_BUDGET))
+        .await
+    {
+        Ok(RoundOutcome::Recorded(round)) => Ok(recorded(&round)),
+        Ok(RoundOutcome::Replayed(body)) => {
+            let round: RecordedRound =
+                serde_json::from_str(&body).expect("a replay is the stored response");
+            Ok(recorded(&round))
+        }
+        Err(error) => told_of(world, contact, error),
+    }
+}
+
+fn recorded(round: &RecordedRound) -> Told {
+    Told::Stored {
+        session: round.session,
+        first_seq: round.round.first_seq,
+        last_seq: round.round.last_seq,
+    }
+}
+
+/// Jobs flow until the queue is empty (moving the clock to the next visible job
+/// when every job left is in flight).
+async fn drain(world: &World) {
+    for _ in 0..200 {
+        world.memory.sync_indexes();
+        if world.queue.any_deliverable() {
+            world.queue.deliver(&world.compactor).await;
+        } else if let Some(next) = world.queue.next_visible() {
+            world.advance((next - world.now()).max(1));
+        } else {
+            return;
+        }
+    }
+}
+
+/// Faults stop and jobs flow; then the liveness invariants:
+///
+/// - **No contact is stuck**: each contact's next message answers 200 within
+///   [`UNSTUCK_ATTEMPTS`].
+/// - **No message is forgotten**: once jobs have flowed, every live message of an
+///   open session is in the context its next request carries (the window or the
+///   summary).
+/// - **Every idle session is swept**: while the clock runs on with a sweep every
+///   fifteen minutes, each session that goes idle, of a tenant with a usable
+///   configuration, has its facts requested within the sweep's longest backoff.
+async fn quiesce(world: &World, oracle: &mut Oracle, stats: &mut Stats) -> Result<(), Violation> {
+    world.set_faults(0, 0, 0);
+    world.queue.set_outage(false);
+    world.queue.redrive();
+    drain(world).await;
+
+    for index in 0..world.contacts.len() {
+        if world.unusable(index) {
+            continue;
+        }
+        oracle.checks += 1;
+        let mut last = None;
+        for _ in 0..UNSTUCK_ATTEMPTS {
+            let token = oracle.issue(index);
+            stats.messages += 1;
+            let text = format!("{token} {}", filler(40));
+            let told = ask(world, index, &token, &text, false).await?;
+            last = Some(told.clone());
+            oracle.tell(index, &token, told);
+            if matches!(last, Some(Told::Stored { .. })) {
+                stats.rounds += 1;
+                break;
+            }
+        }
+        if !matches!(last, Some(Told::Stored { .. })) {
+            return Err(Violation::new(
+                "a contact is never stuck",
+                format!(
+                    "contact {index} got no 200 in {UNSTUCK_ATTEMPTS} asks once faults \
+                     stopped ({last:?})"
+                ),
+            ));
+        }
+    }
+    drain(world).await;
+    forgotten(world, oracle).await?;
+    swept(world, oracle).await
+}
+
+/// No message is forgotten (see [`quiesce`]).
+async fn forgotten(world: &World, oracle: &mut Oracle) -> Result<(), Violation> {
+    let now = world.now();
+    for (index, key) in world.contacts.iter().enumerate() {
+        if world.unusable(index) {
+            continue;
+        }
+        oracle.checks += 1;
+        let snapshot = world.memory.snapshot(key);
+        let Some(head) = snapshot.head.filter(|head| !head.expired_at(now)) else {
+            continue;
+        };
+        let context = world
+            .ask
+            .context(key, Deadline::after(ASK_BUDGET))
+            .await
+            .map_err(|error| Violation::new("a contact is never stuck", error.to_string()))?;
+        let carried: BTreeSet<String> =
+            tokens(&serde_json::to_string(&context.context).unwrap_or_default())
+                .into_iter()
+                .collect();
+        for (message, expires) in &snapshot.messages {
+            if message.session != head.session || expires.is_some_and(|at| at <= now) {
+                continue;
+            }
+            if let Some(token) = user_token(message)
+                && !carried.contains(&token)
+            {
+                return Err(Violation::new(
+                    "no message is forgotten",
+                    format!(
+                        "contact {index}: {token} (session {}, seq {}) is neither in the window \
+                         nor in the summary once jobs flowed (summarized_until {}, last_seq {})",
+                        message.session, message.seq, head.summarized_until, head.last_seq
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every idle session is swept (see [`quiesce`]): the clock runs on for the
+/// sweep's longest backoff and an idle timeout, a sweep (and the jobs it
+/// requests) every fifteen minutes.
+async fn swept(world: &World, oracle: &mut Oracle) -> Result<(), Violation> {
+    let period = degrau::compactor::SWEEP_RETRY_MIN_SECONDS;
+    let span = degrau::compactor::SWEEP_RETRY_MAX_SECONDS + world::IDLE_MINUTES as i64 * 60;
+    for _ in 0..span / period {
+        world.advance(period);
+        let _ = world
+            .compactor
+            .sweep(world.queue.as_ref(), world.now())
+            .await;
+        drain(world).await;
+    }
+    let now = world.now();
+    for (index, key) in world.contacts.iter().enumerate() {
+        oracle.checks += 1;
+        let Some(head) = world.memory.snapshot(key).head else {
+            continue;
+        };
+        if world.unusable(index) || head.expired_at(now) {
+            continue;
+        }
+        if head.facts_requested != Some(head.session) {
+            return Err(Violation::new(
+                "every idle session is swept",
+                format!(
+                    "contact {index}: session {} idle for {} s, its facts not requested",
+                    head.session,
+                    now - head.last_activity
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The shortest plan found (within `budget` runs) that still breaks the same
+/// invariant as `failure`, and its failure: steps are taken out in chunks, halving
+/// the chunk until single steps (delta debugging).
+pub fn shrink(plan: &Plan, failure: &Failure, budget: usize) -> (Plan, Failure) {
+    let mut best = plan.clone();
+    best.steps.truncate(failure.step + 1);
+    let mut best_failure = failure.clone();
+    let mut runs = 0;
+    let mut chunks = 2usize;
+    while best.steps.len() > 1 && runs < budget {
+        let len = best.steps.len();
+        let size = len.div_ceil(chunks);
+        let mut shrunk = false;
+        for start in (0..len).step_by(size) {
+            if runs >= budget {
+                break;
+            }
+            let mut candidate = best.clone();
+            candidate.steps.drain(start..(start + size).min(len));
+            if candidate.steps.is_empty() {
+                continue;
+            }
+            runs += 1;
+            if let Err(found) = run(&candidate)
+                && found.violation.invariant == failure.violation.invariant
+            {
+                candidate.steps.truncate(found.step + 1);
+                best = candidate;
+                best_failure = found;
+                chunks = (chunks - 1).max(2);
+                shrunk = true;
+                break;
+            }
+        }
+        if !shrunk {
+            if size == 1 {
+                break;
+            }
+            chunks = (chunks * 2).min(len);
+        }
+    }
+    (best, best_failure)
+}

@@ -1,0 +1,399 @@
+//! The simulated model: answers every request the core sends, as the Messages API
+//! would, from the seed. It refuses what the API refuses (through the core's own
+//! request validator) and records the refusal as a broken invariant; it answers
+//! "prompt is too long" past a context window the seed chose; it calls the tenant's
+//! tools now and then; and while faults are on it fails as the API does (overload,
+//! timeouts, refusals, answers cut at `max_tokens`, a context filled while writing).
+//!
+//! Every user message of the simulation carries a token (`tok{contact}x{n}`), so
+//! the model can tell whose conversation a request is, and the summariser keeps
+//! every token it is shown: a token missing from a summary was never folded into it.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use degrau::deadline::Deadline;
+use degrau::domain::{ContentBlock, Role};
+use degrau::model::{Model, ModelError, ModelResponse, StopReason};
+use degrau::request::ModelRequest;
+use degrau::usage::Usage;
+use degrau::validate::validate_request;
+use serde_json::json;
+
+/// A contact's token for its `n`th message.
+pub fn token(contact: usize, n: u64) -> String {
+    format!("tok{contact}x{n}")
+}
+
+/// Every token in `text`, in order.
+pub fn tokens(text: &str) -> Vec<String> {
+    let bytes = text.as_bytes();
+    let mut found = Vec::new();
+    let mut at = 0;
+    while let Some(offset) = text[at..].find("tok") {
+        let start = at + offset;
+        let mut end = start + 3;
+        let digits = |from: usize| {
+            let mut to = from;
+            while to < bytes.len() && bytes[to].is_ascii_digit() {
+                to += 1;
+            }
+            to
+        };
+        let contact_end = digits(end);
+        if contact_end > end && bytes.get(contact_end) == Some(&b'x') {
+            let n_end = digits(contact_end + 1);
+            if n_end > contact_end + 1 {
+                end = n_end;
+                found.push(text[start..end].to_owned());
+            }
+        }
+        at = end.max(start + 3);
+    }
+    found
+}
+
+/// The contact a token belongs to.
+pub fn token_contact(token: &str) -> Option<usize> {
+    token.strip_prefix("tok")?.split('x').next()?.parse().ok()
+}
+
+/// The marker the first line of a summary request's system prompt carries.
+const SUMMARY_MARKER: &str = "degrau:summarize";
+/// The marker of a fact-extraction request.
+const FACTS_MARKER: &str = "degrau:extract-facts";
+
+/// The simulated Messages API.
+#[derive(Debug)]
+pub struct SimModel {
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// The context window, in estimated tokens.
+    window: u64,
+    /// The chance that a call fails (0: faults are off).
+    fault_rate: f64,
+    /// Calls take time (up to a few seconds of the simulation's paused clock).
+    slow: bool,
+    /// Whether the contact's last answering request was over the window.
+    over: HashMap<usize, bool>,
+    /// Broken invariants seen (requests the API would refuse, windows exceeded
+    /// twice in a row).
+    violations: Vec<String>,
+    next_tool_id: u64,
+    calls: u64,
+}
+
+/// A request's size in tokens as the simulated API counts it: its JSON's
+/// characters over four.
+pub fn estimate(request: &ModelRequest) -> u64 {
+    serde_json::to_string(request).map_or(0, |json| json.len() as u64 / 4)
+}
+
+/// A JSON value's size in tokens, as [`estimate`] counts.
+pub fn estimate_json(value: &serde_json::Value) -> u64 {
+    value.to_string().len() as u64 / 4
+}
+
+fn lock(mutex: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl SimModel {
+    /// A model whose context window is `window` estimated tokens.
+    pub fn new(window: u64) -> Self {
+        SimModel {
+            state: Mutex::new(State {
+                window,
+                ..State::default()
+            }),
+        }
+    }
+
+    /// Faults on (`rate` of the calls fail, and calls take time) or off (0).
+    pub fn set_faults(&self, rate: f64) {
+        let mut state = lock(&self.state);
+        state.fault_rate = rate;
+        state.slow = rate > 0.0;
+    }
+
+    /// The broken invariants seen so far, taken.
+    pub fn take_violations(&self) -> Vec<String> {
+        std::mem::take(&mut lock(&self.state).violations)
+    }
+
+    /// Calls answered or refused so far.
+    pub fn calls(&self) -> u64 {
+        lock(&self.state).calls
+    }
+
+    /// The context window.
+    pub fn window(&self) -> u64 {
+        lock(&self.state).window
+    }
+
+    fn fault(&self) -> Option<Fault> {
+        let rate = lock(&self.state).fault_rate;
+        (rate > 0.0 && fastrand::f64() < rate).then(|| match fastrand::u8(0..8) {
+            0 | 1 => Fault::Error(ModelError::Unavailable { status: 529 }),
+            2 => Fault::Error(ModelError::Connection("connection reset".into())),
+            3 => Fault::Error(ModelError::RateLimited {
+                retry_after: Some(1),
+            }),
+            4 => Fault::Timeout,
+            5 => Fault::Stop(StopReason::Refusal),
+            6 => Fault::Stop(StopReason::MaxTokens),
+            _ => Fault::Stop(StopReason::ModelContextWindowExceeded),
+        })
+    }
+
+    /// The time a call takes while calls are slow: up to six seconds, or until the
+    /// deadline, which is then a timeout.
+    async fn take_time(&self, deadline: Deadline) -> Result<(), ModelError> {
+        if !lock(&self.state).slow {
+            return Ok(());
+        }
+        let took = Duration::from_millis(fastrand::u64(0..6_000));
+        if took >= deadline.remaining() {
+            tokio::time::sleep(deadline.remaining()).await;
+            return Err(ModelError::Timeout);
+        }
+        tokio::time::sleep(took).await;
+        Ok(())
+    }
+
+    fn answer(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        let system = request
+            .system
+            .first()
+            .map_or("", |block| block.text.as_str());
+        if system.starts_with(SUMMARY_MARKER) {
+            return Ok(summary(request));
+        }
+        if system.starts_with(FACTS_MARKER) {
+            return Ok(facts(request));
+        }
+        let contact = request_contact(request);
+        let size = estimate(request);
+        {
+            let mut state = lock(&self.state);
+            let window = state.window;
+            let over = size > window;
+            if let Some(contact) = contact {
+                let before = state.over.insert(contact, over).unwrap_or(false);
+                if over && before {
+                    state.violations.push(format!(
+                        "the requests for contact {contact} exceeded the model's window ({window} \
+                         tokens) twice in a row: {size} tokens",
+                    ));
+                }
+            }
+            if over {
+                return Err(ModelError::PromptTooLong {
+                    message: format!("prompt is too long: {size} tokens > {window} maximum"),
+                });
+            }
+        }
+        let usage = |output: u64| Usage {
+            input_tokens: size,
+            output_tokens: output,
+            ..Usage::default()
+        };
+        let after_results = request.messages.last().is_some_and(|message| {
+            message
+                .content
+                .iter()
+                .any(|block| matches!(block.block, ContentBlock::ToolResult { .. }))
+        });
+        if !request.tools.is_empty() && !after_results && fastrand::f64() < 0.35 {
+            let tool = &request.tools[fastrand::usize(..request.tools.len())];
+            let id = {
+                let mut state = lock(&self.state);
+                state.next_tool_id += 1;
+                format!("toolu_sim{}", state.next_tool_id)
+            };
+            let input = json!({"day": "2026-12-10", "time": "10:00", "service": "cut"});
+            return Ok(response(
+                vec![
+                    ContentBlock::text("Let me check."),
+                    ContentBlock::tool_use(id, tool.name.clone(), input),
+                ],
+                StopReason::ToolUse,
+                usage(30),
+            ));
+        }
+        let text = format!("ok {}", filler(fastrand::usize(10..300)));
+        let output = text.len() as u64 / 4;
+        Ok(response(
+            vec![ContentBlock::text(text)],
+            StopReason::EndTurn,
+            usage(output),
+        ))
+    }
+}
+
+enum Fault {
+    Error(ModelError),
+    Timeout,
+    Stop(StopReason),
+}
+
+#[async_trait]
+impl Model for SimModel {
+    async fn create(
+        &self,
+        request: &ModelRequest,
+        deadline: Deadline,
+    ) -> Result<ModelResponse, ModelError> {
+        lock(&self.state).calls += 1;
+        if let Err(violation) = validate_request(request) {
+            lock(&self.state).violations.push(format!(
+                "a request the Messages API refuses: {}",
+                violation.message
+            ));
+            return Err(ModelError::InvalidRequest {
+                message: violation.message,
+            });
+        }
+        self.take_time(deadline).await?;
+        match self.fault() {
+            None => self.answer(request),
+            Some(Fault::Error(error)) => Err(error),
+            Some(Fault::Timeout) => {
+                tokio::time::sleep(deadline.remaining()).await;
+                Err(ModelError::Timeout)
+            }
+            Some(Fault::Stop(stop)) => {
+                let mut answer = self.answer(request)?;
+                if stop == StopReason::MaxTokens {
+                    // A cut answer keeps what was written: a text, or a tool call
+                    // whose input may be incomplete.
+                    answer.stop_reason = Some(StopReason::MaxTokens);
+                } else {
+                    answer.content = vec![ContentBlock::text("…")];
+                    answer.stop_reason = Some(stop);
+                }
+                Ok(answer)
+            }
+        }
+    }
+}
+
+/// The contact whose conversation a main request is: the token of its last user
+/// text.
+fn request_contact(request: &ModelRequest) -> Option<usize> {
+    request
+        .messages
+        .iter()
+        .rev()
+        .filter(|message| message.role == Role::User)
+        .flat_map(|message| message.content.iter())
+        .find_map(|block| match &block.block {
+            ContentBlock::Text { text } => tokens(text).first().and_then(|t| token_contact(t)),
+            _ => None,
+        })
+}
+
+/// The request's user text, joined.
+fn user_text(request: &ModelRequest) -> String {
+    request
+        .messages
+        .iter()
+        .flat_map(|message| message.content.iter())
+        .filter_map(|block| match &block.block {
+            ContentBlock::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A summary that keeps every token of the previous record and the new messages.
+fn summary(request: &ModelRequest) -> ModelResponse {
+    let kept: BTreeSet<String> = tokens(&user_text(request)).into_iter().collect();
+    let text = format!("record: {}", kept.into_iter().collect::<Vec<_>>().join(" "));
+    let output = text.len() as u64 / 4;
+    response(
+        vec![ContentBlock::text(text)],
+        StopReason::EndTurn,
+        Usage {
+            input_tokens: estimate(request),
+            output_tokens: output,
+            ..Usage::default()
+        },
+    )
+}
+
+/// A `record_facts` call naming the first customer message with a token: its
+/// token as the `name` fact, citing its sequence number.
+fn facts(request: &ModelRequest) -> ModelResponse {
+    let text = user_text(request);
+    let proposal = text.lines().find_map(|line| {
+        let rest = line.strip_prefix("[seq ")?;
+        let (seq, said) = rest.split_once("] user: ")?;
+        let token = tokens(said).into_iter().next()?;
+        Some(json!({"key": "name", "value": token, "seq": seq.parse::<u64>().ok()?}))
+    });
+    let facts: Vec<_> = proposal.into_iter().collect();
+    response(
+        vec![ContentBlock::tool_use(
+            "toolu_facts",
+            "record_facts",
+            json!({"facts": facts}),
+        )],
+        StopReason::ToolUse,
+        Usage {
+            input_tokens: estimate(request),
+            output_tokens: 20,
+            ..Usage::default()
+        },
+    )
+}
+
+fn response(content: Vec<ContentBlock>, stop: StopReason, usage: Usage) -> ModelResponse {
+    ModelResponse {
+        id: "msg_sim".into(),
+        model: "sim".into(),
+        role: Role::Assistant,
+        content,
+        stop_reason: Some(stop),
+        usage,
+    }
+}
+
+/// Words of lowercase letters, about `chars` long.
+pub fn filler(chars: usize) -> String {
+    const WORDS: &[&str] = &[
+        "corte", "barba", "amanha", "horario", "cliente", "agenda", "sexta", "manha", "tarde",
+        "obrigado", "pode", "sim", "nao", "talvez", "depois",
+    ];
+    let mut out = String::with_capacity(chars + 10);
+    while out.len() < chars {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(WORDS[fastrand::usize(..WORDS.len())]);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_found_wherever_they_stand() {
+        assert_eq!(
+            tokens("tok3x17 said tok12x1, and tokx9 tok4x is not one; stok5x2"),
+            ["tok3x17", "tok12x1", "tok5x2"]
+        );
+        assert_eq!(token_contact("tok12x1"), Some(12));
+        assert_eq!(token(4, 9), "tok4x9");
+    }
+}

@@ -1,0 +1,391 @@
+//! What every client was told, and the invariants checked against the store after
+//! every event. Each message a client sends carries a token of its own, so the
+//! oracle can find it wherever it is stored (or must not be): in the transcript,
+//! in a summary, in a fact.
+//!
+//! The safety invariants, after every event:
+//!
+//! - **Told and stored agree.** A round a client was told succeeded is stored once,
+//!   whole, at the sequence numbers it was told, until its retention ran out; a
+//!   round a client was told failed (or that the gateway timed out) is not stored;
+//!   a round whose outcome the client could not know (the store failed around the
+//!   commit) is stored at most once. Nothing is stored that no client sent.
+//! - **Erasure is final.** Nothing of a round told before an erase is readable
+//!   again: not in a message, a summary, an archive or a fact.
+//! - **The head is consistent.** `summarized_until ≤ last_seq`, and no live
+//!   message of the head's session lies past `last_seq`.
+//! - **Nothing folded is lost.** Every live message of the head's session at or
+//!   before `summarized_until` is in the summary.
+//! - **Facts cite what supports them.** A fact's value came from the message its
+//!   source names.
+//!
+//! The liveness invariants (no message forgotten, no contact stuck, every idle
+//! session swept) are checked when the simulation quiesces (see `crate::run`).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use degrau::domain::{ContentBlock, Role, StoredMessage};
+use degrau::store::memory::Snapshot;
+
+use crate::model::tokens;
+
+/// A broken invariant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// Which invariant (a short stable name).
+    pub invariant: &'static str,
+    /// What was seen.
+    pub detail: String,
+}
+
+impl Violation {
+    /// A violation of `invariant`.
+    pub fn new(invariant: &'static str, detail: impl Into<String>) -> Self {
+        Violation {
+            invariant,
+            detail: detail.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.invariant, self.detail)
+    }
+}
+
+/// What a client was told about its message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Told {
+    /// 200: the round is stored at these sequence numbers.
+    Stored {
+        /// Its session.
+        session: u32,
+        /// The user's message.
+        first_seq: u64,
+        /// The answer.
+        last_seq: u64,
+    },
+    /// An error that says nothing was stored.
+    Failed(String),
+    /// An error after which the client cannot know (the store failed around the
+    /// commit, or an erase raced it).
+    Unknown(String),
+    /// No answer: the gateway's timeout.
+    TimedOut,
+}
+
+impl Told {
+    /// What a client knows after a first attempt and a retry with the same
+    /// `Idempotency-Key`.
+    pub fn after_retry(first: Told, retry: Told) -> Told {
+        match (first, retry) {
+            (_, stored @ Told::Stored { .. }) => stored,
+            (Told::Unknown(why), _) | (_, Told::Unknown(why)) => Told::Unknown(why),
+            (Told::TimedOut, _) | (_, Told::TimedOut) => Told::Unknown("timed out once".into()),
+            (_, failed) => failed,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Sent {
+    told: Told,
+    /// The TTL of its user message when last seen.
+    expires: Option<i64>,
+}
+
+/// One contact's messages, as its clients know them.
+#[derive(Debug, Default)]
+pub struct ContactLog {
+    next: u64,
+    sent: BTreeMap<String, Sent>,
+    erased: BTreeSet<String>,
+}
+
+/// What every client was told.
+#[derive(Debug, Default)]
+pub struct Oracle {
+    contacts: Vec<ContactLog>,
+    /// Invariant checks made.
+    pub checks: u64,
+}
+
+impl Oracle {
+    /// An oracle for `contacts` contacts.
+    pub fn new(contacts: usize) -> Self {
+        Oracle {
+            contacts: (0..contacts).map(|_| ContactLog::default()).collect(),
+            checks: 0,
+        }
+    }
+
+    /// A new token for a message of `contact`.
+    pub fn issue(&mut self, contact: usize) -> String {
+        let log = &mut self.contacts[contact];
+        log.next += 1;
+        let token = crate::model::token(contact, log.next);
+        log.sent.insert(
+            token.clone(),
+            Sent {
+                told: Told::Unknown("in flight".into()),
+                expires: None,
+            },
+        );
+        token
+    }
+
+    /// Records what the client was told about `token`.
+    pub fn tell(&mut self, contact: usize, token: &str, told: Told) {
+        if let Some(sent) = self.contacts[contact].sent.get_mut(token) {
+            sent.told = told;
+        }
+    }
+
+    /// What the client was told about `token`.
+    pub fn told(&self, contact: usize, token: &str) -> Option<&Told> {
+        self.contacts[contact]
+            .sent
+            .get(token)
+            .map(|sent| &sent.told)
+    }
+
+    /// An erase of `contact` succeeded: every round sent before it is gone for
+    /// good, but those of `racing` (sent at the same time as the erase), which
+    /// may have landed before it or after.
+    pub fn erase(&mut self, contact: usize, racing: &BTreeSet<String>) {
+        let log = &mut self.contacts[contact];
+        let sent = std::mem::take(&mut log.sent);
+        for (token, mut entry) in sent {
+            if racing.contains(&token) {
+                if !matches!(entry.told, Told::Failed(_)) {
+                    entry.told = Told::Unknown("raced an erase".into());
+                }
+                log.sent.insert(token, entry);
+            } else {
+                log.erased.insert(token);
+            }
+        }
+    }
+
+    /// Checks the safety invariants on `contact`'s items at `now`.
+    pub fn check(
+        &mut self,
+        contact: usize,
+        snapshot: &Snapshot,
+        now: i64,
+    ) -> Result<(), Violation> {
+        self.checks += 1;
+        let log = &mut self.contacts[contact];
+        let live = |expires: Option<i64>| expires.is_none_or(|at| at > now);
+        // Where each token's user message is stored.
+        let mut found: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        for (index, (message, _)) in snapshot.messages.iter().enumerate() {
+            if let Some(token) = user_token(message) {
+                found.entry(token).or_default().push(index);
+            }
+        }
+        for (token, places) in &found {
+            if places.len() > 1 {
+                return Err(Violation::new(
+                    "stored once",
+                    format!("{token} is stored {} times", places.len()),
+                ));
+            }
+            if log.erased.contains(token) {
+                return Err(Violation::new(
+                    "erasure is final",
+                    format!("{token}, erased, is stored again"),
+                ));
+            }
+            match log.sent.get(token).map(|sent| &sent.told) {
+                None => {
+                    return Err(Violation::new(
+                        "told and stored agree",
+                        format!("{token} is stored but no client of this contact sent it"),
+                    ));
+                }
+                Some(Told::Failed(why)) => {
+                    return Err(Violation::new(
+                        "told and stored agree",
+                        format!("{token} is stored but its client was told it failed ({why})"),
+                    ));
+                }
+                Some(Told::TimedOut) => {
+                    return Err(Violation::new(
+                        "told and stored agree",
+                        format!("{token} is stored but its client got the gateway's timeout"),
+                    ));
+                }
+                _ => {}
+            }
+        }
+        for (token, sent) in &mut log.sent {
+            let Told::Stored {
+                session,
+                first_seq,
+                last_seq,
+            } = sent.told
+            else {
+                continue;
+            };
+            let Some(&index) = found.get(token).and_then(|places| places.first()) else {
+                if sent.expires.is_some_and(|at| at <= now) {
+                    continue;
+                }
+                return Err(Violation::new(
+                    "told and stored agree",
+                    format!(
+                        "{token}, told stored at session {session} seq {first_seq}, is not \
+                         stored, and had not expired"
+                    ),
+                ));
+            };
+            let (message, expires) = &snapshot.messages[index];
+            sent.expires = *expires;
+            if (message.session, message.seq) != (session, first_seq) {
+                return Err(Violation::new(
+                    "told and stored agree",
+                    format!(
+                        "{token} was told stored at session {session} seq {first_seq} but is at \
+                         session {} seq {}",
+                        message.session, message.seq
+                    ),
+                ));
+            }
+            if !live(*expires) {
+                continue;
+            }
+            let round: Vec<&StoredMessage> = snapshot
+                .messages
+                .iter()
+                .map(|(message, _)| message)
+                .filter(|m| m.session == session && (first_seq..=last_seq).contains(&m.seq))
+                .collect();
+            let whole = round.len() as u64 == last_seq - first_seq + 1
+                && round.last().is_some_and(|m| m.role == Role::Assistant)
+                && round.windows(2).all(|pair| pair[0].role != pair[1].role);
+            if !whole {
+                return Err(Violation::new(
+                    "told and stored agree",
+                    format!(
+                        "the round of {token} (session {session}, {first_seq}..={last_seq}) is \
+                         not stored whole: {} messages",
+                        round.len()
+                    ),
+                ));
+            }
+        }
+        let erased_in = |text: &str| tokens(text).into_iter().find(|t| log.erased.contains(t));
+        if let Some(head) = &snapshot.head {
+            if head.summarized_until > head.last_seq {
+                return Err(Violation::new(
+                    "the head is consistent",
+                    format!(
+                        "summarized_until {} is past last_seq {}",
+                        head.summarized_until, head.last_seq
+                    ),
+                ));
+            }
+            if let Some((beyond, _)) = snapshot.messages.iter().find(|(m, expires)| {
+                m.session == head.session && m.seq > head.last_seq && live(*expires)
+            }) {
+                return Err(Violation::new(
+                    "the head is consistent",
+                    format!(
+                        "message {} of session {} lies past last_seq {}",
+                        beyond.seq, head.session, head.last_seq
+                    ),
+                ));
+            }
+            let summary = head.summary.as_deref().unwrap_or("");
+            if let Some(token) = erased_in(summary) {
+                return Err(Violation::new(
+                    "erasure is final",
+                    format!("the summary holds {token}, erased"),
+                ));
+            }
+            if !head.expired_at(now) {
+                let kept: BTreeSet<String> = tokens(summary).into_iter().collect();
+                for (message, expires) in &snapshot.messages {
+                    if message.session != head.session
+                        || message.seq > head.summarized_until
+                        || !live(*expires)
+                    {
+                        continue;
+                    }
+                    if let Some(token) = user_token(message)
+                        && !kept.contains(&token)
+                    {
+                        return Err(Violation::new(
+                            "nothing folded is lost",
+                            format!(
+                                "{token} (seq {}) is at or before summarized_until {} but not \
+                                 in the summary",
+                                message.seq, head.summarized_until
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        for archive in &snapshot.archives {
+            if let Some(token) = archive.summary.as_deref().and_then(erased_in) {
+                return Err(Violation::new(
+                    "erasure is final",
+                    format!(
+                        "the archive of session {} holds {token}, erased",
+                        archive.session
+                    ),
+                ));
+            }
+        }
+        for (fact, expires) in &snapshot.facts {
+            if !live(*expires) {
+                continue;
+            }
+            let Some(token) = tokens(&fact.value).into_iter().next() else {
+                continue;
+            };
+            if log.erased.contains(&token) {
+                return Err(Violation::new(
+                    "erasure is final",
+                    format!("the fact {} holds {token}, erased", fact.key),
+                ));
+            }
+            match log.sent.get(&token).map(|sent| &sent.told) {
+                Some(Told::Stored {
+                    session, first_seq, ..
+                }) if (*session, *first_seq) != (fact.source.session, fact.source.seq) => {
+                    return Err(Violation::new(
+                        "facts cite what supports them",
+                        format!(
+                            "the fact {} holds {token}, said at session {session} seq \
+                             {first_seq}, but cites session {} seq {}",
+                            fact.key, fact.source.session, fact.source.seq
+                        ),
+                    ));
+                }
+                Some(Told::Stored { .. } | Told::Unknown(_)) => {}
+                _ => {
+                    return Err(Violation::new(
+                        "facts cite what supports them",
+                        format!("the fact {} holds {token}, which is not stored", fact.key),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The token of a user message of text (the contact's own words).
+pub fn user_token(message: &StoredMessage) -> Option<String> {
+    if message.role != Role::User {
+        return None;
+    }
+    message.content.iter().find_map(|block| match block {
+        ContentBlock::Text { text } => tokens(text).into_iter().next(),
+        _ => None,
+    })
+}
