@@ -276,6 +276,7 @@ mod tests {
     use async_trait::async_trait;
     use degrau::ask::AskService;
     use degrau::compaction::CompactionPolicy;
+    use degrau::compactor::NOT_FOUND_RECEIVES;
     use degrau::domain::{ContactId, Incarnation, TenantId};
     use degrau::jobs::{EnqueueError, NoJobs};
     use degrau::model::scripted::ScriptedModel;
@@ -390,10 +391,20 @@ mod tests {
                "session": 1, "summarized_until": 0})
     }
 
+    /// Records on their third receive: a job whose contact is not found is then
+    /// skipped as erased (on earlier receives it is left for redelivery, see
+    /// `a_job_for_a_contact_not_found_is_left_for_redelivery_until_its_third_receive`).
     fn event(bodies: &[(&str, String)]) -> LambdaEvent<SqsEvent> {
+        event_received(bodies, NOT_FOUND_RECEIVES)
+    }
+
+    fn event_received(bodies: &[(&str, String)], receives: u32) -> LambdaEvent<SqsEvent> {
         let records: Vec<Value> = bodies
             .iter()
-            .map(|(id, body)| json!({"messageId": id, "body": body, "eventSource": "aws:sqs"}))
+            .map(|(id, body)| {
+                json!({"messageId": id, "body": body, "eventSource": "aws:sqs",
+                       "attributes": {"ApproximateReceiveCount": receives.to_string()}})
+            })
             .collect();
         let payload = serde_json::from_value(json!({ "Records": records })).unwrap();
         LambdaEvent::new(payload, Context::default())
@@ -645,6 +656,31 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_job_for_a_contact_not_found_is_left_for_redelivery_until_its_third_receive() {
+        let h = harness();
+        let job = step(&h, "ana").await.to_string();
+        for receives in 1..NOT_FOUND_RECEIVES {
+            let response = handle_batch(
+                &h.compactor,
+                BUDGET,
+                event_received(&[("1", job.clone())], receives),
+            )
+            .await
+            .unwrap();
+            assert_eq!(failed_ids(&response), ["1"], "receive {receives}");
+        }
+        let response = handle_batch(
+            &h.compactor,
+            BUDGET,
+            event_received(&[("1", job)], NOT_FOUND_RECEIVES),
+        )
+        .await
+        .unwrap();
+        assert!(response.batch_item_failures.is_empty(), "skipped as erased");
+        assert!(h.model.requests().is_empty());
+    }
+
+    #[tokio::test]
     async fn a_batch_that_succeeds_reports_no_failures() {
         let h = harness();
         due_conversation(&h, "bruno").await;
@@ -707,7 +743,8 @@ mod tests {
         let h = harness();
         let jobs = RecordingJobs::default();
         let records = json!({"Records": [
-            {"messageId": "1", "body": step(&h, "ana").await.to_string(), "eventSource": "aws:sqs"},
+            {"messageId": "1", "body": step(&h, "ana").await.to_string(), "eventSource": "aws:sqs",
+             "attributes": {"ApproximateReceiveCount": NOT_FOUND_RECEIVES.to_string()}},
             {"messageId": "2", "body": "not a job", "eventSource": "aws:sqs"},
         ]});
         let response = handle(
