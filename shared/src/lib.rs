@@ -18,7 +18,8 @@
 //!   API's rules every request must pass; [`cache_ttl`]: how long its cache
 //!   entries live (the tenant's `cache_ttl` policy and the gaps `auto` reads).
 //! * [`usage`], [`facts`] and [`tenant`]: token accounting, the fact policy, and a
-//!   tenant's settings over the deployment's defaults.
+//!   tenant's settings over the deployment's defaults; [`text`]: the characters
+//!   that could forge a line in what the model reads.
 //! * [`session`] and [`deadline`]: the clock and the idle rule; one time budget per
 //!   request.
 //! * The ports: [`store`] (`Store`, `TenantStore`), [`model`] (`Model`), [`jobs`]
@@ -51,6 +52,7 @@ pub mod store;
 pub mod tenant;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing;
+pub mod text;
 pub mod tools;
 pub mod usage;
 pub mod validate;
