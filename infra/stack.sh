@@ -75,7 +75,7 @@ start() {
   local tool_secret
   tool_secret="$(python3 -c 'import secrets; print("whsec_" + secrets.token_hex(24))')"
   DEGRAU_TOOLSERVER_SECRET="$tool_secret" setsid python3 infra/toolserver.py \
-    --port "$toolserver_port" > "$state/toolserver.log" 2>&1 &
+    --port "$toolserver_port" --tenant demo-barbershop > "$state/toolserver.log" 2>&1 &
   echo $! > "$state/toolserver.pid"
   wait_for "http://127.0.0.1:$toolserver_port/health" "the tool server" "$state/toolserver.log"
   echo "http://127.0.0.1:$toolserver_port" > "$state/toolserver.url"
@@ -112,6 +112,8 @@ start() {
     --env-var "AWS_ACCESS_KEY_ID=local" \
     --env-var "AWS_SECRET_ACCESS_KEY=local" \
     --env-var "AUTH_MODE=dev" \
+    --env-var "WEBHOOK_SECRETS_PATH=/degrau/local/webhooks/" \
+    --env-var "PSEUDONYM_KEY_PARAMETER=/degrau/local/pseudonym-key" \
     --env-var "RUST_LOG=info" \
     --env-var "WHATSAPP_QUEUE_URL=$WHATSAPP_QUEUE_URL" \
     --env-var "WHATSAPP_APP_SECRET=$whatsapp_app_secret" \

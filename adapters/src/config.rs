@@ -7,6 +7,8 @@ use std::collections::HashMap;
 
 use degrau::tenant::Defaults;
 
+use crate::webhook::SecretNames;
+
 /// How `ask` finds the tenant.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AuthConfig {
@@ -77,6 +79,9 @@ pub struct Config {
     /// `CLOCK_OFFSET_FILE` (benchmarks only): a file holding seconds to add to the
     /// system clock, read at every reading (see [`crate::wiring`]).
     pub clock_offset_file: Option<String>,
+    /// `WEBHOOK_SECRETS_PATH` and `PSEUDONYM_KEY_PARAMETER`: where the webhook
+    /// tools' signing secrets lie, and the deployment's pseudonym secret.
+    pub webhook_secrets: SecretNames,
 }
 
 /// `ASK_TIMEOUT_SECONDS` when unset: an answer leaves the function 25 s after the
@@ -140,8 +145,44 @@ impl Config {
             auth,
             defaults,
             clock_offset_file: vars.get("CLOCK_OFFSET_FILE").map(str::to_owned),
+            webhook_secrets: webhook_secrets(&vars)?,
         })
     }
+}
+
+/// `WEBHOOK_SECRETS_PATH` (a path of at least one segment, `/` first and last)
+/// and `PSEUDONYM_KEY_PARAMETER` (a parameter name outside that path, so that no
+/// tenant's `secret_parameter` can name it).
+fn webhook_secrets(vars: &Vars<'_>) -> Result<SecretNames, ConfigError> {
+    let defaults = SecretNames::default();
+    let path = vars.get("WEBHOOK_SECRETS_PATH").unwrap_or(&defaults.path);
+    let plain = |text: &str| {
+        text.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_.-/".contains(c))
+    };
+    let segments_ok = path
+        .strip_prefix('/')
+        .and_then(|rest| rest.strip_suffix('/'))
+        .is_some_and(|inner| !inner.is_empty() && inner.split('/').all(|s| !s.is_empty()));
+    if !segments_ok || !plain(path) {
+        return Err(ConfigError(format!(
+            "WEBHOOK_SECRETS_PATH must be an SSM path of at least one segment, starting and \
+             ending with `/` (like /degrau/webhooks/), got {path:?}"
+        )));
+    }
+    let pseudonym_key = vars
+        .get("PSEUDONYM_KEY_PARAMETER")
+        .unwrap_or(&defaults.pseudonym_key);
+    if !pseudonym_key.starts_with('/') || !plain(pseudonym_key) || pseudonym_key.starts_with(path) {
+        return Err(ConfigError(format!(
+            "PSEUDONYM_KEY_PARAMETER must be an SSM parameter name outside \
+             WEBHOOK_SECRETS_PATH ({path}), got {pseudonym_key:?}"
+        )));
+    }
+    Ok(SecretNames {
+        path: path.to_owned(),
+        pseudonym_key: pseudonym_key.to_owned(),
+    })
 }
 
 /// The variables as read: trimmed, an empty one counting as unset.
@@ -295,6 +336,8 @@ mod tests {
         assert_eq!(config.anthropic_base_url, "https://api.anthropic.com");
         assert_eq!(config.defaults, Defaults::default());
         assert_eq!(config.ask_timeout_seconds, DEFAULT_ASK_TIMEOUT_SECONDS);
+        assert_eq!(config.webhook_secrets, SecretNames::default());
+        assert_eq!(config.webhook_secrets.path, "/degrau/webhooks/");
     }
 
     #[test]
@@ -378,6 +421,12 @@ mod tests {
             ("MODEL_PROVIDER", "openai"),
             ("CACHE_TTL", "10m"),
             ("WINDOW_KEEP_TOKENS", "many"),
+            ("WEBHOOK_SECRETS_PATH", "/"),
+            ("WEBHOOK_SECRETS_PATH", "/degrau/webhooks"),
+            ("WEBHOOK_SECRETS_PATH", "degrau/webhooks/"),
+            ("WEBHOOK_SECRETS_PATH", "/degrau//webhooks/"),
+            ("PSEUDONYM_KEY_PARAMETER", "/degrau/webhooks/x/key"),
+            ("PSEUDONYM_KEY_PARAMETER", "degrau-key"),
         ] {
             let mut all = vars(&base);
             all.insert(name.into(), value.into());

@@ -11,6 +11,7 @@ mod bedrock;
 mod budget;
 mod cache_ttl;
 mod compaction;
+mod deployment;
 mod helpers;
 mod lifecycle;
 mod own_loop;

@@ -1,0 +1,113 @@
+//! `template.yaml` read as a deployer gets it: what a deploy that takes the
+//! defaults is, against what a tenant's user, a flood or the data-protection law
+//! would try (README: Deploy, Erasure, "Connect a WhatsApp number"). Each test reads
+//! the template through the local provisioning's own loader
+//! ([`crate::budget::template`]).
+
+use std::collections::HashMap;
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use crate::budget::template;
+
+/// Whether `text` matches a parameter's `AllowedPattern` (CloudFormation matches the
+/// whole value), by Python's `re`.
+fn allowed(pattern: &str, text: &str) -> bool {
+    let output = Command::new("python3")
+        .args([
+            "-c",
+            "import re, sys; print(bool(re.fullmatch(sys.argv[1], sys.argv[2])))",
+            pattern,
+            text,
+        ])
+        .output()
+        .expect("run python3");
+    String::from_utf8_lossy(&output.stdout).trim() == "True"
+}
+
+/// A parameter's default, as text.
+fn default_of(template: &Value, parameter: &str) -> String {
+    match &template["Parameters"][parameter]["Default"] {
+        Value::String(text) => text.clone(),
+        Value::Null => panic!("{parameter} has no default"),
+        other => other.to_string(),
+    }
+}
+
+/// A function's own environment variable.
+fn env_of<'a>(template: &'a Value, function: &str, name: &str) -> &'a Value {
+    &template["Resources"][function]["Properties"]["Environment"]["Variables"][name]
+}
+
+/// Every string in `value`, however deep.
+fn strings(value: &Value) -> Vec<String> {
+    match value {
+        Value::String(text) => vec![text.clone()],
+        Value::Array(items) => items.iter().flat_map(strings).collect(),
+        Value::Object(fields) => fields.values().flat_map(strings).collect(),
+        _ => Vec::new(),
+    }
+}
+
+#[test]
+fn webhook_secrets_lie_under_a_real_path_and_each_reader_knows_it_and_the_pseudonym_key() {
+    let template = template();
+    let pattern = template["Parameters"]["WebhookSecretsPath"]["AllowedPattern"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for (path, ok) in [
+        ("/degrau/webhooks/", true),
+        ("/a/", true),
+        ("/", false),
+        ("", false),
+        ("/degrau/webhooks", false),
+        ("degrau/", false),
+    ] {
+        assert_eq!(allowed(&pattern, path), ok, "WebhookSecretsPath {path:?}");
+    }
+    for function in ["AskFunction", "WhatsAppWorkerFunction"] {
+        assert_eq!(
+            env_of(&template, function, "WEBHOOK_SECRETS_PATH"),
+            &json!({"Ref": "WebhookSecretsPath"}),
+            "{function}"
+        );
+        assert_eq!(
+            env_of(&template, function, "PSEUDONYM_KEY_PARAMETER"),
+            &json!({"Ref": "PseudonymKeyParameter"}),
+            "{function}"
+        );
+        let policies = strings(&template["Resources"][function]["Properties"]["Policies"]);
+        assert!(
+            policies
+                .iter()
+                .any(|s| s.ends_with(":parameter${PseudonymKeyParameter}")),
+            "{function} may read the pseudonym secret: {policies:?}"
+        );
+    }
+    // The defaults are a configuration the functions accept: the pseudonym secret
+    // lies outside the tenants' path, so no tenant can name it.
+    let vars: HashMap<String, String> = [
+        ("TABLE_NAME", "t".to_owned()),
+        ("ANTHROPIC_API_KEY", "k".to_owned()),
+        (
+            "WEBHOOK_SECRETS_PATH",
+            default_of(&template, "WebhookSecretsPath"),
+        ),
+        (
+            "PSEUDONYM_KEY_PARAMETER",
+            default_of(&template, "PseudonymKeyParameter"),
+        ),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    let config = degrau_adapters::config::Config::from_map(&vars).unwrap();
+    assert!(
+        !config
+            .webhook_secrets
+            .pseudonym_key
+            .starts_with(&config.webhook_secrets.path)
+    );
+}
