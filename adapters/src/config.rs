@@ -16,6 +16,12 @@ pub enum AuthConfig {
     Jwt {
         /// `TENANT_CLAIM`.
         claim: String,
+        /// `JWT_AUDIENCE` (comma-separated): when set, the token's `aud` (or, in an
+        /// access token without one, its `client_id`) must be one of these, beside
+        /// API Gateway's own check of the same list. A token of another app client
+        /// of the same issuer (one that lets users write the tenant attribute, say)
+        /// is then refused even if the authorizer were set up too wide.
+        audiences: Vec<String>,
     },
     /// `AUTH_MODE=dev`: the `X-Tenant-Id` header, for local runs only.
     Dev,
@@ -218,6 +224,14 @@ fn auth(vars: &Vars<'_>) -> Result<AuthConfig, ConfigError> {
                 .get("TENANT_CLAIM")
                 .unwrap_or("custom:tenant_id")
                 .to_owned(),
+            audiences: vars
+                .get("JWT_AUDIENCE")
+                .unwrap_or_default()
+                .split(',')
+                .map(str::trim)
+                .filter(|a| !a.is_empty())
+                .map(str::to_owned)
+                .collect(),
         }),
         "dev" => Ok(AuthConfig::Dev),
         other => Err(ConfigError(format!(
@@ -330,7 +344,22 @@ mod tests {
         assert_eq!(
             config.auth,
             AuthConfig::Jwt {
-                claim: "custom:tenant_id".into()
+                claim: "custom:tenant_id".into(),
+                audiences: Vec::new(),
+            }
+        );
+        let pinned = Config::from_map(&vars(&[
+            ("TABLE_NAME", "t"),
+            ("ANTHROPIC_API_KEY", "k"),
+            ("TENANT_CLAIM", "tenant"),
+            ("JWT_AUDIENCE", "client-a, client-b,"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            pinned.auth,
+            AuthConfig::Jwt {
+                claim: "tenant".into(),
+                audiences: vec!["client-a".into(), "client-b".into()],
             }
         );
         assert_eq!(config.anthropic_base_url, "https://api.anthropic.com");

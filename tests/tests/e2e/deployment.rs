@@ -111,3 +111,89 @@ fn webhook_secrets_lie_under_a_real_path_and_each_reader_knows_it_and_the_pseudo
             .starts_with(&config.webhook_secrets.path)
     );
 }
+
+#[test]
+fn a_deploy_that_takes_the_defaults_gets_a_user_pool_whose_users_cannot_write_their_tenant() {
+    let template = template();
+    let parameters = &template["Parameters"];
+    // No issuer given: the stack's own pool and app client.
+    assert_eq!(default_of(&template, "JwtIssuer"), "");
+    assert_eq!(
+        template["Conditions"]["CreateUserPool"],
+        json!({"Fn::Equals": [{"Ref": "JwtIssuer"}, ""]})
+    );
+    let resources = &template["Resources"];
+    let pool = &resources["UserPool"];
+    let client = &resources["UserPoolClient"];
+    for resource in [pool, client] {
+        assert_eq!(resource["Condition"], "CreateUserPool");
+    }
+    let pool = &pool["Properties"];
+    assert_eq!(
+        pool["AdminCreateUserConfig"]["AllowAdminCreateUserOnly"], true,
+        "no one signs up and picks a tenant"
+    );
+    let tenant_attribute = pool["Schema"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["Name"] == "tenant_id")
+        .expect("the custom tenant_id attribute");
+    assert_eq!(
+        tenant_attribute["Mutable"], true,
+        "an administrator may set it"
+    );
+    let claim = default_of(&template, "TenantClaim");
+    assert_eq!(claim, "custom:tenant_id");
+    let client = &client["Properties"];
+    let writable: Vec<&str> = client["WriteAttributes"]
+        .as_array()
+        .expect("WriteAttributes listed: without a list every attribute is writable")
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert!(
+        !writable.contains(&claim.as_str()),
+        "the user may not write {claim}: {writable:?}"
+    );
+    assert!(
+        client["ReadAttributes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a == claim.as_str()),
+        "the ID token carries the claim"
+    );
+    // The authorizer trusts that pool and client unless an issuer is given.
+    let jwt = &resources["HttpApi"]["Properties"]["Auth"]["Authorizers"]["Jwt"]["JwtConfiguration"];
+    assert_eq!(jwt["issuer"]["Fn::If"][0], "CreateUserPool");
+    assert!(
+        strings(&jwt["issuer"]["Fn::If"][1])
+            .iter()
+            .any(|s| s.contains("cognito-idp") && s.contains("${UserPool}"))
+    );
+    assert_eq!(jwt["issuer"]["Fn::If"][2], json!({"Ref": "JwtIssuer"}));
+    assert_eq!(
+        jwt["audience"]["Fn::If"][1],
+        json!([{"Ref": "UserPoolClient"}])
+    );
+    assert_eq!(jwt["audience"]["Fn::If"][2], json!({"Ref": "JwtAudience"}));
+    // The function reads the claim named by the parameter and checks the audience.
+    assert_eq!(
+        env_of(&template, "AskFunction", "TENANT_CLAIM"),
+        &json!({"Ref": "TenantClaim"})
+    );
+    assert_eq!(
+        env_of(&template, "AskFunction", "JWT_AUDIENCE")["Fn::If"][1],
+        json!({"Ref": "UserPoolClient"})
+    );
+    // Your own issuer needs its audiences, and the own pool the attribute it holds.
+    let rules = strings(&template["Rules"]);
+    assert!(
+        template["Rules"]["OwnIssuerNeedsAnAudience"]["RuleCondition"]
+            .to_string()
+            .contains("JwtIssuer")
+    );
+    assert!(rules.iter().any(|s| s == "custom:tenant_id"));
+    assert!(parameters["JwtAudience"]["Default"] == "");
+}
