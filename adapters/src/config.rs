@@ -267,6 +267,12 @@ fn defaults(vars: &Vars<'_>) -> Result<Defaults, ConfigError> {
     }
     defaults.session_idle_minutes =
         vars.number("SESSION_IDLE_MINUTES", defaults.session_idle_minutes)?;
+    defaults.quota.rounds_per_hour =
+        vars.number("QUOTA_ROUNDS_PER_HOUR", defaults.quota.rounds_per_hour)?;
+    defaults.quota.summary_calls_per_hour = vars.number(
+        "QUOTA_SUMMARY_CALLS_PER_HOUR",
+        defaults.quota.summary_calls_per_hour,
+    )?;
     if let Some(policy) = vars.get("CONTEXT_POLICY") {
         defaults.context_policy =
             degrau::tenant::ContextPolicy::parse(policy).ok_or_else(|| {
@@ -388,8 +394,12 @@ mod tests {
             ("SWEEP_BUCKETS", "64"),
             ("WINDOW_KEEP_TOKENS", "1500"),
             ("CACHE_TTL", "1h"),
+            ("QUOTA_ROUNDS_PER_HOUR", "120"),
+            ("QUOTA_SUMMARY_CALLS_PER_HOUR", "30"),
         ]))
         .unwrap();
+        assert_eq!(config.defaults.quota.rounds_per_hour, 120);
+        assert_eq!(config.defaults.quota.summary_calls_per_hour, 30);
         assert_eq!(config.defaults.compaction.keep_tokens, 1500);
         assert_eq!(
             config.defaults.cache_ttl,
@@ -450,6 +460,8 @@ mod tests {
             ("MODEL_PROVIDER", "openai"),
             ("CACHE_TTL", "10m"),
             ("WINDOW_KEEP_TOKENS", "many"),
+            ("QUOTA_ROUNDS_PER_HOUR", "-1"),
+            ("QUOTA_SUMMARY_CALLS_PER_HOUR", "lots"),
             ("WEBHOOK_SECRETS_PATH", "/"),
             ("WEBHOOK_SECRETS_PATH", "/degrau/webhooks"),
             ("WEBHOOK_SECRETS_PATH", "degrau/webhooks/"),

@@ -50,6 +50,8 @@
 //! (`docs/DESIGN.md`: "The flows" (a round), "The time budget".)
 
 mod context;
+mod plausible;
+mod quota;
 mod round;
 mod rounds;
 pub mod transcript;
@@ -75,10 +77,11 @@ use crate::store::{
     Claim, CompletedRequest, ContactKey, MAX_REFRESH_PER_ROUND, RoundCommit, SessionArchive, Store,
     StoreError, SweepSlot, TenantStore, sweep_bucket,
 };
-use crate::tenant::{ContextPolicy, Defaults, InvalidSettings, Settings};
+use crate::tenant::{Defaults, InvalidSettings, Settings};
 use crate::tools::Tools;
 use crate::usage::RoundUsage;
 pub use context::{ContextView, HeadToken};
+pub use plausible::CLIENT_ALLOWANCE_TOKENS;
 use round::{Origin, Round, RoundMessage, RoundStats};
 pub use rounds::{MAX_ROUND_MESSAGES, MAX_USAGE_TOKENS, RecordedRound, RoundOutcome, RoundRequest};
 pub use transcript::{PageSize, SessionSelector, format_cursor, parse_cursor};
@@ -156,6 +159,13 @@ pub enum AskError {
     /// A bug: a request that could not be built.
     #[error("internal error: {0}")]
     Internal(String),
+    /// The tenant's quota for this hour is spent ([`crate::quota`]).
+    #[error(
+        "this tenant's {} for this hour are spent ({} an hour); nothing was stored, retry \
+         in {} s",
+        .0.kind.as_str().replace('_', " "), .0.limit, .0.retry_after
+    )]
+    QuotaExceeded(crate::quota::Exhausted),
 }
 
 /// The body of a successful ask (stored as-is for idempotent replays).
@@ -262,6 +272,8 @@ pub struct AskService {
     pub tools: Arc<dyn Tools>,
     /// The compactor's queue.
     pub jobs: Arc<dyn Jobs>,
+    /// The tenants' quotas of rounds and summary calls.
+    pub quotas: Arc<dyn crate::quota::Quotas>,
     /// Service-wide defaults.
     pub defaults: Defaults,
     /// The clock.
@@ -547,6 +559,7 @@ impl AskService {
         deadline: Deadline,
     ) -> Result<AskResponse, AskError> {
         let settings = self.settings(&key.tenant).await?;
+        self.spend_round(key, &settings).await?;
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -593,7 +606,9 @@ impl AskService {
         round: Round,
         idempotency: Option<(&IdempotencyKey, &str)>,
     ) -> Result<Option<AskResponse>, AskError> {
-        let prepared = self.prepare_commit(key, settings, turn, round, idempotency)?;
+        let step_allowed = self.step_allowed(key, settings, &round).await;
+        let prepared =
+            self.prepare_commit(key, settings, turn, round, idempotency, step_allowed)?;
         if let Committed::Lost = self.commit(key, &prepared).await? {
             return Ok(None);
         }
@@ -601,8 +616,14 @@ impl AskService {
         let expires_at = prepared.commit.messages_expire_at;
         self.refresh_window(key, &prepared.incarnation, turn, settings, expires_at)
             .await;
-        self.after_commit(key, &prepared.incarnation, &turn.plan, prepared.step_due)
-            .await;
+        self.after_commit(
+            key,
+            settings,
+            &prepared.incarnation,
+            &turn.plan,
+            prepared.step_due,
+        )
+        .await;
         Ok(Some(prepared.response))
     }
 
@@ -641,6 +662,7 @@ impl AskService {
         turn: &Turn,
         round: Round,
         idempotency: Option<(&IdempotencyKey, &str)>,
+        step_allowed: bool,
     ) -> Result<PreparedRound, AskError> {
         let (now, plan) = (turn.now, &turn.plan);
         let round_token = format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..));
@@ -649,8 +671,8 @@ impl AskService {
         // timeout), so an open session's messages never expire under it.
         let expires_at = now.saturating_add(settings.retention_after_activity_seconds());
         let messages = stored_messages(round.messages, plan, now);
-        let step_due = settings.context_policy == ContextPolicy::Stepped
-            && settings.compaction.step_due(round.usage.context_tokens());
+        // Due, and a summary call of the tenant's quota spent for it.
+        let step_due = step_allowed;
         let response = response(plan, &messages, &round.usage, &round.stats, step_due);
         // What an idempotent retry replays: the route's own answer.
         let body = match round.origin {
@@ -818,6 +840,7 @@ impl AskService {
     async fn after_commit(
         &self,
         key: &ContactKey,
+        settings: &Settings,
         incarnation: &Incarnation,
         plan: &TurnPlan,
         step_due: bool,
@@ -833,7 +856,9 @@ impl AskService {
             ),
             _ => {}
         }
-        if let Some(closed) = plan.request_facts {
+        if let Some(closed) = plan.request_facts
+            && self.spend_summary_call(key, settings, "facts").await
+        {
             let job = Job::Facts {
                 tenant: key.tenant.clone(),
                 incarnation: incarnation.clone(),

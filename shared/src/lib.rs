@@ -23,7 +23,8 @@
 //! * [`session`] and [`deadline`]: the clock and the idle rule; one time budget per
 //!   request.
 //! * The ports: [`store`] (`Store`, `TenantStore`), [`model`] (`Model`), [`jobs`]
-//!   (`Jobs`, the job messages) and [`tools`] (`Tools`, with the built-in demo tools).
+//!   (`Jobs`, the job messages), [`tools`] (`Tools`, with the built-in demo tools)
+//!   and [`quota`] (`Quotas`, each tenant's rounds and summary calls per hour).
 //! * The services: [`ask`] (a round, the transcript, the memory view, erasure) and
 //!   [`compactor`] (steps, facts jobs and the session sweep).
 //! * [`metrics`]: CloudWatch Embedded Metric Format lines on stdout.
@@ -46,6 +47,7 @@ pub mod jobs;
 pub mod metrics;
 pub mod model;
 pub mod pruning;
+pub mod quota;
 pub mod request;
 pub mod session;
 pub mod store;

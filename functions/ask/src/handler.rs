@@ -122,7 +122,7 @@ pub enum ErrorType {
     UnsupportedMediaType,
     /// 422: an idempotency key used with another body.
     IdempotencyMismatch,
-    /// 429: the model is rate limiting.
+    /// 429: the model is rate limiting, or the tenant's quota for the hour is spent.
     RateLimited,
     /// 500: a bug or a broken tenant configuration.
     InternalError,
@@ -264,6 +264,10 @@ fn from_service(error: AskError) -> HttpError {
                 ErrorType::RateLimited,
                 "the model is rate limiting; nothing was stored, retry later",
             )
+        },
+        error @ AskError::QuotaExceeded(exhausted) => HttpError {
+            retry_after: Some(exhausted.retry_after),
+            ..HttpError::new(ErrorType::RateLimited, error.to_string())
         },
         AskError::Model(ModelError::Timeout) => HttpError::new(
             ErrorType::ModelTimeout,
@@ -705,6 +709,7 @@ mod tests {
             model: model.clone(),
             tools: Arc::new(ToolDispatch::built_in_only()),
             jobs: Arc::new(NoJobs),
+            quotas: Arc::new(degrau::quota::memory::MemoryQuotas::new()),
             defaults: Defaults::default(),
             clock: system_clock(),
         };

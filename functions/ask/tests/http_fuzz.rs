@@ -35,6 +35,7 @@ fn app(auth: AuthConfig) -> (App, Arc<MemoryStore>) {
         model: Arc::new(ScriptedModel::default()),
         tools: Arc::new(ToolDispatch::built_in_only()),
         jobs: Arc::new(NoJobs),
+        quotas: Arc::new(degrau::quota::memory::MemoryQuotas::new()),
         defaults: Defaults::default(),
         clock: system_clock(),
     };

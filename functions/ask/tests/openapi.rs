@@ -56,6 +56,11 @@ fn every_service_error() -> Vec<AskError> {
         AskError::Store(StoreError::Corrupt(text())),
         AskError::Store(StoreError::Other(text())),
         AskError::Internal(text()),
+        AskError::QuotaExceeded(degrau::quota::Exhausted {
+            kind: degrau::quota::QuotaKind::Rounds,
+            limit: 10,
+            retry_after: 60,
+        }),
     ];
     let variant = |error: &AskError| -> &'static str {
         match error {
@@ -86,6 +91,7 @@ fn every_service_error() -> Vec<AskError> {
                 StoreError::Other(_) => "store other",
             },
             AskError::Internal(_) => "internal",
+            AskError::QuotaExceeded(_) => "quota",
         }
     };
     let distinct: BTreeSet<&str> = all.iter().map(variant).collect();

@@ -188,6 +188,7 @@ mod tests {
                     model: model.clone(),
                     tools: Arc::new(ToolDispatch::built_in_only()),
                     jobs: Arc::new(NoJobs),
+                    quotas: Arc::new(degrau::quota::memory::MemoryQuotas::new()),
                     defaults: Defaults::default(),
                     clock: clock.clone(),
                 },

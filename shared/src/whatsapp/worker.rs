@@ -522,7 +522,9 @@ fn send_failed(code: Option<i64>) {
 /// True for an ask failure a later delivery may get past.
 fn passes(error: &AskError) -> bool {
     match error {
-        AskError::Conflict(_) => true,
+        // The hour's rounds are spent: the message comes back after the queue's
+        // visibility timeout, and answers once the quota allows.
+        AskError::Conflict(_) | AskError::QuotaExceeded(_) => true,
         AskError::Store(error) => {
             matches!(error, StoreError::Unavailable(_) | StoreError::Conflict(_))
         }

@@ -69,6 +69,7 @@ pub fn ask_service(
         model,
         tools,
         jobs,
+        quotas: Arc::new(degrau::quota::memory::MemoryQuotas::new()),
         defaults,
         clock,
     }

@@ -12,6 +12,7 @@ mod budget;
 mod cache_ttl;
 mod compaction;
 mod deployment;
+mod floods;
 mod helpers;
 mod lifecycle;
 mod own_loop;
