@@ -198,7 +198,8 @@ mod tests {
                 ask_timeout: Duration::from_secs(25),
             },
             webhook: WebhookService {
-                store,
+                store: store.clone(),
+                tenants: store,
                 inbox: inbox.clone(),
                 clock,
             },

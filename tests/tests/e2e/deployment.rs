@@ -197,3 +197,37 @@ fn a_deploy_that_takes_the_defaults_gets_a_user_pool_whose_users_cannot_write_th
     assert!(rules.iter().any(|s| s == "custom:tenant_id"));
     assert!(parameters["JwtAudience"]["Default"] == "");
 }
+
+#[test]
+fn erased_items_leave_the_backups_within_the_recovery_period_and_the_worker_reads_the_index() {
+    let template = template();
+    let period = &template["Parameters"]["PointInTimeRecoveryDays"];
+    let days: u64 = default_of(&template, "PointInTimeRecoveryDays")
+        .parse()
+        .unwrap();
+    assert!(days <= 7, "a week at most by default: {days}");
+    assert_eq!(period["MaxValue"], 35);
+    let pitr = &template["Resources"]["Table"]["Properties"]["PointInTimeRecoverySpecification"];
+    assert_eq!(pitr["PointInTimeRecoveryEnabled"], true);
+    assert_eq!(
+        pitr["RecoveryPeriodInDays"],
+        json!({"Ref": "PointInTimeRecoveryDays"})
+    );
+    // The README's erasure section says so, and what to do after a restore.
+    let readme = include_str!("../../../README.md");
+    let erasure = &readme[readme.find("**Erasure.**").unwrap()..];
+    let erasure = &erasure[..erasure.find("## ").unwrap()];
+    for said in ["PointInTimeRecoveryDays", "restore"] {
+        assert!(erasure.contains(said), "the erasure section says {said}");
+    }
+    // A queued WhatsApp message names its record by incarnation: the worker may
+    // query the incarnation index.
+    let policies =
+        strings(&template["Resources"]["WhatsAppWorkerFunction"]["Properties"]["Policies"]);
+    assert!(
+        policies
+            .iter()
+            .any(|s| s == "${Table.Arn}/index/by-incarnation"),
+        "{policies:?}"
+    );
+}
