@@ -15,7 +15,9 @@
 //!    have passed since the contact's latest pending record, waiting again when
 //!    another arrives meanwhile, at most three debounces in all and never into the
 //!    time the turn itself needs.
-//! 4. **Take** every pending record of the contact, in arrival order (at most
+//! 4. **Take** every pending record of the contact sent to the same business
+//!    number (a turn is one contact's and one number's: Meta's 24-hour window is
+//!    per number, and the reply goes out from it), in arrival order (at most
 //!    [`MAX_TURN_MESSAGES`], and no more text than one user message holds), and
 //!    write the turn with them in one transaction. A message that arrives after
 //!    this stays pending: its own queue message comes after this one (same group)
@@ -48,7 +50,10 @@ use super::store::{
     InboundRecord, MAX_TURN_MESSAGES, Outgoing, RecordState, TurnId, TurnRecord, TurnStatus,
     WhatsAppStore,
 };
-use super::{MAX_OUTBOUND_CHARS, SERVICE_WINDOW_SECONDS, WaId, WaMessageId, record_life_seconds};
+use super::{
+    MAX_OUTBOUND_CHARS, PhoneNumberId, SERVICE_WINDOW_SECONDS, WaId, WaMessageId,
+    record_life_seconds,
+};
 use crate::ask::{AskError, AskOutcome, AskResponse, AskService, MAX_TEXT_CHARS};
 use crate::deadline::Deadline;
 use crate::domain::IdempotencyKey;
@@ -174,7 +179,10 @@ impl Worker {
                     return Ok(Outcome::Handled);
                 }
                 RecordState::Taken(turn) => self.resume(&key, &turn, deadline).await?,
-                RecordState::Pending => self.make_turn(&key, deadline).await?,
+                RecordState::Pending => {
+                    self.make_turn(&key, &record.message.phone_number_id, deadline)
+                        .await?
+                }
             }
         }
         Err(WorkerError::Busy)
@@ -243,9 +251,16 @@ impl Worker {
         }
     }
 
-    /// Makes one turn of the contact's pending records (after the debounce), or
-    /// resumes an unfinished one.
-    async fn make_turn(&self, key: &ContactKey, deadline: Deadline) -> Result<(), WorkerError> {
+    /// Makes one turn of the contact's pending records sent to the business number
+    /// `phone` (after the debounce), or resumes an unfinished one. A turn is one
+    /// contact's and one number's: each number has its own customer service window
+    /// and sends its own reply.
+    async fn make_turn(
+        &self,
+        key: &ContactKey,
+        phone: &PhoneNumberId,
+        deadline: Deadline,
+    ) -> Result<(), WorkerError> {
         let unhandled = self.debounce(key, deadline).await?;
         if let Some(turn) = unhandled.iter().find_map(|r| match &r.state {
             RecordState::Taken(turn) => Some(turn.clone()),
@@ -255,7 +270,7 @@ impl Worker {
         }
         let pending: Vec<&InboundRecord> = unhandled
             .iter()
-            .filter(|r| r.state == RecordState::Pending)
+            .filter(|r| r.state == RecordState::Pending && r.message.phone_number_id == *phone)
             .collect();
         let life = record_life_seconds(self.ask.tenants.tenant_config(&key.tenant).await?.as_ref());
         let Some(turn) = self.turn_of(&pending, life) else {

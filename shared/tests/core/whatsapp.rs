@@ -287,6 +287,46 @@ async fn a_burst_of_three_gives_one_round() {
     assert_eq!((from.as_str(), to.as_str()), (PHONE, CUSTOMER));
 }
 
+#[tokio::test]
+async fn a_burst_to_two_numbers_of_one_tenant_makes_a_turn_per_number_each_answered_from_it() {
+    const SECOND: &str = "100000000000002";
+    let (channel, _) = channel().await;
+    channel
+        .store
+        .bind(
+            &PhoneNumberId::parse(SECOND).unwrap(),
+            &TenantId::parse(TENANT).unwrap(),
+        )
+        .await
+        .unwrap();
+    answers(&channel.model, &["Resposta da loja", "Resposta do salão"]);
+    channel.deliver(&[text("m1", "oi loja")]).await;
+    channel.deliver_to(SECOND, &[text("m2", "oi salão")]).await;
+    channel.deliver(&[text("m3", "tudo bem?")]).await;
+    let results = channel.work().await;
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    assert_eq!(channel.model_calls(), 2, "a turn per number");
+    assert_eq!(
+        channel.user_texts().await,
+        ["oi loja\ntudo bem?", "oi salão"],
+        "each turn holds its own number's messages"
+    );
+    let routes: Vec<(String, String)> = channel
+        .sender
+        .routes()
+        .into_iter()
+        .map(|(from, to)| (from.as_str().to_owned(), to.as_str().to_owned()))
+        .collect();
+    assert_eq!(
+        routes,
+        [
+            (PHONE.to_owned(), CUSTOMER.to_owned()),
+            (SECOND.to_owned(), CUSTOMER.to_owned())
+        ],
+        "each reply from the number it answers"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_worker_waits_out_the_burst_before_taking_it() {
     // The clock follows tokio's paused time, so the debounce's waits move it.
