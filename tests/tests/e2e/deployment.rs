@@ -231,3 +231,56 @@ fn erased_items_leave_the_backups_within_the_recovery_period_and_the_worker_read
         "{policies:?}"
     );
 }
+
+#[test]
+fn every_queue_and_the_table_are_encrypted_pinned_and_a_key_of_yours_reaches_all_of_them() {
+    let template = template();
+    assert_eq!(default_of(&template, "KmsKeyArn"), "");
+    assert_eq!(
+        template["Conditions"]["UseKmsKey"],
+        json!({"Fn::Not": [{"Fn::Equals": [{"Ref": "KmsKeyArn"}, ""]}]})
+    );
+    let no_value = json!({"Ref": "AWS::NoValue"});
+    let mut queues = 0;
+    for (name, resource) in template["Resources"].as_object().unwrap() {
+        let properties = &resource["Properties"];
+        match resource["Type"].as_str() {
+            Some("AWS::SQS::Queue") => {
+                queues += 1;
+                assert_eq!(
+                    properties["SqsManagedSseEnabled"],
+                    json!({"Fn::If": ["UseKmsKey", no_value, true]}),
+                    "{name}: SQS-managed SSE unless a key is given"
+                );
+                assert_eq!(
+                    properties["KmsMasterKeyId"],
+                    json!({"Fn::If": ["UseKmsKey", {"Ref": "KmsKeyArn"}, no_value]}),
+                    "{name}"
+                );
+            }
+            Some("AWS::DynamoDB::Table") => {
+                let sse = &properties["SSESpecification"]["Fn::If"];
+                assert_eq!(sse[0], "UseKmsKey", "{name}");
+                assert_eq!(
+                    sse[1],
+                    json!({"SSEEnabled": true, "SSEType": "KMS", "KMSMasterKeyId": {"Ref": "KmsKeyArn"}}),
+                    "{name}"
+                );
+            }
+            Some("AWS::Serverless::Function") => {
+                let statements = properties["Policies"][0]["Statement"].as_array().unwrap();
+                let kms = statements
+                    .iter()
+                    .find(|s| s["Fn::If"][0] == "UseKmsKey")
+                    .unwrap_or_else(|| panic!("{name} may not use the key"));
+                let actions = strings(&kms["Fn::If"][1]["Action"]);
+                for action in ["kms:Decrypt", "kms:GenerateDataKey"] {
+                    assert!(actions.iter().any(|a| a == action), "{name}: {action}");
+                }
+                assert_eq!(kms["Fn::If"][1]["Resource"], json!({"Ref": "KmsKeyArn"}));
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(queues, 4, "the jobs and WhatsApp queues and their dead-letter queues");
+}
