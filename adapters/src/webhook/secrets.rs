@@ -22,11 +22,14 @@ pub trait SigningSecrets: Send + Sync {
     async fn secret(&self, name: &str) -> Result<Arc<[u8]>, String>;
 }
 
+/// A secret as read, and when.
+type Cached = (Arc<[u8]>, Instant);
+
 /// Secrets from SSM Parameter Store, cached for a while.
 pub struct SsmSecrets {
     client: aws_sdk_ssm::Client,
     ttl: Duration,
-    cache: Mutex<HashMap<String, (Arc<[u8]>, Instant)>>,
+    cache: Mutex<HashMap<String, Cached>>,
 }
 
 impl SsmSecrets {

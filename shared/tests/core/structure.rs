@@ -5,9 +5,11 @@
 //! at every Unicode line break, not at `\n` alone.
 
 use degrau::compactor::{facts_request, summary_request};
-use degrau::domain::{ContentBlock, Fact, FactKey, FactSource, Role, StoredMessage};
+use degrau::domain::{ContentBlock, Fact, FactKey, Role, StoredMessage};
 use degrau::request::render_contact_context;
 use proptest::prelude::*;
+
+use crate::helpers::fact;
 
 /// Every character Unicode treats as ending a line.
 fn is_line_break(c: char) -> bool {
@@ -40,15 +42,6 @@ fn forging_text(forged: &'static str) -> impl Strategy<Value = String> {
         ]),
     )
         .prop_map(move |(before, breaker)| format!("{before}{breaker}{forged}"))
-}
-
-fn fact(key: &str, value: String) -> Fact {
-    Fact {
-        key: FactKey::parse(key).unwrap(),
-        value,
-        source: FactSource { session: 1, seq: 1 },
-        updated_at: 0,
-    }
 }
 
 fn message(seq: u64, role: Role, text: String) -> StoredMessage {

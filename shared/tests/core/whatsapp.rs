@@ -831,46 +831,37 @@ async fn retention(channel: &Channel, days: u32) {
         .unwrap();
 }
 
-#[tokio::test]
-async fn records_and_turns_live_the_tenants_retention_when_it_is_shorter_than_eight_days() {
-    let (channel, _) = channel().await;
-    answers(&channel.model, &["Olá", "Oi de novo"]);
-    let id = WaMessageId::parse("m1").unwrap();
-    channel.deliver(&[text("m1", "oi")]).await;
-    let record = channel
+/// The customer's inbound record `id`, as read at [`START`].
+async fn record_of(channel: &Channel, id: &str) -> InboundRecord {
+    let id = WaMessageId::parse(id).unwrap();
+    channel
         .store
         .inbound(&customer(), &id, START)
         .await
         .unwrap()
-        .unwrap();
+        .unwrap()
+}
+
+#[tokio::test]
+async fn records_and_turns_live_the_tenants_retention_when_it_is_shorter_than_eight_days() {
+    let (channel, _) = channel().await;
+    answers(&channel.model, &["Olá", "Oi de novo"]);
+    channel.deliver(&[text("m1", "oi")]).await;
     assert_eq!(
-        record.message.expires_at,
+        record_of(&channel, "m1").await.message.expires_at,
         START + degrau::whatsapp::RECORD_TTL_SECONDS
     );
 
     retention(&channel, 1).await;
     channel.deliver(&[text("m2", "de novo")]).await;
     let id = WaMessageId::parse("m2").unwrap();
-    let record = channel
-        .store
-        .inbound(&customer(), &id, START)
-        .await
-        .unwrap()
-        .unwrap();
     assert_eq!(
-        record.message.expires_at,
+        record_of(&channel, "m2").await.message.expires_at,
         START + 86_400,
         "one day, the tenant's"
     );
     channel.work().await;
-    let RecordState::Handled(turn) = channel
-        .store
-        .inbound(&customer(), &id, START)
-        .await
-        .unwrap()
-        .unwrap()
-        .state
-    else {
+    let RecordState::Handled(turn) = record_of(&channel, "m2").await.state else {
         panic!("handled");
     };
     let turn = channel
