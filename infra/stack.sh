@@ -65,7 +65,7 @@ start() {
   # The stand-in: the model when there is no key, and the Graph API always.
   cargo build -q -p degrau-standin
   stop_pid standin
-  setsid target/debug/degrau-standin --port "$standin_port" > "$state/standin.log" 2>&1 &
+  setsid "${CARGO_TARGET_DIR:-$root/target}/debug/degrau-standin" --port "$standin_port" > "$state/standin.log" 2>&1 &
   echo $! > "$state/standin.pid"
   wait_for "http://127.0.0.1:$standin_port/stand-in/requests" "the stand-in" "$state/standin.log"
   # The demo barbershop's own tools: the example tool server, a fresh signing
