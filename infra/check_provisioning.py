@@ -83,7 +83,7 @@ def main() -> int:
         attributes = stack.sqs.get_queue_attributes(
             QueueUrl=stack.created[logical_id]["Ref"], AttributeNames=["All"]
         )["Attributes"]
-        for key in ("FifoQueue", "ContentBasedDeduplication", "VisibilityTimeout", "MessageRetentionPeriod"):
+        for key in ("FifoQueue", "ContentBasedDeduplication", "VisibilityTimeout", "MessageRetentionPeriod", "SqsManagedSseEnabled"):
             if key in props:
                 expect(f"{logical_id} {key}", provision._attribute(props[key]).lower(), attributes.get(key, "").lower())
         if "RedrivePolicy" in props:

@@ -13,13 +13,21 @@ boto3 comes from the repo's .venv (infra/setup.sh).
 import argparse
 import json
 import os
+import secrets
 import sys
 
 import boto3
 
+# The local stack's WEBHOOK_SECRETS_PATH: a tenant's secrets lie under
+# {path}{tenant}/, and degrau refuses any other secret_parameter.
+SECRETS_PATH = "/degrau/local/webhooks/"
+# The local stack's PSEUDONYM_KEY_PARAMETER (outside the secrets path).
+PSEUDONYM_KEY_PARAMETER = "/degrau/local/pseudonym-key"
+
+
 def parameter(tenant: str) -> str:
     """The SSM parameter holding the tenant's signing secret."""
-    return f"/degrau/local/webhooks/{tenant}"
+    return f"{SECRETS_PATH}{tenant}/toolserver"
 
 
 def tools(url: str, tenant: str) -> list:
@@ -69,9 +77,21 @@ def main() -> int:
         aws_secret_access_key=os.environ.get("AWS_SECRET_ACCESS_KEY", "local"),
         region_name=os.environ.get("AWS_REGION", "us-east-1"),
     )
-    session.client("ssm", endpoint_url=args.endpoint).put_parameter(
+    ssm = session.client("ssm", endpoint_url=args.endpoint)
+    ssm.put_parameter(
         Name=parameter(args.tenant), Value=secret, Type="SecureString", Overwrite=True
     )
+    # The deployment's pseudonym secret: made once, kept across restarts so that a
+    # receiver's pseudonyms stay stable.
+    try:
+        ssm.put_parameter(
+            Name=PSEUDONYM_KEY_PARAMETER,
+            Value=secrets.token_hex(32),
+            Type="SecureString",
+            Overwrite=False,
+        )
+    except ssm.exceptions.ParameterAlreadyExists:
+        pass
     session.client("dynamodb", endpoint_url=args.endpoint).put_item(
         TableName=args.table,
         Item={

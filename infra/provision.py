@@ -77,12 +77,17 @@ def log(message: str) -> None:
     print(f"provision: {message}", file=sys.stderr)
 
 
+# What `!Ref AWS::NoValue` resolves to: the property holding it is left out.
+NO_VALUE = object()
+
+
 class Stack:
     """The template's tables and queues, created in one account (moto)."""
 
     def __init__(self, template: dict, prefix: str, session: boto3.session.Session, endpoint: str):
         self.resources: dict = template.get("Resources", {})
         self.parameters: dict = template.get("Parameters", {})
+        self.conditions: dict = template.get("Conditions", {})
         self.globals: dict = template.get("Globals", {})
         self.prefix = prefix
         self.dynamodb = session.client("dynamodb", endpoint_url=endpoint)
@@ -93,10 +98,35 @@ class Stack:
     def of_type(self, kind: str) -> list[str]:
         return [lid for lid, res in self.resources.items() if res.get("Type") == kind]
 
+    def condition(self, name: str) -> bool:
+        """Evaluates a template condition with the parameters' defaults."""
+        return self.truth(self.conditions[name])
+
+    def truth(self, value) -> bool:
+        (key, arg), = value.items()
+        if key == "Condition":
+            return self.condition(arg)
+        if key == "Fn::Equals":
+            left, right = (str(self.resolve(v)) for v in arg)
+            return left == right
+        if key == "Fn::Not":
+            return not self.truth(arg[0])
+        if key == "Fn::And":
+            return all(self.truth(v) for v in arg)
+        if key == "Fn::Or":
+            return any(self.truth(v) for v in arg)
+        raise KeyError(f"cannot evaluate the condition {key}")
+
     def resolve(self, value):
-        """Resolves Ref/GetAtt to created resources and parameter defaults."""
+        """Resolves Ref/GetAtt to created resources and parameter defaults, and Fn::If
+        by its condition; a property that resolves to AWS::NoValue is left out."""
         if isinstance(value, dict) and len(value) == 1:
             (key, arg), = value.items()
+            if key == "Fn::If":
+                name, yes, no = arg
+                return self.resolve(yes if self.condition(name) else no)
+            if key == "Ref" and arg == "AWS::NoValue":
+                return NO_VALUE
             if key == "Ref":
                 if arg in self.created:
                     return self.created[arg]["Ref"]
@@ -109,9 +139,10 @@ class Stack:
                     raise KeyError(f"cannot resolve !GetAtt {logical_id}.{attribute} (not created yet)")
                 return self.created[logical_id][attribute]
         if isinstance(value, dict):
-            return {k: self.resolve(v) for k, v in value.items()}
+            resolved = {k: self.resolve(v) for k, v in value.items()}
+            return {k: v for k, v in resolved.items() if v is not NO_VALUE}
         if isinstance(value, list):
-            return [self.resolve(v) for v in value]
+            return [v for v in (self.resolve(v) for v in value) if v is not NO_VALUE]
         return value
 
     # ---- DynamoDB ----------------------------------------------------------------
@@ -184,6 +215,9 @@ class Stack:
     # ---- SQS -----------------------------------------------------------------------
 
     QUEUE_ATTRIBUTES = (
+        "SqsManagedSseEnabled",
+        "KmsMasterKeyId",
+        "KmsDataKeyReusePeriodSeconds",
         "ContentBasedDeduplication",
         "DeduplicationScope",
         "FifoThroughputLimit",

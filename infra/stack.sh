@@ -65,7 +65,7 @@ start() {
   # The stand-in: the model when there is no key, and the Graph API always.
   cargo build -q -p degrau-standin
   stop_pid standin
-  setsid target/debug/degrau-standin --port "$standin_port" > "$state/standin.log" 2>&1 &
+  setsid "${CARGO_TARGET_DIR:-$root/target}/debug/degrau-standin" --port "$standin_port" > "$state/standin.log" 2>&1 &
   echo $! > "$state/standin.pid"
   wait_for "http://127.0.0.1:$standin_port/stand-in/requests" "the stand-in" "$state/standin.log"
   # The demo barbershop's own tools: the example tool server, a fresh signing
@@ -75,7 +75,7 @@ start() {
   local tool_secret
   tool_secret="$(python3 -c 'import secrets; print("whsec_" + secrets.token_hex(24))')"
   DEGRAU_TOOLSERVER_SECRET="$tool_secret" setsid python3 infra/toolserver.py \
-    --port "$toolserver_port" > "$state/toolserver.log" 2>&1 &
+    --port "$toolserver_port" --tenant demo-barbershop > "$state/toolserver.log" 2>&1 &
   echo $! > "$state/toolserver.pid"
   wait_for "http://127.0.0.1:$toolserver_port/health" "the tool server" "$state/toolserver.log"
   echo "http://127.0.0.1:$toolserver_port" > "$state/toolserver.url"
@@ -112,6 +112,8 @@ start() {
     --env-var "AWS_ACCESS_KEY_ID=local" \
     --env-var "AWS_SECRET_ACCESS_KEY=local" \
     --env-var "AUTH_MODE=dev" \
+    --env-var "WEBHOOK_SECRETS_PATH=/degrau/local/webhooks/" \
+    --env-var "PSEUDONYM_KEY_PARAMETER=/degrau/local/pseudonym-key" \
     --env-var "RUST_LOG=info" \
     --env-var "WHATSAPP_QUEUE_URL=$WHATSAPP_QUEUE_URL" \
     --env-var "WHATSAPP_APP_SECRET=$whatsapp_app_secret" \

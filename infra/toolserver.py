@@ -96,7 +96,7 @@ class Calendar:
         return 404, {"error": f"unknown tool {tool!r}"}
 
 
-def handler(secret: bytes, calendar: Calendar):
+def handler(secret: bytes, calendar: Calendar, tenant: str | None = None):
     class Handler(BaseHTTPRequestHandler):
         server_version = "degrau-toolserver"
 
@@ -125,6 +125,14 @@ def handler(secret: bytes, calendar: Calendar):
             problem = verify(secret, self.headers.get("Degrau-Signature", ""), body, time.time())
             if problem:
                 return self.answer(401, {"error": problem})
+            # A receiver serves one tenant: a call signed with its secret but for
+            # another tenant is refused (the secret was not meant to be shared).
+            try:
+                called_for = json.loads(body).get("tenant")
+            except (ValueError, AttributeError):
+                called_for = None
+            if tenant is not None and called_for != tenant:
+                return self.answer(403, {"error": "not this receiver's tenant"})
             key = self.headers.get("Idempotency-Key", "")
             with calendar.lock:
                 if key and key in calendar.answers:
@@ -150,11 +158,13 @@ def main() -> int:
     parser.add_argument("--port", type=int, default=4020)
     parser.add_argument("--secret-env", default="DEGRAU_TOOLSERVER_SECRET",
                         help="the variable holding the signing secret")
+    parser.add_argument("--tenant", default=None,
+                        help="the tenant this receiver serves: calls for any other are refused")
     args = parser.parse_args()
     secret = os.environ.get(args.secret_env, "")
     if not secret:
         sys.exit(f"toolserver: {args.secret_env} is not set (the webhook's signing secret)")
-    server = ThreadingHTTPServer((args.host, args.port), handler(secret.encode(), Calendar()))
+    server = ThreadingHTTPServer((args.host, args.port), handler(secret.encode(), Calendar(), args.tenant))
     print(f"toolserver listening on http://{args.host}:{server.server_address[1]}", flush=True)
     try:
         server.serve_forever()

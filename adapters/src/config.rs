@@ -7,6 +7,8 @@ use std::collections::HashMap;
 
 use degrau::tenant::Defaults;
 
+use crate::webhook::SecretNames;
+
 /// How `ask` finds the tenant.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AuthConfig {
@@ -14,6 +16,12 @@ pub enum AuthConfig {
     Jwt {
         /// `TENANT_CLAIM`.
         claim: String,
+        /// `JWT_AUDIENCE` (comma-separated): when set, the token's `aud` (or, in an
+        /// access token without one, its `client_id`) must be one of these, beside
+        /// API Gateway's own check of the same list. A token of another app client
+        /// of the same issuer (one that lets users write the tenant attribute, say)
+        /// is then refused even if the authorizer were set up too wide.
+        audiences: Vec<String>,
     },
     /// `AUTH_MODE=dev`: the `X-Tenant-Id` header, for local runs only.
     Dev,
@@ -77,6 +85,9 @@ pub struct Config {
     /// `CLOCK_OFFSET_FILE` (benchmarks only): a file holding seconds to add to the
     /// system clock, read at every reading (see [`crate::wiring`]).
     pub clock_offset_file: Option<String>,
+    /// `WEBHOOK_SECRETS_PATH` and `PSEUDONYM_KEY_PARAMETER`: where the webhook
+    /// tools' signing secrets lie, and the deployment's pseudonym secret.
+    pub webhook_secrets: SecretNames,
 }
 
 /// `ASK_TIMEOUT_SECONDS` when unset: an answer leaves the function 25 s after the
@@ -140,8 +151,44 @@ impl Config {
             auth,
             defaults,
             clock_offset_file: vars.get("CLOCK_OFFSET_FILE").map(str::to_owned),
+            webhook_secrets: webhook_secrets(&vars)?,
         })
     }
+}
+
+/// `WEBHOOK_SECRETS_PATH` (a path of at least one segment, `/` first and last)
+/// and `PSEUDONYM_KEY_PARAMETER` (a parameter name outside that path, so that no
+/// tenant's `secret_parameter` can name it).
+fn webhook_secrets(vars: &Vars<'_>) -> Result<SecretNames, ConfigError> {
+    let defaults = SecretNames::default();
+    let path = vars.get("WEBHOOK_SECRETS_PATH").unwrap_or(&defaults.path);
+    let plain = |text: &str| {
+        text.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_.-/".contains(c))
+    };
+    let segments_ok = path
+        .strip_prefix('/')
+        .and_then(|rest| rest.strip_suffix('/'))
+        .is_some_and(|inner| !inner.is_empty() && inner.split('/').all(|s| !s.is_empty()));
+    if !segments_ok || !plain(path) {
+        return Err(ConfigError(format!(
+            "WEBHOOK_SECRETS_PATH must be an SSM path of at least one segment, starting and \
+             ending with `/` (like /degrau/webhooks/), got {path:?}"
+        )));
+    }
+    let pseudonym_key = vars
+        .get("PSEUDONYM_KEY_PARAMETER")
+        .unwrap_or(&defaults.pseudonym_key);
+    if !pseudonym_key.starts_with('/') || !plain(pseudonym_key) || pseudonym_key.starts_with(path) {
+        return Err(ConfigError(format!(
+            "PSEUDONYM_KEY_PARAMETER must be an SSM parameter name outside \
+             WEBHOOK_SECRETS_PATH ({path}), got {pseudonym_key:?}"
+        )));
+    }
+    Ok(SecretNames {
+        path: path.to_owned(),
+        pseudonym_key: pseudonym_key.to_owned(),
+    })
 }
 
 /// The variables as read: trimmed, an empty one counting as unset.
@@ -177,6 +224,14 @@ fn auth(vars: &Vars<'_>) -> Result<AuthConfig, ConfigError> {
                 .get("TENANT_CLAIM")
                 .unwrap_or("custom:tenant_id")
                 .to_owned(),
+            audiences: vars
+                .get("JWT_AUDIENCE")
+                .unwrap_or_default()
+                .split(',')
+                .map(str::trim)
+                .filter(|a| !a.is_empty())
+                .map(str::to_owned)
+                .collect(),
         }),
         "dev" => Ok(AuthConfig::Dev),
         other => Err(ConfigError(format!(
@@ -212,6 +267,12 @@ fn defaults(vars: &Vars<'_>) -> Result<Defaults, ConfigError> {
     }
     defaults.session_idle_minutes =
         vars.number("SESSION_IDLE_MINUTES", defaults.session_idle_minutes)?;
+    defaults.quota.rounds_per_hour =
+        vars.number("QUOTA_ROUNDS_PER_HOUR", defaults.quota.rounds_per_hour)?;
+    defaults.quota.summary_calls_per_hour = vars.number(
+        "QUOTA_SUMMARY_CALLS_PER_HOUR",
+        defaults.quota.summary_calls_per_hour,
+    )?;
     if let Some(policy) = vars.get("CONTEXT_POLICY") {
         defaults.context_policy =
             degrau::tenant::ContextPolicy::parse(policy).ok_or_else(|| {
@@ -289,12 +350,29 @@ mod tests {
         assert_eq!(
             config.auth,
             AuthConfig::Jwt {
-                claim: "custom:tenant_id".into()
+                claim: "custom:tenant_id".into(),
+                audiences: Vec::new(),
+            }
+        );
+        let pinned = Config::from_map(&vars(&[
+            ("TABLE_NAME", "t"),
+            ("ANTHROPIC_API_KEY", "k"),
+            ("TENANT_CLAIM", "tenant"),
+            ("JWT_AUDIENCE", "client-a, client-b,"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            pinned.auth,
+            AuthConfig::Jwt {
+                claim: "tenant".into(),
+                audiences: vec!["client-a".into(), "client-b".into()],
             }
         );
         assert_eq!(config.anthropic_base_url, "https://api.anthropic.com");
         assert_eq!(config.defaults, Defaults::default());
         assert_eq!(config.ask_timeout_seconds, DEFAULT_ASK_TIMEOUT_SECONDS);
+        assert_eq!(config.webhook_secrets, SecretNames::default());
+        assert_eq!(config.webhook_secrets.path, "/degrau/webhooks/");
     }
 
     #[test]
@@ -316,8 +394,12 @@ mod tests {
             ("SWEEP_BUCKETS", "64"),
             ("WINDOW_KEEP_TOKENS", "1500"),
             ("CACHE_TTL", "1h"),
+            ("QUOTA_ROUNDS_PER_HOUR", "120"),
+            ("QUOTA_SUMMARY_CALLS_PER_HOUR", "30"),
         ]))
         .unwrap();
+        assert_eq!(config.defaults.quota.rounds_per_hour, 120);
+        assert_eq!(config.defaults.quota.summary_calls_per_hour, 30);
         assert_eq!(config.defaults.compaction.keep_tokens, 1500);
         assert_eq!(
             config.defaults.cache_ttl,
@@ -378,6 +460,14 @@ mod tests {
             ("MODEL_PROVIDER", "openai"),
             ("CACHE_TTL", "10m"),
             ("WINDOW_KEEP_TOKENS", "many"),
+            ("QUOTA_ROUNDS_PER_HOUR", "-1"),
+            ("QUOTA_SUMMARY_CALLS_PER_HOUR", "lots"),
+            ("WEBHOOK_SECRETS_PATH", "/"),
+            ("WEBHOOK_SECRETS_PATH", "/degrau/webhooks"),
+            ("WEBHOOK_SECRETS_PATH", "degrau/webhooks/"),
+            ("WEBHOOK_SECRETS_PATH", "/degrau//webhooks/"),
+            ("PSEUDONYM_KEY_PARAMETER", "/degrau/webhooks/x/key"),
+            ("PSEUDONYM_KEY_PARAMETER", "degrau-key"),
         ] {
             let mut all = vars(&base);
             all.insert(name.into(), value.into());

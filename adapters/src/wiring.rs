@@ -94,8 +94,12 @@ impl Dependencies {
             AuthConfig::Dev => AddressPolicy::PublicAndLoopback,
             AuthConfig::Jwt { .. } => AddressPolicy::PublicOnly,
         };
-        let webhooks = WebhookCaller::new(policy, Arc::new(SsmSecrets::new(ssm)))
-            .map_err(|e| WiringError::Webhooks(e.to_string()))?;
+        let webhooks = WebhookCaller::new(
+            policy,
+            Arc::new(SsmSecrets::new(ssm)),
+            config.webhook_secrets.clone(),
+        )
+        .map_err(|e| WiringError::Webhooks(e.to_string()))?;
         Ok(Dependencies {
             config,
             store,

@@ -50,6 +50,8 @@
 //! (`docs/DESIGN.md`: "The flows" (a round), "The time budget".)
 
 mod context;
+mod plausible;
+mod quota;
 mod round;
 mod rounds;
 pub mod transcript;
@@ -75,10 +77,11 @@ use crate::store::{
     Claim, CompletedRequest, ContactKey, MAX_REFRESH_PER_ROUND, MAX_ROUND_ITEMS, RoundCommit,
     SessionArchive, Store, StoreError, SweepSlot, TenantStore, load_whole_turn, sweep_bucket,
 };
-use crate::tenant::{ContextPolicy, Defaults, InvalidSettings, Settings};
+use crate::tenant::{Defaults, InvalidSettings, Settings};
 use crate::tools::Tools;
 use crate::usage::RoundUsage;
 pub use context::{ContextView, HeadToken};
+pub use plausible::CLIENT_ALLOWANCE_TOKENS;
 use round::{Origin, Round, RoundMessage, RoundStats};
 pub use rounds::{MAX_ROUND_MESSAGES, MAX_USAGE_TOKENS, RecordedRound, RoundOutcome, RoundRequest};
 pub use transcript::{PageSize, SessionSelector, format_cursor, parse_cursor};
@@ -172,6 +175,13 @@ pub enum AskError {
     /// A bug: a request that could not be built.
     #[error("internal error: {0}")]
     Internal(String),
+    /// The tenant's quota for this hour is spent ([`crate::quota`]).
+    #[error(
+        "this tenant's {} for this hour are spent ({} an hour); nothing was stored, retry \
+         in {} s",
+        .0.kind.as_str().replace('_', " "), .0.limit, .0.retry_after
+    )]
+    QuotaExceeded(crate::quota::Exhausted),
 }
 
 /// The body of a successful ask (stored as-is for idempotent replays).
@@ -278,6 +288,8 @@ pub struct AskService {
     pub tools: Arc<dyn Tools>,
     /// The compactor's queue.
     pub jobs: Arc<dyn Jobs>,
+    /// The tenants' quotas of rounds and summary calls.
+    pub quotas: Arc<dyn crate::quota::Quotas>,
     /// Service-wide defaults.
     pub defaults: Defaults,
     /// The clock.
@@ -574,6 +586,7 @@ impl AskService {
         deadline: Deadline,
     ) -> Result<AskResponse, AskError> {
         let settings = self.settings(&key.tenant, deadline).await?;
+        self.spend_round(key, &settings, deadline).await?;
         let (mut lost, mut broken) = (0, 0);
         loop {
             let turn = self.load_turn(key, &settings, deadline).await?;
@@ -631,13 +644,15 @@ impl AskService {
         idempotency: Option<(&IdempotencyKey, &str)>,
         deadline: Deadline,
     ) -> Result<Option<AskResponse>, AskError> {
-        let prepared = self.prepare_commit(key, settings, turn, round, idempotency)?;
+        let step_allowed = self.step_allowed(key, settings, &round, deadline).await;
+        let prepared =
+            self.prepare_commit(key, settings, turn, round, idempotency, step_allowed)?;
         if let Committed::Lost = self.commit(key, &prepared, deadline).await? {
             return Ok(None);
         }
         prepared.record();
         self.refresh_rest(key, &prepared, deadline).await;
-        self.after_commit(key, &prepared, &turn.plan, deadline)
+        self.after_commit(key, settings, &prepared, &turn.plan, deadline)
             .await;
         Ok(Some(prepared.response))
     }
@@ -685,6 +700,7 @@ impl AskService {
         turn: &Turn,
         round: Round,
         idempotency: Option<(&IdempotencyKey, &str)>,
+        step_allowed: bool,
     ) -> Result<PreparedRound, AskError> {
         let (now, plan) = (turn.now, &turn.plan);
         let round_token = format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..));
@@ -693,12 +709,9 @@ impl AskService {
         // timeout), so an open session's messages never expire under it.
         let expires_at = now.saturating_add(settings.retention_after_activity_seconds());
         let messages = stored_messages(round.messages, plan, now);
-        // A round whose window was cut (the hard cap of a late step, or after
-        // "prompt is too long") asks for the step that will fold what it cut,
-        // whatever it measured: the cut made it measure less.
-        let step_due = settings.context_policy == ContextPolicy::Stepped
-            && (settings.compaction.step_due(round.usage.context_tokens())
-                || round.stats.hard_capped);
+        // Due (or cut at the hard cap), and a summary call of the tenant's quota
+        // spent for it.
+        let step_due = step_allowed;
         let response = response(plan, &messages, &round.usage, &round.stats, step_due);
         // What an idempotent retry replays: the route's own answer.
         let body = match round.origin {
@@ -892,6 +905,7 @@ impl AskService {
     async fn after_commit(
         &self,
         key: &ContactKey,
+        settings: &Settings,
         prepared: &PreparedRound,
         plan: &TurnPlan,
         deadline: Deadline,
@@ -903,7 +917,12 @@ impl AskService {
                 "session closed: the sweep already requested its fact extraction"
             );
         }
-        if let Some(closed) = plan.request_facts {
+        if let Some(closed) = plan.request_facts
+            && deadline
+                .run(self.spend_summary_call(key, settings, "facts"))
+                .await
+                .unwrap_or(false)
+        {
             let job = Job::Facts {
                 tenant: key.tenant.clone(),
                 incarnation: incarnation.clone(),

@@ -1099,10 +1099,11 @@ fn response_text(response: &ModelResponse) -> String {
     response.message().text().trim().to_owned()
 }
 
-/// Text as one neutralised line: line breaks and other control characters become
-/// spaces, so a message cannot start a line that looks like another speaker's.
+/// Text as one neutralised line: line breaks, line and paragraph separators and
+/// format characters become spaces ([`crate::text::one_line`]), so a message cannot
+/// start a line that looks like another speaker's.
 fn one_line(text: &str) -> String {
-    neutralize(text.trim()).replace(|c: char| c.is_control(), " ")
+    crate::text::one_line(&neutralize(text.trim()))
 }
 
 fn text_request(

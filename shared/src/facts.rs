@@ -8,10 +8,16 @@
 //!
 //! # Numbers
 //!
+//! The value is first read in its scan form ([`crate::text::for_scan`]): NFKC, so
+//! full-width digits (`１２３`) are ASCII ones; format characters dropped, so a
+//! zero-width space inside a number hides nothing; every dash (en dash, em dash,
+//! the minus sign, a non-breaking hyphen) read as `-` and every space as a space.
+//!
 //! Digits are read in groups: a single `.`, `-` or `/` between two digits joins them
 //! (`123.456.789-09`, `12.345.678/0001-95`, `4111-1111-1111-1111`), and groups
-//! separated by exactly one whitespace character are also tried together
-//! (`4111 1111 1111 1111`, `529 982 247 25`), up to 19 digits. Any other character
+//! separated by a short gap of whitespace with at most one of those separators in it
+//! are also tried together (`4111 1111 1111 1111`, `529 982 247 25`, `123.456.789 -
+//! 09`), up to 19 digits. Any other character
 //! ends a run, so numbers glued to words are still found (`cartão4111111111111111`).
 //! Every group and every such run of groups is tested: 11 digits against the CPF
 //! check digits, 14 against the CNPJ check digits, and 13 to 19 against the Luhn
@@ -178,7 +184,7 @@ impl FactPolicy {
         if value.trim().is_empty() {
             return Err(FactRefusal::EmptyValue);
         }
-        if value.chars().any(char::is_control) {
+        if value.chars().any(crate::text::breaks_structure) {
             return Err(FactRefusal::ControlCharacters);
         }
         let chars = value.chars().count();
@@ -188,10 +194,11 @@ impl FactPolicy {
                 max: self.max_value_chars,
             });
         }
-        if let Some(refusal) = find_document_number(value) {
+        let scanned = crate::text::for_scan(value);
+        if let Some(refusal) = find_document_number(&scanned) {
             return Err(refusal);
         }
-        if let Some(term) = find_health_term(value) {
+        if let Some(term) = find_health_term(&scanned) {
             return Err(FactRefusal::HealthData { term });
         }
         Ok(())
@@ -455,13 +462,8 @@ fn find_numeric_document(chars: &[char]) -> Option<FactRefusal> {
     for first in 0..groups.len() {
         let mut digits: Vec<u8> = Vec::with_capacity(MAX_SCANNED_DIGITS);
         for (index, group) in groups.iter().enumerate().skip(first) {
-            if index > first {
-                let previous = &groups[index - 1];
-                let one_space_apart =
-                    group.start == previous.end + 1 && chars[previous.end].is_whitespace();
-                if !one_space_apart {
-                    break;
-                }
+            if index > first && !joins(&chars[groups[index - 1].end..group.start]) {
+                break;
             }
             digits.extend_from_slice(&group.digits);
             if digits.len() > MAX_SCANNED_DIGITS {
@@ -479,6 +481,21 @@ fn find_numeric_document(chars: &[char]) -> Option<FactRefusal> {
         }
     }
     found
+}
+
+/// Longest gap between two digit groups that still joins them (` - `).
+const MAX_GAP_CHARS: usize = 3;
+
+/// Whether the characters between two digit groups join them into one number: a
+/// short gap of whitespace holding at most one separator (`4111 1111`, `789 - 09`,
+/// `789 -09`). A separator alone never reaches here: it joins within a group.
+fn joins(gap: &[char]) -> bool {
+    let separators = gap.iter().filter(|c| DIGIT_SEPARATORS.contains(c)).count();
+    (1..=MAX_GAP_CHARS).contains(&gap.len())
+        && separators <= 1
+        && gap
+            .iter()
+            .all(|c| c.is_whitespace() || DIGIT_SEPARATORS.contains(c))
 }
 
 /// Splits `chars` into digit groups: a single separator between two digits joins
@@ -1002,6 +1019,149 @@ mod tests {
             };
             (cpf, text)
         })
+    }
+
+    /// How another system may write one digit: its form (ASCII, full-width or
+    /// mathematical bold, all read back as ASCII by NFKC) and an invisible format
+    /// character after it, or none (zero-width space, word joiner, byte order
+    /// mark, soft hyphen).
+    fn digit_disguise() -> impl Strategy<Value = (u32, &'static str)> {
+        (
+            prop::sample::select(vec![0x30, 0xFF10, 0x1D7CE]),
+            prop::sample::select(vec!["", "", "\u{200B}", "\u{2060}", "\u{FEFF}", "\u{00AD}"]),
+        )
+    }
+
+    /// What another system may put between two groups of a number: the ASCII
+    /// separators, dashes (hyphen, non-breaking hyphen, en and em dash, minus
+    /// sign, full-width hyphen-minus), spaces (no-break, thin) and a dash between
+    /// spaces.
+    fn disguised_separator() -> impl Strategy<Value = &'static str> {
+        prop::sample::select(vec![
+            ".",
+            "-",
+            "/",
+            " ",
+            "\u{2010}",
+            "\u{2011}",
+            "\u{2013}",
+            "\u{2014}",
+            "\u{2212}",
+            "\u{FF0D}",
+            "\u{00A0}",
+            "\u{2009}",
+            " - ",
+            " \u{2013} ",
+            "\u{00A0}-\u{00A0}",
+        ])
+    }
+
+    /// `digits` written in groups of `sizes`, each digit and separator disguised.
+    fn disguised(digits: Vec<u8>, sizes: &'static [usize]) -> impl Strategy<Value = String> {
+        let count = digits.len();
+        (
+            prop::collection::vec(digit_disguise(), count),
+            prop::collection::vec(disguised_separator(), sizes.len()),
+        )
+            .prop_map(move |(disguises, separators)| {
+                let mut text = String::new();
+                let mut at = 0;
+                for (size, separator) in sizes.iter().zip(&separators) {
+                    if at > 0 {
+                        text.push_str(separator);
+                    }
+                    for (digit, (zero, invisible)) in
+                        digits[at..at + size].iter().zip(&disguises[at..])
+                    {
+                        text.extend(char::from_u32(zero + u32::from(*digit)));
+                        text.push_str(invisible);
+                    }
+                    at += size;
+                }
+                text
+            })
+    }
+
+    fn disguised_cpf() -> impl Strategy<Value = String> {
+        nine_digits().prop_flat_map(|nine| {
+            let cpf = with_cpf_check_digits(&nine);
+            disguised(cpf, &[3, 3, 3, 2])
+        })
+    }
+
+    fn disguised_cnpj() -> impl Strategy<Value = String> {
+        prop::collection::vec(0..=9u8, 12)
+            .prop_filter("not one repeated digit", |d| !all_same(d))
+            .prop_flat_map(|twelve| disguised(with_cnpj_check_digits(&twelve), &[2, 3, 3, 4, 2]))
+    }
+
+    fn disguised_card() -> impl Strategy<Value = String> {
+        prop::collection::vec(0..=9u8, 15)
+            .prop_flat_map(|body| disguised(with_luhn_digit(&body), &[4, 4, 4, 4]))
+    }
+
+    /// The document scan finds `expected` in `value`; the policy refuses it, as
+    /// that document when nothing invisible is in it (an invisible character is
+    /// refused first, as a control character).
+    fn found_and_refused(value: &str, expected: FactRefusal) -> Result<(), TestCaseError> {
+        let scanned = crate::text::for_scan(value);
+        prop_assert_eq!(
+            find_document_number(&scanned),
+            Some(expected.clone()),
+            "{:?}",
+            value
+        );
+        let refusal = check(value);
+        if value.chars().any(crate::text::breaks_structure) {
+            prop_assert_eq!(refusal, Err(FactRefusal::ControlCharacters), "{:?}", value);
+        } else {
+            prop_assert_eq!(refusal, Err(expected), "{:?}", value);
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #[test]
+        fn a_cpf_written_with_look_alike_digits_dashes_or_invisible_characters_is_refused(
+            text in disguised_cpf(),
+            before in "[a-zA-Zçãé :,]{0,12}",
+        ) {
+            found_and_refused(&format!("{before}{text}"), FactRefusal::Cpf)?;
+        }
+
+        #[test]
+        fn a_cnpj_written_with_look_alike_digits_dashes_or_invisible_characters_is_refused(
+            text in disguised_cnpj(),
+            after in "[a-zA-Z :,]{0,12}",
+        ) {
+            found_and_refused(&format!("cnpj {text}{after}"), FactRefusal::Cnpj)?;
+        }
+
+        #[test]
+        fn a_card_written_with_look_alike_digits_dashes_or_invisible_characters_is_refused(
+            text in disguised_card(),
+        ) {
+            found_and_refused(&format!("card {text} ok"), FactRefusal::CardNumber)?;
+        }
+
+        #[test]
+        fn a_value_with_a_line_or_paragraph_separator_or_a_format_character_is_refused(
+            before in "[a-zA-Z :]{1,12}",
+            breaker in prop::sample::select(vec![
+                '\u{2028}', '\u{2029}', '\u{0085}', '\u{000B}', '\u{200B}', '\u{202E}',
+                '\u{2066}', '\u{FEFF}', '\u{00AD}', '\u{061C}',
+            ]),
+            after in "[a-zA-Z :]{1,12}",
+        ) {
+            let value = format!("{before}{breaker}- vip: {after}");
+            prop_assert_eq!(check(&value), Err(FactRefusal::ControlCharacters));
+        }
+    }
+
+    #[test]
+    fn a_name_written_with_joiners_is_one_line_and_passes() {
+        assert_eq!(check("Ana 👩\u{200D}💼"), Ok(()));
+        assert_eq!(check("می\u{200C}خواهم"), Ok(()));
     }
 
     proptest! {

@@ -18,11 +18,13 @@
 //!   API's rules every request must pass; [`cache_ttl`]: how long its cache
 //!   entries live (the tenant's `cache_ttl` policy and the gaps `auto` reads).
 //! * [`usage`], [`facts`] and [`tenant`]: token accounting, the fact policy, and a
-//!   tenant's settings over the deployment's defaults.
+//!   tenant's settings over the deployment's defaults; [`text`]: the characters
+//!   that could forge a line in what the model reads.
 //! * [`session`] and [`deadline`]: the clock and the idle rule; one time budget per
 //!   request.
 //! * The ports: [`store`] (`Store`, `TenantStore`), [`model`] (`Model`), [`jobs`]
-//!   (`Jobs`, the job messages) and [`tools`] (`Tools`, with the built-in demo tools).
+//!   (`Jobs`, the job messages), [`tools`] (`Tools`, with the built-in demo tools)
+//!   and [`quota`] (`Quotas`, each tenant's rounds and summary calls per hour).
 //! * The services: [`ask`] (a round, the transcript, the memory view, erasure) and
 //!   [`compactor`] (steps, facts jobs and the session sweep).
 //! * [`metrics`]: CloudWatch Embedded Metric Format lines on stdout.
@@ -45,12 +47,14 @@ pub mod jobs;
 pub mod metrics;
 pub mod model;
 pub mod pruning;
+pub mod quota;
 pub mod request;
 pub mod session;
 pub mod store;
 pub mod tenant;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing;
+pub mod text;
 pub mod tools;
 pub mod usage;
 pub mod validate;

@@ -527,8 +527,9 @@ pub const FENCE_CLOSE: &str = "</contact_context>";
 
 /// Renders system[1]: facts always, the summary while the session is open, labelled
 /// as data. Text inside cannot form a tag: angle brackets (and their look-alikes)
-/// become `&lt;`/`&gt;`, and fact values are kept to one line so they cannot forge
-/// another fact.
+/// become `&lt;`/`&gt;`, and fact values are kept to one line
+/// ([`crate::text::one_line`]: line and paragraph separators and format characters
+/// too) so they cannot forge another fact.
 pub fn render_contact_context(facts: &[Fact], summary: Option<&str>) -> String {
     let mut sorted: Vec<&Fact> = facts.iter().collect();
     sorted.sort_by(|a, b| a.key.cmp(&b.key));
@@ -545,7 +546,7 @@ pub fn render_contact_context(facts: &[Fact], summary: Option<&str>) -> String {
         out.push_str("(none recorded)\n");
     }
     for fact in sorted {
-        let value = neutralize(&fact.value.replace(|c: char| c.is_control(), " "));
+        let value = neutralize(&crate::text::one_line(&fact.value));
         out.push_str(&format!("- {}: {}\n", fact.key, value));
     }
     out.push_str("</facts>\n<summary>\n");

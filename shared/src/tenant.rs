@@ -59,6 +59,9 @@ pub struct TenantConfig {
     /// The WhatsApp channel's settings (see [`crate::whatsapp::settings`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub whatsapp: Option<crate::whatsapp::settings::WhatsAppSettings>,
+    /// Rounds and summary calls per hour (see [`crate::quota`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota: Option<crate::quota::QuotaConfig>,
 }
 
 use crate::validate::MIN_THINKING_BUDGET;
@@ -159,6 +162,8 @@ pub struct Defaults {
     pub sweep_limit_per_bucket: usize,
     /// `CACHE_TTL`: how long the cache entries live.
     pub cache_ttl: CacheTtlPolicy,
+    /// `QUOTA_ROUNDS_PER_HOUR` and `QUOTA_SUMMARY_CALLS_PER_HOUR`.
+    pub quota: crate::quota::Limits,
 }
 
 impl Default for Defaults {
@@ -190,6 +195,7 @@ impl Default for Defaults {
             sweep_buckets: crate::store::DEFAULT_SWEEP_BUCKETS,
             sweep_limit_per_bucket: crate::compactor::SWEEP_LIMIT_PER_BUCKET,
             cache_ttl: CacheTtlPolicy::default(),
+            quota: crate::quota::Limits::default(),
         }
     }
 }
@@ -222,6 +228,8 @@ pub struct Settings {
     pub thinking_budget_tokens: Option<u32>,
     /// How long the cache entries live.
     pub cache_ttl: CacheTtlPolicy,
+    /// Rounds and summary calls per hour.
+    pub quota: crate::quota::Limits,
 }
 
 /// Settings that cannot be honoured: named, with the values at fault (no personal
@@ -310,6 +318,7 @@ impl Settings {
                 .unwrap_or(defaults.fact_retention_days),
             thinking_budget_tokens: tenant.thinking_budget_tokens.map(ThinkingBudget::tokens),
             cache_ttl: tenant.cache_ttl.unwrap_or(defaults.cache_ttl),
+            quota: defaults.quota.with(tenant.quota.as_ref()),
         }
     }
 }

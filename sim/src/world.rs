@@ -126,6 +126,7 @@ impl World {
             tools: Arc::new(ToolDispatch::built_in_only()),
             jobs: queue.clone(),
             defaults: defaults.clone(),
+            quotas: Arc::new(degrau::quota::memory::MemoryQuotas::new()),
             clock: service_clock.clone(),
         };
         let compactor = Compactor {

@@ -14,6 +14,7 @@
 //! | WhatsApp inbound record | `T#{tenant}#C#{contact}` | `WA#IN#{message id}` |
 //! | WhatsApp turn | `T#{tenant}#C#{contact}` | `WA#TURN#{turn id}` |
 //! | WhatsApp number binding | `WA#{phone_number_id}` | `BINDING` |
+//! | tenant quota count | `T#{tenant}` | `QUOTA#{kind}#{hour start}` |
 //!
 //! Within a contact's partition the sort keys order as `FACT#… < HEAD < REQ#… <
 //! S#… < SUM#… < WA#…`: the facts and the head come in one range query, and no message
@@ -109,6 +110,12 @@ pub fn sweep_pk(bucket: u8) -> String {
 /// The partition of a tenant's own items (its config).
 pub fn tenant_pk(tenant: &TenantId) -> String {
     format!("T#{tenant}")
+}
+
+/// The sort key of a tenant's count of `kind` in the hour starting at `period`
+/// (in the tenant's partition, beside its config).
+pub fn quota_sk(kind: degrau::quota::QuotaKind, period: i64) -> String {
+    format!("QUOTA#{}#{period}", kind.as_str())
 }
 
 /// A message's sort key: ordered by session, then sequence number.

@@ -18,6 +18,7 @@ mod error;
 mod items;
 pub mod keys;
 mod queries;
+mod quota;
 mod whatsapp;
 
 use async_trait::async_trait;

@@ -8,21 +8,21 @@
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{AttributeValue, Put, ReturnValue, TransactWriteItem, Update};
-use degrau::domain::TenantId;
+use degrau::domain::{Incarnation, TenantId};
 use degrau::store::{ContactKey, StoreError};
 use degrau::whatsapp::store::{
     InboundRecord, MAX_UNHANDLED, NewInbound, Outgoing, RecordState, Recorded, TurnId, TurnRecord,
     TurnStatus, WhatsAppStore, validate_turn,
 };
-use degrau::whatsapp::{PhoneNumberId, RECORD_TTL_SECONDS, WaMessageId};
+use degrau::whatsapp::{PhoneNumberId, WaMessageId};
 use serde::{Deserialize, Serialize};
 
 use super::DynamoStore;
 use super::error::{transact_if, unless_condition_failed};
-use super::items::{Item, from_item, n, s, to_item};
+use super::items::{IndexedKey, Item, from_item, n, s, to_item};
 use super::keys::{
-    BINDING_SK, WA_ARRIVALS_SK, WA_INBOUND_PREFIX, binding_pk, contact_pk, wa_inbound_sk,
-    wa_turn_sk,
+    BINDING_SK, INCARNATION_INDEX, WA_ARRIVALS_SK, WA_INBOUND_PREFIX, binding_pk, contact_pk,
+    parse_contact_pk, wa_inbound_sk, wa_turn_sk,
 };
 use super::queries::Pages;
 
@@ -45,6 +45,10 @@ struct InboundItem {
     pk: String,
     sk: String,
     id: WaMessageId,
+    /// The record's incarnation, the key of its entry in the incarnation index
+    /// (beside the heads'): what its queue message names it by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    incarnation: Option<Incarnation>,
     phone_number_id: PhoneNumberId,
     text: String,
     bare_note: bool,
@@ -73,6 +77,7 @@ impl InboundItem {
         Ok(InboundRecord {
             message: NewInbound {
                 id: self.id,
+                incarnation: self.incarnation,
                 phone_number_id: self.phone_number_id,
                 text: self.text,
                 bare_note: self.bare_note,
@@ -213,10 +218,7 @@ impl WhatsAppStore for DynamoStore {
             .key("sk", s(WA_ARRIVALS_SK))
             .update_expression("ADD arrivals :one SET expires_at = :expires")
             .expression_attribute_values(":one", n(1))
-            .expression_attribute_values(
-                ":expires",
-                n(message.received_at.saturating_add(RECORD_TTL_SECONDS)),
-            )
+            .expression_attribute_values(":expires", n(message.expires_at))
             .return_values(ReturnValue::UpdatedNew)
             .send()
             .await
@@ -229,6 +231,7 @@ impl WhatsAppStore for DynamoStore {
             pk: pk.clone(),
             sk: wa_inbound_sk(&message.id),
             id: message.id.clone(),
+            incarnation: message.incarnation.clone(),
             phone_number_id: message.phone_number_id.clone(),
             text: message.text.clone(),
             bare_note: message.bare_note,
@@ -253,11 +256,42 @@ impl WhatsAppStore for DynamoStore {
         // A redelivery. (An erase between the put and this read leaves nothing:
         // then it counts as enqueued, and nothing is.)
         let existing = self.get(pk, wa_inbound_sk(&message.id)).await?;
-        let enqueued = match existing {
-            Some(item) => from_item::<InboundItem>(item)?.enqueued,
-            None => true,
+        let (enqueued, incarnation) = match existing {
+            Some(item) => {
+                let item = from_item::<InboundItem>(item)?;
+                (item.enqueued, item.incarnation)
+            }
+            None => (true, None),
         };
-        Ok(Recorded::Existing { enqueued })
+        Ok(Recorded::Existing {
+            enqueued,
+            incarnation,
+        })
+    }
+
+    async fn find_inbound(
+        &self,
+        tenant: &TenantId,
+        incarnation: &Incarnation,
+    ) -> Result<Option<(ContactKey, WaMessageId)>, StoreError> {
+        let query = self
+            .query_index(INCARNATION_INDEX)
+            .key_condition_expression("incarnation = :incarnation")
+            .expression_attribute_values(":incarnation", s(incarnation.as_str()));
+        for item in Pages::new(query).all().await? {
+            let entry: IndexedKey = from_item(item)?;
+            let Some(id) = entry.sk.strip_prefix(WA_INBOUND_PREFIX) else {
+                continue;
+            };
+            let key = parse_contact_pk(&entry.pk)?;
+            if key.tenant == *tenant {
+                let id = WaMessageId::parse(id).map_err(|_| {
+                    StoreError::Corrupt("an inbound record's key does not read".into())
+                })?;
+                return Ok(Some((key, id)));
+            }
+        }
+        Ok(None)
     }
 
     async fn mark_enqueued(&self, key: &ContactKey, id: &WaMessageId) -> Result<bool, StoreError> {

@@ -2,6 +2,12 @@
 //! `POST` (`docs/DESIGN.md` and the README describe the contract a receiver
 //! implements).
 //!
+//! **The secret.** A tool's `secret_parameter` must lie under
+//! `{WEBHOOK_SECRETS_PATH}{tenant}/`: a tenant names only its own secrets, never
+//! another tenant's, the API key or the pseudonym secret, whatever else the
+//! function's role may read. A parameter elsewhere is refused before anything is
+//! read.
+//!
 //! **The call.** `POST url` with the body `{"tool_use_id", "name", "input",
 //! "tenant", "contact"}` (`contact` is a pseudonym, see [`signature`]) and the
 //! headers `Content-Type: application/json`, `User-Agent: degrau/<version>
@@ -48,7 +54,7 @@ use degrau::tools::{CallContext, ToolOutput, WebhookTool, Webhooks};
 use address::AddressPolicy;
 use resolver::{CheckedResolver, Lookup, RefusedAddress, SystemLookup, describe};
 use secrets::SigningSecrets;
-use signature::{SIGNATURE_HEADER, contact_pseudonym, signature_header};
+use signature::{SIGNATURE_HEADER, contact_pseudonym, signature_header, tenant_pseudonym_key};
 
 /// Largest answer read, in bytes: the result cap (16,000 characters) at 4 bytes
 /// each. The read stops past it and the call is an error.
@@ -67,11 +73,46 @@ pub const MIN_ATTEMPT: Duration = Duration::from_millis(50);
 pub const USER_AGENT_VALUE: &str =
     concat!("degrau/", env!("CARGO_PKG_VERSION"), " (webhook tools)");
 
+/// Where the caller's secrets live: `WEBHOOK_SECRETS_PATH` and
+/// `PSEUDONYM_KEY_PARAMETER`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecretNames {
+    /// The path tenants' signing secrets lie under (`/degrau/webhooks/`): a tool's
+    /// `secret_parameter` must start with it and the tenant's id and a `/`.
+    pub path: String,
+    /// The SSM parameter holding the deployment's pseudonym secret, from which each
+    /// tenant's pseudonym key is derived (see [`signature`]).
+    pub pseudonym_key: String,
+}
+
+impl Default for SecretNames {
+    fn default() -> Self {
+        SecretNames {
+            path: DEFAULT_SECRETS_PATH.to_owned(),
+            pseudonym_key: DEFAULT_PSEUDONYM_KEY_PARAMETER.to_owned(),
+        }
+    }
+}
+
+/// `WEBHOOK_SECRETS_PATH` when unset (the template's default).
+pub const DEFAULT_SECRETS_PATH: &str = "/degrau/webhooks/";
+
+/// `PSEUDONYM_KEY_PARAMETER` when unset (the template's default).
+pub const DEFAULT_PSEUDONYM_KEY_PARAMETER: &str = "/degrau/pseudonym-key";
+
+impl SecretNames {
+    /// The prefix every secret of `tenant` must start with.
+    pub fn tenant_prefix(&self, tenant: &str) -> String {
+        format!("{}{tenant}/", self.path)
+    }
+}
+
 /// Calls webhook tools (see the module documentation).
 pub struct WebhookCaller {
     client: reqwest::Client,
     policy: AddressPolicy,
     secrets: Arc<dyn SigningSecrets>,
+    names: SecretNames,
 }
 
 impl WebhookCaller {
@@ -79,14 +120,16 @@ impl WebhookCaller {
     pub fn new(
         policy: AddressPolicy,
         secrets: Arc<dyn SigningSecrets>,
+        names: SecretNames,
     ) -> Result<Self, reqwest::Error> {
-        Self::with_lookup(policy, secrets, Arc::new(SystemLookup))
+        Self::with_lookup(policy, secrets, names, Arc::new(SystemLookup))
     }
 
     /// A caller resolving hosts with `lookup` (tests use a stub).
     pub fn with_lookup(
         policy: AddressPolicy,
         secrets: Arc<dyn SigningSecrets>,
+        names: SecretNames,
         lookup: Arc<dyn Lookup>,
     ) -> Result<Self, reqwest::Error> {
         let client = reqwest::Client::builder()
@@ -100,7 +143,27 @@ impl WebhookCaller {
             client,
             policy,
             secrets,
+            names,
         })
+    }
+
+    /// Reads the secret `name` within the time left; `unreadable` is the error to
+    /// answer when it cannot be had (the reason is logged, never the secret).
+    async fn read(
+        &self,
+        tool: &str,
+        name: &str,
+        deadline: Deadline,
+        unreadable: CallError,
+    ) -> Result<Arc<[u8]>, CallError> {
+        match tokio::time::timeout(deadline.remaining(), self.secrets.secret(name)).await {
+            Ok(Ok(secret)) => Ok(secret),
+            Ok(Err(reason)) => {
+                tracing::error!(tool, error = %reason, kind = unreadable.kind(), "webhook secret unavailable");
+                Err(unreadable)
+            }
+            Err(_) => Err(CallError::Timeout),
+        }
     }
 
     /// The checked URL, or why it is refused: its scheme, or an IP literal's class.
@@ -152,29 +215,36 @@ impl WebhookCaller {
         attempts: &mut u32,
     ) -> Result<String, CallError> {
         let url = self.target(&tool.webhook.url)?;
-        let secret = match tokio::time::timeout(
-            deadline.remaining(),
-            self.secrets.secret(&tool.webhook.secret_parameter),
-        )
-        .await
-        {
-            Ok(Ok(secret)) => secret,
-            Ok(Err(reason)) => {
-                tracing::error!(tool = %tool.name, error = %reason, "webhook secret unavailable");
-                return Err(CallError::Secret);
-            }
-            Err(_) => return Err(CallError::Timeout),
-        };
+        let tenant = context.key.tenant.as_str();
+        let parameter = &tool.webhook.secret_parameter;
+        let prefix = self.names.tenant_prefix(tenant);
+        if !parameter.starts_with(&prefix) {
+            return Err(CallError::Refused(format!(
+                "its secret_parameter must lie under {prefix}"
+            )));
+        }
+        let secret = self
+            .read(&tool.name, parameter, deadline, CallError::Secret)
+            .await?;
+        let deployment = self
+            .read(
+                &tool.name,
+                &self.names.pseudonym_key,
+                deadline,
+                CallError::PseudonymKey,
+            )
+            .await?;
+        let pseudonym = contact_pseudonym(
+            &tenant_pseudonym_key(&deployment, tenant),
+            parameter,
+            context.key.contact.as_str(),
+        );
         let body = serde_json::to_vec(&json!({
             "tool_use_id": context.tool_use_id,
             "name": tool.name,
             "input": input,
-            "tenant": context.key.tenant.as_str(),
-            "contact": contact_pseudonym(
-                &secret,
-                context.key.tenant.as_str(),
-                context.key.contact.as_str(),
-            ),
+            "tenant": tenant,
+            "contact": pseudonym,
         }))
         .map_err(|_| CallError::Refused("the input does not encode".into()))?;
 
@@ -294,6 +364,8 @@ enum CallError {
     Refused(String),
     /// The signing secret could not be read.
     Secret,
+    /// The deployment's pseudonym secret could not be read.
+    PseudonymKey,
     /// No answer in time.
     Timeout,
     /// No connection, or it broke.
@@ -332,6 +404,7 @@ impl CallError {
         match self {
             CallError::Refused(_) => "refused",
             CallError::Secret => "secret",
+            CallError::PseudonymKey => "pseudonym_key",
             CallError::Timeout => "timeout",
             CallError::Connection => "connection",
             CallError::TooLarge => "too_large",
@@ -353,6 +426,9 @@ impl CallError {
             CallError::Refused(why) => format!("the tool's webhook was not called: {why}"),
             CallError::Secret => {
                 "the tool's webhook was not called: its signing secret could not be read".into()
+            }
+            CallError::PseudonymKey => {
+                "the tool's webhook was not called: degrau's pseudonym key could not be read".into()
             }
             CallError::Timeout => {
                 format!("the tool's webhook did not answer in time (within {timeout_ms} ms){tries}")

@@ -1,11 +1,18 @@
-//! The webhooks' signing secrets: SSM SecureStrings, read decrypted once per
-//! instance and parameter and kept for the life of the process. A failed read is
-//! not kept (the next call tries again); the secret never reaches a log.
+//! The webhooks' signing secrets (and the deployment's pseudonym secret): SSM
+//! SecureStrings, read decrypted once per instance and parameter and kept for
+//! [`SECRET_CACHE_TTL`], so a rotated secret signs on a warm instance for at most
+//! that long. A failed read is not kept (the next call tries again); the secret
+//! never reaches a log.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+
+/// How long a secret read from SSM is kept: a rotation reaches every warm instance
+/// within it, and an instance reads each parameter at most once in it.
+pub const SECRET_CACHE_TTL: Duration = Duration::from_secs(300);
 
 /// Where signing secrets come from.
 #[async_trait]
@@ -15,17 +22,27 @@ pub trait SigningSecrets: Send + Sync {
     async fn secret(&self, name: &str) -> Result<Arc<[u8]>, String>;
 }
 
-/// Secrets from SSM Parameter Store, cached.
+/// A secret as read, and when.
+type Cached = (Arc<[u8]>, Instant);
+
+/// Secrets from SSM Parameter Store, cached for a while.
 pub struct SsmSecrets {
     client: aws_sdk_ssm::Client,
-    cache: Mutex<HashMap<String, Arc<[u8]>>>,
+    ttl: Duration,
+    cache: Mutex<HashMap<String, Cached>>,
 }
 
 impl SsmSecrets {
-    /// Reads through `client`.
+    /// Reads through `client`, keeping each secret [`SECRET_CACHE_TTL`].
     pub fn new(client: aws_sdk_ssm::Client) -> Self {
+        Self::with_ttl(client, SECRET_CACHE_TTL)
+    }
+
+    /// Reads through `client`, keeping each secret `ttl`.
+    pub fn with_ttl(client: aws_sdk_ssm::Client, ttl: Duration) -> Self {
         SsmSecrets {
             client,
+            ttl,
             cache: Mutex::new(HashMap::new()),
         }
     }
@@ -35,7 +52,8 @@ impl SsmSecrets {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .get(name)
-            .cloned()
+            .filter(|(_, read_at)| read_at.elapsed() < self.ttl)
+            .map(|(secret, _)| secret.clone())
     }
 }
 
@@ -50,7 +68,7 @@ impl SigningSecrets for SsmSecrets {
         self.cache
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .insert(name.to_owned(), secret.clone());
+            .insert(name.to_owned(), (secret.clone(), Instant::now()));
         Ok(secret)
     }
 }
@@ -99,6 +117,14 @@ mod tests {
                         r#"{"Parameter":{"Name":"/known","Type":"SecureString","Value":"s3cret","Version":1}}"#
                             .to_owned(),
                     )
+                } else if body["Name"] == "/rotated" {
+                    // A new version at every read: what a rotation looks like.
+                    (
+                        StatusCode::OK,
+                        format!(
+                            r#"{{"Parameter":{{"Name":"/rotated","Type":"SecureString","Value":"v{n}","Version":{n}}}}}"#
+                        ),
+                    )
                 } else {
                     (
                         StatusCode::BAD_REQUEST,
@@ -144,5 +170,19 @@ mod tests {
         assert_eq!(bodies.lock().unwrap()[1]["WithDecryption"], true);
         let missing = secrets.secret("/absent").await.unwrap_err();
         assert!(missing.contains("\"/absent\""), "{missing}");
+    }
+
+    #[tokio::test]
+    async fn a_rotated_secret_is_read_again_once_its_cache_lifetime_passed() {
+        assert_eq!(SECRET_CACHE_TTL, Duration::from_secs(300));
+        let (url, calls, _) = fake_ssm(0).await;
+        let secrets = SsmSecrets::with_ttl(client(&url), Duration::from_millis(200));
+        let first = secrets.secret("/rotated").await.unwrap();
+        assert_eq!(&*secrets.secret("/rotated").await.unwrap(), &*first, "kept");
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let second = secrets.secret("/rotated").await.unwrap();
+        assert_ne!(&*second, &*first, "the rotated value, read again");
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
     }
 }

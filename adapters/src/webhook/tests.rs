@@ -22,7 +22,8 @@ use super::secrets::StaticSecrets;
 use super::*;
 
 const SECRET: &str = "whsec_test_secret";
-const PARAMETER: &str = "/degrau/webhooks/shop";
+const PARAMETER: &str = "/degrau/webhooks/shop/calendar";
+const DEPLOYMENT_SECRET: &str = "the deployment's pseudonym secret";
 
 /// What the receiver saw of each request.
 #[derive(Debug, Clone)]
@@ -67,19 +68,43 @@ async fn receiver(
     (port, state)
 }
 
+/// The secrets the role could read: the shop's, another tenant's, the API key and
+/// the deployment's pseudonym secret.
 fn secrets() -> Arc<StaticSecrets> {
-    Arc::new(StaticSecrets(HashMap::from([(
-        PARAMETER.to_owned(),
-        SECRET.to_owned(),
-    )])))
+    Arc::new(StaticSecrets(HashMap::from([
+        (PARAMETER.to_owned(), SECRET.to_owned()),
+        (
+            "/degrau/webhooks/other-shop/calendar".to_owned(),
+            "whsec_other".to_owned(),
+        ),
+        (
+            "/degrau/anthropic-api-key".to_owned(),
+            "sk-not-a-signing-secret".to_owned(),
+        ),
+        (
+            DEFAULT_PSEUDONYM_KEY_PARAMETER.to_owned(),
+            DEPLOYMENT_SECRET.to_owned(),
+        ),
+    ])))
 }
 
 fn dev() -> WebhookCaller {
-    WebhookCaller::new(AddressPolicy::PublicAndLoopback, secrets()).unwrap()
+    WebhookCaller::new(
+        AddressPolicy::PublicAndLoopback,
+        secrets(),
+        SecretNames::default(),
+    )
+    .unwrap()
 }
 
 fn jwt_with(lookup: Arc<StubLookup>) -> WebhookCaller {
-    WebhookCaller::with_lookup(AddressPolicy::PublicOnly, secrets(), lookup).unwrap()
+    WebhookCaller::with_lookup(
+        AddressPolicy::PublicOnly,
+        secrets(),
+        SecretNames::default(),
+        lookup,
+    )
+    .unwrap()
 }
 
 fn tool(url: &str, timeout_ms: u64) -> WebhookTool {
@@ -141,7 +166,11 @@ async fn the_call_is_a_signed_post_with_the_pseudonym_and_the_idempotency_key() 
             "name": "book_slot",
             "input": {"slot": "2026-12-04T10:00"},
             "tenant": "shop",
-            "contact": contact_pseudonym(SECRET.as_bytes(), "shop", "ana"),
+            "contact": contact_pseudonym(
+                &tenant_pseudonym_key(DEPLOYMENT_SECRET.as_bytes(), "shop"),
+                PARAMETER,
+                "ana"
+            ),
         })
     );
     assert!(!String::from_utf8_lossy(body).contains("ana"));
@@ -426,8 +455,13 @@ async fn in_dev_mode_plain_http_goes_only_to_a_loopback_literal() {
         ("localhost", &["127.0.0.1"]),
         ("tools.example.com", &["93.184.216.34"]),
     ]);
-    let caller =
-        WebhookCaller::with_lookup(AddressPolicy::PublicAndLoopback, secrets(), lookup).unwrap();
+    let caller = WebhookCaller::with_lookup(
+        AddressPolicy::PublicAndLoopback,
+        secrets(),
+        SecretNames::default(),
+        lookup,
+    )
+    .unwrap();
     for url in [
         "http://localhost:1/",
         "http://tools.example.com/",
@@ -449,12 +483,62 @@ async fn in_dev_mode_plain_http_goes_only_to_a_loopback_literal() {
 async fn a_secret_that_cannot_be_read_means_no_call() {
     let (port, seen) = receiver(|_| ok("{}")).await;
     let mut missing = tool(&format!("http://127.0.0.1:{port}/"), 2_000);
-    missing.webhook.secret_parameter = "/degrau/webhooks/absent".into();
+    missing.webhook.secret_parameter = "/degrau/webhooks/shop/absent".into();
     let output = call(&dev(), &missing, Duration::from_secs(5)).await;
     assert!(output.is_error);
     assert_eq!(
         output.content,
         "the tool's webhook was not called: its signing secret could not be read"
+    );
+    assert_eq!(seen.calls.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn a_secret_outside_the_tenants_own_path_is_never_read_nor_called_with() {
+    let (port, seen) = receiver(|_| ok("{}")).await;
+    for parameter in [
+        "/degrau/webhooks/other-shop/calendar",
+        "/degrau/anthropic-api-key",
+        DEFAULT_PSEUDONYM_KEY_PARAMETER,
+        "/degrau/webhooks/shop",
+        "/degrau/webhooks/shopping/calendar",
+    ] {
+        let mut foreign = tool(&format!("http://127.0.0.1:{port}/"), 2_000);
+        foreign.webhook.secret_parameter = parameter.into();
+        let output = call(&dev(), &foreign, Duration::from_secs(5)).await;
+        assert!(output.is_error, "{parameter}");
+        assert_eq!(
+            output.content,
+            "the tool's webhook was not called: its secret_parameter must lie under \
+             /degrau/webhooks/shop/",
+            "{parameter}"
+        );
+    }
+    assert_eq!(seen.calls.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn without_the_pseudonym_secret_no_call_is_made() {
+    let (port, seen) = receiver(|_| ok("{}")).await;
+    let caller = WebhookCaller::new(
+        AddressPolicy::PublicAndLoopback,
+        secrets(),
+        SecretNames {
+            pseudonym_key: "/degrau/never-written".into(),
+            ..SecretNames::default()
+        },
+    )
+    .unwrap();
+    let output = call(
+        &caller,
+        &tool(&format!("http://127.0.0.1:{port}/"), 2_000),
+        Duration::from_secs(5),
+    )
+    .await;
+    assert!(output.is_error);
+    assert_eq!(
+        output.content,
+        "the tool's webhook was not called: degrau's pseudonym key could not be read"
     );
     assert_eq!(seen.calls.load(Ordering::SeqCst), 0);
 }

@@ -6,6 +6,8 @@
 
 use async_trait::async_trait;
 use degrau::jobs::EnqueueError;
+use degrau::store::ContactKey;
+use degrau::whatsapp::WaMessageId;
 use degrau::whatsapp::inbox::{Inbox, QueuedMessage};
 use sha2::{Digest, Sha256};
 
@@ -31,25 +33,30 @@ fn sha256_hex(text: &str) -> String {
 }
 
 /// The message group of a conversation: hex SHA-256 of `T#{tenant}#C#{contact}`.
-pub fn message_group_id(message: &QueuedMessage) -> String {
-    sha256_hex(&format!("T#{}#C#{}", message.tenant, message.contact))
+pub fn message_group_id(key: &ContactKey) -> String {
+    sha256_hex(&format!("T#{}#C#{}", key.tenant, key.contact))
 }
 
 /// The de-duplication id of a message: hex SHA-256 of `WA#{message id}`.
-pub fn deduplication_id(message: &QueuedMessage) -> String {
-    sha256_hex(&format!("WA#{}", message.message))
+pub fn deduplication_id(id: &WaMessageId) -> String {
+    sha256_hex(&format!("WA#{id}"))
 }
 
 #[async_trait]
 impl Inbox for SqsInbox {
-    async fn enqueue(&self, message: &QueuedMessage) -> Result<(), EnqueueError> {
-        let body = serde_json::to_string(message).map_err(|e| EnqueueError(e.to_string()))?;
+    async fn enqueue(
+        &self,
+        key: &ContactKey,
+        id: &WaMessageId,
+        body: &QueuedMessage,
+    ) -> Result<(), EnqueueError> {
+        let body = serde_json::to_string(body).map_err(|e| EnqueueError(e.to_string()))?;
         self.client
             .send_message()
             .queue_url(&self.queue_url)
             .message_body(body)
-            .message_group_id(message_group_id(message))
-            .message_deduplication_id(deduplication_id(message))
+            .message_group_id(message_group_id(key))
+            .message_deduplication_id(deduplication_id(id))
             .send()
             .await
             .map_err(|e| EnqueueError(aws_sdk_sqs::error::DisplayErrorContext(e).to_string()))?;
@@ -60,30 +67,43 @@ impl Inbox for SqsInbox {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use degrau::domain::{ContactId, TenantId};
-    use degrau::whatsapp::WaMessageId;
+    use degrau::domain::{ContactId, Incarnation, TenantId};
 
     #[test]
     fn groups_and_deduplication_ids_are_hashes_that_name_no_one() {
-        let message = QueuedMessage {
+        let key = ContactKey {
             tenant: TenantId::parse("barber").unwrap(),
             contact: ContactId::parse("15550000001").unwrap(),
-            message: WaMessageId::parse("wamid.HBgLMTU1NTAwMDAwMDE=").unwrap(),
         };
-        let group = message_group_id(&message);
-        let dedup = deduplication_id(&message);
+        let id = WaMessageId::parse("wamid.HBgLMTU1NTAwMDAwMDE=").unwrap();
+        let group = message_group_id(&key);
+        let dedup = deduplication_id(&id);
         assert_eq!(group, sha256_hex("T#barber#C#15550000001"));
         assert_eq!((group.len(), dedup.len()), (64, 64));
         assert!(!group.contains("1555") && !dedup.contains("HBgL"));
-        let other = QueuedMessage {
-            message: WaMessageId::parse("wamid.other").unwrap(),
-            ..message.clone()
-        };
-        assert_eq!(
-            message_group_id(&other),
-            group,
-            "one group per conversation"
-        );
+        let other = WaMessageId::parse("wamid.other").unwrap();
         assert_ne!(deduplication_id(&other), dedup);
+    }
+
+    #[test]
+    fn the_body_names_the_record_by_its_incarnation_and_no_one() {
+        let body = QueuedMessage {
+            tenant: TenantId::parse("barber").unwrap(),
+            record: Incarnation::random(),
+            queued_at: 1_800_000_000,
+        };
+        let json = serde_json::to_string(&body).unwrap();
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&json)
+                .unwrap()
+                .as_object()
+                .unwrap()
+                .keys()
+                .collect::<Vec<_>>(),
+            ["queued_at", "record", "tenant"]
+        );
+        // A body of the old layout (naming the contact) is refused.
+        let old = r#"{"tenant": "barber", "contact": "15550000001", "message": "wamid.X"}"#;
+        assert!(serde_json::from_str::<QueuedMessage>(old).is_err());
     }
 }

@@ -122,7 +122,7 @@ pub enum ErrorType {
     UnsupportedMediaType,
     /// 422: an idempotency key used with another body.
     IdempotencyMismatch,
-    /// 429: the model is rate limiting.
+    /// 429: the model is rate limiting, or the tenant's quota for the hour is spent.
     RateLimited,
     /// 500: a bug or a broken tenant configuration.
     InternalError,
@@ -279,6 +279,10 @@ fn from_service(error: AskError) -> HttpError {
                 ErrorType::RateLimited,
                 "the model is rate limiting; nothing was stored, retry later",
             )
+        },
+        error @ AskError::QuotaExceeded(exhausted) => HttpError {
+            retry_after: Some(exhausted.retry_after),
+            ..HttpError::new(ErrorType::RateLimited, error.to_string())
         },
         AskError::Model(ModelError::Timeout) => HttpError::new(
             ErrorType::ModelTimeout,
@@ -603,16 +607,23 @@ fn replayed(body: String) -> Response<Body> {
 fn tenant(auth: &AuthConfig, request: &Request) -> Result<TenantId, HttpError> {
     let unauthenticated = |message: &str| HttpError::new(ErrorType::Unauthenticated, message);
     let value = match auth {
-        AuthConfig::Jwt { claim } => match request.request_context_ref() {
-            Some(RequestContext::ApiGatewayV2(context)) => context
-                .authorizer
-                .as_ref()
-                .and_then(|a| a.jwt.as_ref())
-                .and_then(|jwt| jwt.claims.get(claim))
-                .cloned(),
-            _ => None,
+        AuthConfig::Jwt { claim, audiences } => {
+            let claims = match request.request_context_ref() {
+                Some(RequestContext::ApiGatewayV2(context)) => context
+                    .authorizer
+                    .as_ref()
+                    .and_then(|a| a.jwt.as_ref())
+                    .map(|jwt| &jwt.claims),
+                _ => None,
+            };
+            if !audiences.is_empty() && !claims.is_some_and(|c| for_audience(c, audiences)) {
+                return Err(unauthenticated("the token is not for this API's audience"));
+            }
+            claims
+                .and_then(|claims| claims.get(claim))
+                .cloned()
+                .ok_or_else(|| unauthenticated("no verified tenant claim in the token"))?
         }
-        .ok_or_else(|| unauthenticated("no verified tenant claim in the token"))?,
         AuthConfig::Dev => request
             .headers()
             .get("x-tenant-id")
@@ -621,6 +632,20 @@ fn tenant(auth: &AuthConfig, request: &Request) -> Result<TenantId, HttpError> {
             .ok_or_else(|| unauthenticated("AUTH_MODE=dev: send the tenant in X-Tenant-Id"))?,
     };
     TenantId::parse(&value).map_err(|e| unauthenticated(&e.to_string()))
+}
+
+/// Whether the token was issued for one of `audiences`: its `aud` (an ID token;
+/// HTTP API writes a list as `[a b]`), or its `client_id` when it has no `aud` (a
+/// Cognito access token).
+fn for_audience(claims: &std::collections::HashMap<String, String>, audiences: &[String]) -> bool {
+    let Some(value) = claims.get("aud").or_else(|| claims.get("client_id")) else {
+        return false;
+    };
+    value
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .any(|aud| audiences.iter().any(|wanted| wanted == aud))
 }
 
 /// The contact id of a path segment, percent-decoded (`%40` is `@`). A `%` that does
@@ -703,6 +728,7 @@ mod tests {
             model: model.clone(),
             tools: Arc::new(ToolDispatch::built_in_only()),
             jobs: Arc::new(NoJobs),
+            quotas: Arc::new(degrau::quota::memory::MemoryQuotas::new()),
             defaults: Defaults::default(),
             clock: system_clock(),
         };
@@ -810,6 +836,7 @@ mod tests {
     async fn jwt_mode_reads_the_claim_and_ignores_the_dev_header() {
         let (app, store, model) = app(AuthConfig::Jwt {
             claim: "custom:tenant_id".into(),
+            audiences: Vec::new(),
         });
         let (status, body) = call(
             &app,
@@ -850,6 +877,71 @@ mod tests {
             store.item_count(&key),
             3,
             "head and two messages under the claim's tenant"
+        );
+    }
+
+    #[tokio::test]
+    async fn with_an_audience_pinned_only_its_tokens_carrying_the_claim_get_in() {
+        let (app, store, model) = app(AuthConfig::Jwt {
+            claim: "custom:tenant_id".into(),
+            audiences: vec!["safe-client".into()],
+        });
+        let post = |claims: Value| {
+            request(
+                "POST",
+                "/v1/contacts/bob/messages",
+                json!({"content-type": "application/json"}),
+                Some(r#"{"text":"hi"}"#),
+                Some(claims),
+            )
+        };
+        for (claims, message) in [
+            (
+                json!({"custom:tenant_id": "acme", "aud": "client-users-may-write"}),
+                "the token is not for this API's audience",
+            ),
+            (
+                json!({"custom:tenant_id": "acme"}),
+                "the token is not for this API's audience",
+            ),
+            (
+                json!({"aud": "safe-client", "sub": "u1"}),
+                "no verified tenant claim in the token",
+            ),
+            (
+                json!({"custom:tenant_id": "", "aud": "safe-client"}),
+                "must not be empty",
+            ),
+        ] {
+            let (status, body) = call(&app, post(claims.clone())).await;
+            assert_eq!(
+                (status, body["error"]["type"].as_str()),
+                (401, Some("unauthenticated")),
+                "{claims}"
+            );
+            assert!(
+                body["error"]["message"].as_str().unwrap().contains(message),
+                "{claims}: {body}"
+            );
+        }
+        assert!(model.requests().is_empty(), "no model call");
+        model.push(ScriptedModel::text("ok", Usage::default()));
+        model.push(ScriptedModel::text("ok", Usage::default()));
+        for claims in [
+            json!({"custom:tenant_id": "acme", "aud": "safe-client"}),
+            json!({"custom:tenant_id": "acme", "client_id": "safe-client"}),
+        ] {
+            let (status, body) = call(&app, post(claims)).await;
+            assert_eq!(status, 200, "{body}");
+        }
+        let key = ContactKey {
+            tenant: TenantId::parse("acme").unwrap(),
+            contact: ContactId::parse("bob").unwrap(),
+        };
+        assert_eq!(
+            store.item_count(&key),
+            5,
+            "two rounds under the claim's tenant"
         );
     }
 
@@ -1332,6 +1424,7 @@ mod tests {
     async fn the_openapi_description_is_served_without_a_tenant() {
         let (app, _, _) = app(AuthConfig::Jwt {
             claim: "custom:tenant_id".into(),
+            audiences: Vec::new(),
         });
         let response = handle(
             &app,

@@ -17,6 +17,7 @@ async fn main() -> Result<(), Error> {
     let app = Arc::new(App {
         service: AskService {
             store: deps.store.clone(),
+            quotas: deps.store.clone(),
             tenants: deps.store,
             model: deps.model,
             tools: deps.tools,

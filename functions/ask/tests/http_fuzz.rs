@@ -35,6 +35,7 @@ fn app(auth: AuthConfig) -> (App, Arc<MemoryStore>) {
         model: Arc::new(ScriptedModel::default()),
         tools: Arc::new(ToolDispatch::built_in_only()),
         jobs: Arc::new(NoJobs),
+        quotas: Arc::new(degrau::quota::memory::MemoryQuotas::new()),
         defaults: Defaults::default(),
         clock: system_clock(),
     };
@@ -185,7 +186,10 @@ proptest! {
         contact in "[a-z]{1,10}", headers in headers(), body in body(),
         tail in prop::sample::select(vec!["/messages", "/memory", ""]),
     ) {
-        let (app, _) = app(AuthConfig::Jwt { claim: "custom:tenant_id".into() });
+        let (app, _) = app(AuthConfig::Jwt {
+            claim: "custom:tenant_id".into(),
+            audiences: Vec::new(),
+        });
         let path = format!("/v1/contacts/{contact}{tail}");
         let allowed = matches!((method, tail), ("GET", "/messages") | ("POST", "/messages") | ("GET", "/memory") | ("DELETE", ""));
         // No claim (or a claim under another name): whatever the headers say, 401.
@@ -201,6 +205,7 @@ proptest! {
 async fn a_valid_claim_is_the_only_way_in_and_it_scopes_every_key() {
     let (app, store) = app(AuthConfig::Jwt {
         claim: "custom:tenant_id".into(),
+        audiences: Vec::new(),
     });
     let headers = json!({"content-type": "application/json", "x-tenant-id": "evil"});
     let claims = Some(json!({"custom:tenant_id": "acme"}));

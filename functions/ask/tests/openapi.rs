@@ -58,6 +58,11 @@ fn every_service_error() -> Vec<AskError> {
         AskError::Internal(text()),
         AskError::Indeterminate,
         AskError::BrokenWindow(text()),
+        AskError::QuotaExceeded(degrau::quota::Exhausted {
+            kind: degrau::quota::QuotaKind::Rounds,
+            limit: 10,
+            retry_after: 60,
+        }),
     ];
     let variant = |error: &AskError| -> &'static str {
         match error {
@@ -90,6 +95,7 @@ fn every_service_error() -> Vec<AskError> {
             AskError::Internal(_) => "internal",
             AskError::Indeterminate => "indeterminate",
             AskError::BrokenWindow(_) => "broken window",
+            AskError::QuotaExceeded(_) => "quota",
         }
     };
     let distinct: BTreeSet<&str> = all.iter().map(variant).collect();

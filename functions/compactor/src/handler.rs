@@ -345,6 +345,7 @@ mod tests {
                 model: model.clone(),
                 tools: Arc::new(ToolDispatch::built_in_only()),
                 jobs: Arc::new(NoJobs),
+                quotas: Arc::new(degrau::quota::memory::MemoryQuotas::new()),
                 defaults,
                 clock,
             },

@@ -162,6 +162,7 @@ mod tests {
         let app = App {
             service: WebhookService {
                 store: store.clone(),
+                tenants: store.clone(),
                 inbox: inbox.clone(),
                 clock: Arc::new(|| 1_800_000_000),
             },

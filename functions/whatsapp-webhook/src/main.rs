@@ -18,7 +18,8 @@ async fn main() -> Result<(), Error> {
     let deps = WebhookDependencies::from_env().await?;
     let app = Arc::new(App {
         service: WebhookService {
-            store: deps.store,
+            store: deps.store.clone(),
+            tenants: deps.store,
             inbox: deps.inbox,
             clock: system_clock(),
         },

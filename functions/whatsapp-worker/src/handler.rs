@@ -188,6 +188,7 @@ mod tests {
                     model: model.clone(),
                     tools: Arc::new(ToolDispatch::built_in_only()),
                     jobs: Arc::new(NoJobs),
+                    quotas: Arc::new(degrau::quota::memory::MemoryQuotas::new()),
                     defaults: Defaults::default(),
                     clock: clock.clone(),
                 },
@@ -197,7 +198,8 @@ mod tests {
                 ask_timeout: Duration::from_secs(25),
             },
             webhook: WebhookService {
-                store,
+                store: store.clone(),
+                tenants: store,
                 inbox: inbox.clone(),
                 clock,
             },

@@ -21,6 +21,7 @@ async fn main() -> Result<(), Error> {
         store: deps.store.clone(),
         ask: AskService {
             store: deps.store.clone(),
+            quotas: deps.store.clone(),
             tenants: deps.store,
             model: deps.model,
             tools: deps.tools,

@@ -21,6 +21,7 @@ use crate::deadline::Deadline;
 use crate::domain::Incarnation;
 use crate::request::{BuildError, ContextParts, Lifetimes, ModelContext, build_context};
 use crate::store::ContactKey;
+use crate::tenant::Settings;
 
 /// Opens every head token: the format's version.
 const TOKEN_PREFIX: &str = "h1";
@@ -154,33 +155,40 @@ impl AskService {
     ) -> Result<ContextView, AskError> {
         let settings = self.settings(&key.tenant, deadline).await?;
         let turn = self.load_turn(key, &settings, deadline).await?;
-        let cut = first_cut(&settings, &turn);
-        let plan = &turn.plan;
-        // The client's tools are not known here: the sizes the cache TTL policy
-        // weighs leave them out (a client whose tools are long may get five
-        // minutes where `ask` would give an hour; never the other way round).
-        let mut context = build_context(&ContextParts {
-            instructions: &settings.instructions,
-            facts: &turn.facts,
-            summary: plan.summary.as_deref(),
-            window: &plan.window[cut.start..],
-            lifetimes: Lifetimes::FiveMinutes,
-        })
-        .map_err(|e| match e {
-            BuildError::EmptyInstructions => AskError::Internal(e.to_string()),
-            window => AskError::Conflict(format!(
-                "the conversation was being written while it was read ({window}); read it again"
-            )),
-        })?;
-        context.set_lifetimes(settings.cache_ttl.lifetimes(&plan.gaps, context.sizes()));
+        let context = served(&settings, &turn)?;
         let head = HeadToken::of(&turn);
         Ok(ContextView {
-            session: plan.session,
+            session: turn.plan.session,
             opens_session: head.opens_session,
             head: head.to_string(),
             context,
         })
     }
+}
+
+/// The context served for `turn`: the system blocks and the window where `ask`
+/// would cut it, with the lifetimes the tenant's policy chooses.
+pub(super) fn served(settings: &Settings, turn: &Turn) -> Result<ModelContext, AskError> {
+    let cut = first_cut(settings, turn);
+    let plan = &turn.plan;
+    // The client's tools are not known here: the sizes the cache TTL policy
+    // weighs leave them out (a client whose tools are long may get five
+    // minutes where `ask` would give an hour; never the other way round).
+    let mut context = build_context(&ContextParts {
+        instructions: &settings.instructions,
+        facts: &turn.facts,
+        summary: plan.summary.as_deref(),
+        window: &plan.window[cut.start..],
+        lifetimes: Lifetimes::FiveMinutes,
+    })
+    .map_err(|e| match e {
+        BuildError::EmptyInstructions => AskError::Internal(e.to_string()),
+        window => AskError::Conflict(format!(
+            "the conversation was being written while it was read ({window}); read it again"
+        )),
+    })?;
+    context.set_lifetimes(settings.cache_ttl.lifetimes(&plan.gaps, context.sizes()));
+    Ok(context)
 }
 
 #[cfg(test)]

@@ -14,7 +14,9 @@
 //! them); at most [`MAX_ROUND_MESSAGES`]; and the last model call's usage. At the
 //! commit its head token must still name the stored state
 //! ([`super::HeadToken::stale_against`]) and its `tool_use` ids must be new to the
-//! session's window (the API refuses a request that repeats one).
+//! session's window (the API refuses a request that repeats one), and its usage's
+//! context must be one the last request can have held ([`super::plausible`]).
+//! A round that passes spends one of the tenant's rounds ([`crate::quota`]).
 
 use std::collections::{BTreeSet, HashSet};
 
@@ -531,6 +533,8 @@ impl AskService {
                 "`tool_use` id {id} is already in this session's window; ids must be unique"
             )));
         }
+        super::plausible::check_usage(&settings, &turn, request)?;
+        self.spend_round(key, &settings, deadline).await?;
         let hard_capped = first_cut(&settings, &turn).hard_capped;
         let round = Round::recorded(request.messages.clone(), request.usage, hard_capped);
         match self

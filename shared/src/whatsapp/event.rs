@@ -51,6 +51,9 @@ pub struct Inbound {
     pub id: WaMessageId,
     /// What it says in the turn.
     pub body: Body,
+    /// When the customer sent it, by Meta's `timestamp` (seconds since the epoch;
+    /// Meta writes it as a string, a number is read too); `None` when absent.
+    pub sent_at: Option<i64>,
 }
 
 /// What an inbound message contributes to a turn.
@@ -156,6 +159,8 @@ struct RawMessage {
     id: String,
     #[serde(rename = "type", default)]
     kind: String,
+    #[serde(default)]
+    timestamp: Option<Value>,
     #[serde(default)]
     text: Option<Text>,
     #[serde(default)]
@@ -327,9 +332,18 @@ fn read_message(delivery: &mut Delivery, phone: &PhoneNumberId, message: Value) 
             from,
             id,
             body,
+            sent_at: raw.timestamp.as_ref().and_then(seconds),
         }),
         (Err(_), _) => delivery.refused.push("bad_sender"),
         (_, Err(_)) => delivery.refused.push("bad_message_id"),
+    }
+}
+
+/// A timestamp in seconds, as Meta writes it (`"1700000000"`) or as a number.
+fn seconds(value: &Value) -> Option<i64> {
+    match value {
+        Value::String(text) => text.trim().parse().ok(),
+        other => other.as_i64(),
     }
 }
 
@@ -408,6 +422,23 @@ mod tests {
             parsed.inbound[0].phone_number_id.as_str(),
             "100000000000001"
         );
+        assert_eq!(
+            parsed.inbound[0].sent_at,
+            Some(1),
+            "Meta's string timestamp"
+        );
+        assert_eq!(parsed.inbound[1].sent_at, None, "none given");
+    }
+
+    #[test]
+    fn a_timestamp_is_read_as_a_string_or_a_number_and_anything_else_is_none() {
+        let parsed = parse(messages(json!([
+            {"from": "1", "id": "m1", "timestamp": "1800000000", "type": "text", "text": {"body": "a"}},
+            {"from": "1", "id": "m2", "timestamp": 1800000001, "type": "text", "text": {"body": "b"}},
+            {"from": "1", "id": "m3", "timestamp": "soon", "type": "text", "text": {"body": "c"}}
+        ])));
+        let sent: Vec<Option<i64>> = parsed.inbound.iter().map(|m| m.sent_at).collect();
+        assert_eq!(sent, [Some(1_800_000_000), Some(1_800_000_001), None]);
     }
 
     #[test]

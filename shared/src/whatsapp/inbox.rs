@@ -5,16 +5,19 @@
 //! message as the de-duplication id (hashed too: a WhatsApp message id encodes the
 //! sender's number).
 //!
-//! The body names the contact (its WhatsApp id), since the worker must find the
-//! record in the contact's partition; it holds no text. It lives as long as the
-//! queue keeps it (4 days; the dead-letter queue 14), and once the contact is erased
-//! it finds no record and does nothing.
+//! The body names no one: it carries the tenant and the inbound record's
+//! *incarnation*, a random id the record gets when it is written, never reused, as
+//! jobs carry a head's. The worker finds the record through the incarnation index,
+//! in the contact's partition, so an erase (or the record's TTL) takes the only
+//! link from a queued message to the contact: a message still in the queue (4
+//! days) or the dead-letter queue (14) then finds no one and does nothing, and no
+//! queue ever holds a phone number or a message id.
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use super::WaMessageId;
-use crate::domain::{ContactId, TenantId};
+use crate::domain::{Incarnation, TenantId};
 use crate::jobs::EnqueueError;
 use crate::store::ContactKey;
 
@@ -24,25 +27,22 @@ use crate::store::ContactKey;
 pub struct QueuedMessage {
     /// The tenant bound to the business number.
     pub tenant: TenantId,
-    /// The customer (their WhatsApp id).
-    pub contact: ContactId,
-    /// The message's record.
-    pub message: WaMessageId,
-}
-
-impl QueuedMessage {
-    /// The contact's key.
-    pub fn key(&self) -> ContactKey {
-        ContactKey {
-            tenant: self.tenant.clone(),
-            contact: self.contact.clone(),
-        }
-    }
+    /// The inbound record's incarnation.
+    pub record: Incarnation,
+    /// When the webhook enqueued it (seconds since the epoch): a record the index
+    /// does not show yet is waited for while the message is young.
+    pub queued_at: i64,
 }
 
 /// The inbound queue.
 #[async_trait]
 pub trait Inbox: Send + Sync {
-    /// Sends one message to the worker.
-    async fn enqueue(&self, message: &QueuedMessage) -> Result<(), EnqueueError>;
+    /// Sends one message to the worker: `body`, grouped by `key`'s conversation and
+    /// de-duplicated by the message `id` (both hashed, never sent in clear).
+    async fn enqueue(
+        &self,
+        key: &ContactKey,
+        id: &WaMessageId,
+        body: &QueuedMessage,
+    ) -> Result<(), EnqueueError>;
 }

@@ -62,10 +62,27 @@ pub const MAX_OUTBOUND_CHARS: usize = 4096;
 /// message: free text can be sent only within it.
 pub const SERVICE_WINDOW_SECONDS: i64 = 24 * 3600;
 
-/// How long inbound records and turns are kept (their TTL): longer than Meta
-/// retries a webhook (about a week), so a late redelivery still finds its record
-/// and is not answered twice.
+/// How long inbound records and turns are kept (their TTL) at most: longer than
+/// Meta retries a webhook (about a week), so a late redelivery still finds its
+/// record and is not answered twice. A tenant whose transcript retention is
+/// shorter keeps them for that instead ([`record_life_seconds`]), and the webhook
+/// refuses a message older than its records live ([`MAX_CLOCK_SKEW_SECONDS`] early),
+/// so a delivery whose record has gone is never taken for a new one.
 pub const RECORD_TTL_SECONDS: i64 = 8 * 24 * 3600;
+
+/// How far Meta's clock may be ahead of degrau's when a message's timestamp is
+/// held against its record's life.
+pub const MAX_CLOCK_SKEW_SECONDS: i64 = 600;
+
+/// How long a tenant's inbound records and turns live: [`RECORD_TTL_SECONDS`], or
+/// the tenant's transcript retention when that is shorter (they hold the messages'
+/// text).
+pub fn record_life_seconds(config: Option<&crate::tenant::TenantConfig>) -> i64 {
+    let days = config
+        .and_then(|c| c.transcript_retention_days)
+        .unwrap_or(crate::tenant::Defaults::default().transcript_retention_days);
+    RECORD_TTL_SECONDS.min(i64::from(days.max(1)) * 86_400)
+}
 
 fn check(
     what: &'static str,

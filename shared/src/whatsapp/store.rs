@@ -24,7 +24,7 @@ use sha2::{Digest, Sha256};
 
 use super::settings::TemplateRef;
 use super::{PhoneNumberId, WaMessageId};
-use crate::domain::TenantId;
+use crate::domain::{Incarnation, TenantId};
 use crate::store::{ContactKey, StoreError};
 
 /// Most records one turn takes (and so one transaction moves, with the turn): a
@@ -39,6 +39,10 @@ pub const MAX_UNHANDLED: usize = 100;
 pub struct NewInbound {
     /// Its id.
     pub id: WaMessageId,
+    /// The record's incarnation: a random id its queue message names it by
+    /// ([`super::inbox::QueuedMessage`]); `None` on a record from before records
+    /// had one.
+    pub incarnation: Option<Incarnation>,
     /// The business number it was sent to (the reply goes out from it).
     pub phone_number_id: PhoneNumberId,
     /// Its text in the turn.
@@ -76,7 +80,7 @@ pub struct InboundRecord {
 }
 
 /// What [`WhatsAppStore::record_inbound`] found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Recorded {
     /// A new message: recorded now.
     New,
@@ -84,6 +88,8 @@ pub enum Recorded {
     Existing {
         /// Whether its queue message was sent.
         enqueued: bool,
+        /// The record's incarnation (what a queue message names it by).
+        incarnation: Option<Incarnation>,
     },
 }
 
@@ -222,6 +228,15 @@ pub trait WhatsAppStore: Send + Sync {
         key: &ContactKey,
         message: &NewInbound,
     ) -> Result<Recorded, StoreError>;
+
+    /// The record a queue message names: its contact and message id, found by the
+    /// record's incarnation among `tenant`'s; `None` when no record has it (erased,
+    /// expired, or not yet visible: the lookup may trail a write by a moment).
+    async fn find_inbound(
+        &self,
+        tenant: &TenantId,
+        incarnation: &Incarnation,
+    ) -> Result<Option<(ContactKey, WaMessageId)>, StoreError>;
 
     /// Marks a record enqueued; `Ok(false)` when it is gone (erased).
     async fn mark_enqueued(&self, key: &ContactKey, id: &WaMessageId) -> Result<bool, StoreError>;

@@ -9,9 +9,10 @@ use async_trait::async_trait;
 
 use super::inbox::{Inbox, QueuedMessage};
 use super::outbound::{OutboundMessage, SendError, Sender};
-use super::{PhoneNumberId, WaId};
+use super::{PhoneNumberId, WaId, WaMessageId};
 use crate::deadline::Deadline;
 use crate::jobs::EnqueueError;
+use crate::store::ContactKey;
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
@@ -40,7 +41,12 @@ impl RecordingInbox {
 
 #[async_trait]
 impl Inbox for RecordingInbox {
-    async fn enqueue(&self, message: &QueuedMessage) -> Result<(), EnqueueError> {
+    async fn enqueue(
+        &self,
+        _key: &ContactKey,
+        _id: &WaMessageId,
+        message: &QueuedMessage,
+    ) -> Result<(), EnqueueError> {
         let mut fail = lock(&self.fail);
         if *fail > 0 {
             *fail -= 1;

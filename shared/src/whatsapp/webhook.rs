@@ -8,7 +8,12 @@
 //!
 //! A message to a number bound to no tenant is counted (`UnknownNumber`) and
 //! dropped: the delivery still answers 200, since a non-2xx is retried by Meta and
-//! in the end disables the subscription.
+//! in the end disables the subscription. So is a message whose timestamp is older
+//! than its tenant's records live (`MessagesTooOld`): its record, if it had one,
+//! may be gone, and a replayed delivery must not make a new turn.
+//!
+//! Each record gets the tenant's record life ([`super::record_life_seconds`]) and
+//! an incarnation, which its queue message names instead of the contact.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,12 +23,12 @@ use tracing::{info, warn};
 use super::event::Delivery;
 use super::inbox::{Inbox, QueuedMessage};
 use super::store::{NewInbound, Recorded, WhatsAppStore};
-use super::{PhoneNumberId, RECORD_TTL_SECONDS};
-use crate::domain::TenantId;
+use super::{MAX_CLOCK_SKEW_SECONDS, PhoneNumberId, record_life_seconds};
+use crate::domain::{Incarnation, TenantId};
 use crate::jobs::EnqueueError;
 use crate::metrics::Event;
 use crate::session::Clock;
-use crate::store::{ContactKey, StoreError};
+use crate::store::{ContactKey, StoreError, TenantStore};
 
 /// The metrics' `Function` dimension.
 pub const FUNCTION: &str = "whatsapp-webhook";
@@ -35,6 +40,8 @@ pub struct WebhookService {
     pub store: Arc<dyn WhatsAppStore>,
     /// The worker's queue.
     pub inbox: Arc<dyn Inbox>,
+    /// The tenants' configs (their transcript retention bounds the records').
+    pub tenants: Arc<dyn TenantStore>,
     /// The clock (receive times).
     pub clock: Clock,
 }
@@ -48,6 +55,8 @@ pub struct Accepted {
     pub duplicates: usize,
     /// Messages to a number bound to no tenant, dropped.
     pub unknown_number: usize,
+    /// Messages older than their tenant's records live, dropped.
+    pub too_old: usize,
     /// Status callbacks counted.
     pub statuses: usize,
     /// Reactions and other events dropped, and messages refused alone.
@@ -76,6 +85,7 @@ impl WebhookService {
         };
         self.count_the_rest(delivery);
         let mut tenants: HashMap<PhoneNumberId, Option<TenantId>> = HashMap::new();
+        let mut lives: HashMap<TenantId, i64> = HashMap::new();
         for message in &delivery.inbound {
             let tenant = match tenants.get(&message.phone_number_id) {
                 Some(tenant) => tenant.clone(),
@@ -89,36 +99,55 @@ impl WebhookService {
                 accepted.unknown_number += 1;
                 continue;
             };
+            let life = match lives.get(&tenant) {
+                Some(life) => *life,
+                None => {
+                    let config = self.tenants.tenant_config(&tenant).await?;
+                    let life = record_life_seconds(config.as_ref());
+                    lives.insert(tenant.clone(), life);
+                    life
+                }
+            };
+            let now = (self.clock)();
+            if message.sent_at.is_some_and(|sent| {
+                now.saturating_add(MAX_CLOCK_SKEW_SECONDS) >= sent.saturating_add(life)
+            }) {
+                accepted.too_old += 1;
+                continue;
+            }
             let key = ContactKey {
                 tenant,
                 contact: message.from.contact(),
             };
-            let now = (self.clock)();
             let record = NewInbound {
                 id: message.id.clone(),
+                incarnation: Some(Incarnation::random()),
                 phone_number_id: message.phone_number_id.clone(),
                 text: message.body.turn_text(),
                 bare_note: message.body.is_bare_note(),
                 received_at: now,
-                expires_at: now.saturating_add(RECORD_TTL_SECONDS),
+                expires_at: now.saturating_add(life),
             };
             let enqueue = match self.store.record_inbound(&key, &record).await? {
                 Recorded::New => {
                     accepted.recorded += 1;
-                    true
+                    record.incarnation
                 }
-                Recorded::Existing { enqueued } => {
+                Recorded::Existing {
+                    enqueued,
+                    incarnation,
+                } => {
                     accepted.duplicates += 1;
-                    !enqueued
+                    incarnation.filter(|_| !enqueued)
                 }
             };
-            if enqueue {
+            if let Some(incarnation) = enqueue {
                 let queued = QueuedMessage {
                     tenant: key.tenant.clone(),
-                    contact: key.contact.clone(),
-                    message: message.id.clone(),
+                    record: incarnation,
+                    queued_at: now,
                 };
-                self.inbox.enqueue(&queued).await?;
+                self.inbox.enqueue(&key, &message.id, &queued).await?;
                 if !self.store.mark_enqueued(&key, &message.id).await? {
                     info!("the record went (erased) before it was marked enqueued");
                 }
@@ -128,6 +157,7 @@ impl WebhookService {
             recorded = accepted.recorded,
             duplicates = accepted.duplicates,
             unknown_number = accepted.unknown_number,
+            too_old = accepted.too_old,
             statuses = accepted.statuses,
             ignored = accepted.ignored,
             "delivery accepted"
@@ -135,7 +165,8 @@ impl WebhookService {
         let event = Event::new(FUNCTION)
             .count("MessagesRecorded", accepted.recorded as u64)
             .count("MessagesDuplicate", accepted.duplicates as u64)
-            .count("UnknownNumber", accepted.unknown_number as u64);
+            .count("UnknownNumber", accepted.unknown_number as u64)
+            .count("MessagesTooOld", accepted.too_old as u64);
         event.emit();
         Ok(accepted)
     }

@@ -1,8 +1,11 @@
 //! The worker: one queue message in, at most one turn out. What the
 //! `whatsapp-worker` function runs for each record of an SQS FIFO batch.
 //!
-//! 1. **Find the record** of the queued message. None (the contact was erased, or
-//!    the record expired): nothing to do. Handled: its turn's reply may still be
+//! 1. **Find the record** the queued message names by its incarnation (the
+//!    message names no one; the index that leads to the record's contact may
+//!    trail the record's write by a moment, so a young message waits a little
+//!    for it, and one still young after that comes back). None (the contact was
+//!    erased, or the record expired): nothing to do. Handled: its turn's reply may still be
 //!    unsent (a worker died after recording it): send what is left, and stop.
 //! 2. **Finish what an earlier attempt started**: a record taken by a turn that
 //!    is not settled yet has that turn resumed, with the same records, text and
@@ -12,7 +15,9 @@
 //!    have passed since the contact's latest pending record, waiting again when
 //!    another arrives meanwhile, at most three debounces in all and never into the
 //!    time the turn itself needs.
-//! 4. **Take** every pending record of the contact, in arrival order (at most
+//! 4. **Take** every pending record of the contact sent to the same business
+//!    number (a turn is one contact's and one number's: Meta's 24-hour window is
+//!    per number, and the reply goes out from it), in arrival order (at most
 //!    [`MAX_TURN_MESSAGES`], and no more text than one user message holds), and
 //!    write the turn with them in one transaction. A message that arrives after
 //!    this stays pending: its own queue message comes after this one (same group)
@@ -45,7 +50,10 @@ use super::store::{
     InboundRecord, MAX_TURN_MESSAGES, Outgoing, RecordState, TurnId, TurnRecord, TurnStatus,
     WhatsAppStore,
 };
-use super::{MAX_OUTBOUND_CHARS, RECORD_TTL_SECONDS, SERVICE_WINDOW_SECONDS, WaId};
+use super::{
+    MAX_OUTBOUND_CHARS, PhoneNumberId, SERVICE_WINDOW_SECONDS, WaId, WaMessageId,
+    record_life_seconds,
+};
 use crate::ask::{AskError, AskOutcome, AskResponse, AskService, MAX_TEXT_CHARS};
 use crate::deadline::Deadline;
 use crate::domain::IdempotencyKey;
@@ -70,6 +78,18 @@ pub const SEND_BUDGET: Duration = Duration::from_secs(10);
 /// Passes over one queue message before it is handed back: each pass settles one
 /// earlier turn or makes one.
 const MAX_PASSES: usize = 4;
+
+/// How long after it was queued a message whose record the index does not show is
+/// still taken for one the index has not caught up with (it comes back), rather
+/// than for an erased or expired record (nothing to do).
+pub const INDEX_GRACE_SECONDS: i64 = 120;
+
+/// The waits between lookups of a young message's record, within one delivery.
+const INDEX_WAITS: [Duration; 3] = [
+    Duration::from_millis(200),
+    Duration::from_millis(500),
+    Duration::from_millis(1_000),
+];
 
 /// The worker and its ports.
 #[derive(Clone)]
@@ -113,6 +133,9 @@ pub enum WorkerError {
     /// The record kept changing under the worker.
     #[error("the contact's records kept changing; trying again later")]
     Busy,
+    /// A young message's record is not in the index yet.
+    #[error("the queued message's record is not indexed yet; trying again later")]
+    NotIndexed,
 }
 
 impl WorkerError {
@@ -123,6 +146,7 @@ impl WorkerError {
             WorkerError::Ask(_) => "ask",
             WorkerError::Send(_) => "send",
             WorkerError::Busy => "busy",
+            WorkerError::NotIndexed => "not_indexed",
         }
     }
 }
@@ -139,10 +163,13 @@ impl Worker {
         queued: &QueuedMessage,
         deadline: Deadline,
     ) -> Result<Outcome, WorkerError> {
-        let key = queued.key();
+        let Some((key, message)) = self.find(queued, deadline).await? else {
+            info!("no record for the queued message (erased or expired): nothing to do");
+            return Ok(Outcome::NoRecord);
+        };
         for _ in 0..MAX_PASSES {
             let now = (self.clock)();
-            let Some(record) = self.store.inbound(&key, &queued.message, now).await? else {
+            let Some(record) = self.store.inbound(&key, &message, now).await? else {
                 info!("no record for the queued message (erased or expired): nothing to do");
                 return Ok(Outcome::NoRecord);
             };
@@ -152,10 +179,41 @@ impl Worker {
                     return Ok(Outcome::Handled);
                 }
                 RecordState::Taken(turn) => self.resume(&key, &turn, deadline).await?,
-                RecordState::Pending => self.make_turn(&key, deadline).await?,
+                RecordState::Pending => {
+                    self.make_turn(&key, &record.message.phone_number_id, deadline)
+                        .await?
+                }
             }
         }
         Err(WorkerError::Busy)
+    }
+
+    /// The contact and message id of the record `queued` names; waits a little
+    /// for a young message's record to show in the index, and hands a message
+    /// still young after that back ([`WorkerError::NotIndexed`]).
+    async fn find(
+        &self,
+        queued: &QueuedMessage,
+        deadline: Deadline,
+    ) -> Result<Option<(ContactKey, WaMessageId)>, WorkerError> {
+        let mut waits = INDEX_WAITS.iter();
+        loop {
+            if let Some(found) = self
+                .store
+                .find_inbound(&queued.tenant, &queued.record)
+                .await?
+            {
+                return Ok(Some(found));
+            }
+            let young = (self.clock)() - queued.queued_at < INDEX_GRACE_SECONDS;
+            match waits.next() {
+                _ if !young => return Ok(None),
+                Some(wait) if deadline.allows(*wait + self.turn_budget()) => {
+                    tokio::time::sleep(*wait).await;
+                }
+                _ => return Err(WorkerError::NotIndexed),
+            }
+        }
     }
 
     /// Waits out the contact's burst and returns its unhandled records (at once when
@@ -193,9 +251,16 @@ impl Worker {
         }
     }
 
-    /// Makes one turn of the contact's pending records (after the debounce), or
-    /// resumes an unfinished one.
-    async fn make_turn(&self, key: &ContactKey, deadline: Deadline) -> Result<(), WorkerError> {
+    /// Makes one turn of the contact's pending records sent to the business number
+    /// `phone` (after the debounce), or resumes an unfinished one. A turn is one
+    /// contact's and one number's: each number has its own customer service window
+    /// and sends its own reply.
+    async fn make_turn(
+        &self,
+        key: &ContactKey,
+        phone: &PhoneNumberId,
+        deadline: Deadline,
+    ) -> Result<(), WorkerError> {
         let unhandled = self.debounce(key, deadline).await?;
         if let Some(turn) = unhandled.iter().find_map(|r| match &r.state {
             RecordState::Taken(turn) => Some(turn.clone()),
@@ -205,9 +270,10 @@ impl Worker {
         }
         let pending: Vec<&InboundRecord> = unhandled
             .iter()
-            .filter(|r| r.state == RecordState::Pending)
+            .filter(|r| r.state == RecordState::Pending && r.message.phone_number_id == *phone)
             .collect();
-        let Some(turn) = self.turn_of(&pending) else {
+        let life = record_life_seconds(self.ask.tenants.tenant_config(&key.tenant).await?.as_ref());
+        let Some(turn) = self.turn_of(&pending, life) else {
             return Ok(());
         };
         if !self.store.take(key, &turn).await? {
@@ -219,8 +285,9 @@ impl Worker {
     }
 
     /// The turn of the first pending records, in arrival order: at most
-    /// [`MAX_TURN_MESSAGES`], and no more text than one user message holds.
-    fn turn_of(&self, pending: &[&InboundRecord]) -> Option<TurnRecord> {
+    /// [`MAX_TURN_MESSAGES`], and no more text than one user message holds; it
+    /// lives `life` (the tenant's record life).
+    fn turn_of(&self, pending: &[&InboundRecord], life: i64) -> Option<TurnRecord> {
         let first = pending.first()?;
         let mut taken: Vec<&InboundRecord> = Vec::new();
         let mut chars = 0;
@@ -247,7 +314,7 @@ impl Worker {
                 .max()
                 .unwrap_or(now),
             status: TurnStatus::Taken,
-            expires_at: now.saturating_add(RECORD_TTL_SECONDS),
+            expires_at: now.saturating_add(life),
         })
     }
 
@@ -522,7 +589,9 @@ fn send_failed(code: Option<i64>) {
 /// True for an ask failure a later delivery may get past.
 fn passes(error: &AskError) -> bool {
     match error {
-        AskError::Conflict(_) => true,
+        // The hour's rounds are spent: the message comes back after the queue's
+        // visibility timeout, and answers once the quota allows.
+        AskError::Conflict(_) | AskError::QuotaExceeded(_) => true,
         AskError::Store(error) => {
             matches!(error, StoreError::Unavailable(_) | StoreError::Conflict(_))
         }

@@ -18,6 +18,16 @@ use degrau::store::memory::MemoryStore;
 use degrau::tenant::Defaults;
 use degrau::tools::Tools;
 
+/// A fact of session 1, message 1.
+pub fn fact(key: &str, value: String) -> degrau::domain::Fact {
+    degrau::domain::Fact {
+        key: degrau::domain::FactKey::parse(key).unwrap(),
+        value,
+        source: degrau::domain::FactSource { session: 1, seq: 1 },
+        updated_at: 0,
+    }
+}
+
 /// The time every test starts at (seconds since the epoch, in 2027).
 pub const START: i64 = 1_800_000_000;
 
@@ -69,6 +79,7 @@ pub fn ask_service(
         model,
         tools,
         jobs,
+        quotas: Arc::new(degrau::quota::memory::MemoryQuotas::new()),
         defaults,
         clock,
     }

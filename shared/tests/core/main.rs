@@ -12,6 +12,8 @@ mod compactor;
 mod helpers;
 mod own_loop;
 mod properties;
+mod quota;
+mod structure;
 mod sweep;
 mod tools;
 mod whatsapp;

@@ -4,7 +4,7 @@
 use degrau::compaction::{
     CompactionPolicy, kept_window_start, overflow_cut, plan_step, window_tokens,
 };
-use degrau::domain::{ContentBlock, Fact, FactKey, FactSource, Head, Message, Role, StoredMessage};
+use degrau::domain::{ContentBlock, Fact, Head, Message, Role, StoredMessage};
 use degrau::pruning::{PLACEHOLDER_PREFIX, apply};
 use degrau::request::{
     FENCE_CLOSE, FENCE_OPEN, ModelRequest, RequestParts, ToolDef, build_request,
@@ -14,6 +14,8 @@ use degrau::validate::validate_request;
 use degrau::window::safe_window_start;
 use proptest::prelude::*;
 use serde_json::json;
+
+use crate::helpers::fact;
 
 /// One user turn: its text, then tool rounds (each the number of parallel calls and
 /// whether the assistant writes text before calling), then the final reply.
@@ -127,15 +129,6 @@ fn without_breakpoints(request: &ModelRequest) -> serde_json::Value {
         }
     }
     value
-}
-
-fn fact(key: &str, value: String) -> Fact {
-    Fact {
-        key: FactKey::parse(key).unwrap(),
-        value,
-        source: FactSource { session: 1, seq: 1 },
-        updated_at: 0,
-    }
 }
 
 /// Text meant to break out of the fence, mixed with arbitrary characters.

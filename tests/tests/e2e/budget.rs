@@ -296,7 +296,7 @@ async fn thinking_blocks_are_stored_and_sent_back_exactly_through_a_tool_loop_an
 
 /// `template.yaml` as JSON, read by the local provisioning's own loader (it knows the
 /// CloudFormation short tags).
-fn template() -> Value {
+pub(crate) fn template() -> Value {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let script = "import json, sys; from pathlib import Path; sys.path.insert(0, 'infra'); \
                   import provision; print(json.dumps(provision.load_template(Path('template.yaml'))))";

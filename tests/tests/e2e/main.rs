@@ -11,6 +11,8 @@ mod bedrock;
 mod budget;
 mod cache_ttl;
 mod compaction;
+mod deployment;
+mod floods;
 mod helpers;
 mod lifecycle;
 mod own_loop;

@@ -12,7 +12,7 @@ use std::time::SystemTime;
 use degrau::tenant::TenantConfig;
 use degrau_adapters::webhook::signature::signature_header;
 use degrau_tests::moto;
-use degrau_tests::stack::{FullStack, RawMessage};
+use degrau_tests::stack::{FullStack, RawMessage, StackOptions};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
@@ -26,10 +26,16 @@ struct ToolServer {
 
 impl ToolServer {
     fn start(secret: &str) -> ToolServer {
+        Self::start_for(secret, None)
+    }
+
+    /// A server that serves `tenant` only, when one is given.
+    fn start_for(secret: &str, tenant: Option<&str>) -> ToolServer {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../infra/toolserver.py");
         let mut child = Command::new("python3")
             .arg(script)
             .args(["--port", "0", "--secret-env", "TOOLSERVER_TEST_SECRET"])
+            .args(tenant.map(|t| ["--tenant", t]).into_iter().flatten())
             .env("TOOLSERVER_TEST_SECRET", secret)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -84,18 +90,52 @@ impl Drop for ToolServer {
     }
 }
 
-/// Writes `secret` into moto's SSM as a SecureString; returns its name.
-async fn put_secret(secret: &str) -> String {
+/// Writes `value` into moto's SSM as a SecureString under `name`.
+async fn put_parameter(name: &str, value: &str) {
     let ssm = aws_sdk_ssm::Client::new(&moto::sdk_config().await);
-    let name = format!("/degrau/webhooks/{}", moto::unique_name("shop"));
     ssm.put_parameter()
-        .name(&name)
-        .value(secret)
+        .name(name)
+        .value(value)
         .r#type(aws_sdk_ssm::types::ParameterType::SecureString)
         .overwrite(true)
         .send()
         .await
-        .expect("put the signing secret");
+        .expect("put the parameter");
+}
+
+/// Reads a SecureString of moto's SSM.
+async fn parameter_value(name: &str) -> String {
+    let ssm = aws_sdk_ssm::Client::new(&moto::sdk_config().await);
+    ssm.get_parameter()
+        .name(name)
+        .with_decryption(true)
+        .send()
+        .await
+        .expect("read the parameter")
+        .parameter
+        .and_then(|p| p.value)
+        .unwrap()
+}
+
+/// A stack whose deployment pseudonym secret is its own (fresh, under a unique
+/// name), with the default `WEBHOOK_SECRETS_PATH`; returns the secret too.
+async fn stack_with_pseudonym_key() -> (FullStack, String) {
+    let name = format!("/degrau-test/{}/pseudonym-key", moto::unique_name("key"));
+    let key = moto::unique_name("pseudonym-secret");
+    put_parameter(&name, &key).await;
+    let stack = FullStack::start_with(&StackOptions {
+        env: vec![("PSEUDONYM_KEY_PARAMETER".to_owned(), name)],
+        ..StackOptions::default()
+    })
+    .await;
+    (stack, key)
+}
+
+/// Writes `secret` into moto's SSM as a SecureString under `tenant`'s own path;
+/// returns its name.
+async fn put_secret(tenant: &str, secret: &str) -> String {
+    let name = format!("/degrau/webhooks/{tenant}/{}", moto::unique_name("shop"));
+    put_parameter(&name, secret).await;
     name
 }
 
@@ -131,8 +171,30 @@ fn tool_results(messages: &[RawMessage]) -> Vec<Value> {
         .collect()
 }
 
-/// The pseudonym by Python's `hmac`: what the receiver should have been sent.
-fn pseudonym_by_python(secret: &str, tenant: &str, contact: &str) -> String {
+/// The pseudonym by Python's `hmac`: what the receiver should have been sent. The
+/// tenant's key is derived from the deployment's secret, and the receiver is named
+/// by its secret's parameter.
+fn pseudonym_by_python(deployment: &str, tenant: &str, receiver: &str, contact: &str) -> String {
+    let output = Command::new("python3")
+        .args([
+            "-c",
+            "import hmac, hashlib, sys; \
+             k = hmac.new(sys.argv[1].encode(), b'degrau pseudonym v1\\n' + sys.argv[2].encode(), \
+             hashlib.sha256).digest(); \
+             print(hmac.new(k, f'{sys.argv[3]}\\n{sys.argv[4]}'.encode(), hashlib.sha256).hexdigest()[:32])",
+            deployment,
+            tenant,
+            receiver,
+            contact,
+        ])
+        .output()
+        .unwrap();
+    String::from_utf8(output.stdout).unwrap().trim().to_owned()
+}
+
+/// What the pseudonym was before it had a key of degrau's own: the receiver's
+/// signing secret keyed it, so the receiver could recompute it for any number.
+fn pseudonym_under_the_receivers_secret(secret: &str, tenant: &str, contact: &str) -> String {
     let output = Command::new("python3")
         .args([
             "-c",
@@ -173,8 +235,23 @@ fn configure_like_the_local_stack(stack: &FullStack, tenant: &str, tools_url: &s
 async fn a_booking_through_the_example_server_is_committed_with_its_round() {
     let secret = format!("whsec_{}", moto::unique_name("e2e"));
     let server = ToolServer::start(&secret);
-    let stack = FullStack::start(&[]).await;
+    // As `./dev.sh up` runs it: the local secrets path and pseudonym key.
+    let stack = FullStack::start_with(&StackOptions {
+        env: vec![
+            (
+                "WEBHOOK_SECRETS_PATH".to_owned(),
+                "/degrau/local/webhooks/".to_owned(),
+            ),
+            (
+                "PSEUDONYM_KEY_PARAMETER".to_owned(),
+                "/degrau/local/pseudonym-key".to_owned(),
+            ),
+        ],
+        ..StackOptions::default()
+    })
+    .await;
     configure_like_the_local_stack(&stack, TENANT, &format!("{}/", server.url), &secret);
+    let deployment = parameter_value("/degrau/local/pseudonym-key").await;
 
     let reply = stack
         .post(TENANT, "ana", "please book 10:30 on 2026-12-03")
@@ -190,8 +267,18 @@ async fn a_booking_through_the_example_server_is_committed_with_its_round() {
     assert_eq!(booking["confirmation_id"], "TS-0001");
     assert_eq!(
         booking["contact"],
-        pseudonym_by_python(&secret, TENANT, "ana"),
+        pseudonym_by_python(
+            &deployment,
+            TENANT,
+            &format!("/degrau/local/webhooks/{TENANT}/toolserver"),
+            "ana"
+        ),
         "the contact is the pseudonym, never the id"
+    );
+    assert_ne!(
+        booking["contact"],
+        pseudonym_under_the_receivers_secret(&secret, TENANT, "ana"),
+        "the receiver's own secret does not key it"
     );
 
     // The round committed the call and the server's answer.
@@ -253,8 +340,8 @@ async fn a_hung_webhook_is_an_error_result_and_the_round_still_commits() {
             open.push(socket);
         }
     });
-    let parameter = put_secret("whsec_hung").await;
-    let stack = FullStack::start(&[]).await;
+    let parameter = put_secret(TENANT, "whsec_hung").await;
+    let (stack, _) = stack_with_pseudonym_key().await;
     stack
         .configure(TENANT, &webhook_tools(&url, &parameter, 500))
         .await;
@@ -275,11 +362,15 @@ async fn a_hung_webhook_is_an_error_result_and_the_round_still_commits() {
 #[tokio::test]
 async fn a_webhook_whose_secret_is_missing_is_an_error_result_and_nothing_is_sent() {
     let server = ToolServer::start("whsec_unused");
-    let stack = FullStack::start(&[]).await;
+    let (stack, _) = stack_with_pseudonym_key().await;
     stack
         .configure(
             TENANT,
-            &webhook_tools(&server.url, "/degrau/webhooks/never-written", 2_000),
+            &webhook_tools(
+                &server.url,
+                &format!("/degrau/webhooks/{TENANT}/never-written"),
+                2_000,
+            ),
         )
         .await;
     let reply = stack
@@ -293,4 +384,51 @@ async fn a_webhook_whose_secret_is_missing_is_an_error_result_and_nothing_is_sen
         "the tool's webhook was not called: its signing secret could not be read"
     );
     assert!(server.bookings().await.is_empty());
+}
+
+#[tokio::test]
+async fn a_tool_naming_another_tenants_secret_is_never_called_and_the_round_commits() {
+    // The role may read every secret under the path; the tenant may name only its own.
+    let secret = "whsec_other_tenant";
+    let server = ToolServer::start(secret);
+    let foreign = put_secret("another-shop", secret).await;
+    let (stack, _) = stack_with_pseudonym_key().await;
+    stack
+        .configure(TENANT, &webhook_tools(&server.url, &foreign, 2_000))
+        .await;
+    let reply = stack
+        .post(TENANT, "duda", "please book 10:30 on 2026-12-03")
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.raw);
+    let results = tool_results(&stack.stored_messages(TENANT, "duda").await);
+    assert_eq!(results[0]["is_error"], true);
+    assert_eq!(
+        results[0]["content"],
+        format!(
+            "the tool's webhook was not called: its secret_parameter must lie under \
+             /degrau/webhooks/{TENANT}/"
+        )
+    );
+    assert!(server.bookings().await.is_empty());
+}
+
+#[tokio::test]
+async fn the_example_server_refuses_a_call_for_another_tenant() {
+    let secret = "whsec_one_tenant";
+    let server = ToolServer::start_for(secret, Some(TENANT));
+    let call = |tenant: &str| {
+        json!({
+            "tool_use_id": "toolu_1", "name": "list_free_slots", "input": {"day": "2026-12-03"},
+            "tenant": tenant, "contact": "0123456789abcdef0123456789abcdef",
+        })
+    };
+    let (status, body) = server
+        .post(secret, now(), "k-1", &call("another-shop"))
+        .await;
+    assert_eq!(
+        (status, &body["error"]),
+        (403, &json!("not this receiver's tenant"))
+    );
+    let (status, _) = server.post(secret, now(), "k-2", &call(TENANT)).await;
+    assert_eq!(status, 200);
 }

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use async_trait::async_trait;
 
 use super::MemoryStore;
-use crate::domain::TenantId;
+use crate::domain::{Incarnation, TenantId};
 use crate::store::{ContactKey, StoreError};
 use crate::whatsapp::store::{
     InboundRecord, NewInbound, Outgoing, RecordState, Recorded, TurnId, TurnRecord, TurnStatus,
@@ -56,6 +56,7 @@ impl WhatsAppStore for MemoryStore {
         if let Some(existing) = records.inbound.get(&message.id) {
             return Ok(Recorded::Existing {
                 enqueued: existing.enqueued,
+                incarnation: existing.message.incarnation.clone(),
             });
         }
         records.inbound.insert(
@@ -68,6 +69,26 @@ impl WhatsAppStore for MemoryStore {
             },
         );
         Ok(Recorded::New)
+    }
+
+    async fn find_inbound(
+        &self,
+        tenant: &TenantId,
+        incarnation: &Incarnation,
+    ) -> Result<Option<(ContactKey, WaMessageId)>, StoreError> {
+        let state = self.lock();
+        Ok(state
+            .contacts
+            .iter()
+            .filter(|(key, _)| key.tenant == *tenant)
+            .find_map(|(key, contact)| {
+                contact
+                    .whatsapp
+                    .inbound
+                    .values()
+                    .find(|r| r.message.incarnation.as_ref() == Some(incarnation))
+                    .map(|r| (key.clone(), r.message.id.clone()))
+            }))
     }
 
     async fn mark_enqueued(&self, key: &ContactKey, id: &WaMessageId) -> Result<bool, StoreError> {
