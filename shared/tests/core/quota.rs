@@ -163,7 +163,9 @@ async fn round_body(h: &Harness, question: &str, context_tokens: u64) -> Value {
 
 async fn record(h: &Harness, body: &Value) -> Result<RoundOutcome, AskError> {
     let request = RoundRequest::parse(body)?;
-    h.service.record_round(&key(), &request, None, minute()).await
+    h.service
+        .record_round(&key(), &request, None, minute())
+        .await
 }
 
 #[tokio::test]

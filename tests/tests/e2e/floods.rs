@@ -10,6 +10,7 @@ use degrau::quota::{QuotaConfig, QuotaKind, Quotas};
 use degrau::tenant::TenantConfig;
 use degrau_adapters::dynamodb::DynamoStore;
 use degrau_tests::moto;
+use degrau_tests::serial::one_at_a_time;
 use degrau_tests::stack::FullStack;
 use serde_json::{Value, json};
 
@@ -18,13 +19,17 @@ use crate::helpers::assert_error;
 
 #[tokio::test]
 async fn the_dynamodb_quota_counts_to_its_limit_under_concurrent_spenders_and_no_further() {
-    let config = moto::sdk_config().await;
-    let client = aws_sdk_dynamodb::Client::new(&config);
+    let client = moto::dynamodb_client().await;
     let table = moto::fresh_table(&client).await;
-    let store = Arc::new(DynamoStore::new(client, table));
+    // moto's conditional writes race under concurrency where DynamoDB's do not: the
+    // adapter reaches it one request at a time, so the test checks the adapter's
+    // condition, not moto (see `degrau_tests::serial`).
+    let serial = one_at_a_time(&moto::endpoint()).await;
+    let serial_client = aws_sdk_dynamodb::Client::new(&moto::sdk_config_at(serial.url()).await);
+    let store = Arc::new(DynamoStore::new(serial_client, table));
     let tenant = TenantId::parse("flooder").unwrap();
     let period = 1_800_000_000 / 3600 * 3600;
-    // Moto runs one request at a time: the conditional increment still decides.
+    // Twelve spenders at once: the conditional increment decides.
     let spenders: Vec<_> = (0..12)
         .map(|_| {
             let (store, tenant) = (store.clone(), tenant.clone());
