@@ -207,3 +207,57 @@ fn the_licence_file_is_the_apache_2_0_text_every_package_declares() {
     // The wheel carries the same file (a link, so the two cannot drift).
     assert_eq!(read("clients/python/LICENSE"), text);
 }
+
+#[test]
+fn samconfig_turns_on_the_beta_flag_the_cargo_lambda_builder_needs() {
+    let template = read("template.yaml");
+    let functions = template.matches("BuildMethod: rust-cargolambda").count();
+    assert_eq!(functions, 4, "the four functions build with cargo-lambda");
+    let samconfig = read("samconfig.toml");
+    assert!(
+        samconfig.contains("\nversion = 0.1\n"),
+        "samconfig's format version"
+    );
+    for section in [
+        "[default.global.parameters]",
+        "[default.build.parameters]",
+        "[default.local_invoke.parameters]",
+    ] {
+        assert_eq!(
+            toml_string(&samconfig, section, "beta_features").as_deref(),
+            Some("true"),
+            "{section}"
+        );
+    }
+    assert_eq!(
+        toml_string(&samconfig, "[default.build.parameters]", "template_file").as_deref(),
+        Some("template.yaml")
+    );
+    assert_eq!(
+        toml_string(&samconfig, "[default.deploy.parameters]", "capabilities").as_deref(),
+        Some("CAPABILITY_IAM")
+    );
+}
+
+#[test]
+fn there_is_a_sample_event_for_each_function_and_each_is_json() {
+    // Each is also run through its function's real handler, in the function's own
+    // tests (functions/*/tests/events.rs).
+    let mut names: Vec<String> = std::fs::read_dir(root().join("events"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    for name in &names {
+        let text = read(&format!("events/{name}"));
+        serde_json::from_str::<Value>(&text).unwrap_or_else(|err| panic!("{name}: {err}"));
+    }
+    for function in ["ask", "compactor", "whatsapp-webhook", "whatsapp-worker"] {
+        assert!(
+            names.iter().any(|name| name.starts_with(function)),
+            "no sample event for {function}: {names:?}"
+        );
+        let test = root().join(format!("functions/{function}/tests/events.rs"));
+        assert!(test.exists(), "{} is missing", test.display());
+    }
+}
