@@ -6,15 +6,20 @@
 #   ./dev.sh test    run every test (installs what it needs, starts moto itself),
 #                    the Python client's against the local stack
 #   ./dev.sh bench   run the benchmarks; prints the tables, writes results/
-#   ./dev.sh release `sam build`: both functions for arm64 with cargo-lambda (slow:
+#   ./dev.sh release `sam build`: the functions for arm64 with cargo-lambda (slow:
 #                    not part of .ci/run), into .aws-sam/build
+# Each step says what it is doing; a build or a service that fails shows the last
+# lines of its log and where the whole log is (.local/).
 set -euo pipefail
 cd "$(dirname "$0")"
+# shellcheck source=infra/progress.sh
+source infra/progress.sh
 
 case "${1:-}" in
   up)
     trap 'bash infra/stack.sh stop' EXIT
     bash infra/stack.sh start
+    say "the stack is up: opening the chat (Ctrl-D stops everything)"
     python3 infra/chat.py --api "$(cat .local/api.url)"
     ;;
   start)
@@ -24,18 +29,22 @@ case "${1:-}" in
     bash infra/stack.sh stop
     ;;
   test)
+    say "set-up: the Python tools (.venv), moto, and every binary of the workspace"
     bash infra/setup.sh
     bash infra/moto.sh start
     trap 'bash infra/moto.sh stop' EXIT
     # The end-to-end tests run the real function binaries and the stand-in.
-    cargo build --workspace --bins
+    cargo_build "every binary of the workspace (the end-to-end tests run them)" --workspace --bins
+    say "running the tests (cargo compiles the test binaries first)"
     DEGRAU_TEST_AWS_ENDPOINT="$(bash infra/moto.sh url)" cargo test --workspace --all-targets
     # The main ask and compaction end-to-end tests again, with Claude through
     # Bedrock (MODEL_PROVIDER=bedrock against the stand-in's InvokeModel route).
+    say "the ask and compaction end-to-end tests again, with MODEL_PROVIDER=bedrock"
     DEGRAU_TEST_MODEL_PROVIDER=bedrock DEGRAU_TEST_AWS_ENDPOINT="$(bash infra/moto.sh url)" \
       cargo test -p degrau-tests --test e2e -- ask_api:: compaction:: bedrock::the_stacks_of_this_run
     # The Python client's tests: they start the local stack (infra/stack.sh, on
     # DEGRAU_API_PORT / DEGRAU_STANDIN_PORT) and stop it after.
+    say "the Python client's tests (they start and stop the local stack)"
     PYTHONPATH="$PWD/clients/python/src" .venv/bin/python -m pytest -q -p no:cacheprovider clients/python/tests
     ;;
   bench)

@@ -12,6 +12,7 @@ mod bedrock;
 mod budget;
 mod cache_ttl;
 mod compaction;
+mod first_run;
 mod helpers;
 mod lifecycle;
 mod own_loop;
