@@ -6,8 +6,10 @@
 #   ./dev.sh test    run every test (installs what it needs, starts moto itself),
 #                    the Python client's against the local stack
 #   ./dev.sh bench   run the benchmarks; prints the tables, writes results/
-#   ./dev.sh release `sam build`: the functions for arm64 with cargo-lambda (slow:
-#                    not part of .ci/run), into .aws-sam/build
+#   ./dev.sh release the release's artifacts in dist/degrau-<version>/: the four
+#                    functions built for arm64 by `sam build` (cargo-lambda), zipped
+#                    as Lambda deployment packages, the Python client's wheel, and
+#                    SHA256SUMS (slow: not part of .ci/run)
 # Each step says what it is doing; a build or a service that fails shows the last
 # lines of its log and where the whole log is (.local/).
 set -euo pipefail
@@ -52,12 +54,21 @@ case "${1:-}" in
     ;;
   release)
     # cargo-lambda and zig come from .venv, the SAM CLI from .venv-sam; SAM's
-    # cargo-lambda builder is still flagged beta.
+    # cargo-lambda builder is still flagged beta (samconfig.toml turns it on too).
+    version="$(python3 infra/release.py version)"
+    out="dist/degrau-$version"
+    say "release $version: the four functions for arm64 (sam build with cargo-lambda and zig: tens of minutes on 2 cores), then the Python client's wheel, into $out/"
     bash infra/setup.sh
     bash infra/setup.sh sam
     rustup target add aarch64-unknown-linux-gnu
-    PATH="$PWD/.venv/bin:$PATH" SAM_CLI_BETA_RUST_CARGO_LAMBDA=1 SAM_CLI_TELEMETRY=0 \
+    rm -rf "$out"
+    run_logged .local/logs/release-sam-build.log "sam build (ask, compactor, whatsapp-webhook, whatsapp-worker for arm64)" \
+      env PATH="$PWD/.venv/bin:$PATH" SAM_CLI_BETA_RUST_CARGO_LAMBDA=1 SAM_CLI_TELEMETRY=0 \
       .venv-sam/bin/sam build --template template.yaml "${@:2}"
+    run_logged .local/logs/release-wheel.log "the Python client's wheel (degrau-client $version)" \
+      .venv/bin/python -m pip wheel --no-deps --disable-pip-version-check -w "$out" ./clients/python
+    python3 infra/release.py package .aws-sam/build "$out"
+    say "release $version is in $out/ (SHA256SUMS lists each file); deploy with .venv-sam/bin/sam deploy --guided"
     ;;
   *)
     echo "usage: ./dev.sh up|start|stop|test|bench|release" >&2

@@ -261,3 +261,87 @@ fn there_is_a_sample_event_for_each_function_and_each_is_json() {
         assert!(test.exists(), "{} is missing", test.display());
     }
 }
+
+#[test]
+fn the_release_script_names_the_version_and_packages_each_function_for_lambda() {
+    let script = root().join("infra/release.py");
+    let version = std::process::Command::new("python3")
+        .arg(&script)
+        .arg("version")
+        .output()
+        .unwrap();
+    assert!(
+        version.status.success(),
+        "{}",
+        String::from_utf8_lossy(&version.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&version.stdout).trim(),
+        env!("CARGO_PKG_VERSION")
+    );
+
+    // A build directory as `sam build` leaves it, one bootstrap per function.
+    let dir = std::env::temp_dir().join(degrau_tests::unique("release"));
+    let functions = [
+        ("AskFunction", "ask"),
+        ("CompactorFunction", "compactor"),
+        ("WhatsAppWebhookFunction", "whatsapp-webhook"),
+        ("WhatsAppWorkerFunction", "whatsapp-worker"),
+    ];
+    for (logical, name) in functions {
+        std::fs::create_dir_all(dir.join("build").join(logical)).unwrap();
+        std::fs::write(dir.join("build").join(logical).join("bootstrap"), name).unwrap();
+    }
+    let out = dir.join("dist");
+    let packaged = std::process::Command::new("python3")
+        .arg(&script)
+        .args([
+            "package",
+            dir.join("build").to_str().unwrap(),
+            out.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        packaged.status.success(),
+        "{}",
+        String::from_utf8_lossy(&packaged.stderr)
+    );
+    // Each zip holds one executable `bootstrap` at its root, as provided.al2023 wants.
+    let check = "import sys, zipfile\n\
+                 z = zipfile.ZipFile(sys.argv[1])\n\
+                 [info] = z.infolist()\n\
+                 print(info.filename, oct(info.external_attr >> 16), z.read(info).decode())";
+    for (_, name) in functions {
+        let listed = std::process::Command::new("python3")
+            .args(["-c", check])
+            .arg(out.join(format!("{name}-arm64.zip")))
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&listed.stdout).trim(),
+            format!("bootstrap 0o100755 {name}")
+        );
+    }
+    let sums = std::fs::read_to_string(out.join("SHA256SUMS")).unwrap();
+    assert_eq!(sums.lines().count(), 4, "{sums}");
+    let ask = std::fs::read(out.join("ask-arm64.zip")).unwrap();
+    assert!(sums.contains(&format!(
+        "{}  ask-arm64.zip",
+        hex::encode(Sha256::digest(&ask))
+    )));
+
+    // A build without one of the functions is refused.
+    std::fs::remove_file(dir.join("build/CompactorFunction/bootstrap")).unwrap();
+    let missing = std::process::Command::new("python3")
+        .arg(&script)
+        .args([
+            "package",
+            dir.join("build").to_str().unwrap(),
+            out.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("CompactorFunction"));
+}
