@@ -2,6 +2,7 @@
 //! which Lambda ships to CloudWatch Logs and CloudWatch turns into metrics. No
 //! message text, phone numbers or keys: only counts, sizes and types.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value, json};
@@ -114,6 +115,45 @@ impl Event {
     }
 }
 
+/// A process's first invocation. Lambda runs each invocation of an instance in the
+/// same process, so the first one a process serves is the one that paid for its
+/// cold start: counting it (`ColdStart`, 1, once per process) counts the instances
+/// started, per function.
+#[derive(Debug)]
+pub struct ColdStart(AtomicBool);
+
+impl ColdStart {
+    /// A process that has served nothing yet.
+    pub const fn new() -> ColdStart {
+        ColdStart(AtomicBool::new(true))
+    }
+
+    /// The `ColdStart` event of `function` the first time it is asked for; `None`
+    /// every time after.
+    pub fn first_invocation(&self, function: &str) -> Option<Event> {
+        self.0
+            .swap(false, Ordering::Relaxed)
+            .then(|| Event::new(function).count("ColdStart", 1))
+    }
+}
+
+impl Default for ColdStart {
+    fn default() -> Self {
+        ColdStart::new()
+    }
+}
+
+/// This process's own [`ColdStart`].
+static PROCESS: ColdStart = ColdStart::new();
+
+/// Emits `ColdStart` for `function` on this process's first invocation, and nothing
+/// after. Each function's `main` calls it at the start of every invocation.
+pub fn record_cold_start(function: &str) {
+    if let Some(event) = PROCESS.first_invocation(function) {
+        event.emit();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,5 +183,23 @@ mod tests {
         assert_eq!(value["ModelErrors"], 1.0);
         assert_eq!(value["ModelLatency"], 12.5);
         assert!(!line.contains('\n'), "one line per event");
+    }
+
+    #[test]
+    fn a_cold_start_is_counted_once_per_process() {
+        let process = ColdStart::new();
+        let first = process
+            .first_invocation("ask")
+            .expect("the first invocation");
+        let value: Value = serde_json::from_str(&first.render(0)).unwrap();
+        assert_eq!(value["ColdStart"], 1.0);
+        assert_eq!(value["Function"], "ask");
+        assert_eq!(
+            value["_aws"]["CloudWatchMetrics"][0]["Metrics"],
+            json!([{"Name": "ColdStart", "Unit": "Count"}])
+        );
+        for _ in 0..3 {
+            assert_eq!(process.first_invocation("ask"), None);
+        }
     }
 }
