@@ -15,6 +15,7 @@ mod compaction;
 mod first_run;
 mod helpers;
 mod lifecycle;
+mod observability;
 mod own_loop;
 mod provisioning;
 mod release;
