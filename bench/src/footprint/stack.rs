@@ -213,15 +213,7 @@ impl ProxiedStack {
         let (whatsapp_queue_url, whatsapp_dlq_url) = jobs_queues(&direct_sqs, 3).await;
         let env = function_env(&table, Some(&queue_url), proxy.url(), &standin.url);
         let ask = LocalLambda::start(binaries.ask.clone(), env.clone()).await;
-        let with = |extra: &[(&str, &str)]| {
-            let mut env = env.clone();
-            env.extend(
-                extra
-                    .iter()
-                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
-            );
-            env
-        };
+        let with = |extra: &[(&str, &str)]| degrau_tests::with_env(&env, extra);
         let webhook = LocalLambda::start(
             binaries.whatsapp_webhook.clone(),
             with(&[

@@ -264,12 +264,14 @@ fn there_is_a_sample_event_for_each_function_and_each_is_json() {
 
 #[test]
 fn the_release_script_names_the_version_and_packages_each_function_for_lambda() {
-    let script = root().join("infra/release.py");
-    let version = std::process::Command::new("python3")
-        .arg(&script)
-        .arg("version")
-        .output()
-        .unwrap();
+    let release = |args: &[&str]| {
+        std::process::Command::new("python3")
+            .arg(root().join("infra/release.py"))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let version = release(&["version"]);
     assert!(
         version.status.success(),
         "{}",
@@ -293,15 +295,9 @@ fn the_release_script_names_the_version_and_packages_each_function_for_lambda() 
         std::fs::write(dir.join("build").join(logical).join("bootstrap"), name).unwrap();
     }
     let out = dir.join("dist");
-    let packaged = std::process::Command::new("python3")
-        .arg(&script)
-        .args([
-            "package",
-            dir.join("build").to_str().unwrap(),
-            out.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
+    let (build, dist) = (dir.join("build"), out.clone());
+    let package = || release(&["package", build.to_str().unwrap(), dist.to_str().unwrap()]);
+    let packaged = package();
     assert!(
         packaged.status.success(),
         "{}",
@@ -333,15 +329,7 @@ fn the_release_script_names_the_version_and_packages_each_function_for_lambda() 
 
     // A build without one of the functions is refused.
     std::fs::remove_file(dir.join("build/CompactorFunction/bootstrap")).unwrap();
-    let missing = std::process::Command::new("python3")
-        .arg(&script)
-        .args([
-            "package",
-            dir.join("build").to_str().unwrap(),
-            out.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
+    let missing = package();
     assert!(!missing.status.success());
     assert!(String::from_utf8_lossy(&missing.stderr).contains("CompactorFunction"));
 }
