@@ -57,7 +57,7 @@ case "${1:-}" in
     # cargo-lambda builder is still flagged beta (samconfig.toml turns it on too).
     version="$(python3 infra/release.py version)"
     out="dist/degrau-$version"
-    say "release $version: the four functions for arm64 (sam build with cargo-lambda and zig: tens of minutes on 2 cores), then the Python client's wheel, into $out/"
+    say "release $version: the four functions for arm64 (sam build with cargo-lambda and zig: about 12 minutes on 2 cores with nothing cached), then the Python client's wheel, into $out/"
     bash infra/setup.sh
     bash infra/setup.sh sam
     rustup target add aarch64-unknown-linux-gnu
