@@ -8,15 +8,22 @@
 #   ./dev.sh bench   run the benchmarks; prints the tables, writes results/
 #   ./dev.sh simulate  the seeded simulation's long run (release build): 1,000 seeds
 #                    unless --seeds N; --replay FILE plays a failing plan again
-#   ./dev.sh release `sam build`: both functions for arm64 with cargo-lambda (slow:
-#                    not part of .ci/run), into .aws-sam/build
+#   ./dev.sh release the release's artifacts in dist/degrau-<version>/: the four
+#                    functions built for arm64 by `sam build` (cargo-lambda), zipped
+#                    as Lambda deployment packages, the Python client's wheel, and
+#                    SHA256SUMS (slow: not part of .ci/run)
+# Each step says what it is doing; a build or a service that fails shows the last
+# lines of its log and where the whole log is (.local/).
 set -euo pipefail
 cd "$(dirname "$0")"
+# shellcheck source=infra/progress.sh
+source infra/progress.sh
 
 case "${1:-}" in
   up)
     trap 'bash infra/stack.sh stop' EXIT
     bash infra/stack.sh start
+    say "the stack is up: opening the chat (Ctrl-D stops everything)"
     python3 infra/chat.py --api "$(cat .local/api.url)"
     ;;
   start)
@@ -26,20 +33,25 @@ case "${1:-}" in
     bash infra/stack.sh stop
     ;;
   test)
+    say "set-up: the Python tools (.venv), moto, and every binary of the workspace"
     bash infra/setup.sh
     bash infra/moto.sh start
     trap 'bash infra/moto.sh stop' EXIT
     # The end-to-end tests run the real function binaries and the stand-in.
-    cargo build --workspace --bins
+    cargo_build "every binary of the workspace (the end-to-end tests run them)" --workspace --bins
+    say "running the tests (cargo compiles the test binaries first)"
     DEGRAU_TEST_AWS_ENDPOINT="$(bash infra/moto.sh url)" cargo test --workspace --all-targets
     # The main ask and compaction end-to-end tests again, with Claude through
     # Bedrock (MODEL_PROVIDER=bedrock against the stand-in's InvokeModel route).
+    say "the ask and compaction end-to-end tests again, with MODEL_PROVIDER=bedrock"
     DEGRAU_TEST_MODEL_PROVIDER=bedrock DEGRAU_TEST_AWS_ENDPOINT="$(bash infra/moto.sh url)" \
       cargo test -p degrau-tests --test e2e -- ask_api:: compaction:: bedrock::the_stacks_of_this_run
     # The Python client's tests: they start the local stack (infra/stack.sh, on
     # DEGRAU_API_PORT / DEGRAU_STANDIN_PORT) and stop it after.
+    say "the Python client's tests (they start and stop the local stack)"
     PYTHONPATH="$PWD/clients/python/src" .venv/bin/python -m pytest -q -p no:cacheprovider clients/python/tests
     # The simulation's long run: generated histories beyond `cargo test`'s budget.
+    say "the simulation's long run (300 seeds, release build)"
     cargo run --release -q -p degrau-sim --bin simulate -- --seeds 300
     ;;
   simulate)
@@ -51,12 +63,21 @@ case "${1:-}" in
     ;;
   release)
     # cargo-lambda and zig come from .venv, the SAM CLI from .venv-sam; SAM's
-    # cargo-lambda builder is still flagged beta.
+    # cargo-lambda builder is still flagged beta (samconfig.toml turns it on too).
+    version="$(python3 infra/release.py version)"
+    out="dist/degrau-$version"
+    say "release $version: the four functions for arm64 (sam build with cargo-lambda and zig: about 12 minutes on 2 cores with nothing cached), then the Python client's wheel, into $out/"
     bash infra/setup.sh
     bash infra/setup.sh sam
     rustup target add aarch64-unknown-linux-gnu
-    PATH="$PWD/.venv/bin:$PATH" SAM_CLI_BETA_RUST_CARGO_LAMBDA=1 SAM_CLI_TELEMETRY=0 \
+    rm -rf "$out"
+    run_logged .local/logs/release-sam-build.log "sam build (ask, compactor, whatsapp-webhook, whatsapp-worker for arm64)" \
+      env PATH="$PWD/.venv/bin:$PATH" SAM_CLI_BETA_RUST_CARGO_LAMBDA=1 SAM_CLI_TELEMETRY=0 \
       .venv-sam/bin/sam build --template template.yaml "${@:2}"
+    run_logged .local/logs/release-wheel.log "the Python client's wheel (degrau-client $version)" \
+      .venv/bin/python -m pip wheel --no-deps --disable-pip-version-check -w "$out" ./clients/python
+    python3 infra/release.py package .aws-sam/build "$out"
+    say "release $version is in $out/ (SHA256SUMS lists each file); deploy with .venv-sam/bin/sam deploy --guided"
     ;;
   *)
     echo "usage: ./dev.sh up|start|stop|test|bench|simulate|release" >&2

@@ -41,14 +41,17 @@ wait_until_up() {
       return 0
     fi
     if ! running; then
-      echo "moto: failed to start; last lines of .local/moto.log:" >&2
+      echo "moto: failed to start; last lines of $logfile:" >&2
       tail -n 20 "$logfile" >&2
+      echo "moto: the whole log: $logfile" >&2
       rm -f "$pidfile"
       exit 1
     fi
     sleep 0.1
   done
-  echo "moto: no answer at $(url) after 10 s; see .local/moto.log" >&2
+  echo "moto: no answer at $(url) after 10 s; last lines of $logfile:" >&2
+  tail -n 20 "$logfile" >&2
+  echo "moto: the whole log: $logfile" >&2
   exit 1
 }
 
@@ -68,6 +71,7 @@ start() {
     exit 1
   fi
   mkdir -p "$state"
+  echo "moto: starting DynamoDB, SQS and SSM on 127.0.0.1:$want" >&2
   echo "$want" >"$portfile"
   # setsid: the server outlives the calling shell and its job control.
   # infra/moto_server.py is moto's server without its instance tracker, which

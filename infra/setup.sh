@@ -34,7 +34,7 @@ if [[ ! -x "$venv/bin/python" ]]; then
   echo "setup: creating $venv" >&2
   python3 -m venv "$venv"
 fi
-echo "setup: installing ${requirements#"$root/"} into $name" >&2
+echo "setup: installing ${requirements#"$root/"} into $name (pinned wheels from PyPI; a first install takes a minute or two)" >&2
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$requirements"
 echo "$want" >"$stamp"

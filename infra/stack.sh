@@ -33,45 +33,36 @@ stop_pid() {
   fi
 }
 
-wait_for() { # url, what, log
-  for _ in $(seq 1 600); do
-    if python3 -c "import sys,urllib.request
-try:
-    urllib.request.urlopen(sys.argv[1], timeout=2)
-except urllib.error.HTTPError:
-    pass
-except Exception:
-    sys.exit(1)" "$1" 2>/dev/null; then
-      return 0
-    fi
-    sleep 0.5
-  done
-  echo "$2 did not come up; last lines of $3:" >&2
-  tail -n 30 "$3" >&2
-  exit 1
-}
+# shellcheck source=infra/progress.sh
+source "$root/infra/progress.sh"
+target="${CARGO_TARGET_DIR:-$root/target}"
 
 start() {
+  say "starting the local stack (logs in .local/)"
   bash infra/setup.sh
   # shellcheck disable=SC1091
   source .venv/bin/activate
   bash infra/moto.sh start
   local endpoint
   endpoint="$(bash infra/moto.sh url)"
+  say "creating the table and queues from template.yaml"
   python3 infra/provision.py --endpoint "$endpoint" > "$state/provision.env"
   # shellcheck disable=SC1091
   source "$state/provision.env"
 
   # The stand-in: the model when there is no key, and the Graph API always.
-  cargo build -q -p degrau-standin
+  cargo_build "the functions, the model stand-in and the bridge" \
+    -p degrau-standin -p ask -p compactor -p whatsapp-webhook -p whatsapp-worker -p degrau-bridge
   stop_pid standin
-  setsid "${CARGO_TARGET_DIR:-$root/target}/debug/degrau-standin" --port "$standin_port" > "$state/standin.log" 2>&1 &
+  say "starting the model stand-in on port $standin_port"
+  setsid "$target/debug/degrau-standin" --port "$standin_port" > "$state/standin.log" 2>&1 &
   echo $! > "$state/standin.pid"
   wait_for "http://127.0.0.1:$standin_port/stand-in/requests" "the stand-in" "$state/standin.log"
   # The demo barbershop's own tools: the example tool server, a fresh signing
   # secret (in its environment and in moto's SSM, never on a command line) and the
   # tenant's CONFIG naming the webhooks (http to loopback: AUTH_MODE=dev only).
   stop_pid toolserver
+  say "starting the example tool server on port $toolserver_port"
   local tool_secret
   tool_secret="$(python3 -c 'import secrets; print("whsec_" + secrets.token_hex(24))')"
   DEGRAU_TOOLSERVER_SECRET="$tool_secret" setsid python3 infra/toolserver.py \
@@ -102,8 +93,7 @@ start() {
   fi
 
   stop_pid watch
-  cargo build -q -p ask -p compactor -p whatsapp-webhook -p whatsapp-worker
-  cargo build -q -p degrau-bridge
+  say "starting the functions under cargo lambda watch on port $api_port"
   setsid cargo lambda watch --invoke-address 127.0.0.1 --invoke-port "$api_port" --ignore-changes \
     --env-var "TABLE_NAME=$TABLE_NAME" \
     --env-var "JOBS_QUEUE_URL=$JOBS_QUEUE_URL" \
@@ -122,8 +112,9 @@ start() {
     --env-var "GRAPH_API_BASE_URL=http://127.0.0.1:$standin_port" \
     "${model_env[@]}" > "$state/watch.log" 2>&1 &
   echo $! > "$state/watch.pid"
-  # The first request compiles and starts the function: wait for a JSON 404.
-  wait_for "http://127.0.0.1:$api_port/v1/contacts/probe/memory" "cargo lambda watch" "$state/watch.log"
+  # The first request starts the function (watch checks the build first): wait
+  # for its answer.
+  wait_for "http://127.0.0.1:$api_port/v1/contacts/probe/memory" "cargo lambda watch (the ask function)" "$state/watch.log" 600
   echo "http://127.0.0.1:$api_port" > "$state/api.url"
 
   # The event source mapping's stand-in: polls the jobs queue and invokes the
@@ -132,7 +123,7 @@ start() {
   stop_pid bridge
   setsid env AWS_ENDPOINT_URL="$endpoint" AWS_REGION=us-east-1 \
     AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local \
-    "${CARGO_TARGET_DIR:-$root/target}/debug/degrau-bridge" \
+    "$target/debug/degrau-bridge" \
     --queue-url "$JOBS_QUEUE_URL" \
     --invoke-url "http://127.0.0.1:$api_port" --function compactor \
     --retry-visibility 5 > "$state/bridge.log" 2>&1 &
@@ -141,7 +132,7 @@ start() {
   stop_pid bridge-whatsapp
   setsid env AWS_ENDPOINT_URL="$endpoint" AWS_REGION=us-east-1 \
     AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local \
-    "${CARGO_TARGET_DIR:-$root/target}/debug/degrau-bridge" \
+    "$target/debug/degrau-bridge" \
     --queue-url "$WHATSAPP_QUEUE_URL" \
     --invoke-url "http://127.0.0.1:$api_port" --function whatsapp-worker \
     --retry-visibility 5 > "$state/bridge-whatsapp.log" 2>&1 &

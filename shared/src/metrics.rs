@@ -2,6 +2,7 @@
 //! which Lambda ships to CloudWatch Logs and CloudWatch turns into metrics. No
 //! message text, phone numbers or keys: only counts, sizes and types.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value, json};
@@ -108,7 +109,7 @@ impl Event {
     /// Prints the event to stdout, where Lambda's log pipeline picks EMF up
     /// (unless [`set_muted`]).
     pub fn emit(&self) {
-        if MUTED.load(std::sync::atomic::Ordering::Relaxed) {
+        if MUTED.load(Ordering::Relaxed) {
             return;
         }
         let now = SystemTime::now()
@@ -119,13 +120,52 @@ impl Event {
 }
 
 /// Whether [`Event::emit`] prints nothing (see [`set_muted`]).
-static MUTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+static MUTED: AtomicBool = AtomicBool::new(false);
 
 /// Stops (or restarts) every metric line of the process: a simulation playing
 /// thousands of rounds has no log pipeline to feed. Tests only.
 #[cfg(any(test, feature = "test-util"))]
 pub fn set_muted(muted: bool) {
-    MUTED.store(muted, std::sync::atomic::Ordering::Relaxed);
+    MUTED.store(muted, Ordering::Relaxed);
+}
+
+/// A process's first invocation. Lambda runs each invocation of an instance in the
+/// same process, so the first one a process serves is the one that paid for its
+/// cold start: counting it (`ColdStart`, 1, once per process) counts the instances
+/// started, per function.
+#[derive(Debug)]
+pub struct ColdStart(AtomicBool);
+
+impl ColdStart {
+    /// A process that has served nothing yet.
+    pub const fn new() -> ColdStart {
+        ColdStart(AtomicBool::new(true))
+    }
+
+    /// The `ColdStart` event of `function` the first time it is asked for; `None`
+    /// every time after.
+    pub fn first_invocation(&self, function: &str) -> Option<Event> {
+        self.0
+            .swap(false, Ordering::Relaxed)
+            .then(|| Event::new(function).count("ColdStart", 1))
+    }
+}
+
+impl Default for ColdStart {
+    fn default() -> Self {
+        ColdStart::new()
+    }
+}
+
+/// This process's own [`ColdStart`].
+static PROCESS: ColdStart = ColdStart::new();
+
+/// Emits `ColdStart` for `function` on this process's first invocation, and nothing
+/// after. Each function's `main` calls it at the start of every invocation.
+pub fn record_cold_start(function: &str) {
+    if let Some(event) = PROCESS.first_invocation(function) {
+        event.emit();
+    }
 }
 
 #[cfg(test)]
@@ -157,5 +197,23 @@ mod tests {
         assert_eq!(value["ModelErrors"], 1.0);
         assert_eq!(value["ModelLatency"], 12.5);
         assert!(!line.contains('\n'), "one line per event");
+    }
+
+    #[test]
+    fn a_cold_start_is_counted_once_per_process() {
+        let process = ColdStart::new();
+        let first = process
+            .first_invocation("ask")
+            .expect("the first invocation");
+        let value: Value = serde_json::from_str(&first.render(0)).unwrap();
+        assert_eq!(value["ColdStart"], 1.0);
+        assert_eq!(value["Function"], "ask");
+        assert_eq!(
+            value["_aws"]["CloudWatchMetrics"][0]["Metrics"],
+            json!([{"Name": "ColdStart", "Unit": "Count"}])
+        );
+        for _ in 0..3 {
+            assert_eq!(process.first_invocation("ask"), None);
+        }
     }
 }

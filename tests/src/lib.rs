@@ -220,6 +220,17 @@ impl HttpReply {
     }
 }
 
+/// A function's environment: `base` and the `extra` pairs after it.
+pub fn with_env(base: &[(String, String)], extra: &[(&str, &str)]) -> Vec<(String, String)> {
+    let mut env = base.to_vec();
+    env.extend(
+        extra
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+    );
+    env
+}
+
 /// A unique suffix for names in one test run.
 pub fn unique(prefix: &str) -> String {
     format!("{prefix}-{:016x}", fastrand::u64(..))

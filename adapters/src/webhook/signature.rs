@@ -18,7 +18,7 @@
 //! needs the customer's name or number asks for it in its `input_schema`, so the
 //! model asks the customer.
 
-use hmac::{Hmac, Mac};
+use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
 /// The header carrying the signature.

@@ -8,9 +8,12 @@
 //!   jobs drained after each turn, each ask measured on its own (AWS calls from
 //!   the proxy, CPU from `/proc`);
 //! - [`langchain`]: the same conversation through LangChain (a Python script);
+//! - [`whatsapp`]: WhatsApp messages through the webhook, the inbound queue and the
+//!   worker, each measured;
 //! - [`cold`]: cold starts (init, peak RSS), beside [`python_peer`], a Python
 //!   process doing the same init;
-//! - [`report`]: checkpoints, amortized compaction, the bill, the markdown.
+//! - [`report`]: checkpoints, amortized compaction, the bill per million asks and
+//!   per million WhatsApp messages, the signals' monthly cost, the markdown.
 //!
 //! The conversation is the strategies benchmark's scripted one
 //! ([`crate::strategies::script::conversation`], same seed), so both benchmarks
@@ -26,6 +29,7 @@ pub mod procfs;
 pub mod python_peer;
 pub mod report;
 pub mod stack;
+pub mod whatsapp;
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -37,7 +41,7 @@ use stack::{Binaries, ProxiedStack};
 pub const USAGE: &str = "\
 usage: footprint [--long] [--checkpoints 10,100,300] [--seed N] [--threshold TOKENS]
                  [--keep N] [--cold-starts N] [--no-langchain] [--langchain-full]
-                 [--langchain-patterns LIST] [--out DIR]
+                 [--langchain-patterns LIST] [--whatsapp N] [--out DIR]
 
   --long               play 1,000 turns, checkpoints 10, 100 and 1,000
                        (default: 300 turns, checkpoints 10, 100 and 300)
@@ -51,6 +55,8 @@ usage: footprint [--long] [--checkpoints 10,100,300] [--seed N] [--threshold TOK
                        on a history item seeded with the earlier turns; same figures,
                        minutes instead of tens of minutes on moto)
   --langchain-patterns separate,runnable (default: both)
+  --whatsapp N         WhatsApp messages to measure through the webhook and the
+                       worker (default 20; 0 skips them)
   --out DIR            where to write footprint.md and footprint.json (default results/)
 
 Options it does not know are reported and ignored: bench/run.sh passes the same
@@ -75,6 +81,8 @@ pub struct Options {
     pub langchain_patterns: String,
     /// Play every LangChain turn rather than seeding the checkpoints.
     pub langchain_full: bool,
+    /// WhatsApp messages to measure.
+    pub whatsapp: usize,
     /// Output folder.
     pub out: PathBuf,
     /// Arguments that were ignored.
@@ -92,6 +100,7 @@ impl Default for Options {
             langchain: true,
             langchain_patterns: "separate,runnable".into(),
             langchain_full: false,
+            whatsapp: 20,
             out: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../results"),
             ignored: Vec::new(),
         }
@@ -130,6 +139,7 @@ impl Options {
                 "--threshold" => options.threshold = number(arg, value(arg)?)?,
                 "--keep" => options.keep = number(arg, value(arg)?)? as usize,
                 "--cold-starts" => options.cold_starts = number(arg, value(arg)?)? as usize,
+                "--whatsapp" => options.whatsapp = number(arg, value(arg)?)? as usize,
                 "--no-langchain" => options.langchain = false,
                 "--langchain-full" => options.langchain_full = true,
                 "--langchain-patterns" => {
@@ -241,6 +251,26 @@ pub async fn run(options: &Options) -> Report {
         }
     };
 
+    let whatsapp_texts: Vec<String> = texts.iter().take(options.whatsapp).cloned().collect();
+    eprintln!(
+        "footprint: {} WhatsApp messages through the webhook and the worker",
+        whatsapp_texts.len()
+    );
+    let printed = |lambda: &degrau_tests::lambda::LocalLambda| -> usize {
+        lambda.output().iter().map(|l| l.len() + 1).sum()
+    };
+    let before = printed(&stack.webhook) + printed(&stack.worker);
+    let whatsapp = whatsapp::run(&stack, &whatsapp_texts).await;
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let whatsapp_log_bytes_per_message = (printed(&stack.webhook) + printed(&stack.worker))
+        .saturating_sub(before) as f64
+        / whatsapp.len().max(1) as f64;
+    let metric_lines: Vec<String> = [&stack.ask, &stack.compactor, &stack.webhook, &stack.worker]
+        .iter()
+        .flat_map(|lambda| lambda.output())
+        .filter(|line| line.contains("\"_aws\""))
+        .collect();
+
     eprintln!(
         "footprint: {} cold starts per function and of the Python peer",
         options.cold_starts
@@ -265,6 +295,11 @@ pub async fn run(options: &Options) -> Report {
         cold_starts,
         binaries.profile.clone(),
         binaries.note.clone(),
+        report::Extras {
+            whatsapp,
+            whatsapp_log_bytes_per_message,
+            metric_lines,
+        },
     )
 }
 
@@ -293,6 +328,11 @@ mod tests {
         assert_eq!(custom.checkpoints, [5, 30]);
         assert_eq!(custom.turns(), 30);
         assert!(!custom.langchain);
+        assert_eq!(custom.whatsapp, 20);
+        let none = Options::parse(&args(&["--whatsapp", "0"]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(none.whatsapp, 0);
         assert!(Options::parse(&args(&["--help"])).unwrap().is_none());
         assert!(Options::parse(&args(&["--seed", "x"])).is_err());
         assert!(Options::parse(&args(&["--langchain-patterns", "other"])).is_err());

@@ -2,7 +2,7 @@
 //! compaction work amortized per ask, the AWS bill per million asks (prices
 //! stated), and the markdown table.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use serde::Serialize;
@@ -32,6 +32,27 @@ pub struct Prices {
     pub sqs_fifo_per_million_requests: f64,
     /// CloudWatch Logs ingestion, per GB.
     pub logs_per_gb: f64,
+    /// Memory of the WhatsApp webhook in `template.yaml`, MB (the other three
+    /// functions have [`Prices::memory_mb`]).
+    pub webhook_memory_mb: u64,
+    /// API Gateway HTTP API, per million requests (the first 300 million a month;
+    /// each 512 KB of a request or response counts as one).
+    pub http_api_per_million_requests: f64,
+    /// X-Ray, per million traces recorded (the first 100,000 a month are free;
+    /// retrieving and scanning traces, $0.50 per million, only when someone looks).
+    pub xray_per_million_traces: f64,
+    /// CloudWatch, per alarm metric a month (standard resolution; a metric-math
+    /// alarm pays for each metric in it; the first 10 are free).
+    pub alarm_metric_per_month: f64,
+    /// CloudWatch, per dashboard a month (the first 3 of an account are free).
+    pub dashboard_per_month: f64,
+    /// CloudWatch, per custom metric a month (the first 10,000; EMF: each metric
+    /// name with each set of dimension values is one).
+    pub custom_metric_per_month: f64,
+    /// Meta, per reply the WhatsApp worker sends: a free-form reply inside the
+    /// 24-hour customer service window is free (Meta's per-message pricing since
+    /// July 2025); only the tenant's template outside it is charged, by country.
+    pub whatsapp_service_reply: f64,
     /// Not a price: the latency assumed for one DynamoDB or SQS call in AWS, ms
     /// ("single-digit milliseconds"), billed in place of moto's on this machine.
     pub assumed_aws_call_ms: f64,
@@ -47,6 +68,13 @@ impl Default for Prices {
             dynamodb_per_million_read_units: 0.125,
             sqs_fifo_per_million_requests: 0.50,
             logs_per_gb: 0.50,
+            webhook_memory_mb: 256,
+            http_api_per_million_requests: 1.00,
+            xray_per_million_traces: 5.00,
+            alarm_metric_per_month: 0.10,
+            dashboard_per_month: 3.00,
+            custom_metric_per_month: 0.30,
+            whatsapp_service_reply: 0.0,
             assumed_aws_call_ms: 5.0,
         }
     }
@@ -55,9 +83,24 @@ impl Default for Prices {
 impl Prices {
     /// USD per million invocations lasting `ms` each (billed per started ms).
     pub fn lambda(&self, invocations_per_ask: f64, ms_per_ask: f64) -> f64 {
-        let gb = self.memory_mb as f64 / 1024.0;
+        self.lambda_at(self.memory_mb, invocations_per_ask, ms_per_ask)
+    }
+
+    /// [`Prices::lambda`] for a function of `memory_mb`.
+    pub fn lambda_at(&self, memory_mb: u64, invocations_per_ask: f64, ms_per_ask: f64) -> f64 {
+        let gb = memory_mb as f64 / 1024.0;
         invocations_per_ask * self.lambda_per_million_requests
             + 1e6 * gb * (ms_per_ask / 1000.0) * self.lambda_gb_second
+    }
+
+    /// USD per million asks of `requests` HTTP API requests each.
+    pub fn http_api(&self, requests: f64) -> f64 {
+        requests * self.http_api_per_million_requests
+    }
+
+    /// USD per million asks recording `traces` X-Ray traces each.
+    pub fn xray(&self, traces: f64) -> f64 {
+        traces * self.xray_per_million_traces
     }
 
     /// USD per million asks of `rcu` and `wcu` each.
@@ -146,6 +189,14 @@ pub struct Bill {
     pub compaction_sqs: f64,
     /// CloudWatch Logs ingestion of what the ask prints.
     pub logs: f64,
+    /// API Gateway: the ask's HTTP API request.
+    pub api_gateway: f64,
+    /// The ask's access log line, ingested.
+    pub access_logs: f64,
+    /// X-Ray: the ask's trace and each compactor invocation's (every invocation
+    /// sampled: at the traffic of a small business, the default sampling rule's one
+    /// request a second takes all).
+    pub xray: f64,
     /// Everything.
     pub total: f64,
 }
@@ -281,6 +332,24 @@ pub struct Report {
     pub python_peer: PeerColdStarts,
     /// Per-turn series (degrau asks, compactions; LangChain turns).
     pub series: Series,
+    /// What the signals cost: access log lines, alarms, dashboards, custom metrics.
+    pub signals: Signals,
+    /// Every WhatsApp message measured.
+    pub whatsapp: Vec<super::whatsapp::WhatsAppFigures>,
+    /// The bill per million WhatsApp messages.
+    pub whatsapp_bill: WhatsAppBill,
+}
+
+/// The runs besides the conversation through `ask`: the WhatsApp messages, and
+/// every EMF line the four functions printed.
+#[derive(Debug, Clone, Default)]
+pub struct Extras {
+    /// The WhatsApp messages.
+    pub whatsapp: Vec<super::whatsapp::WhatsAppFigures>,
+    /// Bytes the webhook and the worker printed per message (logs and metrics).
+    pub whatsapp_log_bytes_per_message: f64,
+    /// Every line the four functions printed.
+    pub metric_lines: Vec<String>,
 }
 
 /// Every turn, for plots and checks.
@@ -295,7 +364,13 @@ pub struct Series {
 }
 
 /// The bill per million asks of the mean of `asks`, with `compaction` amortized.
-fn ask_bill(prices: &Prices, asks: &[&AskFigures], compaction: &Amortized, log_bytes: f64) -> Bill {
+fn ask_bill(
+    prices: &Prices,
+    asks: &[&AskFigures],
+    compaction: &Amortized,
+    log_bytes: f64,
+    access_log_bytes: f64,
+) -> Bill {
     let n = asks.len().max(1) as f64;
     let mean = |f: &dyn Fn(&AskFigures) -> f64| sum(asks.iter().map(|a| f(a))) / n;
     let ask_billed_ms = mean(&|a| {
@@ -314,6 +389,9 @@ fn ask_bill(prices: &Prices, asks: &[&AskFigures], compaction: &Amortized, log_b
     let compaction_dynamodb = prices.dynamodb(compaction.rcu_per_ask, compaction.wcu_per_ask);
     let compaction_sqs = prices.sqs(compaction.sqs_requests_per_ask);
     let logs = prices.logs(log_bytes);
+    let api_gateway = prices.http_api(1.0);
+    let access_logs = prices.logs(access_log_bytes);
+    let xray = prices.xray(1.0 + compaction.invocations_per_ask);
     Bill {
         ask_billed_ms,
         ask_lambda_as_measured,
@@ -324,13 +402,284 @@ fn ask_bill(prices: &Prices, asks: &[&AskFigures], compaction: &Amortized, log_b
         compaction_dynamodb,
         compaction_sqs,
         logs,
+        api_gateway,
+        access_logs,
+        xray,
         total: ask_lambda
             + ask_dynamodb
             + ask_sqs
             + compaction_lambda
             + compaction_dynamodb
             + compaction_sqs
-            + logs,
+            + logs
+            + api_gateway
+            + access_logs
+            + xray,
+    }
+}
+
+/// `template.yaml`, for what the bill reads from it: the access log's format, the
+/// alarms, the dashboards, the functions' memory.
+pub const TEMPLATE: &str = include_str!("../../../template.yaml");
+
+/// The HTTP API's access log format in `template` (a folded scalar: its lines
+/// joined by spaces).
+pub fn access_log_format(template: &str) -> Option<String> {
+    let mut lines = template
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("AccessLogSettings:"));
+    lines.find(|l| l.trim_start().starts_with("Format:"))?;
+    let format: Vec<&str> = lines
+        .take_while(|l| l.starts_with("          "))
+        .map(str::trim)
+        .collect();
+    (!format.is_empty()).then(|| format.join(" "))
+}
+
+/// The size of one access log line of a request to `route` (its template, as the
+/// log has it), every other `$context` variable given a value of its usual size.
+pub fn access_log_line_bytes(format: &str, route: &str) -> usize {
+    const VALUES: [(&str, &str); 13] = [
+        ("$context.requestId", "Jk3fGhE8IAMEJpQ="),
+        ("$context.requestTimeEpoch", "1796290200000"),
+        ("$context.httpMethod", "POST"),
+        ("$context.routeKey", ""),
+        ("$context.status", "200"),
+        ("$context.protocol", "HTTP/1.1"),
+        ("$context.responseLength", "1234"),
+        ("$context.responseLatency", "2350"),
+        ("$context.integrationLatency", "2344"),
+        ("$context.integrationStatus", "200"),
+        ("$context.integrationErrorMessage", "-"),
+        ("$context.authorizer.error", "-"),
+        ("$context.error.message", "-"),
+    ];
+    let mut line = format.to_owned();
+    // Longest names first: `$context.status` is a prefix of no other, but
+    // `$context.integrationStatus` must not be read as `$context.integration...`.
+    let mut values = VALUES.to_vec();
+    values.sort_by_key(|(name, _)| std::cmp::Reverse(name.len()));
+    for (name, value) in values {
+        let value = if name == "$context.routeKey" {
+            route
+        } else {
+            value
+        };
+        line = line.replace(name, value);
+    }
+    line.len() + 1
+}
+
+/// Alarm metrics in `template`: one per single-metric alarm, and each `MetricStat`
+/// of a metric-math alarm.
+pub fn alarm_metrics(template: &str) -> usize {
+    // Top-level entries (two spaces and a name) split the file into blocks.
+    let mut blocks: Vec<String> = Vec::new();
+    for line in template.lines() {
+        let top = line.starts_with("  ") && !line.starts_with("   ") && line.ends_with(':');
+        if top || blocks.is_empty() {
+            blocks.push(String::new());
+        }
+        if let Some(block) = blocks.last_mut() {
+            block.push_str(line);
+            block.push('\n');
+        }
+    }
+    blocks
+        .iter()
+        .filter(|block| block.contains("\n    Type: AWS::CloudWatch::Alarm\n"))
+        .map(|alarm| alarm.matches("MetricStat:").count().max(1))
+        .sum()
+}
+
+/// The custom metrics of EMF `lines`: each metric name with each set of dimension
+/// values is one CloudWatch metric (and a month's charge).
+pub fn custom_metrics(lines: &[String]) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for line in lines {
+        let Ok(event) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        for directive in event["_aws"]["CloudWatchMetrics"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            let namespace = directive["Namespace"].as_str().unwrap_or("");
+            for set in directive["Dimensions"].as_array().into_iter().flatten() {
+                let dimensions: Vec<String> = set
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|d| d.as_str())
+                    .map(|d| format!("{d}={}", event[d].as_str().unwrap_or("")))
+                    .collect();
+                for metric in directive["Metrics"].as_array().into_iter().flatten() {
+                    let name = metric["Name"].as_str().unwrap_or("");
+                    out.insert(format!("{namespace}/{name}[{}]", dimensions.join(",")));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// What the signals cost, besides what each ask prints: from the template and from
+/// the metrics the run printed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Signals {
+    /// One access log line of an ask (`POST /v1/contacts/{contact}/messages`), bytes.
+    pub ask_access_log_bytes: f64,
+    /// One access log line of a WhatsApp delivery (`POST /whatsapp/webhook`), bytes.
+    pub webhook_access_log_bytes: f64,
+    /// Alarm metrics in the template.
+    pub alarm_metrics: usize,
+    /// Dashboards in the template.
+    pub dashboards: usize,
+    /// Custom metrics the four functions printed in this run.
+    pub custom_metrics: Vec<String>,
+    /// Per month: the alarms.
+    pub alarms_per_month: f64,
+    /// Per month: the dashboards.
+    pub dashboards_per_month: f64,
+    /// Per month: the custom metrics seen in this run.
+    pub custom_metrics_per_month: f64,
+    /// Per month, all three.
+    pub total_per_month: f64,
+}
+
+impl Signals {
+    /// The signals of `template`, with the metrics in `metric_lines`.
+    pub fn of(prices: &Prices, template: &str, metric_lines: &[String]) -> Signals {
+        let format = access_log_format(template).unwrap_or_default();
+        let alarms = alarm_metrics(template);
+        let dashboards = template.matches("Type: AWS::CloudWatch::Dashboard").count();
+        let custom: Vec<String> = custom_metrics(metric_lines).into_iter().collect();
+        let alarms_per_month = alarms as f64 * prices.alarm_metric_per_month;
+        let dashboards_per_month = dashboards as f64 * prices.dashboard_per_month;
+        let custom_metrics_per_month = custom.len() as f64 * prices.custom_metric_per_month;
+        Signals {
+            ask_access_log_bytes: access_log_line_bytes(
+                &format,
+                "POST /v1/contacts/{contact}/messages",
+            ) as f64,
+            webhook_access_log_bytes: access_log_line_bytes(&format, "POST /whatsapp/webhook")
+                as f64,
+            alarm_metrics: alarms,
+            dashboards,
+            custom_metrics: custom,
+            alarms_per_month,
+            dashboards_per_month,
+            custom_metrics_per_month,
+            total_per_month: alarms_per_month + dashboards_per_month + custom_metrics_per_month,
+        }
+    }
+}
+
+/// The bill per million WhatsApp messages (one message a turn), USD, excluding the
+/// model: the webhook, the queue, the worker's turn, its Graph API send.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct WhatsAppBill {
+    /// Messages measured.
+    pub messages: usize,
+    /// The webhook: requests and GB-seconds (at its own memory).
+    pub webhook_lambda: f64,
+    /// The webhook's DynamoDB units.
+    pub webhook_dynamodb: f64,
+    /// The worker: requests and GB-seconds.
+    pub worker_lambda: f64,
+    /// The worker's DynamoDB units (the ask service's and the channel's).
+    pub worker_dynamodb: f64,
+    /// Every SQS request: the webhook's send, the event source mapping's receive
+    /// and delete, the worker's compaction jobs.
+    pub sqs: f64,
+    /// Compaction, amortized as for an ask (the same service and conversations):
+    /// the steady state of the ask run's last span.
+    pub compaction: f64,
+    /// API Gateway: Meta's delivery.
+    pub api_gateway: f64,
+    /// The webhook's and the worker's logs and metrics, and the delivery's access
+    /// log line.
+    pub logs: f64,
+    /// X-Ray: the webhook's trace and the worker's.
+    pub xray: f64,
+    /// Meta's charge for the replies sent (free inside the service window).
+    pub graph: f64,
+    /// Graph API sends per message.
+    pub graph_sends_per_message: f64,
+    /// The worker's billed duration per message, ms (own time + the assumed AWS
+    /// call latency).
+    pub worker_billed_ms: f64,
+    /// The webhook's billed duration per message, ms.
+    pub webhook_billed_ms: f64,
+    /// Everything.
+    pub total: f64,
+}
+
+/// The WhatsApp bill of `figures`, with the logs the two functions printed per
+/// message and the ask run's steady-state compaction.
+pub fn whatsapp_bill(
+    prices: &Prices,
+    figures: &[super::whatsapp::WhatsAppFigures],
+    log_bytes_per_message: f64,
+    signals: &Signals,
+    compaction: f64,
+) -> WhatsAppBill {
+    let n = figures.len().max(1) as f64;
+    let mean =
+        |f: &dyn Fn(&super::whatsapp::WhatsAppFigures) -> f64| sum(figures.iter().map(f)) / n;
+    let webhook_billed_ms = mean(&|w| {
+        prices.billed_ms(
+            w.webhook_wall_ms,
+            w.webhook_aws.duration_ms,
+            w.webhook_aws.calls,
+        )
+    });
+    let worker_billed_ms = mean(&|w| {
+        prices.billed_ms(
+            w.worker_wall_ms,
+            w.worker_aws.dynamodb_duration_ms,
+            w.worker_aws.dynamodb_calls,
+        )
+    });
+    let webhook_lambda = prices.lambda_at(prices.webhook_memory_mb, 1.0, webhook_billed_ms);
+    let worker_lambda = prices.lambda(mean(&|w| w.worker_invocations as f64), worker_billed_ms);
+    let webhook_dynamodb =
+        prices.dynamodb(mean(&|w| w.webhook_aws.rcu), mean(&|w| w.webhook_aws.wcu));
+    let worker_dynamodb = prices.dynamodb(mean(&|w| w.worker_aws.rcu), mean(&|w| w.worker_aws.wcu));
+    let sqs = prices.sqs(mean(&|w| {
+        (w.webhook_aws.sqs_billed_requests + w.worker_aws.sqs_billed_requests) as f64
+    }));
+    let api_gateway = prices.http_api(1.0);
+    let logs = prices.logs(log_bytes_per_message + signals.webhook_access_log_bytes);
+    let xray = prices.xray(1.0 + mean(&|w| w.worker_invocations as f64));
+    let graph_sends_per_message = mean(&|w| w.graph_sends as f64);
+    let graph = graph_sends_per_message * 1e6 * prices.whatsapp_service_reply;
+    WhatsAppBill {
+        messages: figures.len(),
+        webhook_lambda,
+        webhook_dynamodb,
+        worker_lambda,
+        worker_dynamodb,
+        sqs,
+        compaction,
+        api_gateway,
+        logs,
+        xray,
+        graph,
+        graph_sends_per_message,
+        worker_billed_ms,
+        webhook_billed_ms,
+        total: webhook_lambda
+            + webhook_dynamodb
+            + worker_lambda
+            + worker_dynamodb
+            + sqs
+            + compaction
+            + api_gateway
+            + logs
+            + xray
+            + graph,
     }
 }
 
@@ -475,12 +824,14 @@ pub fn build(
     cold: ColdRun,
     profile: String,
     binaries_note: Option<String>,
+    extras: Extras,
 ) -> Report {
     let ColdRun {
         functions: cold_starts,
         peer: python_peer,
     } = cold;
     let prices = Prices::default();
+    let signals = Signals::of(&prices, TEMPLATE, &extras.metric_lines);
     let mut at = Vec::new();
     let mut previous = 0;
     let patterns: Vec<String> = {
@@ -506,13 +857,25 @@ pub fn build(
         };
         let compaction = amortize(run, previous + 1, turn, &prices);
         previous = turn;
-        let bill = ask_bill(&prices, &[&ask], &compaction, run.log_bytes_per_ask);
+        let bill = ask_bill(
+            &prices,
+            &[&ask],
+            &compaction,
+            run.log_bytes_per_ask,
+            signals.ask_access_log_bytes,
+        );
         let span: Vec<&AskFigures> = run
             .asks
             .iter()
             .filter(|a| a.turn >= compaction.from_turn && a.turn <= turn)
             .collect();
-        let span_bill = ask_bill(&prices, &span, &compaction, run.log_bytes_per_ask);
+        let span_bill = ask_bill(
+            &prices,
+            &span,
+            &compaction,
+            run.log_bytes_per_ask,
+            signals.ask_access_log_bytes,
+        );
         let n = span.len().max(1) as f64;
         let degrau_mean = MeanOfSpan {
             bytes_read: sum(span.iter().map(|a| a.aws.bytes_read as f64)) / n,
@@ -553,6 +916,16 @@ pub fn build(
             item_limit(p, &turns, &prices)
         })
         .collect();
+    let compaction = at.last().map_or(0.0, |c: &Checkpoint| {
+        c.span_bill.compaction_lambda + c.span_bill.compaction_dynamodb + c.span_bill.compaction_sqs
+    });
+    let whatsapp_bill = whatsapp_bill(
+        &prices,
+        &extras.whatsapp,
+        extras.whatsapp_log_bytes_per_message,
+        &signals,
+        compaction,
+    );
     Report {
         machine: settings.machine,
         profile,
@@ -585,6 +958,9 @@ pub fn build(
                 .collect(),
             langchain: langchain.turns.clone(),
         },
+        signals,
+        whatsapp: extras.whatsapp,
+        whatsapp_bill,
     }
 }
 
@@ -635,6 +1011,128 @@ fn missing(report: &Report, pattern: &str, turn: usize) -> String {
 
 fn row(out: &mut String, label: &str, cells: &[String]) {
     let _ = writeln!(out, "| {label} | {} |", cells.join(" | "));
+}
+
+/// The WhatsApp section of the markdown.
+fn whatsapp_markdown(report: &Report) -> String {
+    let bill = &report.whatsapp_bill;
+    let mut out = String::new();
+    let _ = writeln!(out, "## The WhatsApp path, per million messages\n");
+    if report.whatsapp.is_empty() {
+        let _ = writeln!(out, "Not measured in this run.\n");
+        return out;
+    }
+    let n = report.whatsapp.len() as f64;
+    let mean = |f: &dyn Fn(&super::whatsapp::WhatsAppFigures) -> f64| {
+        sum(report.whatsapp.iter().map(f)) / n
+    };
+    let answered = report
+        .whatsapp
+        .iter()
+        .filter(|w| w.webhook_status == 200)
+        .count();
+    let _ = writeln!(
+        out,
+        "{} messages from one customer, one a turn, each after the last reply: Meta's signed \
+         delivery to `whatsapp-webhook` (answered 200: {answered}), the inbound FIFO queue to \
+         `whatsapp-worker` through the event source mapping, the turn (the ask service) and \
+         the reply to the Graph API (the stand-in's). Per message: the webhook made {:.1} \
+         DynamoDB calls ({:.1} RCU, {:.1} WCU) and {:.1} SQS requests; the worker {:.1} \
+         DynamoDB calls ({:.1} RCU, {:.1} WCU) and, with the event source mapping's receive \
+         and delete, {:.1} SQS requests, in {:.2} invocations; {:.2} Graph API sends; billed \
+         {:.0} ms (webhook) and {:.0} ms (worker, the model's answer on loopback).\n",
+        report.whatsapp.len(),
+        mean(&|w| w.webhook_aws.dynamodb_calls as f64),
+        mean(&|w| w.webhook_aws.rcu),
+        mean(&|w| w.webhook_aws.wcu),
+        mean(&|w| w.webhook_aws.sqs_billed_requests as f64),
+        mean(&|w| w.worker_aws.dynamodb_calls as f64),
+        mean(&|w| w.worker_aws.rcu),
+        mean(&|w| w.worker_aws.wcu),
+        mean(&|w| w.worker_aws.sqs_billed_requests as f64),
+        mean(&|w| w.worker_invocations as f64),
+        bill.graph_sends_per_message,
+        bill.webhook_billed_ms,
+        bill.worker_billed_ms,
+    );
+    let _ = writeln!(out, "| USD per 1M WhatsApp messages | |\n|---|---:|");
+    for (label, value) in [
+        (
+            "webhook Lambda (requests + GB-s, 256 MB)",
+            bill.webhook_lambda,
+        ),
+        ("webhook DynamoDB", bill.webhook_dynamodb),
+        ("worker Lambda (requests + GB-s)", bill.worker_lambda),
+        (
+            "worker DynamoDB (the turn and the channel's records)",
+            bill.worker_dynamodb,
+        ),
+        ("SQS (send, receive, delete; compaction jobs)", bill.sqs),
+        ("compaction, amortized as for an ask", bill.compaction),
+        ("API Gateway (Meta's delivery)", bill.api_gateway),
+        (
+            "CloudWatch Logs (both functions, the access log line)",
+            bill.logs,
+        ),
+        ("X-Ray (the webhook's and the worker's traces)", bill.xray),
+        (
+            "Meta, for the replies (free inside the 24-hour service window)",
+            bill.graph,
+        ),
+    ] {
+        let _ = writeln!(out, "| {label} | {} |", dollars(value));
+    }
+    let _ = writeln!(out, "| **total** | **{}** |\n", dollars(bill.total));
+    let _ = writeln!(
+        out,
+        "Meta charges a reply inside the 24-hour customer service window nothing (per-message \
+         pricing since July 2025); a template sent outside it (the tenant's `template`) is \
+         charged by Meta per message, by the customer's country, and is not in this total.\n"
+    );
+    out
+}
+
+/// The signals' fixed monthly cost, whatever the traffic.
+fn fixed_markdown(report: &Report) -> String {
+    let s = &report.signals;
+    let p = &report.prices;
+    let mut out = String::new();
+    let _ = writeln!(out, "## Signals, per month whatever the traffic\n");
+    let _ = writeln!(out, "| per month | count | USD |\n|---|---:|---:|");
+    let _ = writeln!(
+        out,
+        "| alarm metrics (${:.2} each; a metric-math alarm pays per metric) | {} | {} |",
+        p.alarm_metric_per_month,
+        s.alarm_metrics,
+        dollars(s.alarms_per_month)
+    );
+    let _ = writeln!(
+        out,
+        "| dashboards (${:.2} each) | {} | {} |",
+        p.dashboard_per_month,
+        s.dashboards,
+        dollars(s.dashboards_per_month)
+    );
+    let _ = writeln!(
+        out,
+        "| custom metrics the four functions printed in this run (${:.2} each) | {} | {} |",
+        p.custom_metric_per_month,
+        s.custom_metrics.len(),
+        dollars(s.custom_metrics_per_month)
+    );
+    let _ = writeln!(
+        out,
+        "| **total** | | **{}** |\n",
+        dollars(s.total_per_month)
+    );
+    let _ = writeln!(
+        out,
+        "Free tiers left out (10 alarm metrics, 3 dashboards and 10 custom metrics an account). \
+         The custom metrics are those this run printed: an error, a refused fact, a sweep or a \
+         tool of a tenant's adds its own dimension values, each a metric of its own from the \
+         month it first appears. SNS e-mail to the alarm topic: the first 1,000 a month free.\n"
+    );
+    out
 }
 
 /// The markdown report.
@@ -1057,6 +1555,21 @@ pub fn markdown(report: &Report, command: &str) -> String {
             Lc::Blank,
         ),
         (
+            "API Gateway (the HTTP API request)",
+            Box::new(|c| dollars(c.bill.api_gateway)),
+            Lc::Blank,
+        ),
+        (
+            "API access log line, ingested",
+            Box::new(|c| dollars(c.bill.access_logs)),
+            Lc::Blank,
+        ),
+        (
+            "X-Ray (the ask's trace and each compactor invocation's)",
+            Box::new(|c| dollars(c.bill.xray)),
+            Lc::Blank,
+        ),
+        (
             "**total**",
             Box::new(|c| format!("**{}**", dollars(c.bill.total))),
             Lc::Total,
@@ -1086,28 +1599,40 @@ pub fn markdown(report: &Report, command: &str) -> String {
     let _ = writeln!(out);
     let _ = writeln!(
         out,
-        "Prices (USD, us-east-1, on demand): Lambda arm64 ${} per GB-second and ${:.2} per \
-         million requests, at the template's {} MB; DynamoDB ${} per million write units \
-         (1 KB) and ${} per million read units (4 KB strongly consistent, half for eventually \
+        "Prices (USD, us-east-1, on demand; `bench/src/footprint/report.rs`, `Prices`): \
+         Lambda arm64 ${} per GB-second and ${:.2} per million requests, at the template's \
+         {} MB ({} MB for the WhatsApp webhook); DynamoDB ${} per million write units (1 KB) \
+         and ${} per million read units (4 KB strongly consistent, half for eventually \
          consistent, transactions double); SQS FIFO ${:.2} per million requests (64 KB \
-         each); CloudWatch Logs ingestion ${:.2} per GB. Lambda duration: the function's \
+         each); CloudWatch Logs ingestion ${:.2} per GB; API Gateway HTTP API ${:.2} per \
+         million requests; X-Ray ${:.2} per million traces recorded, every invocation \
+         counted as traced (the default sampling rule records the first request of each \
+         second and 5 % of the rest, so at a small business's traffic it records them all; \
+         the first 100,000 traces a month are free). Lambda duration: the function's \
          measured wall time less the time it waited on moto, plus an assumed {} ms per \
          DynamoDB or SQS call (moto on a shared 2-core machine answers in tens to hundreds \
          of ms, DynamoDB in single-digit ms); the stand-in's answers on loopback are \
          included. In production the function also waits for the model, and each second \
-         of that wait adds {} per million asks. Storage, data transfer, API Gateway and the \
-         model are not included. LangChain's column is its DynamoDB cost only (its \
-         process is not a Lambda here).\n",
+         of that wait adds {} per million asks. The access log line is the template's \
+         format with values of their usual size: {:.0} bytes for an ask. Storage, data \
+         transfer and the model are not included. LangChain's column is its DynamoDB cost \
+         only (its process is not a Lambda here).\n",
         p.lambda_gb_second,
         p.lambda_per_million_requests,
         p.memory_mb,
+        p.webhook_memory_mb,
         p.dynamodb_per_million_write_units,
         p.dynamodb_per_million_read_units,
         p.sqs_fifo_per_million_requests,
         p.logs_per_gb,
+        p.http_api_per_million_requests,
+        p.xray_per_million_traces,
         p.assumed_aws_call_ms,
         dollars(p.per_model_second()),
+        report.signals.ask_access_log_bytes,
     );
+    out.push_str(&whatsapp_markdown(report));
+    out.push_str(&fixed_markdown(report));
 
     let _ = writeln!(out, "## Cold start and footprint\n");
     let _ = writeln!(
@@ -1187,6 +1712,11 @@ pub fn markdown(report: &Report, command: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use degrau::metrics::Event;
+    use degrau_awsproxy::Summary;
+
     use super::*;
 
     #[test]
@@ -1208,5 +1738,136 @@ mod tests {
         assert!((p.dynamodb(2.0, 4.0) - (0.25 + 2.5)).abs() < 1e-9);
         assert!((p.sqs(3.0) - 1.5).abs() < 1e-9);
         assert!((p.per_model_second() - 6.6667).abs() < 1e-3);
+    }
+
+    #[test]
+    fn the_signals_are_read_from_the_template() {
+        let format = access_log_format(TEMPLATE).expect("the HTTP API's access log format");
+        let line: serde_json::Value = serde_json::from_str(&format).unwrap();
+        assert_eq!(line["route"], "$context.routeKey");
+        let ask = access_log_line_bytes(&format, "POST /v1/contacts/{contact}/messages");
+        let webhook = access_log_line_bytes(&format, "POST /whatsapp/webhook");
+        // Every variable replaced, the route's length the only difference.
+        assert!(!format!("{ask}").is_empty() && ask - webhook == 36 - 22);
+        let rendered = format.replace("$context.routeKey", "R");
+        assert!(
+            rendered.contains("$context"),
+            "the format has other variables"
+        );
+        assert!(ask > 200 && ask < 600, "{ask} bytes");
+
+        // 4 functions x 2, the API's latency, two queue ages, two DLQs, the sends:
+        // 14 single-metric alarms; the API's 5xx rate and the model's error rate hold
+        // 2 metrics each.
+        assert_eq!(alarm_metrics(TEMPLATE), 14 + 2 + 2);
+        assert_eq!(
+            TEMPLATE.matches("Type: AWS::CloudWatch::Dashboard").count(),
+            1
+        );
+
+        // The memory the bill assumes is the template's.
+        let memory = |function: &str| {
+            let block = TEMPLATE
+                .split(&format!("\n  {function}:\n"))
+                .nth(1)
+                .unwrap();
+            let line = block
+                .lines()
+                .find(|l| l.trim_start().starts_with("MemorySize:"))
+                .unwrap();
+            line.trim_start()["MemorySize:".len()..]
+                .trim()
+                .parse::<u64>()
+                .unwrap()
+        };
+        let p = Prices::default();
+        for function in ["AskFunction", "CompactorFunction", "WhatsAppWorkerFunction"] {
+            assert_eq!(memory(function), p.memory_mb, "{function}");
+        }
+        assert_eq!(memory("WhatsAppWebhookFunction"), p.webhook_memory_mb);
+    }
+
+    #[test]
+    fn custom_metrics_count_each_name_with_each_set_of_dimension_values() {
+        let lines: Vec<String> = [
+            Event::new("ask").count("RoundsCommitted", 1).render(0),
+            Event::new("ask").count("RoundsCommitted", 1).render(1),
+            Event::new("ask")
+                .dimension("ErrorType", "timeout")
+                .rollup()
+                .count("ModelErrors", 1)
+                .render(2),
+            Event::new("ask")
+                .dimension("ErrorType", "overloaded")
+                .rollup()
+                .count("ModelErrors", 1)
+                .render(3),
+            "{\"level\":\"INFO\",\"message\":\"not a metric\"}".to_owned(),
+        ]
+        .into_iter()
+        .collect();
+        let metrics = custom_metrics(&lines);
+        assert_eq!(
+            metrics.into_iter().collect::<Vec<_>>(),
+            [
+                "degrau/ModelErrors[Function=ask,ErrorType=overloaded]",
+                "degrau/ModelErrors[Function=ask,ErrorType=timeout]",
+                "degrau/ModelErrors[Function=ask]",
+                "degrau/RoundsCommitted[Function=ask]",
+            ]
+        );
+        let p = Prices::default();
+        let signals = Signals::of(&p, TEMPLATE, &lines);
+        assert_eq!(signals.custom_metrics.len(), 4);
+        assert!((signals.total_per_month - (18.0 * 0.10 + 3.0 + 4.0 * 0.30)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_whatsapp_bill_adds_up_its_parts() {
+        use super::super::whatsapp::WhatsAppFigures;
+        let p = Prices::default();
+        let aws = |rcu: f64, wcu: f64, sqs: u64, calls: u64| Summary {
+            rcu,
+            wcu,
+            sqs_billed_requests: sqs,
+            dynamodb_calls: calls,
+            calls: calls + sqs,
+            ..Summary::default()
+        };
+        let figures = vec![WhatsAppFigures {
+            message: 1,
+            webhook_status: 200,
+            webhook_wall_ms: 20.0,
+            webhook_aws: aws(0.5, 3.0, 1, 3),
+            worker_invocations: 1,
+            worker_wall_ms: 80.0,
+            worker_aws: aws(10.0, 12.0, 2, 8),
+            graph_sends: 1,
+        }];
+        let signals = Signals {
+            webhook_access_log_bytes: 300.0,
+            ..Signals::default()
+        };
+        let bill = whatsapp_bill(&p, &figures, 1_700.0, &signals, 0.4);
+        // No AWS latency recorded here: billed = wall + 5 ms per call.
+        assert_eq!(bill.webhook_billed_ms, 20.0 + 4.0 * 5.0);
+        assert_eq!(bill.worker_billed_ms, 80.0 + 8.0 * 5.0);
+        assert!((bill.webhook_lambda - p.lambda_at(256, 1.0, 40.0)).abs() < 1e-12);
+        assert!((bill.sqs - 3.0 * 0.5).abs() < 1e-12);
+        assert!((bill.xray - 2.0 * 5.0).abs() < 1e-12);
+        assert!((bill.api_gateway - 1.0).abs() < 1e-12);
+        assert!((bill.logs - p.logs(2_000.0)).abs() < 1e-12);
+        assert_eq!(bill.graph, 0.0);
+        let parts = bill.webhook_lambda
+            + bill.webhook_dynamodb
+            + bill.worker_lambda
+            + bill.worker_dynamodb
+            + bill.sqs
+            + bill.compaction
+            + bill.api_gateway
+            + bill.logs
+            + bill.xray
+            + bill.graph;
+        assert!((bill.total - parts).abs() < 1e-9 && bill.compaction == 0.4);
     }
 }

@@ -1,7 +1,8 @@
 //! The local stack of [`degrau_tests::stack::FullStack`], with every AWS call of
 //! the functions *and* of the event source mapping (the bridge) going through a
 //! recording [`degrau_awsproxy`] proxy in front of moto, and the function
-//! binaries of the release profile when they are built. It is built from the same
+//! binaries of the release profile when they are built. The WhatsApp channel's two
+//! functions run beside them, with their inbound queue and a bound number. It is built from the same
 //! pieces as `FullStack` (`degrau_tests::stack`'s free functions): only the
 //! proxy, the binaries and the timed compactor invocations are its own.
 
@@ -10,7 +11,11 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 
 use async_trait::async_trait;
+use degrau::domain::TenantId;
 use degrau::tenant::TenantConfig;
+use degrau::whatsapp::PhoneNumberId;
+use degrau::whatsapp::store::WhatsAppStore;
+use degrau_adapters::dynamodb::DynamoStore;
 use degrau_awsproxy::Running;
 use degrau_bridge::{Invoke, QueueConfig};
 use degrau_tests::lambda::LocalLambda;
@@ -31,51 +36,65 @@ pub struct Binaries {
     pub ask: PathBuf,
     /// The `compactor` binary.
     pub compactor: PathBuf,
+    /// The `whatsapp-webhook` binary.
+    pub whatsapp_webhook: PathBuf,
+    /// The `whatsapp-worker` binary.
+    pub whatsapp_worker: PathBuf,
     /// A warning, e.g. a release build older than the debug one.
     pub note: Option<String>,
 }
 
 impl Binaries {
-    /// `target/release/{ask,compactor}` when both exist (built with `cargo build
-    /// --release -p ask -p compactor`), else the debug ones.
+    /// `target/release/` when all four functions are built there (`cargo build
+    /// --release -p ask -p compactor -p whatsapp-webhook -p whatsapp-worker`), else
+    /// the debug ones.
     pub fn find() -> Binaries {
+        const NAMES: [&str; 4] = ["ask", "compactor", "whatsapp-webhook", "whatsapp-worker"];
+        const BUILD: &str =
+            "cargo build --release -p ask -p compactor -p whatsapp-webhook -p whatsapp-worker";
         let target = std::env::var("CARGO_TARGET_DIR")
             .map(PathBuf::from)
             .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
-        let release = (target.join("release/ask"), target.join("release/compactor"));
-        let debug = (target.join("debug/ask"), target.join("debug/compactor"));
-        if release.0.exists() && release.1.exists() {
-            let built = [&release.0, &release.1]
-                .iter()
-                .filter_map(|p| modified(p))
-                .min();
+        let release = NAMES.map(|name| target.join("release").join(name));
+        let debug = NAMES.map(|name| target.join("debug").join(name));
+        let [ask, compactor, whatsapp_webhook, whatsapp_worker] =
+            if release.iter().all(|p| p.exists()) {
+                release.clone()
+            } else {
+                debug
+            };
+        let binaries = |profile: &str, note: Option<String>| Binaries {
+            profile: profile.into(),
+            ask: ask.clone(),
+            compactor: compactor.clone(),
+            whatsapp_webhook: whatsapp_webhook.clone(),
+            whatsapp_worker: whatsapp_worker.clone(),
+            note,
+        };
+        if release.iter().all(|p| p.exists()) {
+            let built = release.iter().filter_map(|p| modified(p)).min();
             let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-            let sources = ["shared", "adapters", "functions/ask", "functions/compactor"]
+            let sources = ["shared", "adapters", "functions"]
                 .iter()
                 .filter_map(|dir| newest(&root.join(dir)))
                 .max();
             let stale = matches!((built, sources), (Some(built), Some(source)) if source > built);
-            Binaries {
-                profile: "release".into(),
-                ask: release.0,
-                compactor: release.1,
-                note: stale.then(|| {
-                    "sources of the functions changed after the release binaries were built: \
-                     `cargo build --release -p ask -p compactor` to measure the current code"
-                        .to_owned()
+            binaries(
+                "release",
+                stale.then(|| {
+                    format!(
+                        "sources of the functions changed after the release binaries were built: \
+                         `{BUILD}` to measure the current code"
+                    )
                 }),
-            }
+            )
         } else {
-            Binaries {
-                profile: "debug".into(),
-                ask: debug.0,
-                compactor: debug.1,
-                note: Some(
-                    "debug build: CPU time and init are far above release figures; \
-                     `cargo build --release -p ask -p compactor` first"
-                        .into(),
-                ),
-            }
+            binaries(
+                "debug",
+                Some(format!(
+                    "debug build: CPU time and init are far above release figures; `{BUILD}` first"
+                )),
+            )
         }
     }
 }
@@ -163,7 +182,22 @@ pub struct ProxiedStack {
     pub direct_sqs: aws_sdk_sqs::Client,
     /// Which binaries run.
     pub binaries: Binaries,
+    /// The WhatsApp webhook function.
+    pub webhook: LocalLambda,
+    /// The WhatsApp worker function.
+    pub worker: LocalLambda,
+    /// The WhatsApp inbound queue.
+    pub whatsapp_queue: QueueConfig,
+    /// Its dead-letter queue's URL.
+    pub whatsapp_dlq_url: String,
 }
+
+/// The WhatsApp business number the stack's webhook knows (bound to [`WHATSAPP_TENANT`]).
+pub const WHATSAPP_PHONE: &str = "100000000000001";
+/// The tenant of the WhatsApp number.
+pub const WHATSAPP_TENANT: &str = "footprint-whatsapp";
+/// The Meta app secret the stack's webhook checks deliveries against.
+pub const WHATSAPP_APP_SECRET: &str = "footprint-app-secret";
 
 impl ProxiedStack {
     /// Starts the proxy, a fresh table and queue on moto, the stand-in and both
@@ -176,8 +210,40 @@ impl ProxiedStack {
         let table = moto::fresh_table(&dynamodb).await;
         let (queue_url, dlq_url) = jobs_queues(&direct_sqs, 3).await;
         let standin = StandIn::start_with(&[]);
+        let (whatsapp_queue_url, whatsapp_dlq_url) = jobs_queues(&direct_sqs, 3).await;
         let env = function_env(&table, Some(&queue_url), proxy.url(), &standin.url);
         let ask = LocalLambda::start(binaries.ask.clone(), env.clone()).await;
+        let with = |extra: &[(&str, &str)]| degrau_tests::with_env(&env, extra);
+        let webhook = LocalLambda::start(
+            binaries.whatsapp_webhook.clone(),
+            with(&[
+                ("WHATSAPP_QUEUE_URL", &whatsapp_queue_url),
+                ("WHATSAPP_APP_SECRET", WHATSAPP_APP_SECRET),
+                ("WHATSAPP_VERIFY_TOKEN", "footprint-verify-token"),
+            ]),
+        )
+        .await;
+        let worker = LocalLambda::start(
+            binaries.whatsapp_worker.clone(),
+            with(&[
+                ("WHATSAPP_ACCESS_TOKEN", "footprint-access-token"),
+                ("GRAPH_API_BASE_URL", &standin.url),
+                ("WHATSAPP_DEBOUNCE_SECONDS", "0"),
+            ]),
+        )
+        .await;
+        DynamoStore::new(dynamodb.clone(), &table)
+            .bind(
+                &PhoneNumberId::parse(WHATSAPP_PHONE).expect("a phone number id"),
+                &TenantId::parse(WHATSAPP_TENANT).expect("a tenant id"),
+            )
+            .await
+            .expect("bind the WhatsApp number");
+        let mut whatsapp_queue = QueueConfig::discover(&direct_sqs, &whatsapp_queue_url)
+            .await
+            .expect("queue ARN");
+        whatsapp_queue.wait_time_seconds = 0;
+        whatsapp_queue.retry_visibility_seconds = Some(0);
         let mut compactor = LocalLambda::start(binaries.compactor.clone(), env).await;
         compactor.set_timeout(degrau_tests::stack::COMPACTOR_TIMEOUT);
         let sqs = aws_sdk_sqs::Client::new(&moto::sdk_config_at(proxy.url()).await);
@@ -198,6 +264,10 @@ impl ProxiedStack {
             dlq_url,
             direct_sqs,
             binaries,
+            webhook,
+            worker,
+            whatsapp_queue,
+            whatsapp_dlq_url,
         }
     }
 
@@ -253,6 +323,11 @@ impl ProxiedStack {
         drain(&self.sqs, &self.queue, invoke).await.len()
     }
 
+    /// The same for the WhatsApp inbound queue (`invoke`: the worker's).
+    pub async fn drain_whatsapp(&self, invoke: &TimedInvoke<'_>) -> usize {
+        drain(&self.sqs, &self.whatsapp_queue, invoke).await.len()
+    }
+
     /// Deletes the table and the queues on moto (directly), which keeps a shared
     /// moto from growing run after run (it never frees what tests leave).
     pub async fn clean_up(&self) {
@@ -262,7 +337,12 @@ impl ProxiedStack {
             .table_name(&self.table)
             .send()
             .await;
-        for url in [&self.queue.queue_url, &self.dlq_url] {
+        for url in [
+            &self.queue.queue_url,
+            &self.dlq_url,
+            &self.whatsapp_queue.queue_url,
+            &self.whatsapp_dlq_url,
+        ] {
             let _ = self.direct_sqs.delete_queue().queue_url(url).send().await;
         }
     }

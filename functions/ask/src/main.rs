@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use ask::handler::{App, handle};
 use degrau::ask::AskService;
+use degrau::metrics::record_cold_start;
 use degrau_adapters::wiring::Dependencies;
 use lambda_http::{Error, run, service_fn};
 
@@ -29,6 +30,7 @@ async fn main() -> Result<(), Error> {
         ask_timeout: Duration::from_secs(deps.config.ask_timeout_seconds),
     });
     run(service_fn(move |request| {
+        record_cold_start("ask");
         let app = app.clone();
         async move { Ok::<_, Infallible>(handle(&app, request).await) }
     }))

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use compactor::handler::{handle, job_budget};
 use degrau::compactor::Compactor;
+use degrau::metrics::record_cold_start;
 use degrau_adapters::wiring::Dependencies;
 use lambda_runtime::{Error, run, service_fn};
 
@@ -27,6 +28,7 @@ async fn main() -> Result<(), Error> {
     });
     let job_budget = job_budget(Duration::from_secs(deps.config.model_timeout_seconds));
     run(service_fn(move |event| {
+        record_cold_start("compactor");
         let (compactor, jobs) = (compactor.clone(), jobs.clone());
         async move { handle(&compactor, jobs.as_ref(), job_budget, event).await }
     }))

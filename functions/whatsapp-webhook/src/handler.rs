@@ -149,7 +149,7 @@ mod tests {
     use degrau::whatsapp::PhoneNumberId;
     use degrau::whatsapp::store::WhatsAppStore;
     use degrau::whatsapp::testing::RecordingInbox;
-    use hmac::Mac;
+    use hmac::{KeyInit, Mac};
     use lambda_http::http;
 
     use super::*;

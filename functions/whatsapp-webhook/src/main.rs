@@ -6,8 +6,9 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 
+use degrau::metrics::record_cold_start;
 use degrau::session::system_clock;
-use degrau::whatsapp::webhook::WebhookService;
+use degrau::whatsapp::webhook::{FUNCTION, WebhookService};
 use degrau_adapters::whatsapp::WebhookDependencies;
 use lambda_http::{Error, run, service_fn};
 use whatsapp_webhook::handler::{App, handle};
@@ -27,6 +28,7 @@ async fn main() -> Result<(), Error> {
         verify_token: deps.verify_token,
     });
     run(service_fn(move |request| {
+        record_cold_start(FUNCTION);
         let app = app.clone();
         async move { Ok::<_, Infallible>(handle(&app, request).await) }
     }))

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use degrau::ask::AskService;
-use degrau::whatsapp::worker::Worker;
+use degrau::metrics::record_cold_start;
+use degrau::whatsapp::worker::{FUNCTION, Worker};
 use degrau_adapters::whatsapp::WorkerDependencies;
 use degrau_adapters::wiring::Dependencies;
 use lambda_runtime::{Error, run, service_fn};
@@ -36,6 +37,7 @@ async fn main() -> Result<(), Error> {
     });
     let budget = record_budget(&worker);
     run(service_fn(move |event| {
+        record_cold_start(FUNCTION);
         let worker = worker.clone();
         async move { handle_batch(&worker, budget, event).await }
     }))

@@ -4,7 +4,7 @@
 //! are compared in constant time (`hmac`'s `verify_slice`, `subtle`), so the time
 //! an answer takes tells nothing about how much of a guess was right.
 
-use hmac::Mac;
+use hmac::{KeyInit, Mac};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 

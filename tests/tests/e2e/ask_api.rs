@@ -571,6 +571,54 @@ async fn the_memory_view_shows_the_session_and_unique_names_do_not_collide() {
     assert_eq!(memory.body["facts"], json!([]));
 }
 
+/// The `ColdStart` EMF lines the function printed, once at least `expected` are
+/// there (its output is read as it comes) and a moment has passed for any more.
+async fn cold_starts(lambda: &LocalLambda, expected: usize) -> usize {
+    let count = || {
+        lambda
+            .output()
+            .iter()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter(|event| event["ColdStart"] == json!(1.0) && event["Function"] == "ask")
+            .count()
+    };
+    for _ in 0..100 {
+        if count() >= expected {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    count()
+}
+
+#[tokio::test]
+async fn an_instance_counts_its_first_invocation_as_a_cold_start_and_no_other() {
+    let mut stack = stack().await;
+    // A contact with no conversation: the function's own 404, an invocation all the same.
+    let memory = async |stack: &Stack| {
+        let reply = stack
+            .call(
+                "GET",
+                "/v1/contacts/ana/memory",
+                "",
+                &[("x-tenant-id", "acme")],
+                None,
+            )
+            .await;
+        assert_eq!(reply.error_type(), Some("not_found"), "{}", reply.raw);
+    };
+    for _ in 0..3 {
+        memory(&stack).await;
+    }
+    assert_eq!(cold_starts(&stack.lambda, 1).await, 1);
+    // A new instance (a new process) is a cold start of its own.
+    stack.lambda.spawn().await;
+    memory(&stack).await;
+    memory(&stack).await;
+    assert_eq!(cold_starts(&stack.lambda, 2).await, 2);
+}
+
 #[tokio::test]
 async fn one_round_prints_emf_metrics_and_no_message_text_or_contact() {
     let stack = stack().await;

@@ -8,15 +8,13 @@
 //! something took.
 
 use std::collections::BTreeSet;
-use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use degrau_tests::stack::{FullStack, StackOptions, model_calls};
 use degrau_tests::{HttpReply, api_event};
 use serde_json::{Value, json};
 
-use crate::helpers::{assert_error, env};
+use crate::helpers::{assert_error, env, template};
 
 const TENANT: &str = "limits";
 
@@ -293,25 +291,6 @@ async fn thinking_blocks_are_stored_and_sent_back_exactly_through_a_tool_loop_an
 // ---------------------------------------------------------------------------------
 // The template fits the budgets
 // ---------------------------------------------------------------------------------
-
-/// `template.yaml` as JSON, read by the local provisioning's own loader (it knows the
-/// CloudFormation short tags).
-pub(crate) fn template() -> Value {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let script = "import json, sys; from pathlib import Path; sys.path.insert(0, 'infra'); \
-                  import provision; print(json.dumps(provision.load_template(Path('template.yaml'))))";
-    let output = Command::new(root.join(".venv/bin/python"))
-        .current_dir(&root)
-        .args(["-c", script])
-        .output()
-        .expect("run the repo's python (./dev.sh test sets up .venv)");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).unwrap()
-}
 
 /// A function environment variable: the function's own, else the global one.
 fn variable(template: &Value, function: &str, name: &str) -> Option<u64> {

@@ -2,14 +2,14 @@
 //! defaults is, against what a tenant's user, a flood or the data-protection law
 //! would try (README: Deploy, Erasure, "Connect a WhatsApp number"). Each test reads
 //! the template through the local provisioning's own loader
-//! ([`crate::budget::template`]).
+//! ([`crate::helpers::template`]).
 
 use std::collections::HashMap;
 use std::process::Command;
 
 use serde_json::{Value, json};
 
-use crate::budget::template;
+use crate::helpers::template;
 
 /// Whether `text` matches a parameter's `AllowedPattern` (CloudFormation matches the
 /// whole value), by Python's `re`.

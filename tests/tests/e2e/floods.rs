@@ -14,8 +14,8 @@ use degrau_tests::serial::one_at_a_time;
 use degrau_tests::stack::FullStack;
 use serde_json::{Value, json};
 
-use crate::budget::template;
 use crate::helpers::assert_error;
+use crate::helpers::template;
 
 #[tokio::test]
 async fn the_dynamodb_quota_counts_to_its_limit_under_concurrent_spenders_and_no_further() {

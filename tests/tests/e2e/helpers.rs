@@ -1,7 +1,10 @@
 //! What several end-to-end modules share: environment pairs, the error assertion,
 //! the scripted conversation's turns, a compacting tenant config, a stack behind the
-//! fault-injecting proxy, and waiting for the stand-in to take its queued faults.
+//! fault-injecting proxy, waiting for the stand-in to take its queued faults, and
+//! `template.yaml` as JSON.
 
+use std::path::Path;
+use std::process::Command;
 use std::time::Duration;
 
 use degrau::domain::FactKey;
@@ -134,4 +137,23 @@ impl Drop for ClockOffset {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
     }
+}
+
+/// `template.yaml` as JSON, read by the local provisioning's own loader (it knows the
+/// CloudFormation short tags).
+pub fn template() -> Value {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let script = "import json, sys; from pathlib import Path; sys.path.insert(0, 'infra'); \
+                  import provision; print(json.dumps(provision.load_template(Path('template.yaml'))))";
+    let output = Command::new(root.join(".venv/bin/python"))
+        .current_dir(&root)
+        .args(["-c", script])
+        .output()
+        .expect("run the repo's python (./dev.sh test sets up .venv)");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
 }

@@ -1,7 +1,8 @@
 //! The workspace's integration tests, one binary: the real function binaries as
 //! Lambda runs them, against moto (`DEGRAU_TEST_AWS_ENDPOINT`), the stand-in and the
 //! bridge, through the helpers of the `degrau-tests` library; the store contract
-//! against both adapters; the local provisioning against `template.yaml`.
+//! against both adapters; the local provisioning against `template.yaml`; what a
+//! release is made of.
 //! `helpers` holds what several of these modules share.
 
 #![allow(clippy::unwrap_used, missing_docs)] // a test binary: a panic is a failed test
@@ -12,11 +13,14 @@ mod budget;
 mod cache_ttl;
 mod compaction;
 mod deployment;
+mod first_run;
 mod floods;
 mod helpers;
 mod lifecycle;
+mod observability;
 mod own_loop;
 mod provisioning;
+mod release;
 mod reliability;
 mod store_contract;
 mod sweep;

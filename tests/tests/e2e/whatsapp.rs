@@ -114,15 +114,7 @@ impl Channel {
         let serial = one_at_a_time(&moto_url).await;
         let mut common = function_env(&table, None, &moto_url, &standin.url);
         common.push(("AWS_ENDPOINT_URL_DYNAMODB".into(), serial.url().to_owned()));
-        let with = |extra: &[(&str, &str)]| {
-            let mut env = common.clone();
-            env.extend(
-                extra
-                    .iter()
-                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
-            );
-            env
-        };
+        let with = |extra: &[(&str, &str)]| degrau_tests::with_env(&common, extra);
         let webhook = LocalLambda::start(
             binary("whatsapp-webhook"),
             with(&[
