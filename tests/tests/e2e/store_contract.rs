@@ -2466,3 +2466,44 @@ mod memory {
 mod dynamodb {
     contract_tests!(super::Dynamo);
 }
+
+/// The window read is bounded by the head it read: a round committed between the
+/// head's read and the messages' Query (the Query held back by the proxy) is not in
+/// the window, which stays exactly what the head describes; the next read sees it
+/// whole. Unbounded, the window held the new round though the head did not count
+/// it, and a Query seeing part of a transaction could end it on a user message:
+/// two user messages in a row, a 500 (issue 29).
+#[tokio::test]
+async fn dynamodb_a_round_committed_between_the_head_read_and_the_window_query_is_not_in_the_window()
+ {
+    let direct = moto::dynamodb_client().await;
+    let table = moto::fresh_table(&direct).await;
+    let proxy = degrau_awsproxy::spawn(moto::endpoint()).await;
+    let proxied = aws_sdk_dynamodb::Client::new(&moto::sdk_config_at(proxy.url()).await);
+    let reader = Arc::new(DynamoStore::new(proxied, table.clone()));
+    let writer = DynamoStore::new(direct, table);
+    let key = ana();
+    let first = commit(&writer, &key, exchange(1, None, "hello")).await;
+
+    let held: degrau_awsproxy::Fault = serde_json::from_value(json!({
+        "service": "dynamodb", "operation": "Query", "body_contains": "#M#", "delay_ms": 1500
+    }))
+    .unwrap();
+    proxy.faults(vec![held]).unwrap();
+    let reading = {
+        let (reader, key) = (reader.clone(), key.clone());
+        tokio::spawn(async move { reader.load_turn(&key, NOW).await.unwrap() })
+    };
+    // The head is read at once; the Query waits while the next round lands.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let second = commit(&writer, &key, exchange(1, Some(&first), "again")).await;
+    assert_eq!(second.last_seq, 4);
+    let turn = reading.await.unwrap();
+    assert!(proxy.pending_faults().is_empty(), "the Query was held");
+    assert_eq!(turn.head.as_ref().unwrap().last_seq, 2);
+    assert_eq!(seqs(&turn.window), [(1, 1), (1, 2)]);
+
+    let now = reader.load_turn(&key, NOW).await.unwrap();
+    assert_eq!(now.head.unwrap().last_seq, 4);
+    assert_eq!(seqs(&now.window), [(1, 1), (1, 2), (1, 3), (1, 4)]);
+}
