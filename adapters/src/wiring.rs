@@ -68,6 +68,37 @@ impl fmt::Debug for WiringError {
     }
 }
 
+/// How long one DynamoDB, SQS or SSM call may take: its connection, each attempt,
+/// and the whole operation with the SDK's retries. `ask` bounds its own calls by
+/// the request's deadline besides; the compactor, the sweep and the WhatsApp
+/// functions rely on these, so a call that hangs (a lost connection, throttling
+/// under retries) fails in seconds instead of holding the function to its timeout.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// One attempt's limit (a Query page, a transaction of 100 items).
+pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(5);
+/// The whole operation's limit, retries and their backoff included.
+pub const OPERATION_TIMEOUT: Duration = Duration::from_secs(12);
+
+/// The SDK configuration every AWS client of degrau is built from: the SDK's
+/// standard variables (endpoints, region, credentials) with the timeouts above.
+pub async fn sdk_config() -> aws_config::SdkConfig {
+    with_timeouts(&aws_config::load_from_env().await)
+}
+
+/// `sdk` with degrau's timeouts ([`CONNECT_TIMEOUT`], [`ATTEMPT_TIMEOUT`],
+/// [`OPERATION_TIMEOUT`]).
+pub fn with_timeouts(sdk: &aws_config::SdkConfig) -> aws_config::SdkConfig {
+    sdk.to_builder()
+        .timeout_config(
+            aws_config::timeout::TimeoutConfig::builder()
+                .connect_timeout(CONNECT_TIMEOUT)
+                .operation_attempt_timeout(ATTEMPT_TIMEOUT)
+                .operation_timeout(OPERATION_TIMEOUT)
+                .build(),
+        )
+        .build()
+}
+
 impl Dependencies {
     /// Reads the environment ([`Config::from_env`]) and builds everything from it.
     pub async fn from_env() -> Result<Dependencies, WiringError> {
@@ -78,7 +109,7 @@ impl Dependencies {
     /// from the SDK's standard variables), one client per AWS service, the API key
     /// (read from SSM when the configuration names a parameter), the model client.
     pub async fn from_config(config: Config) -> Result<Dependencies, WiringError> {
-        let sdk = aws_config::load_from_env().await;
+        let sdk = sdk_config().await;
         let store = Arc::new(DynamoStore::new(
             aws_sdk_dynamodb::Client::new(&sdk),
             config.table_name.clone(),

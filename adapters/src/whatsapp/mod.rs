@@ -173,7 +173,7 @@ impl WebhookDependencies {
     /// secrets (from SSM when named so). It needs no model and no API key.
     pub async fn from_env() -> Result<Self, ConfigError> {
         let config = WebhookConfig::from_map(&std::env::vars().collect())?;
-        let sdk = aws_config::load_from_env().await;
+        let sdk = crate::wiring::sdk_config().await;
         let ssm = aws_sdk_ssm::Client::new(&sdk);
         Ok(WebhookDependencies {
             store: Arc::new(DynamoStore::new(
@@ -204,7 +204,7 @@ impl WorkerDependencies {
     /// when named so).
     pub async fn from_env() -> Result<Self, ConfigError> {
         let config = WorkerConfig::from_map(&std::env::vars().collect())?;
-        let sdk = aws_config::load_from_env().await;
+        let sdk = crate::wiring::sdk_config().await;
         let token = crate::ssm::secret(
             "WHATSAPP_ACCESS_TOKEN",
             &config.access_token,

@@ -32,6 +32,8 @@ const REQUEST_TTL_SECONDS: i64 = 24 * 60 * 60;
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     state: Mutex<State>,
+    /// A test's work before the next `load_turn` (see `sim`).
+    before_load_turn: sim::BeforeLoadTurn,
 }
 
 #[derive(Debug, Default)]
@@ -394,6 +396,9 @@ fn window_of(
 #[async_trait]
 impl Store for MemoryStore {
     async fn load_turn(&self, key: &ContactKey, now: i64) -> Result<TurnState, StoreError> {
+        if let Some(work) = self.before_load_turn.take() {
+            work.await;
+        }
         // Two reads, as the DynamoDB adapter's two Queries: the head and facts, then
         // the window. Under torn semantics other work runs between them (see `sim`).
         let (head, facts) = {

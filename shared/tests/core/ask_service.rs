@@ -657,3 +657,46 @@ async fn a_contact_whose_head_ttl_deleted_before_its_messages_starts_over_at_onc
         ["Hello again", "Welcome back.", "More"]
     );
 }
+
+/// A queue whose sends never answer (an SQS endpoint that hangs).
+struct HangingJobs;
+
+#[async_trait]
+impl degrau::jobs::Jobs for HangingJobs {
+    async fn enqueue(&self, _job: &degrau::jobs::Job) -> Result<bool, degrau::jobs::EnqueueError> {
+        std::future::pending().await
+    }
+}
+
+/// Nothing after the commit runs past the request's deadline: a step due with a
+/// queue that hangs still answers the stored round within the deadline (the step
+/// is asked for again by the next round). Unbounded, the ask waited on the send
+/// for ever, the round stored and the client told nothing.
+#[tokio::test(start_paused = true)]
+async fn a_hanging_queue_after_the_commit_cannot_hold_the_answer_past_the_deadline() {
+    let store = Arc::new(MemoryStore::new());
+    let model = Arc::new(ScriptedModel::default());
+    let (_clock, now) = test_clock();
+    let mut defaults = Defaults::default();
+    defaults.compaction.threshold_tokens = 1;
+    let service = ask_service(
+        &store,
+        model.clone(),
+        Arc::new(ToolDispatch::built_in_only()),
+        Arc::new(HangingJobs),
+        defaults,
+        now,
+    );
+    model.push(ScriptedModel::text("Booked.", usage(500)));
+    let budget = std::time::Duration::from_secs(25);
+    let asked = tokio::time::timeout(
+        budget * 2,
+        service.ask(&key(), "Book me", None, Deadline::after(budget)),
+    )
+    .await
+    .expect("answered by the deadline");
+    let response = answered(asked.unwrap());
+    assert!(response.compaction_queued, "the step was due");
+    let (head, _) = store.load_memory(&key(), START).await.unwrap();
+    assert_eq!(head.unwrap().last_seq, 2, "the round is stored");
+}

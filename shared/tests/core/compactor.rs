@@ -963,3 +963,56 @@ async fn a_job_whose_contact_is_never_found_is_skipped_at_its_last_receive() {
     );
     assert!(h.model.requests().is_empty());
 }
+
+/// The sweep asks for an idle session's facts while it is still the head's; the
+/// contact writes again (opening session 2) between the job's head read and its
+/// window read. The facts are those of session 1, read from its archive, never
+/// session 2's new messages filed as session 1's.
+#[tokio::test]
+async fn a_facts_job_whose_session_closes_while_it_reads_extracts_that_session_only() {
+    let h = harness();
+    for (text, reply) in [
+        (
+            "Hi, I'm Maria. I prefer mornings.",
+            "Nice to meet you, Maria!",
+        ),
+        ("Book me a cut with Ana", "Booked."),
+    ] {
+        h.model.push(ScriptedModel::text(reply, usage(100)));
+        h.ask.ask(&key(), text, None, minute()).await.unwrap();
+    }
+    h.clock.fetch_add(DAY + 1, Ordering::SeqCst);
+    let job = facts_job(&h, 1).await;
+
+    h.model
+        .push(ScriptedModel::text("Welcome back.", usage(100)));
+    let ask = h.ask.clone();
+    h.store.before_next_load_turn(async move {
+        ask.ask(&key(), "Hello again, any slot on Friday?", None, minute())
+            .await
+            .unwrap();
+    });
+    h.model.push(ScriptedModel::tool_call(
+        "facts",
+        RECORD_FACTS_TOOL,
+        json!({"facts": [{"key": "name", "value": "Maria", "seq": 1}]}),
+        usage(500),
+    ));
+    let outcome = h.compactor.run(&job, minute()).await.unwrap();
+    assert_eq!(head(&h).await.session, 2, "the contact wrote meanwhile");
+    let request = h.model.requests().pop().unwrap();
+    let text = user_text(&request);
+    assert!(text.contains("I prefer mornings"), "{text}");
+    assert!(
+        !text.contains("Hello again"),
+        "session 2 is not session 1: {text}"
+    );
+    assert_eq!(
+        outcome,
+        JobOutcome::FactsStored {
+            stored: 1,
+            refused: 0,
+            removed: 0
+        }
+    );
+}

@@ -22,6 +22,9 @@
 //! operations at once on one thread (joined futures) decides what runs in
 //! between, from its seed (`fastrand`'s thread-local generator, which it seeds).
 
+use std::future::Future;
+use std::pin::Pin;
+
 use super::{Contact, MemoryStore, RoundWrite, State};
 use crate::domain::{Fact, FactKey, Head, Incarnation, StoredMessage};
 use crate::store::{ContactKey, RoundCommit, SessionArchive, StoreError, SweepSlot};
@@ -297,5 +300,41 @@ fn sync(state: &mut State, key: &ContactKey) {
         None => {
             state.index.remove(key);
         }
+    }
+}
+
+/// Work a test runs at the start of the next `load_turn`, before its first read:
+/// a round landing between a service's earlier read and this one.
+#[derive(Default)]
+pub(super) struct BeforeLoadTurn(
+    std::sync::Mutex<Option<Pin<Box<dyn Future<Output = ()> + Send>>>>,
+);
+
+impl std::fmt::Debug for BeforeLoadTurn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BeforeLoadTurn")
+    }
+}
+
+impl BeforeLoadTurn {
+    /// The work set, taken (a `load_turn` the work makes itself finds none).
+    pub(super) fn take(&self) -> Option<Pin<Box<dyn Future<Output = ()> + Send>>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+    }
+}
+
+impl MemoryStore {
+    /// Runs `work` at the start of the next `load_turn`, before it reads anything
+    /// (once): a round or an erase landing between a service's earlier read and
+    /// its window read.
+    pub fn before_next_load_turn(&self, work: impl Future<Output = ()> + Send + 'static) {
+        *self
+            .before_load_turn
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Box::pin(work));
     }
 }
