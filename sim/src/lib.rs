@@ -239,6 +239,9 @@ async fn play_step(
 
 /// Operations at once: their tokens issued first, then the futures joined in
 /// order, then what each came to recorded.
+/// One operation of a [`together`] burst, boxed to be polled beside the others.
+type Operation<'a> = Pin<Box<dyn Future<Output = Result<Done, Violation>> + 'a>>;
+
 async fn together(
     world: &World,
     oracle: &mut Oracle,
@@ -255,13 +258,10 @@ async fn together(
             _ => None,
         })
         .collect();
-    let futures: Vec<Pin<Box<dyn Future<Output = Result<Done, Violation>> + '_>>> = ops
+    let futures: Vec<Operation<'_>> = ops
         .iter()
         .zip(&tokens)
-        .map(|(op, token)| {
-            Box::pin(operate(world, op, token.clone()))
-                as Pin<Box<dyn Future<Output = Result<Done, Violation>> + '_>>
-        })
+        .map(|(op, token)| Box::pin(operate(world, op, token.clone())) as Operation<'_>)
         .collect();
     let done = join_all(futures).await;
     let mut erased = Vec::new();

@@ -3,6 +3,8 @@
 //! budget of generated seeds. The long run is `./dev.sh simulate` (release build,
 //! hundreds of seeds), which `./dev.sh test` runs too.
 
+#![allow(clippy::unwrap_used, missing_docs)]
+
 use std::path::PathBuf;
 
 use degrau_sim::{Plan, generate, run};
