@@ -13,10 +13,11 @@
 //! **The `auto` rule.** Prices relative to a base input token: a five-minute write
 //! 1.25×, a one-hour write 2×, a read 0.1× (`NOTES-ANTHROPIC.md`). Each entry lives
 //! its lifetime again from every hit. Take a part of the request of `C` tokens
-//! (the stable prefix, or the whole request) of which `d` are new since the
-//! previous request (written even when the cache is warm; `r = d / C`), and let
-//! `p5` be the chance that the gap before the next request lasts five minutes or
-//! more and `p60` an hour or more. Each request then costs, in units of `C`:
+//! (the stable prefix, or the messages part: what follows it) of which `d` are
+//! new since the previous request (written even when the cache is warm; `r = d /
+//! C`), and let `p5` be the chance that the gap before the next request lasts
+//! five minutes or more and `p60` an hour or more. Each request then costs, in
+//! units of `C`:
 //!
 //! - five-minute entries: `(1 - p5) (0.1 (1 - r) + 1.25 r) + 1.25 p5` (a read and
 //!   the new part written after a shorter gap, everything written after a longer
@@ -27,14 +28,22 @@
 //! the `n` recorded gaps ([`GAP_RECORD_LEN`] at most, this round's included),
 //! `(C - d) (23 n5 - 38 n60) > 15 d n` ([`hour_pays`]). For the stable prefix
 //! (`d` = 0) that is `38 n60 < 23 n5`: an hour pays when at least about one gap
-//! in five falls between five minutes and an hour. For the whole request `d` is
+//! in five falls between five minutes and an hour. For the messages part `d` is
 //! the last two messages (the previous reply and the new user message), small
-//! beside a context that pauses would make the model read again; an hour then
-//! pays at nearly the same rhythm. `auto` takes all for an hour when the whole
-//! request earns it, else the prefix alone when the prefix does, else five
-//! minutes. What the rule leaves out, on purpose: a step, which writes the
-//! contact context and the window anew under either choice (at 0.75 of their size
-//! more with an hour, once a step against a saving at every pause); and the tool
+//! beside a window that pauses would make the model read again; an hour then
+//! pays at nearly the same rhythm. `auto` gives the prefix an hour when it earns
+//! it, and the messages an hour too when the messages part earns it on its own:
+//! the prefix's entry lives an hour under either choice, so only what follows it
+//! tells them apart (weighing the whole request would count the prefix's reads
+//! for the messages and give an hour to a window mostly new: behind a
+//! 3,000-token prefix, a 200-token window of which 150 are new costs 18 % more
+//! all for an hour than with the prefix alone, after gaps of 30 s, 20 min and
+//! 40 s). A prefix too short to cache (below) has no entry of its own: the
+//! messages' entry then holds the whole request, which is the part weighed for
+//! all an hour against five minutes. What the rule leaves out, on purpose: a
+//! step, which writes the contact context and the window anew under either
+//! choice (at 0.75 of their size more with an hour, once a step against a saving
+//! at every pause); and the tool
 //! loop's own calls within a round, which write their few new tokens at the
 //! round's price. A new contact (no gap recorded) gets five minutes: its first
 //! write is cheaper, and a conversation that ends in one burst never pays for an
@@ -116,19 +125,29 @@ impl CacheTtlPolicy {
         match self {
             CacheTtlPolicy::FiveMinutes => Lifetimes::FiveMinutes,
             CacheTtlPolicy::OneHour => Lifetimes::AllForAnHour,
-            CacheTtlPolicy::Auto => {
-                let earns = |total: u64, new: u64| {
-                    total >= MIN_CACHEABLE_TOKENS && hour_pays(gaps, total, new)
-                };
-                if earns(sizes.context, sizes.new) {
-                    Lifetimes::AllForAnHour
-                } else if earns(sizes.prefix, 0) {
-                    Lifetimes::PrefixForAnHour
-                } else {
-                    Lifetimes::FiveMinutes
-                }
-            }
+            CacheTtlPolicy::Auto => auto_lifetimes(gaps, sizes),
         }
+    }
+}
+
+/// The `auto` rule's lifetimes (see the module documentation) for a request of
+/// `sizes` after `gaps`: the prefix an hour when it is long enough to cache and
+/// the gaps make the hour cheaper for it; the messages an hour too when the hour
+/// is cheaper for what their entry holds beyond an entry that lives an hour
+/// anyway (the messages part behind a prefix held an hour, else the whole
+/// request), and the whole request is long enough to cache.
+fn auto_lifetimes(gaps: &[u32], sizes: RequestSizes) -> Lifetimes {
+    let prefix = sizes.prefix >= MIN_CACHEABLE_TOKENS && hour_pays(gaps, sizes.prefix, 0);
+    let weighed = if prefix {
+        sizes.messages()
+    } else {
+        sizes.context
+    };
+    let messages = sizes.context >= MIN_CACHEABLE_TOKENS && hour_pays(gaps, weighed, sizes.new);
+    match (prefix, messages) {
+        (_, true) => Lifetimes::AllForAnHour,
+        (true, false) => Lifetimes::PrefixForAnHour,
+        (false, false) => Lifetimes::FiveMinutes,
     }
 }
 
@@ -142,6 +161,14 @@ pub struct RequestSizes {
     /// What follows the previous request's last message: what the request writes
     /// even when the cache is warm.
     pub new: u64,
+}
+
+impl RequestSizes {
+    /// The messages part: what follows the stable prefix, and what the messages'
+    /// entry holds beyond the prefix's.
+    pub fn messages(&self) -> u64 {
+        self.context.saturating_sub(self.prefix)
+    }
 }
 
 /// The lifetimes of one request's breakpoints, in the orders the API accepts
@@ -387,6 +414,26 @@ mod tests {
             ),
             Lifetimes::FiveMinutes
         );
+    }
+
+    #[test]
+    fn behind_a_prefix_held_an_hour_the_messages_part_alone_weighs_their_hour() {
+        // A 3,000-token prefix and a 200-token window, 150 of it new each time.
+        let gaps = [30 * SECOND, 20 * MINUTE, 40 * SECOND];
+        let issue = sizes(3_000, 3_200, 150);
+        // The prefix is an hour's under both choices; the window costs 635
+        // under five minutes, 915 under an hour.
+        let five = cost(&gaps, 200.0, 150.0, 1.25, FIVE_MINUTES);
+        let hour = cost(&gaps, 200.0, 150.0, 2.0, ONE_HOUR);
+        assert!((five - 635.0).abs() < 1e-9 && (hour - 915.0).abs() < 1e-9);
+        assert!(
+            hour_pays(&gaps, issue.context, issue.new),
+            "the whole request would take the hour"
+        );
+        let auto = |s| CacheTtlPolicy::Auto.lifetimes(&gaps, s);
+        assert_eq!(auto(issue), Lifetimes::PrefixForAnHour);
+        // A window mostly read again earns its hour on its own.
+        assert_eq!(auto(sizes(3_000, 3_200, 40)), Lifetimes::AllForAnHour);
     }
 
     #[test]

@@ -28,11 +28,13 @@
 //! measures them, their characters otherwise; the tools (which the compactor does
 //! not know) and the next message only add to the request, so the estimate errs
 //! on the side of keeping more.
+//! The kept window is sized as the step sends it: a tool result the step prunes
+//! counts as its placeholder, so pruning cannot take the request under the minimum.
 //!
 //! (`docs/DESIGN.md`: "The flows" (a step) and what changed from the brief.)
 
 use crate::domain::{ContentBlock, Head, Role, StoredMessage};
-use crate::pruning::{PruneDecision, prune_plan};
+use crate::pruning::{PruneDecision, apply, prune_plan};
 use crate::window::safe_window_start;
 
 /// The thresholds that drive steps (defaults documented in the README).
@@ -202,12 +204,30 @@ pub fn window_tokens(messages: &[StoredMessage]) -> Vec<u64> {
         .collect()
 }
 
+/// Each message's size in the request after a step, as [`window_tokens`]
+/// estimates it once the step's pruning is applied: a result the step prunes
+/// counts as its placeholder. The step prunes the same results whichever safe
+/// start its window takes (a result is old by its place among the last turns,
+/// and the call its placeholder names is kept with it), so the plan over the
+/// whole span is the plan of every window the step could keep.
+fn sent_tokens(messages: &[StoredMessage], policy: &CompactionPolicy) -> Vec<u64> {
+    let prune = prune_plan(messages, policy.prune_keep_turns, policy.prune_min_chars);
+    if prune.is_empty() {
+        return window_tokens(messages);
+    }
+    let mut sent = messages.to_vec();
+    apply(&mut sent, &prune);
+    window_tokens(&sent)
+}
+
 /// Where the kept window of a step starts in `messages` (the messages after
 /// `summarized_until`): the earlier of the latest safe start keeping
 /// [`CompactionPolicy::keep_messages`] messages and the latest safe start whose
 /// window, behind `prefix_tokens` of instructions and contact context, holds
 /// [`CompactionPolicy::keep_tokens`], or half the threshold when that is less (0
-/// when even the whole span does not).
+/// when even the whole span does not). The window is sized as the request after
+/// the step sends it, with the results the step prunes as placeholders
+/// ([`prune_plan`]): sized whole, it could fall under the minimum once pruned.
 pub fn kept_window_start(
     messages: &[StoredMessage],
     prefix_tokens: u64,
@@ -218,7 +238,7 @@ pub fn kept_window_start(
     if prefix_tokens >= keep_tokens {
         return by_count;
     }
-    let tokens = window_tokens(messages);
+    let tokens = sent_tokens(messages, policy);
     let mut kept = prefix_tokens;
     for index in (0..messages.len()).rev() {
         kept = kept.saturating_add(tokens[index]);
@@ -608,6 +628,37 @@ mod tests {
             None
         );
         assert_eq!(kept_window_start(&messages, 100, &policy), 0);
+    }
+
+    #[test]
+    fn the_token_sized_keep_sizes_the_window_as_sent_after_the_steps_pruning() {
+        // 125-token results: a turn is 133 tokens whole, 39 with its result pruned
+        // to a placeholder, as every result but the last turn's is at the step.
+        let messages = history(1, 15);
+        let tokens = CompactionPolicy {
+            keep_messages: 4,
+            keep_tokens: 1024,
+            threshold_tokens: 3000,
+            ..policy()
+        };
+        let plan = plan_step(&Head::default(), &messages, 3000, 500, &tokens).unwrap();
+        let mut sent = messages[plan.fold_count..].to_vec();
+        apply(&mut sent, &plan.prune);
+        let held = 500 + window_tokens(&sent).iter().sum::<u64>();
+        assert!(
+            held >= 1024,
+            "{held} tokens as sent, {} messages",
+            sent.len()
+        );
+        // Whole, four turns hold 532 behind the 500, but pruned they are 250; the
+        // last turn and eleven before it are needed (133 + 11 × 39 = 562, ten
+        // would be 523).
+        assert_eq!(sent.len(), 4 * 12);
+        assert_eq!(
+            kept_window_start(&messages, 500, &tokens),
+            plan.fold_count,
+            "the same start for the plan and the keep"
+        );
     }
 
     #[test]
