@@ -372,6 +372,44 @@ pub fn overflow_cut(messages: &[StoredMessage], policy: &CompactionPolicy) -> Wi
     }
 }
 
+/// The cut of the one retry after "prompt is too long" (or a context filled while
+/// the model wrote), when the refused request's window started at `from`: the
+/// overflow cut, or the next safe start after `from` when that cut drops nothing
+/// more (the refused request was already cut there: the hard cap of a late step);
+/// and when the API said by how many tokens the prompt was over, later safe
+/// starts until the messages dropped since `from` cover that and a fifth more (by
+/// [`window_tokens`]' estimate), or the window is empty. Without it a window whose
+/// last messages alone pass the model's window was refused twice, round after
+/// round.
+pub fn retry_cut(
+    messages: &[StoredMessage],
+    policy: &CompactionPolicy,
+    from: usize,
+    over_by: Option<u64>,
+) -> WindowCut {
+    let next = |after: usize| {
+        (after + 1..messages.len())
+            .find(|&index| messages[index].is_user_text_only())
+            .unwrap_or(messages.len())
+    };
+    let mut start = overflow_cut(messages, policy).start;
+    if start <= from {
+        start = next(from).min(messages.len());
+    }
+    if let Some(over) = over_by {
+        let tokens = window_tokens(messages);
+        let needed = over.saturating_add(over / 5);
+        let dropped = |start: usize| tokens[from.min(start)..start].iter().sum::<u64>();
+        while start < messages.len() && dropped(start) < needed {
+            start = next(start);
+        }
+    }
+    WindowCut {
+        start,
+        hard_capped: start > 0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -628,6 +666,41 @@ mod tests {
             None
         );
         assert_eq!(kept_window_start(&messages, 100, &policy), 0);
+    }
+
+    #[test]
+    fn the_retry_after_prompt_too_long_cuts_at_least_what_the_api_said_was_over() {
+        // Five turns of four messages (a safe start every fourth), each turn about
+        // 180 tokens by the estimate.
+        let messages = history(1, 5);
+        let tokens = window_tokens(&messages);
+        let policy = CompactionPolicy {
+            keep_messages: 10,
+            ..policy()
+        };
+        let keep = overflow_cut(&messages, &policy);
+        assert_eq!(
+            keep.start, 12,
+            "the first safe start of the last ten messages"
+        );
+        // Without a figure, or over by less than the keep cut drops: that cut.
+        assert_eq!(retry_cut(&messages, &policy, 0, None), keep);
+        assert_eq!(retry_cut(&messages, &policy, 0, Some(10)), keep);
+        // Over by more than the keep cut drops: the next safe start that drops
+        // the excess and a fifth.
+        let dropped = |start: usize| tokens[..start].iter().sum::<u64>();
+        let over = dropped(12) + 10;
+        let cut = retry_cut(&messages, &policy, 0, Some(over));
+        assert_eq!(cut.start, 16);
+        assert!(dropped(16) >= over + over / 5);
+        // Over by more than the whole window: the window goes.
+        assert_eq!(retry_cut(&messages, &policy, 0, Some(1_000_000)).start, 20);
+        // A refused request already cut there (the hard cap) is cut further, and
+        // what the retry drops is counted from its cut.
+        assert_eq!(retry_cut(&messages, &policy, 12, None).start, 16);
+        assert_eq!(retry_cut(&messages, &policy, 12, Some(10)).start, 16);
+        assert_eq!(retry_cut(&messages, &policy, 16, Some(10)).start, 20);
+        assert_eq!(retry_cut(&messages, &policy, 20, None).start, 20);
     }
 
     #[test]

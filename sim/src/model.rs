@@ -79,8 +79,10 @@ struct State {
     fault_rate: f64,
     /// Calls take time (up to a few seconds of the simulation's paused clock).
     slow: bool,
-    /// Whether the contact's last answering request was over the window.
-    over: HashMap<usize, bool>,
+    /// Whether a round's last request was over the window, by the round's own
+    /// message (its token): concurrent rounds of one contact each learn of the
+    /// window only from their own refusal.
+    over: HashMap<String, bool>,
     /// Broken invariants seen (requests the API would refuse, windows exceeded
     /// twice in a row).
     violations: Vec<String>,
@@ -168,6 +170,51 @@ impl SimModel {
         Ok(())
     }
 
+    /// Records whether `request` is over the window for its contact, and a
+    /// violation when the contact's previous request was over too.
+    fn track_window(&self, request: &ModelRequest) {
+        let system = request
+            .system
+            .first()
+            .map_or("", |block| block.text.as_str());
+        if system.starts_with(SUMMARY_MARKER) || system.starts_with(FACTS_MARKER) {
+            return;
+        }
+        let Some(round) = round_token(request) else {
+            return;
+        };
+        let size = estimate(request);
+        let mut state = lock(&self.state);
+        let window = state.window;
+        let over = size > window;
+        let before = state.over.insert(round.clone(), over).unwrap_or(false);
+        if over && before {
+            state.violations.push(format!(
+                "the requests of the round of {round} exceeded the model's window ({window} \
+                 tokens) twice in a row: {size} tokens",
+            ));
+        }
+    }
+
+    /// "prompt is too long" for an answering request over the window.
+    fn check_window(&self, request: &ModelRequest) -> Result<(), ModelError> {
+        let system = request
+            .system
+            .first()
+            .map_or("", |block| block.text.as_str());
+        if system.starts_with(SUMMARY_MARKER) || system.starts_with(FACTS_MARKER) {
+            return Ok(());
+        }
+        let size = estimate(request);
+        let window = lock(&self.state).window;
+        if size > window {
+            return Err(ModelError::PromptTooLong {
+                message: format!("prompt is too long: {size} tokens > {window} maximum"),
+            });
+        }
+        Ok(())
+    }
+
     fn answer(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
         let system = request
             .system
@@ -179,27 +226,7 @@ impl SimModel {
         if system.starts_with(FACTS_MARKER) {
             return Ok(facts(request));
         }
-        let contact = request_contact(request);
         let size = estimate(request);
-        {
-            let mut state = lock(&self.state);
-            let window = state.window;
-            let over = size > window;
-            if let Some(contact) = contact {
-                let before = state.over.insert(contact, over).unwrap_or(false);
-                if over && before {
-                    state.violations.push(format!(
-                        "the requests for contact {contact} exceeded the model's window ({window} \
-                         tokens) twice in a row: {size} tokens",
-                    ));
-                }
-            }
-            if over {
-                return Err(ModelError::PromptTooLong {
-                    message: format!("prompt is too long: {size} tokens > {window} maximum"),
-                });
-            }
-        }
         let usage = |output: u64| Usage {
             input_tokens: size,
             output_tokens: output,
@@ -261,7 +288,13 @@ impl Model for SimModel {
                 message: violation.message,
             });
         }
+        // Every request that reaches the API counts, whatever befalls it after
+        // (a fault, the answer): two over the window in a row is the violation.
+        self.track_window(request);
         self.take_time(deadline).await?;
+        // The API refuses a prompt too long when it reads it, before any capacity
+        // fault could answer instead.
+        self.check_window(request)?;
         match self.fault() {
             None => self.answer(request),
             Some(Fault::Error(error)) => Err(error),
@@ -287,7 +320,9 @@ impl Model for SimModel {
 
 /// The contact whose conversation a main request is: the token of its last user
 /// text.
-fn request_contact(request: &ModelRequest) -> Option<usize> {
+/// The token of the round's own message: the request's newest user text that
+/// carries one.
+fn round_token(request: &ModelRequest) -> Option<String> {
     request
         .messages
         .iter()
@@ -295,7 +330,7 @@ fn request_contact(request: &ModelRequest) -> Option<usize> {
         .filter(|message| message.role == Role::User)
         .flat_map(|message| message.content.iter())
         .find_map(|block| match &block.block {
-            ContentBlock::Text { text } => tokens(text).first().and_then(|t| token_contact(t)),
+            ContentBlock::Text { text } => tokens(text).first().cloned(),
             _ => None,
         })
 }

@@ -10,11 +10,11 @@ use tracing::{info, warn};
 
 use super::{AskError, AskService, MAX_RETRY_MAX_TOKENS, MAX_TOOL_ITERATIONS, MIN_MODEL_CALL};
 use super::{Turn, out_of_time};
-use crate::compaction::{WindowCut, overflow_cut, request_window};
+use crate::compaction::{WindowCut, request_window, retry_cut};
 use crate::deadline::Deadline;
 use crate::domain::{ContentBlock, Message, Role};
 use crate::metrics::Event;
-use crate::model::{ModelError, ModelResponse, StopReason};
+use crate::model::{ModelError, ModelResponse, StopReason, prompt_over_by};
 use crate::request::{BuildError, Lifetimes, ModelRequest, RequestParts, ToolDef, build_request};
 use crate::store::ContactKey;
 use crate::tenant::{ContextPolicy, Settings};
@@ -167,7 +167,7 @@ impl AskService {
                 Ok(response) => response,
                 Err(ModelError::PromptTooLong { message }) if !state.overflow_retried => {
                     warn!(%message, "prompt too long: cutting the window once and retrying");
-                    state.cut_overflow();
+                    state.cut_overflow(prompt_over_by(&message));
                     continue;
                 }
                 Err(error) => return Err(error.into()),
@@ -341,10 +341,16 @@ impl<'a> RoundLoop<'a> {
         Ok((request, lifetimes))
     }
 
-    /// Cuts the window once at the overflow cut (a safe start near its end).
-    fn cut_overflow(&mut self) {
+    /// Cuts the window once at the overflow cut (a safe start near its end), and
+    /// further when the API said by how much the prompt was over ([`retry_cut`]).
+    fn cut_overflow(&mut self, over_by: Option<u64>) {
         self.overflow_retried = true;
-        self.cut = overflow_cut(&self.turn.plan.window, &self.settings.compaction);
+        self.cut = retry_cut(
+            &self.turn.plan.window,
+            &self.settings.compaction,
+            self.cut.start,
+            over_by,
+        );
     }
 
     /// What the answer's stop reason asks for: a cut window after the context
@@ -361,7 +367,7 @@ impl<'a> RoundLoop<'a> {
                 // The context filled up while the model wrote: like a prompt that
                 // is too long, cut the window once and ask again.
                 warn!("the context window filled up: cutting the window once and retrying");
-                self.cut_overflow();
+                self.cut_overflow(None);
                 return Ok(AfterStop::AskAgain);
             }
             Some(StopReason::ModelContextWindowExceeded) => {

@@ -109,6 +109,17 @@ pub enum ModelError {
     Protocol(String),
 }
 
+/// By how many tokens a prompt the API refused as too long was over, from its text
+/// (`prompt is too long: 210000 tokens > 200000 maximum`); `None` when the text says
+/// no numbers (Bedrock's "Input is too long", say).
+pub fn prompt_over_by(message: &str) -> Option<u64> {
+    let (_, sizes) = message.split_once("too long:")?;
+    let (size, rest) = sizes.trim().split_once(" tokens > ")?;
+    let maximum = rest.split_whitespace().next()?;
+    let (size, maximum): (u64, u64) = (size.trim().parse().ok()?, maximum.parse().ok()?);
+    size.checked_sub(maximum)
+}
+
 impl ModelError {
     /// A short, stable name of the error's kind, for metrics and for logs that must
     /// not carry its text (the API's text may quote the request).
@@ -136,4 +147,25 @@ pub trait Model: Send + Sync {
         request: &ModelRequest,
         deadline: Deadline,
     ) -> Result<ModelResponse, ModelError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_overflow_is_read_from_the_apis_text_when_it_says_it() {
+        assert_eq!(
+            prompt_over_by("prompt is too long: 210000 tokens > 200000 maximum"),
+            Some(10_000)
+        );
+        assert_eq!(
+            prompt_over_by("Input is too long for requested model."),
+            None
+        );
+        assert_eq!(
+            prompt_over_by("prompt is too long: many tokens > 5 maximum"),
+            None
+        );
+    }
 }
