@@ -18,8 +18,12 @@ fn compacting(threshold: u64, keep: usize) -> TenantConfig {
         "preferred_service",
         "note",
     ];
+    // Steps keep `keep` messages: the token-sized keep (the request after a step
+    // kept cacheable, sized as sent after the step's pruning) would keep the whole
+    // of these short conversations, whose tool results pruning shrinks.
     TenantConfig {
         instructions: Some(BOOKING_INSTRUCTIONS.into()),
+        window_keep_tokens: Some(0),
         ..helpers::compacting(&keys, threshold, keep)
     }
 }

@@ -39,8 +39,12 @@ async fn stack_with_short_model_timeout() -> FullStack {
 }
 
 fn compacting(threshold: u64, keep: usize) -> TenantConfig {
+    // Steps keep `keep` messages: the token-sized keep (the request after a step
+    // kept cacheable, sized as sent after the step's pruning) would keep the whole
+    // of these short conversations, whose tool results pruning shrinks.
     TenantConfig {
         instructions: Some(BOOKING_INSTRUCTIONS.into()),
+        window_keep_tokens: Some(0),
         ..helpers::compacting(&["name", "preferred_time", "note"], threshold, keep)
     }
 }
