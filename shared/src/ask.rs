@@ -994,7 +994,7 @@ impl AskService {
 
 /// A store call of a request, by its deadline: one that has not answered by then
 /// is unavailable (a write may then have landed or not: the caller decides).
-async fn by<T>(
+pub(super) async fn by<T>(
     deadline: Deadline,
     call: impl std::future::Future<Output = Result<T, StoreError>>,
 ) -> Result<T, StoreError> {

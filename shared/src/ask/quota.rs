@@ -8,11 +8,11 @@
 use tracing::warn;
 
 use super::round::Round;
-use super::{AskError, AskService};
+use super::{AskError, AskService, by};
 use crate::deadline::Deadline;
 use crate::metrics::Event;
 use crate::quota::{QuotaKind, spend};
-use crate::store::{ContactKey, StoreError};
+use crate::store::ContactKey;
 use crate::tenant::{ContextPolicy, Settings};
 
 impl AskService {
@@ -24,21 +24,14 @@ impl AskService {
         deadline: Deadline,
     ) -> Result<(), AskError> {
         let now = (self.clock)();
-        let spent = deadline
-            .run(spend(
-                self.quotas.as_ref(),
-                &key.tenant,
-                QuotaKind::Rounds,
-                &settings.quota,
-                now,
-            ))
-            .await
-            .unwrap_or_else(|| {
-                Err(StoreError::Unavailable(
-                    "storage did not answer within the request's time".into(),
-                ))
-            });
-        match spent? {
+        let spent = spend(
+            self.quotas.as_ref(),
+            &key.tenant,
+            QuotaKind::Rounds,
+            &settings.quota,
+            now,
+        );
+        match by(deadline, spent).await? {
             Ok(()) => Ok(()),
             Err(exhausted) => {
                 warn!(
