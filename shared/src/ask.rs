@@ -64,7 +64,6 @@ use sha2::{Digest, Sha256};
 use tracing::{info, warn};
 
 use crate::cache_ttl::record_gap;
-use crate::compactor::next_sweep_due;
 use crate::deadline::Deadline;
 use crate::domain::{
     ContentBlock, Fact, Head, IdempotencyKey, Incarnation, PendingFacts, StoredMessage, TenantId,
@@ -75,8 +74,10 @@ use crate::model::{Model, ModelError, StopReason};
 use crate::session::{Clock, idle, idle_seconds};
 use crate::store::{
     Claim, CompletedRequest, ContactKey, MAX_REFRESH_PER_ROUND, MAX_ROUND_ITEMS, RoundCommit,
-    SessionArchive, Store, StoreError, SweepSlot, TenantStore, load_whole_turn, sweep_bucket,
+    SessionArchive, Store, StoreError, SweepSlot, load_whole_turn,
 };
+use crate::sweep::{next_sweep_due, sweep_bucket};
+use crate::tenant::TenantStore;
 use crate::tenant::{Defaults, InvalidSettings, Settings};
 use crate::tools::Tools;
 use crate::usage::RoundUsage;
@@ -802,7 +803,8 @@ impl AskService {
         let pending = requested.or(turn.expected.as_ref().and_then(|head| head.facts_pending));
         SweepSlot {
             bucket: sweep_bucket(key, self.defaults.sweep_buckets),
-            due: next_sweep_due(turn.now, settings, false, pending).unwrap_or(turn.now),
+            due: next_sweep_due(turn.now, settings.session_idle_minutes, false, pending)
+                .unwrap_or(turn.now),
         }
     }
 
@@ -974,7 +976,7 @@ impl AskService {
         Ok(MemoryView {
             session: SessionView {
                 number: head.session,
-                open: !idle(&head, now, &settings),
+                open: !idle(&head, now, settings.session_idle_minutes),
                 summary: head.summary.clone(),
                 summarized_until: head.summarized_until,
                 last_seq: head.last_seq,
@@ -1101,7 +1103,7 @@ fn turn_plan(
     let gaps = |head: &Head| record_gap(&head.recent_gaps, now - head.last_activity);
     match head {
         None => fresh(1, None),
-        Some(head) if idle(head, now, settings) => TurnPlan {
+        Some(head) if idle(head, now, settings.session_idle_minutes) => TurnPlan {
             request_facts: (head.facts_requested != Some(head.session)).then_some(head.session),
             // The contact's rhythm outlives the session.
             gaps: gaps(head),

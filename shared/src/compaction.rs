@@ -37,6 +37,10 @@ use crate::domain::{ContentBlock, Head, Role, StoredMessage};
 use crate::pruning::{PruneDecision, apply, prune_plan};
 use crate::window::safe_window_start;
 
+/// Tool results up to this many characters are shown whole to the summary model
+/// (a booking confirmation); longer ones are replaced by their length.
+pub const MAX_SHOWN_TOOL_OUTPUT_CHARS: usize = 300;
+
 /// The thresholds that drive steps (defaults documented in the README).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CompactionPolicy {
@@ -86,7 +90,7 @@ pub const CHARS_PER_TOKEN_ESTIMATE: u64 = 3;
 
 /// What folding `message` adds to a summary request, in estimated tokens: its
 /// text, its tool calls' names and inputs, and its tool results as the request
-/// shows them (at most [`crate::compactor::MAX_SHOWN_TOOL_OUTPUT_CHARS`] each),
+/// shows them (at most [`MAX_SHOWN_TOOL_OUTPUT_CHARS`] each),
 /// plus a little for each line's label, at [`CHARS_PER_TOKEN_ESTIMATE`]
 /// characters a token. A safety estimate for [`CompactionPolicy::max_fold_tokens`]
 /// only.
@@ -101,11 +105,7 @@ pub fn fold_cost_tokens(message: &StoredMessage) -> u64 {
                 LABEL_CHARS + name.chars().count() + input.to_string().chars().count()
             }
             ContentBlock::ToolResult { content, .. } => {
-                LABEL_CHARS
-                    + content
-                        .chars()
-                        .count()
-                        .min(crate::compactor::MAX_SHOWN_TOOL_OUTPUT_CHARS)
+                LABEL_CHARS + content.chars().count().min(MAX_SHOWN_TOOL_OUTPUT_CHARS)
             }
             // The summary request leaves thinking out.
             ContentBlock::Thinking { .. } | ContentBlock::RedactedThinking { .. } => 0,

@@ -33,7 +33,7 @@
 //!   within the customer service window).
 //!
 //! With the `test-util` feature (tests only): the in-memory store
-//! (`store::memory`), the scripted model (`model::scripted`) and message helpers
+//! (`memory`), the scripted model (`model::scripted`) and message helpers
 //! (`testing`).
 
 pub mod ask;
@@ -44,6 +44,8 @@ pub mod deadline;
 pub mod domain;
 pub mod facts;
 pub mod jobs;
+#[cfg(any(test, feature = "test-util"))]
+pub mod memory;
 pub mod metrics;
 pub mod model;
 pub mod pruning;
@@ -51,6 +53,7 @@ pub mod quota;
 pub mod request;
 pub mod session;
 pub mod store;
+pub mod sweep;
 pub mod tenant;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing;

@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::domain::Head;
-use crate::tenant::Settings;
 
 /// A source of the current time (seconds since the Unix epoch); injectable for tests.
 pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
@@ -30,15 +29,16 @@ pub fn unix_now() -> i64 {
 }
 
 /// True when a session last active at `last_activity` is closed at `now` under the
-/// tenant's idle timeout: the one rule `ask` and the sweep share.
-pub fn idle_since(last_activity: i64, now: i64, settings: &Settings) -> bool {
-    now.saturating_sub(last_activity) >= idle_seconds(settings.session_idle_minutes)
+/// tenant's idle timeout (`session_idle_minutes`): the one rule `ask` and the sweep
+/// share.
+pub fn idle_since(last_activity: i64, now: i64, idle_minutes: u64) -> bool {
+    now.saturating_sub(last_activity) >= idle_seconds(idle_minutes)
 }
 
 /// True when the head's session is closed at `now` ([`idle_since`] of its last
 /// activity).
-pub fn idle(head: &Head, now: i64, settings: &Settings) -> bool {
-    idle_since(head.last_activity, now, settings)
+pub fn idle(head: &Head, now: i64, idle_minutes: u64) -> bool {
+    idle_since(head.last_activity, now, idle_minutes)
 }
 
 /// An idle timeout in seconds, saturating.

@@ -3,11 +3,15 @@
 //!
 //! (`docs/DESIGN.md`: "Retention".)
 
+pub mod whatsapp;
+
+use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::cache_ttl::CacheTtlPolicy;
 use crate::compaction::CompactionPolicy;
-use crate::domain::FactKey;
+use crate::domain::{FactKey, TenantId};
+use crate::store::StoreError;
 use crate::tools::{ToolDeclaration, ToolDeclarations};
 
 /// The tenant's `CONFIG` item; every field is optional and overrides a default.
@@ -56,9 +60,9 @@ pub struct TenantConfig {
     /// Extended thinking's budget in tokens for answers (absent: no thinking).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thinking_budget_tokens: Option<ThinkingBudget>,
-    /// The WhatsApp channel's settings (see [`crate::whatsapp::settings`]).
+    /// The WhatsApp channel's settings (see [`crate::tenant::whatsapp`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub whatsapp: Option<crate::whatsapp::settings::WhatsAppSettings>,
+    pub whatsapp: Option<crate::tenant::whatsapp::WhatsAppSettings>,
     /// Rounds and summary calls per hour (see [`crate::quota`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quota: Option<crate::quota::QuotaConfig>,
@@ -155,10 +159,10 @@ pub struct Defaults {
     /// `CONTEXT_POLICY` (benchmarks only; `stepped` in production).
     pub context_policy: ContextPolicy,
     /// `SWEEP_BUCKETS`: how many partitions of the sweep index heads spread over
-    /// (see [`crate::store::sweep_bucket`]).
+    /// (see [`crate::sweep::sweep_bucket`]).
     pub sweep_buckets: u8,
     /// Most due heads one sweep reads per bucket
-    /// ([`crate::compactor::SWEEP_LIMIT_PER_BUCKET`]; a simulation sets fewer).
+    /// ([`crate::sweep::SWEEP_LIMIT_PER_BUCKET`]; a simulation sets fewer).
     pub sweep_limit_per_bucket: usize,
     /// `CACHE_TTL`: how long the cache entries live.
     pub cache_ttl: CacheTtlPolicy,
@@ -192,8 +196,8 @@ impl Default for Defaults {
             fact_retention_days: 365,
             max_tokens: 1024,
             context_policy: ContextPolicy::Stepped,
-            sweep_buckets: crate::store::DEFAULT_SWEEP_BUCKETS,
-            sweep_limit_per_bucket: crate::compactor::SWEEP_LIMIT_PER_BUCKET,
+            sweep_buckets: crate::sweep::DEFAULT_SWEEP_BUCKETS,
+            sweep_limit_per_bucket: crate::sweep::SWEEP_LIMIT_PER_BUCKET,
             cache_ttl: CacheTtlPolicy::default(),
             quota: crate::quota::Limits::default(),
         }
@@ -321,6 +325,20 @@ impl Settings {
             quota: defaults.quota.with(tenant.quota.as_ref()),
         }
     }
+}
+
+/// Tenant configuration, read by `ask` at each turn (a single `GetItem`).
+#[async_trait]
+pub trait TenantStore: Send + Sync {
+    /// The tenant's config item, if one was written.
+    async fn tenant_config(&self, tenant: &TenantId) -> Result<Option<TenantConfig>, StoreError>;
+
+    /// Writes (replaces) the tenant's config item.
+    async fn put_tenant_config(
+        &self,
+        tenant: &TenantId,
+        config: &TenantConfig,
+    ) -> Result<(), StoreError>;
 }
 
 #[cfg(test)]

@@ -15,12 +15,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use degrau::domain::{Fact, FactKey, Head, IdempotencyKey, Incarnation, TenantId};
-use degrau::store::memory::MemoryStore;
+use degrau::memory::MemoryStore;
 use degrau::store::{
     AppliedStep, Claim, ClosedSession, ContactKey, Cursor, DueHead, FactWrite, RoundCommit,
-    SessionFilter, Store, StoreError, SweepSettle, TenantStore, TranscriptPage, TurnState,
+    SessionFilter, Store, StoreError, SweepSettle, TranscriptPage, TurnState,
 };
 use degrau::tenant::TenantConfig;
+use degrau::tenant::TenantStore;
 use tokio::time::Instant;
 
 /// The in-memory store behind the simulation's faults.

@@ -25,7 +25,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use degrau::domain::{ContentBlock, Role, StoredMessage};
-use degrau::store::memory::Snapshot;
+use degrau::memory::Snapshot;
 
 use crate::model::tokens;
 

@@ -15,9 +15,10 @@ use degrau::ask::AskService;
 use degrau::compaction::CompactionPolicy;
 use degrau::compactor::Compactor;
 use degrau::domain::{ContactId, FactKey, TenantId};
+use degrau::memory::{MemoryStore, Semantics};
 use degrau::session::Clock;
-use degrau::store::memory::{MemoryStore, Semantics};
-use degrau::store::{ContactKey, TenantStore};
+use degrau::store::ContactKey;
+use degrau::tenant::TenantStore;
 use degrau::tenant::{Defaults, TenantConfig};
 use degrau::tools::ToolDispatch;
 

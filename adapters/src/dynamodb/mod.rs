@@ -28,10 +28,11 @@ use degrau::domain::{Fact, FactKey, Head, IdempotencyKey, Incarnation, StoredMes
 use degrau::session::unix_now;
 use degrau::store::{
     AppliedStep, Claim, ClosedSession, ContactKey, Cursor, DueHead, FactWrite,
-    MAX_REFRESH_PER_ROUND, RoundCommit, SessionFilter, Store, StoreError, SweepSettle, TenantStore,
+    MAX_REFRESH_PER_ROUND, RoundCommit, SessionFilter, Store, StoreError, SweepSettle,
     TranscriptPage, TurnState, validate_fact_changes, validate_step,
 };
 use degrau::tenant::TenantConfig;
+use degrau::tenant::TenantStore;
 use degrau::window::after_last_gap;
 
 use error::{sdk_error, transact, transact_if, unless_condition_failed};

@@ -199,7 +199,7 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     use axum::http::{HeaderMap, StatusCode};
-    use degrau::whatsapp::settings::TemplateRef;
+    use degrau::tenant::whatsapp::TemplateRef;
 
     use super::*;
 

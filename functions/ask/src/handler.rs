@@ -663,9 +663,9 @@ mod tests {
     use std::sync::Arc;
 
     use degrau::jobs::NoJobs;
+    use degrau::memory::MemoryStore;
     use degrau::model::scripted::ScriptedModel;
     use degrau::session::system_clock;
-    use degrau::store::memory::MemoryStore;
     use degrau::tenant::Defaults;
     use degrau::tools::ToolDispatch;
     use degrau::usage::Usage;

@@ -279,10 +279,10 @@ mod tests {
     use degrau::compactor::NOT_FOUND_RECEIVES;
     use degrau::domain::{ContactId, Incarnation, TenantId};
     use degrau::jobs::{EnqueueError, NoJobs};
+    use degrau::memory::MemoryStore;
     use degrau::model::scripted::ScriptedModel;
     use degrau::model::{Model, ModelError, ModelResponse};
     use degrau::request::ModelRequest;
-    use degrau::store::memory::MemoryStore;
     use degrau::store::{ContactKey, Store};
     use degrau::tenant::Defaults;
     use degrau::tools::ToolDispatch;

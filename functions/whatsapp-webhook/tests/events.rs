@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use degrau::domain::TenantId;
-use degrau::store::memory::MemoryStore;
+use degrau::memory::MemoryStore;
 use degrau::whatsapp::PhoneNumberId;
 use degrau::whatsapp::store::WhatsAppStore;
 use degrau::whatsapp::testing::RecordingInbox;

@@ -140,8 +140,8 @@ mod tests {
     use degrau::ask::AskService;
     use degrau::domain::TenantId;
     use degrau::jobs::NoJobs;
+    use degrau::memory::MemoryStore;
     use degrau::model::scripted::ScriptedModel;
-    use degrau::store::memory::MemoryStore;
     use degrau::tenant::Defaults;
     use degrau::tools::ToolDispatch;
     use degrau::usage::Usage;

@@ -1,6 +1,6 @@
 //! The `Store` port: everything degrau keeps about a contact, behind one narrow
 //! trait. The DynamoDB adapter (crate `degrau-adapters`, `dynamodb/`) is the one
-//! production uses; the in-memory one here (`memory`, behind the `test-util`
+//! production uses; the in-memory one (`crate::memory`, behind the `test-util`
 //! feature) serves unit tests. One contract suite (`tests/`) runs against both.
 //!
 //! What the port promises, whatever the adapter:
@@ -35,14 +35,10 @@
 //! incarnation indexes) is its own business: see its `keys.rs`, and
 //! `docs/DESIGN.md` ("Key layout").
 
-#[cfg(any(test, feature = "test-util"))]
-pub mod memory;
-
 use std::collections::HashSet;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::domain::{
     ContactId, Fact, FactKey, Head, IdempotencyKey, Incarnation, PendingFacts, StoredMessage,
@@ -58,31 +54,10 @@ pub struct ContactKey {
     pub contact: ContactId,
 }
 
-/// How many buckets the sweep spreads heads over unless `SWEEP_BUCKETS` says
-/// otherwise: few enough that a sweep reads them all with one small query each,
-/// enough that no single bucket takes every head's write (in DynamoDB each bucket
-/// is one partition key of the sweep index, about 1,000 writes a second).
-pub const DEFAULT_SWEEP_BUCKETS: u8 = 16;
-
-/// The sweep bucket of a contact among `buckets`: the first byte of the SHA-256 of
-/// `T#{tenant}#C#{contact}`, modulo `buckets`. Stable, and spread evenly whatever
-/// the ids look like (phone numbers share long prefixes). A `buckets` of 0 counts
-/// as 1.
-///
-/// Part of the port, not of an adapter: `ask` chooses a round's bucket, the sweep
-/// reads every bucket, and both adapters and the contract suite must agree. The
-/// hashed text happens to be the DynamoDB adapter's partition key, which is how
-/// the buckets were first defined; it must not change, or every head would be
-/// filed under another bucket than the one its entry is in.
-pub fn sweep_bucket(key: &ContactKey, buckets: u8) -> u8 {
-    let digest = Sha256::digest(format!("T#{}#C#{}", key.tenant, key.contact).as_bytes());
-    digest[0] % buckets.max(1)
-}
-
 /// Where a round puts its head in the sweep index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SweepSlot {
-    /// The bucket, [`sweep_bucket`] of the contact.
+    /// The bucket, [`crate::sweep::sweep_bucket`] of the contact.
     pub bucket: u8,
     /// When the head is due (`sweep_sk`), seconds since the epoch.
     pub due: i64,
@@ -532,23 +507,6 @@ pub trait Store: Send + Sync {
         seqs: &[u64],
         expires_at: i64,
     ) -> Result<bool, StoreError>;
-}
-
-/// Tenant configuration, read by `ask` at each turn (a single `GetItem`).
-#[async_trait]
-pub trait TenantStore: Send + Sync {
-    /// The tenant's config item, if one was written.
-    async fn tenant_config(
-        &self,
-        tenant: &TenantId,
-    ) -> Result<Option<crate::tenant::TenantConfig>, StoreError>;
-
-    /// Writes (replaces) the tenant's config item.
-    async fn put_tenant_config(
-        &self,
-        tenant: &TenantId,
-        config: &crate::tenant::TenantConfig,
-    ) -> Result<(), StoreError>;
 }
 
 impl TranscriptPage {

@@ -10,7 +10,7 @@
 //!   such as `[audio]` for what degrau does not read), status callbacks and what is
 //!   ignored (reactions, other fields); [`signature`]: `X-Hub-Signature-256` and the
 //!   verification handshake's token, both compared in constant time.
-//! * [`settings`]: a tenant's WhatsApp settings (the `whatsapp` object of its
+//! * [`crate::tenant::whatsapp`]: a tenant's WhatsApp settings (the `whatsapp` object of its
 //!   `CONFIG`): the template sent outside the 24-hour window, the short reply to a
 //!   turn made only of media.
 //! * The ports: [`store`] (`WhatsAppStore`: the tenant binding, the inbound records
@@ -35,7 +35,6 @@
 pub mod event;
 pub mod inbox;
 pub mod outbound;
-pub mod settings;
 pub mod signature;
 pub mod store;
 #[cfg(any(test, feature = "test-util"))]

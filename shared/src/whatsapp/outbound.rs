@@ -5,9 +5,9 @@
 
 use async_trait::async_trait;
 
-use super::settings::TemplateRef;
 use super::{PhoneNumberId, WaId};
 use crate::deadline::Deadline;
+use crate::tenant::whatsapp::TemplateRef;
 
 /// The Graph API's error code for a free-form message outside the customer service
 /// window ("re-engagement message").

@@ -22,10 +22,10 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::settings::TemplateRef;
 use super::{PhoneNumberId, WaMessageId};
 use crate::domain::{Incarnation, TenantId};
 use crate::store::{ContactKey, StoreError};
+use crate::tenant::whatsapp::TemplateRef;
 
 /// Most records one turn takes (and so one transaction moves, with the turn): a
 /// longer burst makes more turns.

@@ -28,7 +28,8 @@ use crate::domain::{Incarnation, TenantId};
 use crate::jobs::EnqueueError;
 use crate::metrics::Event;
 use crate::session::Clock;
-use crate::store::{ContactKey, StoreError, TenantStore};
+use crate::store::{ContactKey, StoreError};
+use crate::tenant::TenantStore;
 
 /// The metrics' `Function` dimension.
 pub const FUNCTION: &str = "whatsapp-webhook";

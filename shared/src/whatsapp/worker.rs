@@ -45,7 +45,6 @@ use tracing::{error, info, warn};
 
 use super::inbox::QueuedMessage;
 use super::outbound::{OutboundMessage, SendError, Sender};
-use super::settings::WhatsAppSettings;
 use super::store::{
     InboundRecord, MAX_TURN_MESSAGES, Outgoing, RecordState, TurnId, TurnRecord, TurnStatus,
     WhatsAppStore,
@@ -61,6 +60,7 @@ use crate::metrics::Event;
 use crate::model::ModelError;
 use crate::session::Clock;
 use crate::store::{ContactKey, StoreError};
+use crate::tenant::whatsapp::WhatsAppSettings;
 
 /// The metrics' `Function` dimension.
 pub const FUNCTION: &str = "whatsapp-worker";
@@ -526,7 +526,7 @@ impl Worker {
         key: &ContactKey,
         turn: &TurnRecord,
         to: &WaId,
-        template: &super::settings::TemplateRef,
+        template: &crate::tenant::whatsapp::TemplateRef,
         deadline: Deadline,
     ) -> Result<(), WorkerError> {
         match self

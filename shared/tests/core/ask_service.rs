@@ -11,10 +11,10 @@ use degrau::ask::{
 use degrau::deadline::Deadline;
 use degrau::domain::{ContentBlock, IdempotencyKey, Role};
 use degrau::jobs::NoJobs;
+use degrau::memory::{ItemRef, MemoryStore};
 use degrau::model::scripted::ScriptedModel;
 use degrau::model::{Model, ModelError, ModelResponse};
 use degrau::request::ModelRequest;
-use degrau::store::memory::{ItemRef, MemoryStore};
 use degrau::store::{SessionFilter, Store};
 use degrau::tenant::Defaults;
 use degrau::tools::ToolDispatch;

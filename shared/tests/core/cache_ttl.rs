@@ -13,11 +13,12 @@ use degrau::cache_ttl::{
 use degrau::compaction::{CompactionPolicy, plan_step, window_tokens};
 use degrau::domain::{ContentBlock, Head, Role, StoredMessage};
 use degrau::jobs::NoJobs;
+use degrau::memory::MemoryStore;
 use degrau::model::scripted::ScriptedModel;
 use degrau::pruning::{PruneDecision, apply};
 use degrau::request::{CacheTtl, Lifetimes, ModelRequest};
-use degrau::store::memory::MemoryStore;
-use degrau::store::{Store, TenantStore};
+use degrau::store::Store;
+use degrau::tenant::TenantStore;
 use degrau::tenant::{Defaults, TenantConfig};
 use degrau::testing::msg;
 use degrau::tools::ToolDispatch;

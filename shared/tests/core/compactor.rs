@@ -14,12 +14,13 @@ use degrau::compactor::{
 use degrau::deadline::Deadline;
 use degrau::domain::{ContentBlock, Fact, FactKey, FactSource, Head, Incarnation, StoredMessage};
 use degrau::jobs::{Job, NoJobs};
+use degrau::memory::{MemoryStore, Semantics};
 use degrau::model::scripted::ScriptedModel;
 use degrau::model::{Model, ModelError, ModelResponse, StopReason};
 use degrau::pruning::PLACEHOLDER_PREFIX;
 use degrau::request::ModelRequest;
-use degrau::store::memory::{MemoryStore, Semantics};
-use degrau::store::{SessionFilter, Store, TenantStore};
+use degrau::store::{SessionFilter, Store};
+use degrau::tenant::TenantStore;
 use degrau::tenant::{Defaults, TenantConfig};
 use degrau::tools::ToolDispatch;
 use degrau::usage::Usage;

@@ -11,10 +11,10 @@ use degrau::compactor::Compactor;
 use degrau::deadline::Deadline;
 use degrau::domain::{ContactId, TenantId};
 use degrau::jobs::{EnqueueError, Job, Jobs};
+use degrau::memory::MemoryStore;
 use degrau::model::Model;
 use degrau::session::Clock;
 use degrau::store::ContactKey;
-use degrau::store::memory::MemoryStore;
 use degrau::tenant::Defaults;
 use degrau::tools::Tools;
 

@@ -11,10 +11,11 @@ use degrau::ask::{
 };
 use degrau::domain::{IdempotencyKey, Message, Role};
 use degrau::jobs::Job;
+use degrau::memory::MemoryStore;
 use degrau::model::scripted::ScriptedModel;
 use degrau::request::{ModelRequest, RequestMessage};
-use degrau::store::memory::MemoryStore;
-use degrau::store::{SessionFilter, Store, TenantStore};
+use degrau::store::{SessionFilter, Store};
+use degrau::tenant::TenantStore;
 use degrau::tenant::{Defaults, TenantConfig};
 use degrau::tools::{MAX_RESULTS_CHARS_PER_MESSAGE, MAX_TOOL_RESULT_CHARS, ToolDispatch};
 use degrau::usage::Usage;

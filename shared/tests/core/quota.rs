@@ -10,12 +10,13 @@ use degrau::ask::{
 };
 use degrau::domain::{IdempotencyKey, TenantId};
 use degrau::jobs::Job;
+use degrau::memory::MemoryStore;
 use degrau::model::scripted::ScriptedModel;
 use degrau::quota::memory::MemoryQuotas;
 use degrau::quota::{QuotaConfig, QuotaKind, period_of};
 use degrau::store::ContactKey;
-use degrau::store::memory::MemoryStore;
-use degrau::store::{Store, TenantStore};
+use degrau::store::Store;
+use degrau::tenant::TenantStore;
 use degrau::tenant::{Defaults, TenantConfig};
 use degrau::tools::ToolDispatch;
 use degrau::usage::Usage;

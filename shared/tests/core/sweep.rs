@@ -8,18 +8,18 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use async_trait::async_trait;
 use degrau::ask::AskService;
-use degrau::compactor::FACTS_RETRY_SECONDS;
 use degrau::compactor::{Compactor, CompactorError, SweepReport};
 use degrau::deadline::Deadline;
 use degrau::domain::{Fact, FactKey, Head, IdempotencyKey, Incarnation, TenantId};
 use degrau::jobs::{Job, NoJobs};
+use degrau::memory::MemoryStore;
 use degrau::model::scripted::ScriptedModel;
-use degrau::store::memory::MemoryStore;
 use degrau::store::{
-    AppliedStep, Claim, ClosedSession, ContactKey, Cursor, DEFAULT_SWEEP_BUCKETS, DueHead,
-    FactWrite, PendingChange, RoundCommit, SessionFilter, Store, StoreError, SweepSettle,
-    TenantStore, TranscriptPage, TurnState,
+    AppliedStep, Claim, ClosedSession, ContactKey, Cursor, DueHead, FactWrite, PendingChange,
+    RoundCommit, SessionFilter, Store, StoreError, SweepSettle, TranscriptPage, TurnState,
 };
+use degrau::sweep::{DEFAULT_SWEEP_BUCKETS, FACTS_RETRY_SECONDS};
+use degrau::tenant::TenantStore;
 use degrau::tenant::{Defaults, TenantConfig};
 use degrau::tools::ToolDispatch;
 use degrau::usage::Usage;
@@ -75,7 +75,7 @@ fn harness() -> Harness {
 
 /// The contact's sweep bucket at the default bucket count.
 fn bucket_of(key: &ContactKey) -> u8 {
-    degrau::store::sweep_bucket(key, DEFAULT_SWEEP_BUCKETS)
+    degrau::sweep::sweep_bucket(key, DEFAULT_SWEEP_BUCKETS)
 }
 
 impl Harness {
@@ -501,7 +501,7 @@ async fn a_failed_bucket_read_holds_up_only_that_bucket_and_all_failing_is_an_er
 
 #[tokio::test]
 async fn each_bucket_is_read_up_to_its_limit_per_run_oldest_first() {
-    use degrau::compactor::SWEEP_LIMIT_PER_BUCKET;
+    use degrau::sweep::SWEEP_LIMIT_PER_BUCKET;
     let h = harness();
     // More idle contacts in one bucket than a run takes, one minute apart.
     let bucket = bucket_of(&key("barber", "c0"));
@@ -581,7 +581,7 @@ async fn facts_of_a_swept_session_read_its_summary_and_only_the_messages_after_i
 
 #[tokio::test]
 async fn heads_not_yet_idle_by_their_tenants_longer_timeout_never_hold_up_the_idle_ones() {
-    use degrau::compactor::SWEEP_LIMIT_PER_BUCKET;
+    use degrau::sweep::SWEEP_LIMIT_PER_BUCKET;
     let h = harness();
     let patient = TenantConfig {
         session_idle_minutes: Some(3 * 24 * 60),

@@ -6,9 +6,10 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use degrau::jobs::NoJobs;
+use degrau::memory::MemoryStore;
 use degrau::model::scripted::ScriptedModel;
-use degrau::store::memory::MemoryStore;
-use degrau::store::{SessionFilter, Store, TenantStore};
+use degrau::store::{SessionFilter, Store};
+use degrau::tenant::TenantStore;
 use degrau::tenant::{Defaults, TenantConfig};
 use degrau::tools::{CallContext, ToolDispatch, ToolOutput, WebhookTool, Webhooks};
 use degrau::usage::Usage;

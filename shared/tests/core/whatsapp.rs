@@ -11,19 +11,20 @@ use async_trait::async_trait;
 use degrau::deadline::Deadline;
 use degrau::domain::{ContactId, Incarnation, TenantId};
 use degrau::jobs::NoJobs;
+use degrau::memory::MemoryStore;
 use degrau::model::scripted::ScriptedModel;
 use degrau::model::{Model, ModelError, ModelResponse};
 use degrau::request::ModelRequest;
 use degrau::session::Clock;
-use degrau::store::memory::MemoryStore;
-use degrau::store::{ContactKey, SessionFilter, Store, StoreError, TenantStore};
+use degrau::store::{ContactKey, SessionFilter, Store, StoreError};
+use degrau::tenant::TenantStore;
+use degrau::tenant::whatsapp::WhatsAppSettings;
 use degrau::tenant::{Defaults, TenantConfig};
 use degrau::tools::ToolDispatch;
 use degrau::usage::Usage;
 use degrau::whatsapp::event::parse_delivery;
 use degrau::whatsapp::inbox::QueuedMessage;
 use degrau::whatsapp::outbound::SendError;
-use degrau::whatsapp::settings::WhatsAppSettings;
 use degrau::whatsapp::store::{
     InboundRecord, NewInbound, Outgoing, RecordState, Recorded, TurnId, TurnRecord, WhatsAppStore,
 };

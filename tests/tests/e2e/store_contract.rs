@@ -14,14 +14,16 @@ use degrau::domain::{
     ContactId, ContentBlock, Fact, FactKey, FactSource, Head, IdempotencyKey, Incarnation, Role,
     StoredMessage, TenantId,
 };
+use degrau::memory::{ItemRef, MemoryStore};
 use degrau::pruning::PruneDecision;
-use degrau::store::memory::{ItemRef, MemoryStore};
 use degrau::store::{
-    AppliedStep, Claim, ClosedSession, CompletedRequest, ContactKey, Cursor, DEFAULT_SWEEP_BUCKETS,
-    DueHead, FactWrite, MAX_PRUNES_PER_STEP, MAX_REFRESH_PER_ROUND, PendingChange, RoundCommit,
-    SessionArchive, SessionFilter, Store, StoreError, SweepSettle, SweepSlot, TenantStore,
+    AppliedStep, Claim, ClosedSession, CompletedRequest, ContactKey, Cursor, DueHead, FactWrite,
+    MAX_PRUNES_PER_STEP, MAX_REFRESH_PER_ROUND, PendingChange, RoundCommit, SessionArchive,
+    SessionFilter, Store, StoreError, SweepSettle, SweepSlot,
 };
+use degrau::sweep::DEFAULT_SWEEP_BUCKETS;
 use degrau::tenant::TenantConfig;
+use degrau::tenant::TenantStore;
 use degrau::usage::Usage;
 use degrau_adapters::dynamodb::{DynamoStore, keys};
 use degrau_tests::moto;
@@ -40,7 +42,7 @@ const DUE_AFTER: i64 = 3_600;
 
 /// A contact's sweep bucket at the default bucket count.
 fn sweep_bucket(key: &ContactKey) -> u8 {
-    degrau::store::sweep_bucket(key, DEFAULT_SWEEP_BUCKETS)
+    degrau::sweep::sweep_bucket(key, DEFAULT_SWEEP_BUCKETS)
 }
 
 /// An adapter under test, with the few raw writes and reads the contract needs that

@@ -1,4 +1,5 @@
-//! The in-memory adapter of the [`Store`] and [`TenantStore`] ports, for unit tests
+//! The in-memory adapter of the [`Store`], [`TenantStore`] and `WhatsAppStore` ports
+//! (feature `test-util`), for unit tests, the simulator
 //! and local experiments: the same conditions as the DynamoDB adapter, checked under
 //! one mutex so a commit is all or nothing. The mutex is never held across an
 //! `.await` (no method here awaits). The checks on a step's and a fact batch's shape
@@ -9,15 +10,15 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use async_trait::async_trait;
 
-use super::{
-    AppliedStep, Claim, ClosedSession, ContactKey, Cursor, DueHead, FactWrite,
-    MAX_REFRESH_PER_ROUND, MAX_ROUND_ITEMS, PendingChange, RoundCommit, SessionArchive,
-    SessionFilter, Store, StoreError, SweepSettle, SweepSlot, TenantStore, TranscriptPage,
-    TurnState, validate_fact_changes, validate_step,
-};
 use crate::domain::{Fact, FactKey, Head, IdempotencyKey, Incarnation, StoredMessage, TenantId};
 use crate::session::unix_now;
-use crate::tenant::TenantConfig;
+use crate::store::{
+    AppliedStep, Claim, ClosedSession, ContactKey, Cursor, DueHead, FactWrite,
+    MAX_REFRESH_PER_ROUND, MAX_ROUND_ITEMS, PendingChange, RoundCommit, SessionArchive,
+    SessionFilter, Store, StoreError, SweepSettle, SweepSlot, TranscriptPage, TurnState,
+    validate_fact_changes, validate_step,
+};
+use crate::tenant::{TenantConfig, TenantStore};
 use crate::window::after_last_gap;
 
 pub mod sim;
