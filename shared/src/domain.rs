@@ -265,7 +265,7 @@ pub struct Head {
     #[serde(default)]
     pub steps: u32,
     /// The session whose fact extraction the scheduled sweep already requested
-    /// (set by [`crate::store::Store::settle_sweep`]), so the next message, closing
+    /// (set by [`crate::store::SweepStore::settle_sweep`]), so the next message, closing
     /// that session, does not request it a second time. Every round writes it
     /// back as `None`: a round means the session has messages no extraction saw.
     #[serde(default, skip_serializing_if = "Option::is_none")]

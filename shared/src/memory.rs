@@ -1,4 +1,4 @@
-//! The in-memory adapter of the [`Store`], [`TenantStore`] and `WhatsAppStore` ports
+//! The in-memory adapter of the [`Store`](crate::store::Store), [`TenantStore`] and `WhatsAppStore` ports
 //! (feature `test-util`), for unit tests, the simulator
 //! and local experiments: the same conditions as the DynamoDB adapter, checked under
 //! one mutex so a commit is all or nothing. The mutex is never held across an
@@ -13,10 +13,10 @@ use async_trait::async_trait;
 use crate::domain::{Fact, FactKey, Head, IdempotencyKey, Incarnation, StoredMessage, TenantId};
 use crate::session::unix_now;
 use crate::store::{
-    AppliedStep, Claim, ClosedSession, ContactKey, Cursor, DueHead, FactWrite,
-    MAX_REFRESH_PER_ROUND, MAX_ROUND_ITEMS, PendingChange, RoundCommit, SessionArchive,
-    SessionFilter, Store, StoreError, SweepSettle, SweepSlot, TranscriptPage, TurnState,
-    validate_fact_changes, validate_step,
+    AppliedStep, Claim, ClosedSession, ContactKey, Cursor, DueHead, FactWrite, JobStore,
+    MAX_REFRESH_PER_ROUND, MAX_ROUND_ITEMS, PendingChange, RecordStore, RoundCommit, RoundStore,
+    SessionArchive, SessionFilter, StoreError, SweepSettle, SweepSlot, SweepStore, TranscriptPage,
+    TurnState, validate_fact_changes, validate_step,
 };
 use crate::tenant::{TenantConfig, TenantStore};
 use crate::window::after_last_gap;
@@ -395,7 +395,7 @@ fn window_of(
 }
 
 #[async_trait]
-impl Store for MemoryStore {
+impl RoundStore for MemoryStore {
     async fn load_turn(&self, key: &ContactKey, now: i64) -> Result<TurnState, StoreError> {
         if let Some(work) = self.before_load_turn.take() {
             work.await;
@@ -431,47 +431,12 @@ impl Store for MemoryStore {
         })
     }
 
-    async fn load_memory(
-        &self,
-        key: &ContactKey,
-        now: i64,
-    ) -> Result<(Option<Head>, Vec<Fact>), StoreError> {
-        let state = self.lock();
-        Ok(state
+    async fn load_head(&self, key: &ContactKey) -> Result<Option<Head>, StoreError> {
+        Ok(self
+            .lock()
             .contacts
             .get(key)
-            .map_or((None, Vec::new()), |contact| {
-                let head = contact.head.clone().filter(|head| !head.expired_at(now));
-                (head, facts_at(contact, now))
-            }))
-    }
-
-    async fn commit_round(&self, commit: &RoundCommit) -> Result<(), StoreError> {
-        self.settled(&commit.key).await?;
-        let mut writes = {
-            let mut state = self.lock();
-            let torn = state.semantics.torn;
-            let contact = state.contacts.entry(commit.key.clone()).or_default();
-            // Every check first, as the transaction's conditions: nothing changes on
-            // failure.
-            round_conditions(contact, commit)?;
-            let writes = RoundWrite::all(commit);
-            if !torn {
-                for write in writes {
-                    write.apply(contact, commit);
-                }
-                return Ok(());
-            }
-            writes
-        };
-        // Torn semantics: the transaction lands in two halves, in any order, and a
-        // read in between sees the first (see `sim`).
-        fastrand::shuffle(&mut writes);
-        let rest = writes.split_off(fastrand::usize(..=writes.len()));
-        self.apply_half(commit, writes, true);
-        sim::interleave().await;
-        self.apply_half(commit, rest, false);
-        Ok(())
+            .and_then(|contact| contact.head.clone()))
     }
 
     async fn claim_request(
@@ -531,46 +496,92 @@ impl Store for MemoryStore {
         Ok(())
     }
 
-    async fn transcript(
-        &self,
-        key: &ContactKey,
-        sessions: SessionFilter,
-        limit: usize,
-        before: Option<Cursor>,
-    ) -> Result<TranscriptPage, StoreError> {
-        let state = self.lock();
-        let Some(contact) = state.contacts.get(key) else {
-            return Ok(TranscriptPage::default());
+    async fn commit_round(&self, commit: &RoundCommit) -> Result<(), StoreError> {
+        self.settled(&commit.key).await?;
+        let mut writes = {
+            let mut state = self.lock();
+            let torn = state.semantics.torn;
+            let contact = state.contacts.entry(commit.key.clone()).or_default();
+            // Every check first, as the transaction's conditions: nothing changes on
+            // failure.
+            round_conditions(contact, commit)?;
+            let writes = RoundWrite::all(commit);
+            if !torn {
+                for write in writes {
+                    write.apply(contact, commit);
+                }
+                return Ok(());
+            }
+            writes
         };
-        let now = unix_now();
-        let newest_first: Vec<StoredMessage> = contact
-            .messages
-            .values()
-            .rev()
-            .filter(|entry| entry.live_at(now))
-            .map(|entry| &entry.message)
-            .filter(|message| match sessions {
-                SessionFilter::All => true,
-                SessionFilter::Only(session) => message.session == session,
-            })
-            .filter(|message| {
-                before.is_none_or(|before| {
-                    (message.session, message.seq) < (before.session, before.seq)
-                })
-            })
-            .take(limit.saturating_add(1))
-            .cloned()
-            .collect();
-        Ok(TranscriptPage::from_newest_first(newest_first, limit))
+        // Torn semantics: the transaction lands in two halves, in any order, and a
+        // read in between sees the first (see `sim`).
+        fastrand::shuffle(&mut writes);
+        let rest = writes.split_off(fastrand::usize(..=writes.len()));
+        self.apply_half(commit, writes, true);
+        sim::interleave().await;
+        self.apply_half(commit, rest, false);
+        Ok(())
     }
 
-    async fn erase_contact(&self, key: &ContactKey) -> Result<usize, StoreError> {
+    async fn refresh_expiry(
+        &self,
+        key: &ContactKey,
+        incarnation: &Incarnation,
+        session: u32,
+        seqs: &[u64],
+        expires_at: i64,
+    ) -> Result<bool, StoreError> {
+        if seqs.len() > MAX_REFRESH_PER_ROUND {
+            return Err(StoreError::Other(format!(
+                "a refresh of {} messages exceeds the limit of {MAX_REFRESH_PER_ROUND}",
+                seqs.len()
+            )));
+        }
         self.settled(key).await?;
-        Ok(self
+        let mut state = self.lock();
+        let Some(contact) = state.contacts.get_mut(key) else {
+            return Ok(false);
+        };
+        let holds = contact
+            .head
+            .as_ref()
+            .is_some_and(|head| head.incarnation.as_ref() == Some(incarnation))
+            && seqs
+                .iter()
+                .all(|seq| contact.messages.contains_key(&(session, *seq)));
+        if !holds {
+            return Ok(false);
+        }
+        for seq in seqs {
+            if let Some(entry) = contact.messages.get_mut(&(session, *seq)) {
+                entry.expires_at = Some(expires_at);
+            }
+        }
+        Ok(true)
+    }
+}
+
+#[async_trait]
+impl JobStore for MemoryStore {
+    async fn find_contact(
+        &self,
+        tenant: &TenantId,
+        incarnation: &Incarnation,
+    ) -> Result<Option<ContactKey>, StoreError> {
+        // Several heads can show one incarnation while the index lags (an erase and
+        // a new head not copied yet): the first in key order, as a Query would.
+        let mut found: Vec<ContactKey> = self
             .lock()
-            .contacts
-            .remove(key)
-            .map_or(0, |contact| contact.item_count()))
+            .indexed()
+            .into_iter()
+            .filter(|(key, indexed)| {
+                key.tenant == *tenant && indexed.incarnation.as_ref() == Some(incarnation)
+            })
+            .map(|(key, _)| key)
+            .collect();
+        found.sort_by(|a, b| a.contact.cmp(&b.contact));
+        Ok(found.into_iter().next())
     }
 
     async fn apply_step(&self, key: &ContactKey, step: &AppliedStep) -> Result<bool, StoreError> {
@@ -665,6 +676,32 @@ impl Store for MemoryStore {
         Ok(true)
     }
 
+    async fn facts_done(
+        &self,
+        key: &ContactKey,
+        incarnation: &Incarnation,
+        session: u32,
+    ) -> Result<bool, StoreError> {
+        self.settled(key).await?;
+        let mut state = self.lock();
+        let Some(head) = state
+            .contacts
+            .get_mut(key)
+            .and_then(|contact| contact.head.as_mut())
+            .filter(|head| {
+                head.incarnation.as_ref() == Some(incarnation)
+                    && head.facts_pending.is_some_and(|p| p.session == session)
+            })
+        else {
+            return Ok(false);
+        };
+        head.facts_pending = None;
+        Ok(true)
+    }
+}
+
+#[async_trait]
+impl SweepStore for MemoryStore {
     async fn due_heads(
         &self,
         bucket: u8,
@@ -692,12 +729,22 @@ impl Store for MemoryStore {
         Ok(found)
     }
 
-    async fn load_head(&self, key: &ContactKey) -> Result<Option<Head>, StoreError> {
-        Ok(self
-            .lock()
+    async fn ensure_incarnation(
+        &self,
+        key: &ContactKey,
+        candidate: &Incarnation,
+    ) -> Result<Option<Incarnation>, StoreError> {
+        self.settled(key).await?;
+        let mut state = self.lock();
+        Ok(state
             .contacts
-            .get(key)
-            .and_then(|contact| contact.head.clone()))
+            .get_mut(key)
+            .and_then(|contact| contact.head.as_mut())
+            .map(|head| {
+                head.incarnation
+                    .get_or_insert_with(|| candidate.clone())
+                    .clone()
+            }))
     }
 
     async fn settle_sweep(
@@ -755,103 +802,65 @@ impl Store for MemoryStore {
         slot.due = next_due;
         Ok(true)
     }
+}
 
-    async fn facts_done(
+#[async_trait]
+impl RecordStore for MemoryStore {
+    async fn load_memory(
         &self,
         key: &ContactKey,
-        incarnation: &Incarnation,
-        session: u32,
-    ) -> Result<bool, StoreError> {
-        self.settled(key).await?;
-        let mut state = self.lock();
-        let Some(head) = state
-            .contacts
-            .get_mut(key)
-            .and_then(|contact| contact.head.as_mut())
-            .filter(|head| {
-                head.incarnation.as_ref() == Some(incarnation)
-                    && head.facts_pending.is_some_and(|p| p.session == session)
-            })
-        else {
-            return Ok(false);
-        };
-        head.facts_pending = None;
-        Ok(true)
-    }
-
-    async fn refresh_expiry(
-        &self,
-        key: &ContactKey,
-        incarnation: &Incarnation,
-        session: u32,
-        seqs: &[u64],
-        expires_at: i64,
-    ) -> Result<bool, StoreError> {
-        if seqs.len() > MAX_REFRESH_PER_ROUND {
-            return Err(StoreError::Other(format!(
-                "a refresh of {} messages exceeds the limit of {MAX_REFRESH_PER_ROUND}",
-                seqs.len()
-            )));
-        }
-        self.settled(key).await?;
-        let mut state = self.lock();
-        let Some(contact) = state.contacts.get_mut(key) else {
-            return Ok(false);
-        };
-        let holds = contact
-            .head
-            .as_ref()
-            .is_some_and(|head| head.incarnation.as_ref() == Some(incarnation))
-            && seqs
-                .iter()
-                .all(|seq| contact.messages.contains_key(&(session, *seq)));
-        if !holds {
-            return Ok(false);
-        }
-        for seq in seqs {
-            if let Some(entry) = contact.messages.get_mut(&(session, *seq)) {
-                entry.expires_at = Some(expires_at);
-            }
-        }
-        Ok(true)
-    }
-
-    async fn find_contact(
-        &self,
-        tenant: &TenantId,
-        incarnation: &Incarnation,
-    ) -> Result<Option<ContactKey>, StoreError> {
-        // Several heads can show one incarnation while the index lags (an erase and
-        // a new head not copied yet): the first in key order, as a Query would.
-        let mut found: Vec<ContactKey> = self
-            .lock()
-            .indexed()
-            .into_iter()
-            .filter(|(key, indexed)| {
-                key.tenant == *tenant && indexed.incarnation.as_ref() == Some(incarnation)
-            })
-            .map(|(key, _)| key)
-            .collect();
-        found.sort_by(|a, b| a.contact.cmp(&b.contact));
-        Ok(found.into_iter().next())
-    }
-
-    async fn ensure_incarnation(
-        &self,
-        key: &ContactKey,
-        candidate: &Incarnation,
-    ) -> Result<Option<Incarnation>, StoreError> {
-        self.settled(key).await?;
-        let mut state = self.lock();
+        now: i64,
+    ) -> Result<(Option<Head>, Vec<Fact>), StoreError> {
+        let state = self.lock();
         Ok(state
             .contacts
-            .get_mut(key)
-            .and_then(|contact| contact.head.as_mut())
-            .map(|head| {
-                head.incarnation
-                    .get_or_insert_with(|| candidate.clone())
-                    .clone()
+            .get(key)
+            .map_or((None, Vec::new()), |contact| {
+                let head = contact.head.clone().filter(|head| !head.expired_at(now));
+                (head, facts_at(contact, now))
             }))
+    }
+
+    async fn transcript(
+        &self,
+        key: &ContactKey,
+        sessions: SessionFilter,
+        limit: usize,
+        before: Option<Cursor>,
+    ) -> Result<TranscriptPage, StoreError> {
+        let state = self.lock();
+        let Some(contact) = state.contacts.get(key) else {
+            return Ok(TranscriptPage::default());
+        };
+        let now = unix_now();
+        let newest_first: Vec<StoredMessage> = contact
+            .messages
+            .values()
+            .rev()
+            .filter(|entry| entry.live_at(now))
+            .map(|entry| &entry.message)
+            .filter(|message| match sessions {
+                SessionFilter::All => true,
+                SessionFilter::Only(session) => message.session == session,
+            })
+            .filter(|message| {
+                before.is_none_or(|before| {
+                    (message.session, message.seq) < (before.session, before.seq)
+                })
+            })
+            .take(limit.saturating_add(1))
+            .cloned()
+            .collect();
+        Ok(TranscriptPage::from_newest_first(newest_first, limit))
+    }
+
+    async fn erase_contact(&self, key: &ContactKey) -> Result<usize, StoreError> {
+        self.settled(key).await?;
+        Ok(self
+            .lock()
+            .contacts
+            .remove(key)
+            .map_or(0, |contact| contact.item_count()))
     }
 }
 

@@ -2,6 +2,8 @@
 //! and, behind the `test-util` feature, other crates' tests (one copy of each
 //! helper, not one per test module).
 
+pub mod hooked;
+
 use crate::domain::{ContentBlock, Message, Role, StoredMessage};
 
 /// A stored message of session 1 with no pruned copy, usage or time.

@@ -22,7 +22,7 @@ use degrau::tenant::TenantStore;
 use degrau::tenant::{Defaults, TenantConfig};
 use degrau::tools::ToolDispatch;
 
-use crate::faults::FaultyStore;
+use crate::faults::{Faults, FaultyStore};
 use crate::model::SimModel;
 use crate::queue::SimQueue;
 
@@ -116,7 +116,7 @@ impl World {
                 .await
                 .expect("the in-memory store takes a config");
         }
-        let store = Arc::new(FaultyStore::new(memory.clone()));
+        let store = Arc::new(FaultyStore::new(memory.clone(), Faults::default()));
         let model = Arc::new(SimModel::new(window));
         let queue = Arc::new(SimQueue::new(clock.clone()));
         let defaults = defaults();
@@ -179,7 +179,7 @@ impl World {
     /// Faults on all three (rates in percent), or off.
     pub fn set_faults(&self, model: u8, store: u8, queue: u8) {
         self.model.set_faults(f64::from(model) / 100.0);
-        self.store.set_faults(f64::from(store) / 100.0);
+        self.store.hook.set_faults(f64::from(store) / 100.0);
         self.queue.set_faults(f64::from(queue) / 100.0);
     }
 

@@ -27,9 +27,9 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use degrau::domain::{Fact, FactKey, Head, IdempotencyKey, Incarnation, StoredMessage, TenantId};
 use degrau::session::unix_now;
 use degrau::store::{
-    AppliedStep, Claim, ClosedSession, ContactKey, Cursor, DueHead, FactWrite,
-    MAX_REFRESH_PER_ROUND, RoundCommit, SessionFilter, Store, StoreError, SweepSettle,
-    TranscriptPage, TurnState, validate_fact_changes, validate_step,
+    AppliedStep, Claim, ClosedSession, ContactKey, Cursor, DueHead, FactWrite, JobStore,
+    MAX_REFRESH_PER_ROUND, RecordStore, RoundCommit, RoundStore, SessionFilter, StoreError,
+    SweepSettle, SweepStore, TranscriptPage, TurnState, validate_fact_changes, validate_step,
 };
 use degrau::tenant::TenantConfig;
 use degrau::tenant::TenantStore;
@@ -76,7 +76,7 @@ impl DynamoStore {
 }
 
 #[async_trait]
-impl Store for DynamoStore {
+impl RoundStore for DynamoStore {
     async fn load_turn(&self, key: &ContactKey, now: i64) -> Result<TurnState, StoreError> {
         let (head, facts) = self.head_and_facts(key, now).await?;
         // A head past its TTL is gone, as DynamoDB will make it: the next round
@@ -114,17 +114,11 @@ impl Store for DynamoStore {
         })
     }
 
-    async fn load_memory(
-        &self,
-        key: &ContactKey,
-        now: i64,
-    ) -> Result<(Option<Head>, Vec<Fact>), StoreError> {
-        let (head, facts) = self.head_and_facts(key, now).await?;
-        Ok((head.filter(|head| !head.expired_at(now)), facts))
-    }
-
-    async fn commit_round(&self, commit: &RoundCommit) -> Result<(), StoreError> {
-        transact(&self.client, round_items(&self.table, commit)?).await
+    async fn load_head(&self, key: &ContactKey) -> Result<Option<Head>, StoreError> {
+        self.get(contact_pk(key), HEAD_SK.to_owned())
+            .await?
+            .map(|item| from_item::<HeadItem>(item).map(Head::from))
+            .transpose()
     }
 
     async fn claim_request(
@@ -184,6 +178,221 @@ impl Store for DynamoStore {
         // A failed condition: absent or completed, nothing to release.
         unless_condition_failed("delete_item", result)?;
         Ok(())
+    }
+
+    async fn commit_round(&self, commit: &RoundCommit) -> Result<(), StoreError> {
+        transact(&self.client, round_items(&self.table, commit)?).await
+    }
+
+    async fn refresh_expiry(
+        &self,
+        key: &ContactKey,
+        incarnation: &Incarnation,
+        session: u32,
+        seqs: &[u64],
+        expires_at: i64,
+    ) -> Result<bool, StoreError> {
+        if seqs.len() > MAX_REFRESH_PER_ROUND {
+            return Err(StoreError::Other(format!(
+                "a refresh of {} messages exceeds the limit of {MAX_REFRESH_PER_ROUND}",
+                seqs.len()
+            )));
+        }
+        let items = refresh_items(&self.table, key, incarnation, session, seqs, expires_at)?;
+        transact_if(&self.client, items).await
+    }
+}
+
+#[async_trait]
+impl JobStore for DynamoStore {
+    async fn find_contact(
+        &self,
+        tenant: &TenantId,
+        incarnation: &Incarnation,
+    ) -> Result<Option<ContactKey>, StoreError> {
+        let query = self
+            .query_index(INCARNATION_INDEX)
+            .key_condition_expression("incarnation = :incarnation")
+            .expression_attribute_values(":incarnation", s(incarnation.as_str()));
+        for item in Pages::new(query).all().await? {
+            let entry: IndexedKey = from_item(item)?;
+            if entry.sk != HEAD_SK {
+                continue;
+            }
+            let key = parse_contact_pk(&entry.pk)?;
+            if key.tenant == *tenant {
+                return Ok(Some(key));
+            }
+        }
+        Ok(None)
+    }
+
+    async fn apply_step(&self, key: &ContactKey, step: &AppliedStep) -> Result<bool, StoreError> {
+        validate_step(step)?;
+        transact_if(&self.client, step_items(&self.table, key, step)?).await
+    }
+
+    async fn load_closed_session(
+        &self,
+        key: &ContactKey,
+        session: u32,
+        now: i64,
+    ) -> Result<ClosedSession, StoreError> {
+        let archive = self.get(contact_pk(key), archive_sk(session)).await?;
+        let (summary, summarized_until) = match archive.map(from_item::<ArchiveItem>).transpose()? {
+            // Past its retention the archive is gone, and so is every message of the
+            // session (they expired no later): nothing to read.
+            Some(archive) if archive.expires_at <= now => return Ok(ClosedSession::default()),
+            Some(archive) => (archive.summary, archive.summarized_until),
+            None => (None, 0),
+        };
+        let messages = self
+            .messages_between(key, session, summarized_until, MAX_SEQ)
+            .await?
+            .into_iter()
+            .filter(|(_, expires_at)| expires_at.is_none_or(|expires| expires > now))
+            .map(|(message, _)| message)
+            .collect();
+        Ok(ClosedSession { summary, messages })
+    }
+
+    async fn save_facts(
+        &self,
+        key: &ContactKey,
+        incarnation: &Incarnation,
+        writes: &[FactWrite],
+        removals: &[FactKey],
+    ) -> Result<bool, StoreError> {
+        validate_fact_changes(writes, removals)?;
+        // When an erase lands between the parts of a long batch, the later ones
+        // write nothing and the answer is `Ok(false)`; the earlier ones committed
+        // while the contact existed, like a whole batch committed just before it.
+        for items in fact_transactions(&self.table, key, incarnation, writes, removals)? {
+            if !transact_if(&self.client, items).await? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    async fn facts_done(
+        &self,
+        key: &ContactKey,
+        incarnation: &Incarnation,
+        session: u32,
+    ) -> Result<bool, StoreError> {
+        let mut parts = UpdateParts::default();
+        parts
+            .remove_pending()
+            .condition("incarnation = :incarnation")
+            .condition("facts_pending = :session")
+            .value(":incarnation", s(incarnation.as_str()))
+            .value(":session", n(session));
+        update_if(parts.apply(self.update_head(key))).await
+    }
+}
+
+#[async_trait]
+impl SweepStore for DynamoStore {
+    async fn due_heads(
+        &self,
+        bucket: u8,
+        due_by: i64,
+        limit: usize,
+    ) -> Result<Vec<DueHead>, StoreError> {
+        // Ascending by `sweep_sk`: the heads due longest come first. No filter
+        // expression, so `Limit` counts exactly the items returned.
+        let query = self
+            .query_index(SWEEP_INDEX)
+            .key_condition_expression("sweep_pk = :bucket AND sweep_sk <= :due_by")
+            .expression_attribute_values(":bucket", s(sweep_pk(bucket)))
+            .expression_attribute_values(":due_by", n(due_by));
+        let mut found = Vec::with_capacity(limit.min(1000));
+        let mut pages = Pages::new(query);
+        while found.len() < limit {
+            let Some(page) = pages.next(Some(limit - found.len())).await? else {
+                break;
+            };
+            for item in page {
+                let entry: SweepEntry = from_item(item)?;
+                found.push(DueHead {
+                    key: parse_contact_pk(&entry.pk)?,
+                    due: entry.sweep_sk,
+                });
+            }
+        }
+        found.truncate(limit);
+        Ok(found)
+    }
+
+    async fn ensure_incarnation(
+        &self,
+        key: &ContactKey,
+        candidate: &Incarnation,
+    ) -> Result<Option<Incarnation>, StoreError> {
+        let result = self
+            .update_head(key)
+            .update_expression("SET incarnation = if_not_exists(incarnation, :candidate)")
+            .condition_expression("attribute_exists(pk)")
+            .expression_attribute_values(":candidate", s(candidate.as_str()))
+            // ALL_NEW rather than UPDATED_NEW: an attribute the update left as it
+            // was need not count as updated.
+            .return_values(ReturnValue::AllNew)
+            .send()
+            .await;
+        // No head: the condition keeps the update from creating one.
+        let Some(output) = unless_condition_failed("update_item", result)? else {
+            return Ok(None);
+        };
+        match output
+            .attributes
+            .as_ref()
+            .and_then(|a| a.get("incarnation"))
+        {
+            Some(AttributeValue::S(value)) => Incarnation::parse(value)
+                .map(Some)
+                .map_err(|err| StoreError::Corrupt(err.to_string())),
+            _ => Err(StoreError::Corrupt(
+                "the head's incarnation did not read back".into(),
+            )),
+        }
+    }
+
+    async fn settle_sweep(
+        &self,
+        key: &ContactKey,
+        settle: &SweepSettle,
+    ) -> Result<bool, StoreError> {
+        // `Ok(false)`: a round, an erase (the condition keeps the update from
+        // creating an item), another sweep or a finished facts job came first.
+        update_if(settle_parts(settle).apply(self.update_head(key))).await
+    }
+
+    async fn defer_sweep(
+        &self,
+        key: &ContactKey,
+        due: i64,
+        next_due: i64,
+    ) -> Result<bool, StoreError> {
+        let mut parts = UpdateParts::default();
+        parts
+            .set("sweep_sk = :next_due")
+            .condition("sweep_sk = :due")
+            .value(":due", n(due))
+            .value(":next_due", n(next_due));
+        update_if(parts.apply(self.update_head(key))).await
+    }
+}
+
+#[async_trait]
+impl RecordStore for DynamoStore {
+    async fn load_memory(
+        &self,
+        key: &ContactKey,
+        now: i64,
+    ) -> Result<(Option<Head>, Vec<Fact>), StoreError> {
+        let (head, facts) = self.head_and_facts(key, now).await?;
+        Ok((head.filter(|head| !head.expired_at(now)), facts))
     }
 
     async fn transcript(
@@ -268,206 +477,6 @@ impl Store for DynamoStore {
             }
         }
         Ok(erased)
-    }
-
-    async fn apply_step(&self, key: &ContactKey, step: &AppliedStep) -> Result<bool, StoreError> {
-        validate_step(step)?;
-        transact_if(&self.client, step_items(&self.table, key, step)?).await
-    }
-
-    async fn load_closed_session(
-        &self,
-        key: &ContactKey,
-        session: u32,
-        now: i64,
-    ) -> Result<ClosedSession, StoreError> {
-        let archive = self.get(contact_pk(key), archive_sk(session)).await?;
-        let (summary, summarized_until) = match archive.map(from_item::<ArchiveItem>).transpose()? {
-            // Past its retention the archive is gone, and so is every message of the
-            // session (they expired no later): nothing to read.
-            Some(archive) if archive.expires_at <= now => return Ok(ClosedSession::default()),
-            Some(archive) => (archive.summary, archive.summarized_until),
-            None => (None, 0),
-        };
-        let messages = self
-            .messages_between(key, session, summarized_until, MAX_SEQ)
-            .await?
-            .into_iter()
-            .filter(|(_, expires_at)| expires_at.is_none_or(|expires| expires > now))
-            .map(|(message, _)| message)
-            .collect();
-        Ok(ClosedSession { summary, messages })
-    }
-
-    async fn save_facts(
-        &self,
-        key: &ContactKey,
-        incarnation: &Incarnation,
-        writes: &[FactWrite],
-        removals: &[FactKey],
-    ) -> Result<bool, StoreError> {
-        validate_fact_changes(writes, removals)?;
-        // When an erase lands between the parts of a long batch, the later ones
-        // write nothing and the answer is `Ok(false)`; the earlier ones committed
-        // while the contact existed, like a whole batch committed just before it.
-        for items in fact_transactions(&self.table, key, incarnation, writes, removals)? {
-            if !transact_if(&self.client, items).await? {
-                return Ok(false);
-            }
-        }
-        Ok(true)
-    }
-
-    async fn due_heads(
-        &self,
-        bucket: u8,
-        due_by: i64,
-        limit: usize,
-    ) -> Result<Vec<DueHead>, StoreError> {
-        // Ascending by `sweep_sk`: the heads due longest come first. No filter
-        // expression, so `Limit` counts exactly the items returned.
-        let query = self
-            .query_index(SWEEP_INDEX)
-            .key_condition_expression("sweep_pk = :bucket AND sweep_sk <= :due_by")
-            .expression_attribute_values(":bucket", s(sweep_pk(bucket)))
-            .expression_attribute_values(":due_by", n(due_by));
-        let mut found = Vec::with_capacity(limit.min(1000));
-        let mut pages = Pages::new(query);
-        while found.len() < limit {
-            let Some(page) = pages.next(Some(limit - found.len())).await? else {
-                break;
-            };
-            for item in page {
-                let entry: SweepEntry = from_item(item)?;
-                found.push(DueHead {
-                    key: parse_contact_pk(&entry.pk)?,
-                    due: entry.sweep_sk,
-                });
-            }
-        }
-        found.truncate(limit);
-        Ok(found)
-    }
-
-    async fn load_head(&self, key: &ContactKey) -> Result<Option<Head>, StoreError> {
-        self.get(contact_pk(key), HEAD_SK.to_owned())
-            .await?
-            .map(|item| from_item::<HeadItem>(item).map(Head::from))
-            .transpose()
-    }
-
-    async fn settle_sweep(
-        &self,
-        key: &ContactKey,
-        settle: &SweepSettle,
-    ) -> Result<bool, StoreError> {
-        // `Ok(false)`: a round, an erase (the condition keeps the update from
-        // creating an item), another sweep or a finished facts job came first.
-        update_if(settle_parts(settle).apply(self.update_head(key))).await
-    }
-
-    async fn defer_sweep(
-        &self,
-        key: &ContactKey,
-        due: i64,
-        next_due: i64,
-    ) -> Result<bool, StoreError> {
-        let mut parts = UpdateParts::default();
-        parts
-            .set("sweep_sk = :next_due")
-            .condition("sweep_sk = :due")
-            .value(":due", n(due))
-            .value(":next_due", n(next_due));
-        update_if(parts.apply(self.update_head(key))).await
-    }
-
-    async fn facts_done(
-        &self,
-        key: &ContactKey,
-        incarnation: &Incarnation,
-        session: u32,
-    ) -> Result<bool, StoreError> {
-        let mut parts = UpdateParts::default();
-        parts
-            .remove_pending()
-            .condition("incarnation = :incarnation")
-            .condition("facts_pending = :session")
-            .value(":incarnation", s(incarnation.as_str()))
-            .value(":session", n(session));
-        update_if(parts.apply(self.update_head(key))).await
-    }
-
-    async fn refresh_expiry(
-        &self,
-        key: &ContactKey,
-        incarnation: &Incarnation,
-        session: u32,
-        seqs: &[u64],
-        expires_at: i64,
-    ) -> Result<bool, StoreError> {
-        if seqs.len() > MAX_REFRESH_PER_ROUND {
-            return Err(StoreError::Other(format!(
-                "a refresh of {} messages exceeds the limit of {MAX_REFRESH_PER_ROUND}",
-                seqs.len()
-            )));
-        }
-        let items = refresh_items(&self.table, key, incarnation, session, seqs, expires_at)?;
-        transact_if(&self.client, items).await
-    }
-
-    async fn find_contact(
-        &self,
-        tenant: &TenantId,
-        incarnation: &Incarnation,
-    ) -> Result<Option<ContactKey>, StoreError> {
-        let query = self
-            .query_index(INCARNATION_INDEX)
-            .key_condition_expression("incarnation = :incarnation")
-            .expression_attribute_values(":incarnation", s(incarnation.as_str()));
-        for item in Pages::new(query).all().await? {
-            let entry: IndexedKey = from_item(item)?;
-            if entry.sk != HEAD_SK {
-                continue;
-            }
-            let key = parse_contact_pk(&entry.pk)?;
-            if key.tenant == *tenant {
-                return Ok(Some(key));
-            }
-        }
-        Ok(None)
-    }
-
-    async fn ensure_incarnation(
-        &self,
-        key: &ContactKey,
-        candidate: &Incarnation,
-    ) -> Result<Option<Incarnation>, StoreError> {
-        let result = self
-            .update_head(key)
-            .update_expression("SET incarnation = if_not_exists(incarnation, :candidate)")
-            .condition_expression("attribute_exists(pk)")
-            .expression_attribute_values(":candidate", s(candidate.as_str()))
-            // ALL_NEW rather than UPDATED_NEW: an attribute the update left as it
-            // was need not count as updated.
-            .return_values(ReturnValue::AllNew)
-            .send()
-            .await;
-        // No head: the condition keeps the update from creating one.
-        let Some(output) = unless_condition_failed("update_item", result)? else {
-            return Ok(None);
-        };
-        match output
-            .attributes
-            .as_ref()
-            .and_then(|a| a.get("incarnation"))
-        {
-            Some(AttributeValue::S(value)) => Incarnation::parse(value)
-                .map(Some)
-                .map_err(|err| StoreError::Corrupt(err.to_string())),
-            _ => Err(StoreError::Corrupt(
-                "the head's incarnation did not read back".into(),
-            )),
-        }
     }
 }
 

@@ -283,7 +283,7 @@ mod tests {
     use degrau::model::scripted::ScriptedModel;
     use degrau::model::{Model, ModelError, ModelResponse};
     use degrau::request::ModelRequest;
-    use degrau::store::{ContactKey, Store};
+    use degrau::store::ContactKey;
     use degrau::tenant::Defaults;
     use degrau::tools::ToolDispatch;
     use degrau::usage::Usage;
@@ -291,6 +291,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
+    use degrau::store::RecordStore;
 
     const NOW: i64 = 1_800_000_000;
     const BUDGET: Duration = Duration::from_secs(30);

@@ -216,7 +216,7 @@ pub struct Compactor {
 impl Compactor {
     /// Runs one job; its model call ends by `deadline`. The job names its contact
     /// only by the head's incarnation: the contact is found through
-    /// [`Store::find_contact`], and a job whose incarnation no head has (the
+    /// [`JobStore::find_contact`](crate::store::JobStore::find_contact), and a job whose incarnation no head has (the
     /// contact was erased, whether or not it wrote again since) is skipped as
     /// `erased`. (A job the queue delivers goes through [`Compactor::run_delivery`],
     /// which first leaves a job that finds no head for redelivery.)

@@ -51,17 +51,17 @@ impl Compactor {
     /// The session sweep: requests fact extraction for every session idle past its
     /// tenant's timeout whose contact did not write again (the next message would
     /// have closed it and requested the extraction itself), and again for every
-    /// extraction still pending [`FACTS_RETRY_SECONDS`] after it was requested.
+    /// extraction still pending [`FACTS_RETRY_SECONDS`](crate::sweep::FACTS_RETRY_SECONDS) after it was requested.
     ///
-    /// Reads each of the `SWEEP_BUCKETS` buckets ([`Defaults::sweep_buckets`]) of
+    /// Reads each of the `SWEEP_BUCKETS` buckets ([`Defaults::sweep_buckets`](crate::tenant::Defaults::sweep_buckets)) of
     /// the sweep index for heads due by `now`, longest due first, at most
-    /// [`SWEEP_LIMIT_PER_BUCKET`] each. Each round files its head under the time
+    /// [`SWEEP_LIMIT_PER_BUCKET`](crate::sweep::SWEEP_LIMIT_PER_BUCKET) each. Each round files its head under the time
     /// its session goes idle by its tenant's own timeout, so heads not due are
     /// never read and cannot hold up the ones that are. For each, reads the head
     /// and decides by its tenant's settings (a tenant that lengthened its timeout
     /// since the round only moves the head to its new due time); enqueues the facts
     /// job, and only then updates the head under the condition that it is still as
-    /// read ([`Store::settle_sweep`]). In that order a failed update leaves a job
+    /// read ([`SweepStore::settle_sweep`](crate::store::SweepStore::settle_sweep)). In that order a failed update leaves a job
     /// that is a harmless duplicate, and a failed enqueue leaves the head due for
     /// the next sweep.
     ///
@@ -236,7 +236,7 @@ impl Compactor {
     }
 
     /// Moves a head the sweep could not read behind the others (see
-    /// [`Store::defer_sweep`]); a failure is only logged.
+    /// [`SweepStore::defer_sweep`]); a failure is only logged.
     async fn defer(&self, bucket: u8, key: &ContactKey, due: i64, next_due: i64) {
         if let Err(error) = self.store.defer_sweep(key, due, next_due).await {
             warn!(bucket, %error, "sweep: could not defer a head; it is read first again");

@@ -2,6 +2,7 @@
 //! stop reason the Messages API can give. Time runs on tokio's paused clock: the slow
 //! model and tool doubles "take" seconds without anyone waiting for them.
 
+use degrau::store::RecordStore;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -15,7 +16,7 @@ use degrau::memory::MemoryStore;
 use degrau::model::scripted::{ScriptedModel, response};
 use degrau::model::{Model, ModelError, ModelResponse, StopReason};
 use degrau::request::{ModelRequest, Thinking, ToolDef};
-use degrau::store::{SessionFilter, Store};
+use degrau::store::SessionFilter;
 use degrau::tenant::TenantStore;
 use degrau::tenant::{Defaults, TenantConfig};
 use degrau::tools::{CallContext, ToolDeclaration, ToolDispatch, ToolOutput, Tools};

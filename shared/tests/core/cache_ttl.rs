@@ -4,6 +4,7 @@
 //! its expected cost; and the token-sized keep of a compaction step, which keeps
 //! the request after the step long enough to cache.
 
+use degrau::store::RoundStore;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -17,7 +18,6 @@ use degrau::memory::MemoryStore;
 use degrau::model::scripted::ScriptedModel;
 use degrau::pruning::{PruneDecision, apply};
 use degrau::request::{CacheTtl, Lifetimes, ModelRequest};
-use degrau::store::Store;
 use degrau::tenant::TenantStore;
 use degrau::tenant::{Defaults, TenantConfig};
 use degrau::testing::msg;

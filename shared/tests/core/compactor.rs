@@ -2,6 +2,7 @@
 //! on conversations driven through the ask service: steps (folding, summary prompt,
 //! pruning, idempotency) and fact extraction (closed keys, refusals, sources).
 
+use degrau::store::RecordStore;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
@@ -19,7 +20,7 @@ use degrau::model::scripted::ScriptedModel;
 use degrau::model::{Model, ModelError, ModelResponse, StopReason};
 use degrau::pruning::PLACEHOLDER_PREFIX;
 use degrau::request::ModelRequest;
-use degrau::store::{SessionFilter, Store};
+use degrau::store::SessionFilter;
 use degrau::tenant::TenantStore;
 use degrau::tenant::{Defaults, TenantConfig};
 use degrau::tools::ToolDispatch;

@@ -2,6 +2,7 @@
 //! round's usage held against what its request can have held: against the
 //! in-memory store, the in-memory quotas and the strict scripted model.
 
+use degrau::store::RoundStore;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
@@ -15,7 +16,6 @@ use degrau::model::scripted::ScriptedModel;
 use degrau::quota::memory::MemoryQuotas;
 use degrau::quota::{QuotaConfig, QuotaKind, period_of};
 use degrau::store::ContactKey;
-use degrau::store::Store;
 use degrau::tenant::TenantStore;
 use degrau::tenant::{Defaults, TenantConfig};
 use degrau::tools::ToolDispatch;

@@ -3,6 +3,9 @@
 //! next message, never by both; tenants' own timeouts are honoured; failures leave
 //! the session for the next sweep.
 
+use degrau::store::JobStore;
+use degrau::store::RecordStore;
+use degrau::store::SweepStore;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
@@ -10,17 +13,15 @@ use async_trait::async_trait;
 use degrau::ask::AskService;
 use degrau::compactor::{Compactor, CompactorError, SweepReport};
 use degrau::deadline::Deadline;
-use degrau::domain::{Fact, FactKey, Head, IdempotencyKey, Incarnation, TenantId};
+use degrau::domain::{Incarnation, TenantId};
 use degrau::jobs::{Job, NoJobs};
 use degrau::memory::MemoryStore;
 use degrau::model::scripted::ScriptedModel;
-use degrau::store::{
-    AppliedStep, Claim, ClosedSession, ContactKey, Cursor, DueHead, FactWrite, PendingChange,
-    RoundCommit, SessionFilter, Store, StoreError, SweepSettle, TranscriptPage, TurnState,
-};
+use degrau::store::{ContactKey, PendingChange, StoreError, SweepSettle};
 use degrau::sweep::{DEFAULT_SWEEP_BUCKETS, FACTS_RETRY_SECONDS};
 use degrau::tenant::TenantStore;
 use degrau::tenant::{Defaults, TenantConfig};
+use degrau::testing::hooked::{Call, Hook, Hooked};
 use degrau::tools::ToolDispatch;
 use degrau::usage::Usage;
 
@@ -317,137 +318,18 @@ async fn a_failed_enqueue_leaves_the_session_for_the_next_sweep() {
     assert_eq!(h.facts(&h.sweep_jobs).await, vec![(ana, 1)]);
 }
 
-/// The memory store, whose sweep index reads fail for the buckets in `failing`.
-struct FlakyIndex {
-    inner: Arc<MemoryStore>,
-    failing: Vec<u8>,
-}
+/// Fails the sweep index reads of the buckets it holds.
+struct FlakyIndex(Vec<u8>);
 
 #[async_trait]
-impl Store for FlakyIndex {
-    async fn load_turn(&self, key: &ContactKey, now: i64) -> Result<TurnState, StoreError> {
-        self.inner.load_turn(key, now).await
-    }
-    async fn defer_sweep(&self, key: &ContactKey, due: i64, next: i64) -> Result<bool, StoreError> {
-        self.inner.defer_sweep(key, due, next).await
-    }
-    async fn load_memory(
-        &self,
-        key: &ContactKey,
-        now: i64,
-    ) -> Result<(Option<Head>, Vec<Fact>), StoreError> {
-        self.inner.load_memory(key, now).await
-    }
-    async fn commit_round(&self, commit: &RoundCommit) -> Result<(), StoreError> {
-        self.inner.commit_round(commit).await
-    }
-    async fn claim_request(
-        &self,
-        key: &ContactKey,
-        idempotency: &IdempotencyKey,
-        payload_hash: &str,
-        now: i64,
-        lease_seconds: i64,
-    ) -> Result<Claim, StoreError> {
-        self.inner
-            .claim_request(key, idempotency, payload_hash, now, lease_seconds)
-            .await
-    }
-    async fn release_request(
-        &self,
-        key: &ContactKey,
-        idempotency: &IdempotencyKey,
-    ) -> Result<(), StoreError> {
-        self.inner.release_request(key, idempotency).await
-    }
-    async fn transcript(
-        &self,
-        key: &ContactKey,
-        sessions: SessionFilter,
-        limit: usize,
-        before: Option<Cursor>,
-    ) -> Result<TranscriptPage, StoreError> {
-        self.inner.transcript(key, sessions, limit, before).await
-    }
-    async fn erase_contact(&self, key: &ContactKey) -> Result<usize, StoreError> {
-        self.inner.erase_contact(key).await
-    }
-    async fn apply_step(&self, key: &ContactKey, step: &AppliedStep) -> Result<bool, StoreError> {
-        self.inner.apply_step(key, step).await
-    }
-    async fn load_closed_session(
-        &self,
-        key: &ContactKey,
-        session: u32,
-        now: i64,
-    ) -> Result<ClosedSession, StoreError> {
-        self.inner.load_closed_session(key, session, now).await
-    }
-    async fn save_facts(
-        &self,
-        key: &ContactKey,
-        incarnation: &Incarnation,
-        writes: &[FactWrite],
-        removals: &[FactKey],
-    ) -> Result<bool, StoreError> {
-        self.inner
-            .save_facts(key, incarnation, writes, removals)
-            .await
-    }
-    async fn find_contact(
-        &self,
-        tenant: &TenantId,
-        incarnation: &Incarnation,
-    ) -> Result<Option<ContactKey>, StoreError> {
-        self.inner.find_contact(tenant, incarnation).await
-    }
-    async fn ensure_incarnation(
-        &self,
-        key: &ContactKey,
-        candidate: &Incarnation,
-    ) -> Result<Option<Incarnation>, StoreError> {
-        self.inner.ensure_incarnation(key, candidate).await
-    }
-    async fn due_heads(
-        &self,
-        bucket: u8,
-        due_by: i64,
-        limit: usize,
-    ) -> Result<Vec<DueHead>, StoreError> {
-        if self.failing.contains(&bucket) {
-            return Err(StoreError::Unavailable("throttled".into()));
+impl Hook for FlakyIndex {
+    async fn before(&self, call: Call<'_>) -> Result<(), StoreError> {
+        match call {
+            Call::DueHeads { bucket } if self.0.contains(&bucket) => {
+                Err(StoreError::Unavailable("throttled".into()))
+            }
+            _ => Ok(()),
         }
-        self.inner.due_heads(bucket, due_by, limit).await
-    }
-    async fn load_head(&self, key: &ContactKey) -> Result<Option<Head>, StoreError> {
-        self.inner.load_head(key).await
-    }
-    async fn settle_sweep(
-        &self,
-        key: &ContactKey,
-        settle: &SweepSettle,
-    ) -> Result<bool, StoreError> {
-        self.inner.settle_sweep(key, settle).await
-    }
-    async fn facts_done(
-        &self,
-        key: &ContactKey,
-        incarnation: &Incarnation,
-        session: u32,
-    ) -> Result<bool, StoreError> {
-        self.inner.facts_done(key, incarnation, session).await
-    }
-    async fn refresh_expiry(
-        &self,
-        key: &ContactKey,
-        incarnation: &Incarnation,
-        session: u32,
-        seqs: &[u64],
-        expires_at: i64,
-    ) -> Result<bool, StoreError> {
-        self.inner
-            .refresh_expiry(key, incarnation, session, seqs, expires_at)
-            .await
     }
 }
 
@@ -462,10 +344,7 @@ async fn a_failed_bucket_read_holds_up_only_that_bucket_and_all_failing_is_an_er
     h.say(&ana, "hi").await;
     h.say(&bruno, "hi").await;
     let compactor = |failing: Vec<u8>| Compactor {
-        store: Arc::new(FlakyIndex {
-            inner: h.store.clone(),
-            failing,
-        }),
+        store: Arc::new(Hooked::new(h.store.clone(), FlakyIndex(failing))),
         ..h.compactor.clone()
     };
     let now = h.at(IDLE);

@@ -3,6 +3,7 @@
 //! made one turn, a message during a round in the next turn, retries that never
 //! answer twice, the 24-hour window, media notes, unknown numbers and erasure.
 
+use degrau::store::RecordStore;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -16,7 +17,7 @@ use degrau::model::scripted::ScriptedModel;
 use degrau::model::{Model, ModelError, ModelResponse};
 use degrau::request::ModelRequest;
 use degrau::session::Clock;
-use degrau::store::{ContactKey, SessionFilter, Store, StoreError};
+use degrau::store::{ContactKey, SessionFilter, StoreError};
 use degrau::tenant::TenantStore;
 use degrau::tenant::whatsapp::WhatsAppSettings;
 use degrau::tenant::{Defaults, TenantConfig};

@@ -5,6 +5,10 @@
 //!
 //! The DynamoDB half needs `DEGRAU_TEST_AWS_ENDPOINT` (`./dev.sh test` sets it).
 
+use degrau::store::JobStore;
+use degrau::store::RecordStore;
+use degrau::store::RoundStore;
+use degrau::store::SweepStore;
 use std::collections::HashMap;
 use std::sync::Arc;
 

@@ -1,0 +1,82 @@
+//! What the business reads of a contact and how it is erased: the memory view's
+//! head and facts, the transcript a page at a time, and the erasure of every item.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use super::{ContactKey, StoreError};
+use crate::domain::{Fact, Head, StoredMessage};
+
+/// What the memory view, the transcript and erasure need.
+#[async_trait]
+pub trait RecordStore: Send + Sync {
+    /// The head and facts only (the memory view, and the compactor's first read).
+    /// A head past its `expires_at` is gone to this read (`None`), as DynamoDB's
+    /// TTL will make it (and to [`RoundStore::load_turn`](super::RoundStore::load_turn)'s).
+    async fn load_memory(
+        &self,
+        key: &ContactKey,
+        now: i64,
+    ) -> Result<(Option<Head>, Vec<Fact>), StoreError>;
+
+    /// A page of the transcript, newest page first, messages oldest first within it.
+    async fn transcript(
+        &self,
+        key: &ContactKey,
+        sessions: SessionFilter,
+        limit: usize,
+        before: Option<Cursor>,
+    ) -> Result<TranscriptPage, StoreError>;
+
+    /// Erases every item of the contact; returns how many were deleted.
+    async fn erase_contact(&self, key: &ContactKey) -> Result<usize, StoreError>;
+}
+
+/// A page of the transcript.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TranscriptPage {
+    /// Messages, oldest first.
+    pub messages: Vec<StoredMessage>,
+    /// Cursor for the next (older) page: pass it as `before`.
+    pub next_before: Option<Cursor>,
+}
+
+/// A position in the transcript: a message's session and sequence number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Cursor {
+    /// Session number.
+    pub session: u32,
+    /// Sequence number within the session.
+    pub seq: u64,
+}
+
+/// Which sessions a transcript read covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionFilter {
+    /// Every session.
+    All,
+    /// One session.
+    Only(u32),
+}
+
+impl TranscriptPage {
+    /// A page from up to `limit + 1` messages read newest first: the first `limit`,
+    /// turned oldest first, with a cursor when the extra one shows there is more.
+    pub fn from_newest_first(mut newest_first: Vec<StoredMessage>, limit: usize) -> TranscriptPage {
+        let more = newest_first.len() > limit;
+        newest_first.truncate(limit);
+        newest_first.reverse();
+        let next_before = more
+            .then(|| {
+                newest_first.first().map(|oldest| Cursor {
+                    session: oldest.session,
+                    seq: oldest.seq,
+                })
+            })
+            .flatten();
+        TranscriptPage {
+            messages: newest_first,
+            next_before,
+        }
+    }
+}

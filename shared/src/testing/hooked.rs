@@ -1,0 +1,310 @@
+//! A store wrapper for tests: every call passes a [`Hook`] on its way to the
+//! wrapped store, which may refuse it, delay it, or lose a write's answer. Tests
+//! that fail one kind of call (the sweep index, say) and the simulator's faults
+//! write only what differs, instead of every port method again.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::domain::{Fact, FactKey, Head, IdempotencyKey, Incarnation, TenantId};
+use crate::store::{
+    AppliedStep, Claim, ClosedSession, ContactKey, Cursor, DueHead, FactWrite, JobStore,
+    RecordStore, RoundCommit, RoundStore, SessionFilter, Store, StoreError, SweepSettle,
+    SweepStore, TranscriptPage, TurnState,
+};
+use crate::tenant::{TenantConfig, TenantStore};
+
+/// One call to the store, as a [`Hook`] sees it: the port method, with what a
+/// hook may need to decide.
+#[derive(Debug, Clone, Copy)]
+pub enum Call<'a> {
+    /// [`RoundStore::load_turn`].
+    LoadTurn,
+    /// [`RoundStore::load_head`].
+    LoadHead,
+    /// [`RoundStore::claim_request`].
+    ClaimRequest,
+    /// [`RoundStore::release_request`].
+    ReleaseRequest,
+    /// [`RoundStore::commit_round`], with the round.
+    CommitRound(&'a RoundCommit),
+    /// [`RoundStore::refresh_expiry`].
+    RefreshExpiry,
+    /// [`JobStore::find_contact`].
+    FindContact,
+    /// [`JobStore::apply_step`].
+    ApplyStep,
+    /// [`JobStore::load_closed_session`].
+    LoadClosedSession,
+    /// [`JobStore::save_facts`].
+    SaveFacts,
+    /// [`JobStore::facts_done`].
+    FactsDone,
+    /// [`SweepStore::due_heads`], with the bucket read.
+    DueHeads {
+        /// The bucket of the sweep index.
+        bucket: u8,
+    },
+    /// [`SweepStore::ensure_incarnation`].
+    EnsureIncarnation,
+    /// [`SweepStore::settle_sweep`].
+    SettleSweep,
+    /// [`SweepStore::defer_sweep`].
+    DeferSweep,
+    /// [`RecordStore::load_memory`].
+    LoadMemory,
+    /// [`RecordStore::transcript`].
+    Transcript,
+    /// [`RecordStore::erase_contact`].
+    EraseContact,
+    /// [`TenantStore::tenant_config`].
+    TenantConfig,
+    /// [`TenantStore::put_tenant_config`].
+    PutTenantConfig,
+}
+
+/// What a [`Hooked`] store does around each call.
+#[async_trait]
+pub trait Hook: Send + Sync {
+    /// Before `call` reaches the store: an error refuses it, and nothing is
+    /// written. (Waiting here delays the call.)
+    async fn before(&self, call: Call<'_>) -> Result<(), StoreError> {
+        let _ = call;
+        Ok(())
+    }
+
+    /// After a write reached the store and succeeded: an error replaces its
+    /// answer, and the write stands (an answer lost on the way back).
+    fn written(&self, call: Call<'_>) -> Result<(), StoreError> {
+        let _ = call;
+        Ok(())
+    }
+}
+
+/// `inner`, every call through `hook`.
+pub struct Hooked<S: ?Sized, H> {
+    /// The store the calls reach.
+    pub inner: Arc<S>,
+    /// What happens around them.
+    pub hook: H,
+}
+
+impl<S: ?Sized, H: Hook> Hooked<S, H> {
+    /// `inner` behind `hook`.
+    pub fn new(inner: Arc<S>, hook: H) -> Self {
+        Hooked { inner, hook }
+    }
+
+    fn written<T>(&self, call: Call<'_>, result: Result<T, StoreError>) -> Result<T, StoreError> {
+        let value = result?;
+        self.hook.written(call)?;
+        Ok(value)
+    }
+}
+
+#[async_trait]
+impl<S: Store + TenantStore + ?Sized, H: Hook> RoundStore for Hooked<S, H> {
+    async fn load_turn(&self, key: &ContactKey, now: i64) -> Result<TurnState, StoreError> {
+        self.hook.before(Call::LoadTurn).await?;
+        self.inner.load_turn(key, now).await
+    }
+
+    async fn load_head(&self, key: &ContactKey) -> Result<Option<Head>, StoreError> {
+        self.hook.before(Call::LoadHead).await?;
+        self.inner.load_head(key).await
+    }
+
+    async fn claim_request(
+        &self,
+        key: &ContactKey,
+        idempotency: &IdempotencyKey,
+        payload_hash: &str,
+        now: i64,
+        lease_seconds: i64,
+    ) -> Result<Claim, StoreError> {
+        self.hook.before(Call::ClaimRequest).await?;
+        let result = self
+            .inner
+            .claim_request(key, idempotency, payload_hash, now, lease_seconds)
+            .await;
+        self.written(Call::ClaimRequest, result)
+    }
+
+    async fn release_request(
+        &self,
+        key: &ContactKey,
+        idempotency: &IdempotencyKey,
+    ) -> Result<(), StoreError> {
+        self.hook.before(Call::ReleaseRequest).await?;
+        let result = self.inner.release_request(key, idempotency).await;
+        self.written(Call::ReleaseRequest, result)
+    }
+
+    async fn commit_round(&self, commit: &RoundCommit) -> Result<(), StoreError> {
+        self.hook.before(Call::CommitRound(commit)).await?;
+        let result = self.inner.commit_round(commit).await;
+        self.written(Call::CommitRound(commit), result)
+    }
+
+    async fn refresh_expiry(
+        &self,
+        key: &ContactKey,
+        incarnation: &Incarnation,
+        session: u32,
+        seqs: &[u64],
+        expires_at: i64,
+    ) -> Result<bool, StoreError> {
+        self.hook.before(Call::RefreshExpiry).await?;
+        let result = self
+            .inner
+            .refresh_expiry(key, incarnation, session, seqs, expires_at)
+            .await;
+        self.written(Call::RefreshExpiry, result)
+    }
+}
+
+#[async_trait]
+impl<S: Store + TenantStore + ?Sized, H: Hook> JobStore for Hooked<S, H> {
+    async fn find_contact(
+        &self,
+        tenant: &TenantId,
+        incarnation: &Incarnation,
+    ) -> Result<Option<ContactKey>, StoreError> {
+        self.hook.before(Call::FindContact).await?;
+        self.inner.find_contact(tenant, incarnation).await
+    }
+
+    async fn apply_step(&self, key: &ContactKey, step: &AppliedStep) -> Result<bool, StoreError> {
+        self.hook.before(Call::ApplyStep).await?;
+        let result = self.inner.apply_step(key, step).await;
+        self.written(Call::ApplyStep, result)
+    }
+
+    async fn load_closed_session(
+        &self,
+        key: &ContactKey,
+        session: u32,
+        now: i64,
+    ) -> Result<ClosedSession, StoreError> {
+        self.hook.before(Call::LoadClosedSession).await?;
+        self.inner.load_closed_session(key, session, now).await
+    }
+
+    async fn save_facts(
+        &self,
+        key: &ContactKey,
+        incarnation: &Incarnation,
+        writes: &[FactWrite],
+        removals: &[FactKey],
+    ) -> Result<bool, StoreError> {
+        self.hook.before(Call::SaveFacts).await?;
+        let result = self
+            .inner
+            .save_facts(key, incarnation, writes, removals)
+            .await;
+        self.written(Call::SaveFacts, result)
+    }
+
+    async fn facts_done(
+        &self,
+        key: &ContactKey,
+        incarnation: &Incarnation,
+        session: u32,
+    ) -> Result<bool, StoreError> {
+        self.hook.before(Call::FactsDone).await?;
+        let result = self.inner.facts_done(key, incarnation, session).await;
+        self.written(Call::FactsDone, result)
+    }
+}
+
+#[async_trait]
+impl<S: Store + TenantStore + ?Sized, H: Hook> SweepStore for Hooked<S, H> {
+    async fn due_heads(
+        &self,
+        bucket: u8,
+        due_by: i64,
+        limit: usize,
+    ) -> Result<Vec<DueHead>, StoreError> {
+        self.hook.before(Call::DueHeads { bucket }).await?;
+        self.inner.due_heads(bucket, due_by, limit).await
+    }
+
+    async fn ensure_incarnation(
+        &self,
+        key: &ContactKey,
+        candidate: &Incarnation,
+    ) -> Result<Option<Incarnation>, StoreError> {
+        self.hook.before(Call::EnsureIncarnation).await?;
+        let result = self.inner.ensure_incarnation(key, candidate).await;
+        self.written(Call::EnsureIncarnation, result)
+    }
+
+    async fn settle_sweep(
+        &self,
+        key: &ContactKey,
+        settle: &SweepSettle,
+    ) -> Result<bool, StoreError> {
+        self.hook.before(Call::SettleSweep).await?;
+        let result = self.inner.settle_sweep(key, settle).await;
+        self.written(Call::SettleSweep, result)
+    }
+
+    async fn defer_sweep(
+        &self,
+        key: &ContactKey,
+        due: i64,
+        next_due: i64,
+    ) -> Result<bool, StoreError> {
+        self.hook.before(Call::DeferSweep).await?;
+        let result = self.inner.defer_sweep(key, due, next_due).await;
+        self.written(Call::DeferSweep, result)
+    }
+}
+
+#[async_trait]
+impl<S: Store + TenantStore + ?Sized, H: Hook> RecordStore for Hooked<S, H> {
+    async fn load_memory(
+        &self,
+        key: &ContactKey,
+        now: i64,
+    ) -> Result<(Option<Head>, Vec<Fact>), StoreError> {
+        self.hook.before(Call::LoadMemory).await?;
+        self.inner.load_memory(key, now).await
+    }
+
+    async fn transcript(
+        &self,
+        key: &ContactKey,
+        sessions: SessionFilter,
+        limit: usize,
+        before: Option<Cursor>,
+    ) -> Result<TranscriptPage, StoreError> {
+        self.hook.before(Call::Transcript).await?;
+        self.inner.transcript(key, sessions, limit, before).await
+    }
+
+    async fn erase_contact(&self, key: &ContactKey) -> Result<usize, StoreError> {
+        self.hook.before(Call::EraseContact).await?;
+        let result = self.inner.erase_contact(key).await;
+        self.written(Call::EraseContact, result)
+    }
+}
+
+#[async_trait]
+impl<S: Store + TenantStore + ?Sized, H: Hook> TenantStore for Hooked<S, H> {
+    async fn tenant_config(&self, tenant: &TenantId) -> Result<Option<TenantConfig>, StoreError> {
+        self.hook.before(Call::TenantConfig).await?;
+        self.inner.tenant_config(tenant).await
+    }
+
+    async fn put_tenant_config(
+        &self,
+        tenant: &TenantId,
+        config: &TenantConfig,
+    ) -> Result<(), StoreError> {
+        self.hook.before(Call::PutTenantConfig).await?;
+        let result = self.inner.put_tenant_config(tenant, config).await;
+        self.written(Call::PutTenantConfig, result)
+    }
+}
