@@ -1,0 +1,521 @@
+//! The commit path of every round, answered by degrau's model loop or recorded from
+//! a client's own: the round prepared as one transaction ([`PreparedRound`]),
+//! committed under the head's condition (a commit whose answer was lost is
+//! recognised by the head's round token), its metrics, then the work after it:
+//! the window's TTL beyond what the commit held, the closed session's facts and a
+//! due step.
+
+use tracing::{info, warn};
+
+use super::round::{Origin, Round, RoundMessage, RoundStats};
+use super::turn::{Turn, TurnPlan};
+use super::{
+    AskError, AskResponse, AskService, IDEMPOTENCY_TTL_SECONDS, RecordedRound, Reply, RoundSpan,
+    UsageSummary, by,
+};
+use crate::deadline::Deadline;
+use crate::domain::{Head, IdempotencyKey, Incarnation, PendingFacts, StoredMessage};
+use crate::jobs::Job;
+use crate::metrics::{Event, Unit};
+use crate::model::StopReason;
+use crate::session::idle_seconds;
+use crate::store::{
+    CompletedRequest, ContactKey, MAX_REFRESH_PER_ROUND, MAX_ROUND_ITEMS, RoundCommit,
+    SessionArchive, StoreError, SweepSlot,
+};
+use crate::sweep::{next_sweep_due, sweep_bucket};
+use crate::tenant::Settings;
+use crate::usage::RoundUsage;
+
+/// A round ready to commit, with what the steps after the commit need.
+pub(super) struct PreparedRound {
+    commit: RoundCommit,
+    response: AskResponse,
+    /// A random id written on the head, to recognise this round's commit when its
+    /// answer was lost.
+    round_token: String,
+    incarnation: Incarnation,
+    /// Window messages due a new TTL that the commit's transaction could not hold.
+    refresh_rest: Vec<u64>,
+    step_due: bool,
+    usage: RoundUsage,
+    stats: RoundStats,
+    origin: Origin,
+}
+
+/// Whether a commit whose answer was lost landed.
+pub(super) enum Landed {
+    Yes,
+    No,
+    Unknown,
+}
+
+/// How a commit went, when it did not fail.
+pub(super) enum Committed {
+    /// The round is stored.
+    Stored,
+    /// Another round landed first: nothing of this one is stored. What happens
+    /// next is the route's policy (`ask` may answer again; a recorded round is a
+    /// conflict).
+    Lost,
+}
+
+impl PreparedRound {
+    /// Logs the committed round and emits its metrics.
+    fn record(&self) {
+        let usage = &self.usage;
+        info!(
+            session = self.response.session,
+            first_seq = self.response.round.first_seq,
+            last_seq = self.response.round.last_seq,
+            context_tokens = usage.context_tokens(),
+            cache_read_ratio = usage.cache_read_ratio(),
+            calls = usage.calls,
+            cache_ttl = self.stats.lifetimes.as_str(),
+            "round committed"
+        );
+        Event::new("ask")
+            .count("RoundsCommitted", 1)
+            .count("ContextTokens", usage.context_tokens())
+            .metric("CacheReadRatio", usage.cache_read_ratio(), Unit::None)
+            .count("InputTokens", usage.total.input_tokens)
+            .count("CacheReadInputTokens", usage.total.cache_read_input_tokens)
+            .count(
+                "CacheCreationInputTokens",
+                usage.total.cache_creation_input_tokens,
+            )
+            .count("OutputTokens", usage.total.output_tokens)
+            .count("ModelCalls", u64::from(usage.calls))
+            .count("ToolCalls", self.stats.tool_calls)
+            .metric("ModelLatency", self.stats.model_ms, Unit::Milliseconds)
+            .count("CompactionQueued", u64::from(self.step_due))
+            .count(
+                "RoundsRecorded",
+                u64::from(matches!(self.origin, Origin::Client)),
+            )
+            .count(
+                "RepliesTruncated",
+                u64::from(self.stats.stop_reason == Some(StopReason::MaxTokens)),
+            )
+            .emit();
+    }
+}
+
+/// The round's messages as stored: dense sequence numbers after the plan's base.
+fn stored_messages(round: Vec<RoundMessage>, plan: &TurnPlan, now: i64) -> Vec<StoredMessage> {
+    round
+        .into_iter()
+        .zip(plan.base_seq + 1..)
+        .map(|(RoundMessage { message, usage }, seq)| StoredMessage {
+            session: plan.session,
+            seq,
+            role: message.role,
+            content: message.content,
+            pruned: None,
+            usage,
+            created_at: now,
+        })
+        .collect()
+}
+
+/// The answer to the client (and the body an idempotent retry replays).
+fn response(
+    plan: &TurnPlan,
+    messages: &[StoredMessage],
+    usage: &RoundUsage,
+    stats: &RoundStats,
+    step_due: bool,
+) -> AskResponse {
+    AskResponse {
+        session: plan.session,
+        reply: messages.last().map_or_else(
+            || Reply {
+                text: String::new(),
+                content: Vec::new(),
+                stop_reason: None,
+            },
+            |m| Reply {
+                text: m.to_message().text(),
+                content: m.content.clone(),
+                stop_reason: stats.stop_reason.clone(),
+            },
+        ),
+        round: RoundSpan {
+            first_seq: plan.base_seq + 1,
+            last_seq: plan.base_seq + messages.len() as u64,
+        },
+        usage: UsageSummary {
+            input_tokens: usage.total.input_tokens,
+            cache_read_input_tokens: usage.total.cache_read_input_tokens,
+            cache_creation_input_tokens: usage.total.cache_creation_input_tokens,
+            output_tokens: usage.total.output_tokens,
+            context_tokens: usage.context_tokens(),
+        },
+        compaction_queued: step_due,
+    }
+}
+
+/// The archive of the session this round closes, when its summary is kept (not
+/// when the head's retention ran out).
+fn archive(turn: &Turn, expires_at: i64) -> Option<SessionArchive> {
+    turn.expected
+        .as_ref()
+        .filter(|_| turn.plan.closed_session.is_some())
+        .map(|closed| SessionArchive {
+            session: closed.session,
+            summary: closed.summary.clone(),
+            summarized_until: closed.summarized_until,
+            last_seq: closed.last_seq,
+            expires_at,
+        })
+}
+
+impl AskService {
+    /// The commit path of every round, answered by degrau's model loop or recorded
+    /// from a client's own: prepare the commit, commit it in one transaction
+    /// (recognising a commit whose answer was lost), record its metrics, then the
+    /// work that follows a commit (the window's TTL beyond what the commit held, the
+    /// closed session's facts, a due step), each only while the deadline allows: a
+    /// client whose round is stored is answered in time. `None` when another round
+    /// landed first: nothing was written.
+    pub(super) async fn store_round(
+        &self,
+        key: &ContactKey,
+        settings: &Settings,
+        turn: &Turn,
+        round: Round,
+        idempotency: Option<(&IdempotencyKey, &str)>,
+        deadline: Deadline,
+    ) -> Result<Option<AskResponse>, AskError> {
+        let step_allowed = self.step_allowed(key, settings, &round, deadline).await;
+        let prepared =
+            self.prepare_commit(key, settings, turn, round, idempotency, step_allowed)?;
+        if let Committed::Lost = self.commit(key, &prepared, deadline).await? {
+            return Ok(None);
+        }
+        prepared.record();
+        self.refresh_rest(key, &prepared, deadline).await;
+        self.after_commit(key, settings, &prepared, &turn.plan, deadline)
+            .await;
+        Ok(Some(prepared.response))
+    }
+
+    /// The round as one transaction: its messages with dense sequence numbers, the
+    /// new head (filed in the sweep index at its next due time), the idempotency
+    /// record holding the response to replay, the closed session's archive, and
+    /// the window messages whose TTL the round extends (as many as the transaction
+    /// holds).
+    pub(super) fn prepare_commit(
+        &self,
+        key: &ContactKey,
+        settings: &Settings,
+        turn: &Turn,
+        round: Round,
+        idempotency: Option<(&IdempotencyKey, &str)>,
+        step_allowed: bool,
+    ) -> Result<PreparedRound, AskError> {
+        let (now, plan) = (turn.now, &turn.plan);
+        let round_token = format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..));
+        // Messages, the archive of a session closed now and the head expire a
+        // retention after the session could close (this round plus the idle
+        // timeout), so an open session's messages never expire under it.
+        let expires_at = now.saturating_add(settings.retention_after_activity_seconds());
+        let messages = stored_messages(round.messages, plan, now);
+        // Due (or cut at the hard cap), and a summary call of the tenant's quota
+        // spent for it.
+        let step_due = step_allowed;
+        let response = response(plan, &messages, &round.usage, &round.stats, step_due);
+        // What an idempotent retry replays: the route's own answer.
+        let body = match round.origin {
+            Origin::Model => serde_json::to_string(&response),
+            Origin::Client => serde_json::to_string(&RecordedRound::from(&response)),
+        }
+        .map_err(|e| AskError::Internal(e.to_string()))?;
+        // A new head's life starts here; a loaded one keeps its own (one from
+        // before incarnations receives this one).
+        let incarnation = turn
+            .expected
+            .as_ref()
+            .and_then(|head| head.incarnation.clone())
+            .unwrap_or_else(Incarnation::random);
+        // Requesting a closed session's facts makes them pending until the
+        // facts job is done; the sweep requests them again otherwise.
+        let requested = plan.request_facts.map(|session| PendingFacts {
+            session,
+            since: now,
+            attempts: 1,
+        });
+        let sweep = self.sweep_slot(key, settings, turn, requested);
+        let head = Head {
+            session: plan.session,
+            last_seq: response.round.last_seq,
+            summarized_until: plan.summarized_until,
+            summary: plan.summary.clone(),
+            last_context_tokens: round.usage.context_tokens(),
+            last_activity: now,
+            steps: plan.steps,
+            // Cleared by every round: a new session has had no extraction, and a
+            // continued one has messages the requested one missed.
+            facts_requested: None,
+            last_round: Some(round_token.clone()),
+            incarnation: Some(incarnation.clone()),
+            facts_pending: requested,
+            hard_cap_at: round.stats.hard_capped.then_some(plan.summarized_until),
+            expires_at: Some(expires_at),
+            recent_gaps: plan.gaps.clone(),
+        };
+        let idempotency = idempotency.map(|(idem, hash)| CompletedRequest {
+            key: idem.clone(),
+            payload_hash: hash.to_owned(),
+            response: body,
+            expires_at: now + IDEMPOTENCY_TTL_SECONDS,
+        });
+        let archive = archive(turn, expires_at);
+        let items = 1
+            + messages.len()
+            + usize::from(idempotency.is_some())
+            + usize::from(archive.is_some());
+        let mut refresh = refresh_due(turn, settings);
+        let refresh_rest =
+            refresh.split_off(refresh.len().min(MAX_ROUND_ITEMS.saturating_sub(items)));
+        let commit = RoundCommit {
+            key: key.clone(),
+            expected: turn.expected.clone(),
+            head,
+            sweep,
+            messages,
+            idempotency,
+            archive,
+            refresh,
+            messages_expire_at: expires_at,
+        };
+        Ok(PreparedRound {
+            commit,
+            response,
+            round_token,
+            incarnation,
+            refresh_rest,
+            step_due,
+            usage: round.usage,
+            stats: round.stats,
+            origin: round.origin,
+        })
+    }
+
+    /// Where the round files its head in the sweep index: its bucket, and when it is
+    /// next due (its session going idle, or its pending extraction to check on).
+    pub(super) fn sweep_slot(
+        &self,
+        key: &ContactKey,
+        settings: &Settings,
+        turn: &Turn,
+        requested: Option<PendingFacts>,
+    ) -> SweepSlot {
+        let pending = requested.or(turn.expected.as_ref().and_then(|head| head.facts_pending));
+        SweepSlot {
+            bucket: sweep_bucket(key, self.defaults.sweep_buckets),
+            due: next_sweep_due(turn.now, settings.session_idle_minutes, false, pending)
+                .unwrap_or(turn.now),
+        }
+    }
+
+    /// Commits the round by `deadline`: a commit whose answer was lost (an error,
+    /// or no answer in time) but which landed counts as stored; a race lost is
+    /// [`Committed::Lost`], for the route's policy (see the module documentation);
+    /// a commit that may or may not have landed is [`AskError::Indeterminate`].
+    pub(super) async fn commit(
+        &self,
+        key: &ContactKey,
+        prepared: &PreparedRound,
+        deadline: Deadline,
+    ) -> Result<Committed, AskError> {
+        let committed = match by(deadline, self.store.commit_round(&prepared.commit)).await {
+            Ok(()) => return Ok(Committed::Stored),
+            Err(error) => error,
+        };
+        match (self.landed(key, prepared, deadline).await, committed) {
+            (Landed::Yes, _) => {
+                // DynamoDB applied the transaction but its answer was lost (a
+                // timeout, or an SDK retry whose condition then failed): stored,
+                // exactly once.
+                warn!("the commit's answer was lost, but the round is stored");
+                Ok(Committed::Stored)
+            }
+            // A failed condition: another round landed first.
+            (_, StoreError::Conflict(_)) => {
+                Event::new("ask").count("RoundConflicts", 1).emit();
+                Ok(Committed::Lost)
+            }
+            (Landed::No, other) => Err(other.into()),
+            (Landed::Unknown, error) => {
+                warn!(%error, "the commit failed and whether it landed is not known");
+                Event::new("ask").count("CommitsIndeterminate", 1).emit();
+                Err(AskError::Indeterminate)
+            }
+        }
+    }
+
+    /// Whether this round's commit landed: the head (read strongly, by the
+    /// deadline) names its token, or is still as the round loaded it (it did not),
+    /// or moved on otherwise (not known: another round may have followed it).
+    pub(super) async fn landed(
+        &self,
+        key: &ContactKey,
+        prepared: &PreparedRound,
+        deadline: Deadline,
+    ) -> Landed {
+        match by(deadline, self.store.load_head(key)).await {
+            Ok(Some(head)) if head.last_round.as_deref() == Some(&prepared.round_token) => {
+                Landed::Yes
+            }
+            Ok(head)
+                if as_loaded(
+                    head.as_ref()
+                        .filter(|head| !head.expired_at(prepared.commit.head.last_activity)),
+                    prepared.commit.expected.as_ref(),
+                ) =>
+            {
+                Landed::No
+            }
+            _ => Landed::Unknown,
+        }
+    }
+
+    /// Gives the window messages the commit could not hold the round's TTL, in a
+    /// transaction of their own, while the deadline allows. A failure is only
+    /// logged: the next round tries again, and the window loader survives a
+    /// message gone meanwhile.
+    pub(super) async fn refresh_rest(
+        &self,
+        key: &ContactKey,
+        prepared: &PreparedRound,
+        deadline: Deadline,
+    ) {
+        let seqs = &prepared.refresh_rest;
+        if seqs.is_empty() {
+            return;
+        }
+        let seqs = &seqs[..seqs.len().min(MAX_REFRESH_PER_ROUND)];
+        let refresh = self.store.refresh_expiry(
+            key,
+            &prepared.incarnation,
+            prepared.commit.head.session,
+            seqs,
+            prepared.commit.messages_expire_at,
+        );
+        match by(deadline, refresh).await {
+            Ok(true) => info!(
+                refreshed = seqs.len(),
+                "window messages kept for the open session"
+            ),
+            Ok(false) => warn!(
+                "the window changed before its expiry was refreshed; the next round tries again"
+            ),
+            Err(error) => {
+                warn!(%error, "could not refresh the window's expiry; the next round tries again")
+            }
+        }
+    }
+
+    /// Requests the closed session's facts and a due step, each while the deadline
+    /// allows (a facts request stays pending on the head for the sweep; a step is
+    /// requested again by the next round that needs it).
+    pub(super) async fn after_commit(
+        &self,
+        key: &ContactKey,
+        settings: &Settings,
+        prepared: &PreparedRound,
+        plan: &TurnPlan,
+        deadline: Deadline,
+    ) {
+        let incarnation = &prepared.incarnation;
+        if let (Some(session), None) = (plan.closed_session, plan.request_facts) {
+            info!(
+                session,
+                "session closed: the sweep already requested its fact extraction"
+            );
+        }
+        if let Some(closed) = plan.request_facts
+            && deadline
+                .run(self.spend_summary_call(key, settings, "facts"))
+                .await
+                .unwrap_or(false)
+        {
+            let job = Job::Facts {
+                tenant: key.tenant.clone(),
+                incarnation: incarnation.clone(),
+                session: closed,
+            };
+            match deadline.run(self.jobs.enqueue(&job)).await {
+                Some(Ok(queued)) => info!(
+                    session = closed,
+                    queued, "session closed: fact extraction requested"
+                ),
+                Some(Err(error)) => {
+                    warn!(%error, session = closed, "could not request fact extraction; the sweep requests it again")
+                }
+                None => warn!(
+                    session = closed,
+                    "no time left to request fact extraction; the sweep requests it again"
+                ),
+            }
+        }
+        if !prepared.step_due {
+            return;
+        }
+        let step = Job::Step {
+            tenant: key.tenant.clone(),
+            incarnation: incarnation.clone(),
+            session: plan.session,
+            summarized_until: plan.summarized_until,
+            last_seq: prepared.commit.head.last_seq,
+        };
+        match deadline.run(self.jobs.enqueue(&step)).await {
+            Some(Ok(_)) => {}
+            Some(Err(error)) => {
+                warn!(%error, "could not enqueue a compaction step; the next round retries")
+            }
+            None => warn!("no time left to enqueue a compaction step; the next round retries"),
+        }
+    }
+}
+
+/// Whether `head` (read after a failed commit; `None` when it is gone or past its
+/// retention) is still as the round loaded it: the commit did not land.
+fn as_loaded(head: Option<&Head>, expected: Option<&Head>) -> bool {
+    match (head, expected) {
+        (None, None) => true,
+        (Some(head), Some(expected)) => {
+            (
+                head.session,
+                head.last_seq,
+                &head.incarnation,
+                &head.last_round,
+            ) == (
+                expected.session,
+                expected.last_seq,
+                &expected.incarnation,
+                &expected.last_round,
+            )
+        }
+        _ => false,
+    }
+}
+
+/// The window messages a round gives its TTL: those that would expire before the
+/// session can close (`expires_at` no later than now plus the idle timeout), oldest
+/// first, so an open session's window never expires under it; none when the
+/// session closed.
+fn refresh_due(turn: &Turn, settings: &Settings) -> Vec<u64> {
+    let (plan, now) = (&turn.plan, turn.now);
+    if plan.closed_session.is_some() {
+        return Vec::new();
+    }
+    let soon = now.saturating_add(idle_seconds(settings.session_idle_minutes));
+    plan.window
+        .iter()
+        .zip(&plan.window_expires_at)
+        .filter(|(_, ttl)| ttl.is_some_and(|ttl| ttl <= soon))
+        .map(|(message, _)| message.seq)
+        .collect()
+}

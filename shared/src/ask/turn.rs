@@ -1,0 +1,114 @@
+//! A turn's read: the head, the facts and the window, read again while the window
+//! falls short of the head, and the session rule applied to them ([`turn_plan`]):
+//! a new session when the last one went idle, its facts requested.
+
+use super::{AskError, AskService, by};
+use crate::cache_ttl::record_gap;
+use crate::deadline::Deadline;
+use crate::domain::{Fact, Head, StoredMessage};
+use crate::session::idle;
+use crate::store::{ContactKey, load_whole_turn};
+use crate::tenant::Settings;
+
+/// Where a turn stands once the session rule is applied.
+pub(super) struct TurnPlan {
+    pub(super) session: u32,
+    pub(super) base_seq: u64,
+    pub(super) summarized_until: u64,
+    pub(super) summary: Option<String>,
+    pub(super) steps: u32,
+    pub(super) window: Vec<StoredMessage>,
+    /// The TTL of each window message, in the same order.
+    pub(super) window_expires_at: Vec<Option<i64>>,
+    pub(super) closed_session: Option<u32>,
+    /// The closed session whose fact extraction this round requests: the closed
+    /// one, unless the scheduled sweep already requested it or its retention ran
+    /// out.
+    pub(super) request_facts: Option<u32>,
+    /// The contact's recent gaps with this round's last (what the `auto` cache
+    /// TTL reads and the commit writes back); empty for a contact with no memory.
+    pub(super) gaps: Vec<u32>,
+}
+
+/// A turn as loaded: when, the contact's facts, the head as read (the commit's
+/// condition), and where the session rule puts the turn.
+pub(super) struct Turn {
+    pub(super) now: i64,
+    pub(super) facts: Vec<Fact>,
+    pub(super) expected: Option<Head>,
+    pub(super) plan: TurnPlan,
+}
+
+impl AskService {
+    /// Reads the turn (head, facts, window; read again while the window falls
+    /// short of the head, see [`load_whole_turn`]) and applies the session rule.
+    pub(super) async fn load_turn(
+        &self,
+        key: &ContactKey,
+        settings: &Settings,
+        deadline: Deadline,
+    ) -> Result<Turn, AskError> {
+        let now = (self.clock)();
+        let state = by(deadline, load_whole_turn(self.store.as_ref(), key, now)).await?;
+        let plan = turn_plan(
+            state.head.as_ref(),
+            state.window,
+            state.window_expires_at,
+            now,
+            settings,
+        );
+        Ok(Turn {
+            now,
+            facts: state.facts,
+            expected: state.head,
+            plan,
+        })
+    }
+}
+
+/// The session rule: a contact's session closes after the idle timeout; the next
+/// message opens a new one that starts with facts and no summary. (A head past its
+/// retention reads as none: the store's reads treat it as gone, and the next round
+/// writes over it, from session 1, as over a head DynamoDB's TTL deleted.)
+fn turn_plan(
+    head: Option<&Head>,
+    window: Vec<StoredMessage>,
+    window_expires_at: Vec<Option<i64>>,
+    now: i64,
+    settings: &Settings,
+) -> TurnPlan {
+    let fresh = |session, closed_session| TurnPlan {
+        session,
+        base_seq: 0,
+        summarized_until: 0,
+        summary: None,
+        steps: 0,
+        window: Vec::new(),
+        window_expires_at: Vec::new(),
+        closed_session,
+        request_facts: None,
+        gaps: Vec::new(),
+    };
+    let gaps = |head: &Head| record_gap(&head.recent_gaps, now - head.last_activity);
+    match head {
+        None => fresh(1, None),
+        Some(head) if idle(head, now, settings.session_idle_minutes) => TurnPlan {
+            request_facts: (head.facts_requested != Some(head.session)).then_some(head.session),
+            // The contact's rhythm outlives the session.
+            gaps: gaps(head),
+            ..fresh(head.session + 1, Some(head.session))
+        },
+        Some(head) => TurnPlan {
+            session: head.session,
+            base_seq: head.last_seq,
+            summarized_until: head.summarized_until,
+            summary: head.summary.clone(),
+            steps: head.steps,
+            window,
+            window_expires_at,
+            closed_session: None,
+            request_facts: None,
+            gaps: gaps(head),
+        },
+    }
+}
