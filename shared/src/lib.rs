@@ -6,39 +6,43 @@
 //!
 //! # Layout
 //!
-//! Read in this order:
+//! The crate's folder is `shared/` (the deployment's card names it); the crate is
+//! `degrau`. Its modules import one another without a circle: each list below only
+//! uses the ones before it (`tests/layout.rs` checks that, and that no product file
+//! grows past about 700 lines). Read in this order:
 //!
+//! * [`text`], [`usage`], [`deadline`], [`metrics`]: characters that could forge a
+//!   line in what the model reads; token accounting; one time budget per request;
+//!   CloudWatch Embedded Metric Format lines on stdout.
 //! * [`domain`]: messages and content blocks exactly as the Messages API has them,
-//!   the contact's head and facts, and the validated ids that reach storage keys.
-//! * [`window`]: where a window of recent messages may start (a text-only user
-//!   message; after the last hole).
-//! * [`compaction`] and [`pruning`]: when a step is due, what it folds into the
-//!   summary and which old tool results it prunes; the hard cap when a step is late.
-//! * [`request`] and [`validate`]: the request laid out for prompt caching, and the
-//!   API's rules every request must pass; [`cache_ttl`]: how long its cache
-//!   entries live (the tenant's `cache_ttl` policy and the gaps `auto` reads).
-//! * [`usage`], [`facts`] and [`tenant`]: token accounting, the fact policy, and a
-//!   tenant's settings over the deployment's defaults; [`text`]: the characters
-//!   that could forge a line in what the model reads.
-//! * [`session`] and [`deadline`]: the clock and the idle rule; one time budget per
-//!   request.
-//! * The ports: [`store`] (`Store`, `TenantStore`), [`model`] (`Model`), [`jobs`]
-//!   (`Jobs`, the job messages), [`tools`] (`Tools`, with the built-in demo tools)
-//!   and [`quota`] (`Quotas`, each tenant's rounds and summary calls per hour).
+//!   the contact's head and facts, and the validated ids that reach storage keys;
+//!   [`facts`]: the fact policy; [`session`]: the clock and the idle rule.
+//! * [`window`], [`pruning`] and [`step_plan`]: where a window may start; which old
+//!   tool results a step prunes; when a step is due and what it folds into the
+//!   summary, and the hard cap when a step is late. Pure functions.
+//! * [`cache_ttl`], [`request`] and [`validate`]: how long a request's cache entries
+//!   live; the request laid out for prompt caching; the API's rules every request
+//!   must pass.
+//! * The ports: [`store`] (split by caller: `RoundStore`, `JobStore`, `SweepStore`,
+//!   `RecordStore`; `Store` is the four), [`model`] (`Model`), [`jobs`] (`Jobs`, the
+//!   job messages), [`tools`] (`Tools`, with the built-in demo tools) and [`quota`]
+//!   (`Quotas`); [`sweep`]: the sweep's rules (buckets, due time, the decision on a
+//!   head, backoff), pure.
+//! * [`tenant`]: a tenant's settings over the deployment's defaults, its WhatsApp
+//!   settings, and the `TenantStore` port that reads them.
 //! * The services: [`ask`] (a round, the transcript, the memory view, erasure) and
-//!   [`compactor`] (steps, facts jobs and the session sweep).
-//! * [`metrics`]: CloudWatch Embedded Metric Format lines on stdout.
+//!   [`compactor`] (steps, facts jobs and the session sweep, applying [`step_plan`]
+//!   and [`sweep`]).
 //! * [`whatsapp`]: the WhatsApp channel, an edge in front of the `ask` service
 //!   (Meta's webhook events, the inbound records, bursts made one turn, the reply
 //!   within the customer service window).
 //!
-//! With the `test-util` feature (tests only): the in-memory store
-//! (`memory`), the scripted model (`model::scripted`) and message helpers
-//! (`testing`).
+//! With the `test-util` feature (tests only): the in-memory adapter of every port
+//! ([`memory`]), the scripted model (`model::scripted`), message helpers and a store
+//! wrapper that injects failures (`testing`).
 
 pub mod ask;
 pub mod cache_ttl;
-pub mod compaction;
 pub mod compactor;
 pub mod deadline;
 pub mod domain;
@@ -52,6 +56,7 @@ pub mod pruning;
 pub mod quota;
 pub mod request;
 pub mod session;
+pub mod step_plan;
 pub mod store;
 pub mod sweep;
 pub mod tenant;

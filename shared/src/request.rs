@@ -387,10 +387,10 @@ pub fn build_context(parts: &ContextParts<'_>) -> Result<ModelContext, BuildErro
 }
 
 /// Estimated tokens of a JSON value: its characters over
-/// [`crate::compaction::KEEP_CHARS_PER_TOKEN`] (the stand-in's count too).
+/// [`crate::step_plan::KEEP_CHARS_PER_TOKEN`] (the stand-in's count too).
 fn json_tokens<T: Serialize + ?Sized>(value: &T) -> u64 {
     let chars = serde_json::to_string(value).map_or(0, |json| json.len() as u64);
-    chars.div_ceil(crate::compaction::KEEP_CHARS_PER_TOKEN)
+    chars.div_ceil(crate::step_plan::KEEP_CHARS_PER_TOKEN)
 }
 
 /// The sizes the cache TTL policy weighs ([`crate::cache_ttl`]) of a request

@@ -9,8 +9,8 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::cache_ttl::CacheTtlPolicy;
-use crate::compaction::CompactionPolicy;
 use crate::domain::{FactKey, TenantId};
+use crate::step_plan::CompactionPolicy;
 use crate::store::StoreError;
 use crate::tools::{ToolDeclaration, ToolDeclarations};
 

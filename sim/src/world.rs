@@ -12,11 +12,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
 use degrau::ask::AskService;
-use degrau::compaction::CompactionPolicy;
 use degrau::compactor::Compactor;
 use degrau::domain::{ContactId, FactKey, TenantId};
 use degrau::memory::{MemoryStore, Semantics};
 use degrau::session::Clock;
+use degrau::step_plan::CompactionPolicy;
 use degrau::store::ContactKey;
 use degrau::tenant::TenantStore;
 use degrau::tenant::{Defaults, TenantConfig};

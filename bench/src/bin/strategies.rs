@@ -21,7 +21,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use degrau::compaction::CompactionPolicy;
+use degrau::step_plan::CompactionPolicy;
 use degrau_bench::strategies::report::{Metrics, Prices, metrics, thousands};
 use degrau_bench::strategies::run::{Policy, RunSettings};
 use degrau_bench::strategies::script::conversation;

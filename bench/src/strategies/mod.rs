@@ -292,7 +292,7 @@ pub fn cost_plot(
 
 /// The targets of issue 15 for today's figures, and where each run stands.
 pub fn goals(comparisons: &[Comparison<'_>], settings: &RunSettings) -> String {
-    let default_threshold = degrau::compaction::CompactionPolicy::default().threshold_tokens;
+    let default_threshold = degrau::step_plan::CompactionPolicy::default().threshold_tokens;
     let mut out = String::new();
     for c in comparisons {
         let turns = c.conversation.turns.len();
@@ -393,7 +393,7 @@ pub fn markdown(
         report::thousands(
             settings
                 .keep_tokens
-                .unwrap_or(degrau::compaction::CompactionPolicy::default().keep_tokens)
+                .unwrap_or(degrau::step_plan::CompactionPolicy::default().keep_tokens)
                 as f64
         ),
         if settings.standin_args.is_empty() {

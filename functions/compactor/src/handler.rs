@@ -275,7 +275,6 @@ mod tests {
 
     use async_trait::async_trait;
     use degrau::ask::AskService;
-    use degrau::compaction::CompactionPolicy;
     use degrau::compactor::NOT_FOUND_RECEIVES;
     use degrau::domain::{ContactId, Incarnation, TenantId};
     use degrau::jobs::{EnqueueError, NoJobs};
@@ -283,6 +282,7 @@ mod tests {
     use degrau::model::scripted::ScriptedModel;
     use degrau::model::{Model, ModelError, ModelResponse};
     use degrau::request::ModelRequest;
+    use degrau::step_plan::CompactionPolicy;
     use degrau::store::ContactKey;
     use degrau::tenant::Defaults;
     use degrau::tools::ToolDispatch;

@@ -10,12 +10,12 @@ use tracing::{info, warn};
 
 use super::{AskError, AskService, MAX_RETRY_MAX_TOKENS, MAX_TOOL_ITERATIONS, MIN_MODEL_CALL};
 use super::{Turn, out_of_time};
-use crate::compaction::{WindowCut, request_window, retry_cut};
 use crate::deadline::Deadline;
 use crate::domain::{ContentBlock, Message, Role};
 use crate::metrics::Event;
 use crate::model::{ModelError, ModelResponse, StopReason, prompt_over_by};
 use crate::request::{BuildError, Lifetimes, ModelRequest, RequestParts, ToolDef, build_request};
+use crate::step_plan::{WindowCut, request_window, retry_cut};
 use crate::store::ContactKey;
 use crate::tenant::{ContextPolicy, Settings};
 use crate::tools::{

@@ -1,6 +1,6 @@
 //! The compactor: the service that runs the queued jobs and the scheduled sweep
 //! against the store and the summary model. What a step folds is decided by the
-//! pure plan in [`crate::compaction`]; when the sweep acts, by the rules in
+//! pure plan in [`crate::step_plan`]; when the sweep acts, by the rules in
 //! [`crate::sweep`]; this folder applies them. One file each:
 //!
 //! * this one: the service ([`Compactor`]), a job's dispatch, its outcome and errors;
@@ -17,7 +17,7 @@
 //! who wrote again since, with a new head) is skipped as `erased` and writes nothing.
 //!
 //! **Steps.** A step reads the head and the window, re-plans with
-//! [`crate::compaction::plan_step`] (the job only says *which* step it is for), asks
+//! [`crate::step_plan::plan_step`] (the job only says *which* step it is for), asks
 //! the summary model to merge the previous summary with the folded messages, and
 //! applies the result under the condition `summarized_until = :seen` (invariant 7).
 //! A duplicate, stale, not-due or erased job is skipped without a write; a step that

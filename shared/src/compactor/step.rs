@@ -7,13 +7,13 @@ use std::collections::BTreeMap;
 use tracing::{info, warn};
 
 use super::{Compactor, CompactorError, JobOutcome, one_line, response_text, text_request};
-use crate::compaction::{MAX_SHOWN_TOOL_OUTPUT_CHARS, plan_step, text_tokens};
 use crate::deadline::Deadline;
 use crate::domain::{ContentBlock, Incarnation, Role, StoredMessage};
 use crate::jobs::Job;
 use crate::model::{ModelResponse, StopReason};
 use crate::pruning::PruneDecision;
 use crate::request::{ModelRequest, neutralize, render_contact_context};
+use crate::step_plan::{MAX_SHOWN_TOOL_OUTPUT_CHARS, plan_step, text_tokens};
 use crate::store::{AppliedStep, ContactKey, MAX_PRUNES_PER_STEP, load_whole_turn};
 use crate::tenant::Settings;
 

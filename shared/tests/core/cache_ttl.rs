@@ -11,13 +11,13 @@ use std::sync::atomic::Ordering;
 use degrau::cache_ttl::{
     CacheTtlPolicy, FIVE_MINUTES, GAP_RECORD_LEN, MIN_CACHEABLE_TOKENS, ONE_HOUR, RequestSizes,
 };
-use degrau::compaction::{CompactionPolicy, plan_step, window_tokens};
 use degrau::domain::{ContentBlock, Head, Role, StoredMessage};
 use degrau::jobs::NoJobs;
 use degrau::memory::MemoryStore;
 use degrau::model::scripted::ScriptedModel;
 use degrau::pruning::{PruneDecision, apply};
 use degrau::request::{CacheTtl, Lifetimes, ModelRequest};
+use degrau::step_plan::{CompactionPolicy, plan_step, window_tokens};
 use degrau::tenant::TenantStore;
 use degrau::tenant::{Defaults, TenantConfig};
 use degrau::testing::msg;

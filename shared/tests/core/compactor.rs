@@ -8,7 +8,6 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use async_trait::async_trait;
 use degrau::ask::AskService;
-use degrau::compaction::CompactionPolicy;
 use degrau::compactor::{
     Compactor, CompactorError, JobOutcome, NOT_FOUND_RECEIVES, RECORD_FACTS_TOOL,
 };
@@ -20,6 +19,7 @@ use degrau::model::scripted::ScriptedModel;
 use degrau::model::{Model, ModelError, ModelResponse, StopReason};
 use degrau::pruning::PLACEHOLDER_PREFIX;
 use degrau::request::ModelRequest;
+use degrau::step_plan::CompactionPolicy;
 use degrau::store::SessionFilter;
 use degrau::tenant::TenantStore;
 use degrau::tenant::{Defaults, TenantConfig};

@@ -1,14 +1,14 @@
 //! Property tests over generated conversations with random tool rounds (several
 //! `tool_use`/`tool_result` pairs per turn, parallel calls, text beside calls).
 
-use degrau::compaction::{
-    CompactionPolicy, kept_window_start, overflow_cut, plan_step, window_tokens,
-};
 use degrau::domain::{ContentBlock, Fact, Head, Message, Role, StoredMessage};
 use degrau::pruning::{PLACEHOLDER_PREFIX, apply};
 use degrau::request::{
     FENCE_CLOSE, FENCE_OPEN, ModelRequest, RequestParts, ToolDef, build_request,
     render_contact_context,
+};
+use degrau::step_plan::{
+    CompactionPolicy, kept_window_start, overflow_cut, plan_step, window_tokens,
 };
 use degrau::validate::validate_request;
 use degrau::window::safe_window_start;

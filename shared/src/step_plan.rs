@@ -1,5 +1,7 @@
-//! The compaction plan: when a step is due, what it folds into the summary, which
-//! tool results it prunes, and the hard-cap fallback for a step that is late.
+//! The step plan, pure: when a compaction step is due, what it folds into the
+//! summary, which tool results it prunes, and the hard-cap fallback for a step that
+//! is late. The compactor ([`crate::compactor`]) is the service that applies it;
+//! nothing here imports from it.
 //!
 //! Between steps the window is every message after `summarized_until`, so each
 //! request is the previous one plus appended messages and the prompt cache keeps
