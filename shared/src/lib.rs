@@ -28,6 +28,7 @@
 //! * The services: [`ask`] (a round, the transcript, the memory view, erasure) and
 //!   [`compactor`] (steps, facts jobs and the session sweep).
 //! * [`metrics`]: CloudWatch Embedded Metric Format lines on stdout.
+//! * [`fifo`]: one runner for a FIFO queue's batch, for the functions that read one.
 //! * [`whatsapp`]: the WhatsApp channel, an edge in front of the `ask` service
 //!   (Meta's webhook events, the inbound records, bursts made one turn, the reply
 //!   within the customer service window).
@@ -43,6 +44,7 @@ pub mod compactor;
 pub mod deadline;
 pub mod domain;
 pub mod facts;
+pub mod fifo;
 pub mod jobs;
 pub mod metrics;
 pub mod model;
