@@ -3,36 +3,25 @@
 //! input `{"sweep": true}`, which runs the session sweep and answers its report.
 //! [`handle`] tells them apart; anything else is refused with an error.
 //!
-//! Records run in order, each within its time budget ([`job_budget`]). FIFO order
-//! holds per message group (one conversation): when a record fails, it and every
-//! later record *of its group* are reported, so the queue delivers them again in the
-//! same order, while the other groups' records go on. One poison job thus holds back
-//! its own conversation only, never the other conversations of the batch. (Records
-//! without a `MessageGroupId`, which a FIFO queue always sets, count as one group.)
-//! A body that is not a [`Job`] is a failure too: a poison message goes to the DLQ
-//! after the queue's `maxReceiveCount`, where it can be inspected. Every failure is
-//! reported, retryable or not; [`degrau::compactor::CompactorError::retryable`]
-//! only sets the log level, since the DLQ is where a job that cannot succeed should
-//! end up.
-//!
-//! **The invocation's deadline.** Before each record after the first, the handler
-//! checks the time left of the invocation (the Lambda context's deadline): when less
-//! than one job budget is left, that record and every later one are reported, to come
-//! back in a later batch, instead of the whole batch timing out. The first record
-//! always runs (within the invocation's deadline when that comes first), so a function
-//! timeout shorter than a job budget, a misconfiguration, still makes progress.
+//! A batch runs by the rules of [`degrau::fifo`]: records in order, each within its
+//! job budget ([`job_budget`]) and the invocation's deadline; a failed record holds
+//! back its own message group (one conversation) only; what no longer fits the
+//! invocation comes back in a later batch. A body that is not a [`Job`] is a
+//! failure too, and ends in the DLQ. Every failure is reported, retryable or not;
+//! [`degrau::compactor::CompactorError::retryable`] only sets the log level, since
+//! the DLQ is where a job that cannot succeed should end up.
 
-use std::collections::HashSet;
 use std::time::Duration;
 
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use degrau::compactor::{Compactor, CompactorError, JobOutcome, SweepReport};
 use degrau::deadline::Deadline;
+use degrau::fifo::{self, Outcome, Record};
 use degrau::jobs::{Job, Jobs};
 use degrau::metrics::Event;
 use lambda_runtime::{Error, LambdaEvent};
 use serde_json::Value;
-use tracing::{Instrument, error, info_span, warn};
+use tracing::{error, warn};
 
 /// Time a job keeps besides its model call: its reads and its conditional write.
 pub const JOB_STORE_MARGIN: Duration = Duration::from_secs(5);
@@ -81,7 +70,7 @@ pub async fn handle(
     Err("unrecognised event: expected an SQS batch (Records) or {\"sweep\": true}".into())
 }
 
-/// Runs a batch; see the module documentation for the failure rules.
+/// Runs a batch by the rules of [`degrau::fifo`], each job within `job_budget`.
 ///
 /// Returns `Err` only when a record to report has no `messageId` (never seen from
 /// SQS): the whole batch is then delivered again, which is safe because every job
@@ -92,72 +81,34 @@ pub async fn handle_batch(
     event: LambdaEvent<SqsEvent>,
 ) -> Result<SqsBatchResponse, Error> {
     let (batch, context) = event.into_parts();
+    let records: Vec<Record> = batch.records.iter().map(record).collect();
     let invocation = Deadline::from_epoch_millis(context.deadline);
-    let records = batch.records;
-    // Indices of the records to report, in order.
-    let mut failed: Vec<usize> = Vec::new();
-    let mut held_groups: HashSet<&str> = HashSet::new();
-    let (mut held_back, mut out_of_time) = (0u64, 0u64);
-    for (index, record) in records.iter().enumerate() {
-        let group = record
-            .attributes
-            .get("MessageGroupId")
-            .map_or("", String::as_str);
-        if out_of_time > 0 {
-            out_of_time += 1;
-            failed.push(index);
-            continue;
-        }
-        if held_groups.contains(group) {
-            // An earlier record of this conversation failed: FIFO order within it.
-            held_back += 1;
-            failed.push(index);
-            continue;
-        }
-        if let Some(invocation) = invocation
-            && !invocation.allows(job_budget)
-            && index > 0
-        {
-            warn!(
-                left_ms = u64::try_from(invocation.remaining().as_millis()).unwrap_or(u64::MAX),
-                budget_ms = u64::try_from(job_budget.as_millis()).unwrap_or(u64::MAX),
-                "less than one job budget is left; the rest of the batch comes back later"
-            );
-            out_of_time = 1;
-            failed.push(index);
-            continue;
-        }
-        let own = Deadline::after(job_budget);
-        let deadline = invocation.map_or(own, |invocation| own.earlier(invocation));
-        if deadline < own {
-            // Only the first record gets here: a function timeout shorter than one job
-            // budget is a misconfiguration, but the batch still makes progress.
-            warn!(
-                left_ms = u64::try_from(deadline.remaining().as_millis()).unwrap_or(u64::MAX),
-                "the invocation has less than one job budget: the first record runs with what is left"
-            );
-        }
-        if !run_record(compactor, record, deadline).await {
-            held_groups.insert(group);
-            failed.push(index);
-        }
-    }
+    let outcome = fifo::run(
+        &records,
+        job_budget,
+        invocation,
+        async |record, deadline| run_record(compactor, record, deadline).await,
+    )
+    .await;
 
-    let response = failures(&records, &failed)?;
-    if !failed.is_empty() {
+    let response = failures(&outcome)?;
+    if !outcome.reported.is_empty() {
         warn!(
-            failed = failed.len(),
-            done = records.len() - failed.len(),
-            held_back,
-            out_of_time,
+            failed = outcome.reported.len(),
+            done = records.len() - outcome.reported.len(),
+            held_back = outcome.held_back,
+            out_of_time = outcome.out_of_time,
             "batch partly failed"
         );
-        for (reason, count) in [("group_failed", held_back), ("out_of_time", out_of_time)] {
+        for (reason, count) in [
+            ("group_failed", outcome.held_back),
+            ("out_of_time", outcome.out_of_time),
+        ] {
             if count > 0 {
                 Event::new("compactor")
                     .dimension("Reason", reason)
                     .rollup()
-                    .count("RecordsHeldBack", count)
+                    .count("RecordsHeldBack", count as u64)
                     .emit();
             }
         }
@@ -165,27 +116,42 @@ pub async fn handle_batch(
     Ok(response)
 }
 
-/// The partial batch response naming the `failed` records (indices, in order); an
+/// An SQS message as the runner reads it: a missing id, body or group is empty or
+/// none, and a receive count that cannot be read is the first. (The WhatsApp
+/// worker's handler maps SQS the same way, and back with the same `failures`: their
+/// one home would be `degrau-adapters`, which holds no Lambda event types yet.)
+fn record(message: &SqsMessage) -> Record {
+    Record {
+        id: message.message_id.clone().unwrap_or_default(),
+        group: message.attributes.get("MessageGroupId").cloned(),
+        body: message.body.clone().unwrap_or_default(),
+        receives: message
+            .attributes
+            .get("ApproximateReceiveCount")
+            .and_then(|count| count.parse().ok())
+            .unwrap_or(1),
+    }
+}
+
+/// The partial batch response naming the records the runner reported, in order; an
 /// error when one of them has no `messageId`.
-fn failures(records: &[SqsMessage], failed: &[usize]) -> Result<SqsBatchResponse, Error> {
+fn failures(outcome: &Outcome) -> Result<SqsBatchResponse, Error> {
     let mut response = SqsBatchResponse::default();
-    for &index in failed {
-        let Some(id) = records[index].message_id.clone() else {
+    for id in &outcome.reported {
+        if id.is_empty() {
             return Err("a record to report has no messageId; failing the whole batch".into());
-        };
+        }
         let mut failure = BatchItemFailure::default();
-        failure.item_identifier = id;
+        failure.item_identifier = id.clone();
         response.batch_item_failures.push(failure);
     }
     Ok(response)
 }
 
-/// Runs one record's job by `deadline`; true when it succeeded (a skip included).
-async fn run_record(compactor: &Compactor, record: &SqsMessage, deadline: Deadline) -> bool {
-    let message_id = record.message_id.as_deref().unwrap_or_default();
-    let span = info_span!("record", message_id);
-    let body = record.body.as_deref().unwrap_or_default();
-    let job = match serde_json::from_str::<Job>(body) {
+/// Runs one record's job by `deadline` (in the runner's span for the record); true
+/// when it succeeded (a skip included).
+async fn run_record(compactor: &Compactor, record: &Record, deadline: Deadline) -> bool {
+    let job = match serde_json::from_str::<Job>(&record.body) {
         Ok(job) => job,
         Err(parse) => {
             Event::new("compactor")
@@ -194,33 +160,24 @@ async fn run_record(compactor: &Compactor, record: &SqsMessage, deadline: Deadli
                 .count("JobFailures", 1)
                 .emit();
             // The serde message may quote the body (a contact id): log its class only.
-            span.in_scope(|| error!(category = ?parse.classify(), "the body is not a job"));
+            error!(category = ?parse.classify(), "the body is not a job");
             return false;
         }
     };
-    // How many times SQS delivered it (1 the first time): a job that finds no head
-    // yet is left for redelivery for its first receives.
-    let receives = record
-        .attributes
-        .get("ApproximateReceiveCount")
-        .and_then(|count| count.parse().ok())
-        .unwrap_or(1);
+    // A job that finds no head yet is left for redelivery for its first receives.
     let result = compactor
-        .run_delivery(&job, receives, deadline)
-        .instrument(span.clone())
+        .run_delivery(&job, record.receives, deadline)
         .await;
     record_metrics(&job, &result);
     match result {
         Ok(_) => true,
         Err(failure) => {
             let (code, retryable) = (failure.code(), failure.retryable());
-            span.in_scope(|| {
-                if retryable {
-                    warn!(code, retryable, error = %failure, "job failed");
-                } else {
-                    error!(code, retryable, error = %failure, "job failed");
-                }
-            });
+            if retryable {
+                warn!(code, retryable, error = %failure, "job failed");
+            } else {
+                error!(code, retryable, error = %failure, "job failed");
+            }
             false
         }
     }
