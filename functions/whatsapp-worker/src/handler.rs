@@ -1,23 +1,21 @@
 //! Maps an SQS FIFO batch of the inbound queue to the worker, and the outcome to a
-//! partial batch response. The rules are the compactor's (its `handler.rs`; two
-//! functions with a dozen lines each rather than a shared crate for one loop):
-//! records run in order; when one fails, it and every later record *of its group*
-//! (one conversation) are reported, so they come back in order, while the other
-//! conversations go on; before each record after the first, less than one record
-//! budget left of the invocation reports it and the rest instead of timing out. A
-//! body that is not a queued message is reported too, and ends in the dead-letter
-//! queue.
+//! partial batch response. The batch runs by the rules of [`degrau::fifo`], the
+//! compactor's too: records in order, each within its record budget
+//! ([`record_budget`]) and the invocation's deadline; a failed record holds back
+//! its own message group (one conversation) only; what no longer fits the
+//! invocation comes back in a later batch. A body that is not a queued message is
+//! reported too, and ends in the dead-letter queue.
 
-use std::collections::HashSet;
 use std::time::Duration;
 
-use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
+use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use degrau::deadline::Deadline;
+use degrau::fifo::{self, Outcome, Record};
 use degrau::metrics::Event;
 use degrau::whatsapp::inbox::QueuedMessage;
 use degrau::whatsapp::worker::{FUNCTION, Worker};
 use lambda_runtime::{Error, LambdaEvent};
-use tracing::{Instrument, error, info_span, warn};
+use tracing::{error, warn};
 
 /// Time a record keeps besides its turn: the debounce's waits (at most three
 /// debounces) and its reads and writes.
@@ -29,76 +27,70 @@ pub fn record_budget(worker: &Worker) -> Duration {
     worker.debounce * 3 + worker.turn_budget() + RECORD_STORE_MARGIN
 }
 
-/// Runs a batch; see the module documentation. `Err` only when a record to
-/// report has no `messageId` (never from SQS): the whole batch comes back, which
-/// is safe since every step of a turn is conditional.
+/// Runs a batch by the rules of [`degrau::fifo`], each record within `budget`.
+/// `Err` only when a record to report has no `messageId` (never from SQS): the
+/// whole batch comes back, which is safe since every step of a turn is conditional.
 pub async fn handle_batch(
     worker: &Worker,
     budget: Duration,
     event: LambdaEvent<SqsEvent>,
 ) -> Result<SqsBatchResponse, Error> {
     let (batch, context) = event.into_parts();
+    let records: Vec<Record> = batch.records.iter().map(record).collect();
     let invocation = Deadline::from_epoch_millis(context.deadline);
-    let mut response = SqsBatchResponse::default();
-    let mut held: HashSet<String> = HashSet::new();
-    let mut out_of_time = false;
-    for (index, record) in batch.records.iter().enumerate() {
-        let group = record
-            .attributes
-            .get("MessageGroupId")
-            .cloned()
-            .unwrap_or_default();
-        if !out_of_time && index > 0 && invocation.is_some_and(|deadline| !deadline.allows(budget))
-        {
-            warn!("less than one record budget is left; the rest of the batch comes back later");
-            out_of_time = true;
-        }
-        let failed = if out_of_time || held.contains(&group) {
-            true
-        } else {
-            let own = Deadline::after(budget);
-            let deadline = invocation.map_or(own, |invocation| own.earlier(invocation));
-            !run_record(
-                worker,
-                record.message_id.as_deref(),
-                record.body.as_deref(),
-                deadline,
-            )
-            .await
-        };
-        if failed {
-            held.insert(group);
-            let Some(id) = record.message_id.clone() else {
-                return Err("a record to report has no messageId; failing the whole batch".into());
-            };
-            let mut failure = BatchItemFailure::default();
-            failure.item_identifier = id;
-            response.batch_item_failures.push(failure);
-        }
-    }
-    if !response.batch_item_failures.is_empty() {
+    let outcome = fifo::run(&records, budget, invocation, async |record, deadline| {
+        run_record(worker, record, deadline).await
+    })
+    .await;
+    let response = failures(&outcome)?;
+    if !outcome.reported.is_empty() {
         Event::new(FUNCTION)
-            .count("RecordsFailed", response.batch_item_failures.len() as u64)
+            .count("RecordsFailed", outcome.reported.len() as u64)
             .emit();
     }
     Ok(response)
 }
 
-/// Runs one record by `deadline`; true when it succeeded (nothing to do included).
-async fn run_record(
-    worker: &Worker,
-    message_id: Option<&str>,
-    body: Option<&str>,
-    deadline: Deadline,
-) -> bool {
-    let span = info_span!("record", message_id = message_id.unwrap_or_default());
-    let queued = match serde_json::from_str::<QueuedMessage>(body.unwrap_or_default()) {
+/// An SQS message as the runner reads it: a missing id, body or group is empty or
+/// none, and a receive count that cannot be read is the first. (The compactor's
+/// handler maps SQS the same way, and back with the same `failures`: their one home
+/// would be `degrau-adapters`, which holds no Lambda event types yet.)
+fn record(message: &SqsMessage) -> Record {
+    Record {
+        id: message.message_id.clone().unwrap_or_default(),
+        group: message.attributes.get("MessageGroupId").cloned(),
+        body: message.body.clone().unwrap_or_default(),
+        receives: message
+            .attributes
+            .get("ApproximateReceiveCount")
+            .and_then(|count| count.parse().ok())
+            .unwrap_or(1),
+    }
+}
+
+/// The partial batch response naming the records the runner reported, in order; an
+/// error when one of them has no `messageId`.
+fn failures(outcome: &Outcome) -> Result<SqsBatchResponse, Error> {
+    let mut response = SqsBatchResponse::default();
+    for id in &outcome.reported {
+        if id.is_empty() {
+            return Err("a record to report has no messageId; failing the whole batch".into());
+        }
+        let mut failure = BatchItemFailure::default();
+        failure.item_identifier = id.clone();
+        response.batch_item_failures.push(failure);
+    }
+    Ok(response)
+}
+
+/// Runs one record by `deadline` (in the runner's span for the record); true when
+/// it succeeded (nothing to do included).
+async fn run_record(worker: &Worker, record: &Record, deadline: Deadline) -> bool {
+    let queued = match serde_json::from_str::<QueuedMessage>(&record.body) {
         Ok(queued) => queued,
         Err(parse) => {
             // The serde message may quote the body (a number): its class only.
-            span.in_scope(
-                || error!(category = ?parse.classify(), "the body is not a queued message"),
-            );
+            error!(category = ?parse.classify(), "the body is not a queued message");
             Event::new(FUNCTION)
                 .dimension("Error", "malformed")
                 .rollup()
@@ -107,19 +99,13 @@ async fn run_record(
             return false;
         }
     };
-    match worker
-        .handle(&queued, deadline)
-        .instrument(span.clone())
-        .await
-    {
+    match worker.handle(&queued, deadline).await {
         Ok(outcome) => {
-            span.in_scope(|| tracing::info!(?outcome, "record done"));
+            tracing::info!(?outcome, "record done");
             true
         }
         Err(failure) => {
-            span.in_scope(
-                || warn!(code = failure.code(), error = %failure, "record failed; it comes back"),
-            );
+            warn!(code = failure.code(), error = %failure, "record failed; it comes back");
             Event::new(FUNCTION)
                 .dimension("Error", failure.code())
                 .rollup()
