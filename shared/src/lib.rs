@@ -33,6 +33,9 @@
 //! * The services: [`ask`] (a round, the transcript, the memory view, erasure) and
 //!   [`compactor`] (steps, facts jobs and the session sweep, applying [`step_plan`]
 //!   and [`sweep`]).
+//! * [`fifo`]: one runner for a FIFO queue's batch (the deadline before each
+//!   record, a failure holding back its own message group), for the functions
+//!   that read one.
 //! * [`whatsapp`]: the WhatsApp channel, an edge in front of the `ask` service
 //!   (Meta's webhook events, the inbound records, bursts made one turn, the reply
 //!   within the customer service window).
@@ -47,6 +50,7 @@ pub mod compactor;
 pub mod deadline;
 pub mod domain;
 pub mod facts;
+pub mod fifo;
 pub mod jobs;
 #[cfg(any(test, feature = "test-util"))]
 pub mod memory;

@@ -3,36 +3,25 @@
 //! input `{"sweep": true}`, which runs the session sweep and answers its report.
 //! [`handle`] tells them apart; anything else is refused with an error.
 //!
-//! Records run in order, each within its time budget ([`job_budget`]). FIFO order
-//! holds per message group (one conversation): when a record fails, it and every
-//! later record *of its group* are reported, so the queue delivers them again in the
-//! same order, while the other groups' records go on. One poison job thus holds back
-//! its own conversation only, never the other conversations of the batch. (Records
-//! without a `MessageGroupId`, which a FIFO queue always sets, count as one group.)
-//! A body that is not a [`Job`] is a failure too: a poison message goes to the DLQ
-//! after the queue's `maxReceiveCount`, where it can be inspected. Every failure is
-//! reported, retryable or not; [`degrau::compactor::CompactorError::retryable`]
-//! only sets the log level, since the DLQ is where a job that cannot succeed should
-//! end up.
-//!
-//! **The invocation's deadline.** Before each record after the first, the handler
-//! checks the time left of the invocation (the Lambda context's deadline): when less
-//! than one job budget is left, that record and every later one are reported, to come
-//! back in a later batch, instead of the whole batch timing out. The first record
-//! always runs (within the invocation's deadline when that comes first), so a function
-//! timeout shorter than a job budget, a misconfiguration, still makes progress.
+//! A batch runs by the rules of [`degrau::fifo`]: records in order, each within its
+//! job budget ([`job_budget`]) and the invocation's deadline; a failed record holds
+//! back its own message group (one conversation) only; what no longer fits the
+//! invocation comes back in a later batch. A body that is not a [`Job`] is a
+//! failure too, and ends in the DLQ. Every failure is reported, retryable or not;
+//! [`degrau::compactor::CompactorError::retryable`] only sets the log level, since
+//! the DLQ is where a job that cannot succeed should end up.
 
-use std::collections::HashSet;
 use std::time::Duration;
 
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use degrau::compactor::{Compactor, CompactorError, JobOutcome, SweepReport};
 use degrau::deadline::Deadline;
+use degrau::fifo::{self, Outcome, Record};
 use degrau::jobs::{Job, Jobs};
 use degrau::metrics::Event;
 use lambda_runtime::{Error, LambdaEvent};
 use serde_json::Value;
-use tracing::{Instrument, error, info_span, warn};
+use tracing::{error, warn};
 
 /// Time a job keeps besides its model call: its reads and its conditional write.
 pub const JOB_STORE_MARGIN: Duration = Duration::from_secs(5);
@@ -81,7 +70,7 @@ pub async fn handle(
     Err("unrecognised event: expected an SQS batch (Records) or {\"sweep\": true}".into())
 }
 
-/// Runs a batch; see the module documentation for the failure rules.
+/// Runs a batch by the rules of [`degrau::fifo`], each job within `job_budget`.
 ///
 /// Returns `Err` only when a record to report has no `messageId` (never seen from
 /// SQS): the whole batch is then delivered again, which is safe because every job
@@ -92,72 +81,34 @@ pub async fn handle_batch(
     event: LambdaEvent<SqsEvent>,
 ) -> Result<SqsBatchResponse, Error> {
     let (batch, context) = event.into_parts();
+    let records: Vec<Record> = batch.records.iter().map(record).collect();
     let invocation = Deadline::from_epoch_millis(context.deadline);
-    let records = batch.records;
-    // Indices of the records to report, in order.
-    let mut failed: Vec<usize> = Vec::new();
-    let mut held_groups: HashSet<&str> = HashSet::new();
-    let (mut held_back, mut out_of_time) = (0u64, 0u64);
-    for (index, record) in records.iter().enumerate() {
-        let group = record
-            .attributes
-            .get("MessageGroupId")
-            .map_or("", String::as_str);
-        if out_of_time > 0 {
-            out_of_time += 1;
-            failed.push(index);
-            continue;
-        }
-        if held_groups.contains(group) {
-            // An earlier record of this conversation failed: FIFO order within it.
-            held_back += 1;
-            failed.push(index);
-            continue;
-        }
-        if let Some(invocation) = invocation
-            && !invocation.allows(job_budget)
-            && index > 0
-        {
-            warn!(
-                left_ms = u64::try_from(invocation.remaining().as_millis()).unwrap_or(u64::MAX),
-                budget_ms = u64::try_from(job_budget.as_millis()).unwrap_or(u64::MAX),
-                "less than one job budget is left; the rest of the batch comes back later"
-            );
-            out_of_time = 1;
-            failed.push(index);
-            continue;
-        }
-        let own = Deadline::after(job_budget);
-        let deadline = invocation.map_or(own, |invocation| own.earlier(invocation));
-        if deadline < own {
-            // Only the first record gets here: a function timeout shorter than one job
-            // budget is a misconfiguration, but the batch still makes progress.
-            warn!(
-                left_ms = u64::try_from(deadline.remaining().as_millis()).unwrap_or(u64::MAX),
-                "the invocation has less than one job budget: the first record runs with what is left"
-            );
-        }
-        if !run_record(compactor, record, deadline).await {
-            held_groups.insert(group);
-            failed.push(index);
-        }
-    }
+    let outcome = fifo::run(
+        &records,
+        job_budget,
+        invocation,
+        async |record, deadline| run_record(compactor, record, deadline).await,
+    )
+    .await;
 
-    let response = failures(&records, &failed)?;
-    if !failed.is_empty() {
+    let response = failures(&outcome)?;
+    if !outcome.reported.is_empty() {
         warn!(
-            failed = failed.len(),
-            done = records.len() - failed.len(),
-            held_back,
-            out_of_time,
+            failed = outcome.reported.len(),
+            done = records.len() - outcome.reported.len(),
+            held_back = outcome.held_back,
+            out_of_time = outcome.out_of_time,
             "batch partly failed"
         );
-        for (reason, count) in [("group_failed", held_back), ("out_of_time", out_of_time)] {
+        for (reason, count) in [
+            ("group_failed", outcome.held_back),
+            ("out_of_time", outcome.out_of_time),
+        ] {
             if count > 0 {
                 Event::new("compactor")
                     .dimension("Reason", reason)
                     .rollup()
-                    .count("RecordsHeldBack", count)
+                    .count("RecordsHeldBack", count as u64)
                     .emit();
             }
         }
@@ -165,27 +116,42 @@ pub async fn handle_batch(
     Ok(response)
 }
 
-/// The partial batch response naming the `failed` records (indices, in order); an
+/// An SQS message as the runner reads it: a missing id, body or group is empty or
+/// none, and a receive count that cannot be read is the first. (The WhatsApp
+/// worker's handler maps SQS the same way, and back with the same `failures`: their
+/// one home would be `degrau-adapters`, which holds no Lambda event types yet.)
+fn record(message: &SqsMessage) -> Record {
+    Record {
+        id: message.message_id.clone().unwrap_or_default(),
+        group: message.attributes.get("MessageGroupId").cloned(),
+        body: message.body.clone().unwrap_or_default(),
+        receives: message
+            .attributes
+            .get("ApproximateReceiveCount")
+            .and_then(|count| count.parse().ok())
+            .unwrap_or(1),
+    }
+}
+
+/// The partial batch response naming the records the runner reported, in order; an
 /// error when one of them has no `messageId`.
-fn failures(records: &[SqsMessage], failed: &[usize]) -> Result<SqsBatchResponse, Error> {
+fn failures(outcome: &Outcome) -> Result<SqsBatchResponse, Error> {
     let mut response = SqsBatchResponse::default();
-    for &index in failed {
-        let Some(id) = records[index].message_id.clone() else {
+    for id in &outcome.reported {
+        if id.is_empty() {
             return Err("a record to report has no messageId; failing the whole batch".into());
-        };
+        }
         let mut failure = BatchItemFailure::default();
-        failure.item_identifier = id;
+        failure.item_identifier = id.clone();
         response.batch_item_failures.push(failure);
     }
     Ok(response)
 }
 
-/// Runs one record's job by `deadline`; true when it succeeded (a skip included).
-async fn run_record(compactor: &Compactor, record: &SqsMessage, deadline: Deadline) -> bool {
-    let message_id = record.message_id.as_deref().unwrap_or_default();
-    let span = info_span!("record", message_id);
-    let body = record.body.as_deref().unwrap_or_default();
-    let job = match serde_json::from_str::<Job>(body) {
+/// Runs one record's job by `deadline` (in the runner's span for the record); true
+/// when it succeeded (a skip included).
+async fn run_record(compactor: &Compactor, record: &Record, deadline: Deadline) -> bool {
+    let job = match serde_json::from_str::<Job>(&record.body) {
         Ok(job) => job,
         Err(parse) => {
             Event::new("compactor")
@@ -194,33 +160,24 @@ async fn run_record(compactor: &Compactor, record: &SqsMessage, deadline: Deadli
                 .count("JobFailures", 1)
                 .emit();
             // The serde message may quote the body (a contact id): log its class only.
-            span.in_scope(|| error!(category = ?parse.classify(), "the body is not a job"));
+            error!(category = ?parse.classify(), "the body is not a job");
             return false;
         }
     };
-    // How many times SQS delivered it (1 the first time): a job that finds no head
-    // yet is left for redelivery for its first receives.
-    let receives = record
-        .attributes
-        .get("ApproximateReceiveCount")
-        .and_then(|count| count.parse().ok())
-        .unwrap_or(1);
+    // A job that finds no head yet is left for redelivery for its first receives.
     let result = compactor
-        .run_delivery(&job, receives, deadline)
-        .instrument(span.clone())
+        .run_delivery(&job, record.receives, deadline)
         .await;
     record_metrics(&job, &result);
     match result {
         Ok(_) => true,
         Err(failure) => {
             let (code, retryable) = (failure.code(), failure.retryable());
-            span.in_scope(|| {
-                if retryable {
-                    warn!(code, retryable, error = %failure, "job failed");
-                } else {
-                    error!(code, retryable, error = %failure, "job failed");
-                }
-            });
+            if retryable {
+                warn!(code, retryable, error = %failure, "job failed");
+            } else {
+                error!(code, retryable, error = %failure, "job failed");
+            }
             false
         }
     }
@@ -269,530 +226,4 @@ fn record_metrics(job: &Job, result: &Result<JobOutcome, CompactorError>) {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::atomic::{AtomicI64, Ordering};
-    use std::sync::{Arc, Mutex};
-
-    use async_trait::async_trait;
-    use degrau::ask::AskService;
-    use degrau::compactor::NOT_FOUND_RECEIVES;
-    use degrau::domain::{ContactId, Incarnation, TenantId};
-    use degrau::jobs::{EnqueueError, NoJobs};
-    use degrau::memory::MemoryStore;
-    use degrau::model::scripted::ScriptedModel;
-    use degrau::model::{Model, ModelError, ModelResponse};
-    use degrau::request::ModelRequest;
-    use degrau::step_plan::CompactionPolicy;
-    use degrau::store::ContactKey;
-    use degrau::tenant::Defaults;
-    use degrau::tools::ToolDispatch;
-    use degrau::usage::Usage;
-    use lambda_runtime::Context;
-    use serde_json::{Value, json};
-
-    use super::*;
-    use degrau::store::RecordStore;
-
-    const NOW: i64 = 1_800_000_000;
-    const BUDGET: Duration = Duration::from_secs(30);
-
-    struct Harness {
-        store: Arc<MemoryStore>,
-        model: Arc<ScriptedModel>,
-        clock: Arc<AtomicI64>,
-        compactor: Compactor,
-        ask: AskService,
-    }
-
-    /// A queue that records the jobs it is given.
-    #[derive(Default)]
-    struct RecordingJobs(Mutex<Vec<Job>>);
-
-    #[async_trait]
-    impl Jobs for RecordingJobs {
-        async fn enqueue(&self, job: &Job) -> Result<bool, EnqueueError> {
-            self.0.lock().unwrap().push(job.clone());
-            Ok(true)
-        }
-    }
-
-    fn harness() -> Harness {
-        let store = Arc::new(MemoryStore::new());
-        let model = Arc::new(ScriptedModel::default());
-        let defaults = Defaults {
-            compaction: CompactionPolicy {
-                threshold_tokens: 1000,
-                keep_messages: 2,
-                ..CompactionPolicy::default()
-            },
-            ..Defaults::default()
-        };
-        let now = Arc::new(AtomicI64::new(NOW));
-        let read = now.clone();
-        let clock: degrau::session::Clock = Arc::new(move || read.load(Ordering::SeqCst));
-        Harness {
-            clock: now,
-            compactor: Compactor {
-                store: store.clone(),
-                tenants: store.clone(),
-                model: model.clone(),
-                defaults: defaults.clone(),
-                clock: clock.clone(),
-                jobs: Arc::new(NoJobs),
-            },
-            ask: AskService {
-                store: store.clone(),
-                tenants: store.clone(),
-                model: model.clone(),
-                tools: Arc::new(ToolDispatch::built_in_only()),
-                jobs: Arc::new(NoJobs),
-                quotas: Arc::new(degrau::quota::memory::MemoryQuotas::new()),
-                defaults,
-                clock,
-            },
-            store,
-            model,
-        }
-    }
-
-    fn minute() -> Deadline {
-        Deadline::after(Duration::from_secs(60))
-    }
-
-    fn key(contact: &str) -> ContactKey {
-        ContactKey {
-            tenant: TenantId::parse("barber").unwrap(),
-            contact: ContactId::parse(contact).unwrap(),
-        }
-    }
-
-    /// Two rounds, the last one measured over the threshold: a step is due.
-    async fn due_conversation(h: &Harness, contact: &str) {
-        for (text, tokens) in [("hi", 100), ("thanks", 5000)] {
-            let usage = Usage {
-                input_tokens: tokens,
-                ..Usage::default()
-            };
-            h.model.push(ScriptedModel::text("ok", usage));
-            h.ask
-                .ask(&key(contact), text, None, minute())
-                .await
-                .unwrap();
-        }
-    }
-
-    /// The contact's head's incarnation (a fresh one when it has no head).
-    async fn incarnation(h: &Harness, contact: &str) -> Incarnation {
-        let (head, _) = h.store.load_memory(&key(contact), NOW).await.unwrap();
-        head.and_then(|head| head.incarnation)
-            .unwrap_or_else(Incarnation::random)
-    }
-
-    async fn step(h: &Harness, contact: &str) -> Value {
-        json!({"kind": "step", "tenant": "barber", "incarnation": incarnation(h, contact).await,
-               "session": 1, "summarized_until": 0})
-    }
-
-    /// Records on their third receive: a job whose contact is not found is then
-    /// skipped as erased (on earlier receives it is left for redelivery, see
-    /// `a_job_for_a_contact_not_found_is_left_for_redelivery_until_its_third_receive`).
-    fn event(bodies: &[(&str, String)]) -> LambdaEvent<SqsEvent> {
-        event_received(bodies, NOT_FOUND_RECEIVES)
-    }
-
-    fn event_received(bodies: &[(&str, String)], receives: u32) -> LambdaEvent<SqsEvent> {
-        let records: Vec<Value> = bodies
-            .iter()
-            .map(|(id, body)| {
-                json!({"messageId": id, "body": body, "eventSource": "aws:sqs",
-                       "attributes": {"ApproximateReceiveCount": receives.to_string()}})
-            })
-            .collect();
-        let payload = serde_json::from_value(json!({ "Records": records })).unwrap();
-        LambdaEvent::new(payload, Context::default())
-    }
-
-    /// Records as a FIFO queue delivers them: each with its `MessageGroupId`.
-    fn grouped_event(records: &[(&str, &str, String)]) -> LambdaEvent<SqsEvent> {
-        let records: Vec<Value> = records
-            .iter()
-            .map(|(id, group, body)| {
-                json!({"messageId": id, "body": body, "eventSource": "aws:sqs",
-                       "attributes": {"MessageGroupId": group}})
-            })
-            .collect();
-        let payload = serde_json::from_value(json!({ "Records": records })).unwrap();
-        LambdaEvent::new(payload, Context::default())
-    }
-
-    fn facts(contact: &str) -> Value {
-        json!({"kind": "facts", "tenant": "barber", "contact": contact, "session": 1})
-    }
-
-    /// A summary model that takes `per_call` for each answer, honouring its deadline
-    /// like the HTTP adapter (an answer that would come later is a `Timeout` then).
-    struct SlowModel {
-        inner: Arc<ScriptedModel>,
-        per_call: Duration,
-        calls: std::sync::atomic::AtomicUsize,
-    }
-
-    #[async_trait]
-    impl Model for SlowModel {
-        async fn create(
-            &self,
-            request: &ModelRequest,
-            deadline: Deadline,
-        ) -> Result<ModelResponse, ModelError> {
-            self.calls.fetch_add(1, Ordering::SeqCst);
-            if deadline.remaining() < self.per_call {
-                tokio::time::sleep_until(deadline.instant()).await;
-                return Err(ModelError::Timeout);
-            }
-            tokio::time::sleep(self.per_call).await;
-            self.inner.create(request, deadline).await
-        }
-    }
-
-    fn failed_ids(response: &SqsBatchResponse) -> Vec<&str> {
-        response
-            .batch_item_failures
-            .iter()
-            .map(|f| f.item_identifier.as_str())
-            .collect()
-    }
-
-    #[tokio::test]
-    async fn without_message_groups_a_failure_holds_back_every_later_record() {
-        let h = harness();
-        due_conversation(&h, "bruno").await;
-        due_conversation(&h, "carla").await;
-        let asks = h.model.requests().len();
-        h.model.push(Err(ModelError::Unavailable { status: 529 }));
-
-        let response = handle_batch(
-            &h.compactor,
-            BUDGET,
-            event(&[
-                ("1", step(&h, "ana").await.to_string()),
-                ("2", step(&h, "bruno").await.to_string()),
-                ("3", step(&h, "carla").await.to_string()),
-            ]),
-        )
-        .await
-        .unwrap();
-
-        assert_eq!(failed_ids(&response), ["2", "3"]);
-        assert_eq!(
-            h.model.requests().len(),
-            asks + 1,
-            "only job 2 reached the model"
-        );
-        let (carla, _) = h.store.load_memory(&key("carla"), NOW).await.unwrap();
-        assert_eq!(carla.unwrap().summarized_until, 0, "job 3 was not run");
-        assert_eq!(
-            serde_json::to_value(&response).unwrap(),
-            json!({"batchItemFailures": [{"itemIdentifier": "2"}, {"itemIdentifier": "3"}]}),
-            "the shape Lambda reads; any other shape counts as total success"
-        );
-    }
-
-    #[tokio::test]
-    async fn a_failed_record_holds_back_only_its_own_message_group() {
-        let h = harness();
-        due_conversation(&h, "bruno").await;
-        due_conversation(&h, "carla").await;
-        let asks = h.model.requests().len();
-        h.model.push(Err(ModelError::Unavailable { status: 529 }));
-        h.model.push(ScriptedModel::text(
-            "The customer greeted the agent.",
-            Usage::default(),
-        ));
-
-        let response = handle_batch(
-            &h.compactor,
-            BUDGET,
-            grouped_event(&[
-                ("1", "g-bruno", step(&h, "bruno").await.to_string()),
-                ("2", "g-carla", step(&h, "carla").await.to_string()),
-                ("3", "g-bruno", facts("bruno").to_string()),
-                ("4", "g-carla", step(&h, "carla").await.to_string()),
-            ]),
-        )
-        .await
-        .unwrap();
-
-        assert_eq!(
-            failed_ids(&response),
-            ["1", "3"],
-            "bruno's later job waits behind its failed one; carla's group goes on"
-        );
-        assert_eq!(
-            h.model.requests().len(),
-            asks + 2,
-            "bruno's facts job did not run"
-        );
-        let (carla, _) = h.store.load_memory(&key("carla"), NOW).await.unwrap();
-        assert_eq!(
-            carla.unwrap().summarized_until,
-            2,
-            "carla's step was applied"
-        );
-        let (bruno, _) = h.store.load_memory(&key("bruno"), NOW).await.unwrap();
-        assert_eq!(bruno.unwrap().summarized_until, 0);
-    }
-
-    #[tokio::test]
-    async fn a_malformed_record_holds_back_only_its_own_message_group() {
-        let h = harness();
-        due_conversation(&h, "carla").await;
-        h.model.push(ScriptedModel::text(
-            "The customer greeted the agent.",
-            Usage::default(),
-        ));
-        let response = handle_batch(
-            &h.compactor,
-            BUDGET,
-            grouped_event(&[
-                ("1", "g-ana", "not a job".to_owned()),
-                ("2", "g-carla", step(&h, "carla").await.to_string()),
-                ("3", "g-ana", step(&h, "ana").await.to_string()),
-            ]),
-        )
-        .await
-        .unwrap();
-        assert_eq!(failed_ids(&response), ["1", "3"]);
-        let (carla, _) = h.store.load_memory(&key("carla"), NOW).await.unwrap();
-        assert_eq!(carla.unwrap().summarized_until, 2);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_record_that_cannot_fit_what_is_left_of_the_invocation_is_reported_with_the_rest() {
-        let h = harness();
-        for contact in ["bruno", "carla", "dora"] {
-            due_conversation(&h, contact).await;
-            h.model.push(ScriptedModel::text(
-                "The customer greeted the agent.",
-                Usage::default(),
-            ));
-        }
-        let slow = Arc::new(SlowModel {
-            inner: h.model.clone(),
-            per_call: Duration::from_secs(25),
-            calls: std::sync::atomic::AtomicUsize::new(0),
-        });
-        let compactor = Compactor {
-            model: slow.clone(),
-            ..h.compactor.clone()
-        };
-        // The invocation ends 50 s from now: after one 25 s job, less than one job
-        // budget (30 s) is left.
-        let mut event = grouped_event(&[
-            ("1", "g-bruno", step(&h, "bruno").await.to_string()),
-            ("2", "g-carla", step(&h, "carla").await.to_string()),
-            ("3", "g-dora", step(&h, "dora").await.to_string()),
-        ]);
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_millis() as u64;
-        event.context.deadline = now_ms + 50_000;
-
-        let response = handle_batch(&compactor, BUDGET, event).await.unwrap();
-
-        assert_eq!(failed_ids(&response), ["2", "3"]);
-        assert_eq!(
-            slow.calls.load(Ordering::SeqCst),
-            1,
-            "only the first job ran"
-        );
-        let (bruno, _) = h.store.load_memory(&key("bruno"), NOW).await.unwrap();
-        assert_eq!(bruno.unwrap().summarized_until, 2);
-        let (carla, _) = h.store.load_memory(&key("carla"), NOW).await.unwrap();
-        assert_eq!(carla.unwrap().summarized_until, 0, "job 2 was not started");
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn the_first_record_runs_even_when_the_function_timeout_is_shorter_than_a_job_budget() {
-        let h = harness();
-        due_conversation(&h, "bruno").await;
-        due_conversation(&h, "carla").await;
-        h.model.push(ScriptedModel::text(
-            "The customer greeted the agent.",
-            Usage::default(),
-        ));
-        let mut event = grouped_event(&[
-            ("1", "g-bruno", step(&h, "bruno").await.to_string()),
-            ("2", "g-carla", step(&h, "carla").await.to_string()),
-        ]);
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_millis() as u64;
-        event.context.deadline = now_ms + 20_000;
-        let response = handle_batch(&h.compactor, BUDGET, event).await.unwrap();
-        assert_eq!(failed_ids(&response), ["2"]);
-        let (bruno, _) = h.store.load_memory(&key("bruno"), NOW).await.unwrap();
-        assert_eq!(bruno.unwrap().summarized_until, 2, "the first job ran");
-    }
-
-    #[tokio::test]
-    async fn a_malformed_body_is_a_failure() {
-        let h = harness();
-        for body in [
-            "not json".to_owned(),
-            json!({"kind": "step", "tenant": "barber", "incarnation": "a#b", "session": 1, "summarized_until": 0})
-                .to_string(),
-            json!({"kind": "rebuild", "tenant": "barber", "incarnation": "ab"}).to_string(),
-        ] {
-            let response = handle_batch(
-                &h.compactor,
-                BUDGET,
-                event(&[("1", step(&h, "ana").await.to_string()), ("2", body)]),
-            )
-            .await
-            .unwrap();
-            assert_eq!(failed_ids(&response), ["2"]);
-        }
-        assert!(h.model.requests().is_empty());
-    }
-
-    #[tokio::test]
-    async fn a_job_for_a_contact_not_found_is_left_for_redelivery_until_its_third_receive() {
-        let h = harness();
-        let job = step(&h, "ana").await.to_string();
-        for receives in 1..NOT_FOUND_RECEIVES {
-            let response = handle_batch(
-                &h.compactor,
-                BUDGET,
-                event_received(&[("1", job.clone())], receives),
-            )
-            .await
-            .unwrap();
-            assert_eq!(failed_ids(&response), ["1"], "receive {receives}");
-        }
-        let response = handle_batch(
-            &h.compactor,
-            BUDGET,
-            event_received(&[("1", job)], NOT_FOUND_RECEIVES),
-        )
-        .await
-        .unwrap();
-        assert!(response.batch_item_failures.is_empty(), "skipped as erased");
-        assert!(h.model.requests().is_empty());
-    }
-
-    #[tokio::test]
-    async fn a_batch_that_succeeds_reports_no_failures() {
-        let h = harness();
-        due_conversation(&h, "bruno").await;
-        h.model.push(ScriptedModel::text(
-            "The customer greeted the agent.",
-            Usage::default(),
-        ));
-        let facts = json!({"kind": "facts", "tenant": "barber",
-                           "incarnation": incarnation(&h, "ana").await, "session": 1});
-        let response = handle_batch(
-            &h.compactor,
-            BUDGET,
-            event(&[
-                ("1", step(&h, "ana").await.to_string()),
-                ("2", facts.to_string()),
-                ("3", step(&h, "bruno").await.to_string()),
-            ]),
-        )
-        .await
-        .unwrap();
-        assert!(response.batch_item_failures.is_empty());
-        let (bruno, _) = h.store.load_memory(&key("bruno"), NOW).await.unwrap();
-        assert_eq!(bruno.unwrap().summarized_until, 2, "the step was applied");
-        assert_eq!(
-            serde_json::to_value(&response).unwrap(),
-            json!({"batchItemFailures": []})
-        );
-    }
-
-    #[tokio::test]
-    async fn a_sweep_event_runs_the_sweep_and_answers_its_report() {
-        let h = harness();
-        h.model.push(ScriptedModel::text("ok", Usage::default()));
-        h.ask.ask(&key("ana"), "hi", None, minute()).await.unwrap();
-        h.clock.store(NOW + 24 * 3600, Ordering::SeqCst);
-        let jobs = RecordingJobs::default();
-
-        let sweep = LambdaEvent::new(json!({"sweep": true}), Context::default());
-        let report = handle(&h.compactor, &jobs, BUDGET, sweep).await.unwrap();
-
-        assert_eq!(
-            report,
-            json!({"found": 1, "enqueued": 1, "skipped": 0, "failed": 0, "buckets_failed": 0})
-        );
-        let ana = incarnation(&h, "ana").await;
-        assert_eq!(
-            *jobs.0.lock().unwrap(),
-            vec![Job::Facts {
-                tenant: key("ana").tenant,
-                incarnation: ana,
-                session: 1
-            }]
-        );
-        let (head, _) = h.store.load_memory(&key("ana"), NOW).await.unwrap();
-        assert_eq!(head.unwrap().facts_requested, Some(1));
-    }
-
-    #[tokio::test]
-    async fn an_sqs_event_takes_the_batch_path_and_answers_its_partial_failures() {
-        let h = harness();
-        let jobs = RecordingJobs::default();
-        let records = json!({"Records": [
-            {"messageId": "1", "body": step(&h, "ana").await.to_string(), "eventSource": "aws:sqs",
-             "attributes": {"ApproximateReceiveCount": NOT_FOUND_RECEIVES.to_string()}},
-            {"messageId": "2", "body": "not a job", "eventSource": "aws:sqs"},
-        ]});
-        let response = handle(
-            &h.compactor,
-            &jobs,
-            BUDGET,
-            LambdaEvent::new(records, Context::default()),
-        )
-        .await
-        .unwrap();
-        assert_eq!(
-            response,
-            json!({"batchItemFailures": [{"itemIdentifier": "2"}]})
-        );
-        assert!(jobs.0.lock().unwrap().is_empty(), "no sweep ran");
-    }
-
-    #[tokio::test]
-    async fn any_other_event_is_refused_and_runs_nothing() {
-        let h = harness();
-        h.model.push(ScriptedModel::text("ok", Usage::default()));
-        h.ask.ask(&key("ana"), "hi", None, minute()).await.unwrap();
-        h.clock.store(NOW + 24 * 3600, Ordering::SeqCst);
-        let jobs = RecordingJobs::default();
-        for junk in [
-            json!({}),
-            json!({"sweep": false}),
-            json!({"sweep": "true"}),
-            json!("sweep"),
-            json!([{"sweep": true}]),
-            json!(null),
-            json!({"Records": "not a list"}),
-        ] {
-            let result = handle(
-                &h.compactor,
-                &jobs,
-                BUDGET,
-                LambdaEvent::new(junk.clone(), Context::default()),
-            )
-            .await;
-            assert!(result.is_err(), "{junk} was accepted: {result:?}");
-        }
-        assert!(jobs.0.lock().unwrap().is_empty());
-        assert!(
-            h.model.requests().len() == 1,
-            "only the ask reached the model"
-        );
-    }
-}
+mod tests;

@@ -1,6 +1,7 @@
 //! The core's integration tests, one binary: the ask service, its limits, its cache
 //! TTL policy, the compactor and the sweep against the in-memory store and the
-//! strict scripted model, and property tests over generated conversations.
+//! strict scripted model, the FIFO batch runner, and property tests over generated
+//! conversations.
 //! `helpers` holds what they share.
 
 #![allow(clippy::unwrap_used, missing_docs)] // a test binary: a panic is a failed test
@@ -9,6 +10,7 @@ mod ask_limits;
 mod ask_service;
 mod cache_ttl;
 mod compactor;
+mod fifo;
 mod helpers;
 mod own_loop;
 mod properties;
