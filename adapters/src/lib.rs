@@ -23,7 +23,9 @@
 //!     `InvokeModel` (`MODEL_PROVIDER=bedrock`), signed with the function's role.
 //!   * [`retry`]: the one budgeted retry loop the model adapters share (each
 //!     attempt's timeout from the time left, no retry that does not fit).
-//!   * [`ssm`]: the API key read from an SSM SecureString at init.
+//!   * [`ssm`]: secrets: `SecretSource` (a value from the environment or an SSM
+//!     SecureString, read once at init: the API key, the WhatsApp secrets) and the
+//!     one read of a decrypted parameter, which the webhook tools' secrets use too.
 //!   * [`webhook`]: the `Webhooks` port: a tenant's own tools behind signed HTTPS
 //!     calls — `address` (which addresses may be reached, a pure function),
 //!     `resolver` (the client's resolver, returning only those), `signature` (the
