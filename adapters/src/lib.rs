@@ -21,6 +21,8 @@
 //!   * [`anthropic`]: the `Model` port on the Anthropic Messages API, over `reqwest`.
 //!   * [`bedrock`]: the `Model` port on Claude through Amazon Bedrock Runtime's
 //!     `InvokeModel` (`MODEL_PROVIDER=bedrock`), signed with the function's role.
+//!   * `model_contract` (tests only): the `Model` port's contract, one set of
+//!     cases run against both model adapters, each on its own fake server.
 //!   * [`retry`]: the one budgeted retry loop the model adapters share (each
 //!     attempt's timeout from the time left, no retry that does not fit).
 //!   * [`ssm`]: secrets: `SecretSource` (a value from the environment or an SSM
@@ -42,6 +44,8 @@ pub mod anthropic;
 pub mod bedrock;
 pub mod config;
 pub mod dynamodb;
+#[cfg(test)]
+mod model_contract;
 pub mod retry;
 pub mod sqs;
 pub mod ssm;

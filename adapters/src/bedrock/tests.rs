@@ -1,25 +1,19 @@
 //! The Bedrock adapter against a scripted server on loopback that answers as
 //! Bedrock Runtime does (its exceptions in `x-amzn-errortype`), called with dummy
-//! credentials as the e2e stack's.
+//! credentials as the e2e stack's; and the `Model` contract on that wire
+//! (`contract::…`). What the contract covers is not repeated here.
 
 use super::*;
 use degrau::domain::{ContentBlock, Role};
-use degrau::model::StopReason;
 use degrau::request::{CacheControl, RequestBlock, RequestMessage, SystemBlock};
 
-use std::sync::{Arc, Mutex};
-
 use aws_sdk_bedrockruntime::config::{BehaviorVersion, Credentials, Region};
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::{HeaderValue, Uri};
-use axum::response::{IntoResponse, Response};
 use serde_json::json;
-use tokio::net::TcpListener;
 
-fn minute() -> Deadline {
-    Deadline::after(Duration::from_secs(60))
-}
+use crate::model_contract::{Canned, Fault, Wire, minute, serve};
+
+/// The dummy secret access key the requests are signed with.
+const SECRET_KEY: &str = "bedrock-test-secret-0123456789";
 
 fn request() -> ModelRequest {
     ModelRequest {
@@ -43,117 +37,18 @@ fn request() -> ModelRequest {
     }
 }
 
-/// A canned answer: status, exception name (for errors) and body.
-#[derive(Clone)]
-struct Reply {
-    status: u16,
-    exception: Option<&'static str>,
-    body: String,
-}
-
-impl Reply {
-    fn ok() -> Self {
-        Reply {
-            status: 200,
-            exception: None,
-            body: json!({
-                "id": "msg_bdrk_01",
-                "type": "message",
-                "role": "assistant",
-                "model": "claude-sonnet-5",
-                "content": [{"type": "text", "text": "Hi."}],
-                "stop_reason": "end_turn",
-                "stop_sequence": null,
-                "usage": {"input_tokens": 12, "cache_creation_input_tokens": 3000,
-                          "cache_read_input_tokens": 500, "output_tokens": 40}
-            })
-            .to_string(),
-        }
-    }
-
-    fn error(status: u16, exception: &'static str, message: &str) -> Self {
-        Reply {
-            status,
-            exception: Some(exception),
-            body: json!({ "message": message }).to_string(),
-        }
-    }
-}
-
-struct Seen {
-    path: String,
-    headers: axum::http::HeaderMap,
-    body: Vec<u8>,
-}
-
-struct Script {
-    replies: Vec<Reply>,
-    seen: Mutex<Vec<Seen>>,
-}
-
-impl Script {
-    fn requests(&self) -> usize {
-        self.seen.lock().unwrap().len()
-    }
-}
-
-async fn answer(
-    State(script): State<Arc<Script>>,
-    uri: Uri,
-    headers: axum::http::HeaderMap,
-    body: Bytes,
-) -> Response {
-    let index = {
-        let mut seen = script.seen.lock().unwrap();
-        seen.push(Seen {
-            path: uri.path().to_owned(),
-            headers,
-            body: body.to_vec(),
-        });
-        seen.len() - 1
-    };
-    let reply = &script.replies[index.min(script.replies.len() - 1)];
-    let mut headers = axum::http::HeaderMap::new();
-    headers.insert(
-        axum::http::header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    headers.insert("x-amzn-requestid", HeaderValue::from_static("req-bdrk"));
-    if let Some(exception) = reply.exception {
-        headers.insert(
-            "x-amzn-errortype",
-            HeaderValue::from_str(&format!("{exception}:http://internal.amazon.com/")).unwrap(),
-        );
-    }
-    let status = axum::http::StatusCode::from_u16(reply.status).unwrap();
-    (status, headers, reply.body.clone()).into_response()
-}
-
-async fn serve(replies: Vec<Reply>) -> (String, Arc<Script>) {
-    let script = Arc::new(Script {
-        replies,
-        seen: Mutex::new(Vec::new()),
-    });
-    let app = axum::Router::new()
-        .fallback(answer)
-        .with_state(script.clone());
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    (url, script)
-}
-
 /// A client of `url` with dummy credentials, as the e2e stack's.
 fn model_at(url: &str, policy: RetryPolicy) -> BedrockModel {
     let config = aws_sdk_bedrockruntime::Config::builder()
         .behavior_version(BehaviorVersion::latest())
         .endpoint_url(url)
         .region(Region::new("us-east-1"))
-        .credentials_provider(Credentials::new("testing", "testing", None, None, "test"))
+        .credentials_provider(Credentials::new("testing", SECRET_KEY, None, None, "test"))
         .build();
     BedrockModel::new(config, policy)
 }
 
+/// Retries at once.
 fn fast() -> RetryPolicy {
     RetryPolicy {
         backoff_base: Duration::from_millis(1),
@@ -180,17 +75,10 @@ fn the_body_is_the_messages_body_less_model_plus_the_bedrock_version() {
 }
 
 #[tokio::test]
-async fn an_answer_is_read_with_its_usage_and_stop_reason_from_a_signed_call() {
-    let (url, script) = serve(vec![Reply::ok()]).await;
-    let response = model_at(&url, fast())
-        .create(&request(), minute())
-        .await
-        .unwrap();
-    assert_eq!(response.stop_reason, Some(StopReason::EndTurn));
-    assert_eq!(response.usage.input_tokens, 12);
-    assert_eq!(response.usage.cache_creation_input_tokens, 3000);
-    assert_eq!(response.usage.cache_read_input_tokens, 500);
-    assert_eq!(response.usage.output_tokens, 40);
+async fn a_call_is_signed_and_goes_to_the_models_path_with_the_bedrock_body() {
+    let (url, script) = serve(vec![ok()]).await;
+    let response = model_at(&url, fast()).create(&request(), minute()).await;
+    assert!(response.is_ok(), "{response:?}");
     let seen = script.seen.lock().unwrap();
     assert_eq!(
         seen[0].path,
@@ -206,94 +94,74 @@ async fn an_answer_is_read_with_its_usage_and_stop_reason_from_a_signed_call() {
     assert_eq!(body["anthropic_version"], "bedrock-2023-05-31");
 }
 
+/// Bedrock's exceptions beyond the contract's faults: each maps to its
+/// `ModelError`, retried only when another attempt may succeed.
 #[tokio::test]
-async fn bedrocks_errors_map_to_the_model_errors_and_retry_only_when_worth_it() {
+async fn bedrocks_other_exceptions_map_to_the_model_errors_and_retry_only_when_worth_it() {
     let cases = [
         (
-            Reply::error(429, "ThrottlingException", "Too many requests"),
-            ModelError::RateLimited { retry_after: None },
-            3,
-        ),
-        (
-            Reply::error(408, "ModelTimeoutException", "Model timed out"),
+            408,
+            "ModelTimeoutException",
+            "Model timed out",
             ModelError::Timeout,
             3,
         ),
         (
-            Reply::error(503, "ServiceUnavailableException", "Unavailable"),
+            503,
+            "ServiceUnavailableException",
+            "Unavailable",
             ModelError::Unavailable { status: 503 },
             3,
         ),
         (
-            Reply::error(429, "ModelNotReadyException", "Not ready"),
+            429,
+            "ModelNotReadyException",
+            "Not ready",
             ModelError::Unavailable { status: 429 },
             3,
         ),
         (
-            Reply::error(500, "InternalServerException", "Internal"),
-            ModelError::Unavailable { status: 500 },
-            3,
-        ),
-        (
-            Reply::error(400, "ValidationException", "messages.0: bad"),
-            ModelError::InvalidRequest {
-                message: "messages.0: bad".into(),
-            },
-            1,
-        ),
-        (
-            Reply::error(
-                400,
-                "ValidationException",
-                "prompt is too long: 210000 tokens > 200000 maximum",
-            ),
-            ModelError::PromptTooLong {
-                message: "prompt is too long: 210000 tokens > 200000 maximum".into(),
-            },
-            1,
-        ),
-        (
-            Reply::error(
-                400,
-                "ValidationException",
-                "Input is too long for requested model.",
-            ),
+            400,
+            "ValidationException",
+            "Input is too long for requested model.",
             ModelError::PromptTooLong {
                 message: "Input is too long for requested model.".into(),
             },
             1,
         ),
         (
-            Reply::error(403, "AccessDeniedException", "not authorized"),
+            403,
+            "UnrecognizedClientException",
+            "bad token",
             ModelError::Authentication { status: 403 },
             1,
         ),
         (
-            Reply::error(403, "UnrecognizedClientException", "bad token"),
-            ModelError::Authentication { status: 403 },
-            1,
-        ),
-        (
-            Reply::error(404, "ResourceNotFoundException", "no such model"),
+            404,
+            "ResourceNotFoundException",
+            "no such model",
             ModelError::InvalidRequest {
                 message: "no such model".into(),
             },
             1,
         ),
         (
-            Reply::error(400, "ServiceQuotaExceededException", "quota"),
+            400,
+            "ServiceQuotaExceededException",
+            "quota",
             ModelError::RateLimited { retry_after: None },
             1,
         ),
         (
-            Reply::error(424, "ModelErrorException", "model failed"),
+            424,
+            "ModelErrorException",
+            "model failed",
             ModelError::Unavailable { status: 424 },
             1,
         ),
     ];
-    for (reply, expected, attempts) in cases {
-        let name = reply.exception.unwrap_or_default();
-        let (url, script) = serve(vec![reply]).await;
+    for (status, name, message, expected, attempts) in cases {
+        let (url, script) = serve(vec![exception(status, name, message)]).await;
         let error = model_at(&url, fast())
             .create(&request(), minute())
             .await
@@ -303,71 +171,65 @@ async fn bedrocks_errors_map_to_the_model_errors_and_retry_only_when_worth_it() 
     }
 }
 
-#[tokio::test]
-async fn a_throttled_call_then_an_answer_succeeds_on_the_retry() {
-    let (url, script) = serve(vec![
-        Reply::error(429, "ThrottlingException", "slow down"),
-        Reply::ok(),
-    ])
-    .await;
-    let response = model_at(&url, fast()).create(&request(), minute()).await;
-    assert!(response.is_ok());
-    assert_eq!(script.requests(), 2, "one retry, by the loop, not the SDK");
+/// A 200 answer, as Bedrock sends it: the Messages API's response.
+fn ok() -> Canned {
+    Bedrock::answer(json!({
+        "id": "msg_bdrk_01",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-5",
+        "content": [{"type": "text", "text": "Hi."}],
+        "stop_reason": "end_turn",
+        "stop_sequence": null,
+        "usage": {"input_tokens": 12, "output_tokens": 40}
+    }))
 }
 
-#[tokio::test]
-async fn a_2xx_that_is_not_a_messages_response_is_a_protocol_error_without_retry() {
-    let reply = Reply {
-        status: 200,
-        exception: None,
-        body: json!({"id": "x", "content": "secret words"}).to_string(),
-    };
-    let (url, script) = serve(vec![reply]).await;
-    let error = model_at(&url, fast())
-        .create(&request(), minute())
-        .await
-        .unwrap_err();
-    let ModelError::Protocol(text) = error else {
-        panic!("expected a protocol error, got {error:?}");
-    };
-    assert!(!text.contains("secret words"), "{text}");
-    assert_eq!(script.requests(), 1);
+/// Bedrock's error answer: the exception's name in `x-amzn-errortype`, its text
+/// in the body.
+fn exception(status: u16, name: &str, message: &str) -> Canned {
+    Canned {
+        status,
+        headers: vec![
+            ("x-amzn-requestid", "req-bdrk".to_owned()),
+            (
+                "x-amzn-errortype",
+                format!("{name}:http://internal.amazon.com/"),
+            ),
+        ],
+        body: json!({ "message": message }).to_string(),
+    }
 }
 
-#[tokio::test]
-async fn a_hung_model_gets_one_attempt_cut_at_the_deadline() {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let counter = accepted.clone();
-    tokio::spawn(async move {
-        let mut held = Vec::new();
-        loop {
-            let (stream, _) = listener.accept().await.unwrap();
-            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            held.push(stream);
+/// Bedrock Runtime's wire, for the `Model` contract.
+struct Bedrock;
+
+impl Wire for Bedrock {
+    type M = BedrockModel;
+    const CREDENTIAL: &'static str = SECRET_KEY;
+
+    fn answer(body: Value) -> Canned {
+        Canned {
+            status: 200,
+            headers: vec![("x-amzn-requestid", "req-bdrk".to_owned())],
+            body: body.to_string(),
         }
-    });
-    let call = model_at(&url, RetryPolicy::default());
-    let deadline = Deadline::after(Duration::from_millis(1_500));
-    let outcome = tokio::time::timeout(Duration::from_secs(20), call.create(&request(), deadline))
-        .await
-        .expect("the model call ran past its deadline");
-    assert_eq!(outcome.unwrap_err(), ModelError::Timeout);
-    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    fn fault(fault: Fault, message: &str) -> Canned {
+        match fault {
+            Fault::Throttled => exception(429, "ThrottlingException", message),
+            Fault::ServerError => exception(500, "InternalServerException", message),
+            Fault::InvalidRequest => exception(400, "ValidationException", message),
+            Fault::Denied => exception(403, "AccessDeniedException", message),
+        }
+    }
+
+    fn model(url: &str, policy: RetryPolicy) -> BedrockModel {
+        model_at(url, policy)
+    }
 }
 
-#[tokio::test]
-async fn a_refused_connection_is_a_connection_error_after_the_retries() {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    drop(listener);
-    let error = model_at(&url, fast())
-        .create(&request(), minute())
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(error, ModelError::Connection(_)),
-        "expected a connection error, got {error:?}"
-    );
+mod contract {
+    crate::model_contract::model_contract!(super::Bedrock);
 }
