@@ -7,6 +7,7 @@ use std::collections::HashMap;
 
 use degrau::tenant::Defaults;
 
+use crate::ssm::SecretSource;
 use crate::webhook::SecretNames;
 
 /// How `ask` finds the tenant.
@@ -25,24 +26,6 @@ pub enum AuthConfig {
     },
     /// `AUTH_MODE=dev`: the `X-Tenant-Id` header, for local runs only.
     Dev,
-}
-
-/// Where the Anthropic API key comes from; read once at init ([`crate::ssm::api_key`]).
-#[derive(Clone, PartialEq, Eq)]
-pub enum ApiKeySource {
-    /// `ANTHROPIC_API_KEY`: the key itself (local runs; the stack sets a dummy one).
-    Value(String),
-    /// `ANTHROPIC_API_KEY_PARAMETER`: the name of an SSM SecureString holding it.
-    SsmParameter(String),
-}
-
-impl std::fmt::Debug for ApiKeySource {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ApiKeySource::Value(_) => f.write_str("Value(<redacted>)"),
-            ApiKeySource::SsmParameter(name) => write!(f, "SsmParameter({name:?})"),
-        }
-    }
 }
 
 /// Which service answers the model calls: `MODEL_PROVIDER`.
@@ -68,9 +51,11 @@ pub struct Config {
     pub jobs_queue_url: Option<String>,
     /// `MODEL_PROVIDER`: `anthropic` (the default) or `bedrock`.
     pub model_provider: ModelProvider,
-    /// Where the Anthropic API key comes from; required with the `anthropic`
-    /// provider, unused (and not required) with `bedrock`.
-    pub anthropic_api_key: Option<ApiKeySource>,
+    /// `ANTHROPIC_API_KEY` (the key itself; the local stack sets a dummy one) or
+    /// `ANTHROPIC_API_KEY_PARAMETER` (an SSM SecureString's name), read once at init;
+    /// required with the `anthropic` provider, unused (and not required) with
+    /// `bedrock`.
+    pub anthropic_api_key: Option<SecretSource>,
     /// `ANTHROPIC_BASE_URL`.
     pub anthropic_base_url: String,
     /// `MODEL_TIMEOUT_SECONDS`: the limit of one model call attempt (60 by default).
@@ -311,25 +296,20 @@ fn model_provider(vars: &Vars<'_>) -> Result<ModelProvider, ConfigError> {
 }
 
 /// The key's source when one is set, for a provider that does not need it.
-fn optional_api_key(vars: &Vars<'_>) -> Option<ApiKeySource> {
-    api_key(vars).ok()
+fn optional_api_key(vars: &Vars<'_>) -> Option<SecretSource> {
+    SecretSource::from_vars(vars.0, "ANTHROPIC_API_KEY")
 }
 
 /// `ANTHROPIC_API_KEY` (the key itself), else `ANTHROPIC_API_KEY_PARAMETER` (an SSM
 /// parameter's name); one is required.
-fn api_key(vars: &Vars<'_>) -> Result<ApiKeySource, ConfigError> {
-    match (
-        vars.get("ANTHROPIC_API_KEY"),
-        vars.get("ANTHROPIC_API_KEY_PARAMETER"),
-    ) {
-        (Some(key), _) => Ok(ApiKeySource::Value(key.to_owned())),
-        (None, Some(name)) => Ok(ApiKeySource::SsmParameter(name.to_owned())),
-        (None, None) => Err(ConfigError(
+fn api_key(vars: &Vars<'_>) -> Result<SecretSource, ConfigError> {
+    optional_api_key(vars).ok_or_else(|| {
+        ConfigError(
             "neither ANTHROPIC_API_KEY nor ANTHROPIC_API_KEY_PARAMETER is set (the local stack \
              sets a dummy key for the offline stand-in)"
                 .into(),
-        )),
-    }
+        )
+    })
 }
 
 #[cfg(test)]
@@ -434,7 +414,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             from_ssm.anthropic_api_key,
-            Some(ApiKeySource::SsmParameter("/degrau/key".into()))
+            Some(SecretSource::SsmParameter("/degrau/key".into()))
         );
         let direct = Config::from_map(&vars(&[
             ("TABLE_NAME", "t"),

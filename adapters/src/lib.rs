@@ -21,9 +21,13 @@
 //!   * [`anthropic`]: the `Model` port on the Anthropic Messages API, over `reqwest`.
 //!   * [`bedrock`]: the `Model` port on Claude through Amazon Bedrock Runtime's
 //!     `InvokeModel` (`MODEL_PROVIDER=bedrock`), signed with the function's role.
+//!   * `model_contract` (tests only): the `Model` port's contract, one set of
+//!     cases run against both model adapters, each on its own fake server.
 //!   * [`retry`]: the one budgeted retry loop the model adapters share (each
 //!     attempt's timeout from the time left, no retry that does not fit).
-//!   * [`ssm`]: the API key read from an SSM SecureString at init.
+//!   * [`ssm`]: secrets: `SecretSource` (a value from the environment or an SSM
+//!     SecureString, read once at init: the API key, the WhatsApp secrets) and the
+//!     one read of a decrypted parameter, which the webhook tools' secrets use too.
 //!   * [`webhook`]: the `Webhooks` port: a tenant's own tools behind signed HTTPS
 //!     calls — `address` (which addresses may be reached, a pure function),
 //!     `resolver` (the client's resolver, returning only those), `signature` (the
@@ -40,6 +44,8 @@ pub mod anthropic;
 pub mod bedrock;
 pub mod config;
 pub mod dynamodb;
+#[cfg(test)]
+mod model_contract;
 pub mod retry;
 pub mod sqs;
 pub mod ssm;

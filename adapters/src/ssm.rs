@@ -1,37 +1,59 @@
-//! The API key's lookup: the key itself from the environment (local runs), or an
-//! SSM SecureString read once at init (what the template sets), so the key is never
-//! in the template or the function's configuration.
+//! Secrets from SSM Parameter Store: a [`SecretSource`] (the secret itself from the
+//! environment for local runs, or the name of an SSM SecureString, what the template
+//! sets) read once at init, and [`read_parameter`], the one read of a decrypted
+//! parameter that every secret goes through (the webhook tools' signing secrets too).
+//! A secret is never in the template, the function's configuration or a message.
+//!
+//! This module knows no other of the crate: the configuration and the WhatsApp
+//! channel both use it.
 
-use crate::config::{ApiKeySource, ConfigError};
+use std::collections::HashMap;
 
-/// The key: the value itself, or the decrypted SSM parameter. A missing or empty
-/// parameter fails init with a message naming it (never the key).
-pub async fn api_key(
-    source: &ApiKeySource,
-    ssm: &aws_sdk_ssm::Client,
-) -> Result<String, ConfigError> {
-    match source {
-        ApiKeySource::Value(key) => Ok(key.clone()),
-        ApiKeySource::SsmParameter(name) => read_parameter(ssm, name)
-            .await
-            .map_err(|e| ConfigError(format!("ANTHROPIC_API_KEY_PARAMETER: {e}"))),
+/// Where a secret comes from: `NAME` (the value) or `NAME_PARAMETER` (an SSM
+/// parameter's name).
+#[derive(Clone, PartialEq, Eq)]
+pub enum SecretSource {
+    /// The variable itself (local runs; the stack sets a dummy API key).
+    Value(String),
+    /// The name of an SSM SecureString holding it.
+    SsmParameter(String),
+}
+
+// Written by hand so that `{:?}` of a configuration cannot leak the secret.
+impl std::fmt::Debug for SecretSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SecretSource::Value(_) => f.write_str("Value(<redacted>)"),
+            SecretSource::SsmParameter(name) => write!(f, "SsmParameter({name:?})"),
+        }
     }
 }
 
-/// A secret from the environment (`variable` holds it) or from the SSM
-/// SecureString its `…_PARAMETER` variable names, read once at init; a missing or
-/// empty one fails init naming the variable or parameter, never the value.
-pub async fn secret(
-    variable: &str,
-    source: &crate::whatsapp::SecretSource,
-    ssm: &aws_sdk_ssm::Client,
-) -> Result<String, ConfigError> {
-    use crate::whatsapp::SecretSource;
-    match source {
-        SecretSource::Value(value) => Ok(value.clone()),
-        SecretSource::SsmParameter(name) => read_parameter(ssm, name)
-            .await
-            .map_err(|e| ConfigError(format!("{variable}_PARAMETER: {e}"))),
+impl SecretSource {
+    /// The source `vars` set for the secret `name`: `name` itself wins over
+    /// `{name}_PARAMETER`; `None` when neither is set (a blank value is unset).
+    pub fn from_vars(vars: &HashMap<String, String>, name: &str) -> Option<SecretSource> {
+        let get = |name: &str| {
+            vars.get(name)
+                .map(|v| v.trim())
+                .filter(|v| !v.is_empty())
+                .map(str::to_owned)
+        };
+        get(name)
+            .map(SecretSource::Value)
+            .or_else(|| get(&format!("{name}_PARAMETER")).map(SecretSource::SsmParameter))
+    }
+
+    /// The secret `name`: the value itself, or the decrypted SSM parameter. A
+    /// missing or empty parameter is an error naming `{name}_PARAMETER` and the
+    /// parameter, never the value.
+    pub async fn read(&self, name: &str, ssm: &aws_sdk_ssm::Client) -> Result<String, String> {
+        match self {
+            SecretSource::Value(value) => Ok(value.clone()),
+            SecretSource::SsmParameter(parameter) => read_parameter(ssm, parameter)
+                .await
+                .map_err(|e| format!("{name}_PARAMETER: {e}")),
+        }
     }
 }
 
@@ -56,4 +78,31 @@ pub async fn read_parameter(ssm: &aws_sdk_ssm::Client, name: &str) -> Result<Str
         .filter(|v| !v.is_empty())
         .map(str::to_owned)
         .ok_or_else(|| format!("the SSM parameter {name:?} is empty"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_value_wins_over_the_parameter_and_a_blank_one_is_unset() {
+        let vars = |pairs: &[(&str, &str)]| -> HashMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let both = vars(&[("KEY", "k"), ("KEY_PARAMETER", "/p")]);
+        assert_eq!(
+            SecretSource::from_vars(&both, "KEY"),
+            Some(SecretSource::Value("k".into()))
+        );
+        let parameter = vars(&[("KEY", "  "), ("KEY_PARAMETER", " /p ")]);
+        assert_eq!(
+            SecretSource::from_vars(&parameter, "KEY"),
+            Some(SecretSource::SsmParameter("/p".into()))
+        );
+        assert_eq!(SecretSource::from_vars(&vars(&[]), "KEY"), None);
+        assert!(!format!("{:?}", SecretSource::Value("k3y".into())).contains("k3y"));
+    }
 }

@@ -160,7 +160,10 @@ async fn model(
             },
         ))),
         (ModelProvider::Anthropic, Some(source)) => {
-            let api_key = crate::ssm::api_key(source, ssm).await?;
+            let api_key = source
+                .read("ANTHROPIC_API_KEY", ssm)
+                .await
+                .map_err(ConfigError)?;
             Ok(Arc::new(AnthropicModel::new(AnthropicConfig {
                 base_url: config.anthropic_base_url.clone(),
                 api_key,

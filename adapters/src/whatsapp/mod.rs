@@ -4,9 +4,9 @@
 //! `main.rs` call ([`WebhookDependencies::from_env`], [`WorkerDependencies::from_env`]).
 //! The records live in the DynamoDB adapter (`dynamodb/whatsapp.rs`).
 //!
-//! The three secrets (the app secret, the verify token, the access token) come from
-//! SSM SecureStrings named by `…_PARAMETER` variables (what the template sets), or
-//! from the variables themselves for local runs, read once per instance.
+//! The three secrets (the app secret, the verify token, the access token) are each a
+//! [`SecretSource`]: an SSM SecureString named by a `…_PARAMETER` variable (what the
+//! template sets), or the variable itself for local runs, read once per instance.
 
 pub mod graph;
 pub mod inbox;
@@ -18,24 +18,7 @@ use degrau::whatsapp::worker::{DEFAULT_DEBOUNCE_SECONDS, MAX_DEBOUNCE_SECONDS};
 
 use crate::config::ConfigError;
 use crate::dynamodb::DynamoStore;
-
-/// Where a secret comes from.
-#[derive(Clone, PartialEq, Eq)]
-pub enum SecretSource {
-    /// The variable itself (local runs).
-    Value(String),
-    /// The name of an SSM SecureString holding it.
-    SsmParameter(String),
-}
-
-impl std::fmt::Debug for SecretSource {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SecretSource::Value(_) => f.write_str("Value(<redacted>)"),
-            SecretSource::SsmParameter(name) => write!(f, "SsmParameter({name:?})"),
-        }
-    }
-}
+use crate::ssm::SecretSource;
 
 fn get<'a>(vars: &'a HashMap<String, String>, name: &str) -> Option<&'a str> {
     vars.get(name).map(|v| v.trim()).filter(|v| !v.is_empty())
@@ -47,13 +30,11 @@ fn secret_source(
     name: &str,
     what: &str,
 ) -> Result<SecretSource, ConfigError> {
-    match (get(vars, name), get(vars, &format!("{name}_PARAMETER"))) {
-        (Some(value), _) => Ok(SecretSource::Value(value.to_owned())),
-        (None, Some(parameter)) => Ok(SecretSource::SsmParameter(parameter.to_owned())),
-        (None, None) => Err(ConfigError(format!(
+    SecretSource::from_vars(vars, name).ok_or_else(|| {
+        ConfigError(format!(
             "neither {name} nor {name}_PARAMETER is set ({what})"
-        ))),
-    }
+        ))
+    })
 }
 
 /// What the webhook reads from the environment.
@@ -184,9 +165,16 @@ impl WebhookDependencies {
                 aws_sdk_sqs::Client::new(&sdk),
                 config.queue_url,
             )),
-            app_secret: crate::ssm::secret("WHATSAPP_APP_SECRET", &config.app_secret, &ssm).await?,
-            verify_token: crate::ssm::secret("WHATSAPP_VERIFY_TOKEN", &config.verify_token, &ssm)
-                .await?,
+            app_secret: config
+                .app_secret
+                .read("WHATSAPP_APP_SECRET", &ssm)
+                .await
+                .map_err(ConfigError)?,
+            verify_token: config
+                .verify_token
+                .read("WHATSAPP_VERIFY_TOKEN", &ssm)
+                .await
+                .map_err(ConfigError)?,
         })
     }
 }
@@ -205,12 +193,11 @@ impl WorkerDependencies {
     pub async fn from_env() -> Result<Self, ConfigError> {
         let config = WorkerConfig::from_map(&std::env::vars().collect())?;
         let sdk = crate::wiring::sdk_config().await;
-        let token = crate::ssm::secret(
-            "WHATSAPP_ACCESS_TOKEN",
-            &config.access_token,
-            &aws_sdk_ssm::Client::new(&sdk),
-        )
-        .await?;
+        let token = config
+            .access_token
+            .read("WHATSAPP_ACCESS_TOKEN", &aws_sdk_ssm::Client::new(&sdk))
+            .await
+            .map_err(ConfigError)?;
         let sender = graph::GraphSender::new(&config.graph_base_url, &config.graph_version, token)
             .map_err(ConfigError)?;
         Ok(WorkerDependencies {
