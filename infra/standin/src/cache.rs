@@ -24,9 +24,8 @@
 
 use std::collections::HashMap;
 
-use degrau::usage::{CacheCreation, Usage};
-
 use crate::prompt::{PrefixHash, Prompt, Ttl};
+use crate::wire::{CacheCreation, Usage};
 
 /// How far back a read looks from each breakpoint, the breakpoint included.
 pub const LOOKBACK: usize = 20;
@@ -65,7 +64,7 @@ impl Cache {
 
     /// Accounts one request at `now_ms`: reads and refreshes what it finds, writes
     /// its breakpoints, and returns the input side of `usage` (`output_tokens` 0),
-    /// the creation split always present (as the API reports it). The three input
+    /// with the creation split (as the API reports it). The three input
     /// fields always add up to the prompt's tokens.
     pub fn account(&mut self, prompt: &Prompt, now_ms: u64, min_tokens: u64) -> Usage {
         self.entries.retain(|_, entry| entry.expires_ms > now_ms);
@@ -87,7 +86,6 @@ impl Cache {
         let cacheable = |i: usize| cumulative[i] >= min_tokens;
         let uncached = Usage {
             input_tokens: total,
-            cache_creation: Some(CacheCreation::default()),
             ..Usage::default()
         };
 
@@ -139,10 +137,10 @@ impl Cache {
             cache_creation_input_tokens: cumulative[last] - read,
             cache_read_input_tokens: read,
             output_tokens: 0,
-            cache_creation: Some(CacheCreation {
+            cache_creation: CacheCreation {
                 ephemeral_5m_input_tokens: cumulative[last] - one_hour_end,
                 ephemeral_1h_input_tokens: one_hour_end - read,
-            }),
+            },
         }
     }
 }
@@ -197,10 +195,10 @@ mod tests {
             cache_creation_input_tokens: five_minutes + one_hour,
             cache_read_input_tokens: read,
             output_tokens: 0,
-            cache_creation: Some(CacheCreation {
+            cache_creation: CacheCreation {
                 ephemeral_5m_input_tokens: five_minutes,
                 ephemeral_1h_input_tokens: one_hour,
-            }),
+            },
         }
     }
 
@@ -340,7 +338,7 @@ mod tests {
         assert_eq!(cache.account(&p, 7 * MINUTE, 1024), split(5, 250, 0, 1400));
         let usage = cache.account(&p, 8 * MINUTE, 1024);
         assert_eq!(usage.context_tokens(), 1655);
-        let split_sum = usage.cache_creation.unwrap();
+        let split_sum = usage.cache_creation;
         assert_eq!(
             split_sum.ephemeral_5m_input_tokens + split_sum.ephemeral_1h_input_tokens,
             usage.cache_creation_input_tokens

@@ -2,11 +2,10 @@
 //! of received calls. The HTTP control endpoints under `/stand-in/` and the Rust
 //! methods of [`crate::StandIn`] share these types.
 
-use degrau::domain::ContentBlock;
-use degrau::model::StopReason;
-use degrau::usage::Usage;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use crate::wire::{ResponseBlock, StopReason, Usage};
 
 /// One injected fault, consumed by the next `POST /v1/messages` before anything
 /// else (headers and body are not even looked at when it sets a `status`).
@@ -75,7 +74,7 @@ impl Fault {
 #[serde(deny_unknown_fields)]
 pub struct ScriptedAnswer {
     /// The answer's blocks, as the API returns them.
-    pub content: Vec<ContentBlock>,
+    pub content: Vec<ResponseBlock>,
     /// Why it stopped; defaults to `tool_use` when `content` holds one, else
     /// `end_turn`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -85,11 +84,11 @@ pub struct ScriptedAnswer {
 impl ScriptedAnswer {
     /// The stop reason to report.
     pub fn stop_reason(&self) -> StopReason {
-        self.stop_reason.clone().unwrap_or_else(|| {
+        self.stop_reason.unwrap_or_else(|| {
             if self
                 .content
                 .iter()
-                .any(|b| matches!(b, ContentBlock::ToolUse { .. }))
+                .any(|b| matches!(b, ResponseBlock::ToolUse { .. }))
             {
                 StopReason::ToolUse
             } else {
@@ -117,8 +116,7 @@ pub struct LoggedCall {
     /// The body received: JSON when it parsed, else the text (lossy UTF-8). On
     /// Bedrock's route, as sent (no `model`; `anthropic_version` in it).
     pub body: Value,
-    /// The usage computed, for answered calls (its creation split is in
-    /// `response`: degrau's `Usage` does not write it out).
+    /// The usage computed, for answered calls (as in `response`).
     pub usage: Option<Usage>,
     /// The response body sent (the whole of it, even when `dropped`).
     pub response: Value,

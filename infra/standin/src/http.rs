@@ -29,9 +29,6 @@ use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::{HeaderMap, HeaderValue, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use degrau::domain::ContentBlock;
-use degrau::model::StopReason;
-use degrau::usage::Usage;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -40,8 +37,9 @@ use crate::StandIn;
 use crate::answer::{Answer, answer};
 use crate::control::{Fault, LoggedCall, RawRequest, ScriptedAnswer};
 use crate::error::ApiError;
-use crate::parse::{from_bedrock, parse_request};
+use crate::parse::{from_bedrock, parse_request, parse_value};
 use crate::prompt::{Prompt, tokens_for_chars};
+use crate::wire::{MessagesResponse, ResponseBlock, StopReason, Usage};
 
 /// Largest body accepted: the real API's 32 MB (413 `request_too_large` above).
 pub const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
@@ -316,9 +314,9 @@ fn handle(
     })?;
     let parsed = match route {
         Route::Messages => parse_request(&bytes)?,
-        Route::Bedrock { model } => parse_request(&from_bedrock(&bytes, model)?)?,
+        Route::Bedrock { model } => parse_value(&from_bedrock(&bytes, model)?)?,
     };
-    let prompt = Prompt::flatten(&parsed.request, &parsed.marks, &parsed.prelude);
+    let prompt = Prompt::flatten(&parsed.request, &parsed.prelude);
     let total = prompt.total_tokens();
     let config = standin.config();
     if total > config.context_limit {
@@ -344,7 +342,7 @@ fn handle(
             (script.content, stop, tokens)
         }
         None => {
-            let reply = answer(&parsed.request, &parsed.tool_choice, &prompt.fingerprint());
+            let reply = answer(&parsed.request, &prompt.fingerprint());
             fit(reply, parsed.request.max_tokens)
         }
     };
@@ -352,39 +350,28 @@ fn handle(
         output_tokens,
         ..cached
     };
-    let response = json!({
-        "id": format!("msg_standin_{number}"),
-        "type": "message",
-        "role": "assistant",
-        "model": parsed.request.model,
-        "content": content,
-        "stop_reason": stop_reason,
-        "stop_sequence": null,
-        "usage": usage_json(&usage),
-    });
+    let response = MessagesResponse {
+        id: format!("msg_standin_{number}"),
+        kind: "message",
+        role: "assistant",
+        model: parsed.request.model,
+        content,
+        stop_reason,
+        stop_sequence: None,
+        usage,
+    };
+    // Serialising these plain data types cannot fail.
+    let response = serde_json::to_value(response).unwrap_or(Value::Null);
     Ok(Answered { response, usage })
-}
-
-/// `usage` as the API writes it, the creation split included (degrau's `Usage`
-/// reads the split but never writes it out, so that degrau stores usage as before).
-fn usage_json(usage: &Usage) -> Value {
-    let mut value = serde_json::to_value(usage).unwrap_or(Value::Null);
-    if let (Some(split), Some(object)) = (usage.cache_creation, value.as_object_mut()) {
-        object.insert(
-            "cache_creation".into(),
-            serde_json::to_value(split).unwrap_or(Value::Null),
-        );
-    }
-    value
 }
 
 /// Output tokens of a reply: a quarter of its characters (text as is, tool calls
 /// as JSON), rounded up.
-fn output_tokens(content: &[ContentBlock]) -> u64 {
+fn output_tokens(content: &[ResponseBlock]) -> u64 {
     let chars: usize = content
         .iter()
         .map(|block| match block {
-            ContentBlock::Text { text } => text.chars().count(),
+            ResponseBlock::Text { text } => text.chars().count(),
             other => serde_json::to_string(other).map_or(0, |j| j.chars().count()),
         })
         .sum();
@@ -393,12 +380,12 @@ fn output_tokens(content: &[ContentBlock]) -> u64 {
 
 /// Cuts a heuristic reply to `max_tokens` like the real API: the thinking and the
 /// text survive (no tool call), and the stop reason says why.
-fn fit(reply: Answer, max_tokens: u32) -> (Vec<ContentBlock>, StopReason, u64) {
+fn fit(reply: Answer, max_tokens: u64) -> (Vec<ResponseBlock>, StopReason, u64) {
     let tokens = output_tokens(&reply.content);
-    if tokens <= u64::from(max_tokens) {
+    if tokens <= max_tokens {
         return (reply.content, reply.stop_reason, tokens);
     }
-    let mut content: Vec<ContentBlock> = reply
+    let mut content: Vec<ResponseBlock> = reply
         .content
         .iter()
         .filter(|b| b.is_thinking())
@@ -416,7 +403,7 @@ fn fit(reply: Answer, max_tokens: u32) -> (Vec<ContentBlock>, StopReason, u64) {
         .content
         .iter()
         .filter_map(|b| match b {
-            ContentBlock::Text { text } => Some(text.as_str()),
+            ResponseBlock::Text { text } => Some(text.as_str()),
             _ => None,
         })
         .collect::<Vec<_>>()
@@ -425,13 +412,13 @@ fn fit(reply: Answer, max_tokens: u32) -> (Vec<ContentBlock>, StopReason, u64) {
         .take(keep)
         .collect();
     if !text.trim().is_empty() {
-        content.push(ContentBlock::text(text));
+        content.push(ResponseBlock::text(text));
     }
     // What is kept fits `max_tokens * 4` characters, so the budget is never passed.
     let tokens = if content.is_empty() {
-        u64::from(max_tokens)
+        max_tokens
     } else {
-        output_tokens(&content).min(u64::from(max_tokens))
+        output_tokens(&content).min(max_tokens)
     };
     (content, StopReason::MaxTokens, tokens)
 }

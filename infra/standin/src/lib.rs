@@ -6,7 +6,10 @@
 //! `ANTHROPIC_BASE_URL`, and its Bedrock client (`MODEL_PROVIDER=bedrock`) through
 //! `AWS_ENDPOINT_URL_BEDROCK_RUNTIME`, on Bedrock Runtime's `InvokeModel` route. It
 //!
-//! - refuses what the real API refuses, with the same texts ([`parse`]);
+//! - reads requests into its own types for the API's JSON ([`wire`]), written from
+//!   the API's documentation rather than borrowed from degrau's core, so a field the
+//!   core serialises wrongly is refused, not read back by the code that wrote it;
+//! - refuses what the real API refuses, with the same texts ([`parse`], [`rules`]);
 //! - counts tokens its own deterministic way and simulates prompt caching the
 //!   documented way, so `usage` behaves like the real one ([`prompt`], [`cache`]);
 //! - answers deterministically, every text reply marked `[offline stand-in]`, and
@@ -19,13 +22,14 @@
 //!   day of pauses in seconds, and nothing in the stand-in ever waits for its clock.
 //!
 //! Run it in-process with [`spawn`] (or [`serve`] on a listener of your own), or
-//! as the `degrau-standin` binary. It depends on the core crate only (the domain
-//! and request types); `docs/DESIGN.md` says where it sits.
+//! as the `degrau-standin` binary. It does not depend on degrau's crates (its tests
+//! do, to send what degrau sends); `docs/DESIGN.md` says where it sits.
 //!
 //! # Layout
 //!
-//! Read [`http`] (the routes) first, then a request's way through: [`parse`] and
-//! [`error`] (the API's rules and error envelope), [`prompt`] and [`cache`] (token
+//! Read [`http`] (the routes) first, then a request's way through: [`wire`] (the
+//! API's JSON), [`parse`], [`rules`] and [`error`] (its shapes, rules and error
+//! envelope), [`prompt`] and [`cache`] (token
 //! counts and prompt caching), [`thinking`], [`answer`]; then [`control`] (faults,
 //! scripts, the call log) and [`cli`] (the binary's flags). [`graph`] stands in for
 //! the Graph API's WhatsApp send endpoint, for the WhatsApp worker.
@@ -39,7 +43,9 @@ pub mod graph;
 pub mod http;
 pub mod parse;
 pub mod prompt;
+pub mod rules;
 pub mod thinking;
+pub mod wire;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;

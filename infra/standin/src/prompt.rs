@@ -12,79 +12,14 @@
 //! (or changing its `ttl`) does not change a prefix, while changing any byte of an
 //! earlier position does.
 
-use degrau::domain::Role;
-use degrau::request::{ModelRequest, SystemBlock};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+use crate::wire::MessagesRequest;
+pub use crate::wire::Ttl;
+
 /// Hash of a canonical prefix.
 pub type PrefixHash = [u8; 32];
-
-/// Lifetime of a cache entry: `cache_control.ttl`, `"5m"` (the default) or `"1h"`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub enum Ttl {
-    /// Five minutes; a write costs 1.25× a base input token.
-    #[default]
-    FiveMinutes,
-    /// One hour; a write costs 2×.
-    OneHour,
-}
-
-impl Ttl {
-    /// The lifetime, in milliseconds.
-    pub fn ms(self) -> u64 {
-        match self {
-            Ttl::FiveMinutes => 5 * 60 * 1000,
-            Ttl::OneHour => 60 * 60 * 1000,
-        }
-    }
-
-    /// Reads the API's spelling.
-    pub fn parse(text: &str) -> Option<Ttl> {
-        match text {
-            "5m" => Some(Ttl::FiveMinutes),
-            "1h" => Some(Ttl::OneHour),
-            _ => None,
-        }
-    }
-}
-
-/// The `cache_control` of every place of a request that can carry one, with its
-/// lifetime: degrau's request types keep neither a tool's breakpoint nor `ttl`,
-/// so the parser reads them from the JSON and keeps them here.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Marks {
-    /// Per tool.
-    pub tools: Vec<Option<Ttl>>,
-    /// Per system block.
-    pub system: Vec<Option<Ttl>>,
-    /// Per message, per content block.
-    pub messages: Vec<Vec<Option<Ttl>>>,
-}
-
-impl Marks {
-    /// Breakpoints on tools.
-    pub fn tool_breakpoints(&self) -> usize {
-        self.tools.iter().flatten().count()
-    }
-
-    fn system(&self, index: usize) -> Ttl {
-        self.system
-            .get(index)
-            .copied()
-            .flatten()
-            .unwrap_or_default()
-    }
-
-    fn message(&self, message: usize, block: usize) -> Ttl {
-        self.messages
-            .get(message)
-            .and_then(|m| m.get(block))
-            .copied()
-            .flatten()
-            .unwrap_or_default()
-    }
-}
 
 /// One cacheable position of a prompt.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -131,12 +66,11 @@ fn chain(previous: &PrefixHash, tag: &str, json: &str) -> PrefixHash {
 }
 
 impl Prompt {
-    /// Flattens a request. `marks` holds the breakpoints of the tools and the
-    /// lifetime of every breakpoint (a system or message block's `cache_control`
-    /// without a mark is a five-minute one); `prelude` is the canonical JSON of the
-    /// request options that invalidate the messages part of the cache when they
-    /// change (`tool_choice`, the output format).
-    pub fn flatten(request: &ModelRequest, marks: &Marks, prelude: &str) -> Self {
+    /// Flattens a request. Each block's breakpoint is its own `cache_control`;
+    /// `prelude` is the canonical JSON of the request options that invalidate the
+    /// messages part of the cache when they change (`tool_choice`, the output
+    /// format, `thinking`).
+    pub fn flatten(request: &MessagesRequest, prelude: &str) -> Self {
         // Caches are per model: the model id seeds the chain.
         let mut hash = chain(&[0; 32], "degrau-standin/v1 model", &request.model);
         let mut positions = Vec::new();
@@ -149,28 +83,15 @@ impl Prompt {
             });
         };
 
-        for (index, tool) in request.tools.iter().enumerate() {
-            let marked = marks.tools.get(index).copied().flatten();
-            push(&mut hash, "tool", canonical(tool), marked);
+        for tool in &request.tools {
+            push(&mut hash, "tool", canonical(tool), tool.cache_control);
         }
-        for (index, block) in request.system.iter().enumerate() {
-            let bare = SystemBlock {
-                cache_control: None,
-                ..block.clone()
-            };
-            push(
-                &mut hash,
-                "system",
-                canonical(&bare),
-                block.cache_control.map(|_| marks.system(index)),
-            );
+        for block in &request.system {
+            push(&mut hash, "system", canonical(block), block.cache_control);
         }
         hash = chain(&hash, "prelude", prelude);
-        for (number, message) in request.messages.iter().enumerate() {
-            let role = match message.role {
-                Role::User => "user",
-                Role::Assistant => "assistant",
-            };
+        for message in &request.messages {
+            let role = message.role.as_str();
             for (index, block) in message.content.iter().enumerate() {
                 // The tag keeps message boundaries and roles in the prefix.
                 let tag = if index == 0 {
@@ -181,8 +102,8 @@ impl Prompt {
                 push(
                     &mut hash,
                     &tag,
-                    canonical(&block.block),
-                    block.cache_control.map(|_| marks.message(number, index)),
+                    canonical(&block.content),
+                    block.cache_control,
                 );
             }
         }
@@ -221,37 +142,36 @@ impl Prompt {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use degrau::domain::ContentBlock;
-    use degrau::request::{CacheControl, RequestBlock, RequestMessage, ToolDef};
-    use serde_json::json;
+    use crate::parse::parse_request;
+    use crate::wire::{Content, SystemBlock};
+    use serde_json::{Value, json};
 
-    fn request(texts: &[&str]) -> ModelRequest {
-        ModelRequest {
-            model: "claude-sonnet-5".into(),
-            max_tokens: 100,
-            thinking: None,
-            tools: vec![ToolDef {
-                name: "t".into(),
-                description: "d".into(),
-                input_schema: json!({"type": "object"}),
-            }],
-            tool_choice: None,
-            system: vec![SystemBlock {
-                kind: "text".into(),
-                text: "be brief".into(),
-                cache_control: Some(CacheControl::EPHEMERAL),
-            }],
-            messages: vec![RequestMessage {
-                role: Role::User,
-                content: texts
-                    .iter()
-                    .map(|t| RequestBlock {
-                        block: ContentBlock::text(*t),
-                        cache_control: None,
-                    })
-                    .collect(),
-            }],
+    /// A request with one tool, a marked system block and one user message of
+    /// `texts`, with `extra` fields merged in at the top level.
+    fn body(texts: &[&str], extra: Value) -> Value {
+        let blocks: Vec<Value> = texts
+            .iter()
+            .map(|t| json!({"type": "text", "text": t}))
+            .collect();
+        let mut body = json!({
+            "model": "claude-sonnet-5", "max_tokens": 100,
+            "tools": [{"name": "t", "description": "d", "input_schema": {"type": "object"}}],
+            "system": [{"type": "text", "text": "be brief", "cache_control": {"type": "ephemeral"}}],
+            "messages": [{"role": "user", "content": blocks}],
+        });
+        if let (Some(body), Value::Object(extra)) = (body.as_object_mut(), extra) {
+            body.extend(extra);
         }
+        body
+    }
+
+    fn prompt(body: &Value) -> Prompt {
+        let parsed = parse_request(body.to_string().as_bytes()).unwrap();
+        Prompt::flatten(&parsed.request, &parsed.prelude)
+    }
+
+    fn hashes(prompt: &Prompt) -> Vec<PrefixHash> {
+        prompt.positions().iter().map(|p| p.prefix_hash).collect()
     }
 
     #[test]
@@ -260,9 +180,15 @@ mod tests {
         assert_eq!(tokens_for_chars(4), 1);
         assert_eq!(tokens_for_chars(5), 2);
         // {"type":"text","text":"abcd"} is 29 characters.
-        assert_eq!(tokens_of(&ContentBlock::text("abcd")), 8);
-        let prompt = Prompt::flatten(&request(&["abcd"]), &Marks::default(), "");
+        let block = Content::Text {
+            text: "abcd".into(),
+        };
+        assert_eq!(tokens_of(&block), 8);
+        // {"type":"text","text":"be brief"}: 33, without its cache_control.
+        assert_eq!(tokens_of(&SystemBlock::text("be brief")), 9);
+        let prompt = prompt(&body(&["abcd"], json!({})));
         assert_eq!(prompt.positions().len(), 3);
+        assert_eq!(prompt.positions()[1].tokens, 9);
         assert_eq!(prompt.positions()[2].tokens, 8);
         assert_eq!(
             prompt.total_tokens(),
@@ -272,62 +198,33 @@ mod tests {
 
     #[test]
     fn breakpoints_do_not_change_hashes_but_content_and_options_do() {
-        let plain = Prompt::flatten(&request(&["a", "b"]), &Marks::default(), "");
-        let mut marked_request = request(&["a", "b"]);
-        marked_request.system[0].cache_control = None;
-        marked_request.messages[0].content[0].cache_control = Some(CacheControl::EPHEMERAL);
-        let marks = Marks {
-            tools: vec![Some(Ttl::OneHour)],
-            ..Marks::default()
-        };
-        let marked = Prompt::flatten(&marked_request, &marks, "");
-        let hashes = |p: &Prompt| -> Vec<PrefixHash> {
-            p.positions().iter().map(|x| x.prefix_hash).collect()
-        };
+        let plain = prompt(&body(&["a", "b"], json!({})));
+        let mut marked_body = body(&["a", "b"], json!({}));
+        marked_body["tools"][0]["cache_control"] = json!({"type": "ephemeral", "ttl": "1h"});
+        marked_body["system"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("cache_control");
+        marked_body["messages"][0]["content"][0]["cache_control"] = json!({"type": "ephemeral"});
+        let marked = prompt(&marked_body);
         assert_eq!(hashes(&plain), hashes(&marked));
-        assert_eq!(marked.positions()[0].breakpoint, Some(Ttl::OneHour));
-        assert_eq!(marked.positions()[1].breakpoint, None);
-        assert_eq!(marked.positions()[2].breakpoint, Some(Ttl::FiveMinutes));
-
-        let edited = Prompt::flatten(&request(&["a", "c"]), &Marks::default(), "");
+        let lifetimes: Vec<Option<Ttl>> = marked.positions().iter().map(|p| p.breakpoint).collect();
         assert_eq!(
-            plain.positions()[2].prefix_hash,
-            edited.positions()[2].prefix_hash
-        );
-        assert_ne!(
-            plain.positions()[3].prefix_hash,
-            edited.positions()[3].prefix_hash
+            lifetimes,
+            [Some(Ttl::OneHour), None, Some(Ttl::FiveMinutes), None]
         );
 
-        let forced = Prompt::flatten(
-            &request(&["a", "b"]),
-            &Marks::default(),
-            r#"{"tool_choice":"none"}"#,
-        );
-        assert_eq!(
-            plain.positions()[1].prefix_hash,
-            forced.positions()[1].prefix_hash
-        );
-        assert_ne!(
-            plain.positions()[2].prefix_hash,
-            forced.positions()[2].prefix_hash
-        );
+        let edited = prompt(&body(&["a", "c"], json!({})));
+        assert_eq!(hashes(&plain)[2], hashes(&edited)[2]);
+        assert_ne!(hashes(&plain)[3], hashes(&edited)[3]);
+
+        let forced = prompt(&body(&["a", "b"], json!({"tool_choice": {"type": "none"}})));
+        assert_eq!(hashes(&plain)[1], hashes(&forced)[1]);
+        assert_ne!(hashes(&plain)[2], hashes(&forced)[2]);
     }
 
     #[test]
-    fn marks_give_each_breakpoint_its_lifetime() {
-        let mut req = request(&["a", "b"]);
-        req.messages[0].content[1].cache_control = Some(CacheControl::EPHEMERAL);
-        let marks = Marks {
-            system: vec![Some(Ttl::OneHour)],
-            ..Marks::default()
-        };
-        let prompt = Prompt::flatten(&req, &marks, "");
-        let lifetimes: Vec<Option<Ttl>> = prompt.positions().iter().map(|p| p.breakpoint).collect();
-        assert_eq!(
-            lifetimes,
-            [None, Some(Ttl::OneHour), None, Some(Ttl::FiveMinutes)]
-        );
+    fn reads_the_api_spelling_of_lifetimes() {
         assert_eq!(Ttl::parse("1h"), Some(Ttl::OneHour));
         assert_eq!(Ttl::parse("5m"), Some(Ttl::FiveMinutes));
         assert_eq!(Ttl::parse("10m"), None);
@@ -336,10 +233,8 @@ mod tests {
 
     #[test]
     fn another_model_shares_no_prefix() {
-        let a = Prompt::flatten(&request(&["a"]), &Marks::default(), "");
-        let mut other = request(&["a"]);
-        other.model = "claude-haiku-4-5".into();
-        let b = Prompt::flatten(&other, &Marks::default(), "");
+        let a = prompt(&body(&["a"], json!({})));
+        let b = prompt(&body(&["a"], json!({"model": "claude-haiku-4-5"})));
         assert_ne!(a.positions()[0].prefix_hash, b.positions()[0].prefix_hash);
         assert_ne!(a.fingerprint(), b.fingerprint());
     }

@@ -9,11 +9,10 @@
 //! (The texts of the refusals are the real API's for `thinking`; the one for
 //! `redacted_thinking` follows its pattern, as the notes quote none.)
 
-use degrau::domain::ContentBlock;
-use degrau::request::ModelRequest;
 use sha2::{Digest, Sha256};
 
 use crate::error::ApiError;
+use crate::wire::{Content, MessagesRequest, ResponseBlock};
 
 /// The key of the stand-in's signatures.
 const KEY: &str = "degrau-standin thinking v1";
@@ -45,9 +44,9 @@ fn data_is_sealed(data: &str) -> bool {
 }
 
 /// A thinking block, signed.
-pub fn thinking_block(thinking: String) -> ContentBlock {
+pub fn thinking_block(thinking: String) -> ResponseBlock {
     let signature = signature(&thinking);
-    ContentBlock::Thinking {
+    ResponseBlock::Thinking {
         thinking,
         signature,
     }
@@ -56,14 +55,14 @@ pub fn thinking_block(thinking: String) -> ContentBlock {
 /// Signs a scripted answer's thinking blocks that have no signature yet, and seals
 /// its redacted blocks that have no data (`seed` keeps them distinct); blocks that
 /// carry one are left as they are.
-pub fn sign_scripted(content: &mut [ContentBlock], seed: &str) {
+pub fn sign_scripted(content: &mut [ResponseBlock], seed: &str) {
     for (index, block) in content.iter_mut().enumerate() {
         match block {
-            ContentBlock::Thinking {
+            ResponseBlock::Thinking {
                 thinking,
                 signature: sig,
             } if sig.is_empty() => *sig = signature(thinking),
-            ContentBlock::RedactedThinking { data } if data.is_empty() => {
+            ResponseBlock::RedactedThinking { data } if data.is_empty() => {
                 *data = redacted_data(&format!("{seed}:{index}"));
             }
             _ => {}
@@ -73,11 +72,11 @@ pub fn sign_scripted(content: &mut [ContentBlock], seed: &str) {
 
 /// Refuses a request carrying a thinking block the stand-in did not sign, or a
 /// redacted block it did not seal (altered, forged, or made by another server).
-pub fn verify(request: &ModelRequest) -> Result<(), ApiError> {
+pub fn verify(request: &MessagesRequest) -> Result<(), ApiError> {
     for (m, message) in request.messages.iter().enumerate() {
         for (b, block) in message.content.iter().enumerate() {
-            match &block.block {
-                ContentBlock::Thinking {
+            match &block.content {
+                Content::Thinking {
                     thinking,
                     signature: sig,
                 } if *sig != signature(thinking) => {
@@ -85,7 +84,7 @@ pub fn verify(request: &ModelRequest) -> Result<(), ApiError> {
                         "messages.{m}.content.{b}: Invalid `signature` in `thinking` block"
                     )));
                 }
-                ContentBlock::RedactedThinking { data } if !data_is_sealed(data) => {
+                Content::RedactedThinking { data } if !data_is_sealed(data) => {
                     return Err(ApiError::invalid(format!(
                         "messages.{m}.content.{b}: Invalid `data` in `redacted_thinking` block"
                     )));

@@ -83,8 +83,18 @@ async fn invoke_refuses_a_model_field_a_missing_version_and_an_unsigned_call() {
         body.as_object_mut().unwrap().remove("anthropic_version");
         body
     };
+    // A first-party-only field Bedrock's schema does not have.
+    let with_service_tier = {
+        let mut body = bedrock_body(hello());
+        body["service_tier"] = json!("auto");
+        body
+    };
     for (body, text) in [
         (with_model, "extraneous key [model] is not permitted"),
+        (
+            with_service_tier,
+            "extraneous key [service_tier] is not permitted",
+        ),
         (
             without_version,
             "required key [anthropic_version] not found",

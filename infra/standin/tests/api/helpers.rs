@@ -150,7 +150,7 @@ pub fn degrau_request(
 /// The prompt's tokens as the stand-in counts them.
 pub fn prompt_tokens(body: &Value) -> u64 {
     let parsed = parse_request(body.to_string().as_bytes()).expect("valid");
-    Prompt::flatten(&parsed.request, &parsed.marks, &parsed.prelude).total_tokens()
+    Prompt::flatten(&parsed.request, &parsed.prelude).total_tokens()
 }
 
 /// A minimal valid body with the given messages.

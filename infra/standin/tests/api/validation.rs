@@ -204,3 +204,45 @@ async fn a_prompt_over_the_context_limit_is_too_long() {
         &format!("prompt is too long: {tokens} tokens > 50 maximum"),
     );
 }
+
+/// What degrau's own types would read back without a word (they ignore unknown
+/// fields and take any JSON as a tool input) is refused here, as by the API.
+#[tokio::test]
+async fn a_wrongly_serialised_request_is_refused_as_the_api_refuses_it() {
+    let standin = start().await;
+    let mut misspelled = body_with(json!([{"role": "user", "content": [
+        {"type": "text", "text": "hi", "cache_contol": {"type": "ephemeral"}}]}]));
+    assert_invalid(
+        &standin.messages(&misspelled).await,
+        "messages.0.content.0.cache_contol: Extra inputs are not permitted",
+    );
+    misspelled["messages"][0]["content"][0] = json!({"type": "text", "text": "hi",
+        "cache_control": {"type": "ephemeral", "ttl": "60m"}});
+    assert_invalid(
+        &standin.messages(&misspelled).await,
+        "messages.0.content.0.cache_control.ttl: Input should be '5m' or '1h'",
+    );
+    let double_encoded = body_with(json!([
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "t", "input": "{}"}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": "1"}]}
+    ]));
+    assert_invalid(
+        &standin.messages(&double_encoded).await,
+        "messages.1.content.0.input: Input should be a valid dictionary",
+    );
+    let mut top_level = body_with(json!([{"role": "user", "content": "hi"}]));
+    top_level["max_token"] = json!(5);
+    assert_invalid(
+        &standin.messages(&top_level).await,
+        "max_token: Extra inputs are not permitted",
+    );
+    // Every one of them was logged as refused.
+    assert!(
+        standin
+            .logged()
+            .await
+            .iter()
+            .all(|call| call["status"] == 400)
+    );
+}
