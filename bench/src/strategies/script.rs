@@ -8,7 +8,7 @@
 //! asking for the identifier again (second-to-last turn) and saying goodbye.
 //!
 //! The texts are written against the offline stand-in's heuristics
-//! (`infra/standin/src/answer.rs`): a turn meant to run a tool holds one of its
+//! (`infra/standin/src/answer/`): a turn meant to run a tool holds one of its
 //! availability or booking words (and, for a booking, an `HH:MM` time and a
 //! `YYYY-MM-DD` date, the new date first); every other turn avoids all of those
 //! words, so that only the turns that should call a tool do. [`Turn::expects_tool`]

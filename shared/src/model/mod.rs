@@ -1,5 +1,5 @@
 //! The `Model` port: one call to the Messages API. Its adapter (crate
-//! `degrau-adapters`, `anthropic.rs`) speaks HTTP to the real API, or to the offline
+//! `degrau-adapters`, `anthropic/`) speaks HTTP to the real API, or to the offline
 //! stand-in through `ANTHROPIC_BASE_URL`; `scripted` (behind the `test-util`
 //! feature) plays a script in unit tests and refuses what the real API refuses.
 

@@ -370,7 +370,7 @@ fn every_function_allowed_transactions_may_run_their_condition_checks() {
     // when a round refreshes its window's TTL, and when facts are written), and IAM
     // asks for dynamodb:ConditionCheckItem on each, beside TransactWriteItems: without
     // it the whole transaction is denied in AWS (moto checks no IAM).
-    let queries = include_str!("../../../adapters/src/dynamodb/queries.rs");
+    let queries = include_str!("../../../adapters/src/dynamodb/queries/transactions.rs");
     assert!(
         queries.contains(".condition_check("),
         "the store no longer builds condition checks: revisit this test"
