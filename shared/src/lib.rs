@@ -56,6 +56,7 @@ pub mod jobs;
 pub mod memory;
 pub mod metrics;
 pub mod model;
+pub mod pairing;
 pub mod pruning;
 pub mod quota;
 pub mod request;

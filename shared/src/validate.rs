@@ -7,9 +7,8 @@
 //!
 //! (`docs/DESIGN.md`: invariant 3.)
 
-use std::collections::{BTreeSet, HashSet};
-
 use crate::domain::{ContentBlock, Role};
+use crate::pairing::{Unpaired, check_pairs};
 use crate::request::{CacheTtl, MAX_BREAKPOINTS, ModelRequest, RequestBlock};
 
 /// A rule the request breaks; `message` is the text the real API returns in its
@@ -96,65 +95,15 @@ pub fn validate_request(request: &ModelRequest) -> Result<(), ApiRuleViolation> 
         );
     }
 
-    let mut seen_ids = HashSet::new();
-    let mut uses_tools = false;
-    for (index, (role, blocks)) in merged.iter().enumerate() {
-        let uses: Vec<&str> = tool_use_ids(blocks).collect();
-        let results: Vec<&str> = tool_result_ids(blocks).collect();
-        uses_tools |= !uses.is_empty() || !results.is_empty();
-        for id in &uses {
-            if !seen_ids.insert(*id) {
-                return violation("`tool_use` ids must be unique".into());
-            }
-        }
-        if *role == Role::User && !results.is_empty() {
-            let previous: BTreeSet<&str> = match index.checked_sub(1).map(|i| &merged[i]) {
-                Some((Role::Assistant, blocks)) => tool_use_ids(blocks).collect(),
-                _ => BTreeSet::new(),
-            };
-            if previous.is_empty() {
-                return violation(format!(
-                    "messages.{index}: `tool_result` block(s) provided when previous message does not contain any `tool_use` blocks"
-                ));
-            }
-            for (position, block) in blocks.iter().enumerate() {
-                if let ContentBlock::ToolResult { tool_use_id, .. } = &block.block
-                    && !previous.contains(tool_use_id.as_str())
-                {
-                    return violation(format!(
-                        "messages.{index}.content.{position}: unexpected `tool_use_id` found in `tool_result` blocks: {tool_use_id}. Each `tool_result` block must have a corresponding `tool_use` block in the previous message."
-                    ));
-                }
-            }
-        }
-        if *role == Role::Assistant && !uses.is_empty() {
-            // Results must come first in the next message: only the leading run of
-            // tool_result blocks counts.
-            let answered: BTreeSet<&str> = merged
-                .get(index + 1)
-                .map(|(_, next)| {
-                    next.iter()
-                        .map_while(|b| match &b.block {
-                            ContentBlock::ToolResult { tool_use_id, .. } => {
-                                Some(tool_use_id.as_str())
-                            }
-                            _ => None,
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
-            let missing: Vec<&str> = uses
-                .iter()
-                .copied()
-                .filter(|id| !answered.contains(id))
-                .collect();
-            if !missing.is_empty() {
-                return violation(format!(
-                    "messages.{index}: `tool_use` ids were found without `tool_result` blocks immediately after: {}. Each `tool_use` block must have a corresponding `tool_result` block in the next message.",
-                    missing.join(", ")
-                ));
-            }
-        }
+    let uses_tools = merged.iter().any(|(_, blocks)| {
+        tool_use_ids(blocks).next().is_some() || tool_result_ids(blocks).next().is_some()
+    });
+    let pairs: Vec<(Role, Vec<&ContentBlock>)> = merged
+        .iter()
+        .map(|(role, blocks)| (*role, blocks.iter().map(|b| &b.block).collect()))
+        .collect();
+    if let Err(unpaired) = check_pairs(&pairs) {
+        return violation(pairing_text(&unpaired));
     }
     if request.thinking.and_then(|t| t.budget()).is_some() {
         thinking_leads_the_tool_loop(&merged)?;
@@ -222,6 +171,35 @@ fn merge_roles(request: &ModelRequest) -> Vec<(Role, Vec<&RequestBlock>)> {
         }
     }
     merged
+}
+
+/// The API's text for the first unpaired tool call or result.
+fn pairing_text(unpaired: &Unpaired<'_>) -> String {
+    match unpaired {
+        Unpaired::DuplicateUse { .. } => "`tool_use` ids must be unique".into(),
+        Unpaired::ResultsWithoutUses { index, .. } => format!(
+            "messages.{index}: `tool_result` block(s) provided when previous message does not contain any `tool_use` blocks"
+        ),
+        Unpaired::Unexpected {
+            index,
+            position,
+            id,
+        } => format!(
+            "messages.{index}.content.{position}: unexpected `tool_use_id` found in `tool_result` blocks: {id}. Each `tool_result` block must have a corresponding `tool_use` block in the previous message."
+        ),
+        // Not a quoted API text.
+        Unpaired::AnsweredTwice {
+            index,
+            position,
+            id,
+        } => format!(
+            "messages.{index}.content.{position}: `tool_use` id {id} is answered by more than one `tool_result` block"
+        ),
+        Unpaired::Unanswered { index, ids, .. } => format!(
+            "messages.{index}: `tool_use` ids were found without `tool_result` blocks immediately after: {}. Each `tool_use` block must have a corresponding `tool_result` block in the next message.",
+            ids.join(", ")
+        ),
+    }
 }
 
 fn tool_use_ids<'a>(blocks: &'a [&'a RequestBlock]) -> impl Iterator<Item = &'a str> {
@@ -345,6 +323,22 @@ mod tests {
             ),
         ]);
         assert_eq!(validate_request(&ok), Ok(()));
+    }
+
+    #[test]
+    fn refuses_a_tool_use_answered_twice() {
+        let text = error(vec![
+            message(Role::User, vec![B::text("hi")]),
+            message(Role::Assistant, vec![B::tool_use("a", "t", json!({}))]),
+            message(
+                Role::User,
+                vec![B::tool_result("a", "1"), B::tool_result("a", "2")],
+            ),
+        ]);
+        assert_eq!(
+            text,
+            "messages.2.content.1: `tool_use` id a is answered by more than one `tool_result` block"
+        );
     }
 
     #[test]

@@ -18,7 +18,7 @@
 //! context must be one the last request can have held ([`super::plausible`]).
 //! A round that passes spends one of the tenant's rounds ([`crate::quota`]).
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::HashSet;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -30,6 +30,7 @@ use super::{
 };
 use crate::deadline::Deadline;
 use crate::domain::{ContentBlock, IdempotencyKey, Message, Role, StoredMessage};
+use crate::pairing::{self, Unpaired};
 use crate::store::ContactKey;
 use crate::tools::{MAX_RESULTS_CHARS_PER_MESSAGE, MAX_TOOL_RESULT_CHARS};
 use crate::usage::Usage;
@@ -385,55 +386,58 @@ fn is_api_name(text: &str, max: usize) -> bool {
 }
 
 /// Every `tool_use` answered by exactly one `tool_result` in the next message, and
-/// every `tool_result` answering one of the previous message; ids unique.
+/// every `tool_result` answering one of the previous message; ids unique
+/// ([`crate::pairing`], worded for a recorded round).
 fn check_pairs(messages: &[Message]) -> Result<(), AskError> {
-    let mut seen = HashSet::new();
-    for (index, message) in messages.iter().enumerate() {
-        if let Some(id) = message.tool_use_ids().find(|id| !seen.insert(*id)) {
-            return Err(invalid(format!(
-                "messages.{index}: `tool_use` id {id} is used twice; ids must be unique"
-            )));
+    let pairs: Vec<(Role, Vec<&ContentBlock>)> = messages
+        .iter()
+        .map(|message| (message.role, message.content.iter().collect()))
+        .collect();
+    let Err(unpaired) = pairing::check_pairs(&pairs) else {
+        return Ok(());
+    };
+    Err(invalid(match unpaired {
+        Unpaired::DuplicateUse { index, id } => {
+            format!("messages.{index}: `tool_use` id {id} is used twice; ids must be unique")
         }
-        if message.role != Role::Assistant {
-            continue;
+        Unpaired::ResultsWithoutUses {
+            index,
+            position,
+            id,
         }
-        let asked: BTreeSet<&str> = message.tool_use_ids().collect();
-        let Some(next) = messages.get(index + 1) else {
-            if !asked.is_empty() {
-                return Err(invalid(format!(
-                    "messages.{index}: the round ends with `tool_use` ids that have no \
-                     `tool_result`: {}; run the tools and send their results, then the answer",
-                    asked.into_iter().collect::<Vec<_>>().join(", ")
-                )));
-            }
-            continue;
-        };
-        let mut answered = BTreeSet::new();
-        for (position, id) in next.tool_result_ids().enumerate() {
-            if !asked.contains(id) {
-                return Err(invalid(format!(
-                    "messages.{}.content.{position}: `tool_result` answers {id}, which no \
-                     `tool_use` of messages.{index} holds",
-                    index + 1
-                )));
-            }
-            if !answered.insert(id) {
-                return Err(invalid(format!(
-                    "messages.{}.content.{position}: {id} is answered twice",
-                    index + 1
-                )));
-            }
-        }
-        let missing: Vec<&str> = asked.difference(&answered).copied().collect();
-        if !missing.is_empty() {
-            return Err(invalid(format!(
-                "messages.{index}: `tool_use` ids were found without `tool_result` blocks \
-                 immediately after: {}",
-                missing.join(", ")
-            )));
-        }
-    }
-    Ok(())
+        | Unpaired::Unexpected {
+            index,
+            position,
+            id,
+        } => format!(
+            "messages.{index}.content.{position}: `tool_result` answers {id}, which no \
+             `tool_use` of messages.{} holds",
+            index.saturating_sub(1)
+        ),
+        Unpaired::AnsweredTwice {
+            index,
+            position,
+            id,
+        } => format!("messages.{index}.content.{position}: {id} is answered twice"),
+        Unpaired::Unanswered {
+            index,
+            ids,
+            last: true,
+        } => format!(
+            "messages.{index}: the round ends with `tool_use` ids that have no \
+             `tool_result`: {}; run the tools and send their results, then the answer",
+            ids.join(", ")
+        ),
+        Unpaired::Unanswered {
+            index,
+            ids,
+            last: false,
+        } => format!(
+            "messages.{index}: `tool_use` ids were found without `tool_result` blocks \
+             immediately after: {}",
+            ids.join(", ")
+        ),
+    }))
 }
 
 /// Tool results within the caps `ask` keeps ([`MAX_TOOL_RESULT_CHARS`] each,
