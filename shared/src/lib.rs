@@ -8,7 +8,7 @@
 //!
 //! The crate's folder is `shared/` (the deployment's card names it); the crate is
 //! `degrau`. Its modules import one another without a circle: each list below only
-//! uses the ones before it (`tests/layout.rs` checks that, and that no product file
+//! uses the ones before it (`tests/core/layout.rs` checks that, and that no product file
 //! grows past about 700 lines). Read in this order:
 //!
 //! * [`text`], [`usage`], [`deadline`], [`metrics`]: characters that could forge a

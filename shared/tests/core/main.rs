@@ -12,6 +12,7 @@ mod cache_ttl;
 mod compactor;
 mod fifo;
 mod helpers;
+mod layout;
 mod own_loop;
 mod properties;
 mod quota;
