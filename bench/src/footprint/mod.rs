@@ -13,7 +13,9 @@
 //! - [`cold`]: cold starts (init, peak RSS), beside [`python_peer`], a Python
 //!   process doing the same init;
 //! - [`report`]: checkpoints, amortized compaction, the bill per million asks and
-//!   per million WhatsApp messages, the signals' monthly cost, the markdown.
+//!   per million WhatsApp messages, the markdown;
+//! - [`signals`]: the signals' monthly cost, from the template and the metrics the
+//!   functions printed.
 //!
 //! The conversation is the strategies benchmark's scripted one
 //! ([`crate::strategies::script::conversation`], same seed), so both benchmarks
@@ -28,6 +30,7 @@ pub mod langchain;
 pub mod procfs;
 pub mod python_peer;
 pub mod report;
+pub mod signals;
 pub mod stack;
 pub mod whatsapp;
 
