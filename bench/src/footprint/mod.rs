@@ -12,8 +12,8 @@
 //!   worker, each measured;
 //! - [`cold`]: cold starts (init, peak RSS), beside [`python_peer`], a Python
 //!   process doing the same init;
-//! - [`report`]: checkpoints, amortized compaction, the bill per million asks and
-//!   per million WhatsApp messages, the markdown;
+//! - [`report`]: checkpoints, amortized compaction, the markdown;
+//! - [`bill`]: the bill per million asks and per million WhatsApp messages;
 //! - [`signals`]: the signals' monthly cost, from the template and the metrics the
 //!   functions printed.
 //!
@@ -24,6 +24,7 @@
 //! `--long` plays 1,000 turns with checkpoints 10, 100 and 1,000.
 //! [`Options::parse`] documents the flags; `run` does everything.
 
+pub mod bill;
 pub mod cold;
 pub mod degrau_run;
 pub mod langchain;
