@@ -12,7 +12,7 @@
 //!   worker, each measured;
 //! - [`cold`]: cold starts (init, peak RSS), beside [`python_peer`], a Python
 //!   process doing the same init;
-//! - [`report`]: checkpoints, amortized compaction, the markdown;
+//! - [`report`]: checkpoints, amortized compaction; [`markdown`], the markdown;
 //! - [`bill`]: the bill per million asks and per million WhatsApp messages;
 //! - [`signals`]: the signals' monthly cost, from the template and the metrics the
 //!   functions printed.
@@ -28,6 +28,7 @@ pub mod bill;
 pub mod cold;
 pub mod degrau_run;
 pub mod langchain;
+pub mod markdown;
 pub mod procfs;
 pub mod python_peer;
 pub mod report;
