@@ -6,9 +6,8 @@ use std::fmt::Write as _;
 
 use super::degrau_run::AskFigures;
 use super::langchain::LangchainTurn;
-use super::report::{
-    Amortized, Checkpoint, Report, fixed_markdown, init_against_peer, whatsapp_markdown,
-};
+use super::report::{Amortized, Checkpoint, Report};
+use super::sections::{fixed_markdown, init_against_peer, whatsapp_markdown};
 
 /// `1234567` → `1,234,567`.
 pub fn thousands(n: u64) -> String {

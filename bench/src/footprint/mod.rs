@@ -12,7 +12,8 @@
 //!   worker, each measured;
 //! - [`cold`]: cold starts (init, peak RSS), beside [`python_peer`], a Python
 //!   process doing the same init;
-//! - [`report`]: checkpoints, amortized compaction; [`markdown`], the markdown;
+//! - [`report`]: checkpoints, amortized compaction; [`markdown`], the markdown,
+//!   with its shorter [`sections`];
 //! - [`bill`]: the bill per million asks and per million WhatsApp messages;
 //! - [`signals`]: the signals' monthly cost, from the template and the metrics the
 //!   functions printed.
@@ -32,6 +33,7 @@ pub mod markdown;
 pub mod procfs;
 pub mod python_peer;
 pub mod report;
+pub mod sections;
 pub mod signals;
 pub mod stack;
 pub mod whatsapp;
