@@ -50,14 +50,16 @@
 //!
 //! # Layout
 //!
-//! This file: the router, `forward` (one call from start to end) and the control
-//! endpoints; [`fault`] (the queued faults), [`dynamodb`] and [`size`] (DynamoDB's
+//! This file: the router, `forward` (one call from start to end); `control` (the
+//! control endpoints); [`fault`] (the queued faults), [`dynamodb`] and [`size`] (DynamoDB's
 //! item sizes and capacity units), [`record`] (the call log and its summary).
 
 pub mod dynamodb;
 pub mod fault;
 pub mod record;
 pub mod size;
+
+mod control;
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -79,6 +81,7 @@ use tokio::time::Instant;
 pub use fault::{DropPoint, Fault};
 pub use record::{Call, Summary};
 
+use control::{clear_route, faults_route, log_route, pending_route, reset_route, summary_route};
 use dynamodb::{Outcome, ReadBack};
 use fault::FaultQueue;
 use record::SQS_BILLING_CHUNK_BYTES;
@@ -308,63 +311,6 @@ pub async fn spawn_with(config: Config) -> std::io::Result<Running> {
         let _ = serve(listener, served).await;
     });
     Ok(Running { proxy, url, task })
-}
-
-fn since(uri: &Uri) -> u64 {
-    uri.query()
-        .into_iter()
-        .flat_map(|q| q.split('&'))
-        .filter_map(|pair| pair.split_once('='))
-        .find(|(k, _)| *k == "since")
-        .and_then(|(_, v)| v.parse().ok())
-        .unwrap_or(0)
-}
-
-async fn log_route(State(proxy): State<Proxy>, uri: Uri) -> Response {
-    axum::Json(proxy.log_since(since(&uri))).into_response()
-}
-
-async fn summary_route(State(proxy): State<Proxy>, uri: Uri) -> Response {
-    axum::Json(Summary::of(&proxy.log_since(since(&uri)))).into_response()
-}
-
-async fn reset_route(State(proxy): State<Proxy>) -> Response {
-    proxy.reset();
-    axum::Json(json!({})).into_response()
-}
-
-async fn pending_route(State(proxy): State<Proxy>) -> Response {
-    axum::Json(proxy.pending_faults()).into_response()
-}
-
-async fn clear_route(State(proxy): State<Proxy>) -> Response {
-    proxy.clear_faults();
-    axum::Json(json!({})).into_response()
-}
-
-async fn faults_route(State(proxy): State<Proxy>, body: Bytes) -> Response {
-    let faults: Vec<Fault> = match serde_json::from_slice(&body) {
-        Ok(faults) => faults,
-        Err(err) => {
-            return (
-                StatusCode::BAD_REQUEST,
-                axum::Json(json!({"error": format!("a JSON list of faults: {err}")})),
-            )
-                .into_response();
-        }
-    };
-    match proxy.faults(faults) {
-        Ok(queued) => axum::Json(json!({
-            "queued": queued,
-            "pending": proxy.pending_faults().len(),
-        }))
-        .into_response(),
-        Err(problem) => (
-            StatusCode::BAD_REQUEST,
-            axum::Json(json!({ "error": problem })),
-        )
-            .into_response(),
-    }
 }
 
 /// Service and operation of a request.
