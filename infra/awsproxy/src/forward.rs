@@ -12,9 +12,10 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
+use crate::answers::{dropped_response, error_response};
 use crate::dynamodb::{self, Outcome, ReadBack};
 use crate::record::SQS_BILLING_CHUNK_BYTES;
-use crate::{Call, DropPoint, MAX_BODY_BYTES, Proxy, dropped_response, error_response, lock, size};
+use crate::{Call, DropPoint, MAX_BODY_BYTES, Proxy, lock, size};
 
 /// Headers that belong to one connection, not to the message.
 const HOP_BY_HOP: &[&str] = &[

@@ -50,29 +50,27 @@
 //!
 //! # Layout
 //!
-//! This file: the configuration, the shared state and the router; `forward` (one
-//! call from start to end), `control` (the control endpoints); [`fault`] (the
-//! queued faults), [`dynamodb`] and [`size`] (DynamoDB's
-//! item sizes and capacity units), [`record`] (the call log and its summary).
+//! This file: the configuration, the shared state ([`Proxy`]), the router and
+//! the in-process server ([`spawn`]). `forward` (one call from start to end),
+//! `answers` (the error and the broken answers the proxy makes itself) and
+//! `control` (the control endpoints) are private modules; [`fault`] (the queued
+//! faults), [`dynamodb`] and [`size`] (DynamoDB's item sizes and capacity units),
+//! [`record`] (the call log and its summary).
 
 pub mod dynamodb;
 pub mod fault;
 pub mod record;
 pub mod size;
 
+mod answers;
 mod control;
 mod forward;
 
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::{Body, Bytes};
-use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -86,10 +84,6 @@ use forward::forward;
 
 /// Largest request body forwarded (a `TransactWriteItems` may carry 4 MB).
 pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
-
-/// How long a dropped response waits between its partial body and the break, so
-/// the client really receives the headers and the first bytes.
-const DROP_PAUSE: Duration = Duration::from_millis(50);
 
 /// How the proxy runs.
 #[derive(Debug, Clone)]
@@ -296,58 +290,4 @@ pub async fn spawn_with(config: Config) -> std::io::Result<Running> {
         let _ = serve(listener, served).await;
     });
     Ok(Running { proxy, url, task })
-}
-
-fn error_response(status: u16, body: String) -> Response {
-    let mut response = Response::new(Body::from(body));
-    *response.status_mut() =
-        StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/x-amz-json-1.0"),
-    );
-    headers.insert(
-        HeaderName::from_static("x-amzn-requestid"),
-        HeaderValue::from_static("degrau-awsproxy-injected"),
-    );
-    response
-}
-
-/// The status line, the headers and half of `body`; then the connection breaks
-/// (the body stream fails, so hyper aborts the chunked response).
-fn dropped_response(status: StatusCode, headers: HeaderMap, body: Bytes) -> Response {
-    let half = body.slice(..body.len() / 2);
-    let mut response = Body::from_stream(Truncated {
-        chunk: Some(half),
-        pause: Box::pin(tokio::time::sleep(DROP_PAUSE)),
-    })
-    .into_response();
-    *response.status_mut() = status;
-    *response.headers_mut() = headers;
-    response
-}
-
-/// A body that yields one chunk, waits a moment, then fails.
-///
-/// The stand-in has the same small stream (`infra/standin/src/http.rs`), on
-/// purpose: the two local tools share no crate, and twenty lines do not make one.
-struct Truncated {
-    chunk: Option<Bytes>,
-    pause: Pin<Box<tokio::time::Sleep>>,
-}
-
-impl futures_core::Stream for Truncated {
-    type Item = Result<Bytes, std::io::Error>;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        if let Some(chunk) = self.chunk.take() {
-            return Poll::Ready(Some(Ok(chunk)));
-        }
-        ready!(self.pause.as_mut().poll(cx));
-        Poll::Ready(Some(Err(std::io::Error::new(
-            std::io::ErrorKind::ConnectionAborted,
-            "connection dropped by an injected fault (degrau-awsproxy)",
-        ))))
-    }
 }
