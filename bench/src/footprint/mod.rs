@@ -12,8 +12,11 @@
 //!   worker, each measured;
 //! - [`cold`]: cold starts (init, peak RSS), beside [`python_peer`], a Python
 //!   process doing the same init;
-//! - [`report`]: checkpoints, amortized compaction, the bill per million asks and
-//!   per million WhatsApp messages, the signals' monthly cost, the markdown.
+//! - [`report`]: checkpoints, amortized compaction; [`markdown`], the markdown,
+//!   with its shorter [`sections`];
+//! - [`bill`]: the bill per million asks and per million WhatsApp messages;
+//! - [`signals`]: the signals' monthly cost, from the template and the metrics the
+//!   functions printed.
 //!
 //! The conversation is the strategies benchmark's scripted one
 //! ([`crate::strategies::script::conversation`], same seed), so both benchmarks
@@ -22,12 +25,16 @@
 //! `--long` plays 1,000 turns with checkpoints 10, 100 and 1,000.
 //! [`Options::parse`] documents the flags; `run` does everything.
 
+pub mod bill;
 pub mod cold;
 pub mod degrau_run;
 pub mod langchain;
+pub mod markdown;
 pub mod procfs;
 pub mod python_peer;
 pub mod report;
+pub mod sections;
+pub mod signals;
 pub mod stack;
 pub mod whatsapp;
 
