@@ -639,6 +639,7 @@ macro_rules! contract_tests {
             sweep::due_heads_come_earliest_first_up_to_the_limit_from_one_bucket_only,
             sweep::a_settled_head_moves_or_leaves_the_index_and_records_the_request,
             sweep::settling_a_head_that_moved_on_or_was_erased_writes_nothing,
+            sweep::a_deferred_head_moves_only_its_entry_and_only_from_where_it_was_read,
             record::transcript_pages_cover_every_session_exactly_once_in_order,
             record::the_transcript_of_all_sessions_never_returns_an_archive_item,
             record::erasing_a_contact_removes_every_item_and_a_second_erase_finds_none,

@@ -9,8 +9,10 @@
 //!   the sweep's request, only while the head is as the sweep read it (no round,
 //!   sweep, facts job or erase since).
 //!
-//! `ensure_incarnation` is checked in `incarnation.rs`. `defer_sweep` has no case
-//! here yet.
+//! - **Deferring.** `defer_sweep` moves a head's entry to a later due time, only
+//!   while the entry is where the sweep read it, and changes nothing else.
+//!
+//! `ensure_incarnation` is checked in `incarnation.rs`.
 
 use degrau::domain::{Head, Incarnation, PendingFacts};
 use degrau::store::{
@@ -289,4 +291,41 @@ pub(super) async fn settling_a_head_that_moved_on_or_was_erased_writes_nothing(
             .unwrap()
             .is_empty()
     );
+}
+
+pub(super) async fn a_deferred_head_moves_only_its_entry_and_only_from_where_it_was_read(
+    backend: impl Backend,
+) {
+    let store = backend.store();
+    let key = ana();
+    let bucket = sweep_bucket(&key);
+    let at = NOW + DUE_AFTER;
+    commit_due(&*store, &key, at).await;
+    let head = store.load_head(&key).await.unwrap();
+
+    let later = at + 900;
+    assert!(store.defer_sweep(&key, at, later).await.unwrap());
+    assert_eq!(backend.raw_sweep(&key).await, Some((bucket, later)));
+    assert_eq!(
+        store.load_head(&key).await.unwrap(),
+        head,
+        "only the entry moves"
+    );
+    assert!(store.due_heads(bucket, at, 10).await.unwrap().is_empty());
+    assert_eq!(
+        store.due_heads(bucket, later, 10).await.unwrap(),
+        vec![due(&key, later)]
+    );
+
+    // Read at `at` by a sweep that came late: the entry moved since, nothing changes.
+    assert!(!store.defer_sweep(&key, at, later + 900).await.unwrap());
+    assert_eq!(backend.raw_sweep(&key).await, Some((bucket, later)));
+
+    // A contact with no head, or erased, has no entry to move, and gets none.
+    let nobody = contact_key("acme", "+5511900000000");
+    assert!(!store.defer_sweep(&nobody, at, later).await.unwrap());
+    assert_eq!(backend.raw_sweep(&nobody).await, None);
+    store.erase_contact(&key).await.unwrap();
+    assert!(!store.defer_sweep(&key, later, later + 900).await.unwrap());
+    assert_eq!(backend.raw_sweep(&key).await, None);
 }
