@@ -18,8 +18,7 @@ use degrau::memory::{MemoryStore, Semantics};
 use degrau::session::Clock;
 use degrau::step_plan::CompactionPolicy;
 use degrau::store::ContactKey;
-use degrau::tenant::TenantStore;
-use degrau::tenant::{Defaults, TenantConfig};
+use degrau::tenant::{Defaults, TenantConfig, TenantStore};
 use degrau::tools::ToolDispatch;
 
 use crate::faults::{Faults, FaultyStore};

@@ -31,8 +31,7 @@ use degrau::store::{
     MAX_REFRESH_PER_ROUND, RecordStore, RoundCommit, RoundStore, SessionFilter, StoreError,
     SweepSettle, SweepStore, TranscriptPage, TurnState, validate_fact_changes, validate_step,
 };
-use degrau::tenant::TenantConfig;
-use degrau::tenant::TenantStore;
+use degrau::tenant::{TenantConfig, TenantStore};
 use degrau::window::after_last_gap;
 
 use error::{sdk_error, transact, transact_if, unless_condition_failed};

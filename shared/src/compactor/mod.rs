@@ -71,8 +71,7 @@ use crate::request::{
 };
 use crate::session::Clock;
 use crate::store::{Store, StoreError};
-use crate::tenant::TenantStore;
-use crate::tenant::{Defaults, InvalidSettings, Settings};
+use crate::tenant::{Defaults, InvalidSettings, Settings, TenantStore};
 
 pub use facts_job::{FACTS_INSTRUCTIONS, RECORD_FACTS_TOOL, facts_request, record_facts_tool};
 pub use step::{SUMMARY_INSTRUCTIONS, summary_request};

@@ -2,7 +2,6 @@
 //! stop reason the Messages API can give. Time runs on tokio's paused clock: the slow
 //! model and tool doubles "take" seconds without anyone waiting for them.
 
-use degrau::store::RecordStore;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -16,9 +15,8 @@ use degrau::memory::MemoryStore;
 use degrau::model::scripted::{ScriptedModel, response};
 use degrau::model::{Model, ModelError, ModelResponse, StopReason};
 use degrau::request::{ModelRequest, Thinking, ToolDef};
-use degrau::store::SessionFilter;
-use degrau::tenant::TenantStore;
-use degrau::tenant::{Defaults, TenantConfig};
+use degrau::store::{RecordStore, SessionFilter};
+use degrau::tenant::{Defaults, TenantConfig, TenantStore};
 use degrau::tools::{CallContext, ToolDeclaration, ToolDispatch, ToolOutput, Tools};
 use degrau::usage::Usage;
 use serde_json::json;

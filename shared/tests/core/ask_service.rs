@@ -1,7 +1,6 @@
 //! The ask service against the in-memory store and the strict scripted model:
 //! whole rounds, the tool loop, sessions, idempotency and the concurrency policy.
 
-use degrau::store::RecordStore;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
@@ -16,7 +15,7 @@ use degrau::memory::{ItemRef, MemoryStore};
 use degrau::model::scripted::ScriptedModel;
 use degrau::model::{Model, ModelError, ModelResponse};
 use degrau::request::ModelRequest;
-use degrau::store::SessionFilter;
+use degrau::store::{RecordStore, SessionFilter};
 use degrau::tenant::Defaults;
 use degrau::tools::ToolDispatch;
 use degrau::usage::Usage;

@@ -4,7 +4,6 @@
 //! its expected cost; and the token-sized keep of a compaction step, which keeps
 //! the request after the step long enough to cache.
 
-use degrau::store::RoundStore;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -18,8 +17,8 @@ use degrau::model::scripted::ScriptedModel;
 use degrau::pruning::{PruneDecision, apply};
 use degrau::request::{CacheTtl, Lifetimes, ModelRequest};
 use degrau::step_plan::{CompactionPolicy, plan_step, window_tokens};
-use degrau::tenant::TenantStore;
-use degrau::tenant::{Defaults, TenantConfig};
+use degrau::store::RoundStore;
+use degrau::tenant::{Defaults, TenantConfig, TenantStore};
 use degrau::testing::msg;
 use degrau::tools::ToolDispatch;
 use degrau::usage::Usage;

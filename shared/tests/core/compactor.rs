@@ -2,7 +2,6 @@
 //! on conversations driven through the ask service: steps (folding, summary prompt,
 //! pruning, idempotency) and fact extraction (closed keys, refusals, sources).
 
-use degrau::store::RecordStore;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
@@ -20,9 +19,8 @@ use degrau::model::{Model, ModelError, ModelResponse, StopReason};
 use degrau::pruning::PLACEHOLDER_PREFIX;
 use degrau::request::ModelRequest;
 use degrau::step_plan::CompactionPolicy;
-use degrau::store::SessionFilter;
-use degrau::tenant::TenantStore;
-use degrau::tenant::{Defaults, TenantConfig};
+use degrau::store::{RecordStore, SessionFilter};
+use degrau::tenant::{Defaults, TenantConfig, TenantStore};
 use degrau::tools::ToolDispatch;
 use degrau::usage::Usage;
 use serde_json::json;

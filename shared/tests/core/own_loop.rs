@@ -2,8 +2,6 @@
 //! should carry, and rounds the client ran itself committed through `ask`'s commit
 //! path, against the in-memory store and the strict scripted model.
 
-use degrau::store::RecordStore;
-use degrau::store::RoundStore;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
@@ -16,9 +14,8 @@ use degrau::jobs::Job;
 use degrau::memory::MemoryStore;
 use degrau::model::scripted::ScriptedModel;
 use degrau::request::{ModelRequest, RequestMessage};
-use degrau::store::SessionFilter;
-use degrau::tenant::TenantStore;
-use degrau::tenant::{Defaults, TenantConfig};
+use degrau::store::{RecordStore, RoundStore, SessionFilter};
+use degrau::tenant::{Defaults, TenantConfig, TenantStore};
 use degrau::tools::{MAX_RESULTS_CHARS_PER_MESSAGE, MAX_TOOL_RESULT_CHARS, ToolDispatch};
 use degrau::usage::Usage;
 use degrau::validate::validate_request;

@@ -2,7 +2,6 @@
 //! round's usage held against what its request can have held: against the
 //! in-memory store, the in-memory quotas and the strict scripted model.
 
-use degrau::store::RoundStore;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
@@ -15,9 +14,8 @@ use degrau::memory::MemoryStore;
 use degrau::model::scripted::ScriptedModel;
 use degrau::quota::memory::MemoryQuotas;
 use degrau::quota::{QuotaConfig, QuotaKind, period_of};
-use degrau::store::ContactKey;
-use degrau::tenant::TenantStore;
-use degrau::tenant::{Defaults, TenantConfig};
+use degrau::store::{ContactKey, RoundStore};
+use degrau::tenant::{Defaults, TenantConfig, TenantStore};
 use degrau::tools::ToolDispatch;
 use degrau::usage::Usage;
 use serde_json::{Value, json};

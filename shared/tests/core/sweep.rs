@@ -3,9 +3,6 @@
 //! next message, never by both; tenants' own timeouts are honoured; failures leave
 //! the session for the next sweep.
 
-use degrau::store::JobStore;
-use degrau::store::RecordStore;
-use degrau::store::SweepStore;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
@@ -17,10 +14,11 @@ use degrau::domain::{Incarnation, TenantId};
 use degrau::jobs::{Job, NoJobs};
 use degrau::memory::MemoryStore;
 use degrau::model::scripted::ScriptedModel;
-use degrau::store::{ContactKey, PendingChange, StoreError, SweepSettle};
+use degrau::store::{
+    ContactKey, JobStore, PendingChange, RecordStore, StoreError, SweepSettle, SweepStore,
+};
 use degrau::sweep::{DEFAULT_SWEEP_BUCKETS, FACTS_RETRY_SECONDS};
-use degrau::tenant::TenantStore;
-use degrau::tenant::{Defaults, TenantConfig};
+use degrau::tenant::{Defaults, TenantConfig, TenantStore};
 use degrau::testing::hooked::{Call, Hook, Hooked};
 use degrau::tools::ToolDispatch;
 use degrau::usage::Usage;

@@ -2,16 +2,14 @@
 //! model and called with the round's context, undeclared names refused, and a
 //! failed webhook stored as an error result the model read.
 
-use degrau::store::RecordStore;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use degrau::jobs::NoJobs;
 use degrau::memory::MemoryStore;
 use degrau::model::scripted::ScriptedModel;
-use degrau::store::SessionFilter;
-use degrau::tenant::TenantStore;
-use degrau::tenant::{Defaults, TenantConfig};
+use degrau::store::{RecordStore, SessionFilter};
+use degrau::tenant::{Defaults, TenantConfig, TenantStore};
 use degrau::tools::{CallContext, ToolDispatch, ToolOutput, WebhookTool, Webhooks};
 use degrau::usage::Usage;
 use serde_json::{Value, json};

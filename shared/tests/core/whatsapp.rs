@@ -3,7 +3,6 @@
 //! made one turn, a message during a round in the next turn, retries that never
 //! answer twice, the 24-hour window, media notes, unknown numbers and erasure.
 
-use degrau::store::RecordStore;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -17,10 +16,9 @@ use degrau::model::scripted::ScriptedModel;
 use degrau::model::{Model, ModelError, ModelResponse};
 use degrau::request::ModelRequest;
 use degrau::session::Clock;
-use degrau::store::{ContactKey, SessionFilter, StoreError};
-use degrau::tenant::TenantStore;
+use degrau::store::{ContactKey, RecordStore, SessionFilter, StoreError};
 use degrau::tenant::whatsapp::WhatsAppSettings;
-use degrau::tenant::{Defaults, TenantConfig};
+use degrau::tenant::{Defaults, TenantConfig, TenantStore};
 use degrau::tools::ToolDispatch;
 use degrau::usage::Usage;
 use degrau::whatsapp::event::parse_delivery;

@@ -2,7 +2,6 @@
 //! batch's partial failures as Lambda reads them (a group held back, a malformed
 //! body, the invocation's deadline, a contact not found yet), and the sweep event.
 
-use degrau::store::RecordStore;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -16,7 +15,7 @@ use degrau::model::scripted::ScriptedModel;
 use degrau::model::{Model, ModelError, ModelResponse};
 use degrau::request::ModelRequest;
 use degrau::step_plan::CompactionPolicy;
-use degrau::store::ContactKey;
+use degrau::store::{ContactKey, RecordStore};
 use degrau::tenant::Defaults;
 use degrau::tools::ToolDispatch;
 use degrau::usage::Usage;
