@@ -8,6 +8,7 @@
 //!
 //! * This file: [`StandIn`] (the stand-in as a process), [`api_event`] and
 //!   [`HttpReply`].
+//! * [`openapi`]: every answer of `ask` checked against `docs/openapi.json`.
 //! * [`moto`]: SDK clients for moto, fresh tables and queues with degrau's schema.
 //! * [`lambda`]: a local Lambda Runtime API that runs the real `ask` and
 //!   `compactor` binaries, kills and restarts them.
@@ -19,6 +20,7 @@
 
 pub mod lambda;
 pub mod moto;
+pub mod openapi;
 pub mod serial;
 pub mod soak;
 pub mod stack;
@@ -212,6 +214,19 @@ impl HttpReply {
             body: serde_json::from_str(&raw).unwrap_or(Value::Null),
             raw,
         }
+    }
+
+    /// Reads `ask`'s answer to the API Gateway `event`, after checking it against
+    /// `docs/openapi.json` ([`openapi::check`]): a test that receives an answer the
+    /// document does not describe fails there.
+    pub fn from_api(event: &Value, response: &Value) -> HttpReply {
+        let reply = HttpReply::from_lambda(response);
+        let method = event["requestContext"]["http"]["method"]
+            .as_str()
+            .unwrap_or_default();
+        let path = event["rawPath"].as_str().unwrap_or_default();
+        openapi::check(method, path, reply.status, &reply.raw);
+        reply
     }
 
     /// The error envelope's type, if this is an error.

@@ -273,14 +273,14 @@ async fn post(stack: &FullStack, contact: &str, text: &str, key: Option<&str>) -
         None,
     );
     let started = Instant::now();
-    let answer = stack.ask.invoke(event).await;
+    let answer = stack.ask.invoke(event.clone()).await;
     Sent {
         contact: contact.to_owned(),
         text: text.to_owned(),
         key: key.map(str::to_owned),
         replay_of: None,
         reply: answer
-            .map(|response| HttpReply::from_lambda(&response))
+            .map(|response| HttpReply::from_api(&event, &response))
             .map_err(|error| error.to_string()),
         latency: started.elapsed(),
     }

@@ -405,7 +405,8 @@ impl FullStack {
         ];
         all.extend_from_slice(headers);
         let event = api_event(method, path, query, &all, body, None);
-        HttpReply::from_lambda(&self.ask.invoke(event).await.expect("ask answered"))
+        let response = self.ask.invoke(event.clone()).await.expect("ask answered");
+        HttpReply::from_api(&event, &response)
     }
 
     /// Writes a tenant's config item.
@@ -436,7 +437,8 @@ impl FullStack {
     }
 
     async fn invoke_ask(&self, event: Value) -> HttpReply {
-        HttpReply::from_lambda(&self.ask.invoke(event).await.expect("ask answered"))
+        let response = self.ask.invoke(event.clone()).await.expect("ask answered");
+        HttpReply::from_api(&event, &response)
     }
 
     /// Runs the bridge until the queue is empty; returns the reports.

@@ -33,7 +33,7 @@ use crate::domain::{ContentBlock, IdempotencyKey, Message, Role, StoredMessage};
 use crate::pairing::{self, Unpaired};
 use crate::store::ContactKey;
 use crate::tools::{MAX_RESULTS_CHARS_PER_MESSAGE, MAX_TOOL_RESULT_CHARS};
-use crate::usage::Usage;
+use crate::usage::{CacheCreation, Usage};
 
 /// Most messages in a recorded round: as many as `ask` can store, the user's
 /// message and the answer with [`MAX_TOOL_ITERATIONS`] tool calls and results
@@ -99,10 +99,12 @@ struct Body {
     usage: WireUsage,
 }
 
-/// `usage` as the client sends it: the Messages API's four counts (the two cache
-/// counts optional, `null` meaning 0).
+/// `usage` as the Messages API returns it: the four counts (the two cache counts
+/// optional, `null` meaning 0) and `cache_creation`'s split by entry lifetime when
+/// present. Whatever else the API reports (`service_tier`, `server_tool_use`, and
+/// what it adds next) is read past, not refused: a client passes the usage object
+/// on as it got it.
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct WireUsage {
     input_tokens: u64,
     output_tokens: u64,
@@ -110,6 +112,17 @@ struct WireUsage {
     cache_read_input_tokens: Option<u64>,
     #[serde(default)]
     cache_creation_input_tokens: Option<u64>,
+    #[serde(default)]
+    cache_creation: Option<WireCacheCreation>,
+}
+
+/// `usage.cache_creation`: the cache writes by the lifetime of the entries written.
+#[derive(Deserialize)]
+struct WireCacheCreation {
+    #[serde(default)]
+    ephemeral_5m_input_tokens: Option<u64>,
+    #[serde(default)]
+    ephemeral_1h_input_tokens: Option<u64>,
 }
 
 fn invalid(message: impl Into<String>) -> AskError {
@@ -156,13 +169,18 @@ impl RoundRequest {
 }
 
 fn usage(wire: &WireUsage) -> Result<Usage, AskError> {
+    let cache_creation = wire.cache_creation.as_ref().map(|split| CacheCreation {
+        ephemeral_5m_input_tokens: split.ephemeral_5m_input_tokens.unwrap_or(0),
+        ephemeral_1h_input_tokens: split.ephemeral_1h_input_tokens.unwrap_or(0),
+    });
     let usage = Usage {
         input_tokens: wire.input_tokens,
         output_tokens: wire.output_tokens,
         cache_read_input_tokens: wire.cache_read_input_tokens.unwrap_or(0),
         cache_creation_input_tokens: wire.cache_creation_input_tokens.unwrap_or(0),
-        cache_creation: None,
+        cache_creation,
     };
+    let split = cache_creation.unwrap_or_default();
     let fields = [
         ("input_tokens", usage.input_tokens),
         ("output_tokens", usage.output_tokens),
@@ -171,11 +189,31 @@ fn usage(wire: &WireUsage) -> Result<Usage, AskError> {
             "cache_creation_input_tokens",
             usage.cache_creation_input_tokens,
         ),
+        (
+            "cache_creation.ephemeral_5m_input_tokens",
+            split.ephemeral_5m_input_tokens,
+        ),
+        (
+            "cache_creation.ephemeral_1h_input_tokens",
+            split.ephemeral_1h_input_tokens,
+        ),
     ];
     if let Some((name, value)) = fields.iter().find(|(_, v)| *v > MAX_USAGE_TOKENS) {
         return Err(invalid(format!(
             "usage.{name} is {value}; a usage count is at most {MAX_USAGE_TOKENS}"
         )));
+    }
+    // The split is of the writes the total counts: the API never reports one
+    // that does not add up, so a usage that does was not the API's.
+    if let Some(split) = cache_creation {
+        let sum = split.ephemeral_5m_input_tokens + split.ephemeral_1h_input_tokens;
+        if sum != usage.cache_creation_input_tokens {
+            return Err(invalid(format!(
+                "usage.cache_creation adds up to {sum} tokens but \
+                 usage.cache_creation_input_tokens is {}; the split is of those writes",
+                usage.cache_creation_input_tokens
+            )));
+        }
     }
     Ok(usage)
 }
@@ -225,8 +263,7 @@ fn parse_message(index: usize, value: &Value) -> Result<Message, AskError> {
     Ok(Message { role, content })
 }
 
-/// The fields each block type may carry besides `type` (and `cache_control`, which
-/// is dropped: degrau places breakpoints itself).
+/// The fields degrau stores of each block type besides `type`.
 fn block_fields(kind: &str) -> Option<&'static [&'static str]> {
     Some(match kind {
         "text" => &["text"],
@@ -238,13 +275,18 @@ fn block_fields(kind: &str) -> Option<&'static [&'static str]> {
     })
 }
 
-/// Reads one block of a type degrau stores, refusing fields it would drop.
+/// Reads one block of a type degrau stores, as the Messages API and its SDKs
+/// write it: the fields degrau stores are kept, the others read past (a text
+/// block's `citations`, a `tool_use`'s `caller`, `cache_control`: degrau places
+/// its breakpoints itself). A `null` field counts as absent, as an SDK's dump of a
+/// block writes the fields it did not get. A `tool_result`'s `content` given as a
+/// list of text blocks is stored as their text, one block a paragraph.
 fn parse_block(at: &str, value: &Value) -> Result<ContentBlock, AskError> {
     let Value::Object(fields) = value else {
         return Err(invalid(format!("{at}: a content block is an object")));
     };
     let kind = fields.get("type").and_then(Value::as_str).unwrap_or("");
-    let allowed = block_fields(kind).ok_or_else(|| {
+    let stored = block_fields(kind).ok_or_else(|| {
         invalid(format!(
             "{at}.type: degrau stores `text`, `tool_use`, `tool_result`, `thinking` and \
              `redacted_thinking` blocks, not {}",
@@ -255,29 +297,45 @@ fn parse_block(at: &str, value: &Value) -> Result<ContentBlock, AskError> {
             }
         ))
     })?;
-    let mut kept = Map::new();
-    for (name, field) in fields {
-        match name.as_str() {
-            "cache_control" => {}
-            "type" => {
-                kept.insert(name.clone(), field.clone());
-            }
-            other if allowed.contains(&other) => {
-                kept.insert(name.clone(), field.clone());
-            }
-            other => {
-                return Err(invalid(format!(
-                    "{at}: unknown field `{other}` in a `{kind}` block (degrau would not store it)"
-                )));
-            }
-        }
-    }
-    if kind == "tool_result" && !matches!(kept.get("content"), Some(Value::String(_))) {
-        return Err(invalid(format!(
-            "{at}.content: degrau stores a tool result as text: send `content` as a string"
-        )));
+    let mut kept: Map<String, Value> = fields
+        .iter()
+        .filter(|(name, field)| {
+            (name.as_str() == "type" || stored.contains(&name.as_str())) && !field.is_null()
+        })
+        .map(|(name, field)| (name.clone(), field.clone()))
+        .collect();
+    if kind == "tool_result" {
+        let text = tool_result_text(at, kept.get("content"))?;
+        kept.insert("content".to_owned(), Value::String(text));
     }
     serde_json::from_value(Value::Object(kept)).map_err(|e| invalid(format!("{at}: {e}")))
+}
+
+/// A `tool_result`'s output as the text degrau stores: the string, or the text of
+/// a list of text blocks joined by blank lines. Anything else (an image, a
+/// document) is refused: degrau stores tool results as text.
+fn tool_result_text(at: &str, content: Option<&Value>) -> Result<String, AskError> {
+    let refused = || {
+        invalid(format!(
+            "{at}.content: degrau stores a tool result as text: send `content` as a string \
+             or a list of `text` blocks"
+        ))
+    };
+    match content {
+        None => Ok(String::new()),
+        Some(Value::String(text)) => Ok(text.clone()),
+        Some(Value::Array(blocks)) => blocks
+            .iter()
+            .map(|block| match (block.get("type"), block.get("text")) {
+                (Some(Value::String(kind)), Some(Value::String(text))) if kind == "text" => {
+                    Ok(text.as_str())
+                }
+                _ => Err(refused()),
+            })
+            .collect::<Result<Vec<&str>, _>>()
+            .map(|texts| texts.join("\n\n")),
+        Some(_) => Err(refused()),
+    }
 }
 
 /// The rules of a round's shape, in the order a reader checks them: the first

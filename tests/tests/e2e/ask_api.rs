@@ -57,10 +57,10 @@ impl Stack {
     async fn invoke(&self, event: Value) -> HttpReply {
         let response = self
             .lambda
-            .invoke(event)
+            .invoke(event.clone())
             .await
             .expect("the function answered");
-        HttpReply::from_lambda(&response)
+        HttpReply::from_api(&event, &response)
     }
 
     async fn post(&self, tenant: &str, contact: &str, text: &str) -> HttpReply {

@@ -72,7 +72,7 @@ async fn the_invocation_deadline_cuts_a_hung_model_to_504_with_nothing_stored_an
         .invoke_within(event.clone(), Duration::from_secs(6))
         .await
         .expect("the function answered before its deadline");
-    let reply = HttpReply::from_lambda(&reply);
+    let reply = HttpReply::from_api(&event, &reply);
     assert_error(&reply, 504, "model_timeout");
     assert_eq!(
         stack.contact_items(TENANT, "ana").await,
@@ -81,7 +81,7 @@ async fn the_invocation_deadline_cuts_a_hung_model_to_504_with_nothing_stored_an
     );
 
     // The client's retry with the same key runs (the key is free) and stores once.
-    let again = HttpReply::from_lambda(&stack.ask.invoke(event).await.unwrap());
+    let again = HttpReply::from_api(&event, &stack.ask.invoke(event.clone()).await.unwrap());
     assert_eq!(again.status, 200, "{}", again.raw);
     assert_eq!(
         rounds(&stack, "ana").await,

@@ -208,3 +208,50 @@ async fn bad_rounds_get_the_documented_4xx_and_change_nothing() {
     assert_eq!(reply.status, 200, "{}", reply.raw);
     assert_eq!(reply.body["round"]["first_seq"], 5);
 }
+
+/// A client passes on what the Messages API returned, as a Python SDK's
+/// `model_dump()` or the TypeScript SDK's raw JSON has it: the usage object whole
+/// (its 5m/1h split, `service_tier`, `server_tool_use`), text blocks with
+/// `citations: null`, a tool result as text blocks. The real binary stores it
+/// (before, every such round was 400: the body refused unknown fields).
+#[tokio::test]
+async fn a_round_as_the_api_returns_it_is_accepted_by_the_real_binary() {
+    let stack = FullStack::start(&[]).await;
+    let view = context(&stack, "cai").await;
+    let body = json!({
+        "head": view["head"],
+        "messages": [
+            {"role": "user", "content": "Free on Friday?"},
+            {"role": "assistant", "content": [
+                {"type": "text", "text": "Let me check.", "citations": null},
+                {"type": "tool_use", "id": "toolu_api_1", "name": "list_free_slots",
+                 "input": {"day": "2026-12-04"}, "caller": {"type": "direct"}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_api_1",
+                "content": [{"type": "text", "text": "09:00"}]}]},
+            {"role": "assistant", "content": [{"type": "text", "text": "09:00 is free.", "citations": null}]}
+        ],
+        "usage": {
+            "input_tokens": 25, "output_tokens": 9,
+            "cache_creation_input_tokens": 1200, "cache_read_input_tokens": 0,
+            "cache_creation": {"ephemeral_5m_input_tokens": 1200, "ephemeral_1h_input_tokens": 0},
+            "server_tool_use": null, "service_tier": "standard"
+        }
+    });
+    let reply = stack
+        .call(
+            "POST",
+            "/v1/contacts/cai/rounds",
+            TENANT,
+            Some(&body.to_string()),
+        )
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.raw);
+    assert_eq!(reply.body["usage"]["context_tokens"], 1225);
+    let next = context(&stack, "cai").await;
+    assert_eq!(
+        next["messages"][1]["content"][0],
+        json!({"type": "text", "text": "Let me check."}),
+        "stored as degrau keeps a text block"
+    );
+    assert_eq!(next["messages"][2]["content"][0]["content"], "09:00");
+}

@@ -266,7 +266,7 @@ impl Channel {
             None,
             None,
         );
-        let reply = HttpReply::from_lambda(&self.ask.invoke(event).await.unwrap());
+        let reply = HttpReply::from_api(&event, &self.ask.invoke(event.clone()).await.unwrap());
         assert_eq!(reply.status, 200, "{}", reply.raw);
         reply.body["messages"]
             .as_array()
@@ -483,18 +483,8 @@ async fn erasing_a_whatsapp_contact_removes_its_records_and_a_queued_message_the
     // A second message is queued, then the contact is erased before the worker runs.
     let body = delivery(PHONE, contact, &[("wamid.D2", "ainda aí?")]);
     assert_eq!(channel.deliver(&body).await.status, 200);
-    let erased = HttpReply::from_lambda(
-        &channel
-            .ask
-            .invoke(tenant_event(
-                "DELETE",
-                &format!("/v1/contacts/{contact}"),
-                TENANT,
-                None,
-            ))
-            .await
-            .unwrap(),
-    );
+    let erase = tenant_event("DELETE", &format!("/v1/contacts/{contact}"), TENANT, None);
+    let erased = HttpReply::from_api(&erase, &channel.ask.invoke(erase.clone()).await.unwrap());
     assert_eq!(erased.status, 200, "{}", erased.raw);
     assert!(channel.contact_items(contact).await.is_empty());
     // The queued message names only the record's incarnation, which went with the
