@@ -79,7 +79,7 @@ export function retryingFetch(
         redirect: request.redirect,
         referrerPolicy: request.referrerPolicy,
         keepalive: request.keepalive,
-        signal: AbortSignal.timeout(Math.max(1, remaining)),
+        signal: AbortSignal.timeout(Math.max(1, Math.ceil(remaining))),
       });
       let response: Response | undefined;
       let failure: unknown;

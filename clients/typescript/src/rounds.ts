@@ -48,10 +48,11 @@ export function usageFrom(usage: UsageInput, withCacheCreation: boolean): RoundU
   return out;
 }
 
-/** A content block of any type, with any fields (the SDK's blocks fit). */
-export interface BlockInput {
-  readonly type: string;
-}
+/**
+ * A content block of any type, with any fields: the SDK's block interfaces fit the
+ * first member, a block written inline (an object literal) the second.
+ */
+export type BlockInput = { readonly type: string } | { readonly type: string; readonly [field: string]: unknown };
 
 /** A message of a round: the SDK's `MessageParam`, or `{role, content: message.content}`. */
 export interface MessageInput {
