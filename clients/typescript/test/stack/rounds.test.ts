@@ -35,7 +35,7 @@ async function turn(degrau: DegrauClient, contact: string, text: string) {
     messages: [
       ...(context.messages ?? []),
       { role: "user", content: [{ type: "text", text, cache_control: context.cache_control }] },
-    ] as Anthropic.MessageParam[],
+    ],
   });
   // The SDK's content and usage, untouched.
   const recorded = await degrau.commitRound(
