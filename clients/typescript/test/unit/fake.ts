@@ -10,8 +10,11 @@ export interface Seen {
   body: string;
 }
 
-/** One scripted answer: a response, or an error `fetch` throws. */
-export type Answer = { status: number; body?: unknown; headers?: Record<string, string> } | Error;
+/**
+ * One scripted answer: a response, an error `fetch` throws, or `"hang"`: no answer
+ * until the request's signal aborts it.
+ */
+export type Answer = { status: number; body?: unknown; headers?: Record<string, string> } | Error | "hang";
 
 /** The JSON error envelope degrau answers. */
 export function envelope(type: string, message = `a ${type} error`): { error: { type: string; message: string } } {
@@ -37,6 +40,9 @@ export function fakeClient(answers: Answer[], options: Partial<DegrauClientOptio
     });
     const answer = answers[Math.min(next++, answers.length - 1)]!;
     if (answer instanceof Error) throw answer;
+    if (answer === "hang") {
+      return new Promise((_, reject) => request.signal.addEventListener("abort", () => reject(request.signal.reason)));
+    }
     const text = typeof answer.body === "string" ? answer.body : JSON.stringify(answer.body ?? {});
     return new Response(text, {
       status: answer.status,

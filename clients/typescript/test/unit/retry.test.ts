@@ -101,6 +101,12 @@ describe("retries", () => {
     assert.deepEqual(sleeps, []);
   });
 
+  it("aborts the attempt in flight at the deadline, and does not retry it", async () => {
+    const { client, seen } = fakeClient(["hang", { status: 200, body: CONTEXT }], { deadlineMs: 50 });
+    await assert.rejects(client.context("ana"), { name: "TimeoutError" });
+    assert.equal(seen.length, 1);
+  });
+
   it("reuses the generated Idempotency-Key across the attempts of one POST, a new one per call", async () => {
     const { client, seen } = fakeClient([
       { status: 503, body: envelope("unavailable"), headers: { "retry-after": "1" } },
