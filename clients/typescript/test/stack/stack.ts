@@ -26,19 +26,27 @@ function apiUrl(): string {
 export const API = apiUrl();
 export const STANDIN = process.env.DEGRAU_STANDIN_URL ?? "http://127.0.0.1:4110";
 
-/** Fails loudly, naming the address, when the API or the stand-in does not answer. */
+/**
+ * Waits up to 90 s for the API and the stand-in to answer (a restart of the stack
+ * takes about a minute), then fails loudly, naming the address and its last answer.
+ */
 export async function requireStack(): Promise<void> {
+  const until = Date.now() + 90_000;
   for (const [what, url] of [
     ["degrau's API (DEGRAU_API_URL)", `${API}/v1/openapi.json`],
     ["the model stand-in (DEGRAU_STANDIN_URL)", `${STANDIN}/stand-in/health`],
   ] as const) {
-    let status: number | string;
-    try {
-      status = (await fetch(url, { signal: AbortSignal.timeout(10_000) })).status;
-    } catch (error) {
-      status = String(error);
+    for (;;) {
+      let status: number | string;
+      try {
+        status = (await fetch(url, { signal: AbortSignal.timeout(10_000) })).status;
+      } catch (error) {
+        status = String(error);
+      }
+      if (status === 200) break;
+      if (Date.now() > until) throw new Error(`the local stack is not reachable: ${what} at ${url} answered ${status}`);
+      await new Promise((resolve) => setTimeout(resolve, 2_000));
     }
-    if (status !== 200) throw new Error(`the local stack is not reachable: ${what} at ${url} answered ${status}`);
   }
 }
 
