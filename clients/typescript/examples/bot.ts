@@ -93,7 +93,7 @@ function runTool(call: Anthropic.ToolUseBlock): Anthropic.ToolResultBlockParam {
  * breakpoint on the last block (with degrau's three, the API's limit of four).
  */
 function requestMessages(context: Context, round: Anthropic.MessageParam[]): Anthropic.MessageParam[] {
-  const messages: Anthropic.MessageParam[] = [...(context.messages ?? []), ...round];
+  const messages: Anthropic.MessageParam[] = [...context.messages, ...round];
   const last = messages[messages.length - 1]!;
   const content = typeof last.content === "string" ? [{ type: "text" as const, text: last.content }] : [...last.content];
   content[content.length - 1] = { ...content[content.length - 1]!, cache_control: context.cache_control } as (typeof content)[number];

@@ -43,7 +43,7 @@ it("erase removes the contact: its next context opens a new session", async () =
   assert.ok(erased.items > 0);
   const context = await degrau.context("bea");
   assert.equal(context.opens_session, true);
-  assert.deepEqual(context.messages ?? [], []);
+  assert.deepEqual(context.messages, []);
 });
 
 it("no tenant is Unauthenticated, and the description is public", async () => {

@@ -33,7 +33,7 @@ async function turn(degrau: DegrauClient, contact: string, text: string) {
     max_tokens: 1024,
     system: context.system,
     messages: [
-      ...(context.messages ?? []),
+      ...context.messages,
       { role: "user", content: [{ type: "text", text, cache_control: context.cache_control }] },
     ],
   });
@@ -63,7 +63,7 @@ it("a round run on the SDK commits, and the next context carries it", async () =
   const second = await turn(degrau, "ana", "What did I say?");
   assert.equal(second.context.opens_session, false);
   assert.notEqual(second.context.head, first.context.head);
-  const window = second.context.messages ?? [];
+  const window = second.context.messages;
   assert.deepEqual(
     window.map((m) => m.role),
     ["user", "assistant"],

@@ -140,7 +140,7 @@ describe("requests", () => {
   });
 
   it("reads every page of the transcript and gives the messages oldest first", async () => {
-    const message = (seq: number) => ({ session: 1, seq, role: "user", content: [], created_at: "2026-01-01T00:00:00Z" });
+    const message = (seq: number) => ({ session: 1, seq, role: "user", content: [], created_at: 1767225600 });
     const { client, seen } = fakeClient([
       { status: 200, body: { messages: [message(5), message(6)], next_before: "c5" } },
       { status: 200, body: { messages: [message(3), message(4)], next_before: "c3" } },
