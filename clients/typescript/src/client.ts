@@ -1,0 +1,199 @@
+/**
+ * The HTTP client: one method per route of degrau's API (`docs/openapi.json`),
+ * typed from the generated `schema.ts` through openapi-fetch.
+ */
+
+import createClient from "openapi-fetch";
+
+import { errorFromResponse } from "./errors.js";
+import { retryingFetch, type RetryOptions } from "./retry.js";
+import { roundMessages, usageFrom, type MessageInput, type UsageInput } from "./rounds.js";
+import type { components, paths } from "./schema.js";
+
+type Schemas = components["schemas"];
+/** What the contact's next model request should carry (`GET .../context`). */
+export type Context = Schemas["ContextView"];
+/** A committed round (`POST .../rounds`). */
+export type RecordedRound = Schemas["RecordedRound"];
+/** degrau's answer to a message (`POST .../messages`). */
+export type AskResponse = Schemas["AskResponse"];
+/** One page of the transcript (`GET .../messages`). */
+export type TranscriptPage = Schemas["TranscriptPage"];
+/** A message of the transcript. */
+export type TranscriptMessage = TranscriptPage["messages"][number];
+/** The session state and facts (`GET .../memory`). */
+export type MemoryView = Schemas["MemoryView"];
+/** The answer to an erase (`DELETE /v1/contacts/{contact}`). */
+export type Erased = Schemas["Erased"];
+/** Which session a transcript reads: a number, `"current"` or `"all"`. */
+export type SessionSelector = number | "current" | "all";
+
+/** How to reach degrau. */
+export interface DegrauClientOptions extends RetryOptions {
+  /** The API's base URL, e.g. `http://127.0.0.1:9000` or the stage's invoke URL. */
+  baseUrl: string;
+  /** Sends `X-Tenant-Id` (the local stack's `AUTH_MODE=dev`). */
+  tenant?: string;
+  /** Sends `Authorization: Bearer` (`AUTH_MODE=jwt`, API Gateway's JWT authorizer). */
+  token?: string;
+  /** The `fetch` to use (default `globalThis.fetch`; tests pass a fake one). */
+  fetch?: (request: Request) => Promise<Response>;
+  /**
+   * Send `usage.cache_creation` (the 5m/1h split of cache writes) with a round.
+   * Off by default: until the server takes the usage object as the API returns
+   * it, it refuses the field (400).
+   */
+  sendCacheCreation?: boolean;
+}
+
+/** Per-call options of the POST routes. */
+export interface PostOptions {
+  /** The `Idempotency-Key`; a new `crypto.randomUUID()` per call when not given. */
+  idempotencyKey?: string;
+}
+
+/** The answer openapi-fetch gives, reduced to what `unwrap` needs. */
+interface FetchResult<T> {
+  data?: T;
+  error?: unknown;
+  response: Response;
+}
+
+/**
+ * A client of degrau's HTTP API. Every error answer is thrown as the
+ * `DegrauError` subclass of its type; retries follow {@link RetryOptions}.
+ */
+export class DegrauClient {
+  readonly #http: ReturnType<typeof createClient<paths>>;
+  readonly #now: () => number;
+  readonly #sendCacheCreation: boolean;
+
+  constructor(options: DegrauClientOptions) {
+    const headers: Record<string, string> = { accept: "application/json" };
+    if (options.tenant !== undefined) headers["x-tenant-id"] = options.tenant;
+    if (options.token !== undefined) headers["authorization"] = `Bearer ${options.token}`;
+    // Looked up at call time, so a caller (or test) replacing globalThis.fetch is honoured.
+    const inner = options.fetch ?? ((request: Request) => globalThis.fetch(request));
+    this.#now = options.now ?? Date.now;
+    this.#sendCacheCreation = options.sendCacheCreation ?? false;
+    this.#http = createClient<paths>({
+      baseUrl: options.baseUrl.replace(/\/+$/, ""),
+      headers,
+      fetch: retryingFetch(inner, options),
+    });
+  }
+
+  /** The data of a success, or the error answer thrown as its class. */
+  #unwrap<T>(result: FetchResult<T>): T {
+    if (result.response.ok) return result.data as T;
+    throw errorFromResponse(result.response, result.error, this.#now());
+  }
+
+  /**
+   * `POST /v1/contacts/{contact}/messages`: degrau runs the model and the tools
+   * and commits the round.
+   */
+  async sendMessage(contact: string, text: string, options: PostOptions = {}): Promise<AskResponse> {
+    return this.#unwrap(
+      await this.#http.POST("/v1/contacts/{contact}/messages", {
+        params: { path: { contact }, header: { "Idempotency-Key": idempotencyKey(options) } },
+        body: { text },
+      }),
+    );
+  }
+
+  /** `GET /v1/contacts/{contact}/messages`: one page, oldest first. */
+  async transcript(
+    contact: string,
+    query: { session?: SessionSelector; limit?: number; before?: string } = {},
+  ): Promise<TranscriptPage> {
+    return this.#unwrap(
+      await this.#http.GET("/v1/contacts/{contact}/messages", {
+        params: {
+          path: { contact },
+          query: { session: query.session?.toString(), limit: query.limit, before: query.before },
+        },
+      }),
+    );
+  }
+
+  /** Every message of the transcript (all pages, newest page first read), oldest first. */
+  async transcriptMessages(
+    contact: string,
+    query: { session?: SessionSelector } = {},
+  ): Promise<TranscriptMessage[]> {
+    const pages: TranscriptMessage[][] = [];
+    let before: string | undefined;
+    do {
+      const page = await this.transcript(contact, { session: query.session, before });
+      pages.push(page.messages);
+      before = page.next_before ?? undefined;
+    } while (before);
+    return pages.reverse().flat();
+  }
+
+  /** `GET /v1/contacts/{contact}/memory`: the session, summary and facts. */
+  async memory(contact: string): Promise<MemoryView> {
+    return this.#unwrap(
+      await this.#http.GET("/v1/contacts/{contact}/memory", { params: { path: { contact } } }),
+    );
+  }
+
+  /**
+   * `GET /v1/contacts/{contact}/context`: the `system` blocks and the window's
+   * `messages` the next model request should carry, and the `head` to commit on.
+   */
+  async context(contact: string): Promise<Context> {
+    return this.#unwrap(
+      await this.#http.GET("/v1/contacts/{contact}/context", { params: { path: { contact } } }),
+    );
+  }
+
+  /**
+   * `POST /v1/contacts/{contact}/rounds`: commits a round the caller ran itself
+   * (the user message, each assistant reply, each message of tool results) with
+   * the last model call's usage. `messages` may hold the SDK's `message.content`
+   * and `usage` may be the SDK's `message.usage`, as they are (see `rounds.ts`).
+   * A stale `head` throws `Conflict`: read the context again, rerun the round.
+   */
+  async commitRound(
+    contact: string,
+    head: string,
+    messages: Iterable<MessageInput>,
+    usage: UsageInput,
+    options: PostOptions = {},
+  ): Promise<RecordedRound> {
+    // The body leaves the generated types here: the messages are reduced at run
+    // time (storedBlock) and the usage may carry cache_creation, which the current
+    // RoundBody does not list.
+    const body = {
+      head,
+      messages: roundMessages(messages),
+      usage: usageFrom(usage, this.#sendCacheCreation),
+    } as unknown as Schemas["RoundBody"];
+    return this.#unwrap(
+      await this.#http.POST("/v1/contacts/{contact}/rounds", {
+        params: { path: { contact }, header: { "Idempotency-Key": idempotencyKey(options) } },
+        body,
+      }),
+    );
+  }
+
+  /** `DELETE /v1/contacts/{contact}`: erases everything stored about the contact. */
+  async erase(contact: string): Promise<Erased> {
+    return this.#unwrap(
+      await this.#http.DELETE("/v1/contacts/{contact}", { params: { path: { contact } } }),
+    );
+  }
+
+  /** `GET /v1/openapi.json`: the API's OpenAPI 3.1 description. */
+  async openapi(): Promise<Record<string, unknown>> {
+    return this.#unwrap(await this.#http.GET("/v1/openapi.json")) as Record<string, unknown>;
+  }
+}
+
+/** The caller's key, or a fresh one: every POST carries a key, so every POST may be retried. */
+function idempotencyKey(options: PostOptions): string {
+  return options.idempotencyKey ?? globalThis.crypto.randomUUID();
+}
+

@@ -1,0 +1,128 @@
+/**
+ * The error envelope as exceptions: one class per error type `docs/openapi.json`
+ * documents (`components.schemas.Error`), all `instanceof DegrauError`.
+ *
+ * Every error degrau answers is `{"error": {"type", "message"}}` with a status;
+ * {@link errorFromResponse} builds the class of its type, carrying the status, the
+ * type, the message and `Retry-After` (in seconds) when the response gave one. An
+ * answer that is not the envelope (API Gateway's own `{"message":"Unauthorized"}`,
+ * a proxy's HTML page) is a plain `DegrauError` of type `"unknown"`.
+ */
+
+import type { components } from "./schema.js";
+
+/** The error types the API documents. */
+export type ErrorType = components["schemas"]["Error"]["error"]["type"];
+
+/** An error answer of the degrau API (also thrown, as is, for an unknown type). */
+export class DegrauError extends Error {
+  /** The HTTP status. */
+  readonly status: number;
+  /** `error.type` of the envelope, or `"unknown"` when the answer was not one. */
+  readonly type: ErrorType | "unknown";
+  /** Seconds the server asked to wait (`Retry-After`), when it said. */
+  readonly retryAfter: number | undefined;
+  /** The parsed body (or its text when it was not JSON). */
+  readonly body: unknown;
+
+  constructor(
+    status: number,
+    type: ErrorType | "unknown",
+    message: string,
+    retryAfter?: number,
+    body?: unknown,
+  ) {
+    super(message);
+    this.name = new.target.name;
+    this.status = status;
+    this.type = type;
+    this.retryAfter = retryAfter;
+    this.body = body;
+  }
+}
+
+/** 400: the request is malformed or breaks a rule; nothing was written. */
+export class InvalidRequest extends DegrauError {}
+/** 401: no tenant (no token, or no `X-Tenant-Id` in dev mode). */
+export class Unauthenticated extends DegrauError {}
+/** 404: no such route, or nothing known about the contact. */
+export class NotFound extends DegrauError {}
+/** 405: the route exists, not with this method. */
+export class MethodNotAllowed extends DegrauError {}
+/** 409: a stale `head`, another round landing, or the same `Idempotency-Key` in progress. */
+export class Conflict extends DegrauError {}
+/** 413: the body (or a tool result) is over its limit. */
+export class TooLarge extends DegrauError {}
+/** 415: the body is not JSON. */
+export class UnsupportedMediaType extends DegrauError {}
+/** 422: the `Idempotency-Key` was used with another body. */
+export class IdempotencyMismatch extends DegrauError {}
+/** 429: slow down (see `retryAfter`). */
+export class RateLimited extends DegrauError {}
+/** 500: degrau failed; nothing was written. */
+export class InternalError extends DegrauError {}
+/** 502: the model answered with an error. */
+export class ModelError extends DegrauError {}
+/** 502: the model refused to answer. */
+export class ModelRefused extends DegrauError {}
+/** 503: a dependency is unavailable (see `retryAfter`). */
+export class Unavailable extends DegrauError {}
+/** 504: the model did not answer in time, or the request's time budget ran out. */
+export class ModelTimeout extends DegrauError {}
+
+/**
+ * The class of each documented type. Typed as a `Record` over {@link ErrorType} so
+ * that a type added to `docs/openapi.json` (and regenerated into `schema.ts`) fails
+ * the build until it has its class here.
+ */
+export const ERROR_CLASSES: Record<ErrorType, typeof DegrauError> = {
+  invalid_request: InvalidRequest,
+  unauthenticated: Unauthenticated,
+  not_found: NotFound,
+  method_not_allowed: MethodNotAllowed,
+  conflict: Conflict,
+  too_large: TooLarge,
+  unsupported_media_type: UnsupportedMediaType,
+  idempotency_mismatch: IdempotencyMismatch,
+  rate_limited: RateLimited,
+  internal_error: InternalError,
+  model_error: ModelError,
+  model_refused: ModelRefused,
+  unavailable: Unavailable,
+  model_timeout: ModelTimeout,
+};
+
+/**
+ * `Retry-After` in seconds from now: delta-seconds, or an HTTP date measured
+ * against `now` (milliseconds since the epoch). `undefined` when absent or unreadable.
+ */
+export function retryAfterSeconds(value: string | null, now: number): number | undefined {
+  if (value === null || value.trim() === "") return undefined;
+  const trimmed = value.trim();
+  if (/^\d+(\.\d+)?$/.test(trimmed)) return Number(trimmed);
+  const date = Date.parse(trimmed);
+  if (Number.isNaN(date)) return undefined;
+  return Math.max(0, (date - now) / 1000);
+}
+
+function isErrorType(value: unknown): value is ErrorType {
+  return typeof value === "string" && Object.hasOwn(ERROR_CLASSES, value);
+}
+
+/**
+ * The exception for an error answer (any status of 400 or more), given its parsed
+ * body (JSON, or the text when it was not JSON).
+ */
+export function errorFromResponse(response: Response, body: unknown, now: number): DegrauError {
+  const retryAfter = retryAfterSeconds(response.headers.get("retry-after"), now);
+  let message = typeof body === "string" && body !== "" ? body : response.statusText;
+  let type: ErrorType | "unknown" = "unknown";
+  const envelope = typeof body === "object" && body !== null ? (body as { error?: unknown }).error : undefined;
+  if (typeof envelope === "object" && envelope !== null) {
+    const { type: kind, message: text } = envelope as { type?: unknown; message?: unknown };
+    if (typeof text === "string") message = text;
+    if (isErrorType(kind)) type = kind;
+  }
+  const ErrorClass = type === "unknown" ? DegrauError : ERROR_CLASSES[type];
+  return new ErrorClass(response.status, type, message || `HTTP ${response.status}`, retryAfter, body);
+}

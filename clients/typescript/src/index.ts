@@ -1,0 +1,48 @@
+/**
+ * degrau's TypeScript client: {@link DegrauClient}, one method per route; the
+ * error classes, one per error type; the round helpers; the generated API types.
+ */
+
+export {
+  DegrauClient,
+  type AskResponse,
+  type Context,
+  type DegrauClientOptions,
+  type Erased,
+  type MemoryView,
+  type PostOptions,
+  type RecordedRound,
+  type SessionSelector,
+  type TranscriptMessage,
+  type TranscriptPage,
+} from "./client.js";
+export {
+  Conflict,
+  DegrauError,
+  ERROR_CLASSES,
+  IdempotencyMismatch,
+  InternalError,
+  InvalidRequest,
+  MethodNotAllowed,
+  ModelError,
+  ModelRefused,
+  ModelTimeout,
+  NotFound,
+  RateLimited,
+  TooLarge,
+  Unauthenticated,
+  Unavailable,
+  UnsupportedMediaType,
+  type ErrorType,
+} from "./errors.js";
+export type { RetryOptions } from "./retry.js";
+export {
+  roundMessages,
+  storedBlock,
+  usageFrom,
+  type BlockInput,
+  type MessageInput,
+  type RoundUsage,
+  type UsageInput,
+} from "./rounds.js";
+export type { components, operations, paths } from "./schema.js";

@@ -1,0 +1,115 @@
+/**
+ * Retries, as a `fetch` wrapper handed to openapi-fetch: every call of the client
+ * goes through {@link retryingFetch}, which sends the request again when the
+ * answer says it may succeed later, within a bound on attempts and a total deadline.
+ *
+ * What is retried: a connection that failed (`fetch` threw), 429 `rate_limited`,
+ * 500 `internal_error`, 503 `unavailable` and 504 `model_timeout` — degrau wrote
+ * nothing on any of them. Never another 4xx (the request itself is at fault, or
+ * the head is stale: retrying cannot help), nor 502 (the model answered with an
+ * error or a refusal; degrau already retried the model provider's transient errors
+ * itself). A `POST` is retried only when it carries an `Idempotency-Key` (the
+ * client always sends one), so a retry of a request that did land gets the stored
+ * answer instead of a second round.
+ *
+ * When to retry: after `Retry-After` when the answer gave one (seconds or an HTTP
+ * date), otherwise after an exponential backoff with jitter. An attempt whose wait
+ * would end past the deadline is not made: the last answer stands.
+ */
+
+import { retryAfterSeconds } from "./errors.js";
+
+/** How the client retries; every field has a default. */
+export interface RetryOptions {
+  /** Retries after the first attempt (default 3); 0 disables retrying. */
+  retries?: number;
+  /** Total time for one call, its retries and waits included, in ms (default 60,000). */
+  deadlineMs?: number;
+  /** The first backoff, in ms (default 500); doubled each retry. */
+  backoffMs?: number;
+  /** The longest backoff, in ms (default 8,000). */
+  maxBackoffMs?: number;
+  /** Waits `ms` milliseconds (tests inject a fake one). */
+  sleep?: (ms: number) => Promise<void>;
+  /** Milliseconds since the epoch (tests inject a fake clock). */
+  now?: () => number;
+  /** A number in [0, 1) for the jitter (tests inject a fixed one). */
+  random?: () => number;
+}
+
+/** The statuses worth another attempt (see the module's documentation). */
+const RETRYABLE_STATUSES = new Set([429, 500, 503, 504]);
+
+const realSleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Whether the method may be sent twice: safe methods, or a POST with a key. */
+function replayable(request: Request): boolean {
+  return request.method !== "POST" || request.headers.has("idempotency-key");
+}
+
+/**
+ * A `fetch` that retries `inner` as the module's documentation says. Each attempt
+ * is a fresh `Request` (a body is read once), aborted when the deadline passes.
+ */
+export function retryingFetch(
+  inner: (request: Request) => Promise<Response>,
+  options: RetryOptions = {},
+): (request: Request) => Promise<Response> {
+  const retries = options.retries ?? 3;
+  const deadlineMs = options.deadlineMs ?? 60_000;
+  const backoffMs = options.backoffMs ?? 500;
+  const maxBackoffMs = options.maxBackoffMs ?? 8_000;
+  const sleep = options.sleep ?? realSleep;
+  const now = options.now ?? Date.now;
+  const random = options.random ?? Math.random;
+
+  return async (request: Request): Promise<Response> => {
+    const start = now();
+    const body = request.body === null ? undefined : await request.arrayBuffer();
+    const mayRetry = retries > 0 && replayable(request);
+    for (let attempt = 0; ; attempt++) {
+      const remaining = deadlineMs - (now() - start);
+      const attemptRequest = new Request(request.url, {
+        method: request.method,
+        headers: request.headers,
+        body,
+        // What a browser caller may have set through the client's options.
+        credentials: request.credentials,
+        cache: request.cache,
+        redirect: request.redirect,
+        referrerPolicy: request.referrerPolicy,
+        keepalive: request.keepalive,
+        signal: AbortSignal.timeout(Math.max(1, Math.ceil(remaining))),
+      });
+      let response: Response | undefined;
+      let failure: unknown;
+      try {
+        response = await inner(attemptRequest);
+      } catch (error) {
+        failure = error;
+      }
+      const retryable = response === undefined ? !isTimeout(failure) : RETRYABLE_STATUSES.has(response.status);
+      if (!mayRetry || !retryable || attempt >= retries) return settle(response, failure);
+      const exponential = Math.min(maxBackoffMs, backoffMs * 2 ** attempt);
+      // Equal jitter: between half and all of the step, so clients that failed
+      // together spread out, and none retries at once.
+      const backoff = exponential * (0.5 + random() / 2);
+      const asked = response === undefined ? undefined : retryAfterSeconds(response.headers.get("retry-after"), now());
+      const wait = asked === undefined ? backoff : asked * 1000;
+      if (now() - start + wait >= deadlineMs) return settle(response, failure);
+      // Free the connection of an answer we will not read.
+      await response?.body?.cancel();
+      await sleep(wait);
+    }
+  };
+}
+
+/** The deadline's own abort (`AbortSignal.timeout`): the time is spent, no retry. */
+function isTimeout(error: unknown): boolean {
+  return error instanceof Error && error.name === "TimeoutError";
+}
+
+function settle(response: Response | undefined, failure: unknown): Response {
+  if (response === undefined) throw failure;
+  return response;
+}

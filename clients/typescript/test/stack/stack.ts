@@ -1,0 +1,66 @@
+/**
+ * The running local stack the `test:stack` group talks to. `DEGRAU_API_URL` (default
+ * the contents of the repository's `.local/api.url`) and `DEGRAU_STANDIN_URL`
+ * (default http://127.0.0.1:4110). Nothing is skipped: a stack that cannot be
+ * reached fails the group with a message saying which address was tried.
+ */
+
+import { readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+
+import { DegrauClient } from "../../src/index.js";
+
+/** clients/typescript, from dist/test/stack/. */
+export const PACKAGE = fileURLToPath(new URL("../../../", import.meta.url));
+
+function apiUrl(): string {
+  if (process.env.DEGRAU_API_URL) return process.env.DEGRAU_API_URL;
+  const file = `${PACKAGE}../../.local/api.url`;
+  try {
+    return readFileSync(file, "utf8").trim();
+  } catch (error) {
+    throw new Error(`no DEGRAU_API_URL and no ${file} (start the local stack, or set DEGRAU_API_URL): ${String(error)}`);
+  }
+}
+
+export const API = apiUrl();
+export const STANDIN = process.env.DEGRAU_STANDIN_URL ?? "http://127.0.0.1:4110";
+
+/**
+ * Waits up to 90 s for the API and the stand-in to answer (a restart of the stack
+ * takes about a minute), then fails loudly, naming the address and its last answer.
+ */
+export async function requireStack(): Promise<void> {
+  const until = Date.now() + 90_000;
+  for (const [what, url] of [
+    ["degrau's API (DEGRAU_API_URL)", `${API}/v1/openapi.json`],
+    ["the model stand-in (DEGRAU_STANDIN_URL)", `${STANDIN}/stand-in/health`],
+  ] as const) {
+    for (;;) {
+      let status: number | string;
+      try {
+        status = (await fetch(url, { signal: AbortSignal.timeout(10_000) })).status;
+      } catch (error) {
+        status = String(error);
+      }
+      if (status === 200) break;
+      if (Date.now() > until) throw new Error(`the local stack is not reachable: ${what} at ${url} answered ${status}`);
+      await new Promise((resolve) => setTimeout(resolve, 2_000));
+    }
+  }
+}
+
+/** A tenant of its own per test: other helpers share the stack. */
+export function freshTenant(): string {
+  return `ts-${crypto.randomUUID().slice(0, 12)}`;
+}
+
+/** A client of `tenant` (a fresh one by default). */
+export function client(tenant: string = freshTenant()): DegrauClient {
+  return new DegrauClient({ baseUrl: API, tenant, deadlineMs: 120_000 });
+}
+
+/** A client that sends no tenant. */
+export function anonymous(): DegrauClient {
+  return new DegrauClient({ baseUrl: API });
+}
