@@ -14,7 +14,7 @@ import anthropic
 from degrau_client import DegrauClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
-import agent_loop  # noqa: E402
+import agent_loop
 
 TURNS = 60
 
