@@ -193,11 +193,13 @@ class Conversation:
         return sum(1 for t in self.turns if t.recorded["compaction_queued"])
 
 
-def run_conversation(degrau: DegrauClient, model: anthropic.Anthropic, contact: str, turns: int) -> Conversation:
+def run_conversation(
+    degrau: DegrauClient, model: anthropic.Anthropic, contact: str, turns: int, *, model_name: str = MODEL
+) -> Conversation:
     """``turns`` turns of :func:`turn_text`, one round each."""
     conversation = Conversation()
     for i in range(turns):
-        conversation.turns.append(run_turn(degrau, model, contact, turn_text(i)))
+        conversation.turns.append(run_turn(degrau, model, contact, turn_text(i), model_name=model_name))
     return conversation
 
 
