@@ -78,7 +78,9 @@ def run_tool(name: str, args: dict[str, Any]) -> tuple[str, bool]:
         if name == "list_free_slots":
             return json.dumps(list_free_slots(str(args["day"]))), False
         if name == "book_slot":
-            return json.dumps(book_slot(str(args["day"]), str(args["time"]), str(args.get("service", "haircut")))), False
+            return json.dumps(
+                book_slot(str(args["day"]), str(args["time"]), str(args.get("service", "haircut")))
+            ), False
         return f"unknown tool {name}", True
     except (KeyError, TypeError, ValueError) as err:
         return f"bad input for {name}: {err}", True
@@ -99,9 +101,7 @@ def stored_block(block: Any) -> dict[str, Any]:
     return {k: data[k] for k in keep if k in data}
 
 
-def with_breakpoint(
-    messages: list[dict[str, Any]], cache_control: dict[str, Any]
-) -> list[dict[str, Any]]:
+def with_breakpoint(messages: list[dict[str, Any]], cache_control: dict[str, Any]) -> list[dict[str, Any]]:
     """The request's messages with the context's breakpoint on the last block:
     with degrau's two system blocks and the one it put in the window (the
     previous request's end), four, the most the API takes."""
@@ -131,9 +131,7 @@ def run_turn(
 ) -> Turn:
     """One user message through the agent's own loop, committed as one round."""
     context = degrau.context(contact)
-    round_messages: list[dict[str, Any]] = [
-        {"role": "user", "content": [{"type": "text", "text": text}]}
-    ]
+    round_messages: list[dict[str, Any]] = [{"role": "user", "content": [{"type": "text", "text": text}]}]
     tool_rounds = 0
     while True:
         response = model.messages.create(
@@ -196,12 +194,12 @@ class Conversation:
 
 
 def run_conversation(
-    degrau: DegrauClient, model: anthropic.Anthropic, contact: str, turns: int
+    degrau: DegrauClient, model: anthropic.Anthropic, contact: str, turns: int, *, model_name: str = MODEL
 ) -> Conversation:
     """``turns`` turns of :func:`turn_text`, one round each."""
     conversation = Conversation()
     for i in range(turns):
-        conversation.turns.append(run_turn(degrau, model, contact, turn_text(i)))
+        conversation.turns.append(run_turn(degrau, model, contact, turn_text(i), model_name=model_name))
     return conversation
 
 

@@ -2,7 +2,11 @@
 table and queues, the offline stand-in, both functions under ``cargo lambda
 watch``, the bridge running the compactor), stopped after the session. Its ports
 come from ``DEGRAU_API_PORT``, ``DEGRAU_STANDIN_PORT`` and ``DEGRAU_MOTO_PORT``
-(stack.sh's defaults otherwise)."""
+(stack.sh's defaults otherwise).
+
+Every test that uses the stack (the ``stack`` fixture, or ``client`` built on it)
+is marked ``stack``: ``-m "not stack"`` runs the offline ones alone, as
+``clients/python/check.sh`` does against the installed wheel."""
 
 from __future__ import annotations
 
@@ -16,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import boto3
 import httpx
 import pytest
 
@@ -38,6 +41,8 @@ class Stack:
 
     def configure(self, tenant: str, config: dict[str, Any]) -> None:
         """Writes the tenant's CONFIG item, as the DynamoDB adapter lays it out."""
+        import boto3  # the stack's tools (.venv), not the offline tests'
+
         dynamodb = boto3.client(
             "dynamodb",
             endpoint_url=self.moto,
@@ -56,6 +61,12 @@ class Stack:
 
     def standin_log(self) -> list[dict[str, Any]]:
         return httpx.get(f"{self.standin}/stand-in/requests", timeout=30).json()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "stack" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.stack)
 
 
 def _env_file(path: Path) -> dict[str, str]:

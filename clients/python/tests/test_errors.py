@@ -30,10 +30,13 @@ TYPES = {
 
 
 def answering(status: int, body: object, headers: dict[str, str] | None = None) -> DegrauClient:
+    """A client whose every request gets this answer, once (retries off: these
+    tests are about the mapping; test_retry.py is about retries)."""
+
     def handler(request: httpx.Request) -> httpx.Response:
         return httpx.Response(status, json=body, headers=headers)
 
-    return DegrauClient("http://degrau.test", tenant="t", transport=httpx.MockTransport(handler))
+    return DegrauClient("http://degrau.test", tenant="t", retries=0, transport=httpx.MockTransport(handler))
 
 
 def test_every_documented_error_type_has_its_class_carrying_status_type_and_message() -> None:
@@ -85,13 +88,13 @@ def test_requests_carry_the_tenant_or_the_token_the_key_and_an_encoded_contact()
     assert second.headers["authorization"] == "Bearer jwt-token" and "x-tenant-id" not in second.headers
 
 
-def test_usage_is_taken_from_sdk_objects_or_mappings() -> None:
-    class SdkUsage:
+def test_usage_is_taken_from_objects_with_its_attributes_or_mappings() -> None:
+    class OtherUsage:
         input_tokens = 10
         output_tokens = 5
         cache_read_input_tokens = None
         cache_creation_input_tokens = 7
         service_tier = "standard"
 
-    assert usage_from(SdkUsage()) == {"input_tokens": 10, "output_tokens": 5, "cache_creation_input_tokens": 7}
+    assert usage_from(OtherUsage()) == {"input_tokens": 10, "output_tokens": 5, "cache_creation_input_tokens": 7}
     assert usage_from({}) == {"input_tokens": 0, "output_tokens": 0}

@@ -14,14 +14,18 @@ import anthropic
 from degrau_client import DegrauClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
-import agent_loop  # noqa: E402
+import agent_loop
 
 TURNS = 60
 
 
-def is_example_call(call: dict[str, Any]) -> bool:
-    tools = call["body"].get("tools") or [] if isinstance(call["body"], dict) else []
-    return any(t.get("name") == "list_free_slots" for t in tools)
+def is_example_call(call: dict[str, Any], model_name: str) -> bool:
+    """One of this run's model calls: the stand-in's log holds every client's calls
+    (other tests may run this example at the same time), this run's carry its own
+    model name."""
+    body = call["body"] if isinstance(call["body"], dict) else {}
+    tools = body.get("tools") or []
+    return body.get("model") == model_name and any(t.get("name") == "list_free_slots" for t in tools)
 
 
 def steps_after_the_queue_drains(client: DegrauClient, contact: str, queued: int) -> dict[str, Any]:
@@ -44,7 +48,9 @@ def test_sixty_turns_with_tool_rounds_and_several_steps_and_every_request_accept
     seen_before = len(stack.standin_log())
     model = anthropic.Anthropic(base_url=stack.standin, api_key="offline-stand-in", max_retries=0)
 
-    conversation = agent_loop.run_conversation(client, model, "zoe", TURNS)
+    # The stand-in answers any model name: this one tells this run's calls apart.
+    model_name = f"{agent_loop.MODEL}-{tenant}"
+    conversation = agent_loop.run_conversation(client, model, "zoe", TURNS, model_name=model_name)
 
     assert len(conversation.turns) == TURNS
     # Every availability question and every booking ran a tool round.
@@ -72,7 +78,7 @@ def test_sixty_turns_with_tool_rounds_and_several_steps_and_every_request_accept
 
     calls = stack.standin_log()[seen_before:]
     assert [c["status"] for c in calls if c["status"] != 200] == [], "the stand-in accepted every request"
-    assert sum(1 for c in calls if is_example_call(c)) == conversation.model_calls
+    assert sum(1 for c in calls if is_example_call(c, model_name)) == conversation.model_calls
     print(
         f"\n{TURNS} turns: {conversation.tool_rounds} tool rounds, {conversation.model_calls} model calls "
         f"from the example, {len(calls)} requests accepted by the stand-in, "

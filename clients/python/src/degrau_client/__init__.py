@@ -2,18 +2,15 @@
 
 Agents that run their own loop read :meth:`DegrauClient.context`, call the model
 with it, and commit the whole round with :meth:`DegrauClient.commit_round`.
-``degrau_client.langchain`` holds a LangChain chat message history backed by it.
+:class:`AsyncDegrauClient` is the same on asyncio (or trio).
+``degrau_client.langchain`` holds a LangChain chat message history backed by it
+(the ``langchain`` extra; importing ``degrau_client`` does not need it).
 """
 
-from .client import (
-    Context,
-    DegrauClient,
-    Message,
-    RecordedRound,
-    RoundSpan,
-    Usage,
-    usage_from,
-)
+from importlib.metadata import PackageNotFoundError, version
+
+from .aio import AsyncDegrauClient
+from .client import DegrauClient
 from .errors import (
     ERROR_CLASSES,
     Conflict,
@@ -32,10 +29,29 @@ from .errors import (
     Unavailable,
     UnsupportedMediaType,
     error_from_response,
+    retry_after_seconds,
 )
+from .models import (
+    CacheCreation,
+    Context,
+    Message,
+    RecordedRound,
+    RoundSpan,
+    Usage,
+    message_from,
+    usage_from,
+)
+
+try:
+    # The one version is pyproject.toml's, as the installed package's metadata has it.
+    __version__ = version("degrau-client")
+except PackageNotFoundError:  # imported from a source tree that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "ERROR_CLASSES",
+    "AsyncDegrauClient",
+    "CacheCreation",
     "Conflict",
     "Context",
     "DegrauClient",
@@ -57,6 +73,9 @@ __all__ = [
     "Unavailable",
     "UnsupportedMediaType",
     "Usage",
+    "__version__",
     "error_from_response",
+    "message_from",
+    "retry_after_seconds",
     "usage_from",
 ]

@@ -2,81 +2,39 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Mapping
-from typing import Any, Literal, TypedDict, cast
-from urllib.parse import quote
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Literal, TypeVar, cast
 
 import httpx
 
-from .errors import error_from_response
-
-JSON = dict[str, Any]
-
-
-class Usage(TypedDict, total=False):
-    """A model call's usage, as the Messages API reports it."""
-
-    input_tokens: int
-    output_tokens: int
-    cache_read_input_tokens: int | None
-    cache_creation_input_tokens: int | None
-
-
-class Message(TypedDict):
-    """A message in the Messages API shape."""
-
-    role: Literal["user", "assistant"]
-    content: str | list[JSON]
-
-
-class Context(TypedDict):
-    """What the contact's next model request should carry."""
-
-    session: int
-    head: str
-    opens_session: bool
-    system: list[JSON]
-    messages: list[Message]
-    #: The breakpoint for the last block of the message you append (with
-    #: ``"ttl": "1h"`` when the tenant's cache policy chose an hour).
-    cache_control: JSON
-
-
-class RoundSpan(TypedDict):
-    first_seq: int
-    last_seq: int
-
-
-class RecordedRound(TypedDict):
-    """A committed round."""
-
-    session: int
-    round: RoundSpan
-    usage: JSON
-    compaction_queued: bool
-
-
-_USAGE_FIELDS = (
-    "input_tokens",
-    "output_tokens",
-    "cache_read_input_tokens",
-    "cache_creation_input_tokens",
+from . import _core
+from .models import (
+    JSON,
+    CacheCreation,
+    Context,
+    Message,
+    RecordedRound,
+    RoundSpan,
+    Usage,
+    message_from,
+    usage_from,
 )
 
+__all__ = [
+    "JSON",
+    "CacheCreation",
+    "Context",
+    "DegrauClient",
+    "Message",
+    "RecordedRound",
+    "RoundSpan",
+    "Usage",
+    "message_from",
+    "usage_from",
+]
 
-def usage_from(usage: Any) -> Usage:
-    """The four counts ``rounds`` takes, from an SDK usage object or a mapping
-    (the SDK's other fields, such as ``cache_creation`` or ``service_tier``, are
-    left out)."""
-    out: dict[str, int] = {}
-    for name in _USAGE_FIELDS:
-        value = usage.get(name) if isinstance(usage, Mapping) else getattr(usage, name, None)
-        if value is not None:
-            out[name] = int(value)
-    out.setdefault("input_tokens", 0)
-    out.setdefault("output_tokens", 0)
-    return cast(Usage, out)
+T = TypeVar("T")
 
 
 class DegrauClient:
@@ -86,6 +44,16 @@ class DegrauClient:
     ``token`` sends ``Authorization: Bearer`` (``AUTH_MODE=jwt`` behind API
     Gateway's JWT authorizer). Every error answer is raised as the
     :class:`~degrau_client.DegrauError` subclass of its type.
+
+    Retries: a 429 or 503 answer, or a connection that failed or timed out, is
+    tried again up to ``retries`` times (0: never), waiting what ``Retry-After``
+    says (seconds or an HTTP date) or else an exponential backoff with jitter, and
+    never waiting past ``deadline`` seconds after the call began; then the last
+    error is raised. ``timeout`` bounds each attempt. Every POST is sent with an
+    ``Idempotency-Key`` (the caller's, or a uuid4 the client makes for that call
+    when retries are on), the same on every attempt, so a retried POST is
+    answered once. ``sleep`` and ``clock`` replace ``time.sleep`` and
+    ``time.monotonic`` (tests).
     """
 
     def __init__(
@@ -95,16 +63,17 @@ class DegrauClient:
         tenant: str | None = None,
         token: str | None = None,
         timeout: float = 60.0,
+        retries: int = 3,
+        deadline: float = 60.0,
         transport: httpx.BaseTransport | None = None,
+        sleep: Callable[[float], object] = time.sleep,
+        clock: Callable[[], float] | None = None,
     ) -> None:
-        headers = {"accept": "application/json"}
-        if tenant is not None:
-            headers["x-tenant-id"] = tenant
-        if token is not None:
-            headers["authorization"] = f"Bearer {token}"
+        self._settings = _core.Settings(tenant=tenant, token=token, retries=retries, deadline=deadline, clock=clock)
+        self._sleep = sleep
         self._http = httpx.Client(
             base_url=base_url.rstrip("/"),
-            headers=headers,
+            headers=self._settings.headers,
             timeout=timeout,
             transport=transport,
         )
@@ -119,47 +88,42 @@ class DegrauClient:
         """Closes the connections."""
         self._http.close()
 
-    @staticmethod
-    def _contact(contact: str) -> str:
-        return "/v1/contacts/" + quote(contact, safe="")
+    def _send(self, call: _core.Call) -> Any:
+        """One call, tried again as the retry policy says."""
+        attempts = self._settings.retry.start()
+        while True:
+            try:
+                response = self._http.request(
+                    call.method, call.path, params=call.params, content=call.content(), headers=call.headers()
+                )
+            except Exception as error:
+                wait = attempts.after_error(error)
+                if wait is None:
+                    raise
+            else:
+                wait = attempts.after_response(response)
+                if wait is None:
+                    return _core.result(response)
+            self._sleep(wait)
 
-    def _call(
-        self,
-        method: str,
-        path: str,
-        *,
-        body: Any = None,
-        params: Mapping[str, str | int] | None = None,
-        idempotency_key: str | None = None,
-    ) -> Any:
-        headers: dict[str, str] = {}
-        if idempotency_key is not None:
-            headers["idempotency-key"] = idempotency_key
-        content = None
-        if body is not None:
-            content = json.dumps(body, ensure_ascii=False).encode()
-            headers["content-type"] = "application/json"
-        response = self._http.request(
-            method, path, content=content, params=params, headers=headers
-        )
-        if response.status_code >= 400:
-            raise error_from_response(response)
-        return response.json()
+    def _run(self, flow: _core.Flow[T]) -> T:
+        """Makes the flow's calls, each one's answer (or error) handed back to it."""
+        try:
+            call = next(flow)
+            while True:
+                try:
+                    answer = self._send(self._settings.prepare(call))
+                except Exception as error:
+                    call = flow.throw(error)
+                else:
+                    call = flow.send(answer)
+        except StopIteration as done:
+            return cast(T, done.value)
 
-    def send_message(
-        self, contact: str, text: str, *, idempotency_key: str | None = None
-    ) -> JSON:
+    def send_message(self, contact: str, text: str, *, idempotency_key: str | None = None) -> JSON:
         """``POST /v1/contacts/{contact}/messages``: degrau runs the model and the
         tools and commits the round."""
-        return cast(
-            JSON,
-            self._call(
-                "POST",
-                self._contact(contact) + "/messages",
-                body={"text": text},
-                idempotency_key=idempotency_key,
-            ),
-        )
+        return self._run(_core.send_message(contact, text, idempotency_key))
 
     def transcript(
         self,
@@ -170,46 +134,29 @@ class DegrauClient:
         before: str | None = None,
     ) -> JSON:
         """``GET /v1/contacts/{contact}/messages``: one page, oldest first."""
-        params: dict[str, str | int] = {}
-        if session is not None:
-            params["session"] = session
-        if limit is not None:
-            params["limit"] = limit
-        if before is not None:
-            params["before"] = before
-        return cast(
-            JSON, self._call("GET", self._contact(contact) + "/messages", params=params)
-        )
+        return self._run(_core.transcript(contact, session, limit, before))
 
     def transcript_messages(
         self, contact: str, *, session: int | Literal["current", "all"] | None = None
     ) -> list[JSON]:
         """Every message of the transcript (all pages), oldest first."""
-        pages: list[list[JSON]] = []
-        before: str | None = None
-        while True:
-            page = self.transcript(contact, session=session, before=before)
-            pages.append(page["messages"])
-            before = page.get("next_before")
-            if not before:
-                break
-        return [m for page in reversed(pages) for m in page]
+        return self._run(_core.transcript_messages(contact, session))
 
     def memory(self, contact: str) -> JSON:
         """``GET /v1/contacts/{contact}/memory``: the session, summary and facts."""
-        return cast(JSON, self._call("GET", self._contact(contact) + "/memory"))
+        return self._run(_core.memory(contact))
 
     def context(self, contact: str) -> Context:
         """``GET /v1/contacts/{contact}/context``: the ``system`` blocks and the
         window's ``messages`` the next model request should carry, and the
         ``head`` to commit the round on."""
-        return cast(Context, self._call("GET", self._contact(contact) + "/context"))
+        return self._run(_core.context(contact))
 
     def commit_round(
         self,
         contact: str,
         head: str,
-        messages: Iterable[Message | JSON],
+        messages: Iterable[Message | JSON | Any],
         usage: Usage | Mapping[str, Any] | Any,
         *,
         idempotency_key: str | None = None,
@@ -217,22 +164,18 @@ class DegrauClient:
         """``POST /v1/contacts/{contact}/rounds``: commits a round the caller ran
         itself (the user message, the assistant replies and the tool results), with
         the last model call's usage. A stale ``head`` raises
-        :class:`~degrau_client.Conflict`."""
-        body = {"head": head, "messages": list(messages), "usage": usage_from(usage)}
-        return cast(
-            RecordedRound,
-            self._call(
-                "POST",
-                self._contact(contact) + "/rounds",
-                body=body,
-                idempotency_key=idempotency_key,
-            ),
-        )
+        :class:`~degrau_client.Conflict`.
+
+        ``usage`` may be the SDK's ``response.usage`` or a mapping as the API
+        returns it (see :func:`~degrau_client.usage_from`); a message's content
+        may hold the SDK's blocks (``response.content``), see
+        :func:`~degrau_client.message_from`."""
+        return self._run(_core.commit_round(contact, head, messages, usage, idempotency_key))
 
     def erase(self, contact: str) -> JSON:
         """``DELETE /v1/contacts/{contact}``: erases everything stored about it."""
-        return cast(JSON, self._call("DELETE", self._contact(contact)))
+        return self._run(_core.erase(contact))
 
     def openapi(self) -> JSON:
         """``GET /v1/openapi.json``: the API's OpenAPI 3.1 description."""
-        return cast(JSON, self._call("GET", "/v1/openapi.json"))
+        return self._run(_core.openapi())

@@ -2,11 +2,14 @@
 
 Every error degrau answers is ``{"error": {"type", "message"}}`` with a status;
 :func:`error_from_response` raises the class of its type, carrying the status, the
-type, the message and ``Retry-After`` (seconds) when the response gave one.
+type, the message and ``Retry-After`` (in seconds, from seconds or an HTTP date)
+when the response gave one.
 """
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
@@ -138,14 +141,22 @@ ERROR_CLASSES: dict[str, type[DegrauError]] = {
 }
 
 
-def _retry_after(response: httpx.Response) -> float | None:
-    value = response.headers.get("retry-after")
+def retry_after_seconds(value: str | None, now: datetime | None = None) -> float | None:
+    """A ``Retry-After`` header in seconds: its delta-seconds, or the time left
+    until its HTTP date (0 when that has passed); None when absent or unreadable."""
     if value is None:
         return None
     try:
-        return float(value)
+        return max(0.0, float(value))
     except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
         return None
+    if when.tzinfo is None:  # RFC 9110 dates are GMT; a "-0000" zone parses naive
+        when = when.replace(tzinfo=timezone.utc)
+    return max(0.0, (when - (now or datetime.now(timezone.utc))).total_seconds())
 
 
 def error_from_response(response: httpx.Response) -> DegrauError:
@@ -160,4 +171,4 @@ def error_from_response(response: httpx.Response) -> DegrauError:
         kind = str(body["error"].get("type", kind))
         message = str(body["error"].get("message", message))
     cls = ERROR_CLASSES.get(kind, DegrauError)
-    return cls(response.status_code, kind, message, _retry_after(response), body)
+    return cls(response.status_code, kind, message, retry_after_seconds(response.headers.get("retry-after")), body)

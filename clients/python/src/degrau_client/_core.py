@@ -1,0 +1,231 @@
+"""What the sync and the async client share, free of I/O: the routes (each route's
+method, path, params, body and key, built in one place), the reading of answers,
+the retry policy and the settings.
+
+A route is a *flow*: a generator that yields the :class:`Call` s to make and
+receives each one's JSON answer (or has its error thrown in), returning the
+method's result. Most flows make one call; ``transcript_messages`` walks the pages
+and ``commit_round`` falls back once for older servers. Each client drives the
+flows with its own I/O (:meth:`DegrauClient._run`, :meth:`AsyncDegrauClient._run`).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+import uuid
+from collections.abc import Callable, Generator, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, TypeVar, cast
+from urllib.parse import quote
+
+import httpx
+
+from .errors import InvalidRequest, error_from_response, retry_after_seconds
+from .models import JSON, Context, RecordedRound, Usage, message_from, usage_from, usage_without_split
+
+T = TypeVar("T")
+
+#: A route: yields the calls to make, receives their answers, returns the result.
+Flow = Generator["Call", Any, T]
+
+Session = int | Literal["current", "all"] | None
+
+
+@dataclass(frozen=True)
+class Call:
+    """One HTTP request of a route."""
+
+    method: Literal["GET", "POST", "DELETE"]
+    path: str
+    params: Mapping[str, str | int] = field(default_factory=dict)
+    body: Any = None
+    idempotency_key: str | None = None
+
+    def headers(self) -> dict[str, str]:
+        headers: dict[str, str] = {}
+        if self.idempotency_key is not None:
+            headers["idempotency-key"] = self.idempotency_key
+        if self.body is not None:
+            headers["content-type"] = "application/json"
+        return headers
+
+    def content(self) -> bytes | None:
+        return None if self.body is None else json.dumps(self.body, ensure_ascii=False).encode()
+
+
+def result(response: httpx.Response) -> Any:
+    """The JSON of a success, or the error answer raised as its ``DegrauError``."""
+    if response.status_code >= 400:
+        raise error_from_response(response)
+    return response.json()
+
+
+def _contact(contact: str) -> str:
+    return "/v1/contacts/" + quote(contact, safe="")
+
+
+def send_message(contact: str, text: str, idempotency_key: str | None) -> Flow[JSON]:
+    call = Call("POST", _contact(contact) + "/messages", body={"text": text}, idempotency_key=idempotency_key)
+    return cast(JSON, (yield call))
+
+
+def _transcript_params(session: Session, limit: int | None, before: str | None) -> dict[str, str | int]:
+    params: dict[str, str | int] = {}
+    if session is not None:
+        params["session"] = session
+    if limit is not None:
+        params["limit"] = limit
+    if before is not None:
+        params["before"] = before
+    return params
+
+
+def transcript(contact: str, session: Session, limit: int | None, before: str | None) -> Flow[JSON]:
+    call = Call("GET", _contact(contact) + "/messages", params=_transcript_params(session, limit, before))
+    return cast(JSON, (yield call))
+
+
+def transcript_messages(contact: str, session: Session) -> Flow[list[JSON]]:
+    """Every page, newest first as the API walks them, returned oldest first."""
+    pages: list[list[JSON]] = []
+    before: str | None = None
+    while True:
+        page = yield from transcript(contact, session, None, before)
+        pages.append(cast(list[JSON], page["messages"]))
+        before = page.get("next_before")
+        if not before:
+            return [m for page in reversed(pages) for m in page]
+
+
+def memory(contact: str) -> Flow[JSON]:
+    return cast(JSON, (yield Call("GET", _contact(contact) + "/memory")))
+
+
+def context(contact: str) -> Flow[Context]:
+    return cast(Context, (yield Call("GET", _contact(contact) + "/context")))
+
+
+def commit_round(
+    contact: str, head: str, messages: Iterable[Any], usage: Any, idempotency_key: str | None
+) -> Flow[RecordedRound]:
+    wire_usage: Usage = usage_from(usage)
+    body = {"head": head, "messages": [message_from(m) for m in messages], "usage": wire_usage}
+    call = Call("POST", _contact(contact) + "/rounds", body=body, idempotency_key=idempotency_key)
+    if "cache_creation" not in wire_usage:
+        return cast(RecordedRound, (yield call))
+    try:
+        return cast(RecordedRound, (yield call))
+    except InvalidRequest as refused:
+        # A server from before the split was taken refuses `usage.cache_creation`
+        # as an unknown field (400, nothing written, key released): send the
+        # four counts it takes.
+        if "cache_creation" not in refused.message:
+            raise
+    return cast(RecordedRound, (yield replace(call, body={**body, "usage": usage_without_split(wire_usage)})))
+
+
+def erase(contact: str) -> Flow[JSON]:
+    return cast(JSON, (yield Call("DELETE", _contact(contact))))
+
+
+def openapi() -> Flow[JSON]:
+    return cast(JSON, (yield Call("GET", "/v1/openapi.json")))
+
+
+#: Answers worth another attempt: nothing was done, and the server says when
+#: (``Retry-After``) or a moment later is likely to work.
+RETRY_STATUSES = frozenset({429, 503})
+#: Failures before an answer that another attempt may not meet: the connection
+#: (or the read of the answer) failed or timed out.
+RETRY_ERRORS: tuple[type[Exception], ...] = (
+    httpx.TimeoutException,
+    httpx.NetworkError,
+    httpx.RemoteProtocolError,
+)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How many times and for how long a call is tried again.
+
+    ``retries`` more attempts at most (0: none); no wait that would end past
+    ``deadline`` seconds after the call began. The wait is the answer's
+    ``Retry-After`` when it gave one, else exponential backoff with full jitter:
+    a random time up to ``backoff * 2**n`` (``n`` the retries so far), at most
+    ``max_backoff``.
+    """
+
+    retries: int = 3
+    deadline: float = 60.0
+    backoff: float = 0.5
+    max_backoff: float = 10.0
+    clock: Callable[[], float] = time.monotonic
+
+    def __post_init__(self) -> None:
+        if self.retries < 0 or self.deadline < 0:
+            raise ValueError("retries and deadline must be 0 or more")
+
+    def start(self) -> Attempts:
+        return Attempts(self, self.clock())
+
+
+@dataclass
+class Attempts:
+    """The attempts of one call so far: decides whether and when to try again."""
+
+    policy: RetryPolicy
+    started: float
+    retried: int = 0
+
+    def _wait(self, retry_after: float | None) -> float | None:
+        if self.retried >= self.policy.retries:
+            return None
+        if retry_after is None:
+            ceiling = min(self.policy.max_backoff, self.policy.backoff * 2**self.retried)
+            retry_after = random.uniform(0, ceiling)
+        if self.policy.clock() - self.started + retry_after > self.policy.deadline:
+            return None
+        self.retried += 1
+        return retry_after
+
+    def after_response(self, response: httpx.Response) -> float | None:
+        """The seconds to wait before trying again, or None: this answer is final."""
+        if response.status_code not in RETRY_STATUSES:
+            return None
+        return self._wait(retry_after_seconds(response.headers.get("retry-after")))
+
+    def after_error(self, error: Exception) -> float | None:
+        """The seconds to wait before trying again, or None: raise ``error``."""
+        if not isinstance(error, RETRY_ERRORS):
+            return None
+        return self._wait(None)
+
+
+class Settings:
+    """The settings both clients take, and what they make of a call."""
+
+    def __init__(
+        self,
+        *,
+        tenant: str | None,
+        token: str | None,
+        retries: int,
+        deadline: float,
+        clock: Callable[[], float] | None,
+    ) -> None:
+        self.headers = {"accept": "application/json"}
+        if tenant is not None:
+            self.headers["x-tenant-id"] = tenant
+        if token is not None:
+            self.headers["authorization"] = f"Bearer {token}"
+        self.retry = RetryPolicy(retries=retries, deadline=deadline, clock=clock or time.monotonic)
+
+    def prepare(self, call: Call) -> Call:
+        """``call`` as sent on every attempt: a POST without the caller's
+        ``Idempotency-Key`` gets a fresh one (uuid4) when retries are on, so that
+        trying it again replays its answer instead of doing it twice."""
+        if call.method == "POST" and call.idempotency_key is None and self.retry.retries > 0:
+            return replace(call, idempotency_key=str(uuid.uuid4()))
+        return call

@@ -1,0 +1,150 @@
+"""The asyncio (and trio) client: :class:`DegrauClient`'s methods, arguments,
+results, errors and retries, on ``httpx.AsyncClient``. The routes, the reading of
+answers and the retry policy are the sync client's (``_core``); only the I/O
+differs."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any, Literal, TypeVar, cast
+
+import anyio
+import httpx
+
+from . import _core
+from .models import JSON, Context, Message, RecordedRound, Usage
+
+T = TypeVar("T")
+
+
+class AsyncDegrauClient:
+    """An async client of degrau's HTTP API: the same methods as
+    :class:`~degrau_client.DegrauClient`, awaited, with the same arguments,
+    results, errors and retries (see there). ``async with`` closes it, or
+    ``await client.aclose()``. ``sleep`` (awaited; ``anyio.sleep``, which serves
+    asyncio and trio) and ``clock`` are for tests.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        tenant: str | None = None,
+        token: str | None = None,
+        timeout: float = 60.0,
+        retries: int = 3,
+        deadline: float = 60.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+        sleep: Callable[[float], Awaitable[object]] = anyio.sleep,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        self._settings = _core.Settings(tenant=tenant, token=token, retries=retries, deadline=deadline, clock=clock)
+        self._sleep = sleep
+        self._http = httpx.AsyncClient(
+            base_url=base_url.rstrip("/"),
+            headers=self._settings.headers,
+            timeout=timeout,
+            transport=transport,
+        )
+
+    async def __aenter__(self) -> AsyncDegrauClient:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Closes the connections."""
+        await self._http.aclose()
+
+    async def _send(self, call: _core.Call) -> Any:
+        """One call, tried again as the retry policy says."""
+        attempts = self._settings.retry.start()
+        while True:
+            try:
+                response = await self._http.request(
+                    call.method, call.path, params=call.params, content=call.content(), headers=call.headers()
+                )
+            except Exception as error:
+                wait = attempts.after_error(error)
+                if wait is None:
+                    raise
+            else:
+                wait = attempts.after_response(response)
+                if wait is None:
+                    return _core.result(response)
+            await self._sleep(wait)
+
+    async def _run(self, flow: _core.Flow[T]) -> T:
+        """Makes the flow's calls, each one's answer (or error) handed back to it."""
+        try:
+            call = next(flow)
+            while True:
+                try:
+                    answer = await self._send(self._settings.prepare(call))
+                except Exception as error:
+                    call = flow.throw(error)
+                else:
+                    call = flow.send(answer)
+        except StopIteration as done:
+            return cast(T, done.value)
+
+    async def send_message(self, contact: str, text: str, *, idempotency_key: str | None = None) -> JSON:
+        """``POST /v1/contacts/{contact}/messages``: degrau runs the model and the
+        tools and commits the round."""
+        return await self._run(_core.send_message(contact, text, idempotency_key))
+
+    async def transcript(
+        self,
+        contact: str,
+        *,
+        session: int | Literal["current", "all"] | None = None,
+        limit: int | None = None,
+        before: str | None = None,
+    ) -> JSON:
+        """``GET /v1/contacts/{contact}/messages``: one page, oldest first."""
+        return await self._run(_core.transcript(contact, session, limit, before))
+
+    async def transcript_messages(
+        self, contact: str, *, session: int | Literal["current", "all"] | None = None
+    ) -> list[JSON]:
+        """Every message of the transcript (all pages), oldest first."""
+        return await self._run(_core.transcript_messages(contact, session))
+
+    async def memory(self, contact: str) -> JSON:
+        """``GET /v1/contacts/{contact}/memory``: the session, summary and facts."""
+        return await self._run(_core.memory(contact))
+
+    async def context(self, contact: str) -> Context:
+        """``GET /v1/contacts/{contact}/context``: the ``system`` blocks and the
+        window's ``messages`` the next model request should carry, and the
+        ``head`` to commit the round on."""
+        return await self._run(_core.context(contact))
+
+    async def commit_round(
+        self,
+        contact: str,
+        head: str,
+        messages: Iterable[Message | JSON | Any],
+        usage: Usage | Mapping[str, Any] | Any,
+        *,
+        idempotency_key: str | None = None,
+    ) -> RecordedRound:
+        """``POST /v1/contacts/{contact}/rounds``: commits a round the caller ran
+        itself (the user message, the assistant replies and the tool results), with
+        the last model call's usage. A stale ``head`` raises
+        :class:`~degrau_client.Conflict`.
+
+        ``usage`` may be the SDK's ``response.usage`` or a mapping as the API
+        returns it (see :func:`~degrau_client.usage_from`); a message's content
+        may hold the SDK's blocks (``response.content``), see
+        :func:`~degrau_client.message_from`."""
+        return await self._run(_core.commit_round(contact, head, messages, usage, idempotency_key))
+
+    async def erase(self, contact: str) -> JSON:
+        """``DELETE /v1/contacts/{contact}``: erases everything stored about it."""
+        return await self._run(_core.erase(contact))
+
+    async def openapi(self) -> JSON:
+        """``GET /v1/openapi.json``: the API's OpenAPI 3.1 description."""
+        return await self._run(_core.openapi())
