@@ -4,8 +4,8 @@ the retry policy and the settings.
 
 A route is a *flow*: a generator that yields the :class:`Call` s to make and
 receives each one's JSON answer (or has its error thrown in), returning the
-method's result. Most flows make one call; ``transcript_messages`` walks the pages
-and ``commit_round`` falls back once for older servers. Each client drives the
+method's result. Most flows make one call; ``transcript_messages`` walks the
+pages. Each client drives the
 flows with its own I/O (:meth:`DegrauClient._run`, :meth:`AsyncDegrauClient._run`).
 """
 
@@ -22,8 +22,8 @@ from urllib.parse import quote
 
 import httpx
 
-from .errors import InvalidRequest, error_from_response, retry_after_seconds
-from .models import JSON, Context, RecordedRound, Usage, message_from, usage_from, usage_without_split
+from .errors import error_from_response, retry_after_seconds
+from .models import JSON, Context, RecordedRound, message_from, usage_from
 
 T = TypeVar("T")
 
@@ -110,20 +110,9 @@ def context(contact: str) -> Flow[Context]:
 def commit_round(
     contact: str, head: str, messages: Iterable[Any], usage: Any, idempotency_key: str | None
 ) -> Flow[RecordedRound]:
-    wire_usage: Usage = usage_from(usage)
-    body = {"head": head, "messages": [message_from(m) for m in messages], "usage": wire_usage}
+    body = {"head": head, "messages": [message_from(m) for m in messages], "usage": usage_from(usage)}
     call = Call("POST", _contact(contact) + "/rounds", body=body, idempotency_key=idempotency_key)
-    if "cache_creation" not in wire_usage:
-        return cast(RecordedRound, (yield call))
-    try:
-        return cast(RecordedRound, (yield call))
-    except InvalidRequest as refused:
-        # A server from before the split was taken refuses `usage.cache_creation`
-        # as an unknown field (400, nothing written, key released): send the
-        # four counts it takes.
-        if "cache_creation" not in refused.message:
-            raise
-    return cast(RecordedRound, (yield replace(call, body={**body, "usage": usage_without_split(wire_usage)})))
+    return cast(RecordedRound, (yield call))
 
 
 def erase(contact: str) -> Flow[JSON]:

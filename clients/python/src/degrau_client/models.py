@@ -118,12 +118,6 @@ def usage_from(usage: Any) -> Usage:
     return cast(Usage, out)
 
 
-def usage_without_split(usage: Usage) -> Usage:
-    """``usage`` less ``cache_creation``: the four counts that servers released
-    before the split was taken accept."""
-    return cast(Usage, {k: v for k, v in usage.items() if k != "cache_creation"})
-
-
 def _block(block: Any) -> Any:
     mapping = _as_mapping(block)
     return dict(mapping) if mapping is not None else block
