@@ -4,7 +4,7 @@
 #   ./dev.sh start   the same stack, detached: prints the API base URL
 #   ./dev.sh stop    stop the detached stack
 #   ./dev.sh test    run every test (installs what it needs, starts moto itself),
-#                    the Python client's against the local stack
+#                    the Python and TypeScript clients' against the local stack
 #   ./dev.sh bench   run the benchmarks; prints the tables, writes results/
 #   ./dev.sh simulate  the seeded simulation's long run (release build): 1,000 seeds
 #                    unless --seeds N; --replay FILE plays a failing plan again
@@ -46,10 +46,22 @@ case "${1:-}" in
     say "the ask and compaction end-to-end tests again, with MODEL_PROVIDER=bedrock"
     DEGRAU_TEST_MODEL_PROVIDER=bedrock DEGRAU_TEST_AWS_ENDPOINT="$(bash infra/moto.sh url)" \
       cargo test -p degrau-tests --test e2e -- ask_api:: compaction:: bedrock::the_stacks_of_this_run
-    # The Python client's tests: they start the local stack (infra/stack.sh, on
-    # DEGRAU_API_PORT / DEGRAU_STANDIN_PORT) and stop it after.
-    say "the Python client's tests (they start and stop the local stack)"
-    PYTHONPATH="$PWD/clients/python/src" .venv/bin/python -m pytest -q -p no:cacheprovider clients/python/tests
+    # The clients: the Python package built, installed into a clean venv and checked
+    # offline (wheel, sdist, mypy, ruff); the TypeScript one installed from its lock
+    # and compiled; then both against one local stack (infra/stack.sh, on
+    # DEGRAU_API_PORT / DEGRAU_STANDIN_PORT), stopped after.
+    say "the Python client as a package: wheel and sdist, a clean venv, offline tests, mypy, ruff"
+    bash clients/python/check.sh
+    say "the TypeScript client: npm ci, tsc, its offline tests"
+    (cd clients/typescript && npm ci --no-audit --no-fund --loglevel=error && npm run --silent build && npm run --silent test:unit)
+    trap 'bash infra/stack.sh stop' EXIT
+    bash infra/stack.sh start
+    say "the Python client's tests against the local stack"
+    DEGRAU_TEST_STACK=running PYTHONPATH="$PWD/clients/python/src" \
+      .venv/bin/python -m pytest -q -p no:cacheprovider clients/python/tests
+    say "the TypeScript client's tests against the local stack"
+    (cd clients/typescript && DEGRAU_API_URL="$(cat ../../.local/api.url)" \
+      DEGRAU_STANDIN_URL="http://127.0.0.1:${DEGRAU_STANDIN_PORT:-4010}" npm run --silent test:stack)
     # The simulation's long run: generated histories beyond `cargo test`'s budget.
     say "the simulation's long run (300 seeds, release build)"
     cargo run --release -q -p degrau-sim --bin simulate -- --seeds 300
