@@ -24,6 +24,7 @@ import httpx
 import pytest
 
 from degrau_client import DegrauClient
+from openapi_check import CheckedTransport
 
 ROOT = Path(__file__).resolve().parents[3]
 STATE = ROOT / ".local"
@@ -37,7 +38,8 @@ class Stack:
     table: str
 
     def client(self, tenant: str | None) -> DegrauClient:
-        return DegrauClient(self.api, tenant=tenant, timeout=120)
+        """A client whose every answer is checked against docs/openapi.json."""
+        return DegrauClient(self.api, tenant=tenant, timeout=120, transport=CheckedTransport())
 
     def configure(self, tenant: str, config: dict[str, Any]) -> None:
         """Writes the tenant's CONFIG item, as the DynamoDB adapter lays it out."""

@@ -15,6 +15,7 @@ import pytest
 import degrau_client
 from conftest import Stack
 from degrau_client import AsyncDegrauClient, DegrauClient, DegrauError, RateLimited
+from openapi_check import AsyncCheckedTransport
 from scripted import FakeTime, Script, error, ok
 from test_errors import TYPES
 
@@ -147,7 +148,9 @@ def test_a_conversation_on_the_stack(stack: Stack, tenant: str) -> None:
     included) and transcript, all awaited."""
 
     async def main() -> None:
-        async with AsyncDegrauClient(stack.api, tenant=tenant, timeout=120) as degrau:
+        async with AsyncDegrauClient(
+            stack.api, tenant=tenant, timeout=120, transport=AsyncCheckedTransport()
+        ) as degrau:
             asked = await degrau.send_message("zoe", "Hi, I am Zoe. Any free slots on 2026-12-04?")
             assert asked["round"]["first_seq"] == 1 and asked["reply"]["text"]
             context = await degrau.context("zoe")
