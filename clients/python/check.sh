@@ -47,7 +47,7 @@ EOF
 say "installing the wheel into a clean venv"
 python3 -m venv "$tmp/venv"
 # The test tools at the versions the repo pins (extras are not allowed in a constraints file).
-grep -E '^(httpx|anthropic|langchain-core|pytest)==' "$root/infra/requirements.txt" >"$tmp/constraints.txt"
+grep -E '^(httpx|anthropic|langchain-core|langchain-anthropic|langgraph|pytest)==' "$root/infra/requirements.txt" >"$tmp/constraints.txt"
 "$tmp/venv/bin/python" -m pip install --quiet --disable-pip-version-check \
   --constraint "$tmp/constraints.txt" "$wheel[langchain,examples]" pytest
 

@@ -21,6 +21,12 @@ import sys
 from typing import Any
 
 from agent_loop import book_slot, list_free_slots, turn_text
+from langchain_anthropic import ChatAnthropic
+from langchain_core.tools import tool
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
+
 from degrau_client import DegrauClient
 from degrau_client.langgraph import (
     DegrauFactsStore,
@@ -28,11 +34,6 @@ from degrau_client.langgraph import (
     DegrauState,
     model_input,
 )
-from langchain_anthropic import ChatAnthropic
-from langchain_core.tools import tool
-from langgraph.graph import END, START, StateGraph
-from langgraph.graph.state import CompiledStateGraph
-from langgraph.prebuilt import ToolNode, tools_condition
 
 
 @tool("list_free_slots")
@@ -50,9 +51,7 @@ def book_slot_tool(day: str, time: str, service: str = "haircut") -> dict[str, s
 TOOLS = [list_free_slots_tool, book_slot_tool]
 
 
-def build_graph(
-    degrau: DegrauClient, model: ChatAnthropic
-) -> CompiledStateGraph[Any, Any, Any, Any]:
+def build_graph(degrau: DegrauClient, model: ChatAnthropic) -> CompiledStateGraph[Any, Any, Any, Any]:
     """The agent's graph, its memory in degrau (the contact comes from
     ``config["configurable"]["contact"]``)."""
     memory = DegrauMemory(degrau)
@@ -68,9 +67,7 @@ def build_graph(
     graph.add_node("degrau_commit", memory.commit)
     graph.add_edge(START, "degrau_load")
     graph.add_edge("degrau_load", "agent")
-    graph.add_conditional_edges(
-        "agent", tools_condition, {"tools": "tools", END: "degrau_commit"}
-    )
+    graph.add_conditional_edges("agent", tools_condition, {"tools": "tools", END: "degrau_commit"})
     graph.add_edge("tools", "agent")
     graph.add_edge("degrau_commit", END)
     return graph.compile(store=DegrauFactsStore(degrau))
@@ -78,12 +75,8 @@ def build_graph(
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument(
-        "--api", default=os.environ.get("DEGRAU_API_URL", "http://127.0.0.1:9000")
-    )
-    parser.add_argument(
-        "--tenant", default="example", help="X-Tenant-Id (AUTH_MODE=dev)"
-    )
+    parser.add_argument("--api", default=os.environ.get("DEGRAU_API_URL", "http://127.0.0.1:9000"))
+    parser.add_argument("--tenant", default="example", help="X-Tenant-Id (AUTH_MODE=dev)")
     parser.add_argument("--contact", default="example-graph-contact")
     parser.add_argument("--turns", type=int, default=20)
     args = parser.parse_args()
@@ -103,9 +96,7 @@ def main() -> int:
             )
             print(f"{i:3}: {state['messages'][-1].text}")
         session = degrau.memory(args.contact)["session"]
-    print(
-        f"session {session['number']}: {session['last_seq']} messages, {session['steps']} steps"
-    )
+    print(f"session {session['number']}: {session['last_seq']} messages, {session['steps']} steps")
     return 0
 
 

@@ -8,9 +8,10 @@ from typing import Any
 
 import httpx
 import pytest
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+
 from degrau_client import Conflict, DegrauClient, NotFound
 from degrau_client.langchain import DegrauChatMessageHistory, messages_api_usage
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
 USAGE = {"input_tokens": 50, "output_tokens": 5}
 
@@ -24,9 +25,7 @@ def test_messages_are_the_context_system_blocks_then_the_window(
 ) -> None:
     history = DegrauChatMessageHistory(client, "lia")
     first = history.messages
-    assert [type(m) for m in first] == [SystemMessage, SystemMessage], (
-        "a new contact: no window"
-    )
+    assert [type(m) for m in first] == [SystemMessage, SystemMessage], "a new contact: no window"
     assert "<contact_context>" in first[1].content[0]["text"]
     assert all(m.content[0]["cache_control"]["type"] == "ephemeral" for m in first)
     history.add_user_message("Hi, I am Lia.")
@@ -70,18 +69,9 @@ def test_messages_are_the_context_system_blocks_then_the_window(
     ]
     # degrau's breakpoint on the previous request's last message, and the history's
     # own on the last block: the request's last part is cached for the next turn.
-    assert (
-        window[2].content[-1]["cache_control"]
-        == context["messages"][2]["content"][-1]["cache_control"]
-    )
+    assert window[2].content[-1]["cache_control"] == context["messages"][2]["content"][-1]["cache_control"]
     assert window[3].content[-1]["cache_control"] == context["cache_control"]
-    marks = [
-        b
-        for m in messages
-        if isinstance(m.content, list)
-        for b in m.content
-        if "cache_control" in b
-    ]
+    marks = [b for m in messages if isinstance(m.content, list) for b in m.content if "cache_control" in b]
     assert len(marks) == 4
     assert [m["seq"] for m in client.transcript_messages("lia")] == [1, 2, 3, 4]
 
@@ -98,9 +88,7 @@ def test_messages_are_the_context_system_blocks_then_the_window(
 def test_messages_are_read_once_per_round(client: DegrauClient) -> None:
     history = DegrauChatMessageHistory(client, "ivo")
     before = history.messages
-    client.commit_round(
-        "ivo", client.context("ivo")["head"], plain_round("elsewhere", "ok"), USAGE
-    )
+    client.commit_round("ivo", client.context("ivo")["head"], plain_round("elsewhere", "ok"), USAGE)
     assert history.messages == before, "the same context until the round is committed"
 
 
@@ -119,15 +107,11 @@ def test_a_tool_turn_is_one_round_and_reads_back_as_tool_calls(
                 "input": {},
             },
         ],
-        tool_calls=[
-            {"id": "toolu_1", "name": "list_free_slots", "args": {"day": "2026-12-04"}}
-        ],
+        tool_calls=[{"id": "toolu_1", "name": "list_free_slots", "args": {"day": "2026-12-04"}}],
     )
     history.add_messages([HumanMessage("Free on Friday?"), calls])
     assert history.last_recorded is None, "the round waits for its final answer"
-    history.add_messages(
-        [ToolMessage('["09:00"]', tool_call_id="toolu_1"), AIMessage("09:00 is free.")]
-    )
+    history.add_messages([ToolMessage('["09:00"]', tool_call_id="toolu_1"), AIMessage("09:00 is free.")])
 
     stored = client.transcript_messages("max")
     assert [(m["role"], [b["type"] for b in m["content"]]) for m in stored] == [
@@ -136,9 +120,7 @@ def test_a_tool_turn_is_one_round_and_reads_back_as_tool_calls(
         ("user", ["tool_result"]),
         ("assistant", ["text"]),
     ]
-    assert stored[1]["content"][1]["input"] == {"day": "2026-12-04"}, (
-        "the parsed arguments"
-    )
+    assert stored[1]["content"][1]["input"] == {"day": "2026-12-04"}, "the parsed arguments"
     messages = history.messages[2:]
     assert [type(m) for m in messages] == [
         HumanMessage,
@@ -246,16 +228,12 @@ def test_a_contact_erased_meanwhile_is_a_conflict_and_nothing_is_stored(
         client.memory("rui")
 
 
-def scripted_client(
-    answers: list[httpx.Response], seen: list[httpx.Request]
-) -> DegrauClient:
+def scripted_client(answers: list[httpx.Response], seen: list[httpx.Request]) -> DegrauClient:
     def handle(request: httpx.Request) -> httpx.Response:
         seen.append(request)
         return answers.pop(0)
 
-    return DegrauClient(
-        "http://degrau.test", tenant="t", transport=httpx.MockTransport(handle)
-    )
+    return DegrauClient("http://degrau.test", tenant="t", transport=httpx.MockTransport(handle))
 
 
 CONTEXT = {
@@ -278,9 +256,7 @@ def test_a_conflict_that_is_not_a_stale_head_is_raised_not_retried() -> None:
         httpx.Response(200, json=CONTEXT),
         conflict("another round for this contact landed since this head was read"),
         httpx.Response(200, json=CONTEXT),  # the same head: not stale after all
-        conflict(
-            "a request with this Idempotency-Key is still in progress; retry later"
-        ),
+        conflict("a request with this Idempotency-Key is still in progress; retry later"),
     ]
     history = DegrauChatMessageHistory(scripted_client(answers, seen), "c")
     _ = history.messages  # reads the context: the head the round is committed on
@@ -291,9 +267,7 @@ def test_a_conflict_that_is_not_a_stale_head_is_raised_not_retried() -> None:
     seen.clear()
     answers[:] = [
         httpx.Response(200, json=CONTEXT),
-        conflict(
-            "a request with this Idempotency-Key is still in progress; retry later"
-        ),
+        conflict("a request with this Idempotency-Key is still in progress; retry later"),
     ]
     history = DegrauChatMessageHistory(scripted_client(answers, seen), "c")
     with pytest.raises(Conflict):
@@ -301,9 +275,7 @@ def test_a_conflict_that_is_not_a_stale_head_is_raised_not_retried() -> None:
     assert [r.method for r in seen] == ["GET", "POST"]
 
 
-def test_a_stale_head_is_retried_on_the_new_head_with_the_same_key_and_bounded() -> (
-    None
-):
+def test_a_stale_head_is_retried_on_the_new_head_with_the_same_key_and_bounded() -> None:
     seen: list[httpx.Request] = []
     stale = conflict("another round for this contact landed since this head was read")
     answers = [httpx.Response(200, json=CONTEXT)]
@@ -312,9 +284,7 @@ def test_a_stale_head_is_retried_on_the_new_head_with_the_same_key_and_bounded()
             stale,
             httpx.Response(200, json={**CONTEXT, "head": f"h1.x.1.{4 + 2 * n}.0"}),
         ]
-    history = DegrauChatMessageHistory(
-        scripted_client(answers, seen), "c", max_commit_attempts=3
-    )
+    history = DegrauChatMessageHistory(scripted_client(answers, seen), "c", max_commit_attempts=3)
     with pytest.raises(Conflict):
         history.add_messages([HumanMessage("q"), AIMessage("a")])
     posts = [r for r in seen if r.method == "POST"]

@@ -19,8 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from degrau_client import DegrauClient
-from degrau_client.langchain import DegrauChatMessageHistory
 from langchain_anthropic import ChatAnthropic
 from langchain_core.chat_history import (
     BaseChatMessageHistory,
@@ -29,6 +27,9 @@ from langchain_core.chat_history import (
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import Runnable, RunnableLambda
 from langchain_core.runnables.history import RunnableWithMessageHistory
+
+from degrau_client import DegrauClient
+from degrau_client.langchain import DegrauChatMessageHistory
 
 TURNS = 60
 # A small tenant threshold (the default is 8,000: README's configuration table) so
@@ -69,9 +70,7 @@ class Run:
         details = meta.get("input_token_details") or {}
         # langchain-anthropic zeroes cache_creation when it gives the 5m/1h split.
         one_hour = int(details.get("ephemeral_1h_input_tokens") or 0)
-        written = int(details.get("cache_creation") or 0) + int(
-            details.get("ephemeral_5m_input_tokens") or 0
-        )
+        written = int(details.get("cache_creation") or 0) + int(details.get("ephemeral_5m_input_tokens") or 0)
         self.sent.append(int(meta["input_tokens"]))
         self.read.append(int(details.get("cache_read") or 0))
         self.written.append(written + one_hour)
@@ -83,12 +82,7 @@ class Run:
         one-hour writes 2x (the API's multipliers)."""
         uncached = sum(self.sent) - sum(self.read) - sum(self.written)
         five_minutes = sum(self.written) - sum(self.written_1h)
-        return (
-            uncached
-            + 0.1 * sum(self.read)
-            + 1.25 * five_minutes
-            + 2 * sum(self.written_1h)
-        )
+        return uncached + 0.1 * sum(self.read) + 1.25 * five_minutes + 2 * sum(self.written_1h)
 
     @property
     def cache_read_ratio(self) -> float:
@@ -119,11 +113,7 @@ def mark_last_block(messages: list[BaseMessage]) -> list[BaseMessage]:
     last = messages[-1]
     text = last.content if isinstance(last.content, str) else last.text
     marked = last.model_copy(
-        update={
-            "content": [
-                {"type": "text", "text": text, "cache_control": {"type": "ephemeral"}}
-            ]
-        }
+        update={"content": [{"type": "text", "text": text, "cache_control": {"type": "ephemeral"}}]}
     )
     return [*messages[:-1], marked]
 
@@ -135,9 +125,7 @@ def play(
     after_turn: Callable[[], None] = lambda: None,
 ) -> None:
     for i in range(1, TURNS + 1):
-        reply = chain.invoke(
-            turn_text(i, tag), config={"configurable": {"session_id": f"lc-{tag}"}}
-        )
+        reply = chain.invoke(turn_text(i, tag), config={"configurable": {"session_id": f"lc-{tag}"}})
         assert isinstance(reply, AIMessage)
         run.record(reply)
         after_turn()
@@ -152,9 +140,7 @@ def requests_of(stack: Any, tag: str) -> list[dict[str, Any]]:
         if c["status"] == 200
         and isinstance(c["body"], dict)
         and not any(
-            "degrau:summarize" in b.get("text", "")
-            for b in c["body"].get("system") or []
-            if isinstance(b, dict)
+            "degrau:summarize" in b.get("text", "") for b in c["body"].get("system") or [] if isinstance(b, dict)
         )
         and f"[{tag}]" in str(c["body"].get("messages", [])[-1:])
     ]
@@ -163,9 +149,7 @@ def requests_of(stack: Any, tag: str) -> list[dict[str, Any]]:
 def test_sixty_turns_through_runnable_with_message_history_stay_bounded_and_remember(
     stack: Any, client: DegrauClient, tenant: str
 ) -> None:
-    stack.configure(
-        tenant, {"compaction_threshold_tokens": THRESHOLD, "window_keep_messages": 6}
-    )
+    stack.configure(tenant, {"compaction_threshold_tokens": THRESHOLD, "window_keep_messages": 6})
     tags = {name: uuid.uuid4().hex[:8] for name in ("degrau", "full", "cached")}
 
     histories: list[DegrauChatMessageHistory] = []
@@ -210,9 +194,7 @@ def test_sixty_turns_through_runnable_with_message_history_stay_bounded_and_reme
     play(RunnableWithMessageHistory(model(stack), in_memory), full, tags["full"])  # type: ignore[arg-type]
     cached = Run("full history, breakpoint on the last block")
     play(
-        RunnableWithMessageHistory(
-            RunnableLambda(mark_last_block) | model(stack), in_memory
-        ),
+        RunnableWithMessageHistory(RunnableLambda(mark_last_block) | model(stack), in_memory),
         cached,
         tags["cached"],
     )  # type: ignore[arg-type]
@@ -221,15 +203,12 @@ def test_sixty_turns_through_runnable_with_message_history_stay_bounded_and_reme
     memory = client.memory(contact)
     assert waits_timed_out == 0
     assert memory["session"]["steps"] >= 3, memory["session"]
-    assert (
-        memory["session"]["summary"]
-        and order_code(tags["degrau"]) in memory["session"]["summary"]
-    )
+    assert memory["session"]["summary"] and order_code(tags["degrau"]) in memory["session"]["summary"]
     assert memory["session"]["last_seq"] == 2 * TURNS, "every turn one round"
 
     # Bounded: each request holds at most the threshold plus the round that passed it
     # (the largest growth from one turn to the next), wherever in the conversation.
-    growth = max(b - a for a, b in zip(degrau.sent, degrau.sent[1:]))
+    growth = max(b - a for a, b in zip(degrau.sent, degrau.sent[1:], strict=False))
     assert max(degrau.sent) <= THRESHOLD + growth, (max(degrau.sent), growth)
     assert max(degrau.sent[TURNS // 2 :]) <= THRESHOLD + growth
     assert full.sent[-1] > 2 * max(degrau.sent), "the full history grows past it"
@@ -264,7 +243,7 @@ def test_sixty_turns_through_runnable_with_message_history_stay_bounded_and_reme
     )
     per_turn = "\n".join(
         f"| {i} | {d:,} | {f:,} | {c:,} |"
-        for i, (d, f, c) in enumerate(zip(degrau.sent, full.sent, cached.sent), 1)
+        for i, (d, f, c) in enumerate(zip(degrau.sent, full.sent, cached.sent, strict=True), 1)
     )
     report = f"""# LangChain: degrau's history against the full history
 

@@ -75,6 +75,7 @@ seen is already clear).
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -89,7 +90,7 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from .client import Context, DegrauClient, RecordedRound, Usage
+from .client import Context, DegrauClient, RecordedRound
 from .errors import Conflict, NotFound
 
 __all__ = [
@@ -116,13 +117,6 @@ _RETRYABLE_CONFLICTS = (
     "another round for this contact landed",
     "the contact's session changed",
 )
-#: The usage counts ``POST .../rounds`` accepts today.
-_ROUND_USAGE_FIELDS = (
-    "input_tokens",
-    "output_tokens",
-    "cache_read_input_tokens",
-    "cache_creation_input_tokens",
-)
 
 
 def _text(content: Any) -> str:
@@ -145,18 +139,12 @@ def _blocks(content: str | list[JSON]) -> list[JSON]:
 def _plain_or_blocks(blocks: list[JSON]) -> str | list[str | JSON]:
     """One text block without a breakpoint as a plain string (what every chat
     model takes), else the blocks themselves."""
-    if (
-        len(blocks) == 1
-        and blocks[0].get("type") == "text"
-        and "cache_control" not in blocks[0]
-    ):
+    if len(blocks) == 1 and blocks[0].get("type") == "text" and "cache_control" not in blocks[0]:
         return str(blocks[0]["text"])
     return list(blocks)
 
 
-def system_messages(
-    system: Sequence[JSON], *, anthropic_blocks: bool = True
-) -> list[BaseMessage]:
+def system_messages(system: Sequence[JSON], *, anthropic_blocks: bool = True) -> list[BaseMessage]:
     """degrau's system blocks as ``SystemMessage`` s, one per block (with its
     ``cache_control`` when ``anthropic_blocks``)."""
     if anthropic_blocks:
@@ -164,9 +152,7 @@ def system_messages(
     return [SystemMessage(content=str(block.get("text", ""))) for block in system]
 
 
-def to_langchain(
-    messages: Sequence[Mapping[str, Any]], *, anthropic_blocks: bool = True
-) -> list[BaseMessage]:
+def to_langchain(messages: Sequence[Mapping[str, Any]], *, anthropic_blocks: bool = True) -> list[BaseMessage]:
     """Messages in the Messages API shape (degrau's window or transcript) as
     LangChain messages: see the module documentation for ``anthropic_blocks``."""
     out: list[BaseMessage] = []
@@ -186,9 +172,7 @@ def to_langchain(
             if anthropic_blocks:
                 # Tool calls stay in the content too: ChatAnthropic sends the
                 # blocks in their order (thinking first, as the API requires).
-                out.append(
-                    AIMessage(content=_plain_or_blocks(content), tool_calls=calls)
-                )
+                out.append(AIMessage(content=_plain_or_blocks(content), tool_calls=calls))
             else:
                 out.append(AIMessage(content=_text(content), tool_calls=calls))
             continue
@@ -222,10 +206,7 @@ def _with_breakpoint(message: BaseMessage, cache_control: JSON) -> BaseMessage:
     if isinstance(content, str):
         blocks: list[Any] = [{"type": "text", "text": content}]
     else:
-        blocks = [
-            dict(b) if isinstance(b, dict) else {"type": "text", "text": b}
-            for b in content
-        ]
+        blocks = [dict(b) if isinstance(b, dict) else {"type": "text", "text": b} for b in content]
     if not blocks:
         return message
     blocks[-1]["cache_control"] = dict(cache_control)
@@ -241,18 +222,12 @@ def _breakpoints(system: Sequence[JSON], messages: Sequence[Mapping[str, Any]]) 
     return count
 
 
-def context_messages(
-    context: Context, *, anthropic_blocks: bool = True
-) -> list[BaseMessage]:
+def context_messages(context: Context, *, anthropic_blocks: bool = True) -> list[BaseMessage]:
     """A context (``GET .../context``) as the LangChain messages a request starts
     with: the system blocks, then the window, its last block marked with the
     context's ``cache_control`` (see the module documentation)."""
     window = to_langchain(context["messages"], anthropic_blocks=anthropic_blocks)
-    if (
-        anthropic_blocks
-        and window
-        and _breakpoints(context["system"], context["messages"]) < MAX_BREAKPOINTS
-    ):
+    if anthropic_blocks and window and _breakpoints(context["system"], context["messages"]) < MAX_BREAKPOINTS:
         window[-1] = _with_breakpoint(window[-1], context["cache_control"])
     return [
         *system_messages(context["system"], anthropic_blocks=anthropic_blocks),
@@ -290,24 +265,14 @@ def messages_api_usage(message: AIMessage) -> JSON:
     return usage
 
 
-def _round_usage(usage: Mapping[str, Any]) -> Usage:
-    """The four counts ``POST .../rounds`` accepts today (the server refuses the
-    split until it takes usage as the API returns it)."""
-    return {name: int(usage.get(name) or 0) for name in _ROUND_USAGE_FIELDS}  # type: ignore[return-value]
-
-
 def _assistant_blocks(message: AIMessage) -> list[JSON]:
     """An AI message's content as the blocks degrau stores, its tool calls as
     ``tool_use`` blocks (from ``tool_calls``, the parsed arguments)."""
     if message.invalid_tool_calls:
-        raise ValueError(
-            "an AI message with invalid_tool_calls cannot be stored: fix or drop them first"
-        )
+        raise ValueError("an AI message with invalid_tool_calls cannot be stored: fix or drop them first")
     calls = {str(call["id"]): call for call in message.tool_calls if call.get("id")}
     if len(calls) != len(message.tool_calls):
-        raise ValueError(
-            "every tool call needs an id to be paired with its ToolMessage"
-        )
+        raise ValueError("every tool call needs an id to be paired with its ToolMessage")
 
     def tool_use(call_id: str) -> JSON:
         call = calls.pop(call_id)
@@ -331,9 +296,7 @@ def _assistant_blocks(message: AIMessage) -> list[JSON]:
             if block.get("id") in calls:
                 out.append(tool_use(str(block["id"])))
         elif kind == "thinking":
-            out.append(
-                {k: block[k] for k in ("type", "thinking", "signature") if k in block}
-            )
+            out.append({k: block[k] for k in ("type", "thinking", "signature") if k in block})
         elif kind == "redacted_thinking":
             out.append({"type": "redacted_thinking", "data": block["data"]})
         else:
@@ -356,9 +319,7 @@ def _tool_result(message: ToolMessage) -> JSON:
         content = content[0].get("content") or ""  # a block to_langchain made
     if not isinstance(content, str):
         if any(not isinstance(b, str) and b.get("type") != "text" for b in content):
-            raise ValueError(
-                "a ToolMessage with content other than text cannot be stored"
-            )
+            raise ValueError("a ToolMessage with content other than text cannot be stored")
         content = _text(content)
     result: JSON = {
         "type": "tool_result",
@@ -405,7 +366,7 @@ class RoundBuilder:
                 return done, message
         else:
             # ValueError like every other refusal: callers catch one type.
-            raise ValueError(  # noqa: TRY004
+            raise ValueError(
                 f"{type(message).__name__} is not stored by degrau's history: a round is a "
                 "human message, AI messages with tool calls and their tool messages, and the "
                 "final AI answer (degrau's context gives the system blocks)"
@@ -420,24 +381,17 @@ class RoundBuilder:
                 "human message needs the AI reply that answers it before the next"
             )
         content = message.content
-        if not isinstance(content, str) and any(
-            not isinstance(b, str) and b.get("type") != "text" for b in content
-        ):
-            raise ValueError(
-                "a human message with content other than text cannot be stored"
-            )
+        if not isinstance(content, str) and any(not isinstance(b, str) and b.get("type") != "text" for b in content):
+            raise ValueError("a human message with content other than text cannot be stored")
         text = _text(content)
         if not text.strip():
             raise ValueError("a human message needs text")
-        self._round.append(
-            {"role": "user", "content": [{"type": "text", "text": text}]}
-        )
+        self._round.append({"role": "user", "content": [{"type": "text", "text": text}]})
 
     def _tool(self, message: ToolMessage) -> None:
         if message.tool_call_id not in self._awaiting:
             raise ValueError(
-                f"ToolMessage {message.tool_call_id!r} answers no unanswered tool call of the "
-                "AI message before it"
+                f"ToolMessage {message.tool_call_id!r} answers no unanswered tool call of the AI message before it"
             )
         self._awaiting.discard(message.tool_call_id)
         result = _tool_result(message)
@@ -452,15 +406,12 @@ class RoundBuilder:
             raise ValueError("an AI message must answer a human message")
         if self._awaiting:
             raise ValueError(
-                f"an AI message before the tool calls {sorted(self._awaiting)} were answered by "
-                "ToolMessages"
+                f"an AI message before the tool calls {sorted(self._awaiting)} were answered by ToolMessages"
             )
         blocks = _assistant_blocks(message)
         if message.tool_calls:
             if self._tool_rounds == MAX_TOOL_ROUNDS:
-                raise ValueError(
-                    f"more than {MAX_TOOL_ROUNDS} tool-calling AI messages in one round"
-                )
+                raise ValueError(f"more than {MAX_TOOL_ROUNDS} tool-calling AI messages in one round")
             self._tool_rounds += 1
             self._awaiting = {str(call["id"]) for call in message.tool_calls}
             self._round.append({"role": "assistant", "content": blocks})
@@ -492,9 +443,7 @@ def commit_with_retry(
     key = idempotency_key or f"langchain-{uuid.uuid4()}"
     for attempt in range(1, attempts + 1):
         try:
-            return client.commit_round(
-                contact, head, messages, _round_usage(usage), idempotency_key=key
-            )
+            return client.commit_round(contact, head, messages, usage, idempotency_key=key)
         except Conflict as conflict:
             if attempt == attempts or not _retryable(conflict):
                 raise
@@ -531,9 +480,7 @@ class DegrauChatMessageHistory(BaseChatMessageHistory):
     def _read_context(self) -> Context:
         if self.context is None:
             self.context = self.client.context(self.contact)
-            self._context_messages = context_messages(
-                self.context, anthropic_blocks=self.anthropic_blocks
-            )
+            self._context_messages = context_messages(self.context, anthropic_blocks=self.anthropic_blocks)
         return self.context
 
     @property
@@ -570,7 +517,5 @@ class DegrauChatMessageHistory(BaseChatMessageHistory):
         """Erases the contact: transcript, summary, facts."""
         self._builder = RoundBuilder()
         self.context = None
-        try:
+        with contextlib.suppress(NotFound):  # nothing stored: nothing to erase
             self.client.erase(self.contact)
-        except NotFound:
-            pass  # nothing stored: nothing to erase

@@ -123,9 +123,7 @@ class DegrauMemory:
         """Node: the contact's context into the state."""
         context = self.client.context(_contact(config))
         return {
-            "degrau_context": context_messages(
-                context, anthropic_blocks=self.anthropic_blocks
-            ),
+            "degrau_context": context_messages(context, anthropic_blocks=self.anthropic_blocks),
             "degrau_head": context["head"],
         }
 
@@ -134,9 +132,7 @@ class DegrauMemory:
         builder = RoundBuilder()
         done = [d for d in map(builder.add, _round(state["messages"])) if d is not None]
         if len(done) != 1 or builder.pending:
-            raise ValueError(
-                "the run's messages are not one whole round ending in a final answer"
-            )
+            raise ValueError("the run's messages are not one whole round ending in a final answer")
         round_messages, final = done[0]
         recorded = commit_with_retry(
             self.client,
@@ -151,7 +147,7 @@ class DegrauMemory:
 
 def _time(seconds: int) -> datetime:
     # timezone.utc, not datetime.UTC: the package supports Python 3.10.
-    return datetime.fromtimestamp(seconds, tz=timezone.utc)  # noqa: UP017
+    return datetime.fromtimestamp(seconds, tz=timezone.utc)
 
 
 class DegrauFactsStore(BaseStore):
@@ -185,9 +181,7 @@ class DegrauFactsStore(BaseStore):
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
         if op.query:
-            raise NotImplementedError(
-                "degrau's facts have no semantic search: search without query"
-            )
+            raise NotImplementedError("degrau's facts have no semantic search: search without query")
         items = [
             SearchItem(i.namespace, i.key, i.value, i.created_at, i.updated_at)
             for i in self._facts(op.namespace_prefix)
@@ -199,11 +193,7 @@ class DegrauFactsStore(BaseStore):
         results: list[Result] = []
         for op in ops:
             if isinstance(op, GetOp):
-                results.append(
-                    next(
-                        (i for i in self._facts(op.namespace) if i.key == op.key), None
-                    )
-                )
+                results.append(next((i for i in self._facts(op.namespace) if i.key == op.key), None))
             elif isinstance(op, SearchOp):
                 results.append(self._search(op))
             elif isinstance(op, PutOp):
@@ -211,13 +201,9 @@ class DegrauFactsStore(BaseStore):
                     "degrau's facts are read-only: they are extracted by degrau from closed sessions"
                 )
             elif isinstance(op, ListNamespacesOp):
-                raise NotImplementedError(
-                    "degrau lists no contacts: read a contact's facts by namespace"
-                )
+                raise NotImplementedError("degrau lists no contacts: read a contact's facts by namespace")
             else:
-                raise NotImplementedError(
-                    f"unknown store operation {type(op).__name__}"
-                )
+                raise NotImplementedError(f"unknown store operation {type(op).__name__}")
         return results
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
