@@ -122,7 +122,7 @@ async function answer(degrau: DegrauClient, model: Anthropic, contact: string, t
       round.push({ role: "user", content: calls.map(runTool) });
     }
     try {
-      // The SDK's content and usage go as they are; the client keeps what degrau stores.
+      // The SDK's content and usage go as they are; the server reads past what degrau does not store.
       await degrau.commitRound(contact, context.head, round, response.usage);
     } catch (error) {
       // Another round landed on this contact first: rerun on the fresh context.

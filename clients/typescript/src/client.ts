@@ -7,7 +7,7 @@ import createClient from "openapi-fetch";
 
 import { errorFromResponse } from "./errors.js";
 import { retryingFetch, type RetryOptions } from "./retry.js";
-import { roundMessages, usageFrom, type MessageInput, type UsageInput } from "./rounds.js";
+import type { MessageInput, UsageInput } from "./rounds.js";
 import type { components, paths } from "./schema.js";
 
 type Schemas = components["schemas"];
@@ -20,7 +20,7 @@ export type AskResponse = Schemas["AskResponse"];
 /** One page of the transcript (`GET .../messages`). */
 export type TranscriptPage = Schemas["TranscriptPage"];
 /** A message of the transcript. */
-export type TranscriptMessage = TranscriptPage["messages"][number];
+export type TranscriptMessage = Schemas["TranscriptMessage"];
 /** The session state and facts (`GET .../memory`). */
 export type MemoryView = Schemas["MemoryView"];
 /** The answer to an erase (`DELETE /v1/contacts/{contact}`). */
@@ -38,12 +38,6 @@ export interface DegrauClientOptions extends RetryOptions {
   token?: string;
   /** The `fetch` to use (default `globalThis.fetch`; tests pass a fake one). */
   fetch?: (request: Request) => Promise<Response>;
-  /**
-   * Send `usage.cache_creation` (the 5m/1h split of cache writes) with a round.
-   * Off by default: until the server takes the usage object as the API returns
-   * it, it refuses the field (400).
-   */
-  sendCacheCreation?: boolean;
 }
 
 /** Per-call options of the POST routes. */
@@ -66,7 +60,6 @@ interface FetchResult<T> {
 export class DegrauClient {
   readonly #http: ReturnType<typeof createClient<paths>>;
   readonly #now: () => number;
-  readonly #sendCacheCreation: boolean;
 
   constructor(options: DegrauClientOptions) {
     const headers: Record<string, string> = { accept: "application/json" };
@@ -75,7 +68,6 @@ export class DegrauClient {
     // Looked up at call time, so a caller (or test) replacing globalThis.fetch is honoured.
     const inner = options.fetch ?? ((request: Request) => globalThis.fetch(request));
     this.#now = options.now ?? Date.now;
-    this.#sendCacheCreation = options.sendCacheCreation ?? false;
     this.#http = createClient<paths>({
       baseUrl: options.baseUrl.replace(/\/+$/, ""),
       headers,
@@ -152,8 +144,9 @@ export class DegrauClient {
   /**
    * `POST /v1/contacts/{contact}/rounds`: commits a round the caller ran itself
    * (the user message, each assistant reply, each message of tool results) with
-   * the last model call's usage. `messages` may hold the SDK's `message.content`
-   * and `usage` may be the SDK's `message.usage`, as they are (see `rounds.ts`).
+   * the last model call's usage, both sent as given: `messages` may hold the SDK's
+   * `message.content` and `usage` may be the SDK's `message.usage`, untouched (the
+   * server reads past what degrau does not store; see `rounds.ts`).
    * A stale `head` throws `Conflict`: read the context again, rerun the round.
    */
   async commitRound(
@@ -163,14 +156,14 @@ export class DegrauClient {
     usage: UsageInput,
     options: PostOptions = {},
   ): Promise<RecordedRound> {
-    // The body leaves the generated types here: the messages are reduced at run
-    // time (storedBlock) and the usage may carry cache_creation, which the current
-    // RoundBody does not list.
-    const body = {
+    const body: Schemas["RoundBody"] = {
       head,
-      messages: roundMessages(messages),
-      usage: usageFrom(usage, this.#sendCacheCreation),
-    } as unknown as Schemas["RoundBody"];
+      // Sent as given. The one place the types part: a MessageInput's blocks may be
+      // of any type (the SDK's message.content), which the server checks, naming a
+      // block it refuses in its 400 (see rounds.ts).
+      messages: Array.from(messages) as Schemas["RoundMessage"][],
+      usage,
+    };
     return this.#unwrap(
       await this.#http.POST("/v1/contacts/{contact}/rounds", {
         params: { path: { contact }, header: { "Idempotency-Key": idempotencyKey(options) } },

@@ -1,6 +1,6 @@
 /**
  * degrau's TypeScript client: {@link DegrauClient}, one method per route; the
- * error classes, one per error type; the round helpers; the generated API types.
+ * error classes, one per error type; the round's input types; the generated API types.
  */
 
 export {
@@ -36,13 +36,5 @@ export {
   type ErrorType,
 } from "./errors.js";
 export type { RetryOptions } from "./retry.js";
-export {
-  roundMessages,
-  storedBlock,
-  usageFrom,
-  type BlockInput,
-  type MessageInput,
-  type RoundUsage,
-  type UsageInput,
-} from "./rounds.js";
+export type { BlockInput, MessageInput, UsageInput } from "./rounds.js";
 export type { components, operations, paths } from "./schema.js";

@@ -9,7 +9,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description 1-128 of [A-Za-z0-9+_.:@-] after percent-decoding. */
+                /** @description A contact id (a phone number in E.164, an e-mail address, a CRM id), percent-encoded in the path; the schema is of the decoded value. */
                 contact: components["parameters"]["Contact"];
             };
             cookie?: never;
@@ -30,7 +30,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description 1-128 of [A-Za-z0-9+_.:@-] after percent-decoding. */
+                /** @description A contact id (a phone number in E.164, an e-mail address, a CRM id), percent-encoded in the path; the schema is of the decoded value. */
                 contact: components["parameters"]["Contact"];
             };
             cookie?: never;
@@ -50,7 +50,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description 1-128 of [A-Za-z0-9+_.:@-] after percent-decoding. */
+                /** @description A contact id (a phone number in E.164, an e-mail address, a CRM id), percent-encoded in the path; the schema is of the decoded value. */
                 contact: components["parameters"]["Contact"];
             };
             cookie?: never;
@@ -73,7 +73,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description 1-128 of [A-Za-z0-9+_.:@-] after percent-decoding. */
+                /** @description A contact id (a phone number in E.164, an e-mail address, a CRM id), percent-encoded in the path; the schema is of the decoded value. */
                 contact: components["parameters"]["Contact"];
             };
             cookie?: never;
@@ -96,7 +96,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description 1-128 of [A-Za-z0-9+_.:@-] after percent-decoding. */
+                /** @description A contact id (a phone number in E.164, an e-mail address, a CRM id), percent-encoded in the path; the schema is of the decoded value. */
                 contact: components["parameters"]["Contact"];
             };
             cookie?: never;
@@ -210,7 +210,7 @@ export interface components {
         RoundMessage: {
             /** @enum {string} */
             role: "user" | "assistant";
-            content: string | components["schemas"]["ContentBlock"][];
+            content: string | components["schemas"]["RoundContentBlock"][];
         };
         SystemBlock: {
             /** @constant */
@@ -248,37 +248,13 @@ export interface components {
         };
         /** @description Oldest first within a page. */
         TranscriptPage: {
-            messages: {
-                session: number;
-                seq: number;
-                /** @enum {string} */
-                role: "user" | "assistant";
-                content: components["schemas"]["ContentBlock"][];
-                created_at: number;
-            }[];
+            messages: components["schemas"]["TranscriptMessage"][];
             /** @description Pass as `before` for the previous (older) page; null on the oldest. */
             next_before: string | null;
         };
         MemoryView: {
-            session: {
-                number: number;
-                open: boolean;
-                summary: string | null;
-                summarized_until: number;
-                last_seq: number;
-                last_context_tokens: number;
-                steps: number;
-                last_activity: number;
-            };
-            facts: {
-                key: string;
-                value: string;
-                source: {
-                    session: number;
-                    seq: number;
-                };
-                updated_at: number;
-            }[];
+            session: components["schemas"]["Session"];
+            facts: components["schemas"]["Fact"][];
         };
         /** @description What the contact's next model request should carry. Append the user's message, add your tools, call the model, then commit the round with POST .../rounds. */
         ContextView: {
@@ -301,13 +277,7 @@ export interface components {
             head: string;
             /** @description The round: a user message of text only (at most 8,000 characters), then alternately an assistant message and a user message of the `tool_result`s answering every `tool_use` of it (first in the message, each id once), and last an assistant message with text and no `tool_use`. Tool results at most 16,000 characters each and 64,000 a message (refused, not cut). */
             messages: components["schemas"]["RoundMessage"][];
-            /** @description The last model call's usage, as the Messages API reports it: its context drives compaction. */
-            usage: {
-                input_tokens: number;
-                output_tokens: number;
-                cache_read_input_tokens?: number | null;
-                cache_creation_input_tokens?: number | null;
-            };
+            usage: components["schemas"]["ApiUsage"];
         };
         RecordedRound: {
             session: number;
@@ -319,6 +289,103 @@ export interface components {
             /** @constant */
             erased: true;
             items: number;
+        };
+        /** @description The contact's current (or last) session. */
+        Session: {
+            /** @description The session's number, from 1 (0 before the first round). */
+            number: number;
+            open: boolean;
+            /** @description The summary of the messages folded out of the window so far (null before the first step, and once the session closed). */
+            summary: string | null;
+            /** @description The last message the summary covers. */
+            summarized_until: number;
+            last_seq: number;
+            last_context_tokens: number;
+            steps: number;
+            /** @description Unix seconds of the last round. */
+            last_activity: number;
+        };
+        /** @description A fact about the contact, extracted from a closed session under the tenant's fact policy. */
+        Fact: {
+            key: string;
+            value: string;
+            /** @description The session and message the fact was read from. */
+            source: {
+                session: number;
+                seq: number;
+            };
+            /** @description Unix seconds of the extraction that set it. */
+            updated_at: number;
+        };
+        /** @description A stored message: its session and sequence number, and when it was stored (Unix seconds). */
+        TranscriptMessage: {
+            session: number;
+            seq: number;
+            /** @enum {string} */
+            role: "user" | "assistant";
+            content: components["schemas"]["ContentBlock"][];
+            created_at: number;
+        };
+        /** @description A content block of a recorded round as the Messages API or its SDKs return it: the fields degrau stores are checked, others read past; `null` counts as absent. */
+        RoundContentBlock: ({
+            /** @constant */
+            type: "text";
+            text: string;
+            cache_control?: components["schemas"]["CacheControl"];
+        } & {
+            [key: string]: unknown;
+        }) | ({
+            /** @constant */
+            type: "tool_use";
+            id: string;
+            name: string;
+            input: Record<string, never>;
+            cache_control?: components["schemas"]["CacheControl"];
+        } & {
+            [key: string]: unknown;
+        }) | ({
+            /** @constant */
+            type: "tool_result";
+            tool_use_id: string;
+            /** @description The tool's output: a string, or text blocks. */
+            content?: string | {
+                /** @constant */
+                type: "text";
+                text: string;
+            }[];
+            is_error?: boolean | null;
+            cache_control?: components["schemas"]["CacheControl"];
+        } & {
+            [key: string]: unknown;
+        }) | ({
+            /** @constant */
+            type: "thinking";
+            thinking: string;
+            signature: string;
+            cache_control?: components["schemas"]["CacheControl"];
+        } & {
+            [key: string]: unknown;
+        }) | ({
+            /** @constant */
+            type: "redacted_thinking";
+            data: string;
+            cache_control?: components["schemas"]["CacheControl"];
+        } & {
+            [key: string]: unknown;
+        });
+        /** @description The last model call's `usage` exactly as the Messages API returns it: its context drives compaction. Fields degrau does not use (`service_tier`, `server_tool_use`, ...) are read past. */
+        ApiUsage: {
+            input_tokens: number;
+            output_tokens: number;
+            cache_read_input_tokens?: number | null;
+            cache_creation_input_tokens?: number | null;
+            /** @description The cache writes by entry lifetime; when given, the two add up to `cache_creation_input_tokens`. */
+            cache_creation?: {
+                ephemeral_5m_input_tokens?: number | null;
+                ephemeral_1h_input_tokens?: number | null;
+            } | null;
+        } & {
+            [key: string]: unknown;
         };
     };
     responses: {
@@ -445,7 +512,7 @@ export interface components {
         };
     };
     parameters: {
-        /** @description 1-128 of [A-Za-z0-9+_.:@-] after percent-decoding. */
+        /** @description A contact id (a phone number in E.164, an e-mail address, a CRM id), percent-encoded in the path; the schema is of the decoded value. */
         Contact: string;
         /** @description 1-255 visible ASCII characters. A repeat returns the stored response byte for byte; the same key with another body is 422; a key in progress is 409. */
         IdempotencyKey: string;
@@ -466,7 +533,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description 1-128 of [A-Za-z0-9+_.:@-] after percent-decoding. */
+                /** @description A contact id (a phone number in E.164, an e-mail address, a CRM id), percent-encoded in the path; the schema is of the decoded value. */
                 contact: components["parameters"]["Contact"];
             };
             cookie?: never;
@@ -505,7 +572,7 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description 1-128 of [A-Za-z0-9+_.:@-] after percent-decoding. */
+                /** @description A contact id (a phone number in E.164, an e-mail address, a CRM id), percent-encoded in the path; the schema is of the decoded value. */
                 contact: components["parameters"]["Contact"];
             };
             cookie?: never;
@@ -547,7 +614,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description 1-128 of [A-Za-z0-9+_.:@-] after percent-decoding. */
+                /** @description A contact id (a phone number in E.164, an e-mail address, a CRM id), percent-encoded in the path; the schema is of the decoded value. */
                 contact: components["parameters"]["Contact"];
             };
             cookie?: never;
@@ -583,7 +650,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description 1-128 of [A-Za-z0-9+_.:@-] after percent-decoding. */
+                /** @description A contact id (a phone number in E.164, an e-mail address, a CRM id), percent-encoded in the path; the schema is of the decoded value. */
                 contact: components["parameters"]["Contact"];
             };
             cookie?: never;
@@ -622,7 +689,7 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description 1-128 of [A-Za-z0-9+_.:@-] after percent-decoding. */
+                /** @description A contact id (a phone number in E.164, an e-mail address, a CRM id), percent-encoded in the path; the schema is of the decoded value. */
                 contact: components["parameters"]["Contact"];
             };
             cookie?: never;
@@ -664,7 +731,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description 1-128 of [A-Za-z0-9+_.:@-] after percent-decoding. */
+                /** @description A contact id (a phone number in E.164, an e-mail address, a CRM id), percent-encoded in the path; the schema is of the decoded value. */
                 contact: components["parameters"]["Contact"];
             };
             cookie?: never;

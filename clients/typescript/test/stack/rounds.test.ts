@@ -77,6 +77,61 @@ it("a round run on the SDK commits, and the next context carries it", async () =
   assert.equal((await degrau.transcriptMessages("ana")).length, 4);
 });
 
+it("the SDK's raw message.usage (with its cache_creation split) and message.content commit untouched", async () => {
+  const degrau = client();
+  const context = await degrau.context("bea");
+  // Long enough to pass the minimum cacheable prefix, so that the context's breakpoint
+  // on it writes the cache: a split of non-zero writes that the server checks.
+  const text = `Keep this for later, ${crypto.randomUUID()}: ${"the slots of the week are Monday to Friday. ".repeat(120)}`;
+  const response = await model.messages.create({
+    model: "claude-sonnet-4-5",
+    max_tokens: 1024,
+    system: context.system,
+    messages: [...context.messages, { role: "user", content: [{ type: "text", text, cache_control: context.cache_control }] }],
+  });
+  const usage = response.usage;
+  assert.ok(usage.cache_creation !== null, "the stand-in returns cache_creation");
+  assert.ok((usage.cache_creation_input_tokens ?? 0) > 0, JSON.stringify(usage));
+  assert.equal(
+    usage.cache_creation.ephemeral_5m_input_tokens + usage.cache_creation.ephemeral_1h_input_tokens,
+    usage.cache_creation_input_tokens,
+  );
+
+  const recorded = await degrau.commitRound(
+    "bea",
+    context.head,
+    [{ role: "user", content: text }, { role: "assistant", content: response.content }],
+    usage,
+  );
+  assert.deepEqual(recorded.round, { first_seq: 1, last_seq: 2 });
+  assert.equal(recorded.usage.cache_creation_input_tokens, usage.cache_creation_input_tokens);
+  assert.equal(
+    recorded.usage.context_tokens,
+    usage.input_tokens + (usage.cache_read_input_tokens ?? 0) + (usage.cache_creation_input_tokens ?? 0),
+  );
+});
+
+it("a usage whose cache_creation split does not add up is InvalidRequest (400) and changes nothing", async () => {
+  const degrau = client();
+  const { head } = await degrau.context("flo");
+  const usage = {
+    input_tokens: 20,
+    output_tokens: 5,
+    cache_read_input_tokens: 0,
+    cache_creation_input_tokens: 3,
+    cache_creation: { ephemeral_5m_input_tokens: 1, ephemeral_1h_input_tokens: 1 },
+    service_tier: "standard",
+  };
+  await assert.rejects(
+    degrau.commitRound("flo", head, [user("hi"), assistant("Hello.")], usage),
+    (e: unknown) => e instanceof InvalidRequest && e.status === 400 && /cache_creation/.test(e.message),
+  );
+  assert.equal((await degrau.context("flo")).head, head, "nothing was written");
+  // The same round with a split that adds up lands.
+  const fixed = { ...usage, cache_creation: { ephemeral_5m_input_tokens: 1, ephemeral_1h_input_tokens: 2 } };
+  assert.equal((await degrau.commitRound("flo", head, [user("hi"), assistant("Hello.")], fixed)).usage.context_tokens, 23);
+});
+
 it("a stale head is Conflict (409) and changes nothing", async () => {
   const degrau = client();
   const stale = (await degrau.context("cai")).head;

@@ -188,60 +188,84 @@ const SDK_MESSAGE: Anthropic.Message = {
 };
 
 describe("commitRound", () => {
-  const round = (): degrau.MessageInput[] => [
-    { role: "user", content: [{ type: "text", text: "hi", cache_control: { type: "ephemeral" } }] },
-    { role: "assistant", content: SDK_MESSAGE.content },
-  ];
-
-  it("takes the SDK's content and usage as they are, sending what the server takes today", async () => {
+  it("sends the usage and the blocks as given: the API's full usage, a text block's citations", async () => {
     const { client, seen } = fakeClient([{ status: 200, body: {} }]);
-    await client.commitRound("ana", "h1", round(), SDK_MESSAGE.usage, { idempotencyKey: "k1" });
+    const messages: degrau.MessageInput[] = [
+      { role: "user", content: [{ type: "text", text: "hi", cache_control: { type: "ephemeral", ttl: "1h" } }] },
+      { role: "assistant", content: [{ type: "text", text: "Hello!", citations: null }] },
+    ];
+    await client.commitRound(
+      "ana",
+      "h1",
+      messages,
+      // The Messages API's usage as it comes, written inline (an object literal).
+      {
+        input_tokens: 10,
+        output_tokens: 5,
+        cache_creation_input_tokens: 3,
+        cache_read_input_tokens: 100,
+        cache_creation: { ephemeral_5m_input_tokens: 0, ephemeral_1h_input_tokens: 3 },
+        server_tool_use: null,
+        service_tier: "standard",
+      },
+      { idempotencyKey: "k1" },
+    );
+    assert.equal(seen[0]!.method, "POST");
+    assert.equal(seen[0]!.url.pathname, "/v1/contacts/ana/rounds");
+    assert.equal(seen[0]!.headers.get("idempotency-key"), "k1");
     assert.deepEqual(JSON.parse(seen[0]!.body), {
       head: "h1",
       messages: [
-        { role: "user", content: [{ type: "text", text: "hi" }] },
-        {
-          role: "assistant",
-          content: [
-            { type: "thinking", thinking: "They greet me.", signature: "sig" },
-            { type: "text", text: "Hello!" },
-          ],
-        },
+        { role: "user", content: [{ type: "text", text: "hi", cache_control: { type: "ephemeral", ttl: "1h" } }] },
+        { role: "assistant", content: [{ type: "text", text: "Hello!", citations: null }] },
       ],
-      usage: { input_tokens: 120, output_tokens: 12, cache_creation_input_tokens: 40 },
+      usage: {
+        input_tokens: 10,
+        output_tokens: 5,
+        cache_creation_input_tokens: 3,
+        cache_read_input_tokens: 100,
+        cache_creation: { ephemeral_5m_input_tokens: 0, ephemeral_1h_input_tokens: 3 },
+        server_tool_use: null,
+        service_tier: "standard",
+      },
     });
   });
 
-  it("sends the cache-creation split when asked to", async () => {
-    const { client, seen } = fakeClient([{ status: 200, body: {} }], { sendCacheCreation: true });
-    await client.commitRound("ana", "h1", round(), SDK_MESSAGE.usage);
-    assert.deepEqual(JSON.parse(seen[0]!.body).usage, {
-      input_tokens: 120,
-      output_tokens: 12,
-      cache_creation_input_tokens: 40,
-      cache_creation: { ephemeral_5m_input_tokens: 30, ephemeral_1h_input_tokens: 10 },
-    });
-  });
-
-  it("keeps tool calls and results whole, a string content as is, and a block it does not store untouched", async () => {
+  it("takes the SDK's message.content and message.usage without a cast and sends them untouched", async () => {
     const { client, seen } = fakeClient([{ status: 200, body: {} }]);
-    const image = { type: "image", source: { type: "url", url: "https://example.com/a.png" } };
     await client.commitRound(
       "ana",
       "h1",
       [
-        { role: "user", content: "any slot?" },
-        { role: "assistant", content: [{ type: "tool_use", id: "toolu_1", name: "list_free_slots", input: { day: "2026-12-04" }, caller: null }] },
-        { role: "user", content: [{ type: "tool_result", tool_use_id: "toolu_1", content: "[]", is_error: false }, image] },
-        { role: "assistant", content: "None." },
+        { role: "user", content: "hi" },
+        { role: "assistant", content: SDK_MESSAGE.content },
       ],
-      { input_tokens: 1, output_tokens: 1 },
+      SDK_MESSAGE.usage,
     );
-    assert.deepEqual(JSON.parse(seen[0]!.body).messages, [
+    const body = JSON.parse(seen[0]!.body);
+    assert.deepEqual(body.messages[1].content, JSON.parse(JSON.stringify(SDK_MESSAGE.content)));
+    assert.deepEqual(body.usage, JSON.parse(JSON.stringify(SDK_MESSAGE.usage)));
+  });
+
+  it("sends tool calls and results, a string content and a block degrau does not store as they are", async () => {
+    const { client, seen } = fakeClient([{ status: 200, body: {} }]);
+    const messages: degrau.MessageInput[] = [
       { role: "user", content: "any slot?" },
-      { role: "assistant", content: [{ type: "tool_use", id: "toolu_1", name: "list_free_slots", input: { day: "2026-12-04" } }] },
-      { role: "user", content: [{ type: "tool_result", tool_use_id: "toolu_1", content: "[]", is_error: false }, image] },
+      {
+        role: "assistant",
+        content: [{ type: "tool_use", id: "toolu_1", name: "list_free_slots", input: { day: "2026-12-04" }, caller: { type: "direct" } }],
+      },
+      {
+        role: "user",
+        content: [
+          { type: "tool_result", tool_use_id: "toolu_1", content: [{ type: "text", text: "[]" }], is_error: null },
+          // The server names it in its 400; the client does not judge blocks.
+          { type: "image", source: { type: "url", url: "https://example.com/a.png" } },
+        ],
+      },
       { role: "assistant", content: "None." },
-    ]);
+    ];
+    await client.commitRound("ana", "h1", messages, { input_tokens: 1, output_tokens: 1 });
+    assert.deepEqual(JSON.parse(seen[0]!.body).messages, JSON.parse(JSON.stringify(messages)));
   });
 });

@@ -41,7 +41,17 @@ export function fakeClient(answers: Answer[], options: Partial<DegrauClientOptio
     const answer = answers[Math.min(next++, answers.length - 1)]!;
     if (answer instanceof Error) throw answer;
     if (answer === "hang") {
-      return new Promise((_, reject) => request.signal.addEventListener("abort", () => reject(request.signal.reason)));
+      // The deadline's timer (AbortSignal.timeout) is unref'd: it does not keep
+      // Node's event loop alive, a real request's socket does. This interval stands
+      // in for the socket until the abort; without it the loop could empty first and
+      // node:test cancel the file's remaining tests.
+      const socket = setInterval(() => {}, 1_000);
+      return new Promise((_, reject) =>
+        request.signal.addEventListener("abort", () => {
+          clearInterval(socket);
+          reject(request.signal.reason);
+        }),
+      );
     }
     const text = typeof answer.body === "string" ? answer.body : JSON.stringify(answer.body ?? {});
     return new Response(text, {
