@@ -164,7 +164,9 @@ export interface components {
             type: "tool_use";
             id: string;
             name: string;
-            input: Record<string, never>;
+            input: {
+                [key: string]: unknown;
+            };
             cache_control?: components["schemas"]["CacheControl"];
         };
         ToolResultBlock: {
@@ -331,7 +333,8 @@ export interface components {
             /** @constant */
             type: "text";
             text: string;
-            cache_control?: components["schemas"]["CacheControl"];
+            /** @description Read past: degrau places its breakpoints itself. */
+            cache_control?: components["schemas"]["CacheControl"] | null;
         } & {
             [key: string]: unknown;
         }) | ({
@@ -339,8 +342,11 @@ export interface components {
             type: "tool_use";
             id: string;
             name: string;
-            input: Record<string, never>;
-            cache_control?: components["schemas"]["CacheControl"];
+            input: {
+                [key: string]: unknown;
+            };
+            /** @description Read past: degrau places its breakpoints itself. */
+            cache_control?: components["schemas"]["CacheControl"] | null;
         } & {
             [key: string]: unknown;
         }) | ({
@@ -354,7 +360,8 @@ export interface components {
                 text: string;
             }[];
             is_error?: boolean | null;
-            cache_control?: components["schemas"]["CacheControl"];
+            /** @description Read past: degrau places its breakpoints itself. */
+            cache_control?: components["schemas"]["CacheControl"] | null;
         } & {
             [key: string]: unknown;
         }) | ({
@@ -362,14 +369,16 @@ export interface components {
             type: "thinking";
             thinking: string;
             signature: string;
-            cache_control?: components["schemas"]["CacheControl"];
+            /** @description Read past: degrau places its breakpoints itself. */
+            cache_control?: components["schemas"]["CacheControl"] | null;
         } & {
             [key: string]: unknown;
         }) | ({
             /** @constant */
             type: "redacted_thinking";
             data: string;
-            cache_control?: components["schemas"]["CacheControl"];
+            /** @description Read past: degrau places its breakpoints itself. */
+            cache_control?: components["schemas"]["CacheControl"] | null;
         } & {
             [key: string]: unknown;
         });
