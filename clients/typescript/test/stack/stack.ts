@@ -9,6 +9,7 @@ import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 
 import { DegrauClient } from "../../src/index.js";
+import { checkedFetch } from "./openapi.js";
 
 /** clients/typescript, from dist/test/stack/. */
 export const PACKAGE = fileURLToPath(new URL("../../../", import.meta.url));
@@ -55,12 +56,12 @@ export function freshTenant(): string {
   return `ts-${crypto.randomUUID().slice(0, 12)}`;
 }
 
-/** A client of `tenant` (a fresh one by default). */
+/** A client of `tenant` (a fresh one by default), every answer checked against the document. */
 export function client(tenant: string = freshTenant()): DegrauClient {
-  return new DegrauClient({ baseUrl: API, tenant, deadlineMs: 120_000 });
+  return new DegrauClient({ baseUrl: API, tenant, deadlineMs: 120_000, fetch: checkedFetch });
 }
 
 /** A client that sends no tenant. */
 export function anonymous(): DegrauClient {
-  return new DegrauClient({ baseUrl: API });
+  return new DegrauClient({ baseUrl: API, fetch: checkedFetch });
 }
