@@ -59,7 +59,15 @@ case "${1:-}" in
     say "the Python client's tests against the local stack"
     DEGRAU_TEST_STACK=running PYTHONPATH="$PWD/clients/python/src" \
       .venv/bin/python -m pytest -q -p no:cacheprovider clients/python/tests
-    say "the TypeScript client's tests against the local stack"
+    if ! command -v chromium >/dev/null 2>&1; then
+      # The TypeScript client's browser test drives Debian's headless Chromium.
+      say "installing Debian's chromium (the TypeScript client's browser test)"
+      sudo_apt=(apt-get); [[ $(id -u) -eq 0 ]] || sudo_apt=(sudo apt-get)
+      export DEBIAN_FRONTEND=noninteractive
+      "${sudo_apt[@]}" install -y -q chromium >/dev/null \
+        || { "${sudo_apt[@]}" update -q >/dev/null && "${sudo_apt[@]}" install -y -q chromium >/dev/null; }
+    fi
+    say "the TypeScript client's tests against the local stack (one in headless Chromium)"
     (cd clients/typescript && DEGRAU_API_URL="$(cat ../../.local/api.url)" \
       DEGRAU_STANDIN_URL="http://127.0.0.1:${DEGRAU_STANDIN_PORT:-4010}" npm run --silent test:stack)
     # The simulation's long run: generated histories beyond `cargo test`'s budget.
