@@ -52,8 +52,9 @@ case "${1:-}" in
     # DEGRAU_API_PORT / DEGRAU_STANDIN_PORT), stopped after.
     say "the Python client as a package: wheel and sdist, a clean venv, offline tests, mypy, ruff"
     bash clients/python/check.sh
-    say "the TypeScript client: npm ci, tsc, its offline tests"
+    say "the TypeScript client: npm ci, tsc, its offline tests, and its tarball installed and imported"
     (cd clients/typescript && npm ci --no-audit --no-fund --loglevel=error && npm run --silent build && npm run --silent test:unit)
+    bash clients/typescript/check-install.sh
     trap 'bash infra/stack.sh stop' EXIT
     bash infra/stack.sh start
     say "the Python client's tests against the local stack"
