@@ -2,8 +2,8 @@
 //! (`5m`, `1h` or `auto`), and the record of a conversation's recent gaps that
 //! `auto` decides from.
 //!
-//! A request has two kinds of breakpoints: the stable prefix's (system[0] and
-//! system[1], after the tools: what changes only at a step or with the tenant's
+//! A request has two kinds of breakpoints: the stable prefix's (`system[0]` and
+//! `system[1]`, after the tools: what changes only at a step or with the tenant's
 //! config) and the messages' (the previous request's end and the last block). The
 //! API wants one-hour entries before five-minute ones, so a request's lifetimes
 //! are one of three [`Lifetimes`]: all five minutes, the stable prefix for an hour

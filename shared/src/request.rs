@@ -6,15 +6,15 @@
 //! | part | content | breakpoint |
 //! |---|---|---|
 //! | tools | the tenant's tool definitions | — |
-//! | system[0] | the tenant's instructions | yes, with the prefix's lifetime |
-//! | system[1] | the fenced `<contact_context>` block | yes, with the prefix's lifetime |
+//! | `system[0]` | the tenant's instructions | yes, with the prefix's lifetime |
+//! | `system[1]` | the fenced `<contact_context>` block | yes, with the prefix's lifetime |
 //! | messages | window + this round | end of the previous request's last message, and the last block: the messages' lifetime |
 //!
 //! The lifetimes are the ones the tenant's cache TTL policy chose for this
 //! request ([`RequestParts::lifetimes`], see [`crate::cache_ttl`]): `"ttl": "1h"`
 //! on a breakpoint that lives an hour, no `ttl` (five minutes) otherwise. A
 //! [`Lifetimes`] never puts a five-minute breakpoint before a one-hour one, as the
-//! API requires. The tools carry no breakpoint of their own: system[0]'s covers
+//! API requires. The tools carry no breakpoint of their own: `system[0]`'s covers
 //! them (the prefix order is tools → system → messages).
 //!
 //! Every request appends exactly two messages to the one before it (an assistant
@@ -206,7 +206,7 @@ pub struct RequestParts<'a> {
     pub thinking: Option<u32>,
     /// The tenant's tools.
     pub tools: &'a [ToolDef],
-    /// The tenant's instructions (system[0]).
+    /// The tenant's instructions (`system[0]`).
     pub instructions: &'a str,
     /// The contact's facts, shown in every session.
     pub facts: &'a [Fact],
@@ -216,7 +216,7 @@ pub struct RequestParts<'a> {
     pub window: &'a [StoredMessage],
     /// This round so far: the user's message, then any tool calls and their results.
     pub round: &'a [Message],
-    /// Lifetimes of the stable prefix's breakpoints (system[0], system[1]) and of
+    /// Lifetimes of the stable prefix's breakpoints (`system[0]`, `system[1]`) and of
     /// the messages'.
     pub lifetimes: Lifetimes,
 }
@@ -326,7 +326,7 @@ fn mark_last_block(message: &mut RequestMessage, ttl: CacheTtl) {
 /// that calls the model itself (`GET /v1/contacts/{contact}/context`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelContext {
-    /// system[0] (the tenant's instructions) and system[1] (the fenced contact
+    /// `system[0]` (the tenant's instructions) and `system[1]` (the fenced contact
     /// context), each with its breakpoint.
     pub system: Vec<SystemBlock>,
     /// The window as the model should see it (pruned copies in place of the
@@ -342,7 +342,7 @@ pub struct ModelContext {
 /// settings, the tools and the round, which the client brings.
 #[derive(Debug, Clone, Copy)]
 pub struct ContextParts<'a> {
-    /// The tenant's instructions (system[0]).
+    /// The tenant's instructions (`system[0]`).
     pub instructions: &'a str,
     /// The contact's facts.
     pub facts: &'a [Fact],
@@ -525,7 +525,7 @@ pub const FENCE_OPEN: &str = "<contact_context>";
 /// Closing tag of the fenced context block.
 pub const FENCE_CLOSE: &str = "</contact_context>";
 
-/// Renders system[1]: facts always, the summary while the session is open, labelled
+/// Renders `system[1]`: facts always, the summary while the session is open, labelled
 /// as data. Text inside cannot form a tag: angle brackets (and their look-alikes)
 /// become `&lt;`/`&gt;`, and fact values are kept to one line
 /// ([`crate::text::one_line`]: line and paragraph separators and format characters

@@ -1,7 +1,7 @@
 //! The sweep's rules, in one place: which bucket of the sweep index a contact's head
 //! is filed under ([`sweep_bucket`]), when a head is next due ([`next_sweep_due`],
 //! which `ask` uses after every round and the sweep after every head), what the
-//! sweep does with a due head ([`sweep_decision`]), and how long it backs off from
+//! sweep does with a due head (`sweep_decision`), and how long it backs off from
 //! a head it failed on ([`sweep_retry_delay`]). Pure functions over the head and
 //! the tenant's idle timeout; the compactor's [`crate::compactor`] sweep applies
 //! them against the store.

@@ -18,7 +18,7 @@ use crate::tools::{ToolDeclaration, ToolDeclarations};
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TenantConfig {
-    /// The agent's instructions (system[0]).
+    /// The agent's instructions (`system[0]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instructions: Option<String>,
     /// Keys facts may be stored under.

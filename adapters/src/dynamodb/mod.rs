@@ -1,7 +1,7 @@
-//! The DynamoDB adapter of the [`Store`] and [`TenantStore`] ports: one table, the
-//! layout of [`keys`], items (de)serialised with `serde_dynamo` (`items`), the
-//! requests built in `queries` and SDK errors mapped in `error`. This file holds
-//! the trait implementations only.
+//! The DynamoDB adapter of the [`Store`](degrau::store::Store) and [`TenantStore`]
+//! ports: one table, the layout of [`keys`], items (de)serialised with
+//! `serde_dynamo` (`items`), the requests built in `queries` and SDK errors mapped
+//! in `error`. This file holds the trait implementations only.
 //!
 //! A round, a compaction step, a fact batch and a refresh are each one
 //! `TransactWriteItems`: a failed condition is [`StoreError::Conflict`] for a round

@@ -28,7 +28,7 @@ pub const TENANT: &str = "bench-barbershop";
 /// Contact of every run.
 pub const CONTACT: &str = "customer-1";
 
-/// The agent's instructions in every run (system[0]).
+/// The agent's instructions in every run (`system[0]`).
 pub const INSTRUCTIONS: &str = "You are the scheduling assistant of a barber shop. Answer \
 briefly, in the customer's language (Portuguese or English). Check availability with \
 list_free_slots before offering a time, and book only what the customer confirmed, with \

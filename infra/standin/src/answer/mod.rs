@@ -13,8 +13,8 @@
 //!    booking → `tool_use` (two dates → two parallel calls);
 //! 6. otherwise an echo, with what degrau remembers from `system[1]`.
 //!
-//! [`demo`] holds the scheduling demo's heuristics (which tools a text asks for),
-//! [`summary`] the conversation summary; this file the precedence and the rest.
+//! `demo.rs` holds the scheduling demo's heuristics (which tools a text asks for),
+//! `summary.rs` the conversation summary; this file the precedence and the rest.
 
 mod demo;
 mod summary;
