@@ -15,6 +15,27 @@ import httpx
 Step = httpx.Response | Exception | Callable[[httpx.Request], httpx.Response]
 
 
+#: A usage exactly as the Messages API returns it (its cache split, and fields
+#: degrau does not use).
+FULL_USAGE: dict[str, Any] = {
+    "input_tokens": 10,
+    "output_tokens": 5,
+    "cache_creation_input_tokens": 3,
+    "cache_read_input_tokens": 100,
+    "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 3},
+    "server_tool_use": None,
+    "service_tier": "standard",
+}
+#: What ``rounds`` gets of it: the four counts and the split.
+SENT_USAGE: dict[str, Any] = {
+    "input_tokens": 10,
+    "output_tokens": 5,
+    "cache_creation_input_tokens": 3,
+    "cache_read_input_tokens": 100,
+    "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 3},
+}
+
+
 def error(status: int, kind: str, message: str = "scripted", retry_after: str | None = None) -> httpx.Response:
     headers = {"retry-after": retry_after} if retry_after is not None else None
     return httpx.Response(status, json={"error": {"type": kind, "message": message}}, headers=headers)

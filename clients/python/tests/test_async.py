@@ -16,7 +16,7 @@ import degrau_client
 from conftest import Stack
 from degrau_client import AsyncDegrauClient, DegrauClient, DegrauError, RateLimited
 from openapi_check import AsyncCheckedTransport
-from scripted import FakeTime, Script, error, ok
+from scripted import FULL_USAGE, FakeTime, Script, error, ok
 from test_errors import TYPES
 
 USAGE = {"input_tokens": 10, "output_tokens": 5}
@@ -163,15 +163,7 @@ def test_a_conversation_on_the_stack(stack: Stack, tenant: str) -> None:
                     {"role": "user", "content": [{"type": "text", "text": "And on 2026-12-05?"}]},
                     {"role": "assistant", "content": [{"type": "text", "text": "10:30 is free."}]},
                 ],
-                {
-                    "input_tokens": 10,
-                    "output_tokens": 5,
-                    "cache_creation_input_tokens": 3,
-                    "cache_read_input_tokens": 100,
-                    "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 3},
-                    "server_tool_use": None,
-                    "service_tier": "standard",
-                },
+                FULL_USAGE,
             )
             first = asked["round"]["last_seq"] + 1
             assert recorded["round"] == {"first_seq": first, "last_seq": first + 1}

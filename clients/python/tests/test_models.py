@@ -3,31 +3,11 @@ sends for ``response.usage`` and ``response.content``."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from anthropic.types import Message as SdkMessage
 from anthropic.types import TextBlock, ToolUseBlock, Usage
 
 from degrau_client import DegrauClient, message_from, usage_from
-from scripted import Script, ok
-
-FULL_USAGE: dict[str, Any] = {
-    "input_tokens": 10,
-    "output_tokens": 5,
-    "cache_creation_input_tokens": 3,
-    "cache_read_input_tokens": 100,
-    "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 3},
-    "server_tool_use": None,
-    "service_tier": "standard",
-}
-#: What ``rounds`` gets: the four counts and the split; the rest left out.
-SENT_USAGE = {
-    "input_tokens": 10,
-    "output_tokens": 5,
-    "cache_creation_input_tokens": 3,
-    "cache_read_input_tokens": 100,
-    "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 3},
-}
+from scripted import FULL_USAGE, SENT_USAGE, Script, ok
 
 
 def test_usage_as_the_api_returns_it_mapping_or_sdk_object() -> None:

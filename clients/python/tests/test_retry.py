@@ -19,7 +19,7 @@ from degrau_client import (
     Unavailable,
     retry_after_seconds,
 )
-from scripted import FakeTime, Script, error, ok
+from scripted import FULL_USAGE, SENT_USAGE, FakeTime, Script, error, ok
 
 USAGE = {"input_tokens": 10, "output_tokens": 5}
 ROUND = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
@@ -177,28 +177,11 @@ def test_connection_failures_past_the_bound_raise_httpx_error_and_others_are_not
     assert len(script.requests) == 1 and time.slept == []
 
 
-FULL_USAGE = {
-    "input_tokens": 10,
-    "output_tokens": 5,
-    "cache_creation_input_tokens": 3,
-    "cache_read_input_tokens": 100,
-    "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 3},
-    "server_tool_use": None,
-    "service_tier": "standard",
-}
-
-
 def test_a_round_sends_the_usage_split_once_and_refusals_are_raised_as_they_are() -> None:
     script = Script([ok({"recorded": True})])
     assert client(script, FakeTime()).commit_round("ana", "h1", ROUND, FULL_USAGE) == {"recorded": True}
     (sent,) = script.bodies()
-    assert sent["usage"] == {
-        "input_tokens": 10,
-        "output_tokens": 5,
-        "cache_creation_input_tokens": 3,
-        "cache_read_input_tokens": 100,
-        "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 3},
-    }
+    assert sent["usage"] == SENT_USAGE
     script = Script([error(400, "invalid_request", "messages.1: a round ends with the answer"), ok()])
     with pytest.raises(InvalidRequest):
         client(script, FakeTime()).commit_round("ana", "h1", ROUND, FULL_USAGE)
