@@ -28,6 +28,32 @@ pub enum AuthConfig {
     Dev,
 }
 
+/// Which scope each operator route needs, and the claim holding a token's scopes
+/// (under `AUTH_MODE=dev`, the `X-Scopes` header stands in for the claim).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScopeConfig {
+    /// `SCOPE_CLAIM`: `scope` (an OAuth access token's, space-separated) by
+    /// default; `cognito:groups` for the template's user pool's groups.
+    pub claim: String,
+    /// `SCOPE_MEMORY_READ`: list contacts, read facts (`memory:read`).
+    pub memory_read: String,
+    /// `SCOPE_MEMORY_WRITE`: set and delete facts (`memory:write`).
+    pub memory_write: String,
+    /// `SCOPE_TENANT_ADMIN`: the tenant's configuration and usage (`tenant:admin`).
+    pub tenant_admin: String,
+}
+
+impl Default for ScopeConfig {
+    fn default() -> Self {
+        ScopeConfig {
+            claim: "scope".into(),
+            memory_read: "memory:read".into(),
+            memory_write: "memory:write".into(),
+            tenant_admin: "tenant:admin".into(),
+        }
+    }
+}
+
 /// Which service answers the model calls: `MODEL_PROVIDER`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum ModelProvider {
@@ -65,6 +91,8 @@ pub struct Config {
     pub ask_timeout_seconds: u64,
     /// `AUTH_MODE` and `TENANT_CLAIM`.
     pub auth: AuthConfig,
+    /// `SCOPE_CLAIM` and the operator routes' scopes.
+    pub scopes: ScopeConfig,
     /// Model, thresholds and session settings.
     pub defaults: Defaults,
     /// `CLOCK_OFFSET_FILE` (benchmarks only): a file holding seconds to add to the
@@ -134,6 +162,7 @@ impl Config {
                 seconds => seconds,
             },
             auth,
+            scopes: scopes(&vars)?,
             defaults,
             clock_offset_file: vars.get("CLOCK_OFFSET_FILE").map(str::to_owned),
             webhook_secrets: webhook_secrets(&vars)?,
@@ -201,6 +230,29 @@ impl Vars<'_> {
     }
 }
 
+/// `SCOPE_CLAIM` and `SCOPE_MEMORY_READ`, `SCOPE_MEMORY_WRITE`, `SCOPE_TENANT_ADMIN`:
+/// each a single word (a scope holds no space).
+fn scopes(vars: &Vars<'_>) -> Result<ScopeConfig, ConfigError> {
+    let defaults = ScopeConfig::default();
+    let word = |name: &str, default: String| -> Result<String, ConfigError> {
+        match vars.get(name) {
+            None => Ok(default),
+            Some(value) if !value.is_empty() && !value.contains(char::is_whitespace) => {
+                Ok(value.to_owned())
+            }
+            Some(_) => Err(ConfigError(format!(
+                "{name} must be one word without spaces"
+            ))),
+        }
+    };
+    Ok(ScopeConfig {
+        claim: word("SCOPE_CLAIM", defaults.claim)?,
+        memory_read: word("SCOPE_MEMORY_READ", defaults.memory_read)?,
+        memory_write: word("SCOPE_MEMORY_WRITE", defaults.memory_write)?,
+        tenant_admin: word("SCOPE_TENANT_ADMIN", defaults.tenant_admin)?,
+    })
+}
+
 /// `AUTH_MODE` and `TENANT_CLAIM`.
 fn auth(vars: &Vars<'_>) -> Result<AuthConfig, ConfigError> {
     match vars.get("AUTH_MODE").unwrap_or("jwt") {
@@ -252,6 +304,10 @@ fn defaults(vars: &Vars<'_>) -> Result<Defaults, ConfigError> {
     }
     defaults.session_idle_minutes =
         vars.number("SESSION_IDLE_MINUTES", defaults.session_idle_minutes)?;
+    if let Some(prices) = vars.get("PRICES") {
+        defaults.prices = degrau::metering::PriceTable::parse(prices)
+            .map_err(|problem| ConfigError(format!("PRICES: {problem}")))?;
+    }
     defaults.quota.rounds_per_hour =
         vars.number("QUOTA_ROUNDS_PER_HOUR", defaults.quota.rounds_per_hour)?;
     defaults.quota.summary_calls_per_hour = vars.number(

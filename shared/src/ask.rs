@@ -52,6 +52,7 @@
 
 mod commit;
 mod context;
+mod operate;
 mod plausible;
 mod quota;
 mod round;
@@ -76,6 +77,7 @@ use crate::store::{Claim, ContactKey, Store, StoreError};
 use crate::tenant::{Defaults, InvalidSettings, Settings, TenantStore};
 use crate::tools::Tools;
 pub use context::{ContextView, HeadToken};
+pub use operate::{ConfigState, DEFAULT_CONTACT_PAGE, ModelTokensView, UsageDayView};
 pub use plausible::CLIENT_ALLOWANCE_TOKENS;
 pub use rounds::{MAX_ROUND_MESSAGES, MAX_USAGE_TOKENS, RecordedRound, RoundOutcome, RoundRequest};
 pub use transcript::{PageSize, SessionSelector, format_cursor, parse_cursor};
@@ -170,6 +172,13 @@ pub enum AskError {
     /// A bug: a request that could not be built.
     #[error("internal error: {0}")]
     Internal(String),
+    /// The tenant's configuration cannot be honoured: its stored `CONFIG` does not
+    /// read, or its settings break a rule (the reason names the field).
+    #[error("the tenant's configuration is not usable: {0}")]
+    TenantConfig(String),
+    /// A conditional change found another version than the one it was made from.
+    #[error("{0}")]
+    PreconditionFailed(String),
     /// The tenant's quota for this hour is spent ([`crate::quota`]).
     #[error(
         "this tenant's {} for this hour are spent ({} an hour); nothing was stored, retry \
@@ -313,9 +322,30 @@ pub fn validate_text(text: &str) -> Result<(), AskError> {
 }
 
 /// A tenant whose settings cannot be honoured: a configuration error, answered as
-/// an internal error (logged with its reason) with nothing written.
+/// `tenant_config_invalid` with its reason, and counted.
 fn unusable(error: InvalidSettings) -> AskError {
-    AskError::Internal(format!("tenant configuration: {error}"))
+    config_unusable(error.0)
+}
+
+/// The error of a tenant whose configuration does not read or cannot be honoured,
+/// counted (`TenantConfigInvalid`) so an alarm sees it before the tenant does.
+fn config_unusable(reason: String) -> AskError {
+    warn!(%reason, "the tenant's configuration is not usable");
+    crate::metrics::Event::new("ask")
+        .count("TenantConfigInvalid", 1)
+        .emit();
+    AskError::TenantConfig(reason)
+}
+
+/// A tenant's config, read: a stored one that does not read is
+/// [`AskError::TenantConfig`].
+fn read_config(
+    result: Result<Option<crate::tenant::TenantConfig>, StoreError>,
+) -> Result<Option<crate::tenant::TenantConfig>, AskError> {
+    match result {
+        Err(StoreError::InvalidConfig(reason)) => Err(config_unusable(reason)),
+        other => Ok(other?),
+    }
 }
 
 impl AskService {
@@ -453,7 +483,7 @@ impl AskService {
 
     /// The tenant's settings: the defaults with its config item's overrides.
     async fn settings(&self, tenant: &TenantId, deadline: Deadline) -> Result<Settings, AskError> {
-        let config = by(deadline, self.tenants.tenant_config(tenant)).await?;
+        let config = read_config(by(deadline, self.tenants.tenant_config(tenant)).await)?;
         Settings::resolve(&self.defaults, config.as_ref()).map_err(unusable)
     }
 
@@ -462,11 +492,8 @@ impl AskService {
         let now = (self.clock)();
         let (head, facts) = self.store.load_memory(key, now).await?;
         let head = head.ok_or_else(not_found)?;
-        let settings = Settings::resolve(
-            &self.defaults,
-            self.tenants.tenant_config(&key.tenant).await?.as_ref(),
-        )
-        .map_err(unusable)?;
+        let config = read_config(self.tenants.tenant_config(&key.tenant).await)?;
+        let settings = Settings::resolve(&self.defaults, config.as_ref()).map_err(unusable)?;
         Ok(MemoryView {
             session: SessionView {
                 number: head.session,
@@ -478,7 +505,15 @@ impl AskService {
                 steps: head.steps,
                 last_activity: head.last_activity,
             },
-            facts,
+            // The memory view shows who set each fact; the earlier values are the
+            // operator's facts route's.
+            facts: facts
+                .into_iter()
+                .map(|fact| Fact {
+                    history: Vec::new(),
+                    ..fact
+                })
+                .collect(),
         })
     }
 

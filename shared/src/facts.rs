@@ -60,6 +60,8 @@
 //!
 //! (`docs/DESIGN.md`: invariant 8.)
 
+pub mod reconcile;
+
 use std::collections::BTreeSet;
 
 use crate::domain::FactKey;

@@ -13,7 +13,8 @@
 //!
 //! * [`text`], [`usage`], [`deadline`], [`metrics`]: characters that could forge a
 //!   line in what the model reads; token accounting; one time budget per request;
-//!   CloudWatch Embedded Metric Format lines on stdout.
+//!   CloudWatch Embedded Metric Format lines on stdout; [`metering`]: a tenant's
+//!   consumption per day and its price.
 //! * [`domain`]: messages and content blocks exactly as the Messages API has them,
 //!   the contact's head and facts, and the validated ids that reach storage keys;
 //!   [`facts`]: the fact policy; [`session`]: the clock and the idle rule.
@@ -24,13 +25,14 @@
 //!   live; the request laid out for prompt caching; the API's rules every request
 //!   must pass.
 //! * The ports: [`store`] (split by caller: `RoundStore`, `JobStore`, `SweepStore`,
-//!   `RecordStore`; `Store` is the four), [`model`] (`Model`), [`jobs`] (`Jobs`, the
+//!   `RecordStore`, `OperatorStore`; `Store` is the five), [`model`] (`Model`), [`jobs`] (`Jobs`, the
 //!   job messages), [`tools`] (`Tools`, with the built-in demo tools) and [`quota`]
 //!   (`Quotas`); [`sweep`]: the sweep's rules (buckets, due time, the decision on a
 //!   head, backoff), pure.
 //! * [`tenant`]: a tenant's settings over the deployment's defaults, its WhatsApp
 //!   settings, and the `TenantStore` port that reads them.
-//! * The services: [`ask`] (a round, the transcript, the memory view, erasure) and
+//! * The services: [`ask`] (a round, the transcript, the memory view, erasure, and
+//!   the operator routes' contacts, facts, tenant configuration and usage) and
 //!   [`compactor`] (steps, facts jobs and the session sweep, applying [`step_plan`]
 //!   and [`sweep`]).
 //! * [`fifo`]: one runner for a FIFO queue's batch (the deadline before each
@@ -54,6 +56,7 @@ pub mod fifo;
 pub mod jobs;
 #[cfg(any(test, feature = "test-util"))]
 pub mod memory;
+pub mod metering;
 pub mod metrics;
 pub mod model;
 pub mod pairing;

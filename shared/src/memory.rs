@@ -11,16 +11,18 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use async_trait::async_trait;
 
 use crate::domain::{Fact, FactKey, Head, Incarnation, StoredMessage, TenantId};
+use crate::metering::UsageCounts;
 use crate::session::unix_now;
 use crate::store::{
     AppliedStep, ClosedSession, ContactKey, Cursor, DueHead, FactWrite, JobStore, PendingChange,
     RecordStore, SessionArchive, SessionFilter, StoreError, SweepSettle, SweepSlot, SweepStore,
     TranscriptPage, validate_fact_changes, validate_step,
 };
-use crate::tenant::{TenantConfig, TenantStore};
+use crate::tenant::{StoredConfig, TenantConfig, TenantStore};
 use crate::window::after_last_gap;
 use round::RoundWrite;
 
+mod operator;
 mod round;
 pub mod sim;
 mod whatsapp;
@@ -41,7 +43,7 @@ pub struct MemoryStore {
 #[derive(Debug, Default)]
 struct State {
     contacts: HashMap<ContactKey, Contact>,
-    tenants: HashMap<TenantId, TenantConfig>,
+    tenants: HashMap<TenantId, StoredConfig>,
     /// WhatsApp business numbers bound to tenants (see `whatsapp`).
     bindings: HashMap<crate::whatsapp::PhoneNumberId, TenantId>,
     /// DynamoDB's behaviours a simulation turns on (see `sim`); all off by default.
@@ -49,6 +51,8 @@ struct State {
     /// The two indexes as they show each contact's head while `index_lag` is on
     /// (see `sim`): copied from the live items by `sync_index`.
     index: HashMap<ContactKey, sim::Indexed>,
+    /// The tenants' usage counts, by tenant and day.
+    usage: BTreeMap<(TenantId, i64), UsageCounts>,
 }
 
 /// The items of one contact's partition.
@@ -347,6 +351,22 @@ impl JobStore for MemoryStore {
         }) else {
             return Ok(false);
         };
+        // Like a transaction: every expectation holds, or nothing is written. A fact
+        // past its TTL counts as absent (DynamoDB may not have deleted it yet).
+        let expected = writes.iter().all(|write| {
+            let now = write.fact.updated_at;
+            let stored = contact
+                .facts
+                .get(write.fact.key.as_str())
+                .filter(|(_, expires)| expires.is_none_or(|at| at > now))
+                .map(|(fact, _)| fact);
+            write.expect.holds(stored)
+        });
+        if !expected {
+            return Err(StoreError::Conflict(
+                "a fact changed since it was read".into(),
+            ));
+        }
         for write in writes {
             contact.facts.insert(
                 write.fact.key.as_str().to_owned(),
@@ -549,7 +569,7 @@ impl RecordStore for MemoryStore {
 
 #[async_trait]
 impl TenantStore for MemoryStore {
-    async fn tenant_config(&self, tenant: &TenantId) -> Result<Option<TenantConfig>, StoreError> {
+    async fn stored_config(&self, tenant: &TenantId) -> Result<Option<StoredConfig>, StoreError> {
         Ok(self.lock().tenants.get(tenant).cloned())
     }
 
@@ -558,7 +578,51 @@ impl TenantStore for MemoryStore {
         tenant: &TenantId,
         config: &TenantConfig,
     ) -> Result<(), StoreError> {
-        self.lock().tenants.insert(tenant.clone(), config.clone());
+        let text = config_text(config)?;
+        let mut state = self.lock();
+        let version = state.tenants.get(tenant).map_or(0, |stored| stored.version) + 1;
+        state
+            .tenants
+            .insert(tenant.clone(), StoredConfig { text, version });
         Ok(())
     }
+
+    async fn replace_config(
+        &self,
+        tenant: &TenantId,
+        config: &TenantConfig,
+        expected: u64,
+    ) -> Result<Option<u64>, StoreError> {
+        let text = config_text(config)?;
+        let mut state = self.lock();
+        let stored = state.tenants.get(tenant).map_or(0, |stored| stored.version);
+        if stored != expected {
+            return Ok(None);
+        }
+        let version = expected + 1;
+        state
+            .tenants
+            .insert(tenant.clone(), StoredConfig { text, version });
+        Ok(Some(version))
+    }
+}
+
+impl MemoryStore {
+    /// Stores `text` as the tenant's `CONFIG` item as it is, read or not: a test's
+    /// hand-written item (one that no longer reads, say).
+    pub fn put_config_text(&self, tenant: &TenantId, text: &str) {
+        let mut state = self.lock();
+        let version = state.tenants.get(tenant).map_or(0, |stored| stored.version) + 1;
+        state.tenants.insert(
+            tenant.clone(),
+            StoredConfig {
+                text: text.to_owned(),
+                version,
+            },
+        );
+    }
+}
+
+fn config_text(config: &TenantConfig) -> Result<String, StoreError> {
+    serde_json::to_string(config).map_err(|err| StoreError::Other(format!("tenant config: {err}")))
 }

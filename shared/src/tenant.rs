@@ -168,6 +168,8 @@ pub struct Defaults {
     pub cache_ttl: CacheTtlPolicy,
     /// `QUOTA_ROUNDS_PER_HOUR` and `QUOTA_SUMMARY_CALLS_PER_HOUR`.
     pub quota: crate::quota::Limits,
+    /// `PRICES`: what the usage route prices each model's tokens at.
+    pub prices: crate::metering::PriceTable,
 }
 
 impl Default for Defaults {
@@ -200,6 +202,7 @@ impl Default for Defaults {
             sweep_limit_per_bucket: crate::sweep::SWEEP_LIMIT_PER_BUCKET,
             cache_ttl: CacheTtlPolicy::default(),
             quota: crate::quota::Limits::default(),
+            prices: crate::metering::PriceTable::default(),
         }
     }
 }
@@ -327,18 +330,68 @@ impl Settings {
     }
 }
 
+/// A tenant's `CONFIG` item as stored: its JSON text, and its version (1 for the
+/// first write, one more for each; an item from before versions reads as 1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredConfig {
+    /// The configuration's JSON.
+    pub text: String,
+    /// Its version: the ETag of `GET /v1/tenant/config` is `"v{version}"`.
+    pub version: u64,
+}
+
+impl StoredConfig {
+    /// The configuration it holds, or why it does not read (naming the field).
+    pub fn read(&self) -> Result<TenantConfig, String> {
+        let deserializer = &mut serde_json::Deserializer::from_str(&self.text);
+        serde_path_to_error::deserialize(deserializer).map_err(|err| {
+            let path = err.path().to_string();
+            let text = err.into_inner().to_string();
+            // serde_json's position is of the stored text, not of use to a reader.
+            let text = match text.rfind(" at line ") {
+                Some(at) => text[..at].to_owned(),
+                None => text,
+            };
+            match path.as_str() {
+                "." | "" => text,
+                _ => format!("{path}: {text}"),
+            }
+        })
+    }
+}
+
 /// Tenant configuration, read by `ask` at each turn (a single `GetItem`).
 #[async_trait]
 pub trait TenantStore: Send + Sync {
-    /// The tenant's config item, if one was written.
-    async fn tenant_config(&self, tenant: &TenantId) -> Result<Option<TenantConfig>, StoreError>;
+    /// The tenant's `CONFIG` item as stored, if one was written.
+    async fn stored_config(&self, tenant: &TenantId) -> Result<Option<StoredConfig>, StoreError>;
 
-    /// Writes (replaces) the tenant's config item.
+    /// The tenant's config, if one was written; one that does not read is
+    /// [`StoreError::InvalidConfig`].
+    async fn tenant_config(&self, tenant: &TenantId) -> Result<Option<TenantConfig>, StoreError> {
+        self.stored_config(tenant)
+            .await?
+            .map(|stored| stored.read().map_err(StoreError::InvalidConfig))
+            .transpose()
+    }
+
+    /// Writes (replaces) the tenant's config item, whatever version is stored
+    /// (provisioning, tests); the version still moves on.
     async fn put_tenant_config(
         &self,
         tenant: &TenantId,
         config: &TenantConfig,
     ) -> Result<(), StoreError>;
+
+    /// Replaces the config only while the stored version is `expected` (0: none
+    /// is stored). `Some(new version)` when written, `None` when another change
+    /// landed first (nothing is written).
+    async fn replace_config(
+        &self,
+        tenant: &TenantId,
+        config: &TenantConfig,
+        expected: u64,
+    ) -> Result<Option<u64>, StoreError>;
 }
 
 #[cfg(test)]

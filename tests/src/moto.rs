@@ -73,8 +73,8 @@ pub fn unique_name(prefix: &str) -> String {
 
 /// Creates a new, uniquely named table with degrau's schema (`pk`/`sk` strings,
 /// on-demand, TTL on `expires_at`, the sparse sweep index `by-activity` on
-/// `sweep_pk`/`sweep_sk` projecting `session`, and the sparse,
-/// keys-only `by-incarnation` index, as in `template.yaml`) and returns its name.
+/// `sweep_pk`/`sweep_sk` projecting `session`, the sparse tenant index `by-tenant`,
+/// and the sparse, keys-only `by-incarnation` index, as in `template.yaml`) and returns its name.
 pub async fn fresh_table(client: &aws_sdk_dynamodb::Client) -> String {
     let table = unique_name("degrau-test");
     let key = |name: &str, kind| {
@@ -113,6 +113,21 @@ pub async fn fresh_table(client: &aws_sdk_dynamodb::Client) -> String {
         )
         .build()
         .expect("incarnation index");
+    let tenant_index = GlobalSecondaryIndex::builder()
+        .index_name(degrau_adapters::dynamodb::TENANT_INDEX)
+        .key_schema(key("tenant_pk", KeyType::Hash))
+        .key_schema(key("tenant_sk", KeyType::Range))
+        .projection(
+            Projection::builder()
+                .projection_type(ProjectionType::Include)
+                .non_key_attributes("session")
+                .non_key_attributes("last_seq")
+                .non_key_attributes("last_activity")
+                .non_key_attributes("expires_at")
+                .build(),
+        )
+        .build()
+        .expect("tenant index");
     client
         .create_table()
         .table_name(&table)
@@ -124,7 +139,10 @@ pub async fn fresh_table(client: &aws_sdk_dynamodb::Client) -> String {
         .attribute_definitions(attribute("sweep_pk", ScalarAttributeType::S))
         .attribute_definitions(attribute("sweep_sk", ScalarAttributeType::N))
         .attribute_definitions(attribute("incarnation", ScalarAttributeType::S))
+        .attribute_definitions(attribute("tenant_pk", ScalarAttributeType::S))
+        .attribute_definitions(attribute("tenant_sk", ScalarAttributeType::N))
         .global_secondary_indexes(sweep_index)
+        .global_secondary_indexes(tenant_index)
         .global_secondary_indexes(incarnation_index)
         .send()
         .await

@@ -10,15 +10,15 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use degrau::ask::IDEMPOTENCY_TTL_SECONDS;
 use degrau::domain::IdempotencyKey;
 use degrau::domain::{
-    ContentBlock, Fact, FactKey, FactSource, Head, Incarnation, PendingFacts, Role, StoredMessage,
-    TenantId,
+    ContentBlock, Fact, FactKey, FactRevision, FactSource, Head, Incarnation, PendingFacts, Role,
+    StoredMessage,
 };
 use degrau::store::{CompletedRequest, FactWrite, SessionArchive, StoreError};
 use degrau::tenant::TenantConfig;
 use degrau::usage::Usage;
 use serde::{Deserialize, Serialize};
 
-use super::keys::{CONFIG_SK, archive_sk, fact_sk, message_sk, request_sk, tenant_pk};
+use super::keys::{archive_sk, fact_sk, message_sk, request_sk};
 
 /// An item as the SDK carries it.
 pub(super) type Item = HashMap<String, AttributeValue>;
@@ -209,6 +209,12 @@ pub(super) struct FactItem {
     pub(super) updated_at: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) expires_at: Option<i64>,
+    /// The operator who set the value, when one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) operator: Option<String>,
+    /// Earlier values, newest first (a list of maps; at most five).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) history: Vec<FactRevision>,
 }
 
 impl FactItem {
@@ -223,6 +229,8 @@ impl FactItem {
             source_seq: fact.source.seq,
             updated_at: fact.updated_at,
             expires_at: Some(write.expires_at),
+            operator: fact.operator.clone(),
+            history: fact.history.clone(),
         }
     }
 }
@@ -237,6 +245,8 @@ impl From<FactItem> for Fact {
                 seq: item.source_seq,
             },
             updated_at: item.updated_at,
+            operator: item.operator,
+            history: item.history,
         }
     }
 }
@@ -309,23 +319,21 @@ pub(super) struct ConfigItem {
     pub(super) pk: String,
     pub(super) sk: String,
     pub(super) config: String,
+    /// 1 for the first write, one more for each (absent on items from before
+    /// versions: read as 1).
+    #[serde(default = "first_version")]
+    pub(super) version: u64,
+}
+
+fn first_version() -> u64 {
+    1
 }
 
 impl ConfigItem {
-    /// The item of a tenant's config.
-    pub(super) fn new(tenant: &TenantId, config: &TenantConfig) -> Result<Self, StoreError> {
-        Ok(ConfigItem {
-            pk: tenant_pk(tenant),
-            sk: CONFIG_SK.into(),
-            config: serde_json::to_string(config)
-                .map_err(|err| StoreError::Other(format!("tenant config: {err}")))?,
-        })
-    }
-
-    /// The config it holds; one that does not read is [`StoreError::Corrupt`].
-    pub(super) fn config(&self) -> Result<TenantConfig, StoreError> {
-        serde_json::from_str(&self.config)
-            .map_err(|err| StoreError::Corrupt(format!("tenant config: {err}")))
+    /// The config's JSON as it is stored.
+    pub(super) fn config_text(config: &TenantConfig) -> Result<String, StoreError> {
+        serde_json::to_string(config)
+            .map_err(|err| StoreError::Other(format!("tenant config: {err}")))
     }
 }
 

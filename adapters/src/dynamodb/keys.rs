@@ -31,6 +31,13 @@
 //! changes, so the index is written when a head is created and when it is erased
 //! (which takes the entry with it); a job finds its contact through it.
 //!
+//! **The tenant index** ([`TENANT_INDEX`], `by-tenant`): every round writes
+//! `tenant_pk` = `T#{tenant}` ([`tenant_pk`]) and `tenant_sk` = its last activity on
+//! the head; the operator's contact listing reads it newest first. Heads last
+//! written before the index existed join it with their next round.
+//!
+//! | tenant usage count | `T#{tenant}` | `USAGE#{day:08}` |
+//!
 //! (`docs/DESIGN.md`: "Key layout".)
 
 use degrau::domain::{ContactId, FactKey, IdempotencyKey, TenantId};
@@ -43,6 +50,11 @@ pub const SWEEP_INDEX: &str = "by-activity";
 /// The incarnation index: a sparse, keys-only GSI on the heads' `incarnation`.
 /// Its name in `template.yaml`.
 pub const INCARNATION_INDEX: &str = "by-incarnation";
+
+/// The tenant index: a sparse GSI on the heads, `tenant_pk` (hash, `T#{tenant}`)
+/// and `tenant_sk` (range, the head's last activity), projecting what the contact
+/// listing shows. Its name in `template.yaml`.
+pub const TENANT_INDEX: &str = "by-tenant";
 
 /// The head's sort key.
 pub const HEAD_SK: &str = "HEAD";

@@ -17,6 +17,7 @@
 mod error;
 mod items;
 pub mod keys;
+mod operator;
 mod queries;
 mod quota;
 mod whatsapp;
@@ -31,19 +32,16 @@ use degrau::store::{
     MAX_REFRESH_PER_ROUND, RecordStore, RoundCommit, RoundStore, SessionFilter, StoreError,
     SweepSettle, SweepStore, TranscriptPage, TurnState, validate_fact_changes, validate_step,
 };
-use degrau::tenant::{TenantConfig, TenantStore};
 use degrau::window::after_last_gap;
 
 use error::{sdk_error, transact, transact_if, unless_condition_failed};
-use items::{
-    ArchiveItem, ConfigItem, HeadItem, IndexedKey, RequestItem, RequestStatus, SweepEntry,
-};
-use items::{from_item, message_and_expiry, n, s, to_item};
+use items::{ArchiveItem, HeadItem, IndexedKey, RequestItem, RequestStatus, SweepEntry};
+use items::{from_item, message_and_expiry, n, s};
 use keys::{
-    CONFIG_SK, HEAD_SK, MAX_SEQ, archive_sk, contact_pk, message_sk, parse_contact_pk, request_sk,
-    sweep_pk, tenant_pk, transcript_range,
+    HEAD_SK, MAX_SEQ, archive_sk, contact_pk, message_sk, parse_contact_pk, request_sk, sweep_pk,
+    transcript_range,
 };
-pub use keys::{INCARNATION_INDEX, SWEEP_INDEX};
+pub use keys::{INCARNATION_INDEX, SWEEP_INDEX, TENANT_INDEX};
 use queries::{
     Pages, UpdateParts, fact_transactions, refresh_items, round_items, settle_parts, step_items,
     update_if,
@@ -268,6 +266,14 @@ impl JobStore for DynamoStore {
         // while the contact existed, like a whole batch committed just before it.
         for items in fact_transactions(&self.table, key, incarnation, writes, removals)? {
             if !transact_if(&self.client, items).await? {
+                // The head's check or a fact's expectation failed: which one, the
+                // head tells (an expectation is a conflict, to read again).
+                let head = self.load_head(key).await?;
+                if head.is_some_and(|head| head.incarnation.as_ref() == Some(incarnation)) {
+                    return Err(StoreError::Conflict(
+                        "a fact changed since it was read".into(),
+                    ));
+                }
                 return Ok(false);
             }
         }
@@ -476,30 +482,5 @@ impl RecordStore for DynamoStore {
             }
         }
         Ok(erased)
-    }
-}
-
-#[async_trait]
-impl TenantStore for DynamoStore {
-    async fn tenant_config(&self, tenant: &TenantId) -> Result<Option<TenantConfig>, StoreError> {
-        let Some(item) = self.get(tenant_pk(tenant), CONFIG_SK.to_owned()).await? else {
-            return Ok(None);
-        };
-        from_item::<ConfigItem>(item)?.config().map(Some)
-    }
-
-    async fn put_tenant_config(
-        &self,
-        tenant: &TenantId,
-        config: &TenantConfig,
-    ) -> Result<(), StoreError> {
-        self.client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(to_item(&ConfigItem::new(tenant, config)?)?))
-            .send()
-            .await
-            .map_err(|err| sdk_error("put_item", err))?;
-        Ok(())
     }
 }

@@ -14,12 +14,11 @@ use degrau::ask::{
     format_cursor, parse_cursor,
 };
 use degrau::deadline::Deadline;
-use degrau::domain::{ContactId, IdempotencyKey, TenantId};
+use degrau::domain::{ContactId, IdempotencyKey};
 use degrau::model::ModelError;
 use degrau::store::{ContactKey, Cursor, StoreError};
-use degrau_adapters::config::AuthConfig;
+use degrau_adapters::config::{AuthConfig, ScopeConfig};
 use lambda_http::aws_lambda_events::query_map::QueryMap;
-use lambda_http::request::RequestContext;
 use lambda_http::{Body, Context, Request, RequestExt, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -54,6 +53,18 @@ pub enum Endpoint {
     Contact,
     /// This API's OpenAPI description (public: it holds no data).
     OpenApi,
+    /// The tenant's contacts (operator).
+    Contacts,
+    /// A contact's facts (operator).
+    Facts,
+    /// One fact, to set or delete (operator).
+    Fact,
+    /// The tenant's configuration (operator).
+    TenantConfig,
+    /// The tenant's usage (operator).
+    Usage,
+    /// The memory inspector page (public: it holds no data).
+    Inspector,
 }
 
 /// A route: its path as API Gateway writes it (`{contact}` is one path segment),
@@ -101,99 +112,42 @@ pub const ROUTES: &[RouteSpec] = &[
         endpoint: Endpoint::OpenApi,
         methods: &["GET"],
     },
+    RouteSpec {
+        path: "/v1/contacts",
+        endpoint: Endpoint::Contacts,
+        methods: &["GET"],
+    },
+    RouteSpec {
+        path: "/v1/contacts/{contact}/facts",
+        endpoint: Endpoint::Facts,
+        methods: &["GET"],
+    },
+    RouteSpec {
+        path: "/v1/contacts/{contact}/facts/{key}",
+        endpoint: Endpoint::Fact,
+        methods: &["PUT", "DELETE"],
+    },
+    RouteSpec {
+        path: "/v1/tenant/config",
+        endpoint: Endpoint::TenantConfig,
+        methods: &["GET", "PUT"],
+    },
+    RouteSpec {
+        path: "/v1/usage",
+        endpoint: Endpoint::Usage,
+        methods: &["GET"],
+    },
+    RouteSpec {
+        path: "/inspector",
+        endpoint: Endpoint::Inspector,
+        methods: &["GET"],
+    },
 ];
 
-/// The type of an error envelope, each with its one status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorType {
-    /// 400: the request is malformed or breaks a rule.
-    InvalidRequest,
-    /// 401: no tenant.
-    Unauthenticated,
-    /// 404: no such route, or nothing known about the contact.
-    NotFound,
-    /// 405: the route does not answer this method.
-    MethodNotAllowed,
-    /// 409: a race lost, a stale head, or an idempotency key in progress.
-    Conflict,
-    /// 413: over a documented limit.
-    TooLarge,
-    /// 415: the body is not JSON.
-    UnsupportedMediaType,
-    /// 422: an idempotency key used with another body.
-    IdempotencyMismatch,
-    /// 429: the model is rate limiting, or the tenant's quota for the hour is spent.
-    RateLimited,
-    /// 500: a bug or a broken tenant configuration.
-    InternalError,
-    /// 502: the model failed.
-    ModelError,
-    /// 502: the model declined to answer.
-    ModelRefused,
-    /// 503: storage is throttled.
-    Unavailable,
-    /// 504: the model did not answer in time.
-    ModelTimeout,
-}
+/// The memory inspector, served at `GET /inspector`.
+pub const INSPECTOR: &str = include_str!("../inspector/index.html");
 
-impl ErrorType {
-    /// Every type, in status order.
-    pub const ALL: [ErrorType; 14] = [
-        ErrorType::InvalidRequest,
-        ErrorType::Unauthenticated,
-        ErrorType::NotFound,
-        ErrorType::MethodNotAllowed,
-        ErrorType::Conflict,
-        ErrorType::TooLarge,
-        ErrorType::UnsupportedMediaType,
-        ErrorType::IdempotencyMismatch,
-        ErrorType::RateLimited,
-        ErrorType::InternalError,
-        ErrorType::ModelError,
-        ErrorType::ModelRefused,
-        ErrorType::Unavailable,
-        ErrorType::ModelTimeout,
-    ];
-
-    /// The `type` of the envelope.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorType::InvalidRequest => "invalid_request",
-            ErrorType::Unauthenticated => "unauthenticated",
-            ErrorType::NotFound => "not_found",
-            ErrorType::MethodNotAllowed => "method_not_allowed",
-            ErrorType::Conflict => "conflict",
-            ErrorType::TooLarge => "too_large",
-            ErrorType::UnsupportedMediaType => "unsupported_media_type",
-            ErrorType::IdempotencyMismatch => "idempotency_mismatch",
-            ErrorType::RateLimited => "rate_limited",
-            ErrorType::InternalError => "internal_error",
-            ErrorType::ModelError => "model_error",
-            ErrorType::ModelRefused => "model_refused",
-            ErrorType::Unavailable => "unavailable",
-            ErrorType::ModelTimeout => "model_timeout",
-        }
-    }
-
-    /// The HTTP status.
-    pub fn status(self) -> u16 {
-        match self {
-            ErrorType::InvalidRequest => 400,
-            ErrorType::Unauthenticated => 401,
-            ErrorType::NotFound => 404,
-            ErrorType::MethodNotAllowed => 405,
-            ErrorType::Conflict => 409,
-            ErrorType::TooLarge => 413,
-            ErrorType::UnsupportedMediaType => 415,
-            ErrorType::IdempotencyMismatch => 422,
-            ErrorType::RateLimited => 429,
-            ErrorType::InternalError => 500,
-            ErrorType::ModelError | ErrorType::ModelRefused => 502,
-            ErrorType::Unavailable => 503,
-            ErrorType::ModelTimeout => 504,
-        }
-    }
-}
+pub use errors::ErrorType;
 
 /// The handler's dependencies, built once at init.
 pub struct App {
@@ -201,6 +155,8 @@ pub struct App {
     pub service: AskService,
     /// How the tenant is found.
     pub auth: AuthConfig,
+    /// The scopes the operator routes need.
+    pub scopes: ScopeConfig,
     /// `ASK_TIMEOUT_SECONDS`: the longest a request may take, from its arrival to its
     /// answer.
     pub ask_timeout: Duration,
@@ -255,6 +211,16 @@ fn from_service(error: AskError) -> HttpError {
         AskError::TooLarge(message) => HttpError::new(ErrorType::TooLarge, message),
         AskError::NotFound(message) => HttpError::new(ErrorType::NotFound, message),
         AskError::Conflict(message) => HttpError::new(ErrorType::Conflict, message),
+        AskError::PreconditionFailed(message) => {
+            HttpError::new(ErrorType::PreconditionFailed, message)
+        }
+        error @ AskError::TenantConfig(_) => {
+            HttpError::new(ErrorType::TenantConfigInvalid, error.to_string())
+        }
+        AskError::Store(StoreError::InvalidConfig(reason)) => HttpError::new(
+            ErrorType::TenantConfigInvalid,
+            format!("the tenant's configuration is not usable: {reason}"),
+        ),
         error @ AskError::BrokenWindow(_) => {
             warn!(%error, "window read broken");
             HttpError::new(
@@ -330,7 +296,7 @@ fn from_service(error: AskError) -> HttpError {
     }
 }
 
-fn json_response(status: u16, body: String) -> Response<Body> {
+pub(crate) fn json_response(status: u16, body: String) -> Response<Body> {
     let mut response = Response::new(Body::from(body));
     *response.status_mut() = http_status(status);
     response.headers_mut().insert(
@@ -365,9 +331,16 @@ pub async fn handle(app: &App, request: Request) -> Response<Body> {
     }
 }
 
-/// The route of a path (without stage), and its `{contact}` segment when it has
-/// one.
-fn parse_route(path: &str) -> Option<(&'static RouteSpec, Option<&str>)> {
+/// A matched route and its path segments.
+struct Matched<'a> {
+    spec: &'static RouteSpec,
+    contact: Option<&'a str>,
+    key: Option<&'a str>,
+}
+
+/// The route of a path (without stage), and its `{contact}` and `{key}` segments
+/// when it has them.
+fn parse_route(path: &str) -> Option<Matched<'_>> {
     // Under `cargo lambda watch` without a router, paths arrive as /lambda-url/ask/...
     let path = path.strip_prefix("/lambda-url/ask").unwrap_or(path);
     let segments: Vec<&str> = path.split('/').collect();
@@ -376,15 +349,16 @@ fn parse_route(path: &str) -> Option<(&'static RouteSpec, Option<&str>)> {
         if template.len() != segments.len() {
             return None;
         }
-        let mut contact = None;
+        let (mut contact, mut key) = (None, None);
         for (want, got) in template.iter().zip(&segments) {
             match *want {
                 "{contact}" => contact = Some(*got),
+                "{key}" => key = Some(*got),
                 fixed if fixed == *got => {}
                 _ => return None,
             }
         }
-        Some((spec, contact))
+        Some(Matched { spec, contact, key })
     })
 }
 
@@ -399,7 +373,7 @@ async fn route(
     } else {
         raw
     };
-    let (spec, contact) = parse_route(path).ok_or_else(|| {
+    let Matched { spec, contact, key } = parse_route(path).ok_or_else(|| {
         HttpError::new(
             ErrorType::NotFound,
             format!("no route for {} {}", request.method(), path),
@@ -417,7 +391,15 @@ async fn route(
         // Public (no tenant): the description of the API holds no data.
         return Ok(json_response(200, OPENAPI.to_owned()));
     }
-    let tenant = tenant(&app.auth, request)?;
+    if spec.endpoint == Endpoint::Inspector {
+        // Public: the page holds no data; it calls the routes with the
+        // operator's own credentials.
+        return Ok(operate::inspector());
+    }
+    let tenant = auth::tenant(&app.auth, request)?;
+    if let Some(answer) = operate::route(app, spec.endpoint, &tenant, contact, key, request).await {
+        return answer;
+    }
     let contact = contact_id(contact.unwrap_or_default())?;
     let key = ContactKey { tenant, contact };
     let service = &app.service;
@@ -436,6 +418,8 @@ async fn route(
                     "role": m.role,
                     "content": m.content,
                     "created_at": m.created_at,
+                    "pruned": m.pruned.is_some(),
+                    "usage": m.usage,
                 })).collect::<Vec<Value>>(),
                 "next_before": page.next_before.as_ref().map(format_cursor),
             });
@@ -461,6 +445,19 @@ async fn route(
             ))
         }
         (Endpoint::OpenApi, _) => Ok(json_response(200, OPENAPI.to_owned())),
+        // Answered above.
+        (
+            Endpoint::Contacts
+            | Endpoint::Facts
+            | Endpoint::Fact
+            | Endpoint::TenantConfig
+            | Endpoint::Usage
+            | Endpoint::Inspector,
+            _,
+        ) => Err(HttpError::new(
+            ErrorType::InternalError,
+            "unrouted operator route",
+        )),
     }
 }
 
@@ -604,50 +601,6 @@ fn replayed(body: String) -> Response<Body> {
     response
 }
 
-fn tenant(auth: &AuthConfig, request: &Request) -> Result<TenantId, HttpError> {
-    let unauthenticated = |message: &str| HttpError::new(ErrorType::Unauthenticated, message);
-    let value = match auth {
-        AuthConfig::Jwt { claim, audiences } => {
-            let claims = match request.request_context_ref() {
-                Some(RequestContext::ApiGatewayV2(context)) => context
-                    .authorizer
-                    .as_ref()
-                    .and_then(|a| a.jwt.as_ref())
-                    .map(|jwt| &jwt.claims),
-                _ => None,
-            };
-            if !audiences.is_empty() && !claims.is_some_and(|c| for_audience(c, audiences)) {
-                return Err(unauthenticated("the token is not for this API's audience"));
-            }
-            claims
-                .and_then(|claims| claims.get(claim))
-                .cloned()
-                .ok_or_else(|| unauthenticated("no verified tenant claim in the token"))?
-        }
-        AuthConfig::Dev => request
-            .headers()
-            .get("x-tenant-id")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned)
-            .ok_or_else(|| unauthenticated("AUTH_MODE=dev: send the tenant in X-Tenant-Id"))?,
-    };
-    TenantId::parse(&value).map_err(|e| unauthenticated(&e.to_string()))
-}
-
-/// Whether the token was issued for one of `audiences`: its `aud` (an ID token;
-/// HTTP API writes a list as `[a b]`), or its `client_id` when it has no `aud` (a
-/// Cognito access token).
-fn for_audience(claims: &std::collections::HashMap<String, String>, audiences: &[String]) -> bool {
-    let Some(value) = claims.get("aud").or_else(|| claims.get("client_id")) else {
-        return false;
-    };
-    value
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .split(|c: char| c == ',' || c.is_whitespace())
-        .any(|aud| audiences.iter().any(|wanted| wanted == aud))
-}
-
 /// The contact id of a path segment, percent-decoded (`%40` is `@`). A `%` that does
 /// not start a valid escape (`%+4`, `%zz`) stays as it is, and no contact id may
 /// hold a `%`, so it is refused.
@@ -657,6 +610,10 @@ fn contact_id(segment: &str) -> Result<ContactId, HttpError> {
         .map_err(|_| HttpError::invalid("the contact id is not valid UTF-8"))?;
     ContactId::parse(&decoded).map_err(|e| HttpError::invalid(e.to_string()))
 }
+
+mod auth;
+mod errors;
+mod operate;
 
 #[cfg(test)]
 mod tests;

@@ -27,6 +27,7 @@ async fn main() -> Result<(), Error> {
             clock: deps.clock,
         },
         auth: deps.config.auth,
+        scopes: deps.config.scopes,
         ask_timeout: Duration::from_secs(deps.config.ask_timeout_seconds),
     });
     run(service_fn(move |request| {

@@ -43,6 +43,7 @@ async fn the_sample_event_is_an_http_api_request_the_handler_answers() {
             claim: "custom:tenant_id".into(),
             audiences: vec!["exampleclientid".into()],
         },
+        scopes: degrau_adapters::config::ScopeConfig::default(),
         ask_timeout: Duration::from_secs(25),
     };
     let request = lambda_http::request::from_str(EVENT).unwrap();

@@ -43,6 +43,7 @@ fn app(auth: AuthConfig) -> (App, Arc<MemoryStore>) {
         App {
             service,
             auth,
+            scopes: degrau_adapters::config::ScopeConfig::default(),
             ask_timeout: std::time::Duration::from_secs(25),
         },
         store,

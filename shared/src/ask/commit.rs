@@ -16,6 +16,7 @@ use super::{
 use crate::deadline::Deadline;
 use crate::domain::{Head, IdempotencyKey, Incarnation, PendingFacts, StoredMessage};
 use crate::jobs::Job;
+use crate::metering::UsageCounts;
 use crate::metrics::{Event, Unit};
 use crate::model::StopReason;
 use crate::session::idle_seconds;
@@ -61,6 +62,24 @@ pub(super) enum Committed {
 }
 
 impl PreparedRound {
+    /// What the round adds to its tenant's usage: a round, its model and tool
+    /// calls, its tokens under `model` (under `client` for a round a client ran
+    /// with its own model).
+    fn usage_counts(&self, model: &str) -> UsageCounts {
+        let mut counts = UsageCounts {
+            rounds: 1,
+            model_calls: u64::from(self.usage.calls),
+            tool_calls: self.stats.tool_calls,
+            ..UsageCounts::default()
+        };
+        let model = match self.origin {
+            Origin::Client => "client",
+            _ => model,
+        };
+        counts.add_tokens(model, &self.usage.total);
+        counts
+    }
+
     /// Logs the committed round and emits its metrics.
     fn record(&self) {
         let usage = &self.usage;
@@ -194,6 +213,12 @@ impl AskService {
             return Ok(None);
         }
         prepared.record();
+        self.count_usage(
+            &key.tenant,
+            &prepared.usage_counts(&settings.model),
+            deadline,
+        )
+        .await;
         self.refresh_rest(key, &prepared, deadline).await;
         self.after_commit(key, settings, &prepared, &turn.plan, deadline)
             .await;

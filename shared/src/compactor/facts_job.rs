@@ -13,9 +13,10 @@ use crate::domain::{
     ContentBlock, Fact, FactKey, FactSource, Head, Incarnation, Role, StoredMessage,
 };
 use crate::facts::FactPolicy;
+use crate::facts::reconcile::reconcile;
 use crate::model::ModelResponse;
 use crate::request::{ModelRequest, ToolDef, neutralize};
-use crate::store::{ClosedSession, ContactKey, FactWrite, load_whole_turn};
+use crate::store::{ClosedSession, ContactKey, FactExpectation, FactWrite, load_whole_turn};
 use crate::tenant::Settings;
 
 /// System prompt of a fact-extraction request. Its first line is the marker the
@@ -88,13 +89,46 @@ impl Compactor {
             &closed.messages,
         );
         let response = self.model.create(&request, deadline).await?;
+        self.count_call(&key.tenant, &request.model, &response.usage, |c| {
+            c.facts_calls = 1
+        })
+        .await;
         let proposal = read_proposal(&response)?;
 
         let policy = FactPolicy::new(settings.allowed_fact_keys.iter().cloned());
         let (chosen, refused) = choose_facts(&policy, proposal.facts, last_seq);
         let removals = removals(&policy, proposal.remove, &existing, &chosen);
-        let expires_at = now + i64::from(settings.fact_retention_days) * 86_400;
-        let writes = fact_writes(chosen, session, now, expires_at);
+        let retention = i64::from(settings.fact_retention_days) * 86_400;
+        let reconciled = reconcile(
+            &existing,
+            proposed_facts(chosen, session, now),
+            removals,
+            FactSource {
+                session,
+                seq: last_seq,
+            },
+            now,
+            now - retention,
+        );
+        if reconciled.kept_for_operator > 0 {
+            info!(
+                kept = reconciled.kept_for_operator,
+                "proposals older than an operator's value left out"
+            );
+        }
+        let removals = reconciled.removals;
+        let writes: Vec<FactWrite> = reconciled
+            .writes
+            .into_iter()
+            .map(|write| FactWrite {
+                fact: write.fact,
+                expires_at: now + retention,
+                expect: match write.replaces {
+                    Some(at) => FactExpectation::UpdatedAt(at),
+                    None => FactExpectation::Absent,
+                },
+            })
+            .collect();
         let (stored, removed) = (writes.len(), removals.len());
         if stored + removed > 0
             && !self
@@ -211,24 +245,11 @@ fn removals(
     removals
 }
 
-/// The chosen facts as writes, each citing its message of `session`.
-fn fact_writes(
-    chosen: BTreeMap<FactKey, (String, u64)>,
-    session: u32,
-    now: i64,
-    expires_at: i64,
-) -> Vec<FactWrite> {
+/// The chosen facts, each citing its message of `session`.
+fn proposed_facts(chosen: BTreeMap<FactKey, (String, u64)>, session: u32, now: i64) -> Vec<Fact> {
     chosen
         .into_iter()
-        .map(|(key, (value, seq))| FactWrite {
-            fact: Fact {
-                key,
-                value,
-                source: FactSource { session, seq },
-                updated_at: now,
-            },
-            expires_at,
-        })
+        .map(|(key, (value, seq))| Fact::extracted(key, value, FactSource { session, seq }, now))
         .collect()
 }
 

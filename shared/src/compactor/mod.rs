@@ -213,6 +213,22 @@ pub struct Compactor {
 }
 
 impl Compactor {
+    /// Counts one summary or facts call (`kind` sets its counter) and its tokens
+    /// in the tenant's usage.
+    async fn count_call(
+        &self,
+        tenant: &crate::domain::TenantId,
+        model: &str,
+        usage: &crate::usage::Usage,
+        kind: impl FnOnce(&mut crate::metering::UsageCounts),
+    ) {
+        let mut counts = crate::metering::UsageCounts::default();
+        kind(&mut counts);
+        counts.add_tokens(model, usage);
+        let now = (self.clock)();
+        crate::store::count_usage(self.store.as_ref(), tenant, now, &counts, "compactor").await;
+    }
+
     /// Runs one job; its model call ends by `deadline`. The job names its contact
     /// only by the head's incarnation: the contact is found through
     /// [`JobStore::find_contact`](crate::store::JobStore::find_contact), and a job whose incarnation no head has (the

@@ -8,7 +8,7 @@ use tracing::{info, warn};
 
 use super::{Compactor, CompactorError, JobOutcome, one_line, response_text, text_request};
 use crate::deadline::Deadline;
-use crate::domain::{ContentBlock, Incarnation, Role, StoredMessage};
+use crate::domain::{ContentBlock, Incarnation, Role, StoredMessage, TenantId};
 use crate::jobs::Job;
 use crate::model::{ModelResponse, StopReason};
 use crate::pruning::PruneDecision;
@@ -91,6 +91,7 @@ impl Compactor {
         };
         let (summary, response) = self
             .summarize(
+                &key.tenant,
                 head.summary.as_deref(),
                 &state.window[..plan.fold_count],
                 deadline,
@@ -142,12 +143,17 @@ impl Compactor {
     /// the context window cut is an error; one cut at `max_tokens` is kept as it is.
     pub(super) async fn summarize(
         &self,
+        tenant: &TenantId,
         previous: Option<&str>,
         folded: &[StoredMessage],
         deadline: Deadline,
     ) -> Result<(String, ModelResponse), CompactorError> {
         let request = summary_request(&self.defaults.summary_model, previous, folded);
         let response = self.model.create(&request, deadline).await?;
+        self.count_call(tenant, &request.model, &response.usage, |c| {
+            c.summary_calls = 1
+        })
+        .await;
         // A refusal, or an answer the context window cut, is no record of the
         // folded messages: storing it would forget them.
         match response.stop_reason {

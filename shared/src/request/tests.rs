@@ -9,6 +9,8 @@ fn fact(key: &str, value: &str) -> Fact {
         value: value.into(),
         source: FactSource { session: 1, seq: 1 },
         updated_at: 0,
+        operator: None,
+        history: Vec::new(),
     }
 }
 

@@ -99,6 +99,32 @@ pub struct FactWrite {
     pub fact: Fact,
     /// Seconds since the epoch: its update time plus the tenant's fact retention.
     pub expires_at: i64,
+    /// What the write must find stored, or it writes nothing (and the batch fails
+    /// with [`StoreError::Conflict`]).
+    pub expect: FactExpectation,
+}
+
+/// What a fact write expects to replace.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum FactExpectation {
+    /// Whatever is stored (a test's seed).
+    #[default]
+    Anything,
+    /// No fact under the key.
+    Absent,
+    /// The fact stored with this `updated_at` (the one the writer read).
+    UpdatedAt(i64),
+}
+
+impl FactExpectation {
+    /// Whether `stored` (the fact under the key, if any) is what was expected.
+    pub fn holds(self, stored: Option<&Fact>) -> bool {
+        match self {
+            FactExpectation::Anything => true,
+            FactExpectation::Absent => stored.is_none(),
+            FactExpectation::UpdatedAt(at) => stored.is_some_and(|fact| fact.updated_at == at),
+        }
+    }
 }
 
 // Checks every adapter shares, so they refuse the same input the same way.

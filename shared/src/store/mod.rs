@@ -1,4 +1,4 @@
-//! The store: everything degrau keeps about a contact, behind four small ports
+//! The store: everything degrau keeps about a contact, behind five small ports
 //! split by caller, each a trait of a few methods with its own types:
 //!
 //! * [`RoundStore`] (`round.rs`): what a round needs: the turn's bounded read, the
@@ -8,9 +8,11 @@
 //!   incarnation, the step applied, a closed session read, facts saved or done;
 //! * [`SweepStore`] (`sweep.rs`): what the sweep needs: due heads, their settling;
 //! * [`RecordStore`] (`record.rs`): what the memory view, the transcript and
-//!   erasure need.
+//!   erasure need;
+//! * [`OperatorStore`] (`operator.rs`): what the operator routes need: the
+//!   tenant's contacts, facts with their expiry, the usage counts.
 //!
-//! [`Store`] is the four together, as the services hold them. The DynamoDB adapter
+//! [`Store`] is the five together, as the services hold them. The DynamoDB adapter
 //! (crate `degrau-adapters`, `dynamodb/`) is the one production uses; the in-memory
 //! one (`crate::memory`, behind the `test-util` feature) serves unit tests. One
 //! contract suite (`tests/`), split the same way, runs against both.
@@ -48,6 +50,7 @@
 //! `docs/DESIGN.md` ("Key layout").
 
 mod job;
+mod operator;
 mod record;
 mod round;
 mod sweep;
@@ -55,8 +58,12 @@ mod sweep;
 use crate::domain::{ContactId, TenantId};
 
 pub use job::{
-    AppliedStep, ClosedSession, FactWrite, JobStore, MAX_PRUNES_PER_STEP, validate_fact_changes,
-    validate_step,
+    AppliedStep, ClosedSession, FactExpectation, FactWrite, JobStore, MAX_PRUNES_PER_STEP,
+    validate_fact_changes, validate_step,
+};
+pub use operator::{
+    ContactCursor, ContactEntry, ContactPage, FactRecord, MAX_CONTACT_PAGE, OperatorStore,
+    count_usage,
 };
 pub use record::{Cursor, RecordStore, SessionFilter, TranscriptPage};
 pub use round::{
@@ -86,6 +93,10 @@ pub enum StoreError {
     /// An item could not be read back into the domain (a bug or a manual edit).
     #[error("corrupt item: {0}")]
     Corrupt(String),
+    /// The tenant's stored `CONFIG` item does not read (written by hand, or by an
+    /// older version): the reason names the entry and the field.
+    #[error("the tenant's stored configuration does not read: {0}")]
+    InvalidConfig(String),
     /// Anything else.
     #[error("storage error: {0}")]
     Other(String),
@@ -96,6 +107,6 @@ pub enum StoreError {
 /// The ports' signatures stand again in each adapter, as a trait's implementations
 /// must; what the adapters share beyond that lives here: [`validate_step`],
 /// [`validate_fact_changes`], [`TranscriptPage::from_newest_first`].
-pub trait Store: RoundStore + JobStore + SweepStore + RecordStore {}
+pub trait Store: RoundStore + JobStore + SweepStore + RecordStore + OperatorStore {}
 
-impl<T: RoundStore + JobStore + SweepStore + RecordStore + ?Sized> Store for T {}
+impl<T: RoundStore + JobStore + SweepStore + RecordStore + OperatorStore + ?Sized> Store for T {}

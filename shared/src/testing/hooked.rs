@@ -293,9 +293,12 @@ impl<S: Store + TenantStore + ?Sized, H: Hook> RecordStore for Hooked<S, H> {
 
 #[async_trait]
 impl<S: Store + TenantStore + ?Sized, H: Hook> TenantStore for Hooked<S, H> {
-    async fn tenant_config(&self, tenant: &TenantId) -> Result<Option<TenantConfig>, StoreError> {
+    async fn stored_config(
+        &self,
+        tenant: &TenantId,
+    ) -> Result<Option<crate::tenant::StoredConfig>, StoreError> {
         self.hook.before(Call::TenantConfig).await?;
-        self.inner.tenant_config(tenant).await
+        self.inner.stored_config(tenant).await
     }
 
     async fn put_tenant_config(
@@ -306,5 +309,57 @@ impl<S: Store + TenantStore + ?Sized, H: Hook> TenantStore for Hooked<S, H> {
         self.hook.before(Call::PutTenantConfig).await?;
         let result = self.inner.put_tenant_config(tenant, config).await;
         self.written(Call::PutTenantConfig, result)
+    }
+
+    async fn replace_config(
+        &self,
+        tenant: &TenantId,
+        config: &TenantConfig,
+        expected: u64,
+    ) -> Result<Option<u64>, StoreError> {
+        self.hook.before(Call::PutTenantConfig).await?;
+        let result = self.inner.replace_config(tenant, config, expected).await;
+        self.written(Call::PutTenantConfig, result)
+    }
+}
+
+/// The operator routes' reads and the usage counts pass through unhooked: no
+/// invariant of a conversation rests on them.
+#[async_trait]
+impl<S: Store + TenantStore + ?Sized, H: Hook> crate::store::OperatorStore for Hooked<S, H> {
+    async fn contacts(
+        &self,
+        tenant: &TenantId,
+        limit: usize,
+        after: Option<&crate::store::ContactCursor>,
+        now: i64,
+    ) -> Result<crate::store::ContactPage, StoreError> {
+        self.inner.contacts(tenant, limit, after, now).await
+    }
+
+    async fn fact_records(
+        &self,
+        key: &ContactKey,
+        now: i64,
+    ) -> Result<(Option<crate::domain::Head>, Vec<crate::store::FactRecord>), StoreError> {
+        self.inner.fact_records(key, now).await
+    }
+
+    async fn add_usage(
+        &self,
+        tenant: &TenantId,
+        day: i64,
+        counts: &crate::metering::UsageCounts,
+    ) -> Result<(), StoreError> {
+        self.inner.add_usage(tenant, day, counts).await
+    }
+
+    async fn usage(
+        &self,
+        tenant: &TenantId,
+        from: i64,
+        to: i64,
+    ) -> Result<Vec<(i64, crate::metering::UsageCounts)>, StoreError> {
+        self.inner.usage(tenant, from, to).await
     }
 }

@@ -534,6 +534,8 @@ fn fact(key: &str, value: &str, seq: u64) -> Fact {
         value: value.into(),
         source: FactSource { session: 1, seq },
         updated_at: START,
+        operator: None,
+        history: Vec::new(),
     }
 }
 
@@ -605,6 +607,8 @@ async fn only_valid_supported_facts_are_stored_with_their_source() {
             value: "Maria".into(),
             source: FactSource { session: 1, seq: 1 },
             updated_at: now,
+            operator: None,
+            history: Vec::new(),
         }],
         "preferred_time was removed; nothing refused was stored"
     );

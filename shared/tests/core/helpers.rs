@@ -25,6 +25,8 @@ pub fn fact(key: &str, value: String) -> degrau::domain::Fact {
         value,
         source: degrau::domain::FactSource { session: 1, seq: 1 },
         updated_at: 0,
+        operator: None,
+        history: Vec::new(),
     }
 }
 

@@ -13,6 +13,7 @@ mod compactor;
 mod fifo;
 mod helpers;
 mod layout;
+mod operate;
 mod own_loop;
 mod properties;
 mod quota;

@@ -6,14 +6,15 @@ use aws_sdk_dynamodb::types::{
 };
 use degrau::domain::{FactKey, Incarnation};
 use degrau::store::{
-    AppliedStep, ContactKey, FactWrite, PendingChange, RoundCommit, StoreError, SweepSettle,
+    AppliedStep, ContactKey, FactExpectation, FactWrite, PendingChange, RoundCommit, StoreError,
+    SweepSettle,
 };
 
 use super::update::UpdateParts;
 use crate::dynamodb::items::{
     ArchiveItem, FactItem, Item, MessageItem, RequestItem, blocks_json, n, s, to_item,
 };
-use crate::dynamodb::keys::{HEAD_SK, contact_pk, fact_sk, message_sk, sweep_pk};
+use crate::dynamodb::keys::{HEAD_SK, contact_pk, fact_sk, message_sk, sweep_pk, tenant_pk};
 
 /// `TransactWriteItems` takes at most this many actions.
 const MAX_TRANSACTION_ACTIONS: usize = 100;
@@ -170,6 +171,9 @@ fn head_update(table: &str, pk: &str, commit: &RoundCommit) -> Result<Update, St
         // Back into the sweep index, due when the round says.
         .set("sweep_pk = :sweep_pk")
         .set("sweep_sk = :sweep_sk")
+        // In the tenant index, newest first.
+        .set("tenant_pk = :tenant_pk")
+        .set("tenant_sk = :last_activity")
         .name("#session", "session")
         .name("#last_seq", "last_seq")
         .name("#last_context_tokens", "last_context_tokens")
@@ -179,7 +183,8 @@ fn head_update(table: &str, pk: &str, commit: &RoundCommit) -> Result<Update, St
         .value(":last_context_tokens", n(head.last_context_tokens))
         .value(":last_activity", n(head.last_activity))
         .value(":sweep_pk", s(sweep_pk(commit.sweep.bucket)))
-        .value(":sweep_sk", n(commit.sweep.due));
+        .value(":sweep_sk", n(commit.sweep.due))
+        .value(":tenant_pk", s(tenant_pk(&commit.key.tenant)));
     if let Some(expires_at) = head.expires_at {
         parts
             .set("expires_at = :expires_at")
@@ -316,12 +321,7 @@ pub(in crate::dynamodb) fn fact_transactions(
     let pk = contact_pk(key);
     let mut actions = Vec::with_capacity(writes.len() + removals.len());
     for write in writes {
-        actions.push(put(
-            table,
-            to_item(&FactItem::new(&pk, write))?,
-            None,
-            "fact",
-        )?);
+        actions.push(fact_put(table, &pk, write)?);
     }
     for removal in removals {
         let delete = Delete::builder()
@@ -345,6 +345,27 @@ pub(in crate::dynamodb) fn fact_transactions(
             items
         })
         .collect())
+}
+
+/// A fact's put, under its expectation: none, no live fact under the key (one past
+/// its TTL counts as gone), or the fact read (its `updated_at`).
+fn fact_put(table: &str, pk: &str, write: &FactWrite) -> Result<TransactWriteItem, StoreError> {
+    let put = Put::builder()
+        .table_name(table)
+        .set_item(Some(to_item(&FactItem::new(pk, write))?));
+    let put = match write.expect {
+        FactExpectation::Anything => put,
+        FactExpectation::Absent => put
+            .condition_expression("attribute_not_exists(sk) OR expires_at <= :now")
+            .expression_attribute_values(":now", n(write.fact.updated_at)),
+        FactExpectation::UpdatedAt(at) => put
+            .condition_expression("updated_at = :replaced")
+            .expression_attribute_values(":replaced", n(at)),
+    };
+    let put = put
+        .build()
+        .map_err(|err| StoreError::Other(format!("fact put: {err}")))?;
+    Ok(TransactWriteItem::builder().put(put).build())
 }
 
 /// A refresh's transaction: the head's incarnation checked, then each message's

@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use degrau::domain::TenantId;
 use degrau::jobs::NoJobs;
 use degrau::memory::MemoryStore;
 use degrau::model::scripted::ScriptedModel;
@@ -79,6 +80,7 @@ fn app(auth: AuthConfig) -> (App, Arc<MemoryStore>, Arc<ScriptedModel>) {
         App {
             service,
             auth,
+            scopes: degrau_adapters::config::ScopeConfig::default(),
             ask_timeout: Duration::from_secs(25),
         },
         store,
@@ -836,7 +838,7 @@ fn a_malformed_escape_in_the_contact_id_is_never_decoded() {
 
 #[test]
 fn routes_parse_with_and_without_the_local_prefix() {
-    let endpoint = |path| parse_route(path).map(|(spec, contact)| (spec.endpoint, contact));
+    let endpoint = |path| parse_route(path).map(|m| (m.spec.endpoint, m.contact));
     assert_eq!(
         endpoint("/v1/contacts/x/messages"),
         Some((Endpoint::Messages, Some("x")))

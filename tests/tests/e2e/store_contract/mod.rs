@@ -473,6 +473,8 @@ fn fact(key: &str, value: &str) -> Fact {
         value: value.into(),
         source: FactSource { session: 1, seq: 1 },
         updated_at: NOW - 60,
+        operator: None,
+        history: Vec::new(),
     }
 }
 
@@ -572,6 +574,7 @@ fn fact_write(key: &str, value: &str, seq: u64, expires_at: i64) -> FactWrite {
             ..fact(key, value)
         },
         expires_at,
+        expect: degrau::store::FactExpectation::Anything,
     }
 }
 

@@ -1,0 +1,339 @@
+//! The operator routes: the tenant's contacts, a contact's facts (read, set,
+//! delete), the tenant's configuration (read; replaced under `If-Match`), its usage
+//! per day, and the memory inspector page. Each route needs its scope
+//! ([`ScopeConfig`](degrau_adapters::config::ScopeConfig)); a request without it is
+//! 403 with nothing read or written.
+
+use degrau::ask::{AskService, ConfigState};
+use degrau::domain::{FactKey, TenantId};
+use degrau::metering::{DAY, parse_day};
+use degrau::store::{ContactCursor, ContactKey, FactRecord};
+use lambda_http::{Body, Request, RequestExt, Response};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::auth::{operator, require_scope};
+use super::{
+    App, Endpoint, ErrorType, HttpError, INSPECTOR, MAX_BODY_BYTES, contact_id, from_service,
+    json_body, json_body_within, json_response,
+};
+
+/// Largest `PUT /v1/tenant/config` body, in bytes: instructions and a few webhook
+/// tools' schemas fit many times over, and the `CONFIG` item stays far below
+/// DynamoDB's 400 KB.
+pub const MAX_CONFIG_BODY_BYTES: usize = 64 * 1024;
+
+/// The page, as `text/html`.
+pub(super) fn inspector() -> Response<Body> {
+    let mut response = Response::new(Body::from(INSPECTOR));
+    response.headers_mut().insert(
+        "content-type",
+        lambda_http::http::HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    // The page loads nothing from elsewhere and runs only its own inline script.
+    response.headers_mut().insert(
+        "content-security-policy",
+        lambda_http::http::HeaderValue::from_static(
+            "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
+             connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'",
+        ),
+    );
+    response
+}
+
+/// Answers an operator route, or `None` for the others.
+pub(super) async fn route(
+    app: &App,
+    endpoint: Endpoint,
+    tenant: &TenantId,
+    contact: Option<&str>,
+    key: Option<&str>,
+    request: &Request,
+) -> Option<Result<Response<Body>, HttpError>> {
+    let scopes = &app.scopes;
+    let (scope, answer) = match endpoint {
+        Endpoint::Contacts => (&scopes.memory_read, Op::Contacts),
+        Endpoint::Facts => (&scopes.memory_read, Op::Facts),
+        Endpoint::Fact if request.method() == "PUT" => (&scopes.memory_write, Op::PutFact),
+        Endpoint::Fact => (&scopes.memory_write, Op::DeleteFact),
+        Endpoint::TenantConfig if request.method() == "PUT" => {
+            (&scopes.tenant_admin, Op::PutConfig)
+        }
+        Endpoint::TenantConfig => (&scopes.tenant_admin, Op::GetConfig),
+        Endpoint::Usage => (&scopes.tenant_admin, Op::Usage),
+        _ => return None,
+    };
+    let result = match require_scope(&app.auth, scopes, request, scope) {
+        Err(error) => Err(error),
+        Ok(()) => answer.run(app, tenant, contact, key, request).await,
+    };
+    Some(result)
+}
+
+enum Op {
+    Contacts,
+    Facts,
+    PutFact,
+    DeleteFact,
+    GetConfig,
+    PutConfig,
+    Usage,
+}
+
+impl Op {
+    async fn run(
+        self,
+        app: &App,
+        tenant: &TenantId,
+        contact: Option<&str>,
+        key: Option<&str>,
+        request: &Request,
+    ) -> Result<Response<Body>, HttpError> {
+        let service = &app.service;
+        let contact_key = || -> Result<ContactKey, HttpError> {
+            Ok(ContactKey {
+                tenant: tenant.clone(),
+                contact: contact_id(contact.unwrap_or_default())?,
+            })
+        };
+        let fact_key = || -> Result<FactKey, HttpError> {
+            FactKey::parse(key.unwrap_or_default()).map_err(|e| HttpError::invalid(e.to_string()))
+        };
+        match self {
+            Op::Contacts => contacts(service, tenant, request).await,
+            Op::Facts => {
+                let records = service.facts(&contact_key()?).await.map_err(from_service)?;
+                let facts: Vec<Value> = records.iter().map(fact_json).collect();
+                Ok(json_response(200, json!({ "facts": facts }).to_string()))
+            }
+            Op::PutFact => {
+                let (key, fact) = (contact_key()?, fact_key()?);
+                let bytes = json_body_within(request, MAX_BODY_BYTES)?;
+                let body: FactBody = serde_json::from_slice(bytes).map_err(|e| {
+                    HttpError::invalid(format!(
+                        "the body must be a JSON object {{\"value\": \"...\"}}: {e}"
+                    ))
+                })?;
+                let operator = operator(&app.auth, request)?;
+                let record = service
+                    .set_fact(&key, &fact, &body.value, &operator)
+                    .await
+                    .map_err(from_service)?;
+                Ok(json_response(200, fact_json(&record).to_string()))
+            }
+            Op::DeleteFact => {
+                let (key, fact) = (contact_key()?, fact_key()?);
+                service
+                    .delete_fact(&key, &fact)
+                    .await
+                    .map_err(from_service)?;
+                Ok(json_response(
+                    200,
+                    json!({"deleted": true, "key": fact.as_str()}).to_string(),
+                ))
+            }
+            Op::GetConfig => {
+                let state = service.config_state(tenant).await.map_err(from_service)?;
+                Ok(config_response(&state))
+            }
+            Op::PutConfig => put_config(service, tenant, request).await,
+            Op::Usage => usage(service, tenant, request).await,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FactBody {
+    value: String,
+}
+
+async fn contacts(
+    service: &AskService,
+    tenant: &TenantId,
+    request: &Request,
+) -> Result<Response<Body>, HttpError> {
+    let query = request.query_string_parameters_ref();
+    let param = |name: &str| query.and_then(|q| q.first(name));
+    let limit = param("limit")
+        .map(|text| {
+            text.parse::<usize>()
+                .map_err(|_| HttpError::invalid("`limit` must be a whole number from 1 to 100"))
+        })
+        .transpose()?;
+    let cursor = param("cursor")
+        .map(|text| {
+            ContactCursor::parse(text).ok_or_else(|| {
+                HttpError::invalid("`cursor` is not a cursor this API gave (`next_cursor`)")
+            })
+        })
+        .transpose()?;
+    let page = service
+        .contacts(tenant, limit, cursor.as_ref())
+        .await
+        .map_err(from_service)?;
+    let contacts: Vec<Value> = page
+        .contacts
+        .iter()
+        .map(|c| {
+            json!({
+                "contact": c.contact.as_str(),
+                "session": c.session,
+                "last_activity": c.last_activity,
+                "messages": c.messages,
+                "facts": c.facts,
+            })
+        })
+        .collect();
+    let body = json!({
+        "contacts": contacts,
+        "next_cursor": page.next.as_ref().map(ContactCursor::format),
+    });
+    Ok(json_response(200, body.to_string()))
+}
+
+/// Who set a value, as the API shows it.
+fn set_by(source: degrau::domain::FactSource, operator: Option<&str>) -> Value {
+    match operator {
+        Some(by) => {
+            json!({"kind": "operator", "by": by, "session": source.session, "seq": source.seq})
+        }
+        None => json!({"kind": "model", "session": source.session, "seq": source.seq}),
+    }
+}
+
+fn fact_json(record: &FactRecord) -> Value {
+    let fact = &record.fact;
+    json!({
+        "key": fact.key.as_str(),
+        "value": fact.value,
+        "set_by": set_by(fact.source, fact.operator.as_deref()),
+        "updated_at": fact.updated_at,
+        "expires_at": record.expires_at,
+        "history": fact.history.iter().map(|revision| json!({
+            "value": revision.value,
+            "set_by": set_by(revision.source, revision.operator.as_deref()),
+            "updated_at": revision.updated_at,
+            "replaced_at": revision.replaced_at,
+        })).collect::<Vec<Value>>(),
+    })
+}
+
+/// `"v{version}"`, quoted as an ETag is.
+fn etag(version: u64) -> String {
+    format!("\"v{version}\"")
+}
+
+fn config_response(state: &ConfigState) -> Response<Body> {
+    let config: Value = state
+        .stored
+        .as_ref()
+        .map(|stored| {
+            serde_json::from_str(&stored.text).unwrap_or(Value::String(stored.text.clone()))
+        })
+        .unwrap_or(Value::Null);
+    let tag = etag(state.version());
+    let body = json!({
+        "config": config,
+        "etag": tag,
+        "valid": state.problem.is_none(),
+        "problem": state.problem,
+    });
+    let mut response = json_response(200, body.to_string());
+    if let Ok(value) = lambda_http::http::HeaderValue::from_str(&tag) {
+        response.headers_mut().insert("etag", value);
+    }
+    response
+}
+
+async fn put_config(
+    service: &AskService,
+    tenant: &TenantId,
+    request: &Request,
+) -> Result<Response<Body>, HttpError> {
+    let Some(if_match) = request.headers().get("if-match") else {
+        return Err(HttpError::new(
+            ErrorType::PreconditionRequired,
+            "send If-Match with the ETag of the configuration this replaces (GET \
+             /v1/tenant/config; \"v0\" when none is stored)",
+        ));
+    };
+    let expected = if_match
+        .to_str()
+        .ok()
+        .map(|text| text.trim().trim_start_matches("W/"))
+        .and_then(|text| {
+            text.strip_prefix("\"v")?
+                .strip_suffix('"')?
+                .parse::<u64>()
+                .ok()
+        })
+        .ok_or_else(|| {
+            HttpError::invalid("If-Match must be an ETag this API gave, such as \"v3\"")
+        })?;
+    let bytes = json_body_within(request, MAX_CONFIG_BODY_BYTES)?;
+    let value: Value = serde_json::from_slice(bytes)
+        .map_err(|e| HttpError::invalid(format!("the body is not valid JSON: {e}")))?;
+    if !value.is_object() {
+        return Err(HttpError::invalid(
+            "the configuration must be a JSON object",
+        ));
+    }
+    check_tool_schemas(&value)?;
+    let state = service
+        .replace_config(tenant, &value.to_string(), expected)
+        .await
+        .map_err(from_service)?;
+    Ok(config_response(&state))
+}
+
+/// Each webhook tool's `input_schema` must be a valid JSON Schema (checked
+/// against the draft 2020-12 meta-schema by the `jsonschema` crate): the model
+/// would be given it, and the Messages API refuses a tool whose schema is not.
+fn check_tool_schemas(config: &Value) -> Result<(), HttpError> {
+    let Some(tools) = config.get("tools").and_then(Value::as_array) else {
+        return Ok(());
+    };
+    for (index, tool) in tools.iter().enumerate() {
+        let Some(schema) = tool.get("input_schema") else {
+            continue;
+        };
+        if let Err(error) = jsonschema::meta::validate(schema) {
+            return Err(HttpError::invalid(format!(
+                "config: tools[{index}].input_schema is not a valid JSON Schema: {error} (at {})",
+                error.instance_path()
+            )));
+        }
+    }
+    Ok(())
+}
+
+async fn usage(
+    service: &AskService,
+    tenant: &TenantId,
+    request: &Request,
+) -> Result<Response<Body>, HttpError> {
+    let query = request.query_string_parameters_ref();
+    let day = |name: &str| -> Result<Option<i64>, HttpError> {
+        query
+            .and_then(|q| q.first(name))
+            .map(|text| {
+                parse_day(text).ok_or_else(|| {
+                    HttpError::invalid(format!("`{name}` must be a date, YYYY-MM-DD"))
+                })
+            })
+            .transpose()
+    };
+    let today = (service.clock)().div_euclid(DAY);
+    let to = day("to")?.unwrap_or(today);
+    let from = day("from")?.unwrap_or(to - 6);
+    let days = service
+        .usage(tenant, from, to)
+        .await
+        .map_err(from_service)?;
+    json_body(&json!({
+        "from": degrau::metering::format_day(from),
+        "to": degrau::metering::format_day(to),
+        "days": days,
+    }))
+}

@@ -1,0 +1,310 @@
+//! The operator routes' service: the tenant's contacts, a contact's facts with
+//! their provenance (read, set or corrected, deleted), the tenant's configuration
+//! (read, and replaced only from the version it was read at), and its usage per day.
+//! Each piece of work's usage count is added here too ([`AskService::count_usage`]).
+//!
+//! An operator's value goes through the same [`FactPolicy`] as the model's, and
+//! is stored with the contact's last message as its position, so that the next
+//! extraction does not undo it (`crate::facts::reconcile`).
+//!
+//! (`docs/DESIGN.md`: "Operating the memory".)
+
+use serde::Serialize;
+use tracing::warn;
+
+use super::{AskError, AskService, not_found, read_config, unusable};
+use crate::deadline::Deadline;
+use crate::domain::{Fact, FactKey, FactSource, TenantId};
+use crate::facts::FactPolicy;
+use crate::metering::{DAY, MAX_USAGE_DAYS, UsageCounts, format_day};
+use crate::metrics::Event;
+use crate::store::{
+    ContactCursor, ContactKey, ContactPage, FactExpectation, FactRecord, FactWrite,
+    MAX_CONTACT_PAGE, StoreError, count_usage,
+};
+use crate::tenant::{Settings, StoredConfig, TenantConfig};
+
+/// Contacts listed when no `limit` is asked for.
+pub const DEFAULT_CONTACT_PAGE: usize = 20;
+
+/// The tenant's stored configuration, its version, and whether it is usable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigState {
+    /// The item as stored, when there is one.
+    pub stored: Option<StoredConfig>,
+    /// Why it cannot be used (it does not read, or breaks a rule), when it cannot.
+    pub problem: Option<String>,
+}
+
+impl ConfigState {
+    /// The version a change must name (0: none stored).
+    pub fn version(&self) -> u64 {
+        self.stored.as_ref().map_or(0, |stored| stored.version)
+    }
+}
+
+/// One model's tokens of a day, priced.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ModelTokensView {
+    /// The model id (`client` for rounds a client recorded).
+    pub model: String,
+    /// Uncached input.
+    pub input: u64,
+    /// Five-minute cache writes.
+    pub cache_write_5m: u64,
+    /// One-hour cache writes.
+    pub cache_write_1h: u64,
+    /// Cache reads.
+    pub cache_read: u64,
+    /// Output.
+    pub output: u64,
+    /// At the deployment's prices; `None` when it has none for the model.
+    pub cost_usd: Option<f64>,
+}
+
+/// A day of a tenant's usage, as `GET /v1/usage` answers it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UsageDayView {
+    /// `YYYY-MM-DD`, UTC.
+    pub day: String,
+    /// Rounds committed.
+    pub rounds: u64,
+    /// Answer calls.
+    pub model_calls: u64,
+    /// Tool calls.
+    pub tool_calls: u64,
+    /// Summary calls.
+    pub summary_calls: u64,
+    /// Fact extraction calls.
+    pub facts_calls: u64,
+    /// WhatsApp messages in.
+    pub whatsapp_in: u64,
+    /// WhatsApp messages out.
+    pub whatsapp_out: u64,
+    /// Tokens by model.
+    pub tokens: Vec<ModelTokensView>,
+    /// The sum of the models' costs; `None` when one has no price.
+    pub cost_usd: Option<f64>,
+}
+
+impl AskService {
+    /// A page of the tenant's contacts, most recently active first.
+    pub async fn contacts(
+        &self,
+        tenant: &TenantId,
+        limit: Option<usize>,
+        after: Option<&ContactCursor>,
+    ) -> Result<ContactPage, AskError> {
+        let limit = limit.unwrap_or(DEFAULT_CONTACT_PAGE);
+        if !(1..=MAX_CONTACT_PAGE).contains(&limit) {
+            return Err(AskError::InvalidRequest(format!(
+                "`limit` must be from 1 to {MAX_CONTACT_PAGE}"
+            )));
+        }
+        let now = (self.clock)();
+        Ok(self.store.contacts(tenant, limit, after, now).await?)
+    }
+
+    /// The contact's live facts, with provenance, expiry and history.
+    pub async fn facts(&self, key: &ContactKey) -> Result<Vec<FactRecord>, AskError> {
+        let now = (self.clock)();
+        let (head, records) = self.store.fact_records(key, now).await?;
+        head.ok_or_else(not_found)?;
+        Ok(records)
+    }
+
+    /// Sets `fact` to `value` as `operator` would have it, under the tenant's fact
+    /// policy (a refusal names the rule, never the value). The fact's position is
+    /// the contact's last message; its earlier value goes to its history.
+    pub async fn set_fact(
+        &self,
+        key: &ContactKey,
+        fact: &FactKey,
+        value: &str,
+        operator: &str,
+    ) -> Result<FactRecord, AskError> {
+        let settings = self.operator_settings(&key.tenant).await?;
+        let policy = FactPolicy::new(settings.allowed_fact_keys.iter().cloned());
+        policy.check(fact, value).map_err(|refusal| {
+            AskError::InvalidRequest(format!("{refusal} ({})", refusal.code()))
+        })?;
+        let now = (self.clock)();
+        let (head, records) = self.store.fact_records(key, now).await?;
+        let head = head.ok_or_else(not_found)?;
+        let incarnation = head.incarnation.clone().ok_or_else(|| {
+            AskError::Conflict(
+                "the contact's memory predates fact corrections; send a message first".into(),
+            )
+        })?;
+        let retention = i64::from(settings.fact_retention_days) * DAY;
+        let next = Fact {
+            operator: Some(operator.to_owned()),
+            ..Fact::extracted(
+                fact.clone(),
+                value.to_owned(),
+                FactSource {
+                    session: head.session,
+                    seq: head.last_seq,
+                },
+                now,
+            )
+        };
+        let stored = records.iter().find(|record| &record.fact.key == fact);
+        let (fact, expect) = match stored {
+            Some(old) => (
+                old.fact.succeeded_by(next, now, now - retention),
+                FactExpectation::UpdatedAt(old.fact.updated_at),
+            ),
+            None => (next, FactExpectation::Absent),
+        };
+        let write = FactWrite {
+            fact,
+            expires_at: now + retention,
+            expect,
+        };
+        match self
+            .store
+            .save_facts(key, &incarnation, std::slice::from_ref(&write), &[])
+            .await
+        {
+            Ok(true) => Ok(FactRecord {
+                fact: write.fact,
+                expires_at: Some(write.expires_at),
+            }),
+            Ok(false) => Err(not_found()),
+            Err(StoreError::Conflict(_)) => Err(AskError::Conflict(
+                "the fact changed while it was being set; read it again and retry".into(),
+            )),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// Deletes a fact and its history. `NotFound` when the contact has no such fact.
+    pub async fn delete_fact(&self, key: &ContactKey, fact: &FactKey) -> Result<(), AskError> {
+        let now = (self.clock)();
+        let (head, records) = self.store.fact_records(key, now).await?;
+        let head = head.ok_or_else(not_found)?;
+        let missing = || AskError::NotFound(format!("the contact has no fact `{fact}`"));
+        if !records.iter().any(|record| &record.fact.key == fact) {
+            return Err(missing());
+        }
+        let incarnation = head.incarnation.ok_or_else(missing)?;
+        match self
+            .store
+            .save_facts(key, &incarnation, &[], std::slice::from_ref(fact))
+            .await?
+        {
+            true => Ok(()),
+            false => Err(not_found()),
+        }
+    }
+
+    /// The tenant's stored configuration and whether it is usable.
+    pub async fn config_state(&self, tenant: &TenantId) -> Result<ConfigState, AskError> {
+        let stored = self.tenants.stored_config(tenant).await?;
+        let problem = match stored.as_ref().map(StoredConfig::read).transpose() {
+            Err(reason) => Some(reason),
+            Ok(config) => Settings::resolve(&self.defaults, config.as_ref())
+                .err()
+                .map(|error| error.0),
+        };
+        Ok(ConfigState { stored, problem })
+    }
+
+    /// Replaces the tenant's configuration with `text` (a JSON object), checked in
+    /// full first (every field, then the settings it makes), only while the stored
+    /// version is `expected`. Answers the new state.
+    pub async fn replace_config(
+        &self,
+        tenant: &TenantId,
+        text: &str,
+        expected: u64,
+    ) -> Result<ConfigState, AskError> {
+        let candidate = StoredConfig {
+            text: text.to_owned(),
+            version: 0,
+        };
+        let config: TenantConfig = candidate
+            .read()
+            .map_err(|reason| AskError::InvalidRequest(format!("config: {reason}")))?;
+        Settings::resolve(&self.defaults, Some(&config))
+            .map_err(|error| AskError::InvalidRequest(format!("config: {}", error.0)))?;
+        match self
+            .tenants
+            .replace_config(tenant, &config, expected)
+            .await?
+        {
+            Some(_) => self.config_state(tenant).await,
+            None => Err(AskError::PreconditionFailed(format!(
+                "the configuration is no longer version {expected}: another change landed \
+                 first; read it again and reapply"
+            ))),
+        }
+    }
+
+    /// The tenant's usage from day `from` to day `to` (inclusive), priced.
+    pub async fn usage(
+        &self,
+        tenant: &TenantId,
+        from: i64,
+        to: i64,
+    ) -> Result<Vec<UsageDayView>, AskError> {
+        if to < from || to - from >= MAX_USAGE_DAYS {
+            return Err(AskError::InvalidRequest(format!(
+                "`from` must be on or before `to`, and the range at most {MAX_USAGE_DAYS} days"
+            )));
+        }
+        let days = self.store.usage(tenant, from, to).await?;
+        Ok(days
+            .into_iter()
+            .map(|(day, counts)| self.priced(day, counts))
+            .collect())
+    }
+
+    fn priced(&self, day: i64, counts: UsageCounts) -> UsageDayView {
+        let tokens: Vec<ModelTokensView> = counts
+            .tokens
+            .iter()
+            .map(|(model, tokens)| ModelTokensView {
+                model: model.clone(),
+                input: tokens.input,
+                cache_write_5m: tokens.cache_write_5m,
+                cache_write_1h: tokens.cache_write_1h,
+                cache_read: tokens.cache_read,
+                output: tokens.output,
+                cost_usd: self.defaults.prices.cost(model, tokens),
+            })
+            .collect();
+        let cost_usd = tokens.iter().map(|t| t.cost_usd).sum::<Option<f64>>();
+        UsageDayView {
+            day: format_day(day),
+            rounds: counts.rounds,
+            model_calls: counts.model_calls,
+            tool_calls: counts.tool_calls,
+            summary_calls: counts.summary_calls,
+            facts_calls: counts.facts_calls,
+            whatsapp_in: counts.whatsapp_in,
+            whatsapp_out: counts.whatsapp_out,
+            tokens,
+            cost_usd,
+        }
+    }
+
+    /// Adds a piece of work's usage to the tenant's count of today, while the
+    /// deadline allows; a count that does not land is logged and counted, never
+    /// the work's failure.
+    pub async fn count_usage(&self, tenant: &TenantId, counts: &UsageCounts, deadline: Deadline) {
+        let now = (self.clock)();
+        let counted = count_usage(self.store.as_ref(), tenant, now, counts, "ask");
+        if deadline.run(counted).await.is_none() {
+            warn!("no time left to count the usage; the day's figures miss this work");
+            Event::new("ask").count("UsageWriteFailures", 1).emit();
+        }
+    }
+
+    /// The settings an operator's change is checked against.
+    async fn operator_settings(&self, tenant: &TenantId) -> Result<Settings, AskError> {
+        let config = read_config(self.tenants.tenant_config(tenant).await)?;
+        Settings::resolve(&self.defaults, config.as_ref()).map_err(unusable)
+    }
+}

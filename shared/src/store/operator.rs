@@ -1,0 +1,133 @@
+//! What the operator routes need: the tenant's contacts, most recently active
+//! first; a contact's facts with their expiry; and the tenant's usage counts, added
+//! to by each piece of work and read per day.
+
+use async_trait::async_trait;
+use tracing::warn;
+
+use super::{ContactKey, StoreError};
+use crate::domain::{ContactId, Fact, Head, TenantId};
+use crate::metering::{DAY, UsageCounts};
+use crate::metrics::Event;
+
+/// Largest page of contacts.
+pub const MAX_CONTACT_PAGE: usize = 100;
+
+/// What the operator routes read and the usage counts write.
+#[async_trait]
+pub trait OperatorStore: Send + Sync {
+    /// A page of the tenant's contacts with a live head, most recently active
+    /// first, starting after `after`. Read from an index (eventually consistent):
+    /// a round that just landed may show a moment later.
+    async fn contacts(
+        &self,
+        tenant: &TenantId,
+        limit: usize,
+        after: Option<&ContactCursor>,
+        now: i64,
+    ) -> Result<ContactPage, StoreError>;
+
+    /// The contact's head and its live facts, each with its expiry.
+    async fn fact_records(
+        &self,
+        key: &ContactKey,
+        now: i64,
+    ) -> Result<(Option<Head>, Vec<FactRecord>), StoreError>;
+
+    /// Adds `counts` to the tenant's counts of `day` (one write; the counters are
+    /// created on first use).
+    async fn add_usage(
+        &self,
+        tenant: &TenantId,
+        day: i64,
+        counts: &UsageCounts,
+    ) -> Result<(), StoreError>;
+
+    /// The tenant's counts of each day from `from` to `to` (inclusive) that has
+    /// any, in order.
+    async fn usage(
+        &self,
+        tenant: &TenantId,
+        from: i64,
+        to: i64,
+    ) -> Result<Vec<(i64, UsageCounts)>, StoreError>;
+}
+
+/// A fact and when it expires.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FactRecord {
+    /// The fact, its provenance and history.
+    pub fact: Fact,
+    /// Its TTL, seconds since the epoch (`None`: kept).
+    pub expires_at: Option<i64>,
+}
+
+/// One contact of the listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContactEntry {
+    /// The contact.
+    pub contact: ContactId,
+    /// Its current (or last) session.
+    pub session: u32,
+    /// Its last round, seconds since the epoch.
+    pub last_activity: i64,
+    /// Messages in its current session.
+    pub messages: u64,
+    /// Its live facts.
+    pub facts: usize,
+}
+
+/// A page of contacts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ContactPage {
+    /// Most recently active first.
+    pub contacts: Vec<ContactEntry>,
+    /// Where the next page starts, when there may be one.
+    pub next: Option<ContactCursor>,
+}
+
+/// Where a page of contacts starts: after this activity time and contact.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContactCursor {
+    /// The last listed contact's activity.
+    pub last_activity: i64,
+    /// The last listed contact.
+    pub contact: ContactId,
+}
+
+impl ContactCursor {
+    /// The opaque text of a cursor: hex, so it needs no escaping in a query.
+    pub fn format(&self) -> String {
+        hex::encode(format!("{}:{}", self.last_activity, self.contact))
+    }
+
+    /// Reads [`ContactCursor::format`]'s text; `None` when it is not one.
+    pub fn parse(text: &str) -> Option<ContactCursor> {
+        let bytes = hex::decode(text).ok()?;
+        let text = String::from_utf8(bytes).ok()?;
+        let (at, contact) = text.split_once(':')?;
+        Some(ContactCursor {
+            last_activity: at.parse().ok()?,
+            contact: ContactId::parse(contact).ok()?,
+        })
+    }
+}
+
+/// Adds `counts` to the tenant's usage of `now`'s day (UTC). A count that does not
+/// land is logged and counted (`UsageWriteFailures`, under `function`), never the
+/// failure of the work it counts.
+pub async fn count_usage(
+    store: &dyn OperatorStore,
+    tenant: &TenantId,
+    now: i64,
+    counts: &UsageCounts,
+    function: &str,
+) {
+    if counts.is_empty() {
+        return;
+    }
+    if let Err(error) = store.add_usage(tenant, now.div_euclid(DAY), counts).await {
+        warn!(%error, "could not count the usage; the day's figures miss this work");
+        Event::new(function).count("UsageWriteFailures", 1).emit();
+    }
+}
