@@ -70,27 +70,29 @@ impl OperatorStore for DynamoStore {
         after: Option<&ContactCursor>,
         now: i64,
     ) -> Result<ContactPage, StoreError> {
-        let mut query = self
+        let query = self
             .query_index(TENANT_INDEX)
             .key_condition_expression("tenant_pk = :tenant")
             .expression_attribute_values(":tenant", s(tenant_pk(tenant)))
             .scan_index_forward(false);
-        if let Some(after) = after {
-            let start = HashMap::from([
-                ("tenant_pk".to_owned(), s(tenant_pk(tenant))),
-                ("tenant_sk".to_owned(), n(after.last_activity)),
-                (
-                    "pk".to_owned(),
-                    s(contact_pk(&ContactKey {
-                        tenant: tenant.clone(),
-                        contact: after.contact.clone(),
-                    })),
-                ),
-                ("sk".to_owned(), s(HEAD_SK)),
-            ]);
-            query = query.set_exclusive_start_key(Some(start));
-        }
-        let mut pages = Pages::new(query);
+        let mut pages = match after {
+            None => Pages::new(query),
+            Some(after) => Pages::after(
+                query,
+                HashMap::from([
+                    ("tenant_pk".to_owned(), s(tenant_pk(tenant))),
+                    ("tenant_sk".to_owned(), n(after.last_activity)),
+                    (
+                        "pk".to_owned(),
+                        s(contact_pk(&ContactKey {
+                            tenant: tenant.clone(),
+                            contact: after.contact.clone(),
+                        })),
+                    ),
+                    ("sk".to_owned(), s(HEAD_SK)),
+                ]),
+            ),
+        };
         let mut heads: Vec<(ContactId, TenantIndexEntry)> = Vec::new();
         let mut more = false;
         // Expired heads the TTL has not deleted yet are read past, so a page may

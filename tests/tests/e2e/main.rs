@@ -18,6 +18,7 @@ mod floods;
 mod helpers;
 mod lifecycle;
 mod observability;
+mod operate;
 mod own_loop;
 mod provisioning;
 mod release;

@@ -31,6 +31,16 @@ impl Pages {
         }
     }
 
+    /// The pages of `query` after the item of `start` (a previous page's last
+    /// evaluated key).
+    pub(in crate::dynamodb) fn after(query: QueryFluentBuilder, start: Item) -> Pages {
+        Pages {
+            query,
+            start: Some(start),
+            done: false,
+        }
+    }
+
     /// The next page's items, asking for at most `limit` of them (`None`: as many as
     /// one page holds); `None` once the last page was read.
     pub(in crate::dynamodb) async fn next(

@@ -597,6 +597,7 @@ mod expiry;
 mod incarnation;
 mod isolation;
 mod job;
+mod operator;
 mod record;
 mod round;
 mod sweep;
@@ -649,6 +650,10 @@ macro_rules! contract_tests {
             record::erasing_pages_through_a_long_history,
             record::erasing_a_contact_removes_its_session_archives_too,
             tenant::tenant_configs_round_trip_per_tenant,
+            operator::contacts_list_newest_first_per_tenant_in_pages,
+            operator::a_fact_write_lands_only_on_what_it_expects,
+            operator::a_config_is_replaced_only_from_the_version_it_was_read_at,
+            operator::usage_adds_up_per_day_and_tenant,
             isolation::tenants_are_isolated_even_with_the_same_contact_id,
             incarnation::job_writes_for_an_erased_life_change_nothing_in_the_contacts_new_one,
             incarnation::a_head_from_before_incarnations_gets_one_at_its_next_round_or_when_swept,
