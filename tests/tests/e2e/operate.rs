@@ -14,17 +14,17 @@ const READ: &str = "memory:read";
 const WRITE: &str = "memory:write";
 const ADMIN: &str = "tenant:admin";
 
-/// A call with dev scopes.
+/// A call with dev scopes: `request` is `METHOD path[?query]`.
 async fn op(
     stack: &FullStack,
-    method: &str,
-    path: &str,
-    query: &str,
+    request: &str,
     tenant: &str,
     scopes: &str,
     extra: &[(&str, &str)],
     body: Option<&str>,
 ) -> HttpReply {
+    let (method, target) = request.split_once(' ').expect("METHOD path");
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
     let mut headers = vec![("x-scopes", scopes), ("x-operator", "ops-7")];
     headers.extend_from_slice(extra);
     stack
@@ -54,29 +54,19 @@ async fn an_operator_lists_corrects_and_deletes_what_the_agent_remembers() {
     assert_eq!(stack.post("other-shop", "caio", "Hello").await.status, 200);
 
     // Without the scope: 403, nothing read.
-    let refused = op(&stack, "GET", "/v1/contacts", "", &tenant, "", &[], None).await;
+    let refused = op(&stack, "GET /v1/contacts", &tenant, "", &[], None).await;
     assert_eq!(
         (refused.status, refused.error_type()),
         (403, Some("forbidden"))
     );
-    let listed = op(&stack, "GET", "/v1/contacts", "", &tenant, READ, &[], None).await;
+    let listed = op(&stack, "GET /v1/contacts", &tenant, READ, &[], None).await;
     assert_eq!(listed.status, 200, "{}", listed.raw);
     assert_eq!(
         contacts_of(&listed),
         vec!["bia", "ana"],
         "newest first, this tenant's only"
     );
-    let page = op(
-        &stack,
-        "GET",
-        "/v1/contacts",
-        "limit=1",
-        &tenant,
-        READ,
-        &[],
-        None,
-    )
-    .await;
+    let page = op(&stack, "GET /v1/contacts?limit=1", &tenant, READ, &[], None).await;
     assert_eq!(contacts_of(&page).len(), 1);
     let cursor = page.body["next_cursor"]
         .as_str()
@@ -84,9 +74,7 @@ async fn an_operator_lists_corrects_and_deletes_what_the_agent_remembers() {
         .to_owned();
     let rest = op(
         &stack,
-        "GET",
-        "/v1/contacts",
-        &format!("limit=1&cursor={cursor}"),
+        &format!("GET /v1/contacts?limit=1&cursor={cursor}"),
         &tenant,
         READ,
         &[],
@@ -102,16 +90,40 @@ async fn an_operator_lists_corrects_and_deletes_what_the_agent_remembers() {
     // Reading is not writing.
     let body = json!({"value": "Rita"}).to_string();
     let path = "/v1/contacts/ana/facts/name";
-    let denied = op(&stack, "PUT", path, "", &tenant, READ, &[], Some(&body)).await;
+    let denied = op(
+        &stack,
+        &format!("PUT {path}"),
+        &tenant,
+        READ,
+        &[],
+        Some(&body),
+    )
+    .await;
     assert_eq!(denied.status, 403);
-    let set = op(&stack, "PUT", path, "", &tenant, WRITE, &[], Some(&body)).await;
+    let set = op(
+        &stack,
+        &format!("PUT {path}"),
+        &tenant,
+        WRITE,
+        &[],
+        Some(&body),
+    )
+    .await;
     assert_eq!(set.status, 200, "{}", set.raw);
     assert_eq!(set.body["set_by"]["kind"], "operator");
     assert_eq!(set.body["set_by"]["by"], "ops-7");
     // A value the policy refuses: 400 naming the rule, never the value; the
     // stored fact is unchanged.
     let cpf = json!({"value": "CPF 529.982.247-25"}).to_string();
-    let refused = op(&stack, "PUT", path, "", &tenant, WRITE, &[], Some(&cpf)).await;
+    let refused = op(
+        &stack,
+        &format!("PUT {path}"),
+        &tenant,
+        WRITE,
+        &[],
+        Some(&cpf),
+    )
+    .await;
     assert_eq!(
         (refused.status, refused.error_type()),
         (400, Some("invalid_request"))
@@ -123,9 +135,7 @@ async fn an_operator_lists_corrects_and_deletes_what_the_agent_remembers() {
     );
     let facts = op(
         &stack,
-        "GET",
-        "/v1/contacts/ana/facts",
-        "",
+        "GET /v1/contacts/ana/facts",
         &tenant,
         READ,
         &[],
@@ -149,18 +159,24 @@ async fn an_operator_lists_corrects_and_deletes_what_the_agent_remembers() {
 
     // Correcting again keeps the earlier value in the history.
     let again = json!({"value": "Rita Souza"}).to_string();
-    let set = op(&stack, "PUT", path, "", &tenant, WRITE, &[], Some(&again)).await;
+    let set = op(
+        &stack,
+        &format!("PUT {path}"),
+        &tenant,
+        WRITE,
+        &[],
+        Some(&again),
+    )
+    .await;
     assert_eq!(set.body["history"][0]["value"], "Rita");
 
-    let deleted = op(&stack, "DELETE", path, "", &tenant, WRITE, &[], None).await;
+    let deleted = op(&stack, &format!("DELETE {path}"), &tenant, WRITE, &[], None).await;
     assert_eq!(deleted.body, json!({"deleted": true, "key": "name"}));
-    let gone = op(&stack, "DELETE", path, "", &tenant, WRITE, &[], None).await;
+    let gone = op(&stack, &format!("DELETE {path}"), &tenant, WRITE, &[], None).await;
     assert_eq!((gone.status, gone.error_type()), (404, Some("not_found")));
     let facts = op(
         &stack,
-        "GET",
-        "/v1/contacts/ana/facts",
-        "",
+        "GET /v1/contacts/ana/facts",
         &tenant,
         READ,
         &[],
@@ -177,7 +193,7 @@ async fn an_operator_lists_corrects_and_deletes_what_the_agent_remembers() {
             .status,
         200
     );
-    let listed = op(&stack, "GET", "/v1/contacts", "", &tenant, READ, &[], None).await;
+    let listed = op(&stack, "GET /v1/contacts", &tenant, READ, &[], None).await;
     assert_eq!(contacts_of(&listed), vec!["bia"]);
 }
 
@@ -185,18 +201,7 @@ async fn an_operator_lists_corrects_and_deletes_what_the_agent_remembers() {
 async fn the_tenant_config_is_checked_in_full_and_replaced_only_from_the_version_read() {
     let stack = FullStack::start(&[]).await;
     let tenant = unique("shop");
-    let get = || {
-        op(
-            &stack,
-            "GET",
-            "/v1/tenant/config",
-            "",
-            &tenant,
-            ADMIN,
-            &[],
-            None,
-        )
-    };
+    let get = || op(&stack, "GET /v1/tenant/config", &tenant, ADMIN, &[], None);
     let first = get().await;
     assert_eq!(first.body["etag"], "\"v0\"");
     assert_eq!(first.body["config"], Value::Null);
@@ -210,9 +215,7 @@ async fn the_tenant_config_is_checked_in_full_and_replaced_only_from_the_version
                 if_match.map(|m| ("if-match", m)).into_iter().collect();
             op(
                 stack,
-                "PUT",
-                "/v1/tenant/config",
-                "",
+                "PUT /v1/tenant/config",
                 &tenant,
                 ADMIN,
                 &headers,
@@ -254,17 +257,7 @@ async fn the_tenant_config_is_checked_in_full_and_replaced_only_from_the_version
         assert!(refused.raw.contains(names), "{names}: {}", refused.raw);
     }
     assert_eq!(get().await.body["etag"], "\"v0\"", "nothing stored");
-    let admin_only = op(
-        &stack,
-        "GET",
-        "/v1/tenant/config",
-        "",
-        &tenant,
-        WRITE,
-        &[],
-        None,
-    )
-    .await;
+    let admin_only = op(&stack, "GET /v1/tenant/config", &tenant, WRITE, &[], None).await;
     assert_eq!(admin_only.status, 403);
 
     let stored = put(Some("\"v0\""), good.clone()).await;
@@ -315,17 +308,7 @@ async fn a_stored_config_that_no_longer_reads_answers_its_own_error_until_an_ope
     );
     assert!(stack.standin.requests().await.is_empty(), "no model call");
 
-    let view = op(
-        &stack,
-        "GET",
-        "/v1/tenant/config",
-        "",
-        &tenant,
-        ADMIN,
-        &[],
-        None,
-    )
-    .await;
+    let view = op(&stack, "GET /v1/tenant/config", &tenant, ADMIN, &[], None).await;
     assert_eq!(view.body["valid"], false);
     assert_eq!(
         view.body["etag"], "\"v1\"",
@@ -339,9 +322,7 @@ async fn a_stored_config_that_no_longer_reads_answers_its_own_error_until_an_ope
     );
     let fixed = op(
         &stack,
-        "PUT",
-        "/v1/tenant/config",
-        "",
+        "PUT /v1/tenant/config",
         &tenant,
         ADMIN,
         &[("if-match", "\"v1\"")],
@@ -364,7 +345,7 @@ async fn usage_is_counted_per_day_and_priced_at_the_deployments_table() {
     for text in ["Hi", "Any slot tomorrow?"] {
         assert_eq!(stack.post(&tenant, "ana", text).await.status, 200);
     }
-    let usage = op(&stack, "GET", "/v1/usage", "", &tenant, ADMIN, &[], None).await;
+    let usage = op(&stack, "GET /v1/usage", &tenant, ADMIN, &[], None).await;
     assert_eq!(usage.status, 200, "{}", usage.raw);
     let days = usage.body["days"].as_array().unwrap();
     assert_eq!(days.len(), 1, "{}", usage.raw);
@@ -379,17 +360,7 @@ async fn usage_is_counted_per_day_and_priced_at_the_deployments_table() {
         assert!(day["cost_usd"].as_f64().unwrap() > 0.0, "{}", usage.raw);
     }
     // Another tenant sees none of it.
-    let other = op(
-        &stack,
-        "GET",
-        "/v1/usage",
-        "",
-        "other-shop",
-        ADMIN,
-        &[],
-        None,
-    )
-    .await;
+    let other = op(&stack, "GET /v1/usage", "other-shop", ADMIN, &[], None).await;
     assert_eq!(other.body["days"], json!([]));
 }
 
@@ -497,7 +468,8 @@ async fn bad_input_on_every_operator_route_is_a_documented_4xx_and_changes_nothi
         ),
     ] {
         let extra: Vec<(&str, &str)> = extra.into_iter().collect();
-        let reply = op(&stack, method, path, query, &tenant, all, &extra, body).await;
+        let request = format!("{method} {path}?{query}");
+        let reply = op(&stack, &request, &tenant, all, &extra, body).await;
         assert_eq!(
             reply.status, status,
             "{method} {path}?{query}: {}",
@@ -506,9 +478,7 @@ async fn bad_input_on_every_operator_route_is_a_documented_4xx_and_changes_nothi
     }
     let facts = op(
         &stack,
-        "GET",
-        "/v1/contacts/ana/facts",
-        "",
+        "GET /v1/contacts/ana/facts",
         &tenant,
         all,
         &[],
@@ -516,17 +486,7 @@ async fn bad_input_on_every_operator_route_is_a_documented_4xx_and_changes_nothi
     )
     .await;
     assert_eq!(facts.body["facts"], json!([]), "no fact stored");
-    let config = op(
-        &stack,
-        "GET",
-        "/v1/tenant/config",
-        "",
-        &tenant,
-        all,
-        &[],
-        None,
-    )
-    .await;
+    let config = op(&stack, "GET /v1/tenant/config", &tenant, all, &[], None).await;
     assert_eq!(config.body["etag"], "\"v0\"", "no config stored");
     // The page is public and says nothing of any tenant.
     let page = stack
