@@ -1,0 +1,127 @@
+//! The operator routes' scopes under `AUTH_MODE=jwt`: read from the verified
+//! token as API Gateway's HTTP API hands it over (the sample event of
+//! `events/ask-post-message.json`, its route and claims changed): the `scope`
+//! claim of an OAuth access token, the `cognito:groups` list of an ID token, or the
+//! authorizer's parsed `scopes`; without the route's scope, 403 and nothing read.
+
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ask::handler::{App, handle};
+use degrau::ask::AskService;
+use degrau::jobs::NoJobs;
+use degrau::memory::MemoryStore;
+use degrau::model::scripted::ScriptedModel;
+use degrau::session::system_clock;
+use degrau::tenant::Defaults;
+use degrau::tools::ToolDispatch;
+use degrau_adapters::config::{AuthConfig, ScopeConfig};
+use serde_json::{Value, json};
+
+const EVENT: &str = include_str!("../../../events/ask-post-message.json");
+
+fn app(scope_claim: &str) -> App {
+    let store = Arc::new(MemoryStore::new());
+    App {
+        service: AskService {
+            store: store.clone(),
+            tenants: store,
+            model: Arc::new(ScriptedModel::default()),
+            tools: Arc::new(ToolDispatch::built_in_only()),
+            jobs: Arc::new(NoJobs),
+            quotas: Arc::new(degrau::quota::memory::MemoryQuotas::new()),
+            defaults: Defaults::default(),
+            clock: system_clock(),
+        },
+        auth: AuthConfig::Jwt {
+            claim: "custom:tenant_id".into(),
+            audiences: vec!["exampleclientid".into()],
+        },
+        scopes: ScopeConfig {
+            claim: scope_claim.into(),
+            ..ScopeConfig::default()
+        },
+        ask_timeout: Duration::from_secs(25),
+    }
+}
+
+/// The sample event as a `GET /v1/contacts` with `claims` added and the
+/// authorizer's parsed `scopes`.
+fn event(claims: &[(&str, &str)], scopes: Value) -> lambda_http::Request {
+    let mut event: Value = serde_json::from_str(EVENT).unwrap();
+    event["routeKey"] = json!("GET /v1/contacts");
+    event["rawPath"] = json!("/v1/contacts");
+    event["requestContext"]["http"]["method"] = json!("GET");
+    event["requestContext"]["http"]["path"] = json!("/v1/contacts");
+    event["requestContext"]["routeKey"] = json!("GET /v1/contacts");
+    event["body"] = Value::Null;
+    let jwt = &mut event["requestContext"]["authorizer"]["jwt"];
+    for (name, value) in claims {
+        jwt["claims"][*name] = json!(value);
+    }
+    jwt["scopes"] = scopes;
+    lambda_http::request::from_str(&event.to_string()).unwrap()
+}
+
+async fn status(app: &App, request: lambda_http::Request) -> (u16, Value) {
+    let response = handle(app, request).await;
+    let body: Value = serde_json::from_slice(response.body().as_ref()).unwrap();
+    (response.status().as_u16(), body)
+}
+
+#[tokio::test]
+async fn a_token_without_the_scope_is_refused_and_one_with_it_gets_in() {
+    let oauth = app("scope");
+    let (code, body) = status(&oauth, event(&[], Value::Null)).await;
+    assert_eq!(
+        (code, body["error"]["type"].as_str()),
+        (403, Some("forbidden"))
+    );
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("memory:read")
+    );
+    let (code, _) = status(
+        &oauth,
+        event(&[("scope", "openid memory:write")], Value::Null),
+    )
+    .await;
+    assert_eq!(code, 403, "another scope is not this one");
+    let (code, body) = status(
+        &oauth,
+        event(&[("scope", "openid memory:read")], Value::Null),
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    // The authorizer's own parse of `scope`/`scp`.
+    let (code, _) = status(&oauth, event(&[], json!(["memory:read"]))).await;
+    assert_eq!(code, 200);
+}
+
+#[tokio::test]
+async fn the_template_pools_groups_serve_as_scopes() {
+    let groups = app("cognito:groups");
+    // API Gateway writes a list claim as `[a b]`.
+    let (code, body) = status(
+        &groups,
+        event(
+            &[("cognito:groups", "[tenant:admin memory:read]")],
+            Value::Null,
+        ),
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    let (code, _) = status(
+        &groups,
+        event(&[("cognito:groups", "[memory:write]")], Value::Null),
+    )
+    .await;
+    assert_eq!(code, 403);
+    // A `scope` claim is not read when the groups are the scopes.
+    let (code, _) = status(&groups, event(&[("scope", "memory:read")], Value::Null)).await;
+    assert_eq!(code, 403);
+}
