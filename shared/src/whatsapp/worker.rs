@@ -56,6 +56,7 @@ use super::{
 use crate::ask::{AskError, AskOutcome, AskResponse, AskService, MAX_TEXT_CHARS};
 use crate::deadline::Deadline;
 use crate::domain::IdempotencyKey;
+use crate::metering::UsageCounts;
 use crate::metrics::Event;
 use crate::model::ModelError;
 use crate::session::Clock;
@@ -281,6 +282,12 @@ impl Worker {
             return Ok(());
         }
         info!(messages = turn.messages.len(), "turn taken");
+        // Counted once: only the worker that took the turn counts its messages.
+        let taken = UsageCounts {
+            whatsapp_in: turn.messages.len() as u64,
+            ..UsageCounts::default()
+        };
+        self.ask.count_usage(&key.tenant, &taken, deadline).await;
         self.run(key, turn, deadline).await
     }
 
@@ -483,6 +490,7 @@ impl Worker {
                         OutboundMessage::Template(_) => "TemplatesSent",
                     };
                     Event::new(FUNCTION).count(metric, 1).emit();
+                    self.count_sent(key, deadline).await;
                     self.store
                         .mark_sent(key, &turn.id, index + 1, index + 1 == total)
                         .await?;
@@ -521,6 +529,15 @@ impl Worker {
         Ok(())
     }
 
+    /// One message sent, in the tenant's usage.
+    async fn count_sent(&self, key: &ContactKey, deadline: Deadline) {
+        let sent = UsageCounts {
+            whatsapp_out: 1,
+            ..UsageCounts::default()
+        };
+        self.ask.count_usage(&key.tenant, &sent, deadline).await;
+    }
+
     async fn send_template(
         &self,
         key: &ContactKey,
@@ -541,6 +558,7 @@ impl Worker {
         {
             Ok(()) => {
                 Event::new(FUNCTION).count("TemplatesSent", 1).emit();
+                self.count_sent(key, deadline).await;
                 Ok(())
             }
             Err(SendError::Unavailable(error)) => {

@@ -285,6 +285,17 @@ async fn a_burst_of_three_gives_one_round() {
     );
     let (from, to) = channel.sender.routes()[0].clone();
     assert_eq!((from.as_str(), to.as_str()), (PHONE, CUSTOMER));
+    assert_eq!(whatsapp_usage(&channel).await, (3, 1), "three in, one out");
+}
+
+/// The tenant's WhatsApp messages in and out, as its usage counts them.
+async fn whatsapp_usage(channel: &Channel) -> (u64, u64) {
+    let ask = &channel.worker.ask;
+    let day = (ask.clock)().div_euclid(degrau::metering::DAY);
+    let tenant = TenantId::parse(TENANT).unwrap();
+    let days = ask.usage(&tenant, day - 1, day).await.unwrap();
+    days.iter()
+        .fold((0, 0), |(i, o), d| (i + d.whatsapp_in, o + d.whatsapp_out))
 }
 
 #[tokio::test]
@@ -434,6 +445,7 @@ async fn a_send_that_fails_is_sent_once_on_redelivery_without_a_second_model_cal
     // And again: nothing more goes out.
     channel.worker.handle(&first, minute()).await.unwrap();
     assert_eq!(channel.sender.sent().len(), 1);
+    assert_eq!(whatsapp_usage(&channel).await, (1, 1), "each counted once");
 }
 
 /// The in-memory store, whose `settle` fails while `fail` is set: a worker that
