@@ -62,6 +62,11 @@ pub enum Event {
     Deliver,
     /// The scheduled sweep runs.
     Sweep,
+    /// An operator corrects the contact's `name` fact (`PUT .../facts/name`).
+    Correct {
+        /// Which contact.
+        contact: usize,
+    },
     /// `DELETE /v1/contacts/{contact}`.
     Erase {
         /// Which contact.
@@ -152,7 +157,8 @@ fn operation(rng: &mut fastrand::Rng, contact: usize) -> Event {
             tool: rng.bool(),
             chars: chars(rng),
         },
-        15..=17 => Event::Deliver,
+        15..=16 => Event::Deliver,
+        17 => Event::Correct { contact },
         18 => Event::Sweep,
         _ => Event::Erase { contact },
     }
@@ -197,7 +203,8 @@ fn event(rng: &mut fastrand::Rng) -> Event {
                 _ => rng.i64(86_400..3 * 86_400),
             },
         },
-        840..=899 => Event::Expire {
+        885..=899 => Event::Correct { contact },
+        840..=884 => Event::Expire {
             count: rng.usize(1..6),
         },
         900..=929 => Event::SyncIndexes,

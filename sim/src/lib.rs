@@ -40,7 +40,7 @@ use serde_json::json;
 pub use events::{Event, Plan, Step, generate};
 use model::{estimate_json, filler, tokens};
 pub use oracle::Violation;
-use oracle::{Oracle, Told, user_token};
+use oracle::{Landed, Oracle, Told, user_token};
 use world::World;
 
 /// `ask`'s own time budget (`ASK_TIMEOUT_SECONDS`).
@@ -197,6 +197,12 @@ enum Done {
     },
     /// An erase that succeeded.
     Erased { contact: usize },
+    /// An operator's correction and whether it landed.
+    Corrected {
+        contact: usize,
+        token: String,
+        landed: Landed,
+    },
     /// Nothing the oracle records.
     Nothing,
 }
@@ -255,6 +261,7 @@ async fn together(
                 stats.messages += 1;
                 Some(oracle.issue(*contact))
             }
+            Event::Correct { contact } => Some(oracle.issue_correction(*contact)),
             _ => None,
         })
         .collect();
@@ -278,6 +285,11 @@ async fn together(
                 oracle.tell(contact, &token, told);
             }
             Done::Erased { contact } => erased.push(contact),
+            Done::Corrected {
+                contact,
+                token,
+                landed,
+            } => oracle.corrected(contact, &token, landed),
             Done::Nothing => {}
         }
     }
@@ -286,7 +298,9 @@ async fn together(
             .iter()
             .zip(&tokens)
             .filter_map(|(op, token)| match op {
-                Event::Ask { contact: c, .. } | Event::Record { contact: c, .. }
+                Event::Ask { contact: c, .. }
+                | Event::Record { contact: c, .. }
+                | Event::Correct { contact: c }
                     if *c == contact =>
                 {
                     token.clone()
@@ -354,6 +368,27 @@ async fn operate(world: &World, op: &Event, token: Option<String>) -> Result<Don
                 told,
             })
         }
+        (Event::Correct { contact }, Some(token)) => {
+            let name = degrau::domain::FactKey::parse("name").expect("a valid key");
+            let landed = match world
+                .ask
+                .set_fact(&world.contacts[*contact], &name, &token, "operator")
+                .await
+            {
+                Ok(record) => Landed::Yes {
+                    expires_at: record.expires_at.unwrap_or(i64::MAX),
+                },
+                // The store failed around the write: it may have landed.
+                Err(AskError::Store(_)) => Landed::Unknown,
+                // No contact yet, a race lost, a broken tenant: nothing written.
+                Err(_) => Landed::No,
+            };
+            Ok(Done::Corrected {
+                contact: *contact,
+                token,
+                landed,
+            })
+        }
         (Event::Deliver, _) => {
             world.queue.deliver(&world.compactor).await;
             Ok(Done::Nothing)
@@ -388,10 +423,12 @@ fn told_of(world: &World, contact: usize, error: AskError) -> Result<Told, Viola
     match error {
         AskError::Store(error) => Ok(Told::Unknown(error.to_string())),
         AskError::Indeterminate => Ok(Told::Unknown("the commit's outcome is not known".into())),
-        AskError::Internal(why) if !world.unusable(contact) => Err(Violation::new(
-            "no request answers 500",
-            format!("contact {contact}: internal error: {why}"),
-        )),
+        AskError::Internal(why) | AskError::TenantConfig(why) if !world.unusable(contact) => {
+            Err(Violation::new(
+                "no request answers 500",
+                format!("contact {contact}: internal error: {why}"),
+            ))
+        }
         other => Ok(Told::Failed(other.to_string())),
     }
 }

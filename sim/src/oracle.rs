@@ -17,7 +17,10 @@
 //! - **Nothing folded is lost.** Every live message of the head's session at or
 //!   before `summarized_until` is in the summary.
 //! - **Facts cite what supports them.** A fact's value came from the message its
-//!   source names.
+//!   source names, or from an operator's correction (and then says so).
+//! - **An operator's correction stands.** Once a correction landed, and while its
+//!   fact lives, the `name` fact is the operator's, or a value the model read from
+//!   a message sent after it: never one from a message sent before.
 //!
 //! The liveness invariants (no message forgotten, no contact stuck, every idle
 //! session swept) are checked when the simulation quiesces (see `crate::run`).
@@ -95,12 +98,31 @@ struct Sent {
     expires: Option<i64>,
 }
 
+/// Whether an operator's correction landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Landed {
+    /// Stored, living until `expires_at`.
+    Yes {
+        /// The fact's TTL.
+        expires_at: i64,
+    },
+    /// Not stored.
+    No,
+    /// Not known (the store failed around the write).
+    Unknown,
+}
+
 /// One contact's messages, as its clients know them.
 #[derive(Debug, Default)]
 pub struct ContactLog {
     next: u64,
     sent: BTreeMap<String, Sent>,
     erased: BTreeSet<String>,
+    /// Operators' corrections by token.
+    corrections: BTreeMap<String, Landed>,
+    /// The last correction known to have landed in this life: its token's number
+    /// (messages of lower numbers were sent before it) and its fact's TTL.
+    corrected: Option<(u64, i64)>,
 }
 
 /// What every client was told.
@@ -135,6 +157,26 @@ impl Oracle {
         token
     }
 
+    /// A new token for an operator's correction of `contact`'s `name` fact.
+    pub fn issue_correction(&mut self, contact: usize) -> String {
+        let log = &mut self.contacts[contact];
+        log.next += 1;
+        let token = crate::model::token(contact, log.next);
+        log.corrections.insert(token.clone(), Landed::Unknown);
+        token
+    }
+
+    /// Records whether a correction landed.
+    pub fn corrected(&mut self, contact: usize, token: &str, landed: Landed) {
+        let log = &mut self.contacts[contact];
+        log.corrections.insert(token.to_owned(), landed);
+        if let (Landed::Yes { expires_at }, Some(number)) = (landed, token_number(token)) {
+            log.corrected = Some(log.corrected.map_or((number, expires_at), |before| {
+                before.max((number, expires_at))
+            }));
+        }
+    }
+
     /// Records what the client was told about `token`.
     pub fn tell(&mut self, contact: usize, token: &str, told: Told) {
         if let Some(sent) = self.contacts[contact].sent.get_mut(token) {
@@ -155,6 +197,15 @@ impl Oracle {
     /// may have landed before it or after.
     pub fn erase(&mut self, contact: usize, racing: &BTreeSet<String>) {
         let log = &mut self.contacts[contact];
+        log.corrected = None;
+        for (token, landed) in std::mem::take(&mut log.corrections) {
+            if racing.contains(&token) {
+                // It may have landed on the contact's next life.
+                log.corrections.insert(token, Landed::Unknown);
+            } else if landed != Landed::No {
+                log.erased.insert(token);
+            }
+        }
         let sent = std::mem::take(&mut log.sent);
         for (token, mut entry) in sent {
             if racing.contains(&token) {
@@ -353,6 +404,34 @@ impl Oracle {
                     format!("the fact {} holds {token}, erased", fact.key),
                 ));
             }
+            if let (Some((corrected, expires_at)), Some(number)) =
+                (log.corrected, token_number(&token))
+                && fact.operator.is_none()
+                && number < corrected
+                && now < expires_at
+            {
+                return Err(Violation::new(
+                    "an operator's correction stands",
+                    format!(
+                        "the fact {} holds {token}, sent before the operator's correction \
+                         (token {corrected}) replaced it",
+                        fact.key
+                    ),
+                ));
+            }
+            if let Some(landed) = log.corrections.get(&token) {
+                if fact.operator.is_none() || *landed == Landed::No {
+                    return Err(Violation::new(
+                        "facts cite what supports them",
+                        format!(
+                            "the fact {} holds the correction {token} ({landed:?}) but says \
+                             it is {:?}'s",
+                            fact.key, fact.operator
+                        ),
+                    ));
+                }
+                continue;
+            }
             match log.sent.get(&token).map(|sent| &sent.told) {
                 Some(Told::Stored {
                     session, first_seq, ..
@@ -388,4 +467,9 @@ pub fn user_token(message: &StoredMessage) -> Option<String> {
         ContentBlock::Text { text } => tokens(text).into_iter().next(),
         _ => None,
     })
+}
+
+/// The number of a token (`tok{contact}x{number}`): the order it was issued in.
+fn token_number(token: &str) -> Option<u64> {
+    token.rsplit_once('x')?.1.parse().ok()
 }

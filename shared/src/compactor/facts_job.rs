@@ -99,14 +99,27 @@ impl Compactor {
         let (chosen, refused) = choose_facts(&policy, proposal.facts, last_seq);
         let removals = removals(&policy, proposal.remove, &existing, &chosen);
         let retention = i64::from(settings.fact_retention_days) * 86_400;
+        // When each cited message was written: an operator's correction outranks
+        // what was said before it.
+        let said_at = |seq: u64| {
+            closed
+                .messages
+                .iter()
+                .find(|m| m.seq == seq)
+                .map_or(0, |m| m.created_at)
+        };
+        let proposed = proposed_facts(chosen, session, now)
+            .into_iter()
+            .map(|fact| {
+                let at = said_at(fact.source.seq);
+                (fact, at)
+            })
+            .collect();
         let reconciled = reconcile(
             &existing,
-            proposed_facts(chosen, session, now),
+            proposed,
             removals,
-            FactSource {
-                session,
-                seq: last_seq,
-            },
+            said_at(last_seq),
             now,
             now - retention,
         );

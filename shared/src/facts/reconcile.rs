@@ -2,13 +2,19 @@
 //! among them.
 //!
 //! An operator's value (`PUT /v1/contacts/{c}/facts/{key}`) is recorded with the
-//! contact's last message at that moment as its position. The next extraction reads
-//! the sessions' messages, some of them older than the correction: replacing the
-//! operator's value from one of those would undo the correction silently. So an
-//! extraction replaces or removes an operator's value only on the strength of a
-//! message after that position (the customer said something new since), and never
-//! writes the value the operator already set. Every replaced value goes to the
-//! fact's history ([`Fact::succeeded_by`]).
+//! time it was set (and, for the record, the contact's last message then). The
+//! next extraction reads the session's messages, some of them older than the
+//! correction: replacing the operator's value from one of those would undo the
+//! correction silently. So an extraction replaces or removes an operator's value
+//! only on the strength of a message written after the correction (the customer
+//! said something new since), and never writes the value the operator already set.
+//! Time, not the message's position, decides: positions start again at session 1
+//! when a contact's memory expired and its facts (kept longer) did not, and a rule
+//! by position would hold a correction against what the customer said in their
+//! next life. A message written in the same second as the correction does not
+//! outrank it. The simulator checks the rule under generated orders (`sim/`, "an
+//! operator's correction stands"). Every replaced value goes to the fact's history
+//! ([`Fact::succeeded_by`]).
 //!
 //! Each write carries the `updated_at` of the fact it replaces (`None`: the key was
 //! absent), and the store applies it only if that is still so: a correction landing
@@ -17,7 +23,7 @@
 //!
 //! (`docs/DESIGN.md`: "Operating the memory".)
 
-use crate::domain::{Fact, FactKey, FactSource};
+use crate::domain::{Fact, FactKey};
 
 /// A fact to write over the one read (`replaces`: its `updated_at`, or `None` for a
 /// key that had none).
@@ -43,24 +49,24 @@ pub struct Reconciled {
 }
 
 /// Reconciles an extraction with `existing` facts: `proposed` are the checked
-/// writes (each citing its message), `removals` the keys withdrawn, `read_until`
-/// the last message the extraction read. Revisions replaced before `oldest_kept`
-/// leave the history.
+/// writes, each citing its message, with the time that message was written;
+/// `removals` the keys withdrawn, `read_until` the time of the last message the
+/// extraction read. Revisions replaced before `oldest_kept` leave the history.
 pub fn reconcile(
     existing: &[Fact],
-    proposed: Vec<Fact>,
+    proposed: Vec<(Fact, i64)>,
     removals: Vec<FactKey>,
-    read_until: FactSource,
+    read_until: i64,
     now: i64,
     oldest_kept: i64,
 ) -> Reconciled {
     let stored = |key: &FactKey| existing.iter().find(|fact| &fact.key == key);
     let mut reconciled = Reconciled::default();
-    for fact in proposed {
+    for (fact, said_at) in proposed {
         match stored(&fact.key) {
             Some(old)
                 if old.operator.is_some()
-                    && (fact.source <= old.source || fact.value == old.value) =>
+                    && (said_at <= old.updated_at || fact.value == old.value) =>
             {
                 reconciled.kept_for_operator += 1;
             }
@@ -76,7 +82,7 @@ pub fn reconcile(
     }
     for key in removals {
         match stored(&key) {
-            Some(old) if old.operator.is_some() && read_until <= old.source => {
+            Some(old) if old.operator.is_some() && read_until <= old.updated_at => {
                 reconciled.kept_for_operator += 1;
             }
             _ => reconciled.removals.push(key),
@@ -88,6 +94,7 @@ pub fn reconcile(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::FactSource;
 
     fn key(name: &str) -> FactKey {
         FactKey::parse(name).unwrap()
@@ -101,32 +108,35 @@ mod tests {
         Fact::extracted(key(name), value.into(), source, now)
     }
 
-    fn by_operator(name: &str, value: &str, source: FactSource, now: i64) -> Fact {
+    /// Set by an operator at time 500, the contact's last message then (2, 10).
+    fn by_operator(value: &str) -> Fact {
         Fact {
             operator: Some("ops-1".into()),
-            ..extracted(name, value, source, now)
+            ..extracted("name", value, at(2, 10), 500)
         }
     }
 
     #[test]
-    fn an_operators_value_outranks_proposals_from_messages_before_it() {
-        let existing = [by_operator("name", "Rita", at(2, 10), 500)];
-        let stale = extracted("name", "Rira", at(2, 9), 900);
-        let same_position = extracted("name", "Rira", at(2, 10), 900);
-        let r = reconcile(&existing, vec![stale], vec![], at(2, 12), 900, 0);
-        assert_eq!((r.writes.len(), r.kept_for_operator), (0, 1));
-        let r = reconcile(&existing, vec![same_position], vec![], at(2, 12), 900, 0);
-        assert_eq!((r.writes.len(), r.kept_for_operator), (0, 1));
+    fn an_operators_value_outranks_proposals_from_messages_written_before_it() {
+        let existing = [by_operator("Rita")];
+        let before = (extracted("name", "Rira", at(2, 9), 900), 400);
+        let same_second = (extracted("name", "Rira", at(2, 11), 900), 500);
+        for proposal in [before, same_second] {
+            let r = reconcile(&existing, vec![proposal], vec![], 500, 900, 0);
+            assert_eq!((r.writes.len(), r.kept_for_operator), (0, 1));
+        }
         // Nor may it be withdrawn on the strength of messages the operator saw.
-        let r = reconcile(&existing, vec![], vec![key("name")], at(2, 10), 900, 0);
+        let r = reconcile(&existing, vec![], vec![key("name")], 500, 900, 0);
         assert_eq!((r.removals.len(), r.kept_for_operator), (0, 1));
     }
 
     #[test]
     fn a_later_message_replaces_an_operators_value_and_the_history_keeps_it() {
-        let existing = [by_operator("name", "Rita", at(2, 10), 500)];
-        let later = extracted("name", "Rita Souza", at(3, 2), 900);
-        let r = reconcile(&existing, vec![later], vec![], at(3, 4), 900, 0);
+        let existing = [by_operator("Rita")];
+        // Written after the correction, whatever its position: a contact whose
+        // memory expired starts again at session 1.
+        let later = (extracted("name", "Rita Souza", at(1, 1), 900), 800);
+        let r = reconcile(&existing, vec![later], vec![], 800, 900, 0);
         assert_eq!(r.kept_for_operator, 0);
         let [write] = r.writes.as_slice() else {
             panic!("one write: {r:?}")
@@ -144,16 +154,16 @@ mod tests {
             ),
             ("Rita", Some("ops-1"), 900)
         );
-        // A later withdrawal removes it.
-        let r = reconcile(&existing, vec![], vec![key("name")], at(2, 11), 900, 0);
+        // A withdrawal read after the correction removes it.
+        let r = reconcile(&existing, vec![], vec![key("name")], 501, 900, 0);
         assert_eq!(r.removals, vec![key("name")]);
     }
 
     #[test]
     fn the_operators_own_value_is_not_written_again() {
-        let existing = [by_operator("name", "Rita", at(2, 10), 500)];
-        let confirmed = extracted("name", "Rita", at(3, 1), 900);
-        let r = reconcile(&existing, vec![confirmed], vec![], at(3, 1), 900, 0);
+        let existing = [by_operator("Rita")];
+        let confirmed = (extracted("name", "Rita", at(3, 1), 900), 800);
+        let r = reconcile(&existing, vec![confirmed], vec![], 800, 900, 0);
         assert!(r.writes.is_empty());
     }
 
@@ -161,10 +171,10 @@ mod tests {
     fn model_facts_are_replaced_as_before_and_new_keys_must_still_be_absent() {
         let existing = [extracted("name", "Ana", at(1, 3), 100)];
         let proposed = vec![
-            extracted("name", "Ana Lima", at(2, 4), 900),
-            extracted("city", "Recife", at(2, 5), 900),
+            (extracted("name", "Ana Lima", at(2, 4), 900), 50),
+            (extracted("city", "Recife", at(2, 5), 900), 50),
         ];
-        let r = reconcile(&existing, proposed, vec![], at(2, 6), 900, 0);
+        let r = reconcile(&existing, proposed, vec![], 60, 900, 0);
         let replaces: Vec<_> = r
             .writes
             .iter()
