@@ -7,6 +7,7 @@
  */
 
 import { readFileSync } from "node:fs";
+import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
 import { DegrauClient } from "../../src/index.js";
@@ -18,11 +19,11 @@ export const PACKAGE = fileURLToPath(new URL("../../../", import.meta.url));
 /** The API's base URL, or why none is configured. */
 function apiUrl(): { url: string; missing?: undefined } | { url: ""; missing: string } {
   if (process.env.DEGRAU_API_URL) return { url: process.env.DEGRAU_API_URL };
-  const file = `${PACKAGE}../../.local/api.url`;
+  const file = resolve(PACKAGE, "../../.local/api.url");
   try {
     return { url: readFileSync(file, "utf8").trim() };
-  } catch (error) {
-    return { url: "", missing: `no DEGRAU_API_URL and no ${file} (start the local stack, or set DEGRAU_API_URL): ${String(error)}` };
+  } catch {
+    return { url: "", missing: `no stack configured: no DEGRAU_API_URL and no ${file} (start the local stack, or set DEGRAU_API_URL)` };
   }
 }
 
