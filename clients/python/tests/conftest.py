@@ -2,7 +2,9 @@
 table and queues, the offline stand-in, both functions under ``cargo lambda
 watch``, the bridge running the compactor), stopped after the session. Its ports
 come from ``DEGRAU_API_PORT``, ``DEGRAU_STANDIN_PORT`` and ``DEGRAU_MOTO_PORT``
-(stack.sh's defaults otherwise).
+(stack.sh's defaults otherwise). ``DEGRAU_TEST_STACK=running`` uses a stack
+already up instead: the API at ``DEGRAU_API_URL`` (default ``.local/api.url``),
+the stand-in at ``DEGRAU_STANDIN_URL`` (default port ``DEGRAU_STANDIN_PORT``).
 
 Every test that uses the stack (the ``stack`` fixture, or ``client`` built on it)
 is marked ``stack``: ``-m "not stack"`` runs the offline ones alone, as
@@ -10,9 +12,7 @@ is marked ``stack``: ``-m "not stack"`` runs the offline ones alone, as
 
 from __future__ import annotations
 
-import json
 import os
-import shlex
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -30,36 +30,28 @@ ROOT = Path(__file__).resolve().parents[3]
 STATE = ROOT / ".local"
 
 
+#: Every operator scope (``X-Scopes`` under ``AUTH_MODE=dev``).
+ALL_SCOPES = ("memory:read", "memory:write", "tenant:admin")
+
+
 @dataclass
 class Stack:
     api: str
     standin: str
-    moto: str
-    table: str
 
-    def client(self, tenant: str | None) -> DegrauClient:
+    def client(
+        self, tenant: str | None, *, scopes: tuple[str, ...] | None = None, operator: str | None = None
+    ) -> DegrauClient:
         """A client whose every answer is checked against docs/openapi.json."""
-        return DegrauClient(self.api, tenant=tenant, timeout=120, transport=CheckedTransport())
+        return DegrauClient(
+            self.api, tenant=tenant, scopes=scopes, operator=operator, timeout=120, transport=CheckedTransport()
+        )
 
     def configure(self, tenant: str, config: dict[str, Any]) -> None:
-        """Writes the tenant's CONFIG item, as the DynamoDB adapter lays it out."""
-        import boto3  # the stack's tools (.venv), not the offline tests'
-
-        dynamodb = boto3.client(
-            "dynamodb",
-            endpoint_url=self.moto,
-            region_name="us-east-1",
-            aws_access_key_id="local",
-            aws_secret_access_key="local",
-        )
-        dynamodb.put_item(
-            TableName=self.table,
-            Item={
-                "pk": {"S": f"T#{tenant}"},
-                "sk": {"S": "CONFIG"},
-                "config": {"S": json.dumps(config)},
-            },
-        )
+        """Replaces the tenant's configuration through ``PUT /v1/tenant/config``
+        (validated by the server, as an operator's would be)."""
+        with self.client(tenant, scopes=("tenant:admin",)) as admin:
+            admin.put_tenant_config(config, admin.get_tenant_config()["etag"])
 
     def standin_log(self) -> list[dict[str, Any]]:
         return httpx.get(f"{self.standin}/stand-in/requests", timeout=30).json()
@@ -71,14 +63,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.stack)
 
 
-def _env_file(path: Path) -> dict[str, str]:
-    out = {}
-    for line in path.read_text().splitlines():
-        name, _, value = line.partition("=")
-        out[name] = shlex.split(value)[0] if value else ""
-    return out
-
-
 @pytest.fixture(scope="session")
 def stack() -> Iterator[Stack]:
     env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")}
@@ -87,12 +71,10 @@ def stack() -> Iterator[Stack]:
     if owned:
         subprocess.run(["bash", "infra/stack.sh", "start"], cwd=ROOT, env=env, check=True)
     try:
-        provisioned = _env_file(STATE / "provision.env")
+        standin_port = os.environ.get("DEGRAU_STANDIN_PORT", "4010")
         yield Stack(
-            api=(STATE / "api.url").read_text().strip(),
-            standin=f"http://127.0.0.1:{os.environ.get('DEGRAU_STANDIN_PORT', '4010')}",
-            moto=f"http://127.0.0.1:{(STATE / 'moto.port').read_text().strip()}",
-            table=provisioned["TABLE_NAME"],
+            api=os.environ.get("DEGRAU_API_URL") or (STATE / "api.url").read_text().strip(),
+            standin=os.environ.get("DEGRAU_STANDIN_URL") or f"http://127.0.0.1:{standin_port}",
         )
     finally:
         if owned:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
+from datetime import date
 from typing import Any
 
 import httpx
@@ -26,6 +27,8 @@ ROUND = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "he
 def api(request: httpx.Request) -> httpx.Response:
     """A stand-in API: an answer that names the request, and two transcript
     pages (the older one behind ``before=p2``)."""
+    if request.url.path.endswith("/facts"):
+        return ok({"facts": [{"path": request.url.raw_path.decode()}]})
     if request.url.path.endswith("/messages") and request.method == "GET":
         if request.url.params.get("before") == "p2":
             return ok({"messages": [{"seq": 1}, {"seq": 2}], "next_before": None})
@@ -43,8 +46,17 @@ CALLS: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
     "context": (("ana",), {}),
     "commit_round": (("ana", "h1", ROUND, USAGE), {"idempotency_key": "k-2"}),
     "erase": (("ana",), {}),
+    "list_contacts": ((), {"limit": 5, "cursor": "c1"}),
+    "list_facts": (("a b/c",), {}),
+    "put_fact": (("ana", "name"), {"value": "Ana"}),
+    "delete_fact": (("ana", "preferred_time"), {}),
+    "get_tenant_config": ((), {}),
+    "put_tenant_config": (({"session_idle_minutes": 60},), {"etag": '"v2"'}),
+    "get_usage": ((date(2026, 12, 1), date(2026, 12, 3)), {}),
     "openapi": ((), {}),
 }
+#: Methods that return an iterator, not an answer (test_operate.py compares them).
+ITERATORS = ("iter_contacts",)
 
 
 def seen(script: Script) -> list[tuple[str, str, str | None, bytes]]:
@@ -53,7 +65,7 @@ def seen(script: Script) -> list[tuple[str, str, str | None, bytes]]:
 
 def test_every_method_sends_and_returns_what_the_sync_client_does() -> None:
     assert sorted(CALLS) == sorted(
-        name for name in vars(DegrauClient) if not name.startswith("_") and name not in ("close",)
+        name for name in vars(DegrauClient) if not name.startswith("_") and name not in ("close", *ITERATORS)
     )
     sync_script, async_script = Script([api]), Script([api])
     sync = DegrauClient("http://degrau.test", tenant="acme", transport=sync_script.transport())
@@ -72,6 +84,11 @@ def test_every_method_sends_and_returns_what_the_sync_client_does() -> None:
     assert async_results["memory"]["path"] == "/v1/contacts/a%20b%2Fc/memory"
     assert json.loads(async_results["commit_round"]["body"]) == {"head": "h1", "messages": ROUND, "usage": USAGE}
     assert all(r.headers["x-tenant-id"] == "acme" for r in async_script.requests)
+    assert async_results["list_facts"] == [{"path": "/v1/contacts/a%20b%2Fc/facts"}]
+    assert async_results["put_fact"]["method"] == "PUT" and json.loads(async_results["put_fact"]["body"]) == {
+        "value": "Ana"
+    }
+    assert [r.headers.get("if-match") for r in async_script.requests if r.method == "PUT"] == [None, '"v2"']
 
 
 def test_errors_are_the_same_classes_with_the_same_fields() -> None:

@@ -25,6 +25,22 @@ export type TranscriptMessage = Schemas["TranscriptMessage"];
 export type MemoryView = Schemas["MemoryView"];
 /** The answer to an erase (`DELETE /v1/contacts/{contact}`). */
 export type Erased = Schemas["Erased"];
+/** One page of the tenant's contacts (`GET /v1/contacts`), most recently active first. */
+export type ContactPage = Schemas["ContactPage"];
+/** A contact of {@link ContactPage}. */
+export type ContactSummary = Schemas["ContactSummary"];
+/** A fact with who set it, when, when it expires, and its earlier values. */
+export type OperatorFact = Schemas["OperatorFact"];
+/** The answer to a fact's deletion. */
+export type FactDeleted = Schemas["FactDeleted"];
+/** A tenant's configuration, as `PUT /v1/tenant/config` takes it. */
+export type TenantConfig = Schemas["TenantConfig"];
+/** The stored configuration, its `etag`, and whether it reads. */
+export type TenantConfigView = Schemas["TenantConfigView"];
+/** `GET /v1/usage`: the days of `from`..`to` with any consumption. */
+export type UsageReport = Schemas["Usage"];
+/** One UTC day of {@link UsageReport}. */
+export type UsageDay = Schemas["UsageDay"];
 /** Which session a transcript reads: a number, `"current"` or `"all"`. */
 export type SessionSelector = number | "current" | "all";
 
@@ -34,8 +50,15 @@ export interface DegrauClientOptions extends RetryOptions {
   baseUrl: string;
   /** Sends `X-Tenant-Id` (the local stack's `AUTH_MODE=dev`). */
   tenant?: string;
-  /** Sends `Authorization: Bearer` (`AUTH_MODE=jwt`, API Gateway's JWT authorizer). */
+  /** Sends `Authorization: Bearer` (`AUTH_MODE=jwt`, API Gateway's JWT authorizer; the operator routes read their scopes from it). */
   token?: string;
+  /**
+   * Sends `X-Scopes` (`AUTH_MODE=dev`): the operator routes' scopes, any of
+   * `memory:read`, `memory:write`, `tenant:admin` (a list, or one string separated by spaces).
+   */
+  scopes?: string | readonly string[];
+  /** Sends `X-Operator` (`AUTH_MODE=dev`): the operator id recorded on the facts it sets (the server's default `dev`). */
+  operator?: string;
   /** The `fetch` to use (default `globalThis.fetch`; tests pass a fake one). */
   fetch?: (request: Request) => Promise<Response>;
 }
@@ -65,6 +88,10 @@ export class DegrauClient {
     const headers: Record<string, string> = { accept: "application/json" };
     if (options.tenant !== undefined) headers["x-tenant-id"] = options.tenant;
     if (options.token !== undefined) headers["authorization"] = `Bearer ${options.token}`;
+    if (options.scopes !== undefined) {
+      headers["x-scopes"] = typeof options.scopes === "string" ? options.scopes : options.scopes.join(" ");
+    }
+    if (options.operator !== undefined) headers["x-operator"] = options.operator;
     // Looked up at call time, so a caller (or test) replacing globalThis.fetch is honoured.
     const inner = options.fetch ?? ((request: Request) => globalThis.fetch(request));
     this.#now = options.now ?? Date.now;
@@ -179,10 +206,94 @@ export class DegrauClient {
     );
   }
 
+  /**
+   * `GET /v1/contacts` (scope `memory:read`): one page of the tenant's contacts,
+   * most recently active first; pass its `next_cursor` as `cursor` for the next.
+   */
+  async listContacts(query: { limit?: number; cursor?: string } = {}): Promise<ContactPage> {
+    return this.#unwrap(await this.#http.GET("/v1/contacts", { params: { query } }));
+  }
+
+  /** Every contact of the tenant, most recently active first, each page read when the iteration reaches it. */
+  async *iterContacts(query: { limit?: number } = {}): AsyncGenerator<ContactSummary, void, undefined> {
+    let cursor: string | undefined;
+    do {
+      const page = await this.listContacts({ limit: query.limit, cursor });
+      yield* page.contacts;
+      cursor = page.next_cursor ?? undefined;
+    } while (cursor);
+  }
+
+  /**
+   * `GET /v1/contacts/{contact}/facts` (scope `memory:read`): the facts with who
+   * set each (the model at which message, or an operator), when, when it expires,
+   * and its earlier values.
+   */
+  async listFacts(contact: string): Promise<OperatorFact[]> {
+    const list = this.#unwrap(
+      await this.#http.GET("/v1/contacts/{contact}/facts", { params: { path: { contact } } }),
+    );
+    return list.facts;
+  }
+
+  /**
+   * `PUT /v1/contacts/{contact}/facts/{key}` (scope `memory:write`): sets or
+   * corrects a fact as an operator, under the tenant's fact policy (a key not
+   * allowed, or a value it refuses, throws `InvalidRequest` naming the rule).
+   * A later extraction replaces it only citing a later message.
+   */
+  async putFact(contact: string, key: string, value: string): Promise<OperatorFact> {
+    return this.#unwrap(
+      await this.#http.PUT("/v1/contacts/{contact}/facts/{key}", { params: { path: { contact, key } }, body: { value } }),
+    );
+  }
+
+  /** `DELETE /v1/contacts/{contact}/facts/{key}` (scope `memory:write`): the fact and its earlier values. */
+  async deleteFact(contact: string, key: string): Promise<FactDeleted> {
+    return this.#unwrap(
+      await this.#http.DELETE("/v1/contacts/{contact}/facts/{key}", { params: { path: { contact, key } } }),
+    );
+  }
+
+  /** `GET /v1/tenant/config` (scope `tenant:admin`): the stored configuration, its `etag`, and whether it reads. */
+  async getTenantConfig(): Promise<TenantConfigView> {
+    return this.#unwrap(await this.#http.GET("/v1/tenant/config"));
+  }
+
+  /**
+   * `PUT /v1/tenant/config` (scope `tenant:admin`): replaces the configuration,
+   * validated in full first (`InvalidRequest` naming the entry and the field), if
+   * `etag` (from {@link getTenantConfig}; `"v0"` with its quotes when none is
+   * stored) is still the stored version; else `PreconditionFailed`: read it again
+   * and reapply. (A retry of a change whose answer was lost also gets
+   * `PreconditionFailed`: read the configuration to see which won.)
+   */
+  async putTenantConfig(config: TenantConfig, etag: string): Promise<TenantConfigView> {
+    return this.#unwrap(
+      await this.#http.PUT("/v1/tenant/config", { params: { header: { "If-Match": etag } }, body: config }),
+    );
+  }
+
+  /**
+   * `GET /v1/usage` (scope `tenant:admin`): the tenant's consumption per UTC day
+   * from `from` to `to` inclusive (a `Date`, read as its UTC day, or
+   * `YYYY-MM-DD`; the server's default: the last seven days).
+   */
+  async getUsage(range: { from?: Date | string; to?: Date | string } = {}): Promise<UsageReport> {
+    return this.#unwrap(
+      await this.#http.GET("/v1/usage", { params: { query: { from: utcDay(range.from), to: utcDay(range.to) } } }),
+    );
+  }
+
   /** `GET /v1/openapi.json`: the API's OpenAPI 3.1 description. */
   async openapi(): Promise<Record<string, unknown>> {
     return this.#unwrap(await this.#http.GET("/v1/openapi.json")) as Record<string, unknown>;
   }
+}
+
+/** A UTC day as the API writes it (`YYYY-MM-DD`). */
+function utcDay(day: Date | string | undefined): string | undefined {
+  return day instanceof Date ? day.toISOString().slice(0, 10) : day;
 }
 
 /** The caller's key, or a fresh one: every POST carries a key, so every POST may be retried. */

@@ -45,22 +45,34 @@ export class DegrauError extends Error {
 export class InvalidRequest extends DegrauError {}
 /** 401: no tenant (no token, or no `X-Tenant-Id` in dev mode). */
 export class Unauthenticated extends DegrauError {}
-/** 404: no such route, or nothing known about the contact. */
+/** 403: the token (or `X-Scopes` in dev mode) lacks the scope the operator route needs; nothing was read or written. */
+export class Forbidden extends DegrauError {}
+/** 404: no such route, or nothing known about the contact (or the fact). */
 export class NotFound extends DegrauError {}
 /** 405: the route exists, not with this method. */
 export class MethodNotAllowed extends DegrauError {}
 /** 409: a stale `head`, another round landing, or the same `Idempotency-Key` in progress. */
 export class Conflict extends DegrauError {}
+/** 412: `If-Match` names a tenant configuration version that is no longer the stored one; read it again and reapply. */
+export class PreconditionFailed extends DegrauError {}
 /** 413: the body (or a tool result) is over its limit. */
 export class TooLarge extends DegrauError {}
 /** 415: the body is not JSON. */
 export class UnsupportedMediaType extends DegrauError {}
 /** 422: the `Idempotency-Key` was used with another body. */
 export class IdempotencyMismatch extends DegrauError {}
+/** 428: a change of the tenant configuration without `If-Match`. */
+export class PreconditionRequired extends DegrauError {}
 /** 429: slow down (see `retryAfter`). */
 export class RateLimited extends DegrauError {}
 /** 500: degrau failed; nothing was written. */
 export class InternalError extends DegrauError {}
+/**
+ * 500: the tenant's stored configuration does not read (written by hand into the
+ * table); every request of the tenant answers this until it is replaced
+ * (`putTenantConfig`, after `getTenantConfig` says why).
+ */
+export class TenantConfigInvalid extends DegrauError {}
 /** 502: the model answered with an error. */
 export class ModelError extends DegrauError {}
 /** 502: the model refused to answer. */
@@ -78,14 +90,18 @@ export class ModelTimeout extends DegrauError {}
 export const ERROR_CLASSES: Record<ErrorType, typeof DegrauError> = {
   invalid_request: InvalidRequest,
   unauthenticated: Unauthenticated,
+  forbidden: Forbidden,
   not_found: NotFound,
   method_not_allowed: MethodNotAllowed,
   conflict: Conflict,
+  precondition_failed: PreconditionFailed,
   too_large: TooLarge,
   unsupported_media_type: UnsupportedMediaType,
   idempotency_mismatch: IdempotencyMismatch,
+  precondition_required: PreconditionRequired,
   rate_limited: RateLimited,
   internal_error: InternalError,
+  tenant_config_invalid: TenantConfigInvalid,
   model_error: ModelError,
   model_refused: ModelRefused,
   unavailable: Unavailable,

@@ -5,7 +5,8 @@
  *
  * What is retried: a connection that failed (`fetch` threw), 429 `rate_limited`,
  * 500 `internal_error`, 503 `unavailable` and 504 `model_timeout` — degrau wrote
- * nothing on any of them. Never another 4xx (the request itself is at fault, or
+ * nothing on any of them. Not the other 500, `tenant_config_invalid`: the tenant's
+ * stored configuration does not read, and will not until an operator replaces it. Never another 4xx (the request itself is at fault, or
  * the head is stale: retrying cannot help), nor 502 (the model answered with an
  * error or a refusal; degrau already retried the model provider's transient errors
  * itself). A `POST` is retried only when it carries an `Idempotency-Key` (the
@@ -88,7 +89,7 @@ export function retryingFetch(
       } catch (error) {
         failure = error;
       }
-      const retryable = response === undefined ? !isTimeout(failure) : RETRYABLE_STATUSES.has(response.status);
+      const retryable = response === undefined ? !isTimeout(failure) : await retryableAnswer(response);
       if (!mayRetry || !retryable || attempt >= retries) return settle(response, failure);
       const exponential = Math.min(maxBackoffMs, backoffMs * 2 ** attempt);
       // Equal jitter: between half and all of the step, so clients that failed
@@ -102,6 +103,18 @@ export function retryingFetch(
       await sleep(wait);
     }
   };
+}
+
+/** Whether another attempt may get another answer (see the module's documentation). */
+async function retryableAnswer(response: Response): Promise<boolean> {
+  if (!RETRYABLE_STATUSES.has(response.status)) return false;
+  if (response.status !== 500) return true;
+  try {
+    const body = (await response.clone().json()) as { error?: { type?: unknown } };
+    return body.error?.type !== "tenant_config_invalid";
+  } catch {
+    return true; // not the envelope: a failure of degrau or before it
+  }
 }
 
 /** The deadline's own abort (`AbortSignal.timeout`): the time is spent, no retry. */

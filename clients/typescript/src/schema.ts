@@ -128,6 +128,118 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/contacts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The tenant's contacts, most recently active first (scope `memory:read`) */
+        get: operations["listContacts"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/contacts/{contact}/facts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A contact id (a phone number in E.164, an e-mail address, a CRM id), percent-encoded in the path; the schema is of the decoded value. */
+                contact: components["parameters"]["Contact"];
+            };
+            cookie?: never;
+        };
+        /** The contact's facts with who set each, when, when it expires, and earlier values (scope `memory:read`) */
+        get: operations["listFacts"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/contacts/{contact}/facts/{key}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A contact id (a phone number in E.164, an e-mail address, a CRM id), percent-encoded in the path; the schema is of the decoded value. */
+                contact: components["parameters"]["Contact"];
+                /** @description A fact key: one of the tenant's `allowed_fact_keys`. */
+                key: components["parameters"]["FactKey"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        /** Set or correct a fact as an operator, under the tenant's fact policy (scope `memory:write`) */
+        put: operations["putFact"];
+        post?: never;
+        /** Delete a fact and its earlier values (scope `memory:write`) */
+        delete: operations["deleteFact"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/tenant/config": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The tenant's stored configuration, its version, and whether it reads (scope `tenant:admin`) */
+        get: operations["getTenantConfig"];
+        /** Replace the tenant's configuration, validated in full first (scope `tenant:admin`) */
+        put: operations["putTenantConfig"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The tenant's consumption per UTC day, and its cost at the deployment's prices (scope `tenant:admin`) */
+        get: operations["getUsage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/inspector": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The memory inspector: a page for operators (public: it holds no data; it calls the routes above with the operator's token) */
+        get: operations["inspector"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -136,7 +248,7 @@ export interface components {
         Error: {
             error: {
                 /** @enum {string} */
-                type: "invalid_request" | "unauthenticated" | "not_found" | "method_not_allowed" | "conflict" | "too_large" | "unsupported_media_type" | "idempotency_mismatch" | "rate_limited" | "internal_error" | "model_error" | "model_refused" | "unavailable" | "model_timeout";
+                type: "invalid_request" | "unauthenticated" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "precondition_failed" | "too_large" | "unsupported_media_type" | "idempotency_mismatch" | "precondition_required" | "rate_limited" | "internal_error" | "tenant_config_invalid" | "model_error" | "model_refused" | "unavailable" | "model_timeout";
                 message: string;
             };
         };
@@ -327,6 +439,10 @@ export interface components {
             role: "user" | "assistant";
             content: components["schemas"]["ContentBlock"][];
             created_at: number;
+            /** @description Whether a step replaced this message's tool results by placeholders in what the model is sent (`content` is always the original). */
+            pruned: boolean;
+            /** @description An assistant message's model call usage; null on user messages (and on a round recorded without it). */
+            usage: null | components["schemas"]["MessageUsage"];
         };
         /** @description A content block of a recorded round as the Messages API or its SDKs return it: the fields degrau stores are checked, others read past; `null` counts as absent. */
         RoundContentBlock: ({
@@ -395,6 +511,121 @@ export interface components {
             } | null;
         } & {
             [key: string]: unknown;
+        };
+        /** @description Who set a fact's value: the model's extraction, citing the message it read it from, or an operator. */
+        SetBy: {
+            /** @constant */
+            kind: "model";
+            session: number;
+            seq: number;
+        } | {
+            /** @constant */
+            kind: "operator";
+            /** @description The operator's id: the token's `sub` (or `X-Operator` under `AUTH_MODE=dev`). */
+            by: string;
+            session: number;
+            seq: number;
+        };
+        /** @description An earlier value of a fact. */
+        FactRevision: {
+            value: string;
+            set_by: components["schemas"]["SetBy"];
+            /** @description Unix seconds it was set. */
+            updated_at: number;
+            /** @description Unix seconds it was replaced. */
+            replaced_at: number;
+        };
+        /** @description A fact with its provenance and its earlier values (at most 5, none older than the fact retention). */
+        OperatorFact: {
+            key: string;
+            value: string;
+            set_by: components["schemas"]["SetBy"];
+            /** @description Unix seconds it was set. */
+            updated_at: number;
+            /** @description Unix seconds it expires (fact retention after its last change). */
+            expires_at: number | null;
+            /** @description Earlier values, newest first. */
+            history: components["schemas"]["FactRevision"][];
+        };
+        FactList: {
+            facts: components["schemas"]["OperatorFact"][];
+        };
+        FactBody: {
+            /** @description One line, within the fact policy (length, no CPF/CNPJ, card number or health term). */
+            value: string;
+        };
+        FactDeleted: {
+            /** @constant */
+            deleted: true;
+            key: string;
+        };
+        ContactSummary: {
+            contact: string;
+            /** @description The current (or last) session's number. */
+            session: number;
+            /** @description Unix seconds of the last round. */
+            last_activity: number;
+            /** @description Messages stored in the current session. */
+            messages: number;
+            /** @description Facts stored. */
+            facts: number;
+        };
+        ContactPage: {
+            /** @description Most recently active first. */
+            contacts: components["schemas"]["ContactSummary"][];
+            /** @description Pass as `cursor` for the next page; null on the last. */
+            next_cursor: string | null;
+        };
+        TenantConfigView: {
+            /** @description The stored configuration as stored (null when none is: every setting is the deployment's default). Its schema: `TenantConfig` (`docs/tenant-config.schema.json`). */
+            config: null | Record<string, never>;
+            /** @description Send it back in `If-Match` to change this version (also the `ETag` header). */
+            etag: string;
+            /** @description Whether the stored configuration reads; when not, every request of the tenant answers `tenant_config_invalid`. */
+            valid: boolean;
+            /** @description Why it does not read (the entry and the field), when it does not. */
+            problem: string | null;
+        };
+        /** @description Tokens one model read and wrote, by kind, and their cost at the deployment's price table (null when the table has no price for the model). */
+        ModelTokens: {
+            model: string;
+            input: number;
+            cache_write_5m: number;
+            cache_write_1h: number;
+            cache_read: number;
+            output: number;
+            cost_usd: number | null;
+        };
+        /** @description One UTC day of a tenant's consumption (days without any are left out). */
+        UsageDay: {
+            /** Format: date */
+            day: string;
+            rounds: number;
+            /** @description Answer calls (a tool round is several). */
+            model_calls: number;
+            tool_calls: number;
+            summary_calls: number;
+            facts_calls: number;
+            whatsapp_in: number;
+            whatsapp_out: number;
+            tokens: components["schemas"]["ModelTokens"][];
+            /** @description The sum of the models' costs; null when a model has no price. */
+            cost_usd: number | null;
+        };
+        Usage: {
+            /** Format: date */
+            from: string;
+            /** Format: date */
+            to: string;
+            days: components["schemas"]["UsageDay"][];
+        };
+        TenantConfig: unknown;
+        /** @description The usage of the model call that wrote an assistant message, as the API reported it. */
+        MessageUsage: {
+            input_tokens: number;
+            cache_creation_input_tokens: number;
+            cache_read_input_tokens: number;
+            output_tokens: number;
         };
     };
     responses: {
@@ -481,7 +712,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description A bug, or a tenant configuration degrau cannot honour (logged with its reason). Nothing was written. */
+        /** @description A bug (`internal_error`), or the tenant's stored configuration no longer reads (`tenant_config_invalid`: every request of the tenant answers it, naming the field, until `PUT /v1/tenant/config` stores a valid one). Nothing was written. */
         InternalError: {
             headers: {
                 [name: string]: unknown;
@@ -519,12 +750,43 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /** @description The token lacks the scope this route requires (`forbidden`). Nothing was read or written. */
+        Forbidden: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description `If-Match` names a version that is no longer the stored one: another change landed first (`precondition_failed`). Nothing was written; read again and reapply. */
+        PreconditionFailed: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The write needs `If-Match` with the ETag of the version it changes (`precondition_required`). Nothing was written. */
+        PreconditionRequired: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
     };
     parameters: {
         /** @description A contact id (a phone number in E.164, an e-mail address, a CRM id), percent-encoded in the path; the schema is of the decoded value. */
         Contact: string;
         /** @description 1-255 visible ASCII characters. A repeat returns the stored response byte for byte; the same key with another body is 422; a key in progress is 409. */
         IdempotencyKey: string;
+        /** @description A fact key: one of the tenant's `allowed_fact_keys`. */
+        FactKey: string;
+        /** @description The ETag of the configuration this change replaces, as `GET /v1/tenant/config` gave it (`"v0"` when none is stored). Another value is 412; none is 428. */
+        IfMatch: string;
     };
     requestBodies: never;
     headers: never;
@@ -560,12 +822,15 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             409: components["responses"]["Conflict"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["IdempotencyMismatch"];
+            428: components["responses"]["PreconditionRequired"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             502: components["responses"]["BadGateway"];
@@ -605,12 +870,15 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             409: components["responses"]["Conflict"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["IdempotencyMismatch"];
+            428: components["responses"]["PreconditionRequired"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             502: components["responses"]["BadGateway"];
@@ -641,12 +909,15 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             409: components["responses"]["Conflict"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["IdempotencyMismatch"];
+            428: components["responses"]["PreconditionRequired"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             502: components["responses"]["BadGateway"];
@@ -677,12 +948,15 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             409: components["responses"]["Conflict"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["IdempotencyMismatch"];
+            428: components["responses"]["PreconditionRequired"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             502: components["responses"]["BadGateway"];
@@ -722,12 +996,15 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             409: components["responses"]["Conflict"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["IdempotencyMismatch"];
+            428: components["responses"]["PreconditionRequired"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             502: components["responses"]["BadGateway"];
@@ -758,12 +1035,15 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             409: components["responses"]["Conflict"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["IdempotencyMismatch"];
+            428: components["responses"]["PreconditionRequired"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             502: components["responses"]["BadGateway"];
@@ -787,6 +1067,316 @@ export interface operations {
                 };
                 content: {
                     "application/json": Record<string, never>;
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+        };
+    };
+    listContacts: {
+        parameters: {
+            query?: {
+                limit?: number;
+                /** @description A previous page's `next_cursor`. */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ContactPage"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            412: components["responses"]["PreconditionFailed"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyMismatch"];
+            428: components["responses"]["PreconditionRequired"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["BadGateway"];
+            503: components["responses"]["Unavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    listFacts: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A contact id (a phone number in E.164, an e-mail address, a CRM id), percent-encoded in the path; the schema is of the decoded value. */
+                contact: components["parameters"]["Contact"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FactList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            412: components["responses"]["PreconditionFailed"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyMismatch"];
+            428: components["responses"]["PreconditionRequired"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["BadGateway"];
+            503: components["responses"]["Unavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    putFact: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A contact id (a phone number in E.164, an e-mail address, a CRM id), percent-encoded in the path; the schema is of the decoded value. */
+                contact: components["parameters"]["Contact"];
+                /** @description A fact key: one of the tenant's `allowed_fact_keys`. */
+                key: components["parameters"]["FactKey"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["FactBody"];
+            };
+        };
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OperatorFact"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            412: components["responses"]["PreconditionFailed"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyMismatch"];
+            428: components["responses"]["PreconditionRequired"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["BadGateway"];
+            503: components["responses"]["Unavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    deleteFact: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A contact id (a phone number in E.164, an e-mail address, a CRM id), percent-encoded in the path; the schema is of the decoded value. */
+                contact: components["parameters"]["Contact"];
+                /** @description A fact key: one of the tenant's `allowed_fact_keys`. */
+                key: components["parameters"]["FactKey"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FactDeleted"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            412: components["responses"]["PreconditionFailed"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyMismatch"];
+            428: components["responses"]["PreconditionRequired"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["BadGateway"];
+            503: components["responses"]["Unavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    getTenantConfig: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    /** @description The version read (`"v0"` when none is stored). */
+                    ETag?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TenantConfigView"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            412: components["responses"]["PreconditionFailed"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyMismatch"];
+            428: components["responses"]["PreconditionRequired"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["BadGateway"];
+            503: components["responses"]["Unavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    putTenantConfig: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The ETag of the configuration this change replaces, as `GET /v1/tenant/config` gave it (`"v0"` when none is stored). Another value is 412; none is 428. */
+                "If-Match": components["parameters"]["IfMatch"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TenantConfig"];
+            };
+        };
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    /** @description The version read (`"v0"` when none is stored). */
+                    ETag?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TenantConfigView"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            412: components["responses"]["PreconditionFailed"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyMismatch"];
+            428: components["responses"]["PreconditionRequired"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["BadGateway"];
+            503: components["responses"]["Unavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    getUsage: {
+        parameters: {
+            query?: {
+                /** @description First day (UTC), inclusive; default six days before `to`. */
+                from?: string;
+                /** @description Last day (UTC), inclusive; default today. At most 92 days from `from`. */
+                to?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Usage"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            412: components["responses"]["PreconditionFailed"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyMismatch"];
+            428: components["responses"]["PreconditionRequired"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["BadGateway"];
+            503: components["responses"]["Unavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    inspector: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The page. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
                 };
             };
             405: components["responses"]["MethodNotAllowed"];

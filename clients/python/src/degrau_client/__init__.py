@@ -2,7 +2,10 @@
 
 Agents that run their own loop read :meth:`DegrauClient.context`, call the model
 with it, and commit the whole round with :meth:`DegrauClient.commit_round`.
-:class:`AsyncDegrauClient` is the same on asyncio (or trio).
+:class:`AsyncDegrauClient` is the same on asyncio (or trio). Operators list the
+tenant's contacts, read and correct their facts, change the tenant configuration
+and read its usage through the same clients (the ``Operate`` routes, which need
+a scope: the token's, or ``scopes=`` on the local stack).
 ``degrau_client.langchain`` holds a LangChain chat message history backed by it
 (the ``langchain`` extra; importing ``degrau_client`` does not need it).
 """
@@ -15,6 +18,7 @@ from .errors import (
     ERROR_CLASSES,
     Conflict,
     DegrauError,
+    Forbidden,
     IdempotencyMismatch,
     InternalError,
     InvalidRequest,
@@ -23,7 +27,10 @@ from .errors import (
     ModelRefused,
     ModelTimeout,
     NotFound,
+    PreconditionFailed,
+    PreconditionRequired,
     RateLimited,
+    TenantConfigInvalid,
     TooLarge,
     Unauthenticated,
     Unavailable,
@@ -33,11 +40,21 @@ from .errors import (
 )
 from .models import (
     CacheCreation,
+    ContactPage,
+    ContactSummary,
     Context,
+    FactDeleted,
+    FactRevision,
     Message,
+    ModelTokens,
+    OperatorFact,
     RecordedRound,
     RoundSpan,
+    SetBy,
+    TenantConfigView,
     Usage,
+    UsageDay,
+    UsageReport,
     message_from,
     usage_from,
 )
@@ -53,9 +70,14 @@ __all__ = [
     "AsyncDegrauClient",
     "CacheCreation",
     "Conflict",
+    "ContactPage",
+    "ContactSummary",
     "Context",
     "DegrauClient",
     "DegrauError",
+    "FactDeleted",
+    "FactRevision",
+    "Forbidden",
     "IdempotencyMismatch",
     "InternalError",
     "InvalidRequest",
@@ -64,15 +86,24 @@ __all__ = [
     "ModelError",
     "ModelRefused",
     "ModelTimeout",
+    "ModelTokens",
     "NotFound",
+    "OperatorFact",
+    "PreconditionFailed",
+    "PreconditionRequired",
     "RateLimited",
     "RecordedRound",
     "RoundSpan",
+    "SetBy",
+    "TenantConfigInvalid",
+    "TenantConfigView",
     "TooLarge",
     "Unauthenticated",
     "Unavailable",
     "UnsupportedMediaType",
     "Usage",
+    "UsageDay",
+    "UsageReport",
     "__version__",
     "error_from_response",
     "message_from",

@@ -17,13 +17,25 @@ import time
 import uuid
 from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from datetime import date
 from typing import Any, Literal, TypeVar, cast
 from urllib.parse import quote
 
 import httpx
 
 from .errors import error_from_response, retry_after_seconds
-from .models import JSON, Context, RecordedRound, message_from, usage_from
+from .models import (
+    JSON,
+    ContactPage,
+    Context,
+    FactDeleted,
+    OperatorFact,
+    RecordedRound,
+    TenantConfigView,
+    UsageReport,
+    message_from,
+    usage_from,
+)
 
 T = TypeVar("T")
 
@@ -37,16 +49,20 @@ Session = int | Literal["current", "all"] | None
 class Call:
     """One HTTP request of a route."""
 
-    method: Literal["GET", "POST", "DELETE"]
+    method: Literal["GET", "POST", "PUT", "DELETE"]
     path: str
     params: Mapping[str, str | int] = field(default_factory=dict)
     body: Any = None
     idempotency_key: str | None = None
+    #: ``If-Match``: the version a conditional change replaces.
+    if_match: str | None = None
 
     def headers(self) -> dict[str, str]:
         headers: dict[str, str] = {}
         if self.idempotency_key is not None:
             headers["idempotency-key"] = self.idempotency_key
+        if self.if_match is not None:
+            headers["if-match"] = self.if_match
         if self.body is not None:
             headers["content-type"] = "application/json"
         return headers
@@ -117,6 +133,50 @@ def commit_round(
 
 def erase(contact: str) -> Flow[JSON]:
     return cast(JSON, (yield Call("DELETE", _contact(contact))))
+
+
+def list_contacts(limit: int | None, cursor: str | None) -> Flow[ContactPage]:
+    params: dict[str, str | int] = {}
+    if limit is not None:
+        params["limit"] = limit
+    if cursor is not None:
+        params["cursor"] = cursor
+    return cast(ContactPage, (yield Call("GET", "/v1/contacts", params=params)))
+
+
+def list_facts(contact: str) -> Flow[list[OperatorFact]]:
+    answer = yield Call("GET", _contact(contact) + "/facts")
+    return cast(list[OperatorFact], answer["facts"])
+
+
+def _fact(contact: str, key: str) -> str:
+    return _contact(contact) + "/facts/" + quote(key, safe="")
+
+
+def put_fact(contact: str, key: str, value: str) -> Flow[OperatorFact]:
+    return cast(OperatorFact, (yield Call("PUT", _fact(contact, key), body={"value": value})))
+
+
+def delete_fact(contact: str, key: str) -> Flow[FactDeleted]:
+    return cast(FactDeleted, (yield Call("DELETE", _fact(contact, key))))
+
+
+def get_tenant_config() -> Flow[TenantConfigView]:
+    return cast(TenantConfigView, (yield Call("GET", "/v1/tenant/config")))
+
+
+def put_tenant_config(config: Mapping[str, Any], etag: str) -> Flow[TenantConfigView]:
+    call = Call("PUT", "/v1/tenant/config", body=dict(config), if_match=etag)
+    return cast(TenantConfigView, (yield call))
+
+
+def get_usage(from_: date | None, to: date | None) -> Flow[UsageReport]:
+    params: dict[str, str | int] = {}
+    if from_ is not None:
+        params["from"] = from_.isoformat()
+    if to is not None:
+        params["to"] = to.isoformat()
+    return cast(UsageReport, (yield Call("GET", "/v1/usage", params=params)))
 
 
 def openapi() -> Flow[JSON]:
@@ -203,10 +263,16 @@ class Settings:
         retries: int,
         deadline: float,
         clock: Callable[[], float] | None,
+        scopes: str | Iterable[str] | None = None,
+        operator: str | None = None,
     ) -> None:
         self.headers = {"accept": "application/json"}
         if tenant is not None:
             self.headers["x-tenant-id"] = tenant
+        if scopes is not None:
+            self.headers["x-scopes"] = scopes if isinstance(scopes, str) else " ".join(scopes)
+        if operator is not None:
+            self.headers["x-operator"] = operator
         if token is not None:
             self.headers["authorization"] = f"Bearer {token}"
         self.retry = RetryPolicy(retries=retries, deadline=deadline, clock=clock or time.monotonic)

@@ -5,14 +5,27 @@ differs."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from datetime import date
 from typing import Any, Literal, TypeVar, cast
 
 import anyio
 import httpx
 
 from . import _core
-from .models import JSON, Context, Message, RecordedRound, Usage
+from .models import (
+    JSON,
+    ContactPage,
+    ContactSummary,
+    Context,
+    FactDeleted,
+    Message,
+    OperatorFact,
+    RecordedRound,
+    TenantConfigView,
+    Usage,
+    UsageReport,
+)
 
 T = TypeVar("T")
 
@@ -31,6 +44,8 @@ class AsyncDegrauClient:
         *,
         tenant: str | None = None,
         token: str | None = None,
+        scopes: str | Iterable[str] | None = None,
+        operator: str | None = None,
         timeout: float = 60.0,
         retries: int = 3,
         deadline: float = 60.0,
@@ -38,7 +53,15 @@ class AsyncDegrauClient:
         sleep: Callable[[float], Awaitable[object]] = anyio.sleep,
         clock: Callable[[], float] | None = None,
     ) -> None:
-        self._settings = _core.Settings(tenant=tenant, token=token, retries=retries, deadline=deadline, clock=clock)
+        self._settings = _core.Settings(
+            tenant=tenant,
+            token=token,
+            retries=retries,
+            deadline=deadline,
+            clock=clock,
+            scopes=scopes,
+            operator=operator,
+        )
         self._sleep = sleep
         self._http = httpx.AsyncClient(
             base_url=base_url.rstrip("/"),
@@ -144,6 +167,66 @@ class AsyncDegrauClient:
     async def erase(self, contact: str) -> JSON:
         """``DELETE /v1/contacts/{contact}``: erases everything stored about it."""
         return await self._run(_core.erase(contact))
+
+    async def list_contacts(self, *, limit: int | None = None, cursor: str | None = None) -> ContactPage:
+        """``GET /v1/contacts`` (scope ``memory:read``): one page of the tenant's
+        contacts, most recently active first; pass its ``next_cursor`` as
+        ``cursor`` for the next."""
+        return await self._run(_core.list_contacts(limit, cursor))
+
+    async def iter_contacts(self, *, limit: int | None = None) -> AsyncIterator[ContactSummary]:
+        """Every contact of the tenant, most recently active first, reading the
+        pages (``limit`` contacts each) as the iteration reaches them."""
+        cursor: str | None = None
+        while True:
+            page = await self.list_contacts(limit=limit, cursor=cursor)
+            for contact in page["contacts"]:
+                yield contact
+            cursor = page["next_cursor"]
+            if not cursor:
+                return
+
+    async def list_facts(self, contact: str) -> list[OperatorFact]:
+        """``GET /v1/contacts/{contact}/facts`` (scope ``memory:read``): the facts
+        with who set each (the model at which message, or an operator), when, when
+        it expires, and its earlier values."""
+        return await self._run(_core.list_facts(contact))
+
+    async def put_fact(self, contact: str, key: str, value: str) -> OperatorFact:
+        """``PUT /v1/contacts/{contact}/facts/{key}`` (scope ``memory:write``): sets
+        or corrects a fact as an operator, under the tenant's fact policy (a key
+        not allowed, or a value it refuses, raises
+        :class:`~degrau_client.InvalidRequest` naming the rule). A later extraction
+        replaces it only citing a later message."""
+        return await self._run(_core.put_fact(contact, key, value))
+
+    async def delete_fact(self, contact: str, key: str) -> FactDeleted:
+        """``DELETE /v1/contacts/{contact}/facts/{key}`` (scope ``memory:write``):
+        the fact and its earlier values."""
+        return await self._run(_core.delete_fact(contact, key))
+
+    async def get_tenant_config(self) -> TenantConfigView:
+        """``GET /v1/tenant/config`` (scope ``tenant:admin``): the stored
+        configuration, its ``etag``, and whether it reads (``valid``,
+        ``problem``)."""
+        return await self._run(_core.get_tenant_config())
+
+    async def put_tenant_config(self, config: Mapping[str, Any], etag: str) -> TenantConfigView:
+        """``PUT /v1/tenant/config`` (scope ``tenant:admin``): replaces the
+        configuration, validated in full first, if ``etag`` (from
+        :meth:`get_tenant_config`, ``'"v0"'`` when none is stored) is still the
+        stored version; else :class:`~degrau_client.PreconditionFailed`: read it
+        again and reapply. An invalid one raises
+        :class:`~degrau_client.InvalidRequest` naming the entry and the field.
+        (A retry of a change that landed before its answer was lost also gets
+        ``PreconditionFailed``: read the configuration to see which won.)"""
+        return await self._run(_core.put_tenant_config(config, etag))
+
+    async def get_usage(self, from_: date | None = None, to: date | None = None) -> UsageReport:
+        """``GET /v1/usage`` (scope ``tenant:admin``): the tenant's consumption per
+        UTC day from ``from_`` to ``to`` inclusive (the server's default: the
+        last seven days), with the cost at the deployment's prices."""
+        return await self._run(_core.get_usage(from_, to))
 
     async def openapi(self) -> JSON:
         """``GET /v1/openapi.json``: the API's OpenAPI 3.1 description."""

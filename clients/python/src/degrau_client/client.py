@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from datetime import date
 from typing import Any, Literal, TypeVar, cast
 
 import httpx
@@ -12,11 +13,17 @@ from . import _core
 from .models import (
     JSON,
     CacheCreation,
+    ContactPage,
+    ContactSummary,
     Context,
+    FactDeleted,
     Message,
+    OperatorFact,
     RecordedRound,
     RoundSpan,
+    TenantConfigView,
     Usage,
+    UsageReport,
     message_from,
     usage_from,
 )
@@ -42,7 +49,11 @@ class DegrauClient:
 
     ``tenant`` sends ``X-Tenant-Id`` (the local stack's ``AUTH_MODE=dev``);
     ``token`` sends ``Authorization: Bearer`` (``AUTH_MODE=jwt`` behind API
-    Gateway's JWT authorizer). Every error answer is raised as the
+    Gateway's JWT authorizer; the operator routes read their scopes from it).
+    Under ``AUTH_MODE=dev`` the operator routes take the scopes from ``scopes``
+    (``X-Scopes``: any of ``memory:read``, ``memory:write``, ``tenant:admin``, a
+    string or an iterable) and the operator's id recorded on a fact it sets from
+    ``operator`` (``X-Operator``; the server's default ``dev``). Every error answer is raised as the
     :class:`~degrau_client.DegrauError` subclass of its type.
 
     Retries: a 429 or 503 answer, or a connection that failed or timed out, is
@@ -62,6 +73,8 @@ class DegrauClient:
         *,
         tenant: str | None = None,
         token: str | None = None,
+        scopes: str | Iterable[str] | None = None,
+        operator: str | None = None,
         timeout: float = 60.0,
         retries: int = 3,
         deadline: float = 60.0,
@@ -69,7 +82,15 @@ class DegrauClient:
         sleep: Callable[[float], object] = time.sleep,
         clock: Callable[[], float] | None = None,
     ) -> None:
-        self._settings = _core.Settings(tenant=tenant, token=token, retries=retries, deadline=deadline, clock=clock)
+        self._settings = _core.Settings(
+            tenant=tenant,
+            token=token,
+            retries=retries,
+            deadline=deadline,
+            clock=clock,
+            scopes=scopes,
+            operator=operator,
+        )
         self._sleep = sleep
         self._http = httpx.Client(
             base_url=base_url.rstrip("/"),
@@ -175,6 +196,65 @@ class DegrauClient:
     def erase(self, contact: str) -> JSON:
         """``DELETE /v1/contacts/{contact}``: erases everything stored about it."""
         return self._run(_core.erase(contact))
+
+    def list_contacts(self, *, limit: int | None = None, cursor: str | None = None) -> ContactPage:
+        """``GET /v1/contacts`` (scope ``memory:read``): one page of the tenant's
+        contacts, most recently active first; pass its ``next_cursor`` as
+        ``cursor`` for the next."""
+        return self._run(_core.list_contacts(limit, cursor))
+
+    def iter_contacts(self, *, limit: int | None = None) -> Iterator[ContactSummary]:
+        """Every contact of the tenant, most recently active first, reading the
+        pages (``limit`` contacts each) as the iteration reaches them."""
+        cursor: str | None = None
+        while True:
+            page = self.list_contacts(limit=limit, cursor=cursor)
+            yield from page["contacts"]
+            cursor = page["next_cursor"]
+            if not cursor:
+                return
+
+    def list_facts(self, contact: str) -> list[OperatorFact]:
+        """``GET /v1/contacts/{contact}/facts`` (scope ``memory:read``): the facts
+        with who set each (the model at which message, or an operator), when, when
+        it expires, and its earlier values."""
+        return self._run(_core.list_facts(contact))
+
+    def put_fact(self, contact: str, key: str, value: str) -> OperatorFact:
+        """``PUT /v1/contacts/{contact}/facts/{key}`` (scope ``memory:write``): sets
+        or corrects a fact as an operator, under the tenant's fact policy (a key
+        not allowed, or a value it refuses, raises
+        :class:`~degrau_client.InvalidRequest` naming the rule). A later extraction
+        replaces it only citing a later message."""
+        return self._run(_core.put_fact(contact, key, value))
+
+    def delete_fact(self, contact: str, key: str) -> FactDeleted:
+        """``DELETE /v1/contacts/{contact}/facts/{key}`` (scope ``memory:write``):
+        the fact and its earlier values."""
+        return self._run(_core.delete_fact(contact, key))
+
+    def get_tenant_config(self) -> TenantConfigView:
+        """``GET /v1/tenant/config`` (scope ``tenant:admin``): the stored
+        configuration, its ``etag``, and whether it reads (``valid``,
+        ``problem``)."""
+        return self._run(_core.get_tenant_config())
+
+    def put_tenant_config(self, config: Mapping[str, Any], etag: str) -> TenantConfigView:
+        """``PUT /v1/tenant/config`` (scope ``tenant:admin``): replaces the
+        configuration, validated in full first, if ``etag`` (from
+        :meth:`get_tenant_config`, ``'"v0"'`` when none is stored) is still the
+        stored version; else :class:`~degrau_client.PreconditionFailed`: read it
+        again and reapply. An invalid one raises
+        :class:`~degrau_client.InvalidRequest` naming the entry and the field.
+        (A retry of a change that landed before its answer was lost also gets
+        ``PreconditionFailed``: read the configuration to see which won.)"""
+        return self._run(_core.put_tenant_config(config, etag))
+
+    def get_usage(self, from_: date | None = None, to: date | None = None) -> UsageReport:
+        """``GET /v1/usage`` (scope ``tenant:admin``): the tenant's consumption per
+        UTC day from ``from_`` to ``to`` inclusive (the server's default: the
+        last seven days), with the cost at the deployment's prices."""
+        return self._run(_core.get_usage(from_, to))
 
     def openapi(self) -> JSON:
         """``GET /v1/openapi.json``: the API's OpenAPI 3.1 description."""

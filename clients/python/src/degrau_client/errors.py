@@ -48,8 +48,15 @@ class Unauthenticated(DegrauError):
     type = "unauthenticated"
 
 
+class Forbidden(DegrauError):
+    """403: the token (or ``X-Scopes`` in dev mode) lacks the scope the operator
+    route requires; nothing was read or written."""
+
+    type = "forbidden"
+
+
 class NotFound(DegrauError):
-    """404: no such route."""
+    """404: no such route, or nothing stored under it (a contact, a fact)."""
 
     type = "not_found"
 
@@ -64,6 +71,13 @@ class Conflict(DegrauError):
     """409: a stale ``head``, another round in progress, or a key in progress."""
 
     type = "conflict"
+
+
+class PreconditionFailed(DegrauError):
+    """412: ``If-Match`` names a tenant configuration version that is no longer the
+    stored one (another change landed first); read it again and reapply."""
+
+    type = "precondition_failed"
 
 
 class TooLarge(DegrauError):
@@ -84,6 +98,12 @@ class IdempotencyMismatch(DegrauError):
     type = "idempotency_mismatch"
 
 
+class PreconditionRequired(DegrauError):
+    """428: a change of the tenant configuration without ``If-Match``."""
+
+    type = "precondition_required"
+
+
 class RateLimited(DegrauError):
     """429: slow down (see ``retry_after``)."""
 
@@ -94,6 +114,14 @@ class InternalError(DegrauError):
     """500: degrau failed; nothing was written."""
 
     type = "internal_error"
+
+
+class TenantConfigInvalid(DegrauError):
+    """500: the tenant's stored configuration does not read (written by hand into
+    the table); every request of the tenant answers this until it is replaced
+    (``put_tenant_config``, after ``get_tenant_config`` says why)."""
+
+    type = "tenant_config_invalid"
 
 
 class ModelError(DegrauError):
@@ -125,14 +153,18 @@ ERROR_CLASSES: dict[str, type[DegrauError]] = {
     for cls in (
         InvalidRequest,
         Unauthenticated,
+        Forbidden,
         NotFound,
         MethodNotAllowed,
         Conflict,
+        PreconditionFailed,
         TooLarge,
         UnsupportedMediaType,
         IdempotencyMismatch,
+        PreconditionRequired,
         RateLimited,
         InternalError,
+        TenantConfigInvalid,
         ModelError,
         ModelRefused,
         Unavailable,

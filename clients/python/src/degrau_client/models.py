@@ -65,6 +65,109 @@ class RecordedRound(TypedDict):
     compaction_queued: bool
 
 
+class ContactSummary(TypedDict):
+    """A contact in ``GET /v1/contacts``."""
+
+    contact: str
+    #: The current (or last) session's number.
+    session: int
+    #: Unix seconds of the last round.
+    last_activity: int
+    #: Messages stored in the current session.
+    messages: int
+    facts: int
+
+
+class ContactPage(TypedDict):
+    """One page of the tenant's contacts, most recently active first."""
+
+    contacts: list[ContactSummary]
+    #: Pass as ``cursor`` for the next page; None on the last.
+    next_cursor: str | None
+
+
+class SetBy(TypedDict, total=False):
+    """Who set a fact's value: ``kind`` ``"model"`` (the extraction, citing the
+    ``session`` and ``seq`` of the message it read) or ``"operator"`` (``by``: the
+    operator's id; ``session`` and ``seq``: the contact's last message then)."""
+
+    kind: Literal["model", "operator"]
+    by: str
+    session: int
+    seq: int
+
+
+class FactRevision(TypedDict):
+    """An earlier value of a fact."""
+
+    value: str
+    set_by: SetBy
+    updated_at: int
+    replaced_at: int
+
+
+class OperatorFact(TypedDict):
+    """A fact with its provenance and its earlier values (newest first)."""
+
+    key: str
+    value: str
+    set_by: SetBy
+    updated_at: int
+    #: Unix seconds it expires (the fact retention after its last change).
+    expires_at: int | None
+    history: list[FactRevision]
+
+
+class FactDeleted(TypedDict):
+    deleted: bool
+    key: str
+
+
+class TenantConfigView(TypedDict):
+    """The tenant's stored configuration (None: every setting is the deployment's
+    default), its version, and whether it reads (``problem`` says why not)."""
+
+    config: JSON | None
+    #: Send it back to :meth:`~degrau_client.DegrauClient.put_tenant_config`.
+    etag: str
+    valid: bool
+    problem: str | None
+
+
+class ModelTokens(TypedDict):
+    """Tokens one model read and wrote in a day, by kind, and their cost (None
+    when the deployment's price table has no price for the model)."""
+
+    model: str
+    input: int
+    cache_write_5m: int
+    cache_write_1h: int
+    cache_read: int
+    output: int
+    cost_usd: float | None
+
+
+class UsageDay(TypedDict):
+    """One UTC day of a tenant's consumption."""
+
+    day: str
+    rounds: int
+    model_calls: int
+    tool_calls: int
+    summary_calls: int
+    facts_calls: int
+    whatsapp_in: int
+    whatsapp_out: int
+    tokens: list[ModelTokens]
+    cost_usd: float | None
+
+
+#: ``GET /v1/usage``: the days of ``from``..``to`` (UTC, inclusive) that had any
+#: consumption. (Named apart from :class:`Usage`, a model call's usage, which
+#: rounds take; ``from`` being a keyword, the functional form.)
+UsageReport = TypedDict("UsageReport", {"from": str, "to": str, "days": list[UsageDay]})
+
+
 _COUNTS = (
     "input_tokens",
     "output_tokens",

@@ -1,11 +1,13 @@
 /**
  * The running local stack the `test:stack` group talks to. `DEGRAU_API_URL` (default
  * the contents of the repository's `.local/api.url`) and `DEGRAU_STANDIN_URL`
- * (default http://127.0.0.1:4110). Nothing is skipped: a stack that cannot be
- * reached fails the group with a message saying which address was tried.
+ * (default http://127.0.0.1:4110). A stack that cannot be reached fails the group
+ * with a message saying which address was tried; only when no stack is configured
+ * at all ({@link STACK_MISSING}) may a test skip instead, saying so.
  */
 
 import { readFileSync } from "node:fs";
+import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
 import { DegrauClient } from "../../src/index.js";
@@ -14,17 +16,21 @@ import { checkedFetch } from "./openapi.js";
 /** clients/typescript, from dist/test/stack/. */
 export const PACKAGE = fileURLToPath(new URL("../../../", import.meta.url));
 
-function apiUrl(): string {
-  if (process.env.DEGRAU_API_URL) return process.env.DEGRAU_API_URL;
-  const file = `${PACKAGE}../../.local/api.url`;
+/** The API's base URL, or why none is configured. */
+function apiUrl(): { url: string; missing?: undefined } | { url: ""; missing: string } {
+  if (process.env.DEGRAU_API_URL) return { url: process.env.DEGRAU_API_URL };
+  const file = resolve(PACKAGE, "../../.local/api.url");
   try {
-    return readFileSync(file, "utf8").trim();
-  } catch (error) {
-    throw new Error(`no DEGRAU_API_URL and no ${file} (start the local stack, or set DEGRAU_API_URL): ${String(error)}`);
+    return { url: readFileSync(file, "utf8").trim() };
+  } catch {
+    return { url: "", missing: `no stack configured: no DEGRAU_API_URL and no ${file} (start the local stack, or set DEGRAU_API_URL)` };
   }
 }
 
-export const API = apiUrl();
+const configured = apiUrl();
+export const API = configured.url;
+/** Why no stack is configured (no `DEGRAU_API_URL`, no `.local/api.url`); undefined when one is. */
+export const STACK_MISSING = configured.missing;
 export const STANDIN = process.env.DEGRAU_STANDIN_URL ?? "http://127.0.0.1:4110";
 
 /**
@@ -32,6 +38,7 @@ export const STANDIN = process.env.DEGRAU_STANDIN_URL ?? "http://127.0.0.1:4110"
  * takes about a minute), then fails loudly, naming the address and its last answer.
  */
 export async function requireStack(): Promise<void> {
+  if (STACK_MISSING !== undefined) throw new Error(STACK_MISSING);
   const until = Date.now() + 90_000;
   for (const [what, url] of [
     ["degrau's API (DEGRAU_API_URL)", `${API}/v1/openapi.json`],
@@ -59,6 +66,21 @@ export function freshTenant(): string {
 /** A client of `tenant` (a fresh one by default), every answer checked against the document. */
 export function client(tenant: string = freshTenant()): DegrauClient {
   return new DegrauClient({ baseUrl: API, tenant, deadlineMs: 120_000, fetch: checkedFetch });
+}
+
+/** Every operator scope (`X-Scopes` under `AUTH_MODE=dev`). */
+export const ALL_SCOPES = ["memory:read", "memory:write", "tenant:admin"] as const;
+
+/** An operator's client of `tenant` with these scopes (and operator id), every answer checked. */
+export function operator(tenant: string, scopes: readonly string[] = ALL_SCOPES, operatorId?: string): DegrauClient {
+  return new DegrauClient({ baseUrl: API, tenant, scopes, operator: operatorId, deadlineMs: 120_000, fetch: checkedFetch });
+}
+
+/** The stand-in's request log: every model request it received (other tests' too), oldest first. */
+export async function standinRequests(): Promise<{ body: { system?: unknown; messages?: unknown } }[]> {
+  const answer = await fetch(`${STANDIN}/stand-in/requests`);
+  if (!answer.ok) throw new Error(`the stand-in's log answered ${answer.status}`);
+  return (await answer.json()) as { body: { system?: unknown; messages?: unknown } }[];
 }
 
 /** A client that sends no tenant. */

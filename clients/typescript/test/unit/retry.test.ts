@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
-import { DegrauError, InternalError, InvalidRequest, RateLimited, Unavailable } from "../../src/index.js";
+import { DegrauError, InternalError, InvalidRequest, RateLimited, TenantConfigInvalid, Unavailable } from "../../src/index.js";
 import { envelope, fakeClient } from "./fake.js";
 
 const CONTEXT = { session: 1, head: "h1", opens_session: true, system: [], messages: [], cache_control: { type: "ephemeral" } };
@@ -41,6 +41,13 @@ describe("retries", () => {
     assert.equal(seen.length, 4, "the first attempt and 3 retries");
     // Jitter fixed at 0: half of 500, 1000, 2000 ms.
     assert.deepEqual(sleeps, [250, 500, 1000]);
+  });
+
+  it("does not retry a 500 tenant_config_invalid: the stored configuration will not read on its own", async () => {
+    const { client, seen, sleeps } = fakeClient([{ status: 500, body: envelope("tenant_config_invalid") }]);
+    await assert.rejects(client.memory("ana"), TenantConfigInvalid);
+    assert.equal(seen.length, 1);
+    assert.deepEqual(sleeps, []);
   });
 
   it("spreads the backoff with jitter, within half and all of the step", async () => {
