@@ -430,6 +430,8 @@ export interface components {
             };
             /** @description Unix seconds of the extraction that set it. */
             updated_at: number;
+            /** @description The operator who set the value, when one did (its history: `GET .../facts`). */
+            operator?: string;
         };
         /** @description A stored message: its session and sequence number, and when it was stored (Unix seconds). */
         TranscriptMessage: {
@@ -619,7 +621,59 @@ export interface components {
             to: string;
             days: components["schemas"]["UsageDay"][];
         };
-        TenantConfig: unknown;
+        /**
+         * TenantConfig
+         * @description A tenant's CONFIG item, as PUT /v1/tenant/config takes it: every field optional, each overriding the deployment's default. Tested against the parser (functions/ask/tests/config_schema.rs): the fields listed here are exactly the fields it reads, and every example reads. The parser also checks what a schema cannot say (a retention at least the idle timeout; unique tool names; each webhook tool's input_schema a valid JSON Schema).
+         */
+        TenantConfig: {
+            /** @description The agent's instructions (system[0]); blank falls back to the default. */
+            instructions?: string;
+            /** @description The keys facts may be stored under. */
+            allowed_fact_keys?: string[];
+            /** @description The tools the agent may call, in order: a built-in tool's name, or a webhook tool. Every built-in when absent. */
+            tools?: (("list_free_slots" | "book_slot") | {
+                name: string;
+                description: string;
+                /** @description A JSON Schema with "type": "object". */
+                input_schema: Record<string, never>;
+                webhook: {
+                    /** @description https:// (http:// to loopback only under AUTH_MODE=dev), no credentials. */
+                    url: string;
+                    /** @description The SSM SecureString holding the signing secret. */
+                    secret_parameter: string;
+                    /** @default 5000 */
+                    timeout_ms: number;
+                };
+            })[];
+            /** @description The model id for answers. */
+            model?: string;
+            /** @description Context size that triggers a step. */
+            compaction_threshold_tokens?: number;
+            /** @description Messages a step keeps. */
+            window_keep_messages?: number;
+            /** @description Tokens the request after a step holds at least (0: by message count only). */
+            window_keep_tokens?: number;
+            /** @enum {unknown} */
+            cache_ttl?: "5m" | "1h" | "auto";
+            /** @description Minutes without messages after which a session closes. */
+            session_idle_minutes?: number;
+            /** @description Days transcripts are kept after their session could close; at least the idle timeout. */
+            transcript_retention_days?: number;
+            /** @description Days facts are kept after their last change. */
+            fact_retention_days?: number;
+            thinking_budget_tokens?: number;
+            whatsapp?: {
+                template?: {
+                    name: string;
+                    language: string;
+                };
+                media_reply?: string;
+            };
+            quota?: {
+                rounds_per_hour?: number;
+                summary_calls_per_hour?: number;
+            };
+        };
         /** @description The usage of the model call that wrote an assistant message, as the API reported it. */
         MessageUsage: {
             input_tokens: number;
@@ -787,6 +841,8 @@ export interface components {
         FactKey: string;
         /** @description The ETag of the configuration this change replaces, as `GET /v1/tenant/config` gave it (`"v0"` when none is stored). Another value is 412; none is 428. */
         IfMatch: string;
+        /** @description `AUTH_MODE=dev` only: the operator's id recorded in the fact's `set_by.by` (1-128 visible ASCII characters; `dev` without it). Under `AUTH_MODE=jwt` it is the token's `sub` and this header is ignored. */
+        Operator: string;
     };
     requestBodies: never;
     headers: never;
@@ -1154,7 +1210,10 @@ export interface operations {
     putFact: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description `AUTH_MODE=dev` only: the operator's id recorded in the fact's `set_by.by` (1-128 visible ASCII characters; `dev` without it). Under `AUTH_MODE=jwt` it is the token's `sub` and this header is ignored. */
+                "X-Operator"?: components["parameters"]["Operator"];
+            };
             path: {
                 /** @description A contact id (a phone number in E.164, an e-mail address, a CRM id), percent-encoded in the path; the schema is of the decoded value. */
                 contact: components["parameters"]["Contact"];
