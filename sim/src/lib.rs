@@ -19,6 +19,7 @@
 //!
 //! (`docs/DESIGN.md`, "The simulator"; README, "Reliability".)
 
+mod client;
 pub mod events;
 pub mod faults;
 pub mod model;
@@ -32,13 +33,12 @@ use std::pin::Pin;
 use std::task::Poll;
 use std::time::Duration;
 
-use degrau::ask::{AskError, AskOutcome, AskResponse, RecordedRound, RoundOutcome, RoundRequest};
+use client::{ask, record};
+use degrau::ask::AskError;
 use degrau::deadline::Deadline;
-use degrau::domain::IdempotencyKey;
-use serde_json::json;
 
 pub use events::{Event, Plan, Step, generate};
-use model::{estimate_json, filler, tokens};
+use model::{filler, tokens};
 pub use oracle::Violation;
 use oracle::{Landed, Oracle, Told, user_token};
 use world::World;
@@ -414,131 +414,6 @@ async fn operate(world: &World, op: &Event, token: Option<String>) -> Result<Don
             ))
         }
         _ => Ok(Done::Nothing),
-    }
-}
-
-/// What an error tells the client: nothing stored, or not known. A 500 is never
-/// an answer (but for a tenant whose configuration was broken by hand).
-fn told_of(world: &World, contact: usize, error: AskError) -> Result<Told, Violation> {
-    match error {
-        AskError::Store(error) => Ok(Told::Unknown(error.to_string())),
-        AskError::Indeterminate => Ok(Told::Unknown("the commit's outcome is not known".into())),
-        AskError::Internal(why) | AskError::TenantConfig(why) if !world.unusable(contact) => {
-            Err(Violation::new(
-                "no request answers 500",
-                format!("contact {contact}: internal error: {why}"),
-            ))
-        }
-        other => Ok(Told::Failed(other.to_string())),
-    }
-}
-
-/// One `POST .../messages` and, with an `Idempotency-Key`, its one retry.
-async fn ask(
-    world: &World,
-    contact: usize,
-    token: &str,
-    text: &str,
-    idempotent: bool,
-) -> Result<Told, Violation> {
-    let key =
-        idempotent.then(|| IdempotencyKey::parse(&format!("key-{token}")).expect("a valid key"));
-    let first = ask_once(world, contact, text, key.as_ref()).await?;
-    if key.is_none() || matches!(first, Told::Stored { .. }) {
-        return Ok(first);
-    }
-    let retry = ask_once(world, contact, text, key.as_ref()).await?;
-    Ok(Told::after_retry(first, retry))
-}
-
-async fn ask_once(
-    world: &World,
-    contact: usize,
-    text: &str,
-    key: Option<&IdempotencyKey>,
-) -> Result<Told, Violation> {
-    let deadline = Deadline::after(ASK_BUDGET);
-    let answer = tokio::time::timeout(
-        GATEWAY_TIMEOUT,
-        world.ask.ask(&world.contacts[contact], text, key, deadline),
-    )
-    .await;
-    match answer {
-        Err(_) => Ok(Told::TimedOut),
-        Ok(Ok(AskOutcome::Answered(response))) => Ok(stored(&response)),
-        Ok(Ok(AskOutcome::Replayed(body))) => {
-            let response: AskResponse =
-                serde_json::from_str(&body).expect("a replay is the stored response");
-            Ok(stored(&response))
-        }
-        Ok(Err(error)) => told_of(world, contact, error),
-    }
-}
-
-fn stored(response: &AskResponse) -> Told {
-    Told::Stored {
-        session: response.session,
-        first_seq: response.round.first_seq,
-        last_seq: response.round.last_seq,
-    }
-}
-
-/// A round the client ran itself: the context, then the round with a usage its
-/// model could have measured (the context and the round, in estimated tokens).
-async fn record(
-    world: &World,
-    contact: usize,
-    token: &str,
-    text: &str,
-    tool: bool,
-) -> Result<Told, Violation> {
-    let key = &world.contacts[contact];
-    let context = match world.ask.context(key, Deadline::after(ASK_BUDGET)).await {
-        Ok(context) => context,
-        Err(error) => return told_of(world, contact, error),
-    };
-    let mut messages = vec![json!({"role": "user", "content": text})];
-    if tool {
-        let id = format!("toolu_rec_{token}");
-        messages.push(json!({"role": "assistant", "content": [
-            {"type": "text", "text": "Let me look."},
-            {"type": "tool_use", "id": id, "name": "lookup", "input": {}}
-        ]}));
-        messages.push(json!({"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": id, "content": "found it"}
-        ]}));
-    }
-    messages.push(json!({"role": "assistant", "content": format!("done {}", filler(40))}));
-    let input = estimate_json(&json!({"context": &context.context, "messages": &messages}));
-    let body = json!({
-        "head": context.head,
-        "messages": messages,
-        "usage": {"input_tokens": input, "output_tokens": 20},
-    });
-    let request = match RoundRequest::parse(&body) {
-        Ok(request) => request,
-        Err(error) => return Ok(Told::Failed(error.to_string())),
-    };
-    match world
-        .ask
-        .record_round(key, &request, None, Deadline::after(ASK_BUDGET))
-        .await
-    {
-        Ok(RoundOutcome::Recorded(round)) => Ok(recorded(&round)),
-        Ok(RoundOutcome::Replayed(body)) => {
-            let round: RecordedRound =
-                serde_json::from_str(&body).expect("a replay is the stored response");
-            Ok(recorded(&round))
-        }
-        Err(error) => told_of(world, contact, error),
-    }
-}
-
-fn recorded(round: &RecordedRound) -> Told {
-    Told::Stored {
-        session: round.session,
-        first_seq: round.round.first_seq,
-        last_seq: round.round.last_seq,
     }
 }
 
