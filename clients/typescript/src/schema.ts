@@ -223,7 +223,7 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/inspector": {
+    "/v1/inspector": {
         parameters: {
             query?: never;
             header?: never;

@@ -138,13 +138,13 @@ pub const ROUTES: &[RouteSpec] = &[
         methods: &["GET"],
     },
     RouteSpec {
-        path: "/inspector",
+        path: "/v1/inspector",
         endpoint: Endpoint::Inspector,
         methods: &["GET"],
     },
 ];
 
-/// The memory inspector, served at `GET /inspector`.
+/// The memory inspector, served at `GET /v1/inspector`.
 pub const INSPECTOR: &str = include_str!("../inspector/index.html");
 
 pub use errors::ErrorType;

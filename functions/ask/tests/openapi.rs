@@ -178,7 +178,7 @@ fn the_openapi_document_describes_every_route_status_and_error_type_the_handler_
         let responses = operation["responses"].as_object().unwrap();
         assert!(responses.contains_key("200"), "{method} {path}: 200");
         // The public description answers only itself, or 405.
-        let expected: Vec<(&str, u16)> = if path == "/v1/openapi.json" || path == "/inspector" {
+        let expected: Vec<(&str, u16)> = if path == "/v1/openapi.json" || path == "/v1/inspector" {
             vec![("method_not_allowed", 405)]
         } else {
             errors.iter().map(|(k, s)| (*k, *s)).collect()

@@ -443,10 +443,16 @@ async fn a_transcript_retention_of_zero_or_shorter_than_the_idle_timeout_is_refu
     ] {
         stack.configure(tenant, &config).await;
         let reply = stack.post(tenant, "zeca", "hello").await;
+        // Its own error type, naming the field (a bare internal_error before).
         assert_eq!(
             (reply.status, reply.error_type()),
-            (500, Some("internal_error")),
+            (500, Some("tenant_config_invalid")),
             "{tenant}: {}",
+            reply.raw
+        );
+        assert!(
+            reply.raw.contains("transcript_retention_days"),
+            "{}",
             reply.raw
         );
         assert!(

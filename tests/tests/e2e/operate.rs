@@ -490,7 +490,7 @@ async fn bad_input_on_every_operator_route_is_a_documented_4xx_and_changes_nothi
     assert_eq!(config.body["etag"], "\"v0\"", "no config stored");
     // The page is public and says nothing of any tenant.
     let page = stack
-        .call_with("GET", "/inspector", "", "", &[], None)
+        .call_with("GET", "/v1/inspector", "", "", &[], None)
         .await;
     assert_eq!(page.status, 200);
     assert!(

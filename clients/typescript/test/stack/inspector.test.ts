@@ -1,5 +1,5 @@
 /**
- * The memory inspector (`GET /inspector`) in headless Chromium against the local
+ * The memory inspector (`GET /v1/inspector`) in headless Chromium against the local
  * stack: an operator enters the dev credentials, picks a seeded contact, sees its
  * facts and what the model gets, corrects a fact (the next model request carries
  * the correction), and erases the contact after confirming. A screenshot of the
@@ -22,8 +22,8 @@ const OPERATOR = "ops-inspector";
 
 it("the inspector lists a contact, shows its facts and summary, corrects a fact the model then gets, and erases it", { skip: STACK_MISSING, timeout: 240_000 }, async (t) => {
   await requireStack();
-  const page = await fetch(`${API}/inspector`);
-  assert.equal(page.status, 200, `GET /inspector answered ${page.status}`);
+  const page = await fetch(`${API}/v1/inspector`);
+  assert.equal(page.status, 200, `GET /v1/inspector answered ${page.status}`);
   assert.match(page.headers.get("content-type") ?? "", /^text\/html/);
 
   const tenant = freshTenant();
@@ -37,8 +37,8 @@ it("the inspector lists a contact, shows its facts and summary, corrects a fact 
   const browser = await Browser.launch();
   try {
     const tab = await browser.newPage();
-    await tab.goto(`${API}/inspector`);
-    await tab.waitFor(`document.getElementById("credentials")`, "the inspector's credentials form (GET /inspector serving functions/ask/inspector/index.html)", 5_000);
+    await tab.goto(`${API}/v1/inspector`);
+    await tab.waitFor(`document.getElementById("credentials")`, "the inspector's credentials form (GET /v1/inspector serving functions/ask/inspector/index.html)", 5_000);
     await tab.choose("#auth-mode", "dev");
     await tab.fill("#tenant", tenant);
     await tab.fill("#scopes", "memory:read memory:write");
