@@ -54,6 +54,7 @@ mod commit;
 mod context;
 mod plausible;
 mod quota;
+pub mod recall;
 mod round;
 mod rounds;
 pub mod transcript;

@@ -7,6 +7,8 @@
 //! description (`docs/openapi.json`, served at `GET /v1/openapi.json`) is checked
 //! against both by the tests.
 
+mod recall;
+
 use std::time::Duration;
 
 use degrau::ask::{
@@ -54,6 +56,8 @@ pub enum Endpoint {
     Contact,
     /// This API's OpenAPI description (public: it holds no data).
     OpenApi,
+    /// The contact's session records, searched (recall; `handler/recall.rs`).
+    Sessions,
 }
 
 /// A route: its path as API Gateway writes it (`{contact}` is one path segment),
@@ -95,6 +99,11 @@ pub const ROUTES: &[RouteSpec] = &[
         path: "/v1/contacts/{contact}",
         endpoint: Endpoint::Contact,
         methods: &["DELETE"],
+    },
+    RouteSpec {
+        path: "/v1/contacts/{contact}/sessions",
+        endpoint: Endpoint::Sessions,
+        methods: &["GET"],
     },
     RouteSpec {
         path: "/v1/openapi.json",
@@ -459,6 +468,9 @@ async fn route(
                 200,
                 json!({"erased": true, "items": items}).to_string(),
             ))
+        }
+        (Endpoint::Sessions, _) => {
+            recall::get_sessions(service, &key, request.query_string_parameters_ref()).await
         }
         (Endpoint::OpenApi, _) => Ok(json_response(200, OPENAPI.to_owned())),
     }

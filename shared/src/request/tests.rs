@@ -34,6 +34,7 @@ fn parts<'a>(
         instructions: "You schedule appointments for a barber shop.",
         facts,
         summary: Some("The customer asked about Friday."),
+        last_session: None,
         window,
         round,
         lifetimes: Lifetimes::FiveMinutes,
@@ -173,6 +174,7 @@ fn setting_lifetimes_after_the_build_is_building_with_them() {
         instructions: "You schedule appointments for a barber shop.",
         facts: &[],
         summary: None,
+        last_session: None,
         window: &window,
         lifetimes,
     };
@@ -447,6 +449,7 @@ fn the_context_plus_the_next_user_message_is_the_request_ask_would_send() {
             instructions: "You schedule appointments for a barber shop.",
             facts: &facts,
             summary: Some("The customer asked about Friday."),
+            last_session: None,
             window: &window,
             lifetimes: Lifetimes::FiveMinutes,
         })

@@ -20,6 +20,7 @@ mod lifecycle;
 mod observability;
 mod own_loop;
 mod provisioning;
+mod recall;
 mod release;
 mod reliability;
 mod store_contract;
