@@ -277,7 +277,7 @@ fn booking_id(rng: &mut fastrand::Rng) -> String {
 
 fn contact(rng: &mut fastrand::Rng) -> Contact {
     let portuguese = rng.bool();
-    let count = rng.usize(3..=8);
+    let count = rng.usize(4..=16);
     let mut at = START + rng.i64(0..30) * DAY;
     let mut complaints: Vec<usize> = (0..COMPLAINTS.len()).collect();
     rng.shuffle(&mut complaints);
@@ -609,7 +609,7 @@ fn main() {
         units_read / recalls.max(1) as f64
     );
     let header = format!(
-        "{contacts} contacts, {sessions_total} sessions (3 to 8 a contact, 2 to 6 weeks apart), \
+        "{contacts} contacts, {sessions_total} sessions (4 to 16 a contact, 2 to 6 weeks apart), \
          {recalls} questions; seed {seed}; longest excerpt {excerpt_chars_max} characters."
     );
     println!("{header}\n\n{table}\n{costs}\n{reads}");
