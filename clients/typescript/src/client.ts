@@ -25,6 +25,10 @@ export type TranscriptMessage = Schemas["TranscriptMessage"];
 export type MemoryView = Schemas["MemoryView"];
 /** The answer to an erase (`DELETE /v1/contacts/{contact}`). */
 export type Erased = Schemas["Erased"];
+/** The records of a contact's earlier sessions (`GET .../sessions`). */
+export type SessionRecords = Schemas["SessionRecords"];
+/** What degrau keeps of a closed session to find it again. */
+export type SessionRecord = Schemas["SessionRecord"];
 /** Which session a transcript reads: a number, `"current"` or `"all"`. */
 export type SessionSelector = number | "current" | "all";
 
@@ -168,6 +172,19 @@ export class DegrauClient {
       await this.#http.POST("/v1/contacts/{contact}/rounds", {
         params: { path: { contact }, header: { "Idempotency-Key": idempotencyKey(options) } },
         body,
+      }),
+    );
+  }
+
+  /**
+   * `GET /v1/contacts/{contact}/sessions`: the records of the contact's earlier
+   * sessions (recall), those matching `q` best first, or the newest first without
+   * it; at most `limit` (1 to 20, default 5).
+   */
+  async searchSessions(contact: string, query: { q?: string; limit?: number } = {}): Promise<SessionRecords> {
+    return this.#unwrap(
+      await this.#http.GET("/v1/contacts/{contact}/sessions", {
+        params: { path: { contact }, query: { q: query.q, limit: query.limit } },
       }),
     );
   }

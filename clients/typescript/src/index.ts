@@ -12,6 +12,8 @@ export {
   type MemoryView,
   type PostOptions,
   type RecordedRound,
+  type SessionRecord,
+  type SessionRecords,
   type SessionSelector,
   type TranscriptMessage,
   type TranscriptPage,

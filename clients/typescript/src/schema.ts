@@ -91,6 +91,29 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/contacts/{contact}/sessions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A contact id (a phone number in E.164, an e-mail address, a CRM id), percent-encoded in the path; the schema is of the decoded value. */
+                contact: components["parameters"]["Contact"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Search the contact's earlier sessions
+         * @description Recall without a vector database: the records degrau keeps of the contact's closed sessions (at most 20 a contact; archiving a session drops the one 20 sessions back), each with the summary a step left, an excerpt of the messages after it, the ids found in it (booking numbers, dates), its number of messages and when it ended. With `q`, the records that share a word with it, best first (BM25 over Portuguese and English stems), each with its `score`; without, the newest first. A contact with no closed session (or never seen) has an empty list. Records expire with the transcript and are erased with the contact. The tenant's built-in `recall` tool lets the model run the same search during a round.
+         */
+        get: operations["searchSessions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/contacts/{contact}": {
         parameters: {
             query?: never;
@@ -395,6 +418,26 @@ export interface components {
             } | null;
         } & {
             [key: string]: unknown;
+        };
+        SessionRecords: {
+            sessions: components["schemas"]["SessionRecord"][];
+        };
+        /** @description What degrau keeps of a closed session to find it again. */
+        SessionRecord: {
+            /** @description The session's number. */
+            session: number;
+            /** @description The summary the session's last compaction step left (absent when no step ran). */
+            summary?: string;
+            /** @description The messages after the summary as `customer:`/`agent:` lines, cut to 1,500 characters (start and end kept). */
+            excerpt: string;
+            /** @description Booking numbers, codes and dates found in the session, first seen first. */
+            ids: string[];
+            /** @description How many messages the session had. */
+            messages: number;
+            /** @description When its last round was, seconds since the Unix epoch. */
+            ended_at: number;
+            /** @description Its BM25 score for `q` (only with `q`). */
+            score?: number;
         };
     };
     responses: {
@@ -718,6 +761,47 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["RecordedRound"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyMismatch"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["BadGateway"];
+            503: components["responses"]["Unavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    searchSessions: {
+        parameters: {
+            query?: {
+                /** @description Words to look for (1 to 500 characters, not only whitespace). */
+                q?: string;
+                /** @description Most records returned. */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /** @description A contact id (a phone number in E.164, an e-mail address, a CRM id), percent-encoded in the path; the schema is of the decoded value. */
+                contact: components["parameters"]["Contact"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The records: best match first with `q`, newest first without. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionRecords"];
                 };
             };
             400: components["responses"]["BadRequest"];
