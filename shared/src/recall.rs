@@ -336,7 +336,7 @@ pub fn with_closing(
     }
     let mut seen = BTreeSet::new();
     stored.retain(|record| seen.insert(record.session));
-    stored.sort_by(|a, b| b.session.cmp(&a.session));
+    stored.sort_by_key(|record| std::cmp::Reverse(record.session));
     stored.truncate(MAX_RECORDS as usize);
     stored
 }

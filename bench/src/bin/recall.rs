@@ -311,10 +311,14 @@ fn contact(rng: &mut fastrand::Rng) -> Contact {
 fn question(rng: &mut fastrand::Rng, contact: &Contact, kind: Kind) -> Option<(String, usize)> {
     let pt = contact.portuguese;
     let candidates: Vec<usize> = (0..contact.sessions.len())
-        .filter(|&i| match (&contact.sessions[i].planted, kind) {
-            (Planted::Booking { .. }, Kind::BookingId | Kind::BarberAndService) => true,
-            (Planted::Complaint(_), Kind::Complaint) => true,
-            _ => false,
+        .filter(|&i| {
+            matches!(
+                (&contact.sessions[i].planted, kind),
+                (
+                    Planted::Booking { .. },
+                    Kind::BookingId | Kind::BarberAndService
+                ) | (Planted::Complaint(_), Kind::Complaint)
+            )
         })
         .collect();
     let target = *candidates.get(rng.usize(..candidates.len().max(1)))?;

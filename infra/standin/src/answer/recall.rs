@@ -59,7 +59,7 @@ mod tests {
             recall_call("O mesmo da última vez?"),
             Some(json!({"query": "O mesmo da última vez?"}))
         );
-        assert_eq!(recall_call("Do you remember my booking?").is_some(), true);
+        assert!(recall_call("Do you remember my booking?").is_some());
         assert_eq!(recall_call("bom dia"), None);
         let result =
             r#"{"sessions":[{"session":1,"date":"2026-03-14","ids":["BK-1","2026-03-20"]}]}"#;

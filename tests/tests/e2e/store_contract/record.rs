@@ -360,7 +360,7 @@ pub(super) async fn session_records_come_newest_first_bounded_and_the_oldest_is_
             .unwrap()
             .is_empty()
     );
-    assert_eq!(store.erase_contact(&key).await.unwrap() > 0, true);
+    assert!(store.erase_contact(&key).await.unwrap() > 0);
     assert!(
         store
             .session_records(&key, 20, NOW)
