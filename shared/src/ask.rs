@@ -55,6 +55,7 @@ mod context;
 mod operate;
 mod plausible;
 mod quota;
+pub mod recall;
 mod round;
 mod rounds;
 pub mod transcript;

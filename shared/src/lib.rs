@@ -62,6 +62,7 @@ pub mod model;
 pub mod pairing;
 pub mod pruning;
 pub mod quota;
+pub mod recall;
 pub mod request;
 pub mod session;
 pub mod step_plan;

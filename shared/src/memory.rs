@@ -12,6 +12,7 @@ use async_trait::async_trait;
 
 use crate::domain::{Fact, FactKey, Head, Incarnation, StoredMessage, TenantId};
 use crate::metering::UsageCounts;
+use crate::recall::SessionRecord;
 use crate::session::unix_now;
 use crate::store::{
     AppliedStep, ClosedSession, ContactKey, Cursor, DueHead, FactWrite, JobStore, PendingChange,
@@ -555,6 +556,25 @@ impl RecordStore for MemoryStore {
             .cloned()
             .collect();
         Ok(TranscriptPage::from_newest_first(newest_first, limit))
+    }
+
+    async fn session_records(
+        &self,
+        key: &ContactKey,
+        limit: usize,
+        now: i64,
+    ) -> Result<Vec<SessionRecord>, StoreError> {
+        let state = self.lock();
+        Ok(state.contacts.get(key).map_or_else(Vec::new, |contact| {
+            contact
+                .archives
+                .values()
+                .rev()
+                .filter(|archive| archive.expires_at > now)
+                .take(limit)
+                .map(SessionArchive::record)
+                .collect()
+        }))
     }
 
     async fn erase_contact(&self, key: &ContactKey) -> Result<usize, StoreError> {

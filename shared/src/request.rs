@@ -212,6 +212,8 @@ pub struct RequestParts<'a> {
     pub facts: &'a [Fact],
     /// The session's summary; `None` in a new session.
     pub summary: Option<&'a str>,
+    /// The digest of the contact's last session (the tenant's `recall_digest`).
+    pub last_session: Option<&'a str>,
     /// The stored window, oldest first (pruned copies are sent in place of originals).
     pub window: &'a [StoredMessage],
     /// This round so far: the user's message, then any tool calls and their results.
@@ -289,6 +291,7 @@ pub fn build_request(parts: &RequestParts<'_>) -> Result<ModelRequest, BuildErro
             parts.instructions,
             parts.facts,
             parts.summary,
+            parts.last_session,
             parts.lifetimes.prefix(),
         ),
         messages,
@@ -348,6 +351,8 @@ pub struct ContextParts<'a> {
     pub facts: &'a [Fact],
     /// The session's summary; `None` in a new session.
     pub summary: Option<&'a str>,
+    /// The digest of the contact's last session (the tenant's `recall_digest`).
+    pub last_session: Option<&'a str>,
     /// The stored window, oldest first, as the request would send it (cut where
     /// `ask` cuts it).
     pub window: &'a [StoredMessage],
@@ -379,6 +384,7 @@ pub fn build_context(parts: &ContextParts<'_>) -> Result<ModelContext, BuildErro
             parts.instructions,
             parts.facts,
             parts.summary,
+            parts.last_session,
             parts.lifetimes.prefix(),
         ),
         messages,
@@ -465,11 +471,15 @@ fn system_blocks(
     instructions: &str,
     facts: &[Fact],
     summary: Option<&str>,
+    last_session: Option<&str>,
     ttl: CacheTtl,
 ) -> Vec<SystemBlock> {
     vec![
         system_block(instructions.to_owned(), ttl),
-        system_block(render_contact_context(facts, summary), ttl),
+        system_block(
+            render_contact_context_with(facts, summary, last_session),
+            ttl,
+        ),
     ]
 }
 
@@ -531,6 +541,17 @@ pub const FENCE_CLOSE: &str = "</contact_context>";
 /// ([`crate::text::one_line`]: line and paragraph separators and format characters
 /// too) so they cannot forge another fact.
 pub fn render_contact_context(facts: &[Fact], summary: Option<&str>) -> String {
+    render_contact_context_with(facts, summary, None)
+}
+
+/// [`render_contact_context`] with the digest of the contact's last session
+/// (`<last_session>`, after the summary) when the tenant turned `recall_digest`
+/// on; without one the block is byte for byte the same.
+pub fn render_contact_context_with(
+    facts: &[Fact],
+    summary: Option<&str>,
+    last_session: Option<&str>,
+) -> String {
     let mut sorted: Vec<&Fact> = facts.iter().collect();
     sorted.sort_by(|a, b| a.key.cmp(&b.key));
 
@@ -555,6 +576,11 @@ pub fn render_contact_context(facts: &[Fact], summary: Option<&str>) -> String {
         None => out.push_str("(nothing earlier in this session)"),
     }
     out.push_str("\n</summary>\n");
+    if let Some(digest) = last_session.map(str::trim).filter(|d| !d.is_empty()) {
+        out.push_str("<last_session>\n");
+        out.push_str(&neutralize(&crate::text::one_line(digest)));
+        out.push_str("\n</last_session>\n");
+    }
     out.push_str(FENCE_CLOSE);
     out
 }

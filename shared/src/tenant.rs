@@ -66,6 +66,10 @@ pub struct TenantConfig {
     /// Rounds and summary calls per hour (see [`crate::quota`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quota: Option<crate::quota::QuotaConfig>,
+    /// Whether a new session's contact context carries a one-paragraph digest of
+    /// the contact's last session (see [`crate::recall::digest`]; absent: no).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recall_digest: Option<bool>,
 }
 
 use crate::validate::MIN_THINKING_BUDGET;
@@ -237,6 +241,8 @@ pub struct Settings {
     pub cache_ttl: CacheTtlPolicy,
     /// Rounds and summary calls per hour.
     pub quota: crate::quota::Limits,
+    /// Whether the contact context carries the digest of the last session.
+    pub recall_digest: bool,
 }
 
 /// Settings that cannot be honoured: named, with the values at fault (no personal
@@ -326,6 +332,7 @@ impl Settings {
             thinking_budget_tokens: tenant.thinking_budget_tokens.map(ThinkingBudget::tokens),
             cache_ttl: tenant.cache_ttl.unwrap_or(defaults.cache_ttl),
             quota: defaults.quota.with(tenant.quota.as_ref()),
+            recall_digest: tenant.recall_digest.unwrap_or(false),
         }
     }
 }

@@ -11,7 +11,8 @@
 //!   a round whose outcome the client could not know (the store failed around the
 //!   commit) is stored at most once. Nothing is stored that no client sent.
 //! - **Erasure is final.** Nothing of a round told before an erase is readable
-//!   again: not in a message, a summary, an archive or a fact.
+//!   again: not in a message, a summary, an archive (its recall record
+//!   included) or a fact.
 //! - **The head is consistent.** `summarized_until ≤ last_seq`, and no live
 //!   message of the head's session lies past `last_seq`.
 //! - **Nothing folded is lost.** Every live message of the head's session at or
@@ -381,7 +382,13 @@ impl Oracle {
             }
         }
         for archive in &snapshot.archives {
-            if let Some(token) = archive.summary.as_deref().and_then(erased_in) {
+            // The summary and the session's record for recall (its excerpt and ids).
+            let texts = archive
+                .summary
+                .iter()
+                .chain(std::iter::once(&archive.excerpt))
+                .chain(&archive.ids);
+            if let Some(token) = texts.filter_map(|text| erased_in(text)).next() {
                 return Err(Violation::new(
                     "erasure is final",
                     format!(

@@ -180,9 +180,29 @@ pub(super) struct ArchiveItem {
     #[serde(default)]
     pub(super) last_seq: u64,
     pub(super) expires_at: i64,
+    /// The record's excerpt, ids and end (absent on archives written before
+    /// recall: their record is the summary alone).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub(super) excerpt: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) ids: Vec<String>,
+    #[serde(default)]
+    pub(super) ended_at: i64,
 }
 
 impl ArchiveItem {
+    /// What recall reads of it.
+    pub(super) fn record(self) -> degrau::recall::SessionRecord {
+        degrau::recall::SessionRecord {
+            session: self.session,
+            summary: self.summary,
+            excerpt: self.excerpt,
+            ids: self.ids,
+            messages: self.last_seq,
+            ended_at: self.ended_at,
+        }
+    }
+
     pub(super) fn new(pk: &str, archive: &SessionArchive) -> Self {
         ArchiveItem {
             pk: pk.to_owned(),
@@ -192,6 +212,9 @@ impl ArchiveItem {
             summarized_until: archive.summarized_until,
             last_seq: archive.last_seq,
             expires_at: archive.expires_at,
+            excerpt: archive.excerpt.clone(),
+            ids: archive.ids.clone(),
+            ended_at: archive.ended_at,
         }
     }
 }

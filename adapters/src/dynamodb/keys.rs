@@ -8,7 +8,7 @@
 //! | contact head | `T#{tenant}#C#{contact}` | `HEAD` |
 //! | fact | `T#{tenant}#C#{contact}` | `FACT#{key}` |
 //! | message | `T#{tenant}#C#{contact}` | `S#{session:06}#M#{seq:08}` |
-//! | closed session's summary | `T#{tenant}#C#{contact}` | `SUM#{session:06}` |
+//! | closed session's summary and record (at most `recall::MAX_RECORDS` a contact) | `T#{tenant}#C#{contact}` | `SUM#{session:06}` |
 //! | idempotency record | `T#{tenant}#C#{contact}` | `REQ#{key}` |
 //! | WhatsApp arrival counter | `T#{tenant}#C#{contact}` | `WA#ARRIVALS` |
 //! | WhatsApp inbound record | `T#{tenant}#C#{contact}` | `WA#IN#{message id}` |

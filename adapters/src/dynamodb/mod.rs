@@ -26,6 +26,7 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use degrau::domain::{Fact, FactKey, Head, IdempotencyKey, Incarnation, StoredMessage, TenantId};
+use degrau::recall::{MAX_RECORDS, SessionRecord};
 use degrau::session::unix_now;
 use degrau::store::{
     AppliedStep, Claim, ClosedSession, ContactKey, Cursor, DueHead, FactWrite, JobStore,
@@ -36,16 +37,26 @@ use degrau::window::after_last_gap;
 
 use error::{sdk_error, transact, transact_if, unless_condition_failed};
 use items::{ArchiveItem, HeadItem, IndexedKey, RequestItem, RequestStatus, SweepEntry};
-use items::{from_item, message_and_expiry, n, s};
+use items::{from_item, message_and_expiry, n, s, to_item};
 use keys::{
-    HEAD_SK, MAX_SEQ, archive_sk, contact_pk, message_sk, parse_contact_pk, request_sk, sweep_pk,
-    transcript_range,
+    HEAD_SK, MAX_SEQ, MAX_SESSION, archive_sk, contact_pk, message_sk, parse_contact_pk,
+    request_sk, sweep_pk, transcript_range,
 };
 pub use keys::{INCARNATION_INDEX, SWEEP_INDEX, TENANT_INDEX};
 use queries::{
     Pages, UpdateParts, fact_transactions, refresh_items, round_items, settle_parts, step_items,
     update_if,
 };
+
+/// The item a closed session's archive (its recall record included) is stored as,
+/// in the contact `key`'s partition: what the recall benchmark weighs a recall's
+/// read by (DynamoDB bills a query by the size of the items it reads).
+pub fn archive_item(
+    key: &ContactKey,
+    archive: &degrau::store::SessionArchive,
+) -> Result<std::collections::HashMap<String, AttributeValue>, StoreError> {
+    to_item(&ArchiveItem::new(&contact_pk(key), archive))
+}
 
 /// Listing-and-deleting passes of an erase before it settles.
 const ERASE_PASSES: usize = 4;
@@ -444,6 +455,35 @@ impl RecordStore for DynamoStore {
             }
         }
         Ok(TranscriptPage::from_newest_first(newest_first, limit))
+    }
+
+    async fn session_records(
+        &self,
+        key: &ContactKey,
+        limit: usize,
+        now: i64,
+    ) -> Result<Vec<SessionRecord>, StoreError> {
+        // One query of the `SUM#` range, newest first: the bound on archives
+        // (`recall::MAX_RECORDS`) bounds it; strongly consistent, so the record a
+        // session's first round stored is there for its second (the digest stays
+        // the same for the whole session).
+        let query = self
+            .query_range(key, archive_sk(0), archive_sk(MAX_SESSION))
+            .scan_index_forward(false);
+        let mut records = Vec::with_capacity(limit.min(MAX_RECORDS as usize));
+        let mut pages = Pages::new(query);
+        while records.len() < limit {
+            let Some(page) = pages.next(Some(limit - records.len())).await? else {
+                break;
+            };
+            for item in page {
+                let archive = from_item::<ArchiveItem>(item)?;
+                if archive.expires_at > now {
+                    records.push(archive.record());
+                }
+            }
+        }
+        Ok(records)
     }
 
     async fn erase_contact(&self, key: &ContactKey) -> Result<usize, StoreError> {

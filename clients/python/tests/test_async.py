@@ -45,6 +45,7 @@ CALLS: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
     "memory": (("a b/c",), {}),
     "context": (("ana",), {}),
     "commit_round": (("ana", "h1", ROUND, USAGE), {"idempotency_key": "k-2"}),
+    "search_sessions": (("ana", "corte com o Bruno"), {"limit": 3}),
     "erase": (("ana",), {}),
     "list_contacts": ((), {"limit": 5, "cursor": "c1"}),
     "list_facts": (("a b/c",), {}),
@@ -190,6 +191,8 @@ def test_a_conversation_on_the_stack(stack: Stack, tenant: str) -> None:
             assert texts == ["And on 2026-12-05?", "10:30 is free."]
             everything = await degrau.transcript_messages("zoe")
             assert [m["seq"] for m in everything] == list(range(1, first + 2))
+            found = await degrau.search_sessions("zoe", "slots", limit=2)
+            assert found["sessions"] == []  # no closed session yet
             assert (await degrau.erase("zoe"))["erased"] is True
 
     asyncio.run(main())

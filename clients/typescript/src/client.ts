@@ -41,6 +41,10 @@ export type TenantConfigView = Schemas["TenantConfigView"];
 export type UsageReport = Schemas["Usage"];
 /** One UTC day of {@link UsageReport}. */
 export type UsageDay = Schemas["UsageDay"];
+/** The records of a contact's earlier sessions (`GET .../sessions`). */
+export type SessionRecords = Schemas["SessionRecords"];
+/** What degrau keeps of a closed session to find it again. */
+export type SessionRecord = Schemas["SessionRecord"];
 /** Which session a transcript reads: a number, `"current"` or `"all"`. */
 export type SessionSelector = number | "current" | "all";
 
@@ -195,6 +199,19 @@ export class DegrauClient {
       await this.#http.POST("/v1/contacts/{contact}/rounds", {
         params: { path: { contact }, header: { "Idempotency-Key": idempotencyKey(options) } },
         body,
+      }),
+    );
+  }
+
+  /**
+   * `GET /v1/contacts/{contact}/sessions`: the records of the contact's earlier
+   * sessions (recall), those matching `q` best first, or the newest first without
+   * it; at most `limit` (1 to 20, default 5).
+   */
+  async searchSessions(contact: string, query: { q?: string; limit?: number } = {}): Promise<SessionRecords> {
+    return this.#unwrap(
+      await this.#http.GET("/v1/contacts/{contact}/sessions", {
+        params: { path: { contact }, query: { q: query.q, limit: query.limit } },
       }),
     );
   }

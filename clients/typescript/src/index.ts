@@ -16,6 +16,8 @@ export {
   type OperatorFact,
   type PostOptions,
   type RecordedRound,
+  type SessionRecord,
+  type SessionRecords,
   type SessionSelector,
   type TenantConfig,
   type TenantConfigView,

@@ -45,6 +45,29 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/contacts/{contact}/sessions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A contact id (a phone number in E.164, an e-mail address, a CRM id), percent-encoded in the path; the schema is of the decoded value. */
+                contact: components["parameters"]["Contact"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Search the contact's earlier sessions
+         * @description Recall without a vector database: the records degrau keeps of the contact's closed sessions (at most 20 a contact; archiving a session drops the one 20 sessions back), each with the summary a step left, an excerpt of the messages after it, the ids found in it (booking numbers, dates), its number of messages and when it ended. With `q`, the records that share a word with it, best first (BM25 over Portuguese and English stems), each with its `score`; without, the newest first. A contact with no closed session (or never seen) has an empty list. Records expire with the transcript and are erased with the contact. The tenant's built-in `recall` tool lets the model run the same search during a round.
+         */
+        get: operations["searchSessions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/contacts/{contact}/context": {
         parameters: {
             query?: never;
@@ -631,7 +654,7 @@ export interface components {
             /** @description The keys facts may be stored under. */
             allowed_fact_keys?: string[];
             /** @description The tools the agent may call, in order: a built-in tool's name, or a webhook tool. Every built-in when absent. */
-            tools?: (("list_free_slots" | "book_slot") | {
+            tools?: (("list_free_slots" | "book_slot" | "recall") | {
                 name: string;
                 description: string;
                 /** @description A JSON Schema with "type": "object". */
@@ -673,6 +696,8 @@ export interface components {
                 rounds_per_hour?: number;
                 summary_calls_per_hour?: number;
             };
+            /** @description Whether a new session's contact context carries a one-paragraph digest of the contact's last session (absent: no). */
+            recall_digest?: boolean;
         };
         /** @description The usage of the model call that wrote an assistant message, as the API reported it. */
         MessageUsage: {
@@ -680,6 +705,26 @@ export interface components {
             cache_creation_input_tokens: number;
             cache_read_input_tokens: number;
             output_tokens: number;
+        };
+        SessionRecords: {
+            sessions: components["schemas"]["SessionRecord"][];
+        };
+        /** @description What degrau keeps of a closed session to find it again. */
+        SessionRecord: {
+            /** @description The session's number. */
+            session: number;
+            /** @description The summary the session's last compaction step left (absent when no step ran). */
+            summary?: string;
+            /** @description The messages after the summary as `customer:`/`agent:` lines, cut to 1,500 characters (start and end kept). */
+            excerpt: string;
+            /** @description Booking numbers, codes and dates found in the session, first seen first. */
+            ids: string[];
+            /** @description How many messages the session had. */
+            messages: number;
+            /** @description When its last round was, seconds since the Unix epoch. */
+            ended_at: number;
+            /** @description Its BM25 score for `q` (only with `q`). */
+            score?: number;
         };
     };
     responses: {
@@ -961,6 +1006,50 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["MemoryView"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            412: components["responses"]["PreconditionFailed"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyMismatch"];
+            428: components["responses"]["PreconditionRequired"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["BadGateway"];
+            503: components["responses"]["Unavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    searchSessions: {
+        parameters: {
+            query?: {
+                /** @description Words to look for (1 to 500 characters, not only whitespace). */
+                q?: string;
+                /** @description Most records returned. */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /** @description A contact id (a phone number in E.164, an e-mail address, a CRM id), percent-encoded in the path; the schema is of the decoded value. */
+                contact: components["parameters"]["Contact"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The records: best match first with `q`, newest first without. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionRecords"];
                 };
             };
             400: components["responses"]["BadRequest"];

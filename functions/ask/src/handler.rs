@@ -7,6 +7,8 @@
 //! description (`docs/openapi.json`, served at `GET /v1/openapi.json`) is checked
 //! against both by the tests.
 
+mod recall;
+
 use std::time::Duration;
 
 use degrau::ask::{
@@ -65,6 +67,8 @@ pub enum Endpoint {
     Usage,
     /// The memory inspector page (public: it holds no data).
     Inspector,
+    /// The contact's session records, searched (recall; `handler/recall.rs`).
+    Sessions,
 }
 
 /// A route: its path as API Gateway writes it (`{contact}` is one path segment),
@@ -106,6 +110,11 @@ pub const ROUTES: &[RouteSpec] = &[
         path: "/v1/contacts/{contact}",
         endpoint: Endpoint::Contact,
         methods: &["DELETE"],
+    },
+    RouteSpec {
+        path: "/v1/contacts/{contact}/sessions",
+        endpoint: Endpoint::Sessions,
+        methods: &["GET"],
     },
     RouteSpec {
         path: "/v1/openapi.json",
@@ -443,6 +452,9 @@ async fn route(
                 200,
                 json!({"erased": true, "items": items}).to_string(),
             ))
+        }
+        (Endpoint::Sessions, _) => {
+            recall::get_sessions(service, &key, request.query_string_parameters_ref()).await
         }
         (Endpoint::OpenApi, _) => Ok(json_response(200, OPENAPI.to_owned())),
         // Answered above.

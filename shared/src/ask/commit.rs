@@ -174,19 +174,28 @@ fn response(
     }
 }
 
-/// The archive of the session this round closes, when its summary is kept (not
-/// when the head's retention ran out).
+/// The archive of the session this round closes, with its record for recall (not
+/// when the head's retention ran out); it evicts the contact's oldest record past
+/// [`crate::recall::MAX_RECORDS`].
 fn archive(turn: &Turn, expires_at: i64) -> Option<SessionArchive> {
-    turn.expected
+    let closed = turn
+        .expected
         .as_ref()
-        .filter(|_| turn.plan.closed_session.is_some())
-        .map(|closed| SessionArchive {
-            session: closed.session,
-            summary: closed.summary.clone(),
-            summarized_until: closed.summarized_until,
-            last_seq: closed.last_seq,
-            expires_at,
-        })
+        .filter(|_| turn.plan.closed_session.is_some())?;
+    let record = turn.closing.clone().unwrap_or_else(|| {
+        crate::recall::record_of(
+            closed.session,
+            closed.summary.as_deref(),
+            &[],
+            closed.last_seq,
+            closed.last_activity,
+        )
+    });
+    Some(SessionArchive::from_record(
+        &record,
+        closed.summarized_until,
+        expires_at,
+    ))
 }
 
 impl AskService {
@@ -299,7 +308,8 @@ impl AskService {
         let items = 1
             + messages.len()
             + usize::from(idempotency.is_some())
-            + usize::from(archive.is_some());
+            + usize::from(archive.is_some())
+            + usize::from(archive.as_ref().is_some_and(|a| a.evicts.is_some()));
         let mut refresh = refresh_due(turn, settings);
         let refresh_rest =
             refresh.split_off(refresh.len().min(MAX_ROUND_ITEMS.saturating_sub(items)));

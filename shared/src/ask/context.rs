@@ -178,6 +178,7 @@ pub(super) fn served(settings: &Settings, turn: &Turn) -> Result<ModelContext, A
         instructions: &settings.instructions,
         facts: &turn.facts,
         summary: plan.summary.as_deref(),
+        last_session: turn.digest.as_deref(),
         window: &plan.window[cut.start..],
         lifetimes: Lifetimes::FiveMinutes,
     })

@@ -191,6 +191,7 @@ impl AskService {
                 .run_tools(
                     &calls,
                     key,
+                    turn,
                     &settings.tools,
                     deadline,
                     &mut state.round.stats,
@@ -234,6 +235,7 @@ impl AskService {
         &self,
         calls: &[ToolCall],
         key: &ContactKey,
+        turn: &Turn,
         declared: &[ToolDeclaration],
         deadline: Deadline,
         stats: &mut RoundStats,
@@ -244,6 +246,9 @@ impl AskService {
         stats.tool_calls += calls.len() as u64;
         for call in calls {
             let output = match declared.iter().find(|tool| tool.name() == call.name) {
+                Some(ToolDeclaration::BuiltIn(name)) if name == crate::recall::TOOL_NAME => {
+                    self.run_recall(key, turn, &call.input, deadline).await
+                }
                 Some(tool) => {
                     let context = CallContext {
                         tool_use_id: &call.id,
@@ -317,6 +322,7 @@ impl<'a> RoundLoop<'a> {
             instructions: &self.settings.instructions,
             facts: &self.turn.facts,
             summary: plan.summary.as_deref(),
+            last_session: self.turn.digest.as_deref(),
             window: &plan.window[self.cut.start..],
             round: &messages,
             lifetimes: Lifetimes::FiveMinutes,

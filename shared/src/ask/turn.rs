@@ -6,6 +6,7 @@ use super::{AskError, AskService, by};
 use crate::cache_ttl::record_gap;
 use crate::deadline::Deadline;
 use crate::domain::{Fact, Head, StoredMessage};
+use crate::recall::{SessionRecord, digest, record_of};
 use crate::session::idle;
 use crate::store::{ContactKey, load_whole_turn};
 use crate::tenant::Settings;
@@ -37,6 +38,11 @@ pub(super) struct Turn {
     pub(super) facts: Vec<Fact>,
     pub(super) expected: Option<Head>,
     pub(super) plan: TurnPlan,
+    /// The record of the session this turn closes (archived by its commit).
+    pub(super) closing: Option<SessionRecord>,
+    /// The digest of the last session, for the contact context (the tenant's
+    /// `recall_digest`); the same for every round of the session.
+    pub(super) digest: Option<String>,
 }
 
 impl AskService {
@@ -50,6 +56,21 @@ impl AskService {
     ) -> Result<Turn, AskError> {
         let now = (self.clock)();
         let state = by(deadline, load_whole_turn(self.store.as_ref(), key, now)).await?;
+        // The session this turn closes, recorded from what the read holds of it: its
+        // summary and the messages after it.
+        let closing = state
+            .head
+            .as_ref()
+            .filter(|head| idle(head, now, settings.session_idle_minutes))
+            .map(|head| {
+                record_of(
+                    head.session,
+                    head.summary.as_deref(),
+                    &state.window,
+                    head.last_seq,
+                    head.last_activity,
+                )
+            });
         let plan = turn_plan(
             state.head.as_ref(),
             state.window,
@@ -57,12 +78,45 @@ impl AskService {
             now,
             settings,
         );
+        let digest = match settings.recall_digest {
+            true => {
+                self.last_session_digest(key, &plan, closing.as_ref(), now, deadline)
+                    .await?
+            }
+            false => None,
+        };
         Ok(Turn {
             now,
             facts: state.facts,
             expected: state.head,
             plan,
+            closing,
+            digest,
         })
+    }
+
+    /// The digest of the session before the turn's: the one it closes, or the
+    /// newest record when that is the previous session's (its first round stored
+    /// it), so every round of a session shows the same paragraph.
+    async fn last_session_digest(
+        &self,
+        key: &ContactKey,
+        plan: &TurnPlan,
+        closing: Option<&SessionRecord>,
+        now: i64,
+        deadline: Deadline,
+    ) -> Result<Option<String>, AskError> {
+        if let Some(closing) = closing {
+            return Ok(Some(digest(closing)));
+        }
+        if plan.session <= 1 {
+            return Ok(None);
+        }
+        let newest = by(deadline, self.store.session_records(key, 1, now)).await?;
+        Ok(newest
+            .first()
+            .filter(|record| record.session + 1 == plan.session)
+            .map(digest))
     }
 }
 

@@ -1,11 +1,13 @@
 //! What the business reads of a contact and how it is erased: the memory view's
-//! head and facts, the transcript a page at a time, and the erasure of every item.
+//! head and facts, the transcript a page at a time, the session records recall
+//! reads, and the erasure of every item.
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use super::{ContactKey, StoreError};
 use crate::domain::{Fact, Head, StoredMessage};
+use crate::recall::SessionRecord;
 
 /// What the memory view, the transcript and erasure need.
 #[async_trait]
@@ -27,6 +29,16 @@ pub trait RecordStore: Send + Sync {
         limit: usize,
         before: Option<Cursor>,
     ) -> Result<TranscriptPage, StoreError>;
+
+    /// The contact's session records ([`crate::recall`]), newest first, at most
+    /// `limit` (the contact keeps at most [`crate::recall::MAX_RECORDS`]); records
+    /// past their TTL are gone to this read.
+    async fn session_records(
+        &self,
+        key: &ContactKey,
+        limit: usize,
+        now: i64,
+    ) -> Result<Vec<SessionRecord>, StoreError>;
 
     /// Erases every item of the contact; returns how many were deleted.
     async fn erase_contact(&self, key: &ContactKey) -> Result<usize, StoreError>;

@@ -135,6 +135,53 @@ pub struct SessionArchive {
     pub last_seq: u64,
     /// TTL: now plus the tenant's transcript retention.
     pub expires_at: i64,
+    /// The record's excerpt of the messages after the summary
+    /// ([`crate::recall::SessionRecord::excerpt`]).
+    pub excerpt: String,
+    /// The ids found in the session ([`crate::recall::SessionRecord::ids`]).
+    pub ids: Vec<String>,
+    /// When the session's last round was, seconds since the epoch.
+    pub ended_at: i64,
+    /// The session whose archive the same transaction deletes: the contact's oldest
+    /// kept, [`crate::recall::MAX_RECORDS`] sessions back (`None` before that).
+    pub evicts: Option<u32>,
+}
+
+impl SessionArchive {
+    /// The archive of a closed session from its record, expiring at `expires_at`,
+    /// evicting the archive [`crate::recall::MAX_RECORDS`] sessions back.
+    pub fn from_record(
+        record: &crate::recall::SessionRecord,
+        summarized_until: u64,
+        expires_at: i64,
+    ) -> SessionArchive {
+        SessionArchive {
+            session: record.session,
+            summary: record.summary.clone(),
+            summarized_until,
+            last_seq: record.messages,
+            expires_at,
+            excerpt: record.excerpt.clone(),
+            ids: record.ids.clone(),
+            ended_at: record.ended_at,
+            evicts: record
+                .session
+                .checked_sub(crate::recall::MAX_RECORDS)
+                .filter(|s| *s > 0),
+        }
+    }
+
+    /// What recall reads of it.
+    pub fn record(&self) -> crate::recall::SessionRecord {
+        crate::recall::SessionRecord {
+            session: self.session,
+            summary: self.summary.clone(),
+            excerpt: self.excerpt.clone(),
+            ids: self.ids.clone(),
+            messages: self.last_seq,
+            ended_at: self.ended_at,
+        }
+    }
 }
 
 /// Most messages one round refreshes the TTL of apart from its commit: one
@@ -143,7 +190,8 @@ pub struct SessionArchive {
 pub const MAX_REFRESH_PER_ROUND: usize = 99;
 
 /// Most items a round's commit writes in its one transaction (DynamoDB's limit):
-/// the head, the messages, the idempotency record, the archive and the window
+/// the head, the messages, the idempotency record, the archive (and the archive it
+/// evicts) and the window
 /// messages whose TTL it extends ([`RoundCommit::refresh`]).
 pub const MAX_ROUND_ITEMS: usize = 100;
 

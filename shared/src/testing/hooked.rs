@@ -56,6 +56,8 @@ pub enum Call<'a> {
     LoadMemory,
     /// [`RecordStore::transcript`].
     Transcript,
+    /// [`RecordStore::session_records`].
+    SessionRecords,
     /// [`RecordStore::erase_contact`].
     EraseContact,
     /// [`TenantStore::tenant_config`].
@@ -282,6 +284,16 @@ impl<S: Store + TenantStore + ?Sized, H: Hook> RecordStore for Hooked<S, H> {
     ) -> Result<TranscriptPage, StoreError> {
         self.hook.before(Call::Transcript).await?;
         self.inner.transcript(key, sessions, limit, before).await
+    }
+
+    async fn session_records(
+        &self,
+        key: &ContactKey,
+        limit: usize,
+        now: i64,
+    ) -> Result<Vec<crate::recall::SessionRecord>, StoreError> {
+        self.hook.before(Call::SessionRecords).await?;
+        self.inner.session_records(key, limit, now).await
     }
 
     async fn erase_contact(&self, key: &ContactKey) -> Result<usize, StoreError> {

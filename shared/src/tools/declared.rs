@@ -7,7 +7,8 @@
 //! The list is checked when the config is read, like every tenant setting: a config
 //! that breaks a rule does not read, and the error names the entry and the field.
 //! Unknown fields are refused; names match `^[a-zA-Z0-9_-]{1,64}$` and are unique in
-//! the list; a string must name a built-in tool; `input_schema` is a JSON Schema
+//! the list; a string must name a built-in tool (`recall`, [`super::recall`], only
+//! when declared); `input_schema` is a JSON Schema
 //! object (`"type": "object"`); `url` parses, uses `https` (or `http`, which the
 //! call-time policy allows only to loopback in `AUTH_MODE=dev`) and carries no
 //! credentials; `secret_parameter` is an SSM parameter name; `timeout_ms` is from
@@ -168,13 +169,16 @@ fn declaration_value(tool: &ToolDeclaration) -> Result<Value, String> {
 /// One entry of the list: a built-in's name, or a webhook tool.
 fn declaration(index: usize, value: Value) -> Result<ToolDeclaration, String> {
     match value {
-        Value::String(name) if BUILT_IN_TOOLS.contains(&name.as_str()) => {
+        Value::String(name)
+            if BUILT_IN_TOOLS.contains(&name.as_str()) || name == crate::recall::TOOL_NAME =>
+        {
             Ok(ToolDeclaration::BuiltIn(name))
         }
         Value::String(name) => Err(format!(
-            "tools[{index}]: `{name}` is not a built-in tool (built-in: {}); a webhook tool is an \
-             object with name, description, input_schema and webhook",
-            BUILT_IN_TOOLS.join(", ")
+            "tools[{index}]: `{name}` is not a built-in tool (built-in: {}, {}); a webhook tool \
+             is an object with name, description, input_schema and webhook",
+            BUILT_IN_TOOLS.join(", "),
+            crate::recall::TOOL_NAME
         )),
         Value::Object(_) => {
             let tool: WebhookTool = serde_json::from_value(value)

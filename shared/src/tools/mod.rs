@@ -1,12 +1,14 @@
 //! The `Tools` port: what the model may call during a round. A tenant declares its
 //! tools ([`declared`]): built-in ones, which run here ([`demo`], the scheduling demo
-//! that lets the whole path, long tool results included, run locally), and webhook
+//! that lets the whole path, long tool results included, run locally; [`recall`],
+//! which the `ask` service runs over the contact's earlier sessions), and webhook
 //! tools, which the `Webhooks` port calls (its adapter, in `degrau-adapters`, signs
 //! each call and sends it over HTTPS). [`ToolDispatch`] is the one `Tools` the
 //! functions use: it sends each call to the right one and counts it per tool.
 
 pub mod declared;
 pub mod demo;
+pub mod recall;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -169,6 +171,9 @@ impl Tools for ToolDispatch {
         declared
             .iter()
             .filter_map(|tool| match tool {
+                ToolDeclaration::BuiltIn(name) if name == crate::recall::TOOL_NAME => {
+                    Some(recall::definition())
+                }
                 ToolDeclaration::BuiltIn(name) => demo::definition(name),
                 ToolDeclaration::Webhook(webhook) => Some(ToolDef {
                     name: webhook.name.clone(),

@@ -112,6 +112,7 @@ fn request(
         instructions: "You book haircuts.",
         facts,
         summary,
+        last_session: None,
         window,
         round,
         lifetimes: degrau::request::Lifetimes::FiveMinutes,

@@ -21,6 +21,7 @@ mod observability;
 mod operate;
 mod own_loop;
 mod provisioning;
+mod recall;
 mod release;
 mod reliability;
 mod store_contract;

@@ -31,6 +31,7 @@ from .models import (
     FactDeleted,
     OperatorFact,
     RecordedRound,
+    SessionRecords,
     TenantConfigView,
     UsageReport,
     message_from,
@@ -129,6 +130,16 @@ def commit_round(
     body = {"head": head, "messages": [message_from(m) for m in messages], "usage": usage_from(usage)}
     call = Call("POST", _contact(contact) + "/rounds", body=body, idempotency_key=idempotency_key)
     return cast(RecordedRound, (yield call))
+
+
+def search_sessions(contact: str, q: str | None, limit: int | None) -> Flow[SessionRecords]:
+    params: dict[str, str | int] = {}
+    if q is not None:
+        params["q"] = q
+    if limit is not None:
+        params["limit"] = limit
+    call = Call("GET", _contact(contact) + "/sessions", params=params)
+    return cast(SessionRecords, (yield call))
 
 
 def erase(contact: str) -> Flow[JSON]:

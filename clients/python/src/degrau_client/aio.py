@@ -22,6 +22,7 @@ from .models import (
     Message,
     OperatorFact,
     RecordedRound,
+    SessionRecords,
     TenantConfigView,
     Usage,
     UsageReport,
@@ -163,6 +164,12 @@ class AsyncDegrauClient:
         may hold the SDK's blocks (``response.content``), see
         :func:`~degrau_client.message_from`."""
         return await self._run(_core.commit_round(contact, head, messages, usage, idempotency_key))
+
+    async def search_sessions(self, contact: str, q: str | None = None, *, limit: int | None = None) -> SessionRecords:
+        """``GET /v1/contacts/{contact}/sessions``: the records of the contact's
+        earlier sessions (recall), those matching ``q`` best first, or the newest
+        first without it; at most ``limit`` (1 to 20, default 5)."""
+        return await self._run(_core.search_sessions(contact, q, limit))
 
     async def erase(self, contact: str) -> JSON:
         """``DELETE /v1/contacts/{contact}``: erases everything stored about it."""

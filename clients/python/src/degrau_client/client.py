@@ -21,6 +21,8 @@ from .models import (
     OperatorFact,
     RecordedRound,
     RoundSpan,
+    SessionRecord,
+    SessionRecords,
     TenantConfigView,
     Usage,
     UsageReport,
@@ -36,6 +38,8 @@ __all__ = [
     "Message",
     "RecordedRound",
     "RoundSpan",
+    "SessionRecord",
+    "SessionRecords",
     "Usage",
     "message_from",
     "usage_from",
@@ -192,6 +196,12 @@ class DegrauClient:
         may hold the SDK's blocks (``response.content``), see
         :func:`~degrau_client.message_from`."""
         return self._run(_core.commit_round(contact, head, messages, usage, idempotency_key))
+
+    def search_sessions(self, contact: str, q: str | None = None, *, limit: int | None = None) -> SessionRecords:
+        """``GET /v1/contacts/{contact}/sessions``: the records of the contact's
+        earlier sessions (recall), those matching ``q`` best first, or the newest
+        first without it; at most ``limit`` (1 to 20, default 5)."""
+        return self._run(_core.search_sessions(contact, q, limit))
 
     def erase(self, contact: str) -> JSON:
         """``DELETE /v1/contacts/{contact}``: erases everything stored about it."""

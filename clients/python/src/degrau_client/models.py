@@ -168,6 +168,30 @@ class UsageDay(TypedDict):
 UsageReport = TypedDict("UsageReport", {"from": str, "to": str, "days": list[UsageDay]})
 
 
+class SessionRecord(TypedDict, total=False):
+    """What degrau keeps of a closed session to find it again (recall)."""
+
+    session: int
+    #: The summary the session's last compaction step left (absent when none ran).
+    summary: str
+    #: The messages after the summary as ``customer:``/``agent:`` lines.
+    excerpt: str
+    #: Booking numbers, codes and dates found in the session.
+    ids: list[str]
+    messages: int
+    #: When its last round was, seconds since the Unix epoch.
+    ended_at: int
+    #: Its BM25 score for the query (only with ``q``).
+    score: float
+
+
+class SessionRecords(TypedDict):
+    """``GET /v1/contacts/{contact}/sessions``: best match first with a query,
+    newest first without."""
+
+    sessions: list[SessionRecord]
+
+
 _COUNTS = (
     "input_tokens",
     "output_tokens",

@@ -121,6 +121,7 @@ describe("requests", () => {
     await client.memory(contact);
     await client.context(contact);
     await client.commitRound(contact, "h", [], { input_tokens: 1, output_tokens: 1 });
+    await client.searchSessions(contact, { q: "corte com o Bruno", limit: 3 });
     await client.erase(contact);
     await client.openapi();
     const path = "/v1/contacts/%2B55%2011%40wa%3A1";
@@ -132,6 +133,7 @@ describe("requests", () => {
         `GET ${path}/memory`,
         `GET ${path}/context`,
         `POST ${path}/rounds`,
+        `GET ${path}/sessions?q=corte%20com%20o%20Bruno&limit=3`,
         `DELETE ${path}`,
         "GET /v1/openapi.json",
       ],
@@ -139,6 +141,16 @@ describe("requests", () => {
     assert.deepEqual(JSON.parse(seen[0]!.body), { text: "hi" });
     assert.equal(seen[0]!.headers.get("content-type"), "application/json");
     assert.equal(seen[2]!.headers.get("idempotency-key"), null, "no key on a GET");
+  });
+
+  it("searches earlier sessions and returns their records", async () => {
+    const records = {
+      sessions: [{ session: 2, excerpt: "customer: corte", ids: ["BK-9F3A21C7"], messages: 6, ended_at: 1773360000, score: 2.7 }],
+    };
+    const { client, seen } = fakeClient([{ status: 200, body: records }]);
+    const found = await client.searchSessions("ana", { q: "BK-9F3A21C7" });
+    assert.deepEqual(found, records);
+    assert.equal(seen[0]!.url.search, "?q=BK-9F3A21C7");
   });
 
   it("sends a session number as is", async () => {

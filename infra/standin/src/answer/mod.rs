@@ -9,14 +9,17 @@
 //! 3. the last user turn holds `tool_result` blocks → a short summary of them;
 //! 4. "what did I say first?" → the first user text the request shows (proof that
 //!    the conversation was rebuilt from storage);
-//! 5. the demo tools are defined and the text asks about availability or a
+//! 5. degrau's `recall` tool is defined and the text points back in time → a
+//!    `recall` call with the text as its query (`recall.rs`);
+//! 6. the demo tools are defined and the text asks about availability or a
 //!    booking → `tool_use` (two dates → two parallel calls);
-//! 6. otherwise an echo, with what degrau remembers from `system[1]`.
+//! 7. otherwise an echo, with what degrau remembers from `system[1]`.
 //!
 //! `demo.rs` holds the scheduling demo's heuristics (which tools a text asks for),
 //! `summary.rs` the conversation summary; this file the precedence and the rest.
 
 mod demo;
+mod recall;
 mod summary;
 
 use std::collections::HashMap;
@@ -188,6 +191,20 @@ fn plain_answer(request: &MessagesRequest, id_seed: &str) -> Answer {
         ));
     }
     if *choice != ToolChoice::None
+        && request.tools.iter().any(|t| t.name == recall::RECALL)
+        && let Some(input) = recall::recall_call(&text)
+    {
+        return Answer {
+            content: vec![
+                ResponseBlock::text(format!(
+                    "{MARKER} Let me look at our earlier conversations."
+                )),
+                ResponseBlock::tool_use(tool_use_id(id_seed, 0), recall::RECALL, input),
+            ],
+            stop_reason: StopReason::ToolUse,
+        };
+    }
+    if *choice != ToolChoice::None
         && let Some(calls) = demo_calls
     {
         let mut content = vec![ResponseBlock::text(format!("{MARKER} Let me check."))];
@@ -344,6 +361,11 @@ fn summarize_results(request: &MessagesRequest, turn: &[&Content]) -> String {
 fn describe_result(name: &str, content: &str, is_error: bool) -> String {
     if is_error {
         return format!("{name} failed: «{}»", clip(content, 60));
+    }
+    if name == recall::RECALL
+        && let Some(found) = recall::describe(content)
+    {
+        return found;
     }
     let parsed: Option<Value> = serde_json::from_str(content).ok();
     if let Some(id) = parsed

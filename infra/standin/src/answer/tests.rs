@@ -33,6 +33,7 @@ fn request_with(
         instructions: "You schedule haircuts.",
         facts: &[],
         summary,
+        last_session: None,
         window,
         round,
         lifetimes: degrau::request::Lifetimes::FiveMinutes,

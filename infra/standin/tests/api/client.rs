@@ -39,6 +39,7 @@ fn request(text: &str) -> ModelRequest {
         instructions: &long_instructions(),
         facts: &[],
         summary: None,
+        last_session: None,
         window: &[],
         round: &[Message::user_text(text)],
         lifetimes: degrau::request::Lifetimes::FiveMinutes,

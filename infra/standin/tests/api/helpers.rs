@@ -139,6 +139,7 @@ pub fn degrau_request(
         instructions,
         facts: &[],
         summary,
+        last_session: None,
         window: &window,
         round,
         lifetimes: degrau::request::Lifetimes::FiveMinutes,

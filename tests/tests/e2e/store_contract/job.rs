@@ -237,6 +237,10 @@ pub(super) async fn a_new_session_commit_archives_the_old_summary_for_load_close
         summarized_until: closing.summarized_until,
         last_seq: closing.last_seq,
         expires_at: RETAINED,
+        excerpt: String::new(),
+        ids: Vec::new(),
+        ended_at: 0,
+        evicts: None,
     };
 
     // A losing commit writes no archive either.
@@ -306,6 +310,10 @@ pub(super) async fn an_archive_without_a_summary_loads_the_session_whole_and_ski
             summarized_until: 0,
             last_seq: head.last_seq,
             expires_at: RETAINED,
+            excerpt: String::new(),
+            ids: Vec::new(),
+            ended_at: 0,
+            evicts: None,
         }),
         ..round(&key, Some(&head), exchange(2, None, "next"))
     };

@@ -297,6 +297,20 @@ impl Backend for Dynamo {
             summarized_until: raw_number(&item, "summarized_until").unwrap(),
             last_seq: raw_number(&item, "last_seq").unwrap(),
             expires_at: raw_number(&item, "expires_at").unwrap(),
+            excerpt: match item.get("excerpt") {
+                Some(AttributeValue::S(excerpt)) => excerpt.clone(),
+                _ => String::new(),
+            },
+            ids: match item.get("ids") {
+                Some(AttributeValue::L(ids)) => ids
+                    .iter()
+                    .filter_map(|id| id.as_s().ok().cloned())
+                    .collect(),
+                _ => Vec::new(),
+            },
+            ended_at: raw_number(&item, "ended_at").unwrap_or(0),
+            // Not an attribute: the commit's instruction to delete an older one.
+            evicts: None,
         })
     }
 
@@ -649,6 +663,7 @@ macro_rules! contract_tests {
             record::erasing_a_contact_removes_every_item_and_a_second_erase_finds_none,
             record::erasing_pages_through_a_long_history,
             record::erasing_a_contact_removes_its_session_archives_too,
+            record::session_records_come_newest_first_bounded_and_the_oldest_is_evicted,
             tenant::tenant_configs_round_trip_per_tenant,
             operator::contacts_list_newest_first_per_tenant_in_pages,
             operator::a_fact_write_lands_only_on_what_it_expects,

@@ -150,6 +150,10 @@ pub(super) async fn the_transcript_of_all_sessions_never_returns_an_archive_item
                 summarized_until: 0,
                 last_seq: head.last_seq,
                 expires_at: RETAINED,
+                excerpt: String::new(),
+                ids: Vec::new(),
+                ended_at: 0,
+                evicts: None,
             }),
             ..round(&key, Some(&head), exchange(session, None, "again"))
         };
@@ -265,6 +269,10 @@ pub(super) async fn erasing_a_contact_removes_its_session_archives_too(backend: 
             summarized_until: 2,
             last_seq: 2,
             expires_at: RETAINED,
+            excerpt: String::new(),
+            ids: Vec::new(),
+            ended_at: 0,
+            evicts: None,
         }),
         ..round(&key, Some(&head), exchange(2, None, "two"))
     };
@@ -288,5 +296,76 @@ pub(super) async fn erasing_a_contact_removes_its_session_archives_too(backend: 
     assert_eq!(
         store.load_closed_session(&key, 1, NOW).await.unwrap(),
         ClosedSession::default()
+    );
+}
+
+pub(super) async fn session_records_come_newest_first_bounded_and_the_oldest_is_evicted(
+    backend: impl Backend,
+) {
+    use degrau::recall::{MAX_RECORDS, SessionRecord};
+    let store = backend.store();
+    let key = ana();
+    let bob = contact_key("shop", "bob");
+    commit(&*store, &bob, exchange(1, None, "bob's")).await;
+    let mut head = commit(&*store, &key, exchange(1, None, "one")).await;
+    let last = MAX_RECORDS + 3;
+    // Sessions 1 to 23 closed, each archived with its record; 24 open.
+    for session in 2..=last + 1 {
+        let closed = session - 1;
+        let record = SessionRecord {
+            session: closed,
+            summary: (closed % 2 == 0).then(|| format!("summary {closed}")),
+            excerpt: format!("customer: session {closed}"),
+            ids: vec![format!("BK-{closed:02}AA")],
+            messages: head.last_seq,
+            ended_at: NOW - i64::from(last - closed) * 86_400,
+        };
+        // The newest record is past its TTL: gone to the read.
+        let expires_at = if closed == last { NOW } else { RETAINED };
+        let opening = RoundCommit {
+            archive: Some(SessionArchive::from_record(&record, 0, expires_at)),
+            ..round(&key, Some(&head), exchange(session, None, "again"))
+        };
+        store.commit_round(&opening).await.unwrap();
+        head = opening.head;
+    }
+    // The archives of sessions 1 to 3 went as 21 to 23 came.
+    for evicted in 1..=3 {
+        assert_eq!(backend.raw_archive(&key, evicted).await, None, "{evicted}");
+    }
+    let kept = backend.raw_archive(&key, 4).await.unwrap();
+    assert_eq!(
+        (kept.excerpt.as_str(), kept.ids.as_slice()),
+        ("customer: session 4", &["BK-04AA".to_owned()][..])
+    );
+    let records = store.session_records(&key, 50, NOW).await.unwrap();
+    let sessions: Vec<u32> = records.iter().map(|r| r.session).collect();
+    assert_eq!(sessions, (4..last).rev().collect::<Vec<_>>());
+    assert_eq!(records[0].summary.as_deref(), Some("summary 22"));
+    assert_eq!(records[0].ids, ["BK-22AA"]);
+    assert_eq!(records[0].ended_at, NOW - 86_400);
+    assert_eq!(records[1].summary, None);
+    let newest: Vec<u32> = store
+        .session_records(&key, 2, NOW)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.session)
+        .collect();
+    assert_eq!(newest, [22, 21]);
+    assert!(
+        store
+            .session_records(&bob, 20, NOW)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(store.erase_contact(&key).await.unwrap() > 0);
+    assert!(
+        store
+            .session_records(&key, 20, NOW)
+            .await
+            .unwrap()
+            .is_empty()
     );
 }
