@@ -19,6 +19,7 @@ mod helpers;
 mod lifecycle;
 mod observability;
 mod own_loop;
+mod pause_fold;
 mod provisioning;
 mod release;
 mod reliability;
