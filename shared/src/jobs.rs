@@ -110,9 +110,8 @@ impl Job {
 
     /// The session the job is about.
     pub fn session(&self) -> u32 {
-        let (Job::Step { session, .. }
-        | Job::Fold { session, .. }
-        | Job::Facts { session, .. }) = self;
+        let (Job::Step { session, .. } | Job::Fold { session, .. } | Job::Facts { session, .. }) =
+            self;
         *session
     }
 

@@ -371,7 +371,11 @@ pub fn sweep_ticks(from: u64, gap: u64) -> Vec<u64> {
 /// fold); returns the compactor invocations that failed and the folds the
 /// sweep requested.
 async fn sweep(stack: &FullStack) -> (usize, usize) {
-    let requested = match stack.compactor.invoke(serde_json::json!({"sweep": true})).await {
+    let requested = match stack
+        .compactor
+        .invoke(serde_json::json!({"sweep": true}))
+        .await
+    {
         Ok(report) => report["folds"].as_u64().unwrap_or(0) as usize,
         Err(error) => {
             eprintln!("  sweep failed: {error}");

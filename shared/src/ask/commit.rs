@@ -18,13 +18,13 @@ use crate::domain::{Head, IdempotencyKey, Incarnation, PendingFacts, StoredMessa
 use crate::jobs::Job;
 use crate::metrics::{Event, Unit};
 use crate::model::StopReason;
+use crate::pause_fold::fold_due_at;
+use crate::request::Lifetimes;
 use crate::session::idle_seconds;
 use crate::store::{
     CompletedRequest, ContactKey, MAX_REFRESH_PER_ROUND, MAX_ROUND_ITEMS, RoundCommit,
     SessionArchive, StoreError, SweepSlot,
 };
-use crate::pause_fold::fold_due_at;
-use crate::request::Lifetimes;
 use crate::sweep::{next_sweep_due, sweep_bucket};
 use crate::tenant::{ContextPolicy, Settings};
 use crate::usage::RoundUsage;

@@ -10,9 +10,9 @@ use tracing::{info, instrument, warn};
 use super::{Compactor, CompactorError};
 use crate::domain::{Head, Incarnation, TenantId};
 use crate::jobs::{Job, Jobs};
+use crate::pause_fold::fold_due_at;
 use crate::session::idle_seconds;
 use crate::store::{ContactKey, DueHead, PendingChange, SweepSettle};
-use crate::pause_fold::fold_due_at;
 use crate::sweep::{
     FACTS_MAX_ATTEMPTS, SWEEP_RETRY_MIN_SECONDS, sweep_decision_folding, sweep_retry_delay,
 };
@@ -170,9 +170,11 @@ impl Compactor {
             head.last_context_tokens,
             settings.compaction.keep_tokens,
         );
-        let decision =
-            sweep_decision_folding(&head, now, settings.session_idle_minutes, fold_due);
-        let folded = decision.fold && self.request_fold(jobs, bucket, key, &head, &incarnation).await;
+        let decision = sweep_decision_folding(&head, now, settings.session_idle_minutes, fold_due);
+        let folded = decision.fold
+            && self
+                .request_fold(jobs, bucket, key, &head, &incarnation)
+                .await;
         if let Some(session) = decision.request {
             let job = Job::Facts {
                 tenant: key.tenant.clone(),

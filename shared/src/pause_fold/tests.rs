@@ -73,7 +73,13 @@ fn a_large_window_folds_a_small_one_does_not() {
         ..typical
     };
     assert!(!fold_pays(close, even));
-    assert!(fold_pays(FoldSizes { hour: true, ..close }, even));
+    assert!(fold_pays(
+        FoldSizes {
+            hour: true,
+            ..close
+        },
+        even
+    ));
     // A window barely past what a step keeps: the summary request costs more.
     let small = FoldSizes {
         context: 3_000,

@@ -14,6 +14,7 @@ mod fifo;
 mod helpers;
 mod layout;
 mod own_loop;
+mod pause_fold;
 mod properties;
 mod quota;
 mod structure;

@@ -109,9 +109,16 @@ async fn a_pause_past_the_entries_folds_the_window_and_the_resume_writes_a_small
     assert_eq!(reports.iter().map(|r| r.failed).sum::<usize>(), 0);
     let folded = stack.memory("five", "ana").await;
     assert_eq!(folded["session"]["steps"], 1, "{folded}");
-    assert!(folded["session"]["summary"].as_str().is_some_and(|s| !s.is_empty()));
+    assert!(
+        folded["session"]["summary"]
+            .as_str()
+            .is_some_and(|s| !s.is_empty())
+    );
     let alive = stack.memory("hour", "ana").await;
-    assert_eq!(alive["session"]["steps"], 0, "an hour's entry still lives: {alive}");
+    assert_eq!(
+        alive["session"]["steps"], 0,
+        "an hour's entry still lives: {alive}"
+    );
     // Folded once: the next sweep asks for nothing more.
     let again = sweep(&stack).await;
     assert_eq!(again["folds"], 0, "{again}");
