@@ -286,7 +286,10 @@ fn summary_and_fact_requests_get_their_own_answers() {
 fn the_echo_does_not_grow_with_the_memory_it_was_given() {
     // The same message behind a short and a long summary: the same reply, so
     // a strategy that remembers more is not billed longer answers.
-    let window = [stored(1, Message::user_text("Oi"))];
+    let window = [
+        stored(1, Message::user_text("Oi")),
+        stored(2, Message::assistant_text("Olá")),
+    ];
     let short = request_with(&[], Some("Ana."), &window, &[Message::user_text("ok")]);
     let long_summary = "The customer booked BK-1234 for Friday at 10:00. ".repeat(40);
     let long = request_with(
