@@ -302,6 +302,17 @@ fn defaults(vars: &Vars<'_>) -> Result<Defaults, ConfigError> {
             ))
         })?;
     }
+    if let Some(fold) = vars.get("PAUSE_FOLD") {
+        defaults.compaction.pause_fold = match fold {
+            "on" => true,
+            "off" => false,
+            other => {
+                return Err(ConfigError(format!(
+                    "PAUSE_FOLD must be `on` or `off`, got {other:?}"
+                )));
+            }
+        };
+    }
     defaults.session_idle_minutes =
         vars.number("SESSION_IDLE_MINUTES", defaults.session_idle_minutes)?;
     if let Some(prices) = vars.get("PRICES") {
@@ -430,6 +441,7 @@ mod tests {
             ("SWEEP_BUCKETS", "64"),
             ("WINDOW_KEEP_TOKENS", "1500"),
             ("CACHE_TTL", "1h"),
+            ("PAUSE_FOLD", "off"),
             ("QUOTA_ROUNDS_PER_HOUR", "120"),
             ("QUOTA_SUMMARY_CALLS_PER_HOUR", "30"),
         ]))
@@ -437,6 +449,7 @@ mod tests {
         assert_eq!(config.defaults.quota.rounds_per_hour, 120);
         assert_eq!(config.defaults.quota.summary_calls_per_hour, 30);
         assert_eq!(config.defaults.compaction.keep_tokens, 1500);
+        assert!(!config.defaults.compaction.pause_fold);
         assert_eq!(
             config.defaults.cache_ttl,
             degrau::cache_ttl::CacheTtlPolicy::OneHour
@@ -495,6 +508,7 @@ mod tests {
             ("SWEEP_BUCKETS", "256"),
             ("MODEL_PROVIDER", "openai"),
             ("CACHE_TTL", "10m"),
+            ("PAUSE_FOLD", "yes"),
             ("WINDOW_KEEP_TOKENS", "many"),
             ("QUOTA_ROUNDS_PER_HOUR", "-1"),
             ("QUOTA_SUMMARY_CALLS_PER_HOUR", "lots"),

@@ -65,7 +65,7 @@ pub fn message_group_id(tenant: &TenantId, incarnation: &Incarnation) -> String 
 }
 
 /// The deduplication id of a job: hex SHA-256 of the group id followed by
-/// `#step#{session}#{summarized_until}#{last_seq}` or `#facts#{session}` (64
+/// `#step#{session}#{summarized_until}#{last_seq}`, `#fold#…` alike, or `#facts#{session}` (64
 /// characters). A step's `last_seq` makes each round's request its own: a request
 /// from a later round is never dropped as a copy of one that found nothing to fold.
 pub fn deduplication_id(job: &Job) -> String {
@@ -78,6 +78,14 @@ pub fn deduplication_id(job: &Job) -> String {
             ..
         } => sha256_hex(&format!(
             "{group}#step#{session}#{summarized_until}#{last_seq}"
+        )),
+        Job::Fold {
+            session,
+            summarized_until,
+            last_seq,
+            ..
+        } => sha256_hex(&format!(
+            "{group}#fold#{session}#{summarized_until}#{last_seq}"
         )),
         Job::Facts { session, .. } => sha256_hex(&format!("{group}#facts#{session}")),
     }

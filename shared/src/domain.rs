@@ -372,6 +372,11 @@ pub struct Head {
     /// and kept across sessions; empty before a contact's second round.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub recent_gaps: Vec<u32>,
+    /// Whether a breakpoint of the last round's request asked for a one-hour
+    /// entry (else every entry lived five minutes): when the pause fold may run
+    /// ([`crate::pause_fold::entries_gone_at`]). Written by every round.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cache_hour: bool,
 }
 
 /// A requested fact extraction not done yet (see [`Head::facts_pending`]).

@@ -36,7 +36,8 @@ impl Jobs for NoJobs {
 
 /// One job, as the body of a queue message (JSON, tagged by `kind`):
 /// `{"kind":"step","tenant":"t","incarnation":"9f…","session":1,"summarized_until":12,"last_seq":30}`
-/// or `{"kind":"facts","tenant":"t","incarnation":"9f…","session":1}`.
+/// or `{"kind":"facts","tenant":"t","incarnation":"9f…","session":1}`, or a pause
+/// fold, shaped as a step: `{"kind":"fold",…}`.
 ///
 /// A job names the contact only through the head's [`Incarnation`], never by its
 /// id: the compactor finds the head through the `by-incarnation` index, and once
@@ -64,6 +65,22 @@ pub enum Job {
         #[serde(default)]
         last_seq: u64,
     },
+    /// A pause fold ([`crate::pause_fold`]): the sweep found the contact silent
+    /// past its cache entries' lifetime; fold the window down to what a step
+    /// keeps if that pays, and only while no round came since (`last_seq`).
+    Fold {
+        /// The tenant.
+        tenant: TenantId,
+        /// The head's incarnation when the fold was requested.
+        incarnation: Incarnation,
+        /// The session the fold is for.
+        session: u32,
+        /// The head's `summarized_until` when the fold was requested.
+        summarized_until: u64,
+        /// The head's `last_seq` when the fold was requested: a round since
+        /// (the contact wrote again) makes the fold stale.
+        last_seq: u64,
+    },
     /// Fact extraction for a session that closed.
     Facts {
         /// The tenant.
@@ -78,19 +95,23 @@ pub enum Job {
 impl Job {
     /// The tenant the job is about.
     pub fn tenant(&self) -> &TenantId {
-        let (Job::Step { tenant, .. } | Job::Facts { tenant, .. }) = self;
+        let (Job::Step { tenant, .. } | Job::Fold { tenant, .. } | Job::Facts { tenant, .. }) =
+            self;
         tenant
     }
 
     /// The incarnation of the head the job is about.
     pub fn incarnation(&self) -> &Incarnation {
-        let (Job::Step { incarnation, .. } | Job::Facts { incarnation, .. }) = self;
+        let (Job::Step { incarnation, .. }
+        | Job::Fold { incarnation, .. }
+        | Job::Facts { incarnation, .. }) = self;
         incarnation
     }
 
     /// The session the job is about.
     pub fn session(&self) -> u32 {
-        let (Job::Step { session, .. } | Job::Facts { session, .. }) = self;
+        let (Job::Step { session, .. } | Job::Fold { session, .. } | Job::Facts { session, .. }) =
+            self;
         *session
     }
 
@@ -98,6 +119,7 @@ impl Job {
     pub fn kind(&self) -> &'static str {
         match self {
             Job::Step { .. } => "step",
+            Job::Fold { .. } => "fold",
             Job::Facts { .. } => "facts",
         }
     }

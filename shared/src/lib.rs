@@ -23,7 +23,8 @@
 //!   summary, and the hard cap when a step is late. Pure functions.
 //! * [`cache_ttl`], [`request`] and [`validate`]: how long a request's cache entries
 //!   live; the request laid out for prompt caching; the API's rules every request
-//!   must pass.
+//!   must pass. [`pause_fold`]: when a pause past the entries' lifetime folds the
+//!   window (the expected cost), pure.
 //! * The ports: [`store`] (split by caller: `RoundStore`, `JobStore`, `SweepStore`,
 //!   `RecordStore`, `OperatorStore`; `Store` is the five), [`model`] (`Model`), [`jobs`] (`Jobs`, the
 //!   job messages), [`tools`] (`Tools`, with the built-in demo tools) and [`quota`]
@@ -60,6 +61,7 @@ pub mod metering;
 pub mod metrics;
 pub mod model;
 pub mod pairing;
+pub mod pause_fold;
 pub mod pruning;
 pub mod quota;
 pub mod recall;

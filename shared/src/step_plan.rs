@@ -64,6 +64,10 @@ pub struct CompactionPolicy {
     pub prune_min_chars: usize,
     /// Most tokens one step folds, as [`fold_cost_tokens`] estimates them.
     pub max_fold_tokens: u64,
+    /// Whether a pause past the cache entries' lifetime may fold the window
+    /// down to what a step keeps, below the threshold (`PAUSE_FOLD`; see
+    /// [`crate::pause_fold`]).
+    pub pause_fold: bool,
 }
 
 impl Default for CompactionPolicy {
@@ -82,6 +86,7 @@ impl Default for CompactionPolicy {
             // previous record and the answer, one summary request stays far below
             // the summary model's limit.
             max_fold_tokens: 40_000,
+            pause_fold: true,
         }
     }
 }
@@ -294,6 +299,47 @@ pub fn plan_step(
     if !policy.step_due(context_tokens) && !capped {
         return None;
     }
+    plan_any(head, messages, prefix_tokens, policy)
+}
+
+/// A pause fold's plan ([`crate::pause_fold`]): what a step would fold, whatever
+/// the context measured (below the threshold too), and the estimates its
+/// decision weighs: what it takes off the request (the folded messages as sent,
+/// [`window_tokens`]) and the folded messages' tokens as the summary request
+/// shows them ([`fold_cost_tokens`]). `None` when nothing
+/// can be folded.
+pub fn plan_fold(
+    head: &Head,
+    messages: &[StoredMessage],
+    prefix_tokens: u64,
+    policy: &CompactionPolicy,
+) -> Option<(StepPlan, FoldEstimate)> {
+    let plan = plan_any(head, messages, prefix_tokens, policy)?;
+    let skip = messages.partition_point(|m| m.seq <= head.summarized_until);
+    let window = &messages[skip..];
+    let start = plan.fold_count - skip;
+    let removed = window_tokens(&window[..start]).iter().sum();
+    let folded = window[..start].iter().map(fold_cost_tokens).sum();
+    Some((plan, FoldEstimate { removed, folded }))
+}
+
+/// A fold's sizes, estimated before it (see [`plan_fold`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FoldEstimate {
+    /// What the fold takes off the request: the folded messages as the last
+    /// request sent them ([`window_tokens`]).
+    pub removed: u64,
+    /// The folded messages, as the summary request shows them.
+    pub folded: u64,
+}
+
+/// The plan of a step that is due (or a fold): see [`plan_step`].
+fn plan_any(
+    head: &Head,
+    messages: &[StoredMessage],
+    prefix_tokens: u64,
+    policy: &CompactionPolicy,
+) -> Option<StepPlan> {
     let skip = messages.partition_point(|m| m.seq <= head.summarized_until);
     let messages = &messages[skip..];
     let kept = kept_window_start(messages, prefix_tokens, policy);

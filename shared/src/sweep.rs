@@ -15,6 +15,7 @@
 use sha2::{Digest, Sha256};
 
 use crate::domain::{Head, PendingFacts};
+use crate::pause_fold::fold_window;
 use crate::session::{idle_seconds, idle_since};
 use crate::store::{ContactKey, PendingChange};
 
@@ -103,6 +104,8 @@ pub(crate) struct SweepDecision {
     pub(crate) next_due: Option<i64>,
     /// A pending extraction was given up on.
     pub(crate) abandoned: bool,
+    /// A pause fold to request ([`crate::pause_fold`]).
+    pub(crate) fold: bool,
 }
 
 /// The sweep's rule for one head read at `now`: its session idle and not swept
@@ -116,6 +119,7 @@ pub(crate) fn sweep_decision(head: &Head, now: i64, idle_minutes: u64) -> SweepD
         pending: PendingChange::Keep,
         next_due: None,
         abandoned: false,
+        fold: false,
     };
     if head.expired_at(now) {
         return decision;
@@ -154,6 +158,27 @@ pub(crate) fn sweep_decision(head: &Head, now: i64, idle_minutes: u64) -> SweepD
     let session_requested = decision.facts_requested.or(head.facts_requested) == Some(head.session);
     decision.next_due =
         next_sweep_due(head.last_activity, idle_minutes, session_requested, pending);
+    decision
+}
+
+/// [`sweep_decision`] for a head whose pause fold is due at `fold_due`
+/// ([`crate::pause_fold::fold_due_at`] of its last round): the fold is requested
+/// once every entry is gone and while the session is open, whatever the facts
+/// decision; a fold still to come keeps the head due by then.
+pub(crate) fn sweep_decision_folding(
+    head: &Head,
+    now: i64,
+    idle_minutes: u64,
+    fold_due: Option<i64>,
+) -> SweepDecision {
+    let mut decision = sweep_decision(head, now, idle_minutes);
+    if head.expired_at(now) {
+        return decision;
+    }
+    decision.fold = fold_window(fold_due, head.last_activity, now, idle_minutes);
+    if let Some(fold) = fold_due.filter(|&fold| fold > now) {
+        decision.next_due = Some(decision.next_due.map_or(fold, |due| due.min(fold)));
+    }
     decision
 }
 
@@ -227,5 +252,32 @@ mod tests {
         };
         let gone = sweep_decision(&expired, now, minutes);
         assert_eq!((gone.request, gone.next_due), (None, None));
+    }
+
+    #[test]
+    fn a_fold_is_requested_once_its_entries_are_gone_and_never_before() {
+        let minutes = 24 * 60;
+        let head = Head {
+            session: 1,
+            last_activity: 1_000,
+            ..Head::default()
+        };
+        let fold_due = Some(1_000 + 3_600);
+        // Before: nothing, and the head stays due by the fold.
+        let early = sweep_decision_folding(&head, 1_000 + 600, minutes, fold_due);
+        assert!(!early.fold);
+        assert_eq!(early.next_due, fold_due);
+        // At the expiry: the fold, then due when the session goes idle.
+        let at = sweep_decision_folding(&head, 1_000 + 3_600, minutes, fold_due);
+        assert!(at.fold);
+        assert_eq!(at.request, None);
+        assert_eq!(at.next_due, Some(1_000 + idle_seconds(minutes)));
+        // Once idle: the extraction, no fold.
+        let idle = sweep_decision_folding(&head, 1_000 + idle_seconds(minutes), minutes, fold_due);
+        assert!(!idle.fold);
+        assert_eq!(idle.request, Some(1));
+        // No fold due: as the plain decision.
+        let plain = sweep_decision_folding(&head, 1_000 + 3_600, minutes, None);
+        assert_eq!(plain, sweep_decision(&head, 1_000 + 3_600, minutes));
     }
 }

@@ -101,6 +101,15 @@ fn dedup(job: &Job) -> String {
             "{}#step#{session}#{summarized_until}#{last_seq}",
             group(job)
         ),
+        Job::Fold {
+            session,
+            summarized_until,
+            last_seq,
+            ..
+        } => format!(
+            "{}#fold#{session}#{summarized_until}#{last_seq}",
+            group(job)
+        ),
         Job::Facts { session, .. } => format!("{}#facts#{session}", group(job)),
     }
 }

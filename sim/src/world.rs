@@ -73,6 +73,7 @@ pub fn defaults() -> Defaults {
             prune_keep_turns: 2,
             prune_min_chars: 400,
             max_fold_tokens: 1_500,
+            pause_fold: true,
         },
         session_idle_minutes: IDLE_MINUTES,
         transcript_retention_days: 1,

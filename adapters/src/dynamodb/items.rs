@@ -58,6 +58,9 @@ pub(super) struct HeadItem {
     /// A list of numbers; absent on heads written before rounds recorded gaps.
     #[serde(default)]
     pub(super) recent_gaps: Vec<u32>,
+    /// Absent on heads written before rounds recorded it (five minutes).
+    #[serde(default)]
+    pub(super) cache_hour: bool,
 }
 
 /// A head as the sweep index has it: `sweep_sk` is when the head is due. (The
@@ -97,6 +100,7 @@ impl From<HeadItem> for Head {
             hard_cap_at: item.hard_cap_at,
             expires_at: item.expires_at,
             recent_gaps: item.recent_gaps,
+            cache_hour: item.cache_hour,
         }
     }
 }

@@ -46,12 +46,14 @@ usage: strategies [--long] [--turns 20,200] [--seed N] [--threshold TOKENS] [--k
                   WINDOW_KEEP_TOKENS' default; 0: by message count only)
   --profiles LIST timing profiles, each a full comparison (default none,messaging):
                   none (no time between turns), messaging (gaps drawn, seeded, from bursts,
-                  replies, pauses and next-day returns: see strategies/timing.rs), every:N
-                  (N seconds before every turn)
+                  replies, pauses and next-day returns: see strategies/timing.rs), next-day
+                  (the same kinds, next-day returns 30 % of the gaps), every:N (N seconds
+                  before every turn)
   --gap-seconds N the same as --profiles every:N (above 300 every five-minute entry
                   expires between turns)
   --policies LIST which strategies to run (default full,sliding,stepped,stepped-1h,
-                  stepped-auto: degrau's steps under CACHE_TTL=5m, 1h and auto)
+                  stepped-auto,stepped-fold: degrau's steps under CACHE_TTL=5m, 1h and auto
+                  without the pause fold, and auto with it)
   --sequential    run the strategies one after the other (default: at once)
   --no-log-check  do not compare the tap's records with the stand-in's log
   --show-script   print the scripted conversations (turn, kind, language, text) and stop

@@ -158,6 +158,7 @@ pub fn color(policy: Policy) -> &'static str {
         Policy::Stepped => "#2ca02c",
         Policy::SteppedHour => "#9467bd",
         Policy::SteppedAuto => "#ff7f0e",
+        Policy::SteppedFold => "#17becf",
     }
 }
 
@@ -299,6 +300,24 @@ pub fn goals(comparisons: &[Comparison<'_>], settings: &RunSettings) -> String {
         let Some(full) = c.metrics.iter().find(|m| m.policy == Policy::Full) else {
             continue;
         };
+        if let Some(sliding) = c.metrics.iter().find(|m| m.policy == Policy::Sliding)
+            && c.profile != Profile::NoPauses
+        {
+            for stepped in c.metrics.iter().filter(|m| m.policy.is_stepped()) {
+                let ratio = stepped.cost / sliding.cost;
+                out.push_str(&format!(
+                    "- {} timing, {turns} turns: {} costs {ratio:.3}× the sliding window; issue 28's goal is at most 1.00× with the early identifier visible ({}; identifier {}).\n",
+                    c.profile.label(),
+                    stepped.policy.label(),
+                    if ratio <= 1.0 {
+                        "met".to_owned()
+                    } else {
+                        format!("missed by {:.3}", ratio - 1.0)
+                    },
+                    if stepped.identifier_visible { "visible" } else { "not visible" },
+                ));
+            }
+        }
         let target = match (c.profile, turns) {
             (Profile::Messaging, 200) => Some(0.25),
             (Profile::Messaging, 1000) => Some(0.12),
@@ -424,13 +443,14 @@ pub fn markdown(
     }
     for c in comparisons
         .iter()
-        .filter(|c| c.profile == Profile::Messaging)
+        .filter(|c| !c.profile.shares().is_empty())
     {
         let g = timing::GapSummary::of(&c.gaps());
         out.push_str(&format!(
-            "  - {} turns (seed {}): {} bursts, {} replies, {} pauses, {} next-day returns; {} gaps \
+            "  - {}, {} turns (seed {}): {} bursts, {} replies, {} pauses, {} next-day returns; {} gaps \
              longer than five minutes, {} longer than an hour; {:.1} days from the first turn to \
              the last.\n",
+            c.profile.label(),
             c.conversation.turns.len(),
             c.conversation.seed,
             g.bursts,
@@ -480,16 +500,18 @@ pub fn markdown(
     out.push_str(&report::split_table(&groups));
     let goals = goals(comparisons, settings);
     if !goals.is_empty() {
-        out.push_str("\nAgainst issue 15's goals:\n\n");
+        out.push_str("\nAgainst the goals (issues 15 and 28):\n\n");
         out.push_str(&goals);
     }
     out.push_str("\nWhere the cost goes, and the run's own checks (the tap's records against the stand-in's log; tool mismatches: turns where the model's tool use differed from the script's intent):\n\n");
     out.push_str(&report::details(&groups));
     out.push_str(
-        "\nReading the figures: the stand-in's text replies quote what degrau remembers (up \
-         to 200 characters of the summary), so once degrau has stepped its answers are longer \
-         than the other strategies' (the output column); \"cost without answer output\" leaves \
-         the answers out and compares only what the context policy controls. A full-history \
+        "\nReading the figures: the stand-in's text replies name what degrau remembers without \
+         quoting it (since issue 28; before, they quoted up to 200 characters of the summary, \
+         which made degrau's answers longer than the other strategies'); \"cost without answer \
+         output\" leaves the answers out and compares only what the context policy controls. \
+         degrau (auto + fold) runs the scheduled sweep (every 15 minutes of the clock) during \
+         the first 75 minutes of each gap, where a pause fold can fall due. A full-history \
          request larger than the stand-in's context limit is refused (counted in rejected); the \
          ask function then cuts its window to the last messages and retries once, so from \
          there on full history behaves like a sliding window that first sends a refused request \
@@ -508,11 +530,13 @@ pub fn markdown(
     }
     for c in comparisons
         .iter()
-        .filter(|c| c.profile == Profile::Messaging)
+        .filter(|c| !c.profile.shares().is_empty())
     {
         let n = c.conversation.turns.len();
         out.push_str(&format!(
-            "![cost per turn, messaging timing, {n} turns](cost-per-turn-{n}-messaging.svg)\n\n"
+            "![cost per turn, {} timing, {n} turns](cost-per-turn-{n}-{}.svg)\n\n",
+            c.profile.label(),
+            c.profile.slug()
         ));
     }
     out
@@ -595,9 +619,9 @@ pub fn write_results(
                 plot(c, settings, context_limit, machine),
             )?;
         }
-        if c.profile == Profile::Messaging {
+        if !c.profile.shares().is_empty() {
             std::fs::write(
-                dir.join(format!("cost-per-turn-{n}-messaging.svg")),
+                dir.join(format!("cost-per-turn-{n}-{}.svg", c.profile.slug())),
                 cost_plot(c, settings, prices, machine),
             )?;
         }

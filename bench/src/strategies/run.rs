@@ -54,19 +54,26 @@ pub enum Policy {
     #[serde(rename = "stepped-1h")]
     SteppedHour,
     /// degrau choosing the lifetimes per request from the gaps and the
-    /// request's sizes (`CACHE_TTL=auto`, the default).
+    /// request's sizes (`CACHE_TTL=auto`), without the pause fold
+    /// (`PAUSE_FOLD=off`): the policy before issue 28.
     #[serde(rename = "stepped-auto")]
     SteppedAuto,
+    /// degrau under `CACHE_TTL=auto` with the pause fold (`PAUSE_FOLD=on`,
+    /// the default): a pause past the cache entries' lifetime folds the window
+    /// when the expected cost says so (`shared/src/pause_fold.rs`).
+    #[serde(rename = "stepped-fold")]
+    SteppedFold,
 }
 
 impl Policy {
-    /// All five, in table order.
-    pub const ALL: [Policy; 5] = [
+    /// All six, in table order.
+    pub const ALL: [Policy; 6] = [
         Policy::Full,
         Policy::Sliding,
         Policy::Stepped,
         Policy::SteppedHour,
         Policy::SteppedAuto,
+        Policy::SteppedFold,
     ];
 
     /// The `CONTEXT_POLICY` value.
@@ -74,7 +81,9 @@ impl Policy {
         match self {
             Policy::Full => "full",
             Policy::Sliding => "sliding",
-            Policy::Stepped | Policy::SteppedHour | Policy::SteppedAuto => "stepped",
+            Policy::Stepped | Policy::SteppedHour | Policy::SteppedAuto | Policy::SteppedFold => {
+                "stepped"
+            }
         }
     }
 
@@ -84,7 +93,15 @@ impl Policy {
         match self {
             Policy::Full | Policy::Sliding | Policy::Stepped => "5m",
             Policy::SteppedHour => "1h",
-            Policy::SteppedAuto => "auto",
+            Policy::SteppedAuto | Policy::SteppedFold => "auto",
+        }
+    }
+
+    /// The `PAUSE_FOLD` value: on for the new policy only.
+    pub fn pause_fold(self) -> &'static str {
+        match self {
+            Policy::SteppedFold => "on",
+            _ => "off",
         }
     }
 
@@ -96,6 +113,7 @@ impl Policy {
             Policy::Stepped => "stepped",
             Policy::SteppedHour => "stepped-1h",
             Policy::SteppedAuto => "stepped-auto",
+            Policy::SteppedFold => "stepped-fold",
         }
     }
 
@@ -103,7 +121,7 @@ impl Policy {
     pub fn is_stepped(self) -> bool {
         matches!(
             self,
-            Policy::Stepped | Policy::SteppedHour | Policy::SteppedAuto
+            Policy::Stepped | Policy::SteppedHour | Policy::SteppedAuto | Policy::SteppedFold
         )
     }
 
@@ -115,10 +133,12 @@ impl Policy {
             Policy::Stepped => "degrau (5m)",
             Policy::SteppedHour => "degrau (1h)",
             Policy::SteppedAuto => "degrau (auto)",
+            Policy::SteppedFold => "degrau (auto + fold)",
         }
     }
 
-    /// Parses `full`, `sliding`, `stepped`, `stepped-1h` or `stepped-auto`.
+    /// Parses `full`, `sliding`, `stepped`, `stepped-1h`, `stepped-auto` or
+    /// `stepped-fold`.
     pub fn parse(text: &str) -> Option<Policy> {
         Policy::ALL.into_iter().find(|p| p.name() == text)
     }
@@ -223,6 +243,7 @@ pub async fn run_strategy(
         env: vec![
             ("CONTEXT_POLICY".to_owned(), policy.env_value().to_owned()),
             ("CACHE_TTL".to_owned(), policy.cache_ttl().to_owned()),
+            ("PAUSE_FOLD".to_owned(), policy.pause_fold().to_owned()),
             ("CLOCK_OFFSET_FILE".to_owned(), clock.path_string()),
             ("ANTHROPIC_BASE_URL".to_owned(), tap.url.clone()),
         ],
@@ -247,13 +268,27 @@ pub async fn run_strategy(
     let total = conversation.turns.len();
     let mut statuses = Vec::with_capacity(total);
     let mut compactor_failures = 0;
+    let mut folds = 0;
     for (index, turn) in conversation.turns.iter().enumerate() {
-        if gaps[index].seconds > 0 {
-            advance_clock(&stack.standin.url, gaps[index].seconds).await;
-            clock.advance(gaps[index].seconds);
-        }
         let watch = (index == conversation.recall_turn).then_some(conversation.identifier.as_str());
+        // The turn's calls, the pause fold's during the gap before it included.
         tap.begin_turn(index, watch);
+        let mut left = gaps[index].seconds;
+        if policy.pause_fold() == "on" {
+            for tick in sweep_ticks(clock.seconds, left) {
+                let step = tick - clock.seconds;
+                advance_clock(&stack.standin.url, step).await;
+                clock.advance(step);
+                left -= step;
+                let (failed, requested) = sweep(&stack).await;
+                compactor_failures += failed;
+                folds += requested;
+            }
+        }
+        if left > 0 {
+            advance_clock(&stack.standin.url, left).await;
+            clock.advance(left);
+        }
         let (status, raw) = post(&stack, &turn.text).await;
         if status != 200 {
             eprintln!(
@@ -277,6 +312,12 @@ pub async fn run_strategy(
     }
     let memory = stack.memory(TENANT, CONTACT).await;
     let steps = memory["session"]["steps"].as_u64().unwrap_or(0);
+    if policy.pause_fold() == "on" {
+        eprintln!(
+            "  [{} {total}] pause folds requested by the sweep: {folds} (steps in all, folds applied included: {steps})",
+            policy.name()
+        );
+    }
     let summary_chars = memory["session"]["summary"]
         .as_str()
         .map_or(0, |s| s.chars().count());
@@ -303,6 +344,46 @@ pub async fn run_strategy(
         elapsed_seconds,
         log_check,
     }
+}
+
+/// The scheduled sweep's period (`template.yaml`: `rate(15 minutes)`).
+pub const SWEEP_PERIOD_SECONDS: u64 = 15 * 60;
+
+/// How long into a gap a sweep can still find a pause fold due: an hour's
+/// entries expire an hour after the round, and the next tick comes within a
+/// period. Later ticks find nothing due (the next due time is the session's
+/// idle timeout, which no gap reaches), so the benchmark skips them.
+pub const FOLD_HORIZON_SECONDS: u64 = 3600 + SWEEP_PERIOD_SECONDS;
+
+/// The times (seconds on the benchmark's clock) at which the scheduled sweep
+/// runs within a gap of `gap` seconds starting at `from`: every multiple of the
+/// period strictly inside the gap, up to [`FOLD_HORIZON_SECONDS`] into it.
+pub fn sweep_ticks(from: u64, gap: u64) -> Vec<u64> {
+    let end = from + gap.min(FOLD_HORIZON_SECONDS);
+    let first = (from / SWEEP_PERIOD_SECONDS + 1) * SWEEP_PERIOD_SECONDS;
+    (0..)
+        .map(|n| first + n * SWEEP_PERIOD_SECONDS)
+        .take_while(|&tick| tick < end && tick < from + gap)
+        .collect()
+}
+
+/// Runs the compactor's scheduled sweep, then the jobs it queued (a pause
+/// fold); returns the compactor invocations that failed and the folds the
+/// sweep requested.
+async fn sweep(stack: &FullStack) -> (usize, usize) {
+    let requested = match stack
+        .compactor
+        .invoke(serde_json::json!({"sweep": true}))
+        .await
+    {
+        Ok(report) => report["folds"].as_u64().unwrap_or(0) as usize,
+        Err(error) => {
+            eprintln!("  sweep failed: {error}");
+            return (1, 0);
+        }
+    };
+    let failed = stack.drain().await.iter().map(|report| report.failed).sum();
+    (failed, requested)
 }
 
 /// Sends one message; an invocation that fails (the local Runtime API gives up after
@@ -475,10 +556,33 @@ mod tests {
             .collect();
         assert_eq!(
             stepped,
-            [("stepped", "5m"), ("stepped", "1h"), ("stepped", "auto")]
+            [
+                ("stepped", "5m"),
+                ("stepped", "1h"),
+                ("stepped", "auto"),
+                ("stepped", "auto")
+            ]
         );
+        let folds: Vec<Policy> = Policy::ALL
+            .into_iter()
+            .filter(|p| p.pause_fold() == "on")
+            .collect();
+        assert_eq!(folds, [Policy::SteppedFold]);
         assert_eq!(Policy::Full.cache_ttl(), "5m");
         assert_eq!(Policy::Sliding.cache_ttl(), "5m");
         assert_eq!(Policy::parse("stepped-2h"), None);
+    }
+
+    #[test]
+    fn the_sweep_runs_at_its_period_within_the_fold_horizon() {
+        // A gap from 100 s to 2,100 s holds the ticks at 900 and 1,800.
+        assert_eq!(sweep_ticks(100, 2_000), [900, 1_800]);
+        // A tick at the gap's end is the turn's own time: not in the gap.
+        assert_eq!(sweep_ticks(0, 900), Vec::<u64>::new());
+        assert!(sweep_ticks(10, 30).is_empty());
+        // A next-day gap: only the ticks within the horizon.
+        let night = sweep_ticks(0, 20 * 3600);
+        assert_eq!(night, [900, 1_800, 2_700, 3_600]);
+        assert!(night.iter().all(|&t| t < FOLD_HORIZON_SECONDS));
     }
 }

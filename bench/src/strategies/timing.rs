@@ -78,6 +78,29 @@ pub const MESSAGING: [GapShare; 4] = [
     },
 ];
 
+/// The next-day profile's distribution: customers who often answer the next
+/// day (a clinic's patients checking their calendar, a shop's customers after
+/// work). The same kinds and ranges as [`MESSAGING`], with next-day returns six
+/// times as common; the shares add up to 100.
+pub const NEXT_DAY: [GapShare; 4] = [
+    GapShare {
+        percent: 35,
+        ..MESSAGING[0]
+    },
+    GapShare {
+        percent: 20,
+        ..MESSAGING[1]
+    },
+    GapShare {
+        percent: 15,
+        ..MESSAGING[2]
+    },
+    GapShare {
+        percent: 30,
+        ..MESSAGING[3]
+    },
+];
+
 /// A timing profile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case", tag = "name")]
@@ -86,6 +109,8 @@ pub enum Profile {
     NoPauses,
     /// Gaps drawn from [`MESSAGING`].
     Messaging,
+    /// Gaps drawn from [`NEXT_DAY`].
+    NextDay,
     /// The same gap before every turn.
     Every {
         /// The gap, seconds.
@@ -99,6 +124,7 @@ impl Profile {
         match text {
             "none" | "no-pauses" => Some(Profile::NoPauses),
             "messaging" => Some(Profile::Messaging),
+            "next-day" => Some(Profile::NextDay),
             other => other
                 .strip_prefix("every:")
                 .and_then(|n| n.parse().ok())
@@ -111,6 +137,7 @@ impl Profile {
         match self {
             Profile::NoPauses => "no-pauses".into(),
             Profile::Messaging => "messaging".into(),
+            Profile::NextDay => "next-day".into(),
             Profile::Every { seconds } => format!("every-{seconds}s"),
         }
     }
@@ -120,6 +147,7 @@ impl Profile {
         match self {
             Profile::NoPauses => "no pauses".into(),
             Profile::Messaging => "messaging".into(),
+            Profile::NextDay => "next-day".into(),
             Profile::Every { seconds } => format!("every {seconds} s"),
         }
     }
@@ -129,8 +157,9 @@ impl Profile {
         match self {
             Profile::NoPauses => "no time between turns: the cache never expires".into(),
             Profile::Every { seconds } => format!("{seconds} s before every turn"),
-            Profile::Messaging => {
-                let parts: Vec<String> = MESSAGING
+            Profile::Messaging | Profile::NextDay => {
+                let parts: Vec<String> = self
+                    .shares()
                     .iter()
                     .map(|s| {
                         format!(
@@ -155,6 +184,15 @@ impl Profile {
         }
     }
 
+    /// The distribution a drawn profile draws from (none for the others).
+    pub fn shares(self) -> &'static [GapShare] {
+        match self {
+            Profile::Messaging => &MESSAGING,
+            Profile::NextDay => &NEXT_DAY,
+            Profile::NoPauses | Profile::Every { .. } => &[],
+        }
+    }
+
     /// The gap before each of `turns` turns (the first is 0), seeded.
     pub fn gaps(self, turns: usize, seed: u64) -> Vec<Gap> {
         let mut rng = Rng::with_seed(seed ^ TIMING_SEED);
@@ -167,7 +205,7 @@ impl Profile {
                 _ if turn == 0 => none(0),
                 Profile::NoPauses => none(0),
                 Profile::Every { seconds } => none(seconds),
-                Profile::Messaging => draw(&mut rng),
+                Profile::Messaging | Profile::NextDay => draw(&mut rng, self.shares()),
             })
             .collect()
     }
@@ -185,9 +223,9 @@ pub struct Gap {
     pub kind: Option<GapKind>,
 }
 
-fn draw(rng: &mut Rng) -> Gap {
+fn draw(rng: &mut Rng, shares: &[GapShare]) -> Gap {
     let mut pick = rng.u32(0..100);
-    for share in &MESSAGING {
+    for share in shares {
         if pick < share.percent {
             return Gap {
                 seconds: rng.u64(share.min_seconds..=share.max_seconds),
@@ -258,6 +296,11 @@ mod tests {
     #[test]
     fn the_shares_add_up_to_one_hundred_and_the_ranges_are_ordered() {
         assert_eq!(MESSAGING.iter().map(|s| s.percent).sum::<u32>(), 100);
+        assert_eq!(NEXT_DAY.iter().map(|s| s.percent).sum::<u32>(), 100);
+        assert!(NEXT_DAY.iter().all(|s| s.max_seconds < 24 * 3600));
+        let next_day = GapSummary::of(&Profile::NextDay.gaps(10_001, 3)[1..]);
+        assert!((2_800..3_200).contains(&next_day.next_day), "{next_day:?}");
+        assert_eq!(Profile::parse("next-day"), Some(Profile::NextDay));
         assert!(MESSAGING.iter().all(|s| s.min_seconds <= s.max_seconds));
         // Next-day returns stay within degrau's default idle timeout (24 h): the
         // sessions the benchmark keeps open would stay open in a deployment too.

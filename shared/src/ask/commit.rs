@@ -19,13 +19,15 @@ use crate::jobs::Job;
 use crate::metering::UsageCounts;
 use crate::metrics::{Event, Unit};
 use crate::model::StopReason;
+use crate::pause_fold::fold_due_at;
+use crate::request::Lifetimes;
 use crate::session::idle_seconds;
 use crate::store::{
     CompletedRequest, ContactKey, MAX_REFRESH_PER_ROUND, MAX_ROUND_ITEMS, RoundCommit,
     SessionArchive, StoreError, SweepSlot,
 };
 use crate::sweep::{next_sweep_due, sweep_bucket};
-use crate::tenant::Settings;
+use crate::tenant::{ContextPolicy, Settings};
 use crate::usage::RoundUsage;
 
 /// A round ready to commit, with what the steps after the commit need.
@@ -279,7 +281,19 @@ impl AskService {
             since: now,
             attempts: 1,
         });
-        let sweep = self.sweep_slot(key, settings, turn, requested);
+        // A round of degrau's own model calls, stepped: its head is due for a
+        // pause fold once every cache entry of its request is gone.
+        let cache_hour = round.stats.lifetimes != Lifetimes::FiveMinutes;
+        let fold_due = fold_due_at(
+            settings.compaction.pause_fold
+                && settings.context_policy == ContextPolicy::Stepped
+                && round.origin == Origin::Model,
+            now,
+            cache_hour,
+            round.usage.context_tokens(),
+            settings.compaction.keep_tokens,
+        );
+        let sweep = self.sweep_slot(key, settings, turn, requested, fold_due);
         let head = Head {
             session: plan.session,
             last_seq: response.round.last_seq,
@@ -297,6 +311,7 @@ impl AskService {
             hard_cap_at: round.stats.hard_capped.then_some(plan.summarized_until),
             expires_at: Some(expires_at),
             recent_gaps: plan.gaps.clone(),
+            cache_hour,
         };
         let idempotency = idempotency.map(|(idem, hash)| CompletedRequest {
             key: idem.clone(),
@@ -338,19 +353,22 @@ impl AskService {
     }
 
     /// Where the round files its head in the sweep index: its bucket, and when it is
-    /// next due (its session going idle, or its pending extraction to check on).
+    /// next due (its session going idle, its pending extraction to check on, or
+    /// its pause fold, `fold_due`, whichever comes first).
     pub(super) fn sweep_slot(
         &self,
         key: &ContactKey,
         settings: &Settings,
         turn: &Turn,
         requested: Option<PendingFacts>,
+        fold_due: Option<i64>,
     ) -> SweepSlot {
         let pending = requested.or(turn.expected.as_ref().and_then(|head| head.facts_pending));
+        let due = next_sweep_due(turn.now, settings.session_idle_minutes, false, pending)
+            .unwrap_or(turn.now);
         SweepSlot {
             bucket: sweep_bucket(key, self.defaults.sweep_buckets),
-            due: next_sweep_due(turn.now, settings.session_idle_minutes, false, pending)
-                .unwrap_or(turn.now),
+            due: fold_due.map_or(due, |fold| fold.min(due)),
         }
     }
 

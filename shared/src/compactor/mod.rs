@@ -9,6 +9,8 @@
 //!   request ([`summary_request`]);
 //! * `facts_job.rs`: a closed session's fact extraction (the forced `record_facts`
 //!   call, [`facts_request`], and what of its answer is kept);
+//! * `fold.rs`: a pause fold ([`crate::pause_fold`]), a step the sweep asks for
+//!   once a silent contact's cache entries are gone;
 //! * `sweep.rs`: the scheduled sweep over the sweep index ([`Compactor::sweep`]).
 //!
 //! **Which contact.** A job names its contact only by the head's incarnation; the
@@ -54,6 +56,7 @@
 //! (`docs/DESIGN.md`: "The flows" (a step, a facts job, the sweep).)
 
 mod facts_job;
+mod fold;
 mod step;
 mod sweep;
 
@@ -273,6 +276,7 @@ impl Compactor {
         }
         let outcome = match (job, key) {
             (Job::Step { .. }, None) => JobOutcome::StepSkipped { reason: "erased" },
+            (Job::Fold { .. }, None) => JobOutcome::StepSkipped { reason: "erased" },
             (Job::Facts { .. }, None) => JobOutcome::FactsSkipped { reason: "erased" },
             (
                 Job::Step {
@@ -291,6 +295,23 @@ impl Compactor {
                     deadline,
                 )
                 .await?
+            }
+            (
+                Job::Fold {
+                    session,
+                    summarized_until,
+                    last_seq,
+                    ..
+                },
+                Some(key),
+            ) => {
+                let job = fold::FoldJob {
+                    incarnation,
+                    session: *session,
+                    summarized_until: *summarized_until,
+                    last_seq: *last_seq,
+                };
+                self.fold(&key, &settings, job, deadline).await?
             }
             (Job::Facts { session, .. }, Some(key)) => {
                 self.facts(&key, &settings, incarnation, *session, deadline)

@@ -203,7 +203,7 @@ impl Compactor {
 
 /// At most [`MAX_PRUNES_PER_STEP`] pruning decisions (one transaction); later steps
 /// prune the rest.
-fn capped(mut prune: Vec<PruneDecision>) -> Vec<PruneDecision> {
+pub(super) fn capped(mut prune: Vec<PruneDecision>) -> Vec<PruneDecision> {
     if prune.len() > MAX_PRUNES_PER_STEP {
         info!(
             planned = prune.len(),

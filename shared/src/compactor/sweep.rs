@@ -10,12 +10,13 @@ use tracing::{info, instrument, warn};
 use super::{Compactor, CompactorError};
 use crate::domain::{Head, Incarnation, TenantId};
 use crate::jobs::{Job, Jobs};
+use crate::pause_fold::fold_due_at;
 use crate::session::idle_seconds;
 use crate::store::{ContactKey, DueHead, PendingChange, SweepSettle};
 use crate::sweep::{
-    FACTS_MAX_ATTEMPTS, SWEEP_RETRY_MIN_SECONDS, sweep_decision, sweep_retry_delay,
+    FACTS_MAX_ATTEMPTS, SWEEP_RETRY_MIN_SECONDS, sweep_decision_folding, sweep_retry_delay,
 };
-use crate::tenant::Settings;
+use crate::tenant::{ContextPolicy, Settings};
 
 /// What one sweep did. Every due head read counts once: `found = enqueued +
 /// skipped + failed`; `buckets_failed` counts the buckets whose index read failed.
@@ -38,12 +39,16 @@ pub struct SweepReport {
     pub failed: usize,
     /// Buckets whose index read failed (their heads wait for the next sweep).
     pub buckets_failed: usize,
+    /// Pause folds requested ([`crate::pause_fold`]), besides the counts above
+    /// (a head may have both a fold and an extraction requested).
+    pub folds: usize,
 }
 
-/// How one due head went, for the [`SweepReport`].
+/// How one due head went, for the [`SweepReport`] (with whether a pause fold
+/// was requested).
 enum Swept {
-    Enqueued,
-    Skipped,
+    Enqueued(bool),
+    Skipped(bool),
     Failed,
 }
 
@@ -95,8 +100,14 @@ impl Compactor {
                     .sweep_head(jobs, bucket, &candidate, now, &mut tenants)
                     .await
                 {
-                    Swept::Enqueued => report.enqueued += 1,
-                    Swept::Skipped => report.skipped += 1,
+                    Swept::Enqueued(fold) => {
+                        report.enqueued += 1;
+                        report.folds += usize::from(fold);
+                    }
+                    Swept::Skipped(fold) => {
+                        report.skipped += 1;
+                        report.folds += usize::from(fold);
+                    }
                     Swept::Failed => report.failed += 1,
                 }
             }
@@ -107,6 +118,7 @@ impl Compactor {
             skipped = report.skipped,
             failed = report.failed,
             buckets_failed = report.buckets_failed,
+            folds = report.folds,
             "sweep done"
         );
         match first_error {
@@ -130,7 +142,7 @@ impl Compactor {
         let head = match self.store.load_head(key).await {
             Ok(Some(head)) => head,
             // Erased since the index was read: its entry goes with it.
-            Ok(None) => return Swept::Skipped,
+            Ok(None) => return Swept::Skipped(false),
             Err(error) => {
                 warn!(bucket, %error, "sweep: could not read a head");
                 self.defer(bucket, key, due.due, now + SWEEP_RETRY_MIN_SECONDS)
@@ -144,14 +156,25 @@ impl Compactor {
         };
         let incarnation = match self.sweep_incarnation(bucket, key, &head).await {
             Ok(Some(incarnation)) => incarnation,
-            Ok(None) => return Swept::Skipped,
+            Ok(None) => return Swept::Skipped(false),
             Err(()) => {
                 self.defer(bucket, key, due.due, now + SWEEP_RETRY_MIN_SECONDS)
                     .await;
                 return Swept::Failed;
             }
         };
-        let decision = sweep_decision(&head, now, settings.session_idle_minutes);
+        let fold_due = fold_due_at(
+            settings.compaction.pause_fold && settings.context_policy == ContextPolicy::Stepped,
+            head.last_activity,
+            head.cache_hour,
+            head.last_context_tokens,
+            settings.compaction.keep_tokens,
+        );
+        let decision = sweep_decision_folding(&head, now, settings.session_idle_minutes, fold_due);
+        let folded = decision.fold
+            && self
+                .request_fold(jobs, bucket, key, &head, &incarnation)
+                .await;
         if let Some(session) = decision.request {
             let job = Job::Facts {
                 tenant: key.tenant.clone(),
@@ -194,9 +217,37 @@ impl Compactor {
             next_due: decision.next_due,
         };
         self.settle(bucket, key, &settle).await;
-        match decision.request {
-            Some(_) => Swept::Enqueued,
-            None => Swept::Skipped,
+        match (decision.request, folded) {
+            (Some(_), fold) => Swept::Enqueued(fold),
+            (None, fold) => Swept::Skipped(fold),
+        }
+    }
+
+    /// Requests a head's pause fold; a failure is only logged (the fold saves
+    /// money, it keeps nothing: the next round writes the whole context, as it
+    /// would without the fold). True when enqueued.
+    async fn request_fold(
+        &self,
+        jobs: &dyn Jobs,
+        bucket: u8,
+        key: &ContactKey,
+        head: &Head,
+        incarnation: &Incarnation,
+    ) -> bool {
+        let job = Job::Fold {
+            tenant: key.tenant.clone(),
+            incarnation: incarnation.clone(),
+            session: head.session,
+            summarized_until: head.summarized_until,
+            last_seq: head.last_seq,
+        };
+        match jobs.enqueue(&job).await {
+            Ok(true) => true,
+            Ok(false) => false,
+            Err(error) => {
+                warn!(bucket, %error, "sweep: could not enqueue a pause fold");
+                false
+            }
         }
     }
 

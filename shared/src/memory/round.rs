@@ -108,6 +108,7 @@ impl RoundWrite {
                 head.hard_cap_at = commit.head.hard_cap_at;
                 head.expires_at = commit.head.expires_at;
                 head.recent_gaps.clone_from(&commit.head.recent_gaps);
+                head.cache_hour = commit.head.cache_hour;
                 if commit.head.facts_pending.is_some() {
                     head.facts_pending = commit.head.facts_pending;
                 }

@@ -35,6 +35,7 @@ fn policy() -> CompactionPolicy {
         prune_keep_turns: 1,
         prune_min_chars: 100,
         max_fold_tokens: 1_000_000,
+        pause_fold: true,
     }
 }
 

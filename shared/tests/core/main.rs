@@ -15,6 +15,7 @@ mod helpers;
 mod layout;
 mod operate;
 mod own_loop;
+mod pause_fold;
 mod properties;
 mod quota;
 mod structure;

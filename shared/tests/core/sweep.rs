@@ -155,6 +155,7 @@ fn report(found: usize, enqueued: usize, skipped: usize, failed: usize) -> Sweep
         skipped,
         failed,
         buckets_failed: 0,
+        folds: 0,
     }
 }
 

@@ -20,6 +20,7 @@ mod lifecycle;
 mod observability;
 mod operate;
 mod own_loop;
+mod pause_fold;
 mod provisioning;
 mod recall;
 mod release;

@@ -49,14 +49,14 @@ async fn a_session_whose_contact_never_writes_again_gets_its_facts_from_the_swee
 
     assert_eq!(
         sweep(&stack).await,
-        json!({"found": 0, "enqueued": 0, "skipped": 0, "failed": 0, "buckets_failed": 0}),
+        json!({"found": 0, "enqueued": 0, "skipped": 0, "failed": 0, "buckets_failed": 0, "folds": 0}),
         "an open session is not swept"
     );
 
     stack.age_indexed_contact(TENANT, "elis", 2 * DAY).await;
     assert_eq!(
         sweep(&stack).await,
-        json!({"found": 1, "enqueued": 1, "skipped": 0, "failed": 0, "buckets_failed": 0})
+        json!({"found": 1, "enqueued": 1, "skipped": 0, "failed": 0, "buckets_failed": 0, "folds": 0})
     );
     let proposal = json!({"facts": [
         {"key": "name", "value": "Elis", "seq": 1},

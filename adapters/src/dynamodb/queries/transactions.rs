@@ -212,6 +212,10 @@ fn head_update(table: &str, pk: &str, commit: &RoundCommit) -> Result<Update, St
     parts.set_or_remove("facts_requested", head.facts_requested.map(n));
     parts.set_or_remove("hard_cap_at", head.hard_cap_at.map(n));
     parts.set_or_remove(
+        "cache_hour",
+        head.cache_hour.then_some(AttributeValue::Bool(true)),
+    );
+    parts.set_or_remove(
         "recent_gaps",
         (!head.recent_gaps.is_empty())
             .then(|| AttributeValue::L(head.recent_gaps.iter().copied().map(n).collect())),

@@ -456,7 +456,7 @@ async fn a_sweep_event_runs_the_sweep_and_answers_its_report() {
 
     assert_eq!(
         report,
-        json!({"found": 1, "enqueued": 1, "skipped": 0, "failed": 0, "buckets_failed": 0})
+        json!({"found": 1, "enqueued": 1, "skipped": 0, "failed": 0, "buckets_failed": 0, "folds": 0})
     );
     let ana = incarnation(&h, "ana").await;
     assert_eq!(

@@ -13,7 +13,8 @@
 //!    `recall` call with the text as its query (`recall.rs`);
 //! 6. the demo tools are defined and the text asks about availability or a
 //!    booking → `tool_use` (two dates → two parallel calls);
-//! 7. otherwise an echo, with what degrau remembers from `system[1]`.
+//! 7. otherwise an echo, naming what degrau remembers in `system[1]` (never
+//!    quoting it: the reply's length does not grow with the memory).
 //!
 //! `demo.rs` holds the scheduling demo's heuristics (which tools a text asks for),
 //! `summary.rs` the conversation summary; this file the precedence and the rest.
@@ -261,23 +262,26 @@ fn first_user_text(request: &MessagesRequest) -> Option<&str> {
         })
 }
 
-/// "I can see N earlier messages[, and what degrau remembers: «…»]."
+/// "I can see N earlier messages[, and what degrau remembers (summary, facts)]."
+///
+/// It names what the request carries but never quotes it: a reply as long as
+/// the memory it was given would bill a strategy that remembers more for longer
+/// answers, which a model's answer to the same message would not be (the
+/// strategies benchmark compares the same script's answers).
 fn seen_and_remembered(request: &MessagesRequest) -> String {
     let earlier = request.messages.len().saturating_sub(1);
     let plural = if earlier == 1 { "" } else { "s" };
     let mut out = format!("I can see {earlier} earlier message{plural}");
     if let Some(memory) = request.system.get(1).and_then(|b| remembered(&b.text)) {
-        out.push_str(&format!(
-            ", and what degrau remembers: «{}»",
-            clip(&memory, 200)
-        ));
+        out.push_str(&format!(", and what degrau remembers ({memory})"));
     }
     out.push('.');
     out
 }
 
-/// The facts and summary inside the `<contact_context>` block, when there are any
-/// (the placeholders for "nothing" do not count).
+/// Which of the facts and the summary the `<contact_context>` block holds
+/// (`facts`, `summary` or `summary, facts`), when it holds any (the placeholders
+/// for "nothing" do not count).
 fn remembered(context: &str) -> Option<String> {
     let facts: Vec<&str> = between(context, "<facts>", "</facts>")
         .map(|inner| {
@@ -291,13 +295,13 @@ fn remembered(context: &str) -> Option<String> {
         .map(str::trim)
         .filter(|s| !is_placeholder(s));
     let mut parts = Vec::new();
+    if summary.is_some() {
+        parts.push("summary");
+    }
     if !facts.is_empty() {
-        parts.push(format!("facts: {}", facts.join("; ")));
+        parts.push("facts");
     }
-    if let Some(summary) = summary {
-        parts.push(format!("summary: {summary}"));
-    }
-    (!parts.is_empty()).then(|| parts.join(" — "))
+    (!parts.is_empty()).then(|| parts.join(", "))
 }
 
 /// Empty, or degrau's "(nothing …)" text in parentheses.

@@ -166,7 +166,7 @@ fn echoes_with_the_earlier_messages_and_the_memory() {
     );
     assert_eq!(
         text_of(&reply(&req)),
-        "[offline stand-in] You said: «tudo bem?». I can see 2 earlier messages, and what degrau remembers: «summary: Ana prefers mornings.»."
+        "[offline stand-in] You said: «tudo bem?». I can see 2 earlier messages, and what degrau remembers (summary)."
     );
     let first = request_with(&[], None, &[], &[Message::user_text("hello")]);
     assert_eq!(
@@ -281,4 +281,24 @@ fn summary_and_fact_requests_get_their_own_answers() {
     assert!(text.ends_with("Identifiers: BK-1."));
     req.system[0].text = "degrau:extract-facts".into();
     assert_eq!(text_of(&reply(&req)), r#"{"facts": []}"#);
+}
+
+#[test]
+fn the_echo_does_not_grow_with_the_memory_it_was_given() {
+    // The same message behind a short and a long summary: the same reply, so
+    // a strategy that remembers more is not billed longer answers.
+    let window = [
+        stored(1, Message::user_text("Oi")),
+        stored(2, Message::assistant_text("Olá")),
+    ];
+    let short = request_with(&[], Some("Ana."), &window, &[Message::user_text("ok")]);
+    let long_summary = "The customer booked BK-1234 for Friday at 10:00. ".repeat(40);
+    let long = request_with(
+        &[],
+        Some(&long_summary),
+        &window,
+        &[Message::user_text("ok")],
+    );
+    assert_eq!(text_of(&reply(&short)), text_of(&reply(&long)));
+    assert!(!text_of(&reply(&long)).contains("BK-1234"));
 }

@@ -188,7 +188,7 @@ async fn what_did_i_say_first_quotes_the_first_user_message() {
     assert_eq!(
         text,
         "[offline stand-in] The first thing you said was: «My name is Ana and my dog is Rex.». \
-         I can see 4 earlier messages, and what degrau remembers: «summary: The customer wants a trim.»."
+         I can see 4 earlier messages, and what degrau remembers (summary)."
     );
 }
 

@@ -458,6 +458,7 @@ fn round(key: &ContactKey, expected: Option<&Head>, messages: Vec<StoredMessage>
             hard_cap_at: None,
             expires_at: Some(RETAINED),
             recent_gaps: Vec::new(),
+            cache_hour: false,
         },
         sweep: SweepSlot {
             bucket: sweep_bucket(key),

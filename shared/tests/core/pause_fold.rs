@@ -1,0 +1,168 @@
+//! The pause fold job against the in-memory store and the scripted model, on a
+//! conversation driven through the ask service: it folds once every cache entry
+//! of the last request is gone, and only then; it leaves alone a conversation
+//! that resumed since the sweep asked, and one whose window a fold would barely
+//! shrink.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use degrau::compactor::{Compactor, JobOutcome};
+use degrau::domain::Head;
+use degrau::jobs::{Job, NoJobs};
+use degrau::memory::MemoryStore;
+use degrau::model::scripted::ScriptedModel;
+use degrau::step_plan::CompactionPolicy;
+use degrau::store::RecordStore;
+use degrau::tenant::Defaults;
+use degrau::tools::ToolDispatch;
+use degrau::usage::Usage;
+
+use crate::helpers::{RecordingJobs, START, ask_service, compactor, key, minute, test_clock};
+
+struct Harness {
+    store: Arc<MemoryStore>,
+    model: Arc<ScriptedModel>,
+    clock: Arc<std::sync::atomic::AtomicI64>,
+    ask: degrau::ask::AskService,
+    compactor: Compactor,
+}
+
+fn defaults() -> Defaults {
+    Defaults {
+        compaction: CompactionPolicy {
+            // No step from the threshold in these conversations.
+            threshold_tokens: 50_000,
+            keep_messages: 4,
+            ..CompactionPolicy::default()
+        },
+        ..Defaults::default()
+    }
+}
+
+fn harness() -> Harness {
+    let store = Arc::new(MemoryStore::new());
+    let model = Arc::new(ScriptedModel::default());
+    let (clock, now) = test_clock();
+    Harness {
+        ask: ask_service(
+            &store,
+            model.clone(),
+            Arc::new(ToolDispatch::built_in_only()),
+            Arc::new(NoJobs),
+            defaults(),
+            now.clone(),
+        ),
+        compactor: compactor(
+            &store,
+            model.clone(),
+            Arc::new(RecordingJobs::default()),
+            defaults(),
+            now,
+        ),
+        store,
+        model,
+        clock,
+    }
+}
+
+/// `rounds` rounds 30 s apart, each a long message and a short answer, the
+/// context growing by `per_round` tokens a round (as the model measures it).
+async fn conversation(h: &Harness, rounds: u64, per_round: u64) {
+    for round in 1..=rounds {
+        h.clock.fetch_add(30, Ordering::SeqCst);
+        let usage = Usage {
+            input_tokens: round * per_round,
+            output_tokens: 20,
+            ..Usage::default()
+        };
+        h.model.push(ScriptedModel::text("Noted.", usage));
+        let text = format!(
+            "(message {round}) {}",
+            "My sister and I both need a haircut, and mornings suit us best. ".repeat(25)
+        );
+        h.ask.ask(&key(), &text, None, minute()).await.unwrap();
+    }
+}
+
+async fn head(h: &Harness) -> Head {
+    let now = h.clock.load(Ordering::SeqCst);
+    h.store.load_memory(&key(), now).await.unwrap().0.unwrap()
+}
+
+/// The fold job the sweep would send for the head as it is.
+async fn fold_job(h: &Harness) -> Job {
+    let head = head(h).await;
+    Job::Fold {
+        tenant: key().tenant,
+        incarnation: head.incarnation.unwrap(),
+        session: head.session,
+        summarized_until: head.summarized_until,
+        last_seq: head.last_seq,
+    }
+}
+
+fn skipped(outcome: &JobOutcome) -> Option<&'static str> {
+    match outcome {
+        JobOutcome::StepSkipped { reason } => Some(reason),
+        _ => None,
+    }
+}
+
+#[tokio::test]
+async fn a_fold_waits_for_the_entries_to_go_then_folds_down_to_the_kept_window() {
+    let h = harness();
+    conversation(&h, 10, 600).await;
+    let before = head(&h).await;
+    assert!(!before.cache_hour, "short gaps: five-minute entries");
+    assert_eq!(before.last_context_tokens, 6_000);
+    let job = fold_job(&h).await;
+
+    // Four minutes on, the entries still live: nothing, and no summary request.
+    h.clock.fetch_add(4 * 60, Ordering::SeqCst);
+    let early = h.compactor.run(&job, minute()).await.unwrap();
+    assert_eq!(skipped(&early), Some("alive"));
+    assert_eq!(h.model.requests().len(), 10, "no summary request");
+
+    // Six minutes on, they are gone: the window folds down to four messages.
+    h.clock.fetch_add(2 * 60, Ordering::SeqCst);
+    h.model.push(ScriptedModel::text(
+        "The customer and a sister want haircuts in the morning.",
+        Usage::default(),
+    ));
+    let folded = h.compactor.run(&job, minute()).await.unwrap();
+    assert!(
+        matches!(folded, JobOutcome::StepApplied { .. }),
+        "{folded:?}"
+    );
+    let after = head(&h).await;
+    assert_eq!(after.last_seq - after.summarized_until, 4);
+    assert_eq!(after.steps, 1);
+    assert!(after.summary.is_some());
+    // The same job again: stale.
+    let again = h.compactor.run(&job, minute()).await.unwrap();
+    assert_eq!(skipped(&again), Some("stale"));
+    assert!(START < h.clock.load(Ordering::SeqCst));
+}
+
+#[tokio::test]
+async fn a_conversation_that_resumed_or_would_barely_shrink_is_left_alone() {
+    // The contact wrote again after the sweep asked: the fold is stale.
+    let h = harness();
+    conversation(&h, 10, 600).await;
+    let job = fold_job(&h).await;
+    h.clock.fetch_add(10 * 60, Ordering::SeqCst);
+    conversation(&h, 1, 6_600).await;
+    let resumed = h.compactor.run(&job, minute()).await.unwrap();
+    assert_eq!(skipped(&resumed), Some("resumed"));
+
+    // A window a fold would shrink by a few hundred tokens: the summary request
+    // costs more than the resume would save.
+    let small = harness();
+    conversation(&small, 6, 250).await;
+    let job = fold_job(&small).await;
+    small.clock.fetch_add(10 * 60, Ordering::SeqCst);
+    let outcome = small.compactor.run(&job, minute()).await.unwrap();
+    assert_eq!(skipped(&outcome), Some("does_not_pay"));
+    assert_eq!(head(&small).await.steps, 0);
+}
