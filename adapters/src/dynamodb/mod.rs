@@ -1,4 +1,4 @@
-//! The DynamoDB adapter of the [`Store`](degrau::store::Store) and [`TenantStore`]
+//! The DynamoDB adapter of the [`Store`](degrau::store::Store) and [`TenantStore`](degrau::tenant::TenantStore)
 //! ports: one table, the layout of [`keys`], items (de)serialised with
 //! `serde_dynamo` (`items`), the requests built in `queries` and SDK errors mapped
 //! in `error`. This file holds the trait implementations only.
