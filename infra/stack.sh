@@ -94,9 +94,7 @@ start() {
 
   stop_pid watch
   say "starting the functions under cargo lambda watch on port $api_port"
-  # --disable-cors: no web page of another origin may call the local API with the
-  # developer's browser (the inspector is same-origin; watch would echo any Origin).
-  setsid cargo lambda watch --invoke-address 127.0.0.1 --invoke-port "$api_port" --ignore-changes --disable-cors \
+  setsid cargo lambda watch --invoke-address 127.0.0.1 --invoke-port "$api_port" --ignore-changes \
     --env-var "TABLE_NAME=$TABLE_NAME" \
     --env-var "JOBS_QUEUE_URL=$JOBS_QUEUE_URL" \
     --env-var "AWS_ENDPOINT_URL=$endpoint" \
