@@ -138,18 +138,17 @@ fn line_of(message: &StoredMessage) -> Option<String> {
     Some(format!("{who}: {}", cut_end(&line, MAX_LINE_CHARS)))
 }
 
-/// `text` cut to `max` characters, its end marked.
+/// `text` cut to `max` characters, its end marked; the cut falls between words.
 fn cut_end(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
         return text.to_owned();
     }
-    let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
-    out.push('…');
-    out
+    format!("{}…", head_words(text, max.saturating_sub(1)))
 }
 
 /// `text` cut to `max` characters keeping its start and its end: what the customer
-/// came for and how it ended.
+/// came for and how it ended. The cuts fall between words, so no word (an id, a
+/// code) is kept in part.
 fn cut_middle(text: &str, max: usize) -> String {
     let chars = text.chars().count();
     if chars <= max {
@@ -157,9 +156,45 @@ fn cut_middle(text: &str, max: usize) -> String {
     }
     let marker = "\n…\n";
     let half = (max - marker.chars().count()) / 2;
-    let start: String = text.chars().take(half).collect();
-    let end: String = text.chars().skip(chars - half).collect();
-    format!("{start}{marker}{end}")
+    format!(
+        "{}{marker}{}",
+        head_words(text, half),
+        tail_words(text, half)
+    )
+}
+
+fn in_word(c: char) -> bool {
+    c.is_alphanumeric() || matches!(c, '-' | '/' | '_')
+}
+
+/// Longest part of a word a cut backs off: a longer word is no id, and is cut.
+const MAX_BACK_OFF: usize = 40;
+
+/// At most the first `n` characters of `text`, ending where a word ends (a word
+/// longer than [`MAX_BACK_OFF`] is cut).
+fn head_words(text: &str, n: usize) -> &str {
+    let cut = text.char_indices().nth(n).map_or(text.len(), |(at, _)| at);
+    let (head, rest) = text.split_at(cut);
+    let splits_a_word = rest.starts_with(in_word) && head.ends_with(in_word);
+    match head.rfind(|c: char| !in_word(c)) {
+        Some(at) if splits_a_word && head[at..].chars().count() <= MAX_BACK_OFF => &head[..at],
+        _ => head,
+    }
+}
+
+/// At most the last `n` characters of `text`, starting where a word starts.
+fn tail_words(text: &str, n: usize) -> &str {
+    let chars = text.chars().count();
+    let cut = text
+        .char_indices()
+        .nth(chars.saturating_sub(n))
+        .map_or(text.len(), |(at, _)| at);
+    let (before, tail) = text.split_at(cut);
+    let splits_a_word = before.ends_with(in_word) && tail.starts_with(in_word);
+    match tail.find(|c: char| !in_word(c)) {
+        Some(at) if splits_a_word && tail[..at].chars().count() <= MAX_BACK_OFF => &tail[at..],
+        _ => tail,
+    }
 }
 
 /// Adds to `ids` (up to [`MAX_IDS`], no repeats) the tokens of `text` worth

@@ -197,3 +197,19 @@ fn queries_are_checked() {
     assert!(check_query(&long).unwrap_err().contains("501 characters"));
     assert!(check_query(&"é".repeat(MAX_QUERY_CHARS)).is_ok());
 }
+
+#[test]
+fn an_excerpt_is_cut_between_words_so_no_id_is_kept_in_part() {
+    // Ids near both cuts: a cut inside `BK4X10` would keep `BK4X1`, another id.
+    let words: Vec<String> = (0..600).map(|n| format!("BK4X{n}")).collect();
+    let text = words.join(" ");
+    for cut in [super::cut_middle(&text, 1_500), super::cut_end(&text, 700)] {
+        assert!(cut.chars().count() <= 1_500, "{}", cut.len());
+        for word in cut.split(|c: char| c.is_whitespace() || c == '…') {
+            assert!(
+                word.is_empty() || words.contains(&word.to_owned()),
+                "`{word}` is a cut word"
+            );
+        }
+    }
+}
