@@ -31,7 +31,7 @@ use degrau::tenant::{StoredConfig, TenantConfig, TenantStore};
 
 use super::DynamoStore;
 use super::error::{sdk_error, unless_condition_failed};
-use super::items::{ConfigItem, FactItem, HeadItem, from_item, n, s};
+use super::items::{ConfigItem, from_item, n, s};
 use super::keys::{
     CONFIG_SK, FACT_PREFIX, HEAD_SK, TENANT_INDEX, contact_pk, parse_contact_pk, tenant_pk,
 };
@@ -143,34 +143,8 @@ impl OperatorStore for DynamoStore {
         key: &ContactKey,
         now: i64,
     ) -> Result<(Option<Head>, Vec<FactRecord>), StoreError> {
-        let query = self
-            .query()
-            .key_condition_expression("pk = :pk AND sk BETWEEN :facts AND :head")
-            .expression_attribute_values(":pk", s(contact_pk(key)))
-            .expression_attribute_values(":facts", s(FACT_PREFIX))
-            .expression_attribute_values(":head", s(HEAD_SK));
-        let mut head = None;
-        let mut records = Vec::new();
-        for item in Pages::new(query).all().await? {
-            match item.get("sk") {
-                Some(AttributeValue::S(sk)) if sk == HEAD_SK => {
-                    let loaded: Head = from_item::<HeadItem>(item)?.into();
-                    head = Some(loaded).filter(|head| !head.expired_at(now));
-                }
-                Some(AttributeValue::S(sk)) if sk.starts_with(FACT_PREFIX) => {
-                    let fact: FactItem = from_item(item)?;
-                    let expires_at = fact.expires_at;
-                    if expires_at.is_none_or(|at| at > now) {
-                        records.push(FactRecord {
-                            fact: fact.into(),
-                            expires_at,
-                        });
-                    }
-                }
-                _ => {}
-            }
-        }
-        Ok((head, records))
+        let (head, records) = self.head_and_fact_records(key, now).await?;
+        Ok((head.filter(|head| !head.expired_at(now)), records))
     }
 
     async fn add_usage(

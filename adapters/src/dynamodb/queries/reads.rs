@@ -5,7 +5,7 @@
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::types::AttributeValue;
 use degrau::domain::{Fact, Head, StoredMessage};
-use degrau::store::{ContactKey, StoreError};
+use degrau::store::{ContactKey, FactRecord, StoreError};
 
 use crate::dynamodb::DynamoStore;
 use crate::dynamodb::error::sdk_error;
@@ -158,6 +158,20 @@ impl DynamoStore {
         key: &ContactKey,
         now: i64,
     ) -> Result<(Option<Head>, Vec<Fact>), StoreError> {
+        let (head, records) = self.head_and_fact_records(key, now).await?;
+        Ok((
+            head,
+            records.into_iter().map(|record| record.fact).collect(),
+        ))
+    }
+
+    /// [`DynamoStore::head_and_facts`], each fact with its expiry (what the
+    /// operator's facts route shows).
+    pub(in crate::dynamodb) async fn head_and_fact_records(
+        &self,
+        key: &ContactKey,
+        now: i64,
+    ) -> Result<(Option<Head>, Vec<FactRecord>), StoreError> {
         let query = self
             .query()
             .key_condition_expression("pk = :pk AND sk BETWEEN :facts AND :head")
@@ -165,7 +179,7 @@ impl DynamoStore {
             .expression_attribute_values(":facts", s(FACT_PREFIX))
             .expression_attribute_values(":head", s(HEAD_SK));
         let mut head = None;
-        let mut facts = Vec::new();
+        let mut records = Vec::new();
         for item in Pages::new(query).all().await? {
             match item.get("sk") {
                 Some(AttributeValue::S(sk)) if sk == HEAD_SK => {
@@ -173,13 +187,17 @@ impl DynamoStore {
                 }
                 Some(AttributeValue::S(sk)) if sk.starts_with(FACT_PREFIX) => {
                     let fact: FactItem = from_item(item)?;
-                    if fact.expires_at.is_none_or(|expires| expires > now) {
-                        facts.push(fact.into());
+                    let expires_at = fact.expires_at;
+                    if expires_at.is_none_or(|expires| expires > now) {
+                        records.push(FactRecord {
+                            fact: fact.into(),
+                            expires_at,
+                        });
                     }
                 }
                 _ => {}
             }
         }
-        Ok((head, facts))
+        Ok((head, records))
     }
 }
