@@ -137,6 +137,65 @@ impl ModelError {
     }
 }
 
+/// A piece of a streamed answer, as the model writes it (the Messages API's
+/// `content_block_start` and `content_block_delta` events).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelDelta {
+    /// Text appended to the answer's text block `index`.
+    Text {
+        /// The block's position in the answer.
+        index: usize,
+        /// The new text.
+        text: String,
+    },
+    /// The answer's block `index` is a tool call. Its input arrives in pieces the
+    /// adapter assembles: the call is whole only in the returned response.
+    ToolUse {
+        /// The block's position in the answer.
+        index: usize,
+        /// The call's id.
+        id: String,
+        /// The tool's name.
+        name: String,
+    },
+    /// Thinking text appended to block `index` (never shown to a contact).
+    Thinking {
+        /// The block's position in the answer.
+        index: usize,
+        /// The new thinking text.
+        text: String,
+    },
+}
+
+/// Where a streamed call hands its pieces, as they arrive.
+pub type DeltaSink<'a> = &'a (dyn Fn(ModelDelta) + Send + Sync);
+
+/// The pieces of a whole answer, one per block: what a model that cannot stream
+/// hands over once it has answered.
+pub fn deltas_of(response: &ModelResponse) -> Vec<ModelDelta> {
+    response
+        .content
+        .iter()
+        .enumerate()
+        .filter_map(|(index, block)| match block {
+            ContentBlock::Text { text } => Some(ModelDelta::Text {
+                index,
+                text: text.clone(),
+            }),
+            ContentBlock::ToolUse { id, name, .. } => Some(ModelDelta::ToolUse {
+                index,
+                id: id.clone(),
+                name: name.clone(),
+            }),
+            ContentBlock::Thinking { thinking, .. } => Some(ModelDelta::Thinking {
+                index,
+                text: thinking.clone(),
+            }),
+            ContentBlock::RedactedThinking { .. } | ContentBlock::ToolResult { .. } => None,
+        })
+        .collect()
+}
+
 /// One call to the model.
 #[async_trait]
 pub trait Model: Send + Sync {
@@ -147,6 +206,27 @@ pub trait Model: Send + Sync {
         request: &ModelRequest,
         deadline: Deadline,
     ) -> Result<ModelResponse, ModelError>;
+
+    /// Sends one request as a stream: `on_delta` gets the answer's pieces as they
+    /// arrive, and the whole answer is returned as [`Model::create`] returns it,
+    /// with the streamed usage. The call is retried only before its first piece
+    /// reached `on_delta`; after that, a failure (an `error` event, a dropped
+    /// connection) is returned as it is, never retried.
+    ///
+    /// This default, for a model that cannot stream, answers with `create` and
+    /// hands over the answer's blocks whole.
+    async fn stream(
+        &self,
+        request: &ModelRequest,
+        deadline: Deadline,
+        on_delta: DeltaSink<'_>,
+    ) -> Result<ModelResponse, ModelError> {
+        let response = self.create(request, deadline).await?;
+        for delta in deltas_of(&response) {
+            on_delta(delta);
+        }
+        Ok(response)
+    }
 }
 
 #[cfg(test)]
