@@ -52,6 +52,7 @@
 
 mod commit;
 mod context;
+mod events;
 mod operate;
 mod plausible;
 mod quota;
@@ -78,6 +79,8 @@ use crate::store::{Claim, ContactKey, Store, StoreError};
 use crate::tenant::{Defaults, InvalidSettings, Settings, TenantStore};
 use crate::tools::Tools;
 pub use context::{ContextView, HeadToken};
+use events::Shown;
+pub use events::{RoundEvent, RoundEvents};
 pub use operate::{ConfigState, DEFAULT_CONTACT_PAGE, ModelTokensView, UsageDayView};
 pub use plausible::CLIENT_ALLOWANCE_TOKENS;
 pub use rounds::{MAX_ROUND_MESSAGES, MAX_USAGE_TOKENS, RecordedRound, RoundOutcome, RoundRequest};
@@ -359,6 +362,34 @@ impl AskService {
         idempotency: Option<&IdempotencyKey>,
         deadline: Deadline,
     ) -> Result<AskOutcome, AskError> {
+        self.ask_showing(key, text, idempotency, deadline, Shown::nothing())
+            .await
+    }
+
+    /// [`AskService::ask`], streamed: the model calls stream, and `listener` is
+    /// shown the round's events as they happen ([`RoundEvent`]). What is stored,
+    /// and when, is the same: the whole round at its commit, or nothing. A replay
+    /// shows nothing.
+    pub async fn ask_streamed(
+        &self,
+        key: &ContactKey,
+        text: &str,
+        idempotency: Option<&IdempotencyKey>,
+        deadline: Deadline,
+        listener: &dyn RoundEvents,
+    ) -> Result<AskOutcome, AskError> {
+        self.ask_showing(key, text, idempotency, deadline, Shown::to(listener))
+            .await
+    }
+
+    async fn ask_showing(
+        &self,
+        key: &ContactKey,
+        text: &str,
+        idempotency: Option<&IdempotencyKey>,
+        deadline: Deadline,
+        shown: Shown<'_>,
+    ) -> Result<AskOutcome, AskError> {
         validate_text(text)?;
         let hash = payload_hash(text);
         if let Some(idem) = idempotency
@@ -372,6 +403,7 @@ impl AskService {
                 text,
                 idempotency.map(|idem| (idem, hash.as_str())),
                 deadline,
+                shown,
             )
             .await;
         self.release_failed(key, idempotency, &result, deadline)
@@ -438,19 +470,29 @@ impl AskService {
         text: &str,
         idempotency: Option<(&IdempotencyKey, &str)>,
         deadline: Deadline,
+        shown: Shown<'_>,
     ) -> Result<AskResponse, AskError> {
         let settings = self.settings(&key.tenant, deadline).await?;
+        let shown = shown.with_tool_input(settings.stream_tool_input);
         self.spend_round(key, &settings, deadline).await?;
         let (mut lost, mut broken) = (0, 0);
         loop {
             let turn = self.load_turn(key, &settings, deadline).await?;
             let round = match self
-                .run_round(key, &settings, &turn, text, deadline.before(COMMIT_MARGIN))
+                .run_round(
+                    key,
+                    &settings,
+                    &turn,
+                    text,
+                    deadline.before(COMMIT_MARGIN),
+                    &shown,
+                )
                 .await
             {
                 Err(AskError::BrokenWindow(why)) => {
                     broken += 1;
                     broken_window(&why, broken)?;
+                    shown.restart("the history changed while the round ran", &[]);
                     continue;
                 }
                 other => other?,
@@ -469,6 +511,10 @@ impl AskService {
                     lost += 1;
                     info!(
                         "lost a commit race with no tool run; answering again on the fresh history"
+                    );
+                    shown.restart(
+                        "another message for this contact landed first; answering again",
+                        &[],
                     );
                 }
                 None => {

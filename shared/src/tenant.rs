@@ -70,6 +70,10 @@ pub struct TenantConfig {
     /// the contact's last session (see [`crate::recall::digest`]; absent: no).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recall_digest: Option<bool>,
+    /// Whether a streamed round shows each tool call's input with its
+    /// `tool_started` event (absent: no; the input may quote the contact).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_tool_input: Option<bool>,
 }
 
 use crate::validate::MIN_THINKING_BUDGET;
@@ -243,6 +247,8 @@ pub struct Settings {
     pub quota: crate::quota::Limits,
     /// Whether the contact context carries the digest of the last session.
     pub recall_digest: bool,
+    /// Whether a streamed round shows its tool calls' input.
+    pub stream_tool_input: bool,
 }
 
 /// Settings that cannot be honoured: named, with the values at fault (no personal
@@ -333,6 +339,7 @@ impl Settings {
             cache_ttl: tenant.cache_ttl.unwrap_or(defaults.cache_ttl),
             quota: defaults.quota.with(tenant.quota.as_ref()),
             recall_digest: tenant.recall_digest.unwrap_or(false),
+            stream_tool_input: tenant.stream_tool_input.unwrap_or(false),
         }
     }
 }

@@ -8,6 +8,7 @@ use std::time::Instant;
 use serde_json::Value;
 use tracing::{info, warn};
 
+use super::events::Shown;
 use super::{AskError, AskService, MAX_RETRY_MAX_TOKENS, MAX_TOOL_ITERATIONS, MIN_MODEL_CALL};
 use super::{Turn, out_of_time};
 use crate::deadline::Deadline;
@@ -151,17 +152,19 @@ impl AskService {
         turn: &Turn,
         text: &str,
         deadline: Deadline,
+        shown: &Shown<'_>,
     ) -> Result<Round, AskError> {
         let tools = self.tools.definitions(&settings.tools);
         let mut state = RoundLoop::new(settings, turn, text);
         loop {
+            let call = state.calls();
             let (request, lifetimes) = state.request(&tools)?;
             state.round.stats.lifetimes = lifetimes;
             if !deadline.allows(MIN_MODEL_CALL) {
                 return Err(out_of_time("before a model call"));
             }
             let response = match self
-                .call_model(&request, deadline, &mut state.round.stats)
+                .call_model(&request, deadline, &mut state.round.stats, shown, call)
                 .await
             {
                 Ok(response) => response,
@@ -174,6 +177,10 @@ impl AskService {
             };
             state.round.usage.record(response.usage);
             if let AfterStop::AskAgain = state.after_stop(&response, deadline)? {
+                shown.restart(
+                    "the model's answer is asked for again",
+                    &state.round.messages,
+                );
                 continue;
             }
             let calls = tool_calls(&response);
@@ -195,6 +202,7 @@ impl AskService {
                     &settings.tools,
                     deadline,
                     &mut state.round.stats,
+                    shown,
                 )
                 .await;
             state.round.messages.push(RoundMessage {
@@ -208,14 +216,23 @@ impl AskService {
     }
 
     /// One model call, timed and, when it fails, counted by kind (`ModelErrors`).
+    /// A streamed round's call streams, its text shown as it arrives, as the
+    /// round's `call`-th.
     async fn call_model(
         &self,
         request: &ModelRequest,
         deadline: Deadline,
         stats: &mut RoundStats,
+        shown: &Shown<'_>,
+        call: u32,
     ) -> Result<ModelResponse, ModelError> {
         let started = Instant::now();
-        let result = self.model.create(request, deadline).await;
+        let result = if shown.streamed() {
+            let on_delta = |delta| shown.delta(delta, call);
+            self.model.stream(request, deadline, &on_delta).await
+        } else {
+            self.model.create(request, deadline).await
+        };
         stats.model_ms += started.elapsed().as_secs_f64() * 1000.0;
         if let Err(error) = &result {
             Event::new("ask")
@@ -239,12 +256,14 @@ impl AskService {
         declared: &[ToolDeclaration],
         deadline: Deadline,
         stats: &mut RoundStats,
+        shown: &Shown<'_>,
     ) -> Vec<ContentBlock> {
         let mut results = Vec::with_capacity(calls.len());
         let mut budget = MAX_RESULTS_CHARS_PER_MESSAGE;
         let share = MAX_RESULTS_CHARS_PER_MESSAGE / calls.len();
         stats.tool_calls += calls.len() as u64;
         for call in calls {
+            shown.tool_started(&call.id, &call.name, &call.input);
             let output = match declared.iter().find(|tool| tool.name() == call.name) {
                 Some(ToolDeclaration::BuiltIn(name)) if name == crate::recall::TOOL_NAME => {
                     self.run_recall(key, turn, &call.input, deadline).await
@@ -262,6 +281,7 @@ impl AskService {
             let content = cap_to(output.content, share.min(budget));
             budget = budget.saturating_sub(content.chars().count());
             info!(tool = %call.name, is_error = output.is_error, chars = content.len(), "tool called");
+            shown.tool_finished(&call.id, &call.name, output.is_error);
             results.push(ContentBlock::ToolResult {
                 tool_use_id: call.id.clone(),
                 content,
@@ -432,6 +452,14 @@ impl<'a> RoundLoop<'a> {
         self.truncation_retried = true;
         self.max_tokens = larger;
         Ok(())
+    }
+
+    /// The model calls the round keeps so far: the next one's number.
+    fn calls(&self) -> u32 {
+        let answers = self.round.messages.iter();
+        answers
+            .filter(|m| m.message.role == Role::Assistant)
+            .count() as u32
     }
 
     /// Counts a model answer with tool calls; more than [`MAX_TOOL_ITERATIONS`] is

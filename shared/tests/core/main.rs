@@ -18,6 +18,7 @@ mod own_loop;
 mod pause_fold;
 mod properties;
 mod quota;
+mod streaming;
 mod structure;
 mod sweep;
 mod tools;
