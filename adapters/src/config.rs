@@ -89,6 +89,9 @@ pub struct Config {
     /// `ASK_TIMEOUT_SECONDS`: the time budget of one ask, from its start to its answer
     /// (25 by default, below API Gateway's 29 s); see [`degrau::ask::COMMIT_MARGIN`].
     pub ask_timeout_seconds: u64,
+    /// `STREAM_TIMEOUT_SECONDS`: the time budget of one streamed round (the
+    /// streaming route is not cut at API Gateway's 29 s; 120 by default).
+    pub stream_timeout_seconds: u64,
     /// `AUTH_MODE` and `TENANT_CLAIM`.
     pub auth: AuthConfig,
     /// `SCOPE_CLAIM` and the operator routes' scopes.
@@ -107,6 +110,11 @@ pub struct Config {
 /// request reached it at the latest, 4 s before API Gateway gives up (29 s) on the
 /// client, which is room for a cold start and the network.
 pub const DEFAULT_ASK_TIMEOUT_SECONDS: u64 = 25;
+
+/// `STREAM_TIMEOUT_SECONDS` when unset: a streamed round may run two minutes, room
+/// for a tool round's two model calls at their 60 s attempt limit; the template
+/// gives the streaming function 150 s.
+pub const DEFAULT_STREAM_TIMEOUT_SECONDS: u64 = 120;
 
 /// A configuration problem, naming the variable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -156,6 +164,17 @@ impl Config {
                 seconds if seconds <= degrau::ask::COMMIT_MARGIN.as_secs() => {
                     return Err(ConfigError(format!(
                         "ASK_TIMEOUT_SECONDS must be more than the {} s kept for the commit",
+                        degrau::ask::COMMIT_MARGIN.as_secs()
+                    )));
+                }
+                seconds => seconds,
+            },
+            stream_timeout_seconds: match vars
+                .number("STREAM_TIMEOUT_SECONDS", DEFAULT_STREAM_TIMEOUT_SECONDS)?
+            {
+                seconds if seconds <= degrau::ask::COMMIT_MARGIN.as_secs() => {
+                    return Err(ConfigError(format!(
+                        "STREAM_TIMEOUT_SECONDS must be more than the {} s kept for the commit",
                         degrau::ask::COMMIT_MARGIN.as_secs()
                     )));
                 }
@@ -418,6 +437,10 @@ mod tests {
         assert_eq!(config.anthropic_base_url, "https://api.anthropic.com");
         assert_eq!(config.defaults, Defaults::default());
         assert_eq!(config.ask_timeout_seconds, DEFAULT_ASK_TIMEOUT_SECONDS);
+        assert_eq!(
+            config.stream_timeout_seconds,
+            DEFAULT_STREAM_TIMEOUT_SECONDS
+        );
         assert_eq!(config.webhook_secrets, SecretNames::default());
         assert_eq!(config.webhook_secrets.path, "/degrau/webhooks/");
     }
@@ -437,6 +460,7 @@ mod tests {
             ("AUTH_MODE", "dev"),
             ("MODEL_TIMEOUT_SECONDS", "5"),
             ("ASK_TIMEOUT_SECONDS", "20"),
+            ("STREAM_TIMEOUT_SECONDS", "300"),
             ("CONTEXT_POLICY", "sliding"),
             ("SWEEP_BUCKETS", "64"),
             ("WINDOW_KEEP_TOKENS", "1500"),
@@ -464,6 +488,7 @@ mod tests {
         assert_eq!(config.defaults.session_idle_minutes, 30);
         assert_eq!(config.model_timeout_seconds, 5);
         assert_eq!(config.ask_timeout_seconds, 20);
+        assert_eq!(config.stream_timeout_seconds, 300);
         assert_eq!(
             config.defaults.context_policy,
             degrau::tenant::ContextPolicy::SlidingWindow
@@ -504,6 +529,7 @@ mod tests {
             ("CONTEXT_POLICY", "everything"),
             ("ASK_TIMEOUT_SECONDS", "2"),
             ("ASK_TIMEOUT_SECONDS", "soon"),
+            ("STREAM_TIMEOUT_SECONDS", "1"),
             ("SWEEP_BUCKETS", "0"),
             ("SWEEP_BUCKETS", "256"),
             ("MODEL_PROVIDER", "openai"),

@@ -69,6 +69,8 @@ pub enum Endpoint {
     Inspector,
     /// The contact's session records, searched (recall; `handler/recall.rs`).
     Sessions,
+    /// `POST` a message to answer as it is written (`handler/stream.rs`).
+    MessageStream,
 }
 
 /// A route: its path as API Gateway writes it (`{contact}` is one path segment),
@@ -90,6 +92,11 @@ pub const ROUTES: &[RouteSpec] = &[
         path: "/v1/contacts/{contact}/messages",
         endpoint: Endpoint::Messages,
         methods: &["GET", "POST"],
+    },
+    RouteSpec {
+        path: "/v1/contacts/{contact}/messages/stream",
+        endpoint: Endpoint::MessageStream,
+        methods: &["POST"],
     },
     RouteSpec {
         path: "/v1/contacts/{contact}/memory",
@@ -169,6 +176,26 @@ pub struct App {
     /// `ASK_TIMEOUT_SECONDS`: the longest a request may take, from its arrival to its
     /// answer.
     pub ask_timeout: Duration,
+}
+
+/// The handler's dependencies from the function's wiring, with `timeout` as the
+/// time budget of a request.
+pub fn app(deps: degrau_adapters::wiring::Dependencies, timeout: Duration) -> App {
+    App {
+        service: AskService {
+            store: deps.store.clone(),
+            quotas: deps.store.clone(),
+            tenants: deps.store,
+            model: deps.model,
+            tools: deps.tools,
+            jobs: deps.jobs,
+            defaults: deps.config.defaults,
+            clock: deps.clock,
+        },
+        auth: deps.config.auth,
+        scopes: deps.config.scopes,
+        ask_timeout: timeout,
+    }
 }
 
 /// A request's deadline: `budget` from now, or the invocation's own deadline (the
@@ -347,11 +374,25 @@ struct Matched<'a> {
     key: Option<&'a str>,
 }
 
+/// The request's path as the client sent it (HTTP API's raw path, else the URI's).
+fn request_path(request: &Request) -> &str {
+    let raw = request.raw_http_path();
+    if raw.is_empty() {
+        request.uri().path()
+    } else {
+        raw
+    }
+}
+
 /// The route of a path (without stage), and its `{contact}` and `{key}` segments
 /// when it has them.
 fn parse_route(path: &str) -> Option<Matched<'_>> {
-    // Under `cargo lambda watch` without a router, paths arrive as /lambda-url/ask/...
-    let path = path.strip_prefix("/lambda-url/ask").unwrap_or(path);
+    // Under `cargo lambda watch` without a router, paths arrive as
+    // /lambda-url/{function}/...
+    let path = match path.strip_prefix("/lambda-url/") {
+        Some(rest) => rest.find('/').map_or("/", |at| &rest[at..]),
+        None => path,
+    };
     let segments: Vec<&str> = path.split('/').collect();
     ROUTES.iter().find_map(|spec| {
         let template: Vec<&str> = spec.path.split('/').collect();
@@ -376,12 +417,7 @@ async fn route(
     request: &Request,
     deadline: Deadline,
 ) -> Result<Response<Body>, HttpError> {
-    let raw = request.raw_http_path();
-    let path = if raw.is_empty() {
-        request.uri().path()
-    } else {
-        raw
-    };
+    let path = request_path(request);
     let Matched { spec, contact, key } = parse_route(path).ok_or_else(|| {
         HttpError::new(
             ErrorType::NotFound,
@@ -399,6 +435,14 @@ async fn route(
     if spec.endpoint == Endpoint::OpenApi {
         // Public (no tenant): the description of the API holds no data.
         return Ok(json_response(200, OPENAPI.to_owned()));
+    }
+    if spec.endpoint == Endpoint::MessageStream {
+        // The streaming API streams it; here (an API that cannot stream) the same
+        // events come in one piece once the round ended.
+        return Ok(stream::answer(app, request, deadline)
+            .await
+            .buffered()
+            .await);
     }
     if spec.endpoint == Endpoint::Inspector {
         // Public: the page holds no data; it calls the routes with the
@@ -464,7 +508,8 @@ async fn route(
             | Endpoint::Fact
             | Endpoint::TenantConfig
             | Endpoint::Usage
-            | Endpoint::Inspector,
+            | Endpoint::Inspector
+            | Endpoint::MessageStream,
             _,
         ) => Err(HttpError::new(
             ErrorType::InternalError,
@@ -626,6 +671,7 @@ fn contact_id(segment: &str) -> Result<ContactId, HttpError> {
 mod auth;
 mod errors;
 mod operate;
+pub mod stream;
 
 #[cfg(test)]
 mod tests;

@@ -5,8 +5,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ask::handler::{App, handle};
-use degrau::ask::AskService;
+use ask::handler::{app, handle};
 use degrau::metrics::record_cold_start;
 use degrau_adapters::wiring::Dependencies;
 use lambda_http::{Error, run, service_fn};
@@ -15,21 +14,8 @@ use lambda_http::{Error, run, service_fn};
 async fn main() -> Result<(), Error> {
     lambda_http::tracing::init_default_subscriber();
     let deps = Dependencies::from_env().await?;
-    let app = Arc::new(App {
-        service: AskService {
-            store: deps.store.clone(),
-            quotas: deps.store.clone(),
-            tenants: deps.store,
-            model: deps.model,
-            tools: deps.tools,
-            jobs: deps.jobs,
-            defaults: deps.config.defaults,
-            clock: deps.clock,
-        },
-        auth: deps.config.auth,
-        scopes: deps.config.scopes,
-        ask_timeout: Duration::from_secs(deps.config.ask_timeout_seconds),
-    });
+    let timeout = Duration::from_secs(deps.config.ask_timeout_seconds);
+    let app = Arc::new(app(deps, timeout));
     run(service_fn(move |request| {
         record_cold_start("ask");
         let app = app.clone();

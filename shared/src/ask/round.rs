@@ -194,16 +194,9 @@ impl AskService {
                 return Ok(state.finish(response.stop_reason));
             }
             state.count_tool_round()?;
+            state.round.stats.tool_calls += calls.len() as u64;
             let results = self
-                .run_tools(
-                    &calls,
-                    key,
-                    turn,
-                    &settings.tools,
-                    deadline,
-                    &mut state.round.stats,
-                    shown,
-                )
+                .run_tools(&calls, key, turn, &settings.tools, deadline, shown)
                 .await;
             state.round.messages.push(RoundMessage {
                 message: Message {
@@ -255,13 +248,11 @@ impl AskService {
         turn: &Turn,
         declared: &[ToolDeclaration],
         deadline: Deadline,
-        stats: &mut RoundStats,
         shown: &Shown<'_>,
     ) -> Vec<ContentBlock> {
         let mut results = Vec::with_capacity(calls.len());
         let mut budget = MAX_RESULTS_CHARS_PER_MESSAGE;
         let share = MAX_RESULTS_CHARS_PER_MESSAGE / calls.len();
-        stats.tool_calls += calls.len() as u64;
         for call in calls {
             shown.tool_started(&call.id, &call.name, &call.input);
             let output = match declared.iter().find(|tool| tool.name() == call.name) {

@@ -15,15 +15,38 @@ use super::{ErrorType, HttpError};
 /// Longest operator id kept in a fact's provenance.
 pub const MAX_OPERATOR_CHARS: usize = 128;
 
-/// The verified JWT claims, when API Gateway's authorizer passed any.
-fn jwt(
-    request: &Request,
-) -> Option<&lambda_http::aws_lambda_events::apigw::ApiGatewayRequestAuthorizerJwtDescription> {
+/// The verified JWT claims API Gateway's authorizer passed, each as text: an HTTP
+/// API's JWT authorizer writes them under `authorizer.jwt.claims`, a REST API's
+/// Cognito authorizer (the streaming API) under `authorizer.claims`.
+fn claims(request: &Request) -> Option<HashMap<String, String>> {
     match request.request_context_ref() {
-        Some(RequestContext::ApiGatewayV2(context)) => {
-            context.authorizer.as_ref().and_then(|a| a.jwt.as_ref())
+        Some(RequestContext::ApiGatewayV2(context)) => context
+            .authorizer
+            .as_ref()
+            .and_then(|a| a.jwt.as_ref())
+            .map(|jwt| jwt.claims.clone()),
+        Some(RequestContext::ApiGatewayV1(context)) => {
+            let claims = context.authorizer.fields.get("claims")?.as_object()?;
+            let text = |value: &serde_json::Value| match value {
+                serde_json::Value::String(text) => text.clone(),
+                other => other.to_string(),
+            };
+            Some(claims.iter().map(|(k, v)| (k.clone(), text(v))).collect())
         }
         _ => None,
+    }
+}
+
+/// The scopes an HTTP API's authorizer parsed from an access token.
+fn parsed_scopes(request: &Request) -> Vec<String> {
+    match request.request_context_ref() {
+        Some(RequestContext::ApiGatewayV2(context)) => context
+            .authorizer
+            .as_ref()
+            .and_then(|a| a.jwt.as_ref())
+            .and_then(|jwt| jwt.scopes.clone())
+            .unwrap_or_default(),
+        _ => Vec::new(),
     }
 }
 
@@ -42,13 +65,13 @@ pub(super) fn require_scope(
 ) -> Result<(), HttpError> {
     let granted: Vec<String> = match auth {
         AuthConfig::Jwt { .. } => {
-            let jwt = jwt(request);
-            let from_claim = jwt
-                .and_then(|jwt| jwt.claims.get(&scopes.claim))
-                .map(|value| words(value))
+            let from_claim = claims(request)
+                .and_then(|claims| claims.get(&scopes.claim).map(|value| words(value)))
                 .unwrap_or_default();
-            let parsed = jwt.and_then(|jwt| jwt.scopes.clone()).unwrap_or_default();
-            from_claim.into_iter().chain(parsed).collect()
+            from_claim
+                .into_iter()
+                .chain(parsed_scopes(request))
+                .collect()
         }
         AuthConfig::Dev => header(request, "x-scopes").map(words).unwrap_or_default(),
     };
@@ -82,7 +105,7 @@ fn words(value: &str) -> Vec<String> {
 /// at most [`MAX_OPERATOR_CHARS`].
 pub(super) fn operator(auth: &AuthConfig, request: &Request) -> Result<String, HttpError> {
     let id = match auth {
-        AuthConfig::Jwt { .. } => jwt(request).and_then(|jwt| jwt.claims.get("sub")).cloned(),
+        AuthConfig::Jwt { .. } => claims(request).and_then(|mut claims| claims.remove("sub")),
         AuthConfig::Dev => Some(header(request, "x-operator").unwrap_or("dev").to_owned()),
     }
     .ok_or_else(|| HttpError::new(ErrorType::Forbidden, "the token names no operator (`sub`)"))?;
@@ -101,20 +124,13 @@ pub(super) fn tenant(auth: &AuthConfig, request: &Request) -> Result<TenantId, H
     let unauthenticated = |message: &str| HttpError::new(ErrorType::Unauthenticated, message);
     let value = match auth {
         AuthConfig::Jwt { claim, audiences } => {
-            let claims = match request.request_context_ref() {
-                Some(RequestContext::ApiGatewayV2(context)) => context
-                    .authorizer
-                    .as_ref()
-                    .and_then(|a| a.jwt.as_ref())
-                    .map(|jwt| &jwt.claims),
-                _ => None,
-            };
-            if !audiences.is_empty() && !claims.is_some_and(|c| for_audience(c, audiences)) {
+            let claims = claims(request);
+            if !audiences.is_empty() && !claims.as_ref().is_some_and(|c| for_audience(c, audiences))
+            {
                 return Err(unauthenticated("the token is not for this API's audience"));
             }
             claims
-                .and_then(|claims| claims.get(claim))
-                .cloned()
+                .and_then(|mut claims| claims.remove(claim))
                 .ok_or_else(|| unauthenticated("no verified tenant claim in the token"))?
         }
         AuthConfig::Dev => request
