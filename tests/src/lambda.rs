@@ -2,6 +2,11 @@
 //! binaries as processes (the way Lambda does: the process polls for the next
 //! event and posts its response) and can kill and restart them between events.
 //!
+//! A function that answers with Lambda's response streaming
+//! (`Lambda-Runtime-Function-Response-Mode: streaming`, a chunked body) is read as
+//! the pieces arrive: [`LocalLambda::invoke_streaming`] hands each one on with the
+//! time it came, the way a function URL or API Gateway passes them to the client.
+//!
 //! Each event carries the invocation deadline Lambda would advertise
 //! (`Lambda-Runtime-Deadline-Ms`, counted from when the function takes the event):
 //! the function's timeout ([`DEFAULT_TIMEOUT`] unless set with
@@ -22,10 +27,31 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
+use futures_core::Stream;
 use serde_json::{Value, json};
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 
 type Reply = Result<Value, Value>;
+
+/// Who waits for an invocation's answer: a whole one, or its pieces as they come.
+enum Waiter {
+    Whole(oneshot::Sender<Reply>),
+    Pieces(mpsc::UnboundedSender<(Instant, Bytes)>),
+}
+
+/// A streamed invocation's answer, piece by piece, each with the time it reached
+/// the Runtime API. The stream ends when the function closed its response.
+pub struct Pieces(mpsc::UnboundedReceiver<(Instant, Bytes)>);
+
+impl Pieces {
+    /// The next piece, or `None` when the answer ended (or `patience` passed).
+    pub async fn next(&mut self, patience: Duration) -> Option<(Instant, Bytes)> {
+        tokio::time::timeout(patience, self.0.recv())
+            .await
+            .ok()
+            .flatten()
+    }
+}
 
 /// The function timeout the Runtime API advertises when a test names none.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -33,7 +59,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 #[derive(Default)]
 struct Inner {
     queue: Mutex<VecDeque<(String, Value, Duration)>>,
-    waiting: Mutex<HashMap<String, oneshot::Sender<Reply>>>,
+    waiting: Mutex<HashMap<String, Waiter>>,
     counter: Mutex<u64>,
 }
 
@@ -251,14 +277,8 @@ impl LocalLambda {
     /// takes it, as a function configured with that timeout gets it, and waits for
     /// the response (or error) until a little after it.
     pub async fn invoke_within(&self, payload: Value, timeout: Duration) -> Reply {
-        let id = {
-            let mut counter = lock(&self.inner.counter);
-            *counter += 1;
-            format!("req-{counter}")
-        };
         let (tx, rx) = oneshot::channel();
-        lock(&self.inner.waiting).insert(id.clone(), tx);
-        lock(&self.inner.queue).push_back((id, payload, timeout));
+        self.enqueue(payload, timeout, Waiter::Whole(tx));
         // The wait starts before the function takes the event: room for that.
         let patience = timeout.max(DEFAULT_TIMEOUT) + Duration::from_secs(5);
         match tokio::time::timeout(patience, rx).await {
@@ -268,6 +288,28 @@ impl LocalLambda {
                 "errorMessage": format!("no response within {} s", patience.as_secs())
             })),
         }
+    }
+}
+
+impl LocalLambda {
+    fn enqueue(&self, payload: Value, timeout: Duration, waiter: Waiter) {
+        let id = {
+            let mut counter = lock(&self.inner.counter);
+            *counter += 1;
+            format!("req-{counter}")
+        };
+        lock(&self.inner.waiting).insert(id.clone(), waiter);
+        lock(&self.inner.queue).push_back((id, payload, timeout));
+    }
+
+    /// Sends one event to a function that streams its answer, and hands back the
+    /// answer's pieces as they reach the Runtime API (the HTTP integration's
+    /// prelude, eight zero bytes, then the body). A function that answers whole
+    /// gives one piece: its answer as sent.
+    pub fn invoke_streaming(&self, payload: Value) -> Pieces {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.enqueue(payload, self.timeout, Waiter::Pieces(tx));
+        Pieces(rx)
     }
 }
 
@@ -316,11 +358,25 @@ async fn next(State((inner, instance)): State<AppState>) -> impl IntoResponse {
 async fn response(
     State((inner, _)): State<AppState>,
     Path(id): Path<String>,
-    body: Bytes,
+    body: axum::body::Body,
 ) -> StatusCode {
-    let value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    if let Some(tx) = lock(&inner.waiting).remove(&id) {
-        let _ = tx.send(Ok(value));
+    let waiter = lock(&inner.waiting).remove(&id);
+    match waiter {
+        Some(Waiter::Pieces(tx)) => {
+            let mut stream = body.into_data_stream();
+            while let Some(Ok(piece)) =
+                std::future::poll_fn(|cx| std::pin::Pin::new(&mut stream).poll_next(cx)).await
+            {
+                let _ = tx.send((Instant::now(), piece));
+            }
+        }
+        Some(Waiter::Whole(tx)) => {
+            let body = axum::body::to_bytes(body, usize::MAX)
+                .await
+                .unwrap_or_default();
+            let _ = tx.send(Ok(serde_json::from_slice(&body).unwrap_or(Value::Null)));
+        }
+        None => {}
     }
     StatusCode::ACCEPTED
 }
@@ -331,8 +387,14 @@ async fn error(
     body: Bytes,
 ) -> StatusCode {
     let value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    if let Some(tx) = lock(&inner.waiting).remove(&id) {
-        let _ = tx.send(Err(value));
+    match lock(&inner.waiting).remove(&id) {
+        Some(Waiter::Whole(tx)) => {
+            let _ = tx.send(Err(value));
+        }
+        Some(Waiter::Pieces(tx)) => {
+            let _ = tx.send((Instant::now(), Bytes::from(value.to_string())));
+        }
+        None => {}
     }
     StatusCode::ACCEPTED
 }

@@ -24,6 +24,7 @@ pub mod openapi;
 pub mod serial;
 pub mod soak;
 pub mod stack;
+pub mod streamed;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -104,6 +105,12 @@ impl StandIn {
     /// Queues faults for the next model calls (see the stand-in's README section).
     pub async fn faults(&self, faults: Value) {
         self.control("faults", faults).await;
+    }
+
+    /// Sets the pause between the events of a streamed answer (`delta_ms`).
+    pub async fn pace(&self, delta_ms: u64) {
+        self.control("stream", json!({ "delta_ms": delta_ms }))
+            .await;
     }
 
     /// Queues scripted answers for the next model calls.

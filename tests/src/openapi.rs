@@ -103,6 +103,13 @@ pub fn check(method: &str, path: &str, status: u16, raw_body: &str) {
                      the operation does not list; body: {raw_body}"
                 );
             };
+            if resolve(response)
+                .pointer("/content/text~1event-stream")
+                .is_some()
+            {
+                check_events(&name, raw_body);
+                return;
+            }
             if resolve(response).pointer("/content/text~1html").is_some() {
                 // A page (the inspector): HTML the document does not describe further.
                 assert!(
@@ -144,6 +151,47 @@ pub fn check(method: &str, path: &str, status: u16, raw_body: &str) {
         "docs/openapi.json: {name}'s {status} answer does not fit its schema:\n  {}\nbody: \
          {raw_body}",
         strays.join("\n  ")
+    );
+}
+
+/// The schema each event of the streaming route carries as its data, by name
+/// (`StreamEvent`'s description in the document).
+fn event_schema(name: &str) -> Option<Value> {
+    let component = match name {
+        "delta" => "StreamDelta",
+        "tool_started" => "StreamToolStarted",
+        "tool_finished" => "StreamToolFinished",
+        "restart" => "StreamRestart",
+        "done" => "AskResponse",
+        "error" => "StreamError",
+        _ => return None,
+    };
+    Some(json!({"$ref": format!("#/components/schemas/{component}")}))
+}
+
+/// Server-Sent Events as the streaming route writes them: each event's data
+/// fits its schema, comment lines aside, and the stream ends with exactly one
+/// `done` or `error`.
+fn check_events(name: &str, raw_body: &str) {
+    let events = crate::streamed::parse_events(raw_body);
+    for (event, data) in &events {
+        let schema = event_schema(event)
+            .unwrap_or_else(|| panic!("{name} sent an event the document does not name: {event}"));
+        let strays = strays(&schema, data);
+        assert!(
+            strays.is_empty(),
+            "docs/openapi.json: {name}'s `{event}` event does not fit its schema:\n  {}\ndata: {data}",
+            strays.join("\n  ")
+        );
+    }
+    let ends: Vec<&str> = events
+        .iter()
+        .map(|(event, _)| event.as_str())
+        .filter(|event| ["done", "error"].contains(event))
+        .collect();
+    assert!(
+        ends.len() == 1 && events.last().is_some_and(|(event, _)| event == ends[0]),
+        "{name}'s stream must end with one `done` or `error`: {raw_body}"
     );
 }
 

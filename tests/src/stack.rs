@@ -55,6 +55,9 @@ pub struct FullStack {
     pub queue: QueueConfig,
     /// Its dead-letter queue.
     pub dlq_url: String,
+    /// The functions' environment, to start another function of the same stack
+    /// ([`FullStack::start_function`]).
+    pub env: Vec<(String, String)>,
     /// The forwarder that serialises the functions' DynamoDB calls, when no other
     /// endpoint was given (see [`crate::serial::OneAtATime`]).
     _serial: Option<OneAtATime>,
@@ -368,7 +371,7 @@ impl FullStack {
             options.ask_instances.max(1),
         )
         .await;
-        let mut compactor = LocalLambda::start(binary("compactor"), common).await;
+        let mut compactor = LocalLambda::start(binary("compactor"), common.clone()).await;
         // The template's: a batch's records start only while a job budget is left.
         compactor.set_timeout(COMPACTOR_TIMEOUT);
         let mut queue = QueueConfig::discover(&sqs, &queue_url)
@@ -385,8 +388,15 @@ impl FullStack {
             table,
             queue,
             dlq_url,
+            env: common,
             _serial: serial,
         }
+    }
+
+    /// Starts another function binary of the workspace (`ask-stream`) with the
+    /// stack's environment and `extra` after it.
+    pub async fn start_function(&self, name: &str, extra: &[(&str, &str)]) -> LocalLambda {
+        LocalLambda::start(binary(name), crate::with_env(&self.env, extra)).await
     }
 
     /// Any API call, with extra headers (an `Idempotency-Key`) and a query string.

@@ -99,7 +99,7 @@ async fn the_rest_apis_event_streams_the_round_for_the_tenant_of_the_cognito_cla
     let done: Value = serde_json::from_str(
         body.lines()
             .filter_map(|line| line.strip_prefix("data: "))
-            .last()
+            .next_back()
             .unwrap(),
     )
     .unwrap();

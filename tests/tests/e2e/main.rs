@@ -26,6 +26,7 @@ mod recall;
 mod release;
 mod reliability;
 mod store_contract;
+mod streaming;
 mod sweep;
 mod webhooks;
 mod whatsapp;

@@ -275,12 +275,17 @@ fn event_data(event: RoundEvent) -> (&'static str, Value) {
     (name, data)
 }
 
-/// The last event: `done` with the JSON route's body, or `error` with the status
-/// and the error envelope the JSON route would have answered.
+/// The last event: `done` with the JSON route's body, byte for byte (a replay's
+/// is the stored one), or `error` with the status and the error envelope the JSON
+/// route would have answered.
 fn outcome_event(outcome: Result<AskOutcome, AskError>) -> String {
-    let done = match outcome {
-        Ok(AskOutcome::Answered(response)) => serde_json::to_value(&response),
-        Ok(AskOutcome::Replayed(body)) => serde_json::from_str(&body),
+    let body = match outcome {
+        Ok(AskOutcome::Answered(response)) => serde_json::to_string(&response),
+        // Stored compact: one line, as an event's data must be.
+        Ok(AskOutcome::Replayed(body)) if !body.contains('\n') => Ok(body),
+        Ok(AskOutcome::Replayed(body)) => {
+            serde_json::from_str::<Value>(&body).map(|value| value.to_string())
+        }
         Err(error) => {
             let error = from_service(error);
             return sse(
@@ -292,13 +297,13 @@ fn outcome_event(outcome: Result<AskOutcome, AskError>) -> String {
             );
         }
     };
-    match done {
-        Ok(body) => sse("done", &body),
+    match body {
+        Ok(body) => format!("event: done\ndata: {body}\n\n"),
         Err(error) => sse(
             "error",
             &json!({
                 "status": 500,
-                "error": {"type": "internal_error", "message": format!("the stored answer does not read: {error}")},
+                "error": {"type": "internal_error", "message": format!("the answer does not serialize: {error}")},
             }),
         ),
     }
