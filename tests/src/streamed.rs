@@ -41,16 +41,22 @@ impl StreamedReply {
         self.events.iter().map(|e| e.name.as_str()).collect()
     }
 
-    /// The text of the `delta` events since the last `restart`, joined.
+    /// The text the round's last model call wrote (the reply), joined from its
+    /// `delta` events since the last `restart`.
     pub fn text(&self) -> String {
         let start = self
             .events
             .iter()
             .rposition(|e| e.name == "restart")
             .map_or(0, |at| at + 1);
-        self.events[start..]
+        let deltas: Vec<&Event> = self.events[start..]
             .iter()
             .filter(|e| e.name == "delta")
+            .collect();
+        let last = deltas.iter().filter_map(|e| e.data["call"].as_u64()).max();
+        deltas
+            .iter()
+            .filter(|e| e.data["call"].as_u64() == last)
             .filter_map(|e| e.data["text"].as_str())
             .collect()
     }

@@ -385,13 +385,25 @@ async fn the_rest_apis_event_and_the_http_apis_json_function_answer_the_same_eve
     assert_eq!(json_function.status, 200, "{}", json_function.raw);
     let events = degrau_tests::streamed::parse_events(&json_function.raw);
     assert_eq!(events.last().map(|(name, _)| name.as_str()), Some("done"));
-    let text: String = events
-        .iter()
-        .filter(|(name, _)| name == "delta")
-        .filter_map(|(_, data)| data["text"].as_str())
-        .collect();
+    let in_one_piece = StreamedReply {
+        status: json_function.status,
+        headers: json_function.headers.clone(),
+        events: events
+            .into_iter()
+            .map(|(name, data)| Event {
+                name,
+                data,
+                at: std::time::Instant::now(),
+            })
+            .collect(),
+        raw: json_function.raw.clone(),
+        ended: true,
+    };
+    let done = &in_one_piece.end().unwrap().data;
+    assert_eq!(in_one_piece.text(), done["reply"]["text"].as_str().unwrap());
     assert_eq!(
-        text,
-        events.last().unwrap().1["reply"]["text"].as_str().unwrap()
+        done["reply"],
+        streamed.end().unwrap().data["reply"],
+        "the same question, the same answer through either function"
     );
 }
