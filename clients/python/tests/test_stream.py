@@ -36,6 +36,7 @@ from degrau_client import (
     DegrauClient,
     DegrauError,
     Done,
+    IdempotencyMismatch,
     Restart,
     StreamEvent,
     StreamInterrupted,
@@ -559,8 +560,6 @@ def test_a_replay_with_the_same_key_is_done_alone_with_the_same_body(stack: Stac
         assert again == [first[-1]]
         # Stored once: one round of two messages.
         assert degrau.memory("bea")["session"]["last_seq"] == 2
-        # The JSON route replays the same stored body.
-        assert degrau.send_message("bea", "Hello there", idempotency_key="bea-turn-1") == first[-1].response
 
 
 def test_done_is_what_the_json_route_answers(stack: Stack, tenant: str) -> None:
@@ -580,9 +579,10 @@ def test_done_is_what_the_json_route_answers(stack: Stack, tenant: str) -> None:
     assert done.response["usage"]["output_tokens"] == answered["usage"]["output_tokens"]
 
 
-def test_a_conflict_before_the_stream_raises_as_the_json_route(stack: Stack, tenant: str) -> None:
+def test_a_key_reused_with_another_text_is_refused_before_the_stream(stack: Stack, tenant: str) -> None:
     with DegrauClient(stack.api, tenant=tenant, timeout=120, retries=0) as degrau:
         list(degrau.stream_message("eva", "Hello", idempotency_key="eva-1"))
-        with pytest.raises(DegrauError) as raised:
-            list(degrau.stream_message("eva", "Another text", idempotency_key="eva-1"))
-    assert raised.value.status == 422 and raised.value.type == "idempotency_mismatch"
+        events: list[StreamEvent] = []
+        with pytest.raises(IdempotencyMismatch) as raised:
+            events.extend(degrau.stream_message("eva", "Another text", idempotency_key="eva-1"))
+    assert raised.value.status == 422 and events == []
