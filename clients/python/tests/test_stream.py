@@ -291,6 +291,16 @@ def test_a_busy_answer_before_the_stream_is_retried_with_the_same_key(flavor: Fl
 
 
 @pytest.mark.parametrize("flavor", FLAVORS)
+def test_a_stream_carries_a_key_of_its_own_even_without_retries(flavor: Flavor) -> None:
+    """The key is how a cut-off stream is read again (a replay), retries or not."""
+    script = StreamScript([[sse("delta", {"text": "Olá", "call": 0})]])
+    outcome = stream(flavor, script, retries=0)
+    (key,) = script.keys()
+    assert key is not None and uuid.UUID(key).version == 4
+    assert isinstance(outcome.raised, StreamInterrupted) and outcome.raised.idempotency_key == key
+
+
+@pytest.mark.parametrize("flavor", FLAVORS)
 def test_a_connection_that_fails_before_the_stream_is_retried(flavor: Flavor) -> None:
     script, time = StreamScript([httpx.ConnectError("refused"), [round_body()]]), FakeTime()
     outcome = stream(flavor, script, time=time)

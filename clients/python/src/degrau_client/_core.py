@@ -93,13 +93,15 @@ def send_message(contact: str, text: str, idempotency_key: str | None) -> Flow[J
 
 
 def stream_message(contact: str, text: str, idempotency_key: str | None) -> Call:
-    """The streaming route's request: ``send_message``'s body and key, answered as
-    Server-Sent Events (the clients read it themselves: it is not a JSON flow)."""
+    """The streaming route's request: ``send_message``'s body, answered as
+    Server-Sent Events (the clients read it themselves: it is not a JSON flow).
+    It always carries an ``Idempotency-Key`` (the caller's, else a uuid4), retries
+    or not: a stream cut off mid-round is read again by replaying its key."""
     return Call(
         "POST",
         _contact(contact) + "/messages/stream",
         body={"text": text},
-        idempotency_key=idempotency_key,
+        idempotency_key=idempotency_key or str(uuid.uuid4()),
         accept="text/event-stream",
     )
 

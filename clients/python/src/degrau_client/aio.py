@@ -129,8 +129,9 @@ class AsyncDegrauClient:
         they happen, as :meth:`DegrauClient.stream_message <degrau_client.DegrauClient.stream_message>`
         (``async for``). An async generator left early closes its connection when it
         is closed: ``contextlib.aclosing`` makes that prompt."""
-        call = self._settings.prepare(_core.stream_message(contact, text, idempotency_key))
+        call = _core.stream_message(contact, text, idempotency_key)
         response = await self._open_stream(call)
+        assert call.idempotency_key is not None  # _core.stream_message always sets one
         reader = EventReader(call.idempotency_key)
         try:
             try:

@@ -166,16 +166,18 @@ class DegrauClient:
         :class:`~degrau_client.Done`, whose ``response`` is what ``send_message``
         returns.
 
-        The request goes when the iteration starts. An error before the stream
-        began raises as ``send_message`` raises it, after the same retries (same
-        ``Idempotency-Key``); once the stream began nothing is retried: an
+        The request goes when the iteration starts, always with an
+        ``Idempotency-Key`` (the caller's, else a uuid4, even with ``retries=0``). An
+        error before the stream began raises as ``send_message`` raises it, after
+        the same retries (same key); once the stream began nothing is retried: an
         ``error`` event raises the class of its type, and a stream cut before
         ``done`` raises :class:`~degrau_client.StreamInterrupted` carrying the key to
         replay it with. ``timeout`` bounds each read, not the whole round. Leaving
         the loop early closes the connection; the round goes on and is stored.
         """
-        call = self._settings.prepare(_core.stream_message(contact, text, idempotency_key))
+        call = _core.stream_message(contact, text, idempotency_key)
         response = self._open_stream(call)
+        assert call.idempotency_key is not None  # _core.stream_message always sets one
         reader = EventReader(call.idempotency_key)
         try:
             try:

@@ -81,7 +81,7 @@ class StreamInterrupted(Exception):
     one the client made for this call) to get its ``done`` (a replay), or a
     :class:`~degrau_client.Conflict` while it is still running."""
 
-    def __init__(self, message: str, idempotency_key: str | None) -> None:
+    def __init__(self, message: str, idempotency_key: str) -> None:
         super().__init__(message)
         self.idempotency_key = idempotency_key
 
@@ -197,7 +197,7 @@ class EventReader:
     raises at ``error``, and :meth:`end` raises :class:`StreamInterrupted` when the
     body ended before either."""
 
-    idempotency_key: str | None
+    idempotency_key: str
     done: bool = False
     _sse: SseDecoder = field(default_factory=SseDecoder)
 
