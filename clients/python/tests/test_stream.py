@@ -251,6 +251,10 @@ def test_the_decoder_reads_server_sent_events_as_the_standard_does() -> None:
     ]
     assert list(decoder.feed(b"\n")) == []  # the data line ends; the event needs a blank line
     assert list(decoder.feed(b"\n")) == [ServerSentEvent("unfinished", "never ends")]
+    # A "\r" ending one read and a "\n" opening a later one are one line end, empty reads between.
+    assert [e for chunk in (b"data: x\r", b"", b"\ndata: y\n\n") for e in decoder.feed(chunk)] == [
+        ServerSentEvent("message", "x\ny")
+    ]
 
 
 @pytest.mark.parametrize("flavor", FLAVORS)

@@ -115,6 +115,8 @@ class SseDecoder:
 
     def feed(self, chunk: bytes) -> Iterator[ServerSentEvent]:
         """The events that ``chunk`` completes."""
+        if not chunk:
+            return  # keeps a "\r" that ended the last chunk pending
         if self._after_cr and chunk.startswith(b"\n"):
             chunk = chunk[1:]
         self._after_cr = False

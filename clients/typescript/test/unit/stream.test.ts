@@ -206,6 +206,9 @@ describe("streamMessage", () => {
     ]);
     assert.deepEqual(decoder.feed(encoder.encode("\n")), []);
     assert.deepEqual(decoder.feed(encoder.encode("\n")), [{ event: "unfinished", data: "never ends" }]);
+    // A "\r" ending one read and a "\n" opening a later one are one line end, empty reads between.
+    const reads = ["data: x\r", "", "\ndata: y\n\n"].flatMap((chunk) => decoder.feed(encoder.encode(chunk)));
+    assert.deepEqual(reads, [{ event: "message", data: "x\ny" }]);
   });
 
   it("yields done alone for a replay", async () => {
