@@ -13,11 +13,12 @@ cd "$tmp"
 npm init -y >/dev/null
 npm install --no-audit --no-fund --loglevel=error "./$tarball"
 node --input-type=module -e '
-import { DegrauClient, DegrauError, NotFound, Conflict } from "degrau-client";
+import { DegrauClient, DegrauError, NotFound, Conflict, StreamInterrupted } from "degrau-client";
 const client = new DegrauClient({ baseUrl: "http://127.0.0.1:9", tenant: "t", retries: 0 });
-for (const method of ["sendMessage", "transcript", "transcriptMessages", "memory", "context", "commitRound", "erase", "openapi"]) {
+for (const method of ["sendMessage", "streamMessage", "transcript", "transcriptMessages", "memory", "context", "commitRound", "erase", "openapi"]) {
   if (typeof client[method] !== "function") throw new Error(`no ${method}`);
 }
+if (typeof StreamInterrupted !== "function") throw new Error("no StreamInterrupted");
 if (!(Object.create(NotFound.prototype) instanceof DegrauError) || !(Object.create(Conflict.prototype) instanceof DegrauError)) {
   throw new Error("error classes do not extend DegrauError");
 }

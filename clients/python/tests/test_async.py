@@ -56,8 +56,9 @@ CALLS: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
     "get_usage": ((date(2026, 12, 1), date(2026, 12, 3)), {}),
     "openapi": ((), {}),
 }
-#: Methods that return an iterator, not an answer (test_operate.py compares them).
-ITERATORS = ("iter_contacts",)
+#: Methods that return an iterator, not an answer (test_operate.py and
+#: test_stream.py compare them).
+ITERATORS = ("iter_contacts", "stream_message")
 
 
 def seen(script: Script) -> list[tuple[str, str, str | None, bytes]]:

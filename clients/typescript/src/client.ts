@@ -9,6 +9,7 @@ import { errorFromResponse } from "./errors.js";
 import { retryingFetch, type RetryOptions } from "./retry.js";
 import type { MessageInput, UsageInput } from "./rounds.js";
 import type { components, paths } from "./schema.js";
+import { readStream, type StreamEvent } from "./stream.js";
 
 type Schemas = components["schemas"];
 /** What the contact's next model request should carry (`GET .../context`). */
@@ -52,6 +53,11 @@ export type SessionSelector = number | "current" | "all";
 export interface DegrauClientOptions extends RetryOptions {
   /** The API's base URL, e.g. `http://127.0.0.1:9000` or the stage's invoke URL. */
   baseUrl: string;
+  /**
+   * Where {@link DegrauClient.streamMessage} goes: on AWS the streaming route is
+   * served by an API of its own. Default `baseUrl` (the local stack serves both).
+   */
+  streamBaseUrl?: string;
   /** Sends `X-Tenant-Id` (the local stack's `AUTH_MODE=dev`). */
   tenant?: string;
   /** Sends `Authorization: Bearer` (`AUTH_MODE=jwt`, API Gateway's JWT authorizer; the operator routes read their scopes from it). */
@@ -73,6 +79,12 @@ export interface PostOptions {
   idempotencyKey?: string;
 }
 
+/** Per-call options of {@link DegrauClient.streamMessage}. */
+export interface StreamOptions extends PostOptions {
+  /** Aborts the request, or the reading of its stream (the round goes on and is stored). */
+  signal?: AbortSignal;
+}
+
 /** The answer openapi-fetch gives, reduced to what `unwrap` needs. */
 interface FetchResult<T> {
   data?: T;
@@ -87,6 +99,9 @@ interface FetchResult<T> {
 export class DegrauClient {
   readonly #http: ReturnType<typeof createClient<paths>>;
   readonly #now: () => number;
+  readonly #headers: Record<string, string>;
+  readonly #streamBaseUrl: string;
+  readonly #streamFetch: (request: Request) => Promise<Response>;
 
   constructor(options: DegrauClientOptions) {
     const headers: Record<string, string> = { accept: "application/json" };
@@ -99,11 +114,14 @@ export class DegrauClient {
     // Looked up at call time, so a caller (or test) replacing globalThis.fetch is honoured.
     const inner = options.fetch ?? ((request: Request) => globalThis.fetch(request));
     this.#now = options.now ?? Date.now;
+    this.#headers = headers;
     this.#http = createClient<paths>({
       baseUrl: options.baseUrl.replace(/\/+$/, ""),
       headers,
       fetch: retryingFetch(inner, options),
     });
+    this.#streamBaseUrl = (options.streamBaseUrl ?? options.baseUrl).replace(/\/+$/, "");
+    this.#streamFetch = retryingFetch(inner, options, { streams: true });
   }
 
   /** The data of a success, or the error answer thrown as its class. */
@@ -123,6 +141,55 @@ export class DegrauClient {
         body: { text },
       }),
     );
+  }
+
+  /**
+   * `POST /v1/contacts/{contact}/messages/stream`: {@link sendMessage}'s round, its
+   * events as they happen (`for await`): `delta`s, `tool_started` / `tool_finished`,
+   * `restart` (forget what was shown), and last `done`, whose `response` is what
+   * `sendMessage` returns.
+   *
+   * The request goes when the iteration starts. An error before the stream began is
+   * thrown as `sendMessage` throws it, after the same retries (same
+   * `Idempotency-Key`); once the stream began nothing is retried: an `error` event
+   * throws the class of its type, and a stream cut before `done` throws
+   * `StreamInterrupted` carrying the key to replay it with. The deadline
+   * (`deadlineMs`) bounds the wait for the stream to begin, not the round; `signal`
+   * aborts either. Leaving the loop early closes the connection; the round goes on
+   * and is stored.
+   */
+  async *streamMessage(
+    contact: string,
+    text: string,
+    options: StreamOptions = {},
+  ): AsyncGenerator<StreamEvent, void, undefined> {
+    const key = idempotencyKey(options);
+    const request = new Request(
+      `${this.#streamBaseUrl}/v1/contacts/${encodeURIComponent(contact)}/messages/stream`,
+      {
+        method: "POST",
+        headers: {
+          ...this.#headers,
+          accept: "text/event-stream",
+          "content-type": "application/json",
+          "idempotency-key": key,
+        },
+        body: JSON.stringify({ text }),
+        signal: options.signal,
+      },
+    );
+    const response = await this.#streamFetch(request);
+    if (!response.ok) {
+      const body = await response.text();
+      let parsed: unknown = body;
+      try {
+        parsed = JSON.parse(body);
+      } catch {
+        // Not the envelope (a proxy's page): the text is the message.
+      }
+      throw errorFromResponse(response, parsed, this.#now());
+    }
+    yield* readStream(response.body, key, options.signal);
   }
 
   /** `GET /v1/contacts/{contact}/messages`: one page, oldest first. */

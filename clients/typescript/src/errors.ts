@@ -126,19 +126,28 @@ function isErrorType(value: unknown): value is ErrorType {
 }
 
 /**
+ * The exception for an error envelope `body` (or anything else, read as `text`)
+ * answered with `status`: the class of its `error.type`. A streamed round's `error`
+ * event is thrown through it too, as the JSON route's answer would be.
+ */
+export function errorFromBody(status: number, body: unknown, text: string, retryAfter?: number): DegrauError {
+  let message = text;
+  let type: ErrorType | "unknown" = "unknown";
+  const envelope = typeof body === "object" && body !== null ? (body as { error?: unknown }).error : undefined;
+  if (typeof envelope === "object" && envelope !== null) {
+    const { type: kind, message: said } = envelope as { type?: unknown; message?: unknown };
+    if (typeof said === "string") message = said;
+    if (isErrorType(kind)) type = kind;
+  }
+  const ErrorClass = type === "unknown" ? DegrauError : ERROR_CLASSES[type];
+  return new ErrorClass(status, type, message || `HTTP ${status}`, retryAfter, body);
+}
+
+/**
  * The exception for an error answer (any status of 400 or more), given its parsed
  * body (JSON, or the text when it was not JSON).
  */
 export function errorFromResponse(response: Response, body: unknown, now: number): DegrauError {
-  const retryAfter = retryAfterSeconds(response.headers.get("retry-after"), now);
-  let message = typeof body === "string" && body !== "" ? body : response.statusText;
-  let type: ErrorType | "unknown" = "unknown";
-  const envelope = typeof body === "object" && body !== null ? (body as { error?: unknown }).error : undefined;
-  if (typeof envelope === "object" && envelope !== null) {
-    const { type: kind, message: text } = envelope as { type?: unknown; message?: unknown };
-    if (typeof text === "string") message = text;
-    if (isErrorType(kind)) type = kind;
-  }
-  const ErrorClass = type === "unknown" ? DegrauError : ERROR_CLASSES[type];
-  return new ErrorClass(response.status, type, message || `HTTP ${response.status}`, retryAfter, body);
+  const text = typeof body === "string" && body !== "" ? body : response.statusText;
+  return errorFromBody(response.status, body, text, retryAfterSeconds(response.headers.get("retry-after"), now));
 }

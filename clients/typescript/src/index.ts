@@ -1,5 +1,6 @@
 /**
- * degrau's TypeScript client: {@link DegrauClient}, one method per route; the
+ * degrau's TypeScript client: {@link DegrauClient}, one method per route
+ * (`streamMessage`: a round's answer as it is written, typed events); the
  * error classes, one per error type; the round's input types; the generated API types.
  */
 
@@ -19,6 +20,7 @@ export {
   type SessionRecord,
   type SessionRecords,
   type SessionSelector,
+  type StreamOptions,
   type TenantConfig,
   type TenantConfigView,
   type TranscriptMessage,
@@ -49,6 +51,17 @@ export {
   UnsupportedMediaType,
   type ErrorType,
 } from "./errors.js";
+export {
+  SseDecoder,
+  StreamInterrupted,
+  type Done,
+  type Restart,
+  type ServerSentEvent,
+  type StreamEvent,
+  type TextDelta,
+  type ToolFinished,
+  type ToolStarted,
+} from "./stream.js";
 export type { RetryOptions } from "./retry.js";
 export type { BlockInput, MessageInput, UsageInput } from "./rounds.js";
 export type { components, operations, paths } from "./schema.js";

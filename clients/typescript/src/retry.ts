@@ -51,10 +51,15 @@ function replayable(request: Request): boolean {
 /**
  * A `fetch` that retries `inner` as the module's documentation says. Each attempt
  * is a fresh `Request` (a body is read once), aborted when the deadline passes.
+ *
+ * With `streams` (the streaming route) the deadline bounds each attempt only until
+ * its answer begins: the body of a stream is read for as long as the round runs,
+ * never retried, and cancelled only by the caller's own signal (the request's).
  */
 export function retryingFetch(
   inner: (request: Request) => Promise<Response>,
   options: RetryOptions = {},
+  { streams = false }: { streams?: boolean } = {},
 ): (request: Request) => Promise<Response> {
   const retries = options.retries ?? 3;
   const deadlineMs = options.deadlineMs ?? 60_000;
@@ -69,7 +74,8 @@ export function retryingFetch(
     const body = request.body === null ? undefined : await request.arrayBuffer();
     const mayRetry = retries > 0 && replayable(request);
     for (let attempt = 0; ; attempt++) {
-      const remaining = deadlineMs - (now() - start);
+      const remaining = Math.max(1, Math.ceil(deadlineMs - (now() - start)));
+      const until = streams ? untilAnswer(remaining, request.signal) : { signal: AbortSignal.timeout(remaining), answered() {} };
       const attemptRequest = new Request(request.url, {
         method: request.method,
         headers: request.headers,
@@ -80,7 +86,7 @@ export function retryingFetch(
         redirect: request.redirect,
         referrerPolicy: request.referrerPolicy,
         keepalive: request.keepalive,
-        signal: AbortSignal.timeout(Math.max(1, Math.ceil(remaining))),
+        signal: until.signal,
       });
       let response: Response | undefined;
       let failure: unknown;
@@ -88,8 +94,12 @@ export function retryingFetch(
         response = await inner(attemptRequest);
       } catch (error) {
         failure = error;
+      } finally {
+        until.answered();
       }
-      const retryable = response === undefined ? !isTimeout(failure) : await retryableAnswer(response);
+      // The caller's own abort (a stream's signal) ends the call, never retried.
+      const retryable =
+        !request.signal.aborted && (response === undefined ? !isTimeout(failure) : await retryableAnswer(response));
       if (!mayRetry || !retryable || attempt >= retries) return settle(response, failure);
       const exponential = Math.min(maxBackoffMs, backoffMs * 2 ** attempt);
       // Equal jitter: between half and all of the step, so clients that failed
@@ -103,6 +113,23 @@ export function retryingFetch(
       await sleep(wait);
     }
   };
+}
+
+/**
+ * A signal for one attempt of a stream: aborted as the deadline's own
+ * (`TimeoutError`) if no answer began within `ms`, and whenever the caller's
+ * `signal` aborts, the body's reading included. `answered()` stops the deadline.
+ */
+function untilAnswer(ms: number, caller: AbortSignal): { signal: AbortSignal; answered(): void } {
+  const controller = new AbortController();
+  const timer = setTimeout(
+    () => controller.abort(new DOMException("the deadline passed before the stream began", "TimeoutError")),
+    ms,
+  );
+  const forward = () => controller.abort(caller.reason);
+  if (caller.aborted) forward();
+  else caller.addEventListener("abort", forward, { once: true });
+  return { signal: controller.signal, answered: () => clearTimeout(timer) };
 }
 
 /** Whether another attempt may get another answer (see the module's documentation). */

@@ -2,6 +2,9 @@
 
 Agents that run their own loop read :meth:`DegrauClient.context`, call the model
 with it, and commit the whole round with :meth:`DegrauClient.commit_round`.
+:meth:`DegrauClient.stream_message` runs a round in degrau and yields its answer
+as the model writes it (typed events: :class:`TextDelta`, :class:`ToolStarted`,
+:class:`ToolFinished`, :class:`Restart`, :class:`Done`).
 :class:`AsyncDegrauClient` is the same on asyncio (or trio). Operators list the
 tenant's contacts, read and correct their facts, change the tenant configuration
 and read its usage through the same clients (the ``Operate`` routes, which need
@@ -35,6 +38,7 @@ from .errors import (
     Unauthenticated,
     Unavailable,
     UnsupportedMediaType,
+    error_from_body,
     error_from_response,
     retry_after_seconds,
 )
@@ -60,6 +64,15 @@ from .models import (
     message_from,
     usage_from,
 )
+from .streaming import (
+    Done,
+    Restart,
+    StreamEvent,
+    StreamInterrupted,
+    TextDelta,
+    ToolFinished,
+    ToolStarted,
+)
 
 try:
     # The one version is pyproject.toml's, as the installed package's metadata has it.
@@ -77,6 +90,7 @@ __all__ = [
     "Context",
     "DegrauClient",
     "DegrauError",
+    "Done",
     "FactDeleted",
     "FactRevision",
     "Forbidden",
@@ -95,13 +109,19 @@ __all__ = [
     "PreconditionRequired",
     "RateLimited",
     "RecordedRound",
+    "Restart",
     "RoundSpan",
     "SessionRecord",
     "SessionRecords",
     "SetBy",
+    "StreamEvent",
+    "StreamInterrupted",
     "TenantConfigInvalid",
     "TenantConfigView",
+    "TextDelta",
     "TooLarge",
+    "ToolFinished",
+    "ToolStarted",
     "Unauthenticated",
     "Unavailable",
     "UnsupportedMediaType",
@@ -109,6 +129,7 @@ __all__ = [
     "UsageDay",
     "UsageReport",
     "__version__",
+    "error_from_body",
     "error_from_response",
     "message_from",
     "retry_after_seconds",

@@ -57,6 +57,8 @@ class Call:
     idempotency_key: str | None = None
     #: ``If-Match``: the version a conditional change replaces.
     if_match: str | None = None
+    #: ``Accept``, when not the client's ``application/json``.
+    accept: str | None = None
 
     def headers(self) -> dict[str, str]:
         headers: dict[str, str] = {}
@@ -64,6 +66,8 @@ class Call:
             headers["idempotency-key"] = self.idempotency_key
         if self.if_match is not None:
             headers["if-match"] = self.if_match
+        if self.accept is not None:
+            headers["accept"] = self.accept
         if self.body is not None:
             headers["content-type"] = "application/json"
         return headers
@@ -86,6 +90,20 @@ def _contact(contact: str) -> str:
 def send_message(contact: str, text: str, idempotency_key: str | None) -> Flow[JSON]:
     call = Call("POST", _contact(contact) + "/messages", body={"text": text}, idempotency_key=idempotency_key)
     return cast(JSON, (yield call))
+
+
+def stream_message(contact: str, text: str, idempotency_key: str | None) -> Call:
+    """The streaming route's request: ``send_message``'s body, answered as
+    Server-Sent Events (the clients read it themselves: it is not a JSON flow).
+    It always carries an ``Idempotency-Key`` (the caller's, else a uuid4), retries
+    or not: a stream cut off mid-round is read again by replaying its key."""
+    return Call(
+        "POST",
+        _contact(contact) + "/messages/stream",
+        body={"text": text},
+        idempotency_key=idempotency_key or str(uuid.uuid4()),
+        accept="text/event-stream",
+    )
 
 
 def _transcript_params(session: Session, limit: int | None, before: str | None) -> dict[str, str | int]:

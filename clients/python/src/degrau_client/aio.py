@@ -13,6 +13,7 @@ import anyio
 import httpx
 
 from . import _core
+from .errors import error_from_response
 from .models import (
     JSON,
     ContactPage,
@@ -27,6 +28,7 @@ from .models import (
     Usage,
     UsageReport,
 )
+from .streaming import EventReader, StreamEvent
 
 T = TypeVar("T")
 
@@ -43,6 +45,7 @@ class AsyncDegrauClient:
         self,
         base_url: str,
         *,
+        stream_base_url: str | None = None,
         tenant: str | None = None,
         token: str | None = None,
         scopes: str | Iterable[str] | None = None,
@@ -64,6 +67,7 @@ class AsyncDegrauClient:
             operator=operator,
         )
         self._sleep = sleep
+        self._stream_base_url = (stream_base_url or base_url).rstrip("/")
         self._http = httpx.AsyncClient(
             base_url=base_url.rstrip("/"),
             headers=self._settings.headers,
@@ -117,6 +121,56 @@ class AsyncDegrauClient:
         """``POST /v1/contacts/{contact}/messages``: degrau runs the model and the
         tools and commits the round."""
         return await self._run(_core.send_message(contact, text, idempotency_key))
+
+    async def stream_message(
+        self, contact: str, text: str, *, idempotency_key: str | None = None
+    ) -> AsyncIterator[StreamEvent]:
+        """``POST /v1/contacts/{contact}/messages/stream``: the round's events as
+        they happen, as :meth:`DegrauClient.stream_message <degrau_client.DegrauClient.stream_message>`
+        (``async for``). An async generator left early closes its connection when it
+        is closed: ``contextlib.aclosing`` makes that prompt."""
+        call = _core.stream_message(contact, text, idempotency_key)
+        response = await self._open_stream(call)
+        assert call.idempotency_key is not None  # _core.stream_message always sets one
+        reader = EventReader(call.idempotency_key)
+        try:
+            try:
+                async for chunk in response.aiter_bytes():
+                    for event in reader.feed(chunk):
+                        yield event
+                    if reader.done:
+                        return
+            except httpx.TransportError as error:
+                raise reader.interrupted(f"the stream broke off: {error!r}") from error
+            reader.end()
+        finally:
+            await response.aclose()
+
+    async def _open_stream(self, call: _core.Call) -> httpx.Response:
+        """The streaming route's answer with its body unread, once it is a success;
+        an error answer or a failed connection is retried as :meth:`_send` does."""
+        attempts = self._settings.retry.start()
+        request = self._http.build_request(
+            call.method, self._stream_base_url + call.path, content=call.content(), headers=call.headers()
+        )
+        while True:
+            try:
+                response = await self._http.send(request, stream=True)
+            except Exception as error:
+                wait = attempts.after_error(error)
+                if wait is None:
+                    raise
+            else:
+                if response.status_code < 400:
+                    return response
+                try:
+                    await response.aread()
+                finally:
+                    await response.aclose()
+                wait = attempts.after_response(response)
+                if wait is None:
+                    raise error_from_response(response)
+            await self._sleep(wait)
 
     async def transcript(
         self,

@@ -10,6 +10,7 @@ from typing import Any, Literal, TypeVar, cast
 import httpx
 
 from . import _core
+from .errors import error_from_response
 from .models import (
     JSON,
     CacheCreation,
@@ -29,6 +30,7 @@ from .models import (
     message_from,
     usage_from,
 )
+from .streaming import EventReader, StreamEvent
 
 __all__ = [
     "JSON",
@@ -69,12 +71,17 @@ class DegrauClient:
     when retries are on), the same on every attempt, so a retried POST is
     answered once. ``sleep`` and ``clock`` replace ``time.sleep`` and
     ``time.monotonic`` (tests).
+
+    ``stream_base_url`` is where :meth:`stream_message` goes (on AWS the streaming
+    route is served by an API of its own); by default ``base_url``, as the local
+    stack serves it.
     """
 
     def __init__(
         self,
         base_url: str,
         *,
+        stream_base_url: str | None = None,
         tenant: str | None = None,
         token: str | None = None,
         scopes: str | Iterable[str] | None = None,
@@ -96,6 +103,7 @@ class DegrauClient:
             operator=operator,
         )
         self._sleep = sleep
+        self._stream_base_url = (stream_base_url or base_url).rstrip("/")
         self._http = httpx.Client(
             base_url=base_url.rstrip("/"),
             headers=self._settings.headers,
@@ -149,6 +157,65 @@ class DegrauClient:
         """``POST /v1/contacts/{contact}/messages``: degrau runs the model and the
         tools and commits the round."""
         return self._run(_core.send_message(contact, text, idempotency_key))
+
+    def stream_message(self, contact: str, text: str, *, idempotency_key: str | None = None) -> Iterator[StreamEvent]:
+        """``POST /v1/contacts/{contact}/messages/stream``: :meth:`send_message`'s
+        round, its events as they happen: :class:`~degrau_client.TextDelta` s,
+        :class:`~degrau_client.ToolStarted` / :class:`~degrau_client.ToolFinished`,
+        :class:`~degrau_client.Restart` (forget what was shown), and last
+        :class:`~degrau_client.Done`, whose ``response`` is what ``send_message``
+        returns.
+
+        The request goes when the iteration starts, always with an
+        ``Idempotency-Key`` (the caller's, else a uuid4, even with ``retries=0``). An
+        error before the stream began raises as ``send_message`` raises it, after
+        the same retries (same key); once the stream began nothing is retried: an
+        ``error`` event raises the class of its type, and a stream cut before
+        ``done`` raises :class:`~degrau_client.StreamInterrupted` carrying the key to
+        replay it with. ``timeout`` bounds each read, not the whole round. Leaving
+        the loop early closes the connection; the round goes on and is stored.
+        """
+        call = _core.stream_message(contact, text, idempotency_key)
+        response = self._open_stream(call)
+        assert call.idempotency_key is not None  # _core.stream_message always sets one
+        reader = EventReader(call.idempotency_key)
+        try:
+            try:
+                for chunk in response.iter_bytes():
+                    yield from reader.feed(chunk)
+                    if reader.done:
+                        return
+            except httpx.TransportError as error:
+                raise reader.interrupted(f"the stream broke off: {error!r}") from error
+            reader.end()
+        finally:
+            response.close()
+
+    def _open_stream(self, call: _core.Call) -> httpx.Response:
+        """The streaming route's answer with its body unread, once it is a success;
+        an error answer or a failed connection is retried as :meth:`_send` does."""
+        attempts = self._settings.retry.start()
+        request = self._http.build_request(
+            call.method, self._stream_base_url + call.path, content=call.content(), headers=call.headers()
+        )
+        while True:
+            try:
+                response = self._http.send(request, stream=True)
+            except Exception as error:
+                wait = attempts.after_error(error)
+                if wait is None:
+                    raise
+            else:
+                if response.status_code < 400:
+                    return response
+                try:
+                    response.read()
+                finally:
+                    response.close()
+                wait = attempts.after_response(response)
+                if wait is None:
+                    raise error_from_response(response)
+            self._sleep(wait)
 
     def transcript(
         self,

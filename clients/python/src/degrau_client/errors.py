@@ -191,6 +191,18 @@ def retry_after_seconds(value: str | None, now: datetime | None = None) -> float
     return max(0.0, (when - (now or datetime.now(timezone.utc))).total_seconds())
 
 
+def error_from_body(status: int, body: Any, retry_after: float | None, text: str) -> DegrauError:
+    """The exception for an error envelope ``body`` (or anything else, read as
+    ``text``) answered with ``status``: the class of its ``error.type``. A streamed
+    round's ``error`` event raises through it too, as the JSON route would."""
+    kind, message = "unknown", text
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        kind = str(body["error"].get("type", kind))
+        message = str(body["error"].get("message", message))
+    cls = ERROR_CLASSES.get(kind, DegrauError)
+    return cls(status, kind, message, retry_after, body)
+
+
 def error_from_response(response: httpx.Response) -> DegrauError:
     """The exception for an error response (any status of 400 or more)."""
     body: Any
@@ -198,9 +210,9 @@ def error_from_response(response: httpx.Response) -> DegrauError:
         body = response.json()
     except ValueError:
         body = response.text
-    kind, message = "unknown", response.text or response.reason_phrase
-    if isinstance(body, dict) and isinstance(body.get("error"), dict):
-        kind = str(body["error"].get("type", kind))
-        message = str(body["error"].get("message", message))
-    cls = ERROR_CLASSES.get(kind, DegrauError)
-    return cls(response.status_code, kind, message, retry_after_seconds(response.headers.get("retry-after")), body)
+    return error_from_body(
+        response.status_code,
+        body,
+        retry_after_seconds(response.headers.get("retry-after")),
+        response.text or response.reason_phrase,
+    )
