@@ -104,7 +104,10 @@ async fn main() -> ExitCode {
     stack.standin.pace(options.delta_ms).await;
 
     let kinds = [
-        ("plain answer (1 model call)", "hello, what can you do for me?"),
+        (
+            "plain answer (1 model call)",
+            "hello, what can you do for me?",
+        ),
         (
             "tool round (2 model calls)",
             "any free slots on 2026-12-03?",

@@ -12,6 +12,7 @@
 //!
 //! [`AskService::ask_streamed`]: super::AskService::ask_streamed
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::Serialize;
@@ -73,6 +74,9 @@ pub(super) struct Shown<'a> {
     listener: Option<&'a dyn RoundEvents>,
     any: AtomicBool,
     show_tool_input: bool,
+    /// The call and text block the last text came from: a new text block of the
+    /// same call is shown after a line break, as the reply joins its blocks.
+    last_text: Mutex<Option<(u32, usize)>>,
 }
 
 impl<'a> Shown<'a> {
@@ -82,6 +86,7 @@ impl<'a> Shown<'a> {
             listener: None,
             any: AtomicBool::new(false),
             show_tool_input: false,
+            last_text: Mutex::new(None),
         }
     }
 
@@ -91,6 +96,7 @@ impl<'a> Shown<'a> {
             listener: Some(listener),
             any: AtomicBool::new(false),
             show_tool_input: false,
+            last_text: Mutex::new(None),
         }
     }
 
@@ -113,11 +119,25 @@ impl<'a> Shown<'a> {
     }
 
     /// A model call's piece: its text is shown, tool calls show when they run,
-    /// thinking never.
+    /// thinking never. A call's text blocks are shown one after another with a
+    /// line break between them, so a call's deltas joined are its text as the
+    /// reply holds it.
     pub(super) fn delta(&self, delta: ModelDelta, call: u32) {
-        if let ModelDelta::Text { text, .. } = delta {
-            self.emit(RoundEvent::Delta { text, call });
-        }
+        let ModelDelta::Text { index, text } = delta else {
+            return;
+        };
+        let previous = {
+            let mut last = self
+                .last_text
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            last.replace((call, index))
+        };
+        let text = match previous {
+            Some((before, block)) if before == call && block != index => format!("\n{text}"),
+            _ => text,
+        };
+        self.emit(RoundEvent::Delta { text, call });
     }
 
     /// A tool call about to run.
@@ -145,6 +165,10 @@ impl<'a> Shown<'a> {
         if !self.any.swap(false, Ordering::Relaxed) {
             return;
         }
+        *self
+            .last_text
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
         self.emit(RoundEvent::Restart {
             reason: reason.to_owned(),
         });
@@ -155,12 +179,15 @@ impl<'a> Shown<'a> {
         let mut call = 0;
         let mut names = Vec::new();
         for kept in kept.iter().skip(1) {
-            for block in &kept.message.content {
+            for (index, block) in kept.message.content.iter().enumerate() {
                 match block {
-                    ContentBlock::Text { text } => self.emit(RoundEvent::Delta {
-                        text: text.clone(),
+                    ContentBlock::Text { text } => self.delta(
+                        ModelDelta::Text {
+                            index,
+                            text: text.clone(),
+                        },
                         call,
-                    }),
+                    ),
                     ContentBlock::ToolUse { id, name, input } => {
                         names.push((id.as_str(), name.as_str()));
                         self.tool_started(id, name, input);

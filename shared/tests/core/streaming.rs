@@ -389,3 +389,25 @@ async fn the_loser_of_a_commit_race_restarts_and_shows_the_answer_it_stored() {
     assert_eq!(second.text_after_last_restart(), two.reply.text);
     assert_eq!(transcript(&h).await.len(), 4);
 }
+
+#[tokio::test]
+async fn a_reply_of_two_text_blocks_streams_as_the_reply_joins_them() {
+    let h = harness(None).await;
+    h.script.push(Ok(response(
+        vec![
+            ContentBlock::text("First part."),
+            ContentBlock::text("Second part."),
+        ],
+        StopReason::EndTurn,
+        usage(100),
+    )));
+    let shown = Recorder::default();
+    let answer = answered(
+        h.service
+            .ask_streamed(&key(), "Hello", None, minute(), &shown)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(answer.reply.text, "First part.\nSecond part.");
+    assert_eq!(shown.text_after_last_restart(), answer.reply.text);
+}
