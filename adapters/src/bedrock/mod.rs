@@ -153,7 +153,12 @@ impl BedrockModel {
                     Ok(Some(_)) => continue,
                     Ok(None) => {
                         let early = "the stream ended before its message_stop".to_owned();
-                        return Err(failure(ModelError::Connection(early), true, Some(200), None));
+                        return Err(failure(
+                            ModelError::Connection(early),
+                            true,
+                            Some(200),
+                            None,
+                        ));
                     }
                     Err(error) => return Err(classify_in_stream(error)),
                 };
@@ -373,9 +378,7 @@ fn service_error(code: Option<&str>, status: u16, message: String) -> (ModelErro
         "AccessDeniedException" => (ModelError::Authentication { status }, false),
         "ThrottlingException" => (ModelError::RateLimited { retry_after: None }, true),
         // A quota is not cured by waiting a few seconds (as a spend limit is not).
-        "ServiceQuotaExceededException" => {
-            (ModelError::RateLimited { retry_after: None }, false)
-        }
+        "ServiceQuotaExceededException" => (ModelError::RateLimited { retry_after: None }, false),
         "ModelTimeoutException" => (ModelError::Timeout, true),
         "ModelNotReadyException" | "ServiceUnavailableException" | "InternalServerException" => {
             (ModelError::Unavailable { status }, true)

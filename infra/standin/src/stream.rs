@@ -66,17 +66,18 @@ pub fn pieces(text: &str, size: usize) -> Vec<String> {
 pub fn events(response: &MessagesResponse) -> Vec<Value> {
     let usage = &response.usage;
     let mut events = vec![json!({"type": "message_start", "message": {
-        "id": response.id, "type": "message", "role": "assistant", "model": response.model,
-        "content": [], "stop_reason": null, "stop_sequence": null,
-        "usage": {
-            "input_tokens": usage.input_tokens,
-            "cache_creation_input_tokens": usage.cache_creation_input_tokens,
-            "cache_read_input_tokens": usage.cache_read_input_tokens,
-            "cache_creation": usage.cache_creation,
-            "output_tokens": usage.output_tokens.min(1),
-        }}})];
+    "id": response.id, "type": "message", "role": "assistant", "model": response.model,
+    "content": [], "stop_reason": null, "stop_sequence": null,
+    "usage": {
+        "input_tokens": usage.input_tokens,
+        "cache_creation_input_tokens": usage.cache_creation_input_tokens,
+        "cache_read_input_tokens": usage.cache_read_input_tokens,
+        "cache_creation": usage.cache_creation,
+        "output_tokens": usage.output_tokens.min(1),
+    }}})];
     for (index, block) in response.content.iter().enumerate() {
-        let delta = |delta: Value| json!({"type": "content_block_delta", "index": index, "delta": delta});
+        let delta =
+            |delta: Value| json!({"type": "content_block_delta", "index": index, "delta": delta});
         let (start, deltas): (Value, Vec<Value>) = match block {
             ResponseBlock::Text { text } => (
                 json!({"type": "text", "text": ""}),
@@ -170,7 +171,11 @@ pub fn base64(bytes: &[u8]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for group in bytes.chunks(3) {
-        let b = [group[0], *group.get(1).unwrap_or(&0), *group.get(2).unwrap_or(&0)];
+        let b = [
+            group[0],
+            *group.get(1).unwrap_or(&0),
+            *group.get(2).unwrap_or(&0),
+        ];
         let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
         for (i, shift) in [18, 12, 6, 0].into_iter().enumerate() {
             if i <= group.len() {
@@ -200,7 +205,11 @@ pub fn frame(headers: &[(&str, &str)], payload: &[u8]) -> Bytes {
     let total = 12 + encoded.len() + payload.len() + 4;
     let mut message = Vec::with_capacity(total);
     message.extend_from_slice(&u32::try_from(total).unwrap_or(u32::MAX).to_be_bytes());
-    message.extend_from_slice(&u32::try_from(encoded.len()).unwrap_or(u32::MAX).to_be_bytes());
+    message.extend_from_slice(
+        &u32::try_from(encoded.len())
+            .unwrap_or(u32::MAX)
+            .to_be_bytes(),
+    );
     let prelude_crc = crc32(&message);
     message.extend_from_slice(&prelude_crc.to_be_bytes());
     message.extend_from_slice(&encoded);

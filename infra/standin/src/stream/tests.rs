@@ -121,7 +121,11 @@ fn check(response: &MessagesResponse) -> Result<(), TestCaseError> {
             }
         }
     }
-    prop_assert_eq!(at, events.len() - 2, "nothing between the blocks and the end");
+    prop_assert_eq!(
+        at,
+        events.len() - 2,
+        "nothing between the blocks and the end"
+    );
     Ok(())
 }
 
@@ -182,12 +186,7 @@ fn an_answer_with_every_block_type_streams_in_several_deltas() {
     ]);
     check(&response).unwrap();
     let events = events(&response);
-    let count = |kind: &str| {
-        events
-            .iter()
-            .filter(|e| e["delta"]["type"] == kind)
-            .count()
-    };
+    let count = |kind: &str| events.iter().filter(|e| e["delta"]["type"] == kind).count();
     assert!(count("text_delta") > 1);
     assert!(count("thinking_delta") > 1);
     assert!(count("input_json_delta") > 1);

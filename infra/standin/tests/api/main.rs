@@ -8,5 +8,6 @@ mod caching;
 mod client;
 mod control;
 mod helpers;
+mod stream;
 mod thinking;
 mod validation;
