@@ -130,7 +130,7 @@ enum Event {
     },
     ContentBlockDelta {
         index: usize,
-        delta: Delta,
+        delta: Piece,
     },
     ContentBlockStop {
         #[allow(dead_code)]
@@ -185,7 +185,8 @@ enum StartBlock {
 
 #[derive(Debug, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-enum Delta {
+/// A `content_block_delta`'s `delta`, by its `type`.
+enum Piece {
     TextDelta {
         text: String,
     },
@@ -404,33 +405,33 @@ impl Assembler {
         Ok(step)
     }
 
-    fn delta(&mut self, index: usize, delta: Delta) -> Result<Step, ModelError> {
+    fn delta(&mut self, index: usize, delta: Piece) -> Result<Step, ModelError> {
         let Some(Some(block)) = self.blocks.get_mut(index) else {
             return Err(protocol("has a delta for a block that did not start"));
         };
         match (block, delta) {
-            (Partial::Text(text), Delta::TextDelta { text: piece }) => {
+            (Partial::Text(text), Piece::TextDelta { text: piece }) => {
                 text.push_str(&piece);
                 Ok(text_step(index, &piece, |index, text| ModelDelta::Text {
                     index,
                     text,
                 }))
             }
-            (Partial::ToolUse { json, .. }, Delta::InputJsonDelta { partial_json }) => {
+            (Partial::ToolUse { json, .. }, Piece::InputJsonDelta { partial_json }) => {
                 json.push_str(&partial_json);
                 Ok(Step::Nothing)
             }
-            (Partial::Thinking { thinking, .. }, Delta::ThinkingDelta { thinking: piece }) => {
+            (Partial::Thinking { thinking, .. }, Piece::ThinkingDelta { thinking: piece }) => {
                 thinking.push_str(&piece);
                 Ok(text_step(index, &piece, |index, text| {
                     ModelDelta::Thinking { index, text }
                 }))
             }
-            (Partial::Thinking { signature, .. }, Delta::SignatureDelta { signature: piece }) => {
+            (Partial::Thinking { signature, .. }, Piece::SignatureDelta { signature: piece }) => {
                 signature.push_str(&piece);
                 Ok(Step::Nothing)
             }
-            (Partial::Skipped, _) | (_, Delta::Other) => Ok(Step::Nothing),
+            (Partial::Skipped, _) | (_, Piece::Other) => Ok(Step::Nothing),
             _ => Err(protocol("has a delta of another block's type")),
         }
     }

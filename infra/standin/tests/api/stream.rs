@@ -446,3 +446,21 @@ async fn a_pre_stream_error_is_the_same_json_error_as_without_stream() {
         assert!(deltas.is_empty());
     }
 }
+
+#[tokio::test]
+async fn a_slow_stream_ends_at_the_deadline_with_a_timeout() {
+    for via in BOTH {
+        let standin = start().await;
+        standin.running.standin().set_delta_ms(600);
+        let deadline = Deadline::after(Duration::from_millis(2_500));
+        let call = via.model(&standin);
+        let outcome = tokio::time::timeout(
+            Duration::from_secs(20),
+            call.stream(&request("hello", None), deadline, &|_| {}),
+        )
+        .await
+        .expect("the streamed call ran past its deadline");
+        assert_eq!(outcome.unwrap_err(), ModelError::Timeout, "{via:?}");
+        assert_eq!(calls(&standin).await.len(), 1, "{via:?}");
+    }
+}
