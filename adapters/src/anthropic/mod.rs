@@ -248,6 +248,19 @@ impl AnthropicModel {
                     .map_err(|e| transport_failure(e, Some(status), request_id.clone()))?;
                 return Err(status_failure(status, &headers, &bytes, request_id));
             }
+            let content_type = header_str(&headers, "content-type").unwrap_or_default();
+            if !content_type.starts_with("text/event-stream") {
+                return Err(Failure {
+                    error: ModelError::Protocol(format!(
+                        "a {} answer to a streamed call is not an event stream",
+                        status.as_u16()
+                    )),
+                    retry: false,
+                    retry_after: None,
+                    status: Some(status.as_u16()),
+                    request_id,
+                });
+            }
             let mut parser = SseParser::default();
             let mut assembler = Assembler::default();
             loop {

@@ -520,3 +520,14 @@ async fn a_stream_ending_early_is_retried_only_while_no_piece_went_out() {
     assert!(matches!(error, ModelError::Connection(_)), "{error:?}");
     assert_eq!(script.requests(), 1, "a piece went out: not retried");
 }
+
+#[tokio::test]
+async fn a_whole_json_answer_to_a_streamed_call_is_a_protocol_error_without_retry() {
+    let (base_url, script) = serve(vec![ok()]).await;
+    let error = model(base_url)
+        .stream(&request(), minute(), &|_| {})
+        .await
+        .unwrap_err();
+    assert!(matches!(error, ModelError::Protocol(_)), "{error:?}");
+    assert_eq!(script.requests(), 1);
+}

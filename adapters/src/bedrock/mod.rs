@@ -146,6 +146,7 @@ impl BedrockModel {
                 .send()
                 .await
                 .map_err(classify)?;
+            let request_id = output.request_id().map(str::to_owned);
             let mut assembler = Assembler::default();
             loop {
                 let event = match output.body.recv().await {
@@ -157,10 +158,10 @@ impl BedrockModel {
                             ModelError::Connection(early),
                             true,
                             Some(200),
-                            None,
+                            request_id,
                         ));
                     }
-                    Err(error) => return Err(classify_in_stream(error)),
+                    Err(error) => return Err(classify_in_stream(error, request_id)),
                 };
                 let Some(event) = event else { continue };
                 match assembler.event(event.as_ref()) {
@@ -173,12 +174,12 @@ impl BedrockModel {
                         return Ok(Answered {
                             value: *value,
                             status: 200,
-                            request_id: None,
+                            request_id,
                         });
                     }
                     Err(error) => {
                         let retry = retryable(&error);
-                        return Err(failure(error, retry, Some(200), None));
+                        return Err(failure(error, retry, Some(200), request_id));
                     }
                 }
             }
@@ -240,7 +241,10 @@ fn retryable(error: &ModelError) -> bool {
 /// An exception frame in the stream (or a stream that could not be read) as a
 /// [`ModelError`], mapped as the same exception before the stream is; a
 /// `modelStreamErrorException` by the model's own status when it says one.
-fn classify_in_stream<R>(error: SdkError<ResponseStreamError, R>) -> Failure
+fn classify_in_stream<R>(
+    error: SdkError<ResponseStreamError, R>,
+    request_id: Option<String>,
+) -> Failure
 where
     R: std::fmt::Debug + Send + Sync + 'static,
 {
@@ -260,13 +264,13 @@ where
                 _ => 500,
             };
             let (error, retry) = service_error(error.code(), status, message);
-            failure(error, retry, Some(200), None)
+            failure(error, retry, Some(200), request_id)
         }
-        SdkError::TimeoutError(_) => failure(ModelError::Timeout, true, None, None),
+        SdkError::TimeoutError(_) => failure(ModelError::Timeout, true, None, request_id),
         // A frame that does not decode, or a connection that broke mid-stream.
         other => {
             let text = DisplayErrorContext(&other).to_string();
-            failure(ModelError::Connection(text), true, Some(200), None)
+            failure(ModelError::Connection(text), true, Some(200), request_id)
         }
     }
 }
