@@ -9,5 +9,6 @@ mod client;
 mod control;
 mod helpers;
 mod stream;
+mod stream_props;
 mod thinking;
 mod validation;
