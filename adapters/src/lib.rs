@@ -21,6 +21,8 @@
 //!   * [`anthropic`]: the `Model` port on the Anthropic Messages API, over `reqwest`.
 //!   * [`bedrock`]: the `Model` port on Claude through Amazon Bedrock Runtime's
 //!     `InvokeModel` (`MODEL_PROVIDER=bedrock`), signed with the function's role.
+//!   * [`model_stream`]: a streamed answer read as it arrives (the SSE parser and
+//!     the event assembler both model adapters use).
 //!   * `model_contract` (tests only): the `Model` port's contract, one set of
 //!     cases run against both model adapters, each on its own fake server.
 //!   * [`retry`]: the one budgeted retry loop the model adapters share (each
@@ -46,6 +48,7 @@ pub mod config;
 pub mod dynamodb;
 #[cfg(test)]
 mod model_contract;
+pub mod model_stream;
 pub mod retry;
 pub mod sqs;
 pub mod ssm;

@@ -17,6 +17,7 @@
 
 use std::error::Error as _;
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -25,9 +26,10 @@ use reqwest::{StatusCode, Url};
 use serde::Deserialize;
 
 use degrau::deadline::Deadline;
-use degrau::model::{Model, ModelError, ModelResponse};
+use degrau::model::{DeltaSink, Model, ModelError, ModelResponse};
 use degrau::request::ModelRequest;
 
+use crate::model_stream::{Assembler, SseParser, Step};
 use crate::retry::{Answered, Failure, RetryPolicy, with_retries};
 
 /// Where the real API lives.
@@ -216,6 +218,102 @@ impl AnthropicModel {
         }
         Err(status_failure(status, &headers, &bytes, request_id))
     }
+
+    /// One streamed attempt within `timeout`: send, then read the events as they
+    /// arrive, handing each piece to `on_delta` (and noting in `delivered` that one
+    /// went out: the attempt is then never retried).
+    async fn stream_attempt(
+        &self,
+        body: Vec<u8>,
+        timeout: Duration,
+        on_delta: DeltaSink<'_>,
+        delivered: &AtomicBool,
+    ) -> Result<Answered<ModelResponse>, Failure> {
+        let work = async {
+            let mut response = self
+                .client
+                .post(self.endpoint.clone())
+                .timeout(timeout)
+                .body(body)
+                .send()
+                .await
+                .map_err(|e| transport_failure(e, None, None))?;
+            let status = response.status();
+            let headers = response.headers().clone();
+            let request_id = header_str(&headers, "request-id").map(str::to_owned);
+            if !status.is_success() {
+                let bytes = response
+                    .bytes()
+                    .await
+                    .map_err(|e| transport_failure(e, Some(status), request_id.clone()))?;
+                return Err(status_failure(status, &headers, &bytes, request_id));
+            }
+            let content_type = header_str(&headers, "content-type").unwrap_or_default();
+            if !content_type.starts_with("text/event-stream") {
+                return Err(Failure {
+                    error: ModelError::Protocol(format!(
+                        "a {} answer to a streamed call is not an event stream",
+                        status.as_u16()
+                    )),
+                    retry: false,
+                    retry_after: None,
+                    status: Some(status.as_u16()),
+                    request_id,
+                });
+            }
+            let mut parser = SseParser::default();
+            let mut assembler = Assembler::default();
+            loop {
+                let chunk = response
+                    .chunk()
+                    .await
+                    .map_err(|e| transport_failure(e, Some(status), request_id.clone()))?;
+                let Some(chunk) = chunk else {
+                    return Err(stream_failure(
+                        ModelError::Connection(
+                            "the stream ended before its message_stop".to_owned(),
+                        ),
+                        status,
+                        request_id,
+                    ));
+                };
+                for event in parser.push(&chunk) {
+                    match assembler.event(event.data.as_bytes()) {
+                        Ok(Step::Nothing) => {}
+                        Ok(Step::Delta(delta)) => {
+                            delivered.store(true, Ordering::SeqCst);
+                            on_delta(delta);
+                        }
+                        Ok(Step::Done(value)) => {
+                            return Ok(Answered {
+                                value: *value,
+                                status: status.as_u16(),
+                                request_id,
+                            });
+                        }
+                        Err(error) => return Err(stream_failure(error, status, request_id)),
+                    }
+                }
+            }
+        };
+        let outcome = match tokio::time::timeout(timeout, work).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(Failure {
+                error: ModelError::Timeout,
+                retry: true,
+                retry_after: None,
+                status: None,
+                request_id: None,
+            }),
+        };
+        // Once a piece went out, the caller has shown it: a retry would show it twice.
+        outcome.map_err(|mut failure| {
+            if delivered.load(Ordering::SeqCst) {
+                failure.retry = false;
+            }
+            failure
+        })
+    }
 }
 
 #[async_trait]
@@ -231,6 +329,54 @@ impl Model for AnthropicModel {
         })
         .await
     }
+
+    async fn stream(
+        &self,
+        request: &ModelRequest,
+        deadline: Deadline,
+        on_delta: DeltaSink<'_>,
+    ) -> Result<ModelResponse, ModelError> {
+        let body = encode_stream(request)?;
+        let delivered = AtomicBool::new(false);
+        with_retries(&self.config.retry_policy(), deadline, |timeout| {
+            self.stream_attempt(body.clone(), timeout, on_delta, &delivered)
+        })
+        .await
+    }
+}
+
+/// A failure inside a streamed answer (an `error` event, an early end, a broken
+/// event): retried as the same failure answered with a status would be.
+fn stream_failure(error: ModelError, status: StatusCode, request_id: Option<String>) -> Failure {
+    let retry = matches!(
+        error,
+        ModelError::Unavailable { .. }
+            | ModelError::RateLimited { .. }
+            | ModelError::Timeout
+            | ModelError::Connection(_)
+    );
+    Failure {
+        error,
+        retry,
+        retry_after: None,
+        status: Some(status.as_u16()),
+        request_id,
+    }
+}
+
+/// The streamed request's body: its JSON with `"stream": true`.
+fn encode_stream(request: &ModelRequest) -> Result<Vec<u8>, ModelError> {
+    let encoding = |e: serde_json::Error| ModelError::InvalidRequest {
+        message: format!(
+            "the request cannot be encoded as JSON: {}",
+            describe_json_error(&e)
+        ),
+    };
+    let mut value = serde_json::to_value(request).map_err(encoding)?;
+    if let Some(object) = value.as_object_mut() {
+        object.insert("stream".to_owned(), serde_json::Value::Bool(true));
+    }
+    serde_json::to_vec(&value).map_err(encoding)
 }
 
 /// The request's body: its JSON.

@@ -439,3 +439,95 @@ impl Wire for Anthropic {
 mod contract {
     crate::model_contract::model_contract!(super::Anthropic);
 }
+
+/// A 200 `text/event-stream` of `events` (`\r\n` line ends, a comment first).
+fn sse(events: &[Value]) -> Canned {
+    let mut body = String::from(": hello\r\n\r\n");
+    for event in events {
+        body.push_str(&format!(
+            "event: {}\r\ndata: {event}\r\n\r\n",
+            event["type"].as_str().unwrap()
+        ));
+    }
+    Canned {
+        status: 200,
+        headers: vec![("content-type", "text/event-stream".to_owned())],
+        body,
+    }
+}
+
+fn streamed_text() -> Vec<Value> {
+    vec![
+        json!({"type": "message_start", "message": {"id": "msg_01", "type": "message",
+            "role": "assistant", "model": "claude-sonnet-5", "content": [],
+            "stop_reason": null, "usage": {"input_tokens": 12, "output_tokens": 1}}}),
+        json!({"type": "content_block_start", "index": 0,
+               "content_block": {"type": "text", "text": ""}}),
+        json!({"type": "ping"}),
+        json!({"type": "content_block_delta", "index": 0,
+               "delta": {"type": "text_delta", "text": "Friday "}}),
+        json!({"type": "content_block_delta", "index": 0,
+               "delta": {"type": "text_delta", "text": "at ten."}}),
+        json!({"type": "content_block_stop", "index": 0}),
+        json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+               "usage": {"output_tokens": 40}}),
+        json!({"type": "message_stop"}),
+    ]
+}
+
+#[tokio::test]
+async fn a_stream_sends_stream_true_and_reads_the_events_into_the_answer() {
+    let (base_url, script) = serve(vec![sse(&streamed_text())]).await;
+    let pieces = std::sync::Mutex::new(Vec::new());
+    let answer = model(base_url)
+        .stream(&request(), minute(), &|delta| {
+            pieces.lock().unwrap().push(delta);
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        answer.content,
+        vec![degrau::domain::ContentBlock::text("Friday at ten.")]
+    );
+    assert_eq!(answer.usage.input_tokens, 12);
+    assert_eq!(answer.usage.output_tokens, 40);
+    assert_eq!(pieces.lock().unwrap().len(), 2);
+
+    let seen = script.seen.lock().unwrap();
+    let mut expected = serde_json::to_value(request()).unwrap();
+    expected["stream"] = json!(true);
+    let sent: Value = serde_json::from_slice(&seen[0].body).unwrap();
+    assert_eq!(sent, expected);
+    assert_eq!(seen[0].headers["x-api-key"], KEY);
+}
+
+#[tokio::test]
+async fn a_stream_ending_early_is_retried_only_while_no_piece_went_out() {
+    let events = streamed_text();
+    let (base_url, script) = serve(vec![sse(&events[..3])]).await;
+    let error = model(base_url)
+        .stream(&request(), minute(), &|_| {})
+        .await
+        .unwrap_err();
+    assert!(matches!(error, ModelError::Connection(_)), "{error:?}");
+    assert_eq!(script.requests(), 3, "nothing went out: retried");
+
+    let (base_url, script) = serve(vec![sse(&events[..5]), sse(&events)]).await;
+    let error = model(base_url)
+        .stream(&request(), minute(), &|_| {})
+        .await
+        .unwrap_err();
+    assert!(matches!(error, ModelError::Connection(_)), "{error:?}");
+    assert_eq!(script.requests(), 1, "a piece went out: not retried");
+}
+
+#[tokio::test]
+async fn a_whole_json_answer_to_a_streamed_call_is_a_protocol_error_without_retry() {
+    let (base_url, script) = serve(vec![ok()]).await;
+    let error = model(base_url)
+        .stream(&request(), minute(), &|_| {})
+        .await
+        .unwrap_err();
+    assert!(matches!(error, ModelError::Protocol(_)), "{error:?}");
+    assert_eq!(script.requests(), 1);
+}

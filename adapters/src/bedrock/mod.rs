@@ -18,23 +18,36 @@
 //! unknown model or an exceeded quota are not. Bedrock sends no `retry-after`, so
 //! the wait is always the backoff.
 //!
+//! **Streaming** ([`Model::stream`]) goes through `InvokeModelWithResponseStream`
+//! (`POST /model/{modelId}/invoke-with-response-stream`), with the same body: each
+//! `chunk` event carries one Messages API event's JSON, read by the assembler the
+//! Anthropic adapter uses ([`crate::model_stream`]). Retried like `InvokeModel`,
+//! but only while no piece has reached the caller; an exception in the stream
+//! (`throttlingException`, `serviceUnavailableException`, `internalServerException`,
+//! `modelTimeoutException`, `validationException`, `modelStreamErrorException` with
+//! the model's own status) maps as the same exception before the stream does.
+//!
 //! Logs carry only status, attempt, the request id and latency (the loop's), never
 //! the request or Bedrock's error text.
 
+use std::error::Error;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use aws_sdk_bedrockruntime::config::http::HttpResponse;
 use aws_sdk_bedrockruntime::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_bedrockruntime::operation::RequestId;
-use aws_sdk_bedrockruntime::operation::invoke_model::InvokeModelError;
 use aws_sdk_bedrockruntime::primitives::Blob;
+use aws_sdk_bedrockruntime::types::ResponseStream;
+use aws_sdk_bedrockruntime::types::error::ResponseStreamError;
 use serde_json::Value;
 
 use degrau::deadline::Deadline;
-use degrau::model::{Model, ModelError, ModelResponse};
+use degrau::model::{DeltaSink, Model, ModelError, ModelResponse};
 use degrau::request::ModelRequest;
 
+use crate::model_stream::{Assembler, Step};
 use crate::retry::{Answered, Failure, RetryPolicy, with_retries};
 
 /// The `anthropic_version` Claude models on Bedrock take in the body.
@@ -110,6 +123,79 @@ impl BedrockModel {
             )),
         }
     }
+
+    /// One streamed attempt within `timeout`: each chunk's event read as it
+    /// arrives, each piece handed to `on_delta` (noted in `delivered`: the attempt
+    /// is then never retried).
+    async fn stream_attempt(
+        &self,
+        model: &str,
+        body: Vec<u8>,
+        timeout: Duration,
+        on_delta: DeltaSink<'_>,
+        delivered: &AtomicBool,
+    ) -> Result<Answered<ModelResponse>, Failure> {
+        let work = async {
+            let mut output = self
+                .client
+                .invoke_model_with_response_stream()
+                .model_id(model)
+                .content_type("application/json")
+                .accept("application/json")
+                .body(Blob::new(body))
+                .send()
+                .await
+                .map_err(classify)?;
+            let request_id = output.request_id().map(str::to_owned);
+            let mut assembler = Assembler::default();
+            loop {
+                let event = match output.body.recv().await {
+                    Ok(Some(ResponseStream::Chunk(part))) => part.bytes,
+                    Ok(Some(_)) => continue,
+                    Ok(None) => {
+                        let early = "the stream ended before its message_stop".to_owned();
+                        return Err(failure(
+                            ModelError::Connection(early),
+                            true,
+                            Some(200),
+                            request_id,
+                        ));
+                    }
+                    Err(error) => return Err(classify_in_stream(error, request_id)),
+                };
+                let Some(event) = event else { continue };
+                match assembler.event(event.as_ref()) {
+                    Ok(Step::Nothing) => {}
+                    Ok(Step::Delta(delta)) => {
+                        delivered.store(true, Ordering::SeqCst);
+                        on_delta(delta);
+                    }
+                    Ok(Step::Done(value)) => {
+                        return Ok(Answered {
+                            value: *value,
+                            status: 200,
+                            request_id,
+                        });
+                    }
+                    Err(error) => {
+                        let retry = retryable(&error);
+                        return Err(failure(error, retry, Some(200), request_id));
+                    }
+                }
+            }
+        };
+        let outcome = match tokio::time::timeout(timeout, work).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(failure(ModelError::Timeout, true, None, None)),
+        };
+        // Once a piece went out, the caller has shown it: a retry would show it twice.
+        outcome.map_err(|mut failure| {
+            if delivered.load(Ordering::SeqCst) {
+                failure.retry = false;
+            }
+            failure
+        })
+    }
 }
 
 #[async_trait]
@@ -124,6 +210,68 @@ impl Model for BedrockModel {
             self.attempt(&request.model, body.clone(), timeout)
         })
         .await
+    }
+
+    async fn stream(
+        &self,
+        request: &ModelRequest,
+        deadline: Deadline,
+        on_delta: DeltaSink<'_>,
+    ) -> Result<ModelResponse, ModelError> {
+        let body = invoke_body(request)?;
+        let delivered = AtomicBool::new(false);
+        with_retries(&self.policy, deadline, |timeout| {
+            self.stream_attempt(&request.model, body.clone(), timeout, on_delta, &delivered)
+        })
+        .await
+    }
+}
+
+/// Whether another attempt may cure an error met inside a stream.
+fn retryable(error: &ModelError) -> bool {
+    matches!(
+        error,
+        ModelError::Unavailable { .. }
+            | ModelError::RateLimited { .. }
+            | ModelError::Timeout
+            | ModelError::Connection(_)
+    )
+}
+
+/// An exception frame in the stream (or a stream that could not be read) as a
+/// [`ModelError`], mapped as the same exception before the stream is; a
+/// `modelStreamErrorException` by the model's own status when it says one.
+fn classify_in_stream<R>(
+    error: SdkError<ResponseStreamError, R>,
+    request_id: Option<String>,
+) -> Failure
+where
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    match error {
+        SdkError::ServiceError(context) => {
+            let error = context.into_err();
+            let message = error.message().unwrap_or_default().to_owned();
+            let status = match &error {
+                ResponseStreamError::ThrottlingException(_) => 429,
+                ResponseStreamError::ServiceUnavailableException(_) => 503,
+                ResponseStreamError::ModelTimeoutException(_) => 408,
+                ResponseStreamError::ValidationException(_) => 400,
+                ResponseStreamError::ModelStreamErrorException(e) => e
+                    .original_status_code()
+                    .and_then(|code| u16::try_from(code).ok())
+                    .unwrap_or(500),
+                _ => 500,
+            };
+            let (error, retry) = service_error(error.code(), status, message);
+            failure(error, retry, Some(200), request_id)
+        }
+        SdkError::TimeoutError(_) => failure(ModelError::Timeout, true, None, request_id),
+        // A frame that does not decode, or a connection that broke mid-stream.
+        other => {
+            let text = DisplayErrorContext(&other).to_string();
+            failure(ModelError::Connection(text), true, Some(200), request_id)
+        }
     }
 }
 
@@ -172,16 +320,19 @@ fn failure(
     }
 }
 
-/// A failed `InvokeModel` as a [`ModelError`], and whether another attempt may
-/// succeed.
-pub fn classify(error: SdkError<InvokeModelError, HttpResponse>) -> Failure {
+/// A failed `InvokeModel` (or `InvokeModelWithResponseStream`, before its stream)
+/// as a [`ModelError`], and whether another attempt may succeed.
+pub fn classify<E>(error: SdkError<E, HttpResponse>) -> Failure
+where
+    E: ProvideErrorMetadata + RequestId + Error + Send + Sync + 'static,
+{
     match error {
         SdkError::ServiceError(context) => {
             let status = context.raw().status().as_u16();
             let error = context.into_err();
             let request_id = error.request_id().map(str::to_owned);
             let message = error.message().unwrap_or_default().to_owned();
-            let (error, retry) = service_error(&error, status, message);
+            let (error, retry) = service_error(error.code(), status, message);
             failure(error, retry, Some(status), request_id)
         }
         other => without_answer(&other),
@@ -190,7 +341,10 @@ pub fn classify(error: SdkError<InvokeModelError, HttpResponse>) -> Failure {
 
 /// A failure without a complete answer from Bedrock. The SDK's text of it holds no
 /// request content.
-fn without_answer(error: &SdkError<InvokeModelError, HttpResponse>) -> Failure {
+fn without_answer<E>(error: &SdkError<E, HttpResponse>) -> Failure
+where
+    E: Error + Send + Sync + 'static,
+{
     let text = || DisplayErrorContext(error).to_string();
     match error {
         SdkError::TimeoutError(_) => failure(ModelError::Timeout, true, None, None),
@@ -214,33 +368,33 @@ fn without_answer(error: &SdkError<InvokeModelError, HttpResponse>) -> Failure {
     }
 }
 
-/// Bedrock's modelled exceptions, and the others by their status.
-fn service_error(error: &InvokeModelError, status: u16, message: String) -> (ModelError, bool) {
-    use InvokeModelError as E;
-    match error {
-        E::ValidationException(_) if is_too_long(&message) => {
+/// Bedrock's modelled exceptions by their code (the SDK reads it from
+/// `x-amzn-ErrorType`, or from an exception frame's `:exception-type`), and the
+/// others (a `modelStreamErrorException` too) by their status.
+fn service_error(code: Option<&str>, status: u16, message: String) -> (ModelError, bool) {
+    match code.unwrap_or_default() {
+        "ValidationException" if is_too_long(&message) => {
             (ModelError::PromptTooLong { message }, false)
         }
-        E::ValidationException(_) | E::ResourceNotFoundException(_) => {
+        "ValidationException" | "ResourceNotFoundException" => {
             (ModelError::InvalidRequest { message }, false)
         }
-        E::AccessDeniedException(_) => (ModelError::Authentication { status }, false),
-        E::ThrottlingException(_) => (ModelError::RateLimited { retry_after: None }, true),
+        "AccessDeniedException" => (ModelError::Authentication { status }, false),
+        "ThrottlingException" => (ModelError::RateLimited { retry_after: None }, true),
         // A quota is not cured by waiting a few seconds (as a spend limit is not).
-        E::ServiceQuotaExceededException(_) => {
-            (ModelError::RateLimited { retry_after: None }, false)
+        "ServiceQuotaExceededException" => (ModelError::RateLimited { retry_after: None }, false),
+        "ModelTimeoutException" => (ModelError::Timeout, true),
+        "ModelNotReadyException" | "ServiceUnavailableException" | "InternalServerException" => {
+            (ModelError::Unavailable { status }, true)
         }
-        E::ModelTimeoutException(_) => (ModelError::Timeout, true),
-        E::ModelNotReadyException(_)
-        | E::ServiceUnavailableException(_)
-        | E::InternalServerException(_) => (ModelError::Unavailable { status }, true),
         // The model failed on this request (424): the same request fails again.
-        E::ModelErrorException(_) => (ModelError::Unavailable { status }, false),
+        "ModelErrorException" => (ModelError::Unavailable { status }, false),
         _ => match status {
             401 | 403 => (ModelError::Authentication { status }, false),
             408 => (ModelError::Timeout, true),
             429 => (ModelError::RateLimited { retry_after: None }, true),
             500.. => (ModelError::Unavailable { status }, true),
+            400 if is_too_long(&message) => (ModelError::PromptTooLong { message }, false),
             400..=499 => (ModelError::InvalidRequest { message }, false),
             _ => (
                 ModelError::Protocol(format!("status {status}: {message}")),

@@ -233,3 +233,37 @@ impl Wire for Bedrock {
 mod contract {
     crate::model_contract::model_contract!(super::Bedrock);
 }
+
+#[tokio::test]
+async fn a_stream_goes_to_the_streaming_path_signed_with_the_same_body() {
+    let (url, script) = serve(vec![Canned {
+        status: 400,
+        headers: vec![(
+            "x-amzn-errortype",
+            "ValidationException:http://internal".into(),
+        )],
+        body: json!({"message": "no"}).to_string(),
+    }])
+    .await;
+    let outcome = model_at(&url, fast())
+        .stream(&request(), minute(), &|_| {})
+        .await;
+    assert_eq!(
+        outcome.unwrap_err(),
+        ModelError::InvalidRequest {
+            message: "no".into()
+        }
+    );
+    let seen = script.seen.lock().unwrap();
+    assert_eq!(
+        seen[0].path,
+        "/model/us.anthropic.claude-sonnet-5-v1%3A0/invoke-with-response-stream"
+    );
+    assert!(
+        seen[0].headers["authorization"]
+            .to_str()
+            .unwrap()
+            .starts_with("AWS4-HMAC-SHA256 ")
+    );
+    assert_eq!(seen[0].body, invoke_body(&request()).unwrap());
+}

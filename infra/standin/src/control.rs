@@ -7,14 +7,21 @@ use serde_json::Value;
 
 use crate::wire::{ResponseBlock, StopReason, Usage};
 
-/// One injected fault, consumed by the next `POST /v1/messages` before anything
-/// else (headers and body are not even looked at when it sets a `status`).
+/// One injected fault, consumed by the next `POST /v1/messages` (or Bedrock call),
+/// streamed or not, before anything else (headers and body are not even looked at
+/// when it sets a `status`).
 ///
 /// `hang_ms` sleeps first; then `status` answers that error, `drop` breaks the
 /// connection, and neither answers normally. With `drop`, the request is handled
 /// normally (cache and log included), then the status line, the headers and the
 /// first half of the body (the answer, or the error of a refused request) are
-/// sent and the connection is closed mid-body.
+/// sent and the connection is closed mid-body (a streamed answer: half its events).
+///
+/// On a streamed call, `stream_error_after: n` sends the answer's first `n` events
+/// then an `error` event (`type` from `type`, default `overloaded_error`; message
+/// from `message`; on Bedrock's route an exception frame) and ends the stream;
+/// `stream_drop_after: n` sends `n` events then breaks the connection. On a call
+/// that does not stream, either breaks it like `drop`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Fault {
@@ -45,6 +52,12 @@ pub struct Fault {
     /// Break the connection half-way through the body.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub drop: bool,
+    /// On a streamed call: this many events, then an `error` event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_error_after: Option<usize>,
+    /// On a streamed call: this many events, then the connection breaks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_drop_after: Option<usize>,
 }
 
 impl Fault {
@@ -55,11 +68,28 @@ impl Fault {
         {
             return Some(format!("status must be 400–599, got {status}"));
         }
-        if self.status.is_some() && self.drop {
-            return Some("a fault sets `status` or `drop`, not both".into());
+        let ends = [
+            self.status.is_some(),
+            self.drop,
+            self.stream_error_after.is_some(),
+            self.stream_drop_after.is_some(),
+        ]
+        .into_iter()
+        .filter(|set| *set)
+        .count();
+        if ends > 1 {
+            return Some(
+                "a fault sets one of `status`, `drop`, `stream_error_after` and \
+                 `stream_drop_after`"
+                    .into(),
+            );
         }
-        if self.status.is_none() && !self.drop && self.hang_ms.is_none() {
-            return Some("a fault needs `status`, `hang_ms` or `drop`".into());
+        if ends == 0 && self.hang_ms.is_none() {
+            return Some(
+                "a fault needs `status`, `hang_ms`, `drop`, `stream_error_after` or \
+                 `stream_drop_after`"
+                    .into(),
+            );
         }
         None
     }
@@ -120,9 +150,13 @@ pub struct LoggedCall {
     pub usage: Option<Usage>,
     /// The response body sent (the whole of it, even when `dropped`).
     pub response: Value,
-    /// True when a `drop` fault cut the response.
+    /// True when a `drop` (or `stream_drop_after`) fault cut the response.
     #[serde(default)]
     pub dropped: bool,
+    /// True when the answer was streamed (`"stream": true`, or Bedrock's
+    /// `invoke-with-response-stream`).
+    #[serde(default)]
+    pub streamed: bool,
 }
 
 /// A request exactly as received: what a SigV4 signature covers.

@@ -2,7 +2,15 @@
 //! Runtime's `POST /model/{modelId}/invoke` with the same behaviour (validation,
 //! caching, faults, scripts, the log) in Bedrock's shape (the body without `model`,
 //! `anthropic_version` in it, a SigV4 `Authorization`, errors as `{"message"}` with
-//! `x-amzn-ErrorType`), and the test controls under `/stand-in/`:
+//! `x-amzn-ErrorType`), and the test controls under `/stand-in/`.
+//!
+//! A streamed call (`"stream": true` on `/v1/messages`, or Bedrock's
+//! `POST /model/{modelId}/invoke-with-response-stream`) is checked, cached, logged
+//! and answered the same way, the answer sent as its events ([`crate::stream`]):
+//! `200 text/event-stream` Server-Sent Events, or on Bedrock's route
+//! `application/vnd.amazon.eventstream` frames. An error before the stream is the
+//! same JSON error as without it.
+//!
 //!
 //! | endpoint | does |
 //! |---|---|
@@ -11,6 +19,7 @@
 //! | `GET /stand-in/requests` | the calls received, oldest first ([`LoggedCall`]) |
 //! | `POST /stand-in/reset` | clear faults, script, log, cache and clock |
 //! | `POST /stand-in/clock` | `{"advance_seconds": n}` moves the cache clock; answers `{"now_ms"}` |
+//! | `POST /stand-in/stream` | `{"delta_ms": n}`: the pause between two events of a streamed answer (default 0; reset by `/stand-in/reset`); answers `{"delta_ms"}` |
 //! | `GET /stand-in/health` | `{"status": "ok"}` |
 //!
 //! The Graph API's send endpoint and its controls (`/stand-in/graph/…`) are
@@ -39,6 +48,7 @@ use crate::control::{Fault, LoggedCall, RawRequest, ScriptedAnswer};
 use crate::error::ApiError;
 use crate::parse::{from_bedrock, parse_request, parse_value};
 use crate::prompt::{Prompt, tokens_for_chars};
+use crate::stream::{self, End, Plan};
 use crate::wire::{MessagesResponse, ResponseBlock, StopReason, Usage};
 
 /// Largest body accepted: the real API's 32 MB (413 `request_too_large` above).
@@ -53,6 +63,11 @@ pub fn router(standin: StandIn) -> Router {
     Router::new()
         .route("/v1/messages", post(messages))
         .route("/model/{model_id}/invoke", post(bedrock_invoke))
+        .route(
+            "/model/{model_id}/invoke-with-response-stream",
+            post(bedrock_invoke_stream),
+        )
+        .route("/stand-in/stream", post(stream_pace))
         .route("/stand-in/faults", post(push_faults))
         .route("/stand-in/script", post(push_script))
         .route("/stand-in/requests", get(requests))
@@ -66,9 +81,9 @@ pub fn router(standin: StandIn) -> Router {
         .merge(crate::graph::router(crate::graph::Graph::default()))
 }
 
-/// A successful call: the response body and its usage.
+/// A successful call: the response and its usage.
 struct Answered {
-    response: Value,
+    response: MessagesResponse,
     usage: Usage,
 }
 
@@ -78,10 +93,13 @@ enum Route {
     /// `POST /v1/messages`, the Messages API.
     Messages,
     /// `POST /model/{modelId}/invoke`, Bedrock Runtime's `InvokeModel`: the model is
-    /// the path's (decoded), the body has none.
+    /// the path's (decoded), the body has none; or, when `stream`,
+    /// `…/invoke-with-response-stream` (`InvokeModelWithResponseStream`).
     Bedrock {
         /// The model id or inference profile from the path.
         model: String,
+        /// The streaming operation.
+        stream: bool,
     },
 }
 
@@ -121,8 +139,32 @@ async fn bedrock_invoke(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    bedrock(standin, model, false, uri, headers, body).await
+}
+
+async fn bedrock_invoke_stream(
+    State(standin): State<StandIn>,
+    model: Result<Path<String>, PathRejection>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    bedrock(standin, model, true, uri, headers, body).await
+}
+
+async fn bedrock(
+    standin: StandIn,
+    model: Result<Path<String>, PathRejection>,
+    stream: bool,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
     match model {
-        Ok(Path(model)) => call(standin, Route::Bedrock { model }, &uri, headers, body).await,
+        Ok(Path(model)) => {
+            let route = Route::Bedrock { model, stream };
+            call(standin, route, &uri, headers, body).await
+        }
         Err(rejection) => {
             let request_id = standin.next_request_id();
             ApiError::invalid(format!("invalid model identifier in the path: {rejection}"))
@@ -154,6 +196,13 @@ async fn call(
         .is_bedrock()
         .then(|| raw_request(uri, &headers, &body));
     let path = uri.path().to_owned();
+    let streamed = match &route {
+        Route::Messages => logged_body.get("stream") == Some(&Value::Bool(true)),
+        Route::Bedrock { stream, .. } => *stream,
+    };
+    // A mid-stream fault on a call that does not stream breaks it like `drop`.
+    let dropped = fault.drop
+        || (!streamed && (fault.stream_error_after.is_some() || fault.stream_drop_after.is_some()));
 
     let outcome = match fault.status {
         Some(status) => Err(injected_error(status, &fault)),
@@ -168,10 +217,13 @@ async fn call(
                 cache_creation_input_tokens = usage.cache_creation_input_tokens,
                 cache_read_input_tokens = usage.cache_read_input_tokens,
                 output_tokens = usage.output_tokens,
-                dropped = fault.drop,
+                streamed,
+                dropped,
                 "answered"
             );
-            let bytes = serde_json::to_vec(&response).unwrap_or_default();
+            // Serialising these plain data types cannot fail.
+            let value = serde_json::to_value(&response).unwrap_or(Value::Null);
+            let bytes = serde_json::to_vec(&value).unwrap_or_default();
             standin.record(LoggedCall {
                 request_id: request_id.clone(),
                 path,
@@ -179,10 +231,14 @@ async fn call(
                 status: 200,
                 body: logged_body,
                 usage: Some(usage),
-                response,
-                dropped: fault.drop,
+                response: value,
+                dropped: dropped || (streamed && fault.stream_drop_after.is_some()),
+                streamed,
             });
-            if fault.drop {
+            if streamed {
+                let pause = Duration::from_millis(standin.delta_ms());
+                streamed_response(&route, &request_id, &response, &fault, pause)
+            } else if dropped {
                 dropped_response(&route, &request_id, bytes)
             } else {
                 json_response(&route, &request_id, bytes)
@@ -206,9 +262,10 @@ async fn call(
                 body: logged_body,
                 usage: None,
                 response: answer.clone(),
-                dropped: fault.drop,
+                dropped,
+                streamed,
             });
-            if fault.drop {
+            if dropped {
                 let bytes = serde_json::to_vec(&answer).unwrap_or_default();
                 let mut response = dropped_response(&route, &request_id, bytes);
                 *response.status_mut() = refused.status();
@@ -314,7 +371,7 @@ fn handle(
     })?;
     let parsed = match route {
         Route::Messages => parse_request(&bytes)?,
-        Route::Bedrock { model } => parse_value(&from_bedrock(&bytes, model)?)?,
+        Route::Bedrock { model, .. } => parse_value(&from_bedrock(&bytes, model)?)?,
     };
     let prompt = Prompt::flatten(&parsed.request, &parsed.prelude);
     let total = prompt.total_tokens();
@@ -360,8 +417,6 @@ fn handle(
         stop_sequence: None,
         usage,
     };
-    // Serialising these plain data types cannot fail.
-    let response = serde_json::to_value(response).unwrap_or(Value::Null);
     Ok(Answered { response, usage })
 }
 
@@ -459,6 +514,66 @@ fn dropped_response(route: &Route, request_id: &str, bytes: Vec<u8>) -> Response
     response
 }
 
+/// A streamed answer: its events as Server-Sent Events or, on Bedrock's route,
+/// event-stream frames, `pause` apart, cut short as the fault says
+/// (`stream_error_after`, `stream_drop_after`, or `drop`: half the events).
+fn streamed_response(
+    route: &Route,
+    request_id: &str,
+    response: &MessagesResponse,
+    fault: &Fault,
+    pause: Duration,
+) -> Response {
+    let events = stream::events(response);
+    let bedrock = route.is_bedrock();
+    let encode = |event: &Value| {
+        if bedrock {
+            stream::chunk_frame(event)
+        } else {
+            stream::sse(event)
+        }
+    };
+    let (count, end) = if let Some(after) = fault.stream_error_after {
+        let kind = fault.kind.as_deref().unwrap_or("overloaded_error");
+        let message = fault.message.clone().unwrap_or_else(|| match kind {
+            "overloaded_error" => "Overloaded".to_owned(),
+            _ => "Injected stream error (offline stand-in)".to_owned(),
+        });
+        let frame = if bedrock {
+            stream::exception_frame(kind, &message)
+        } else {
+            stream::sse(&stream::error_event(kind, &message))
+        };
+        (after, End::Error(frame))
+    } else if let Some(after) = fault.stream_drop_after {
+        (after, End::Drop)
+    } else if fault.drop {
+        (events.len() / 2, End::Drop)
+    } else {
+        (events.len(), End::Whole)
+    };
+    let frames = events.iter().take(count).map(encode).collect();
+    let mut answer = Body::from_stream(stream::body(Plan { frames, pause, end })).into_response();
+    let headers = answer.headers_mut();
+    let (content_type, id_header) = if bedrock {
+        ("application/vnd.amazon.eventstream", "x-amzn-requestid")
+    } else {
+        ("text/event-stream; charset=utf-8", "request-id")
+    };
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    if bedrock {
+        headers.insert(
+            "x-amzn-bedrock-content-type",
+            HeaderValue::from_static("application/json"),
+        );
+    }
+    if let Ok(value) = HeaderValue::from_str(request_id) {
+        headers.insert(id_header, value);
+    }
+    answer
+}
+
 /// A body that yields one chunk, waits a moment, then fails.
 ///
 /// The proxy has the same small stream (`infra/awsproxy/src/lib.rs`), on purpose:
@@ -515,6 +630,21 @@ async fn requests(State(standin): State<StandIn>) -> Response {
 async fn reset(State(standin): State<StandIn>) -> Response {
     standin.reset();
     axum::Json(json!({"reset": true})).into_response()
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StreamPace {
+    delta_ms: u64,
+}
+
+async fn stream_pace(State(standin): State<StandIn>, body: Bytes) -> Response {
+    let pace: StreamPace = match control_body(&standin, &body) {
+        Ok(pace) => pace,
+        Err(response) => return *response,
+    };
+    standin.set_delta_ms(pace.delta_ms);
+    axum::Json(json!({"delta_ms": pace.delta_ms})).into_response()
 }
 
 #[derive(Deserialize)]

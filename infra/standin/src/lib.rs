@@ -14,6 +14,9 @@
 //!   documented way, so `usage` behaves like the real one ([`prompt`], [`cache`]);
 //! - answers deterministically, every text reply marked `[offline stand-in]`, and
 //!   calls the scheduling demo's tools when asked ([`answer`]);
+//! - streams when asked (`"stream": true`, Bedrock's
+//!   `invoke-with-response-stream`): the same answer cut into the API's events,
+//!   at a pace tests set, with faults mid-stream ([`stream`]);
 //! - thinks when asked (`thinking`), with signed blocks it checks when they come
 //!   back, like the real API ([`thinking`]);
 //! - lets tests inject faults, script answers, read the calls it received and move
@@ -30,7 +33,7 @@
 //! Read [`http`] (the routes) first, then a request's way through: [`wire`] (the
 //! API's JSON), [`parse`], [`rules`] and [`error`] (its shapes, rules and error
 //! envelope), [`prompt`] and [`cache`] (token
-//! counts and prompt caching), [`thinking`], [`answer`]; then [`control`] (faults,
+//! counts and prompt caching), [`thinking`], [`answer`], [`stream`]; then [`control`] (faults,
 //! scripts, the call log) and [`cli`] (the binary's flags). [`graph`] stands in for
 //! the Graph API's WhatsApp send endpoint, for the WhatsApp worker.
 
@@ -44,6 +47,7 @@ pub mod http;
 pub mod parse;
 pub mod prompt;
 pub mod rules;
+pub mod stream;
 pub mod thinking;
 pub mod wire;
 
@@ -156,6 +160,7 @@ struct State {
     requests: u64,
     messages: u64,
     clock_offset_ms: u64,
+    delta_ms: u64,
 }
 
 impl Default for StandIn {
@@ -248,7 +253,18 @@ impl StandIn {
             state.log.clear();
             state.cache.clear();
             state.clock_offset_ms = 0;
+            state.delta_ms = 0;
         });
+    }
+
+    /// Sets the pause between two events of a streamed answer.
+    pub fn set_delta_ms(&self, delta_ms: u64) {
+        self.with(|state| state.delta_ms = delta_ms);
+    }
+
+    /// The pause between two events of a streamed answer, in milliseconds.
+    pub fn delta_ms(&self) -> u64 {
+        self.with(|state| state.delta_ms)
     }
 
     /// Live cache entries now.

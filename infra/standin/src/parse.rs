@@ -79,11 +79,6 @@ pub fn parse_value(value: &Value) -> Result<ParsedRequest, ApiError> {
         at.required(object, field)?;
     }
     at.only(object, REQUEST_FIELDS)?;
-    if object.get("stream").and_then(Value::as_bool) == Some(true) {
-        return Err(ApiError::invalid(
-            "stream: the offline stand-in does not stream; send the request without \"stream\": true",
-        ));
-    }
     check_options(object)?;
     let max_tokens = &object["max_tokens"];
     if max_tokens.as_i64().is_some_and(|n| n < 1) {

@@ -8,5 +8,7 @@ mod caching;
 mod client;
 mod control;
 mod helpers;
+mod stream;
+mod stream_props;
 mod thinking;
 mod validation;
