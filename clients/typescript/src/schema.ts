@@ -25,6 +25,29 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/contacts/{contact}/messages/stream": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A contact id (a phone number in E.164, an e-mail address, a CRM id), percent-encoded in the path; the schema is of the decoded value. */
+                contact: components["parameters"]["Contact"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Answer the contact's message as it is written (Server-Sent Events), and store the round
+         * @description The round of `POST /v1/contacts/{contact}/messages` (same body, auth, `Idempotency-Key`, limits and commit), answered as Server-Sent Events while it runs. On AWS this route is served by the streaming API (a REST API with response streaming, its own base URL: the stack output `StreamApiUrl`); the HTTP API answers it too, with the same events in one piece once the round ended. A round that fails before its first event answers the JSON error of the JSON route, with its status. Otherwise 200 `text/event-stream`: each event is `event: NAME`, one `data:` line of JSON and a blank line; lines starting with `:` are comments (keep-alive, every 10 s without an event); ignore unknown event names. Events: `delta` (StreamDelta), `tool_started` (StreamToolStarted), `tool_finished` (StreamToolFinished), `restart` (StreamRestart: everything shown so far is void, the round's events start over), then exactly one of `done` (the JSON route's 200 body, AskResponse: the round is stored) or `error` (StreamError: nothing was stored). An idempotent replay answers `done` alone. A client that disconnects mid-stream leaves the round to run to its end and be stored; the same request with the same `Idempotency-Key` replays it.
+         */
+        post: operations["streamMessage"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/contacts/{contact}/memory": {
         parameters: {
             query?: never;
@@ -698,6 +721,8 @@ export interface components {
             };
             /** @description Whether a new session's contact context carries a one-paragraph digest of the contact's last session (absent: no). */
             recall_digest?: boolean;
+            /** @description Whether a streamed round's tool_started events carry the call's input (absent: no; the input may quote the contact). */
+            stream_tool_input?: boolean;
         };
         /** @description The usage of the model call that wrote an assistant message, as the API reported it. */
         MessageUsage: {
@@ -726,6 +751,39 @@ export interface components {
             /** @description Its BM25 score for `q` (only with `q`). */
             score?: number;
         };
+        /** @description `delta`: answer text as the model writes it. */
+        StreamDelta: {
+            /** @description The new text, appended to what the same call showed. */
+            text: string;
+            /** @description Which model call of the round wrote it (0 first; the call after a tool round is 1). */
+            call: number;
+        };
+        /** @description `tool_started`: a tool call is about to run. */
+        StreamToolStarted: {
+            id: string;
+            name: string;
+            /** @description The call's input, only when the tenant's config has `stream_tool_input: true`. */
+            input?: {
+                [key: string]: unknown;
+            };
+        };
+        /** @description `tool_finished`: the tool call ran. */
+        StreamToolFinished: {
+            id: string;
+            name: string;
+            is_error: boolean;
+        };
+        /** @description `restart`: everything the stream showed so far is void; the round's events start over (a commit race re-answered, an answer asked for again). */
+        StreamRestart: {
+            reason: string;
+        };
+        /** @description `error`: the round failed after the stream began; nothing was stored. `status` and `error` are what the JSON route would have answered. */
+        StreamError: {
+            status: number;
+            error: components["schemas"]["Error"]["error"];
+        };
+        /** @description The data of each event of `POST .../messages/stream`, by event name: `delta` StreamDelta, `tool_started` StreamToolStarted, `tool_finished` StreamToolFinished, `restart` StreamRestart, `done` AskResponse, `error` StreamError. */
+        StreamEvent: components["schemas"]["StreamDelta"] | components["schemas"]["StreamToolStarted"] | components["schemas"]["StreamToolFinished"] | components["schemas"]["StreamRestart"] | components["schemas"]["AskResponse"] | components["schemas"]["StreamError"];
     };
     responses: {
         /** @description The request is malformed or breaks a rule (bad JSON, unknown fields, a bad contact id, parameter, head token or `Idempotency-Key`, a round of the wrong shape). Nothing was written. */
@@ -967,6 +1025,54 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["AskResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            412: components["responses"]["PreconditionFailed"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyMismatch"];
+            428: components["responses"]["PreconditionRequired"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["BadGateway"];
+            503: components["responses"]["Unavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    streamMessage: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description 1-255 visible ASCII characters. A repeat returns the stored response byte for byte; the same key with another body is 422; a key in progress is 409. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description A contact id (a phone number in E.164, an e-mail address, a CRM id), percent-encoded in the path; the schema is of the decoded value. */
+                contact: components["parameters"]["Contact"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AskRequest"];
+            };
+        };
+        responses: {
+            /** @description The round's events as it runs, ending with `done` (stored) or `error` (nothing stored). */
+            200: {
+                headers: {
+                    /** @description `true` when this is the stored response of an earlier request with the same `Idempotency-Key`, byte for byte. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": string;
                 };
             };
             400: components["responses"]["BadRequest"];

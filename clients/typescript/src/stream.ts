@@ -9,45 +9,32 @@
  * `error` (nothing was stored). Comment lines and unknown event names are skipped, so
  * a newer server's events do not break an older client.
  *
- * The event types are written by hand here, not generated from `docs/openapi.json`
- * (see the route's description there).
+ * Each event's data is typed from the generated schema (`StreamDelta`,
+ * `StreamToolStarted`, `StreamToolFinished`, `StreamRestart` in
+ * `docs/openapi.json`), tagged with its event name as `type`.
  */
 
 import type { AskResponse } from "./client.js";
+import type { components } from "./schema.js";
+
+type Schemas = components["schemas"];
 import { errorFromBody } from "./errors.js";
 
 /** Answer text as the model writes it; `call` is which model call of the round wrote it (0, 1, …: a tool round's answer after the tool is call 1). */
-export interface TextDelta {
-  type: "delta";
-  text: string;
-  call: number;
-}
+export type TextDelta = { type: "delta" } & Schemas["StreamDelta"];
 
 /** A tool call is about to run; `input` only when the tenant's configuration has `"stream_tool_input": true`. */
-export interface ToolStarted {
-  type: "tool_started";
-  id: string;
-  name: string;
-  input?: Record<string, unknown>;
-}
+export type ToolStarted = { type: "tool_started" } & Schemas["StreamToolStarted"];
 
 /** A tool call ran; `is_error`: it answered an error (the model sees it). */
-export interface ToolFinished {
-  type: "tool_finished";
-  id: string;
-  name: string;
-  is_error: boolean;
-}
+export type ToolFinished = { type: "tool_finished" } & Schemas["StreamToolFinished"];
 
 /**
  * Everything the stream showed so far is void: the round's events start over from
  * the beginning (rare: a commit race answered again, a cut-off tool call asked
  * again). A chat clears the answer it showed.
  */
-export interface Restart {
-  type: "restart";
-  reason: string;
-}
+export type Restart = { type: "restart" } & Schemas["StreamRestart"];
 
 /** The round is stored; the last event. `response` is exactly what `sendMessage` returns. */
 export interface Done {
