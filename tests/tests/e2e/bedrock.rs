@@ -164,3 +164,46 @@ async fn the_stacks_of_this_run_use_the_provider_the_run_names() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_streamed_round_through_bedrock_is_signed_and_arrives_in_pieces() {
+    let stack = stack(Provider::Bedrock).await;
+    let streaming = stack.start_function("ask-stream", &[]).await;
+    stack.standin.pace(10).await;
+    let event = degrau_tests::api_event(
+        "POST",
+        "/v1/contacts/ana/messages/stream",
+        "",
+        &[
+            ("content-type", "application/json"),
+            ("x-tenant-id", TENANT),
+        ],
+        Some(r#"{"text": "hello there, who are you?"}"#),
+        None,
+    );
+    let mut pieces = streaming.invoke_streaming(event);
+    let reply =
+        degrau_tests::streamed::read(&mut pieces, std::time::Duration::from_secs(60), |_| false)
+            .await;
+    assert_eq!(reply.status, 200, "{}", reply.raw);
+    let names = reply.names();
+    assert!(
+        names.iter().filter(|n| **n == "delta").count() >= 2,
+        "{names:?}"
+    );
+    let done = reply.end().unwrap();
+    assert_eq!(done.name, "done", "{}", reply.raw);
+    assert_eq!(reply.text(), done.data["reply"]["text"].as_str().unwrap());
+
+    let calls = model_calls(&stack.standin.requests().await)
+        .into_iter()
+        .cloned()
+        .collect::<Vec<_>>();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(
+        calls[0]["path"],
+        "/model/us.anthropic.claude-sonnet-5-v1%3A0/invoke-with-response-stream"
+    );
+    let verdict = botocore_verdict(&calls[0]["signed"]);
+    assert_eq!(verdict["match"], true, "{verdict}");
+}
