@@ -1,8 +1,17 @@
 //! What a simulated client does and what it is told: one `POST .../messages` (and,
 //! with an `Idempotency-Key`, its one retry), one recorded round (`GET .../context`
 //! then `POST .../rounds`), and the [`Told`] each comes to.
+//!
+//! Every other message of a contact (an odd `n` in its token) goes through the
+//! streaming route instead (`AskService::ask_streamed`): what it is told is the
+//! same, and what the stream showed is checked against what it stored.
 
-use degrau::ask::{AskError, AskOutcome, AskResponse, RecordedRound, RoundOutcome, RoundRequest};
+use std::sync::Mutex;
+
+use degrau::ask::{
+    AskError, AskOutcome, AskResponse, RecordedRound, RoundEvent, RoundEvents, RoundOutcome,
+    RoundRequest,
+};
 use degrau::deadline::Deadline;
 use degrau::domain::IdempotencyKey;
 use serde_json::json;
@@ -38,12 +47,64 @@ pub(crate) async fn ask(
 ) -> Result<Told, Violation> {
     let key =
         idempotent.then(|| IdempotencyKey::parse(&format!("key-{token}")).expect("a valid key"));
-    let first = ask_once(world, contact, text, key.as_ref()).await?;
+    let streamed = streams(token);
+    let first = ask_once(world, contact, text, key.as_ref(), streamed).await?;
     if key.is_none() || matches!(first, Told::Stored { .. }) {
         return Ok(first);
     }
-    let retry = ask_once(world, contact, text, key.as_ref()).await?;
+    let retry = ask_once(world, contact, text, key.as_ref(), streamed).await?;
     Ok(Told::after_retry(first, retry))
+}
+
+/// Whether the message of `token` (`tok{contact}x{n}`) goes through the streaming
+/// route: when its `n` is odd.
+fn streams(token: &str) -> bool {
+    token
+        .rsplit('x')
+        .next()
+        .and_then(|n| n.parse::<u64>().ok())
+        .is_some_and(|n| n % 2 == 1)
+}
+
+/// What a stream showed, in order.
+#[derive(Default)]
+struct Shown(Mutex<Vec<RoundEvent>>);
+
+impl RoundEvents for Shown {
+    fn event(&self, event: RoundEvent) {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(event);
+    }
+}
+
+impl Shown {
+    /// The text the round's last model call showed since the last restart.
+    fn reply(&self) -> String {
+        let events = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let start = events
+            .iter()
+            .rposition(|e| matches!(e, RoundEvent::Restart { .. }))
+            .map_or(0, |at| at + 1);
+        let last = events[start..]
+            .iter()
+            .filter_map(|e| match e {
+                RoundEvent::Delta { call, .. } => Some(*call),
+                _ => None,
+            })
+            .max();
+        events[start..]
+            .iter()
+            .filter_map(|e| match e {
+                RoundEvent::Delta { text, call } if Some(*call) == last => Some(text.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
 }
 
 async fn ask_once(
@@ -51,16 +112,32 @@ async fn ask_once(
     contact: usize,
     text: &str,
     key: Option<&IdempotencyKey>,
+    streamed: bool,
 ) -> Result<Told, Violation> {
     let deadline = Deadline::after(ASK_BUDGET);
-    let answer = tokio::time::timeout(
-        GATEWAY_TIMEOUT,
-        world.ask.ask(&world.contacts[contact], text, key, deadline),
-    )
-    .await;
+    let shown = Shown::default();
+    let key_of = &world.contacts[contact];
+    let answer = if streamed {
+        let round = world.ask.ask_streamed(key_of, text, key, deadline, &shown);
+        tokio::time::timeout(GATEWAY_TIMEOUT, round).await
+    } else {
+        tokio::time::timeout(GATEWAY_TIMEOUT, world.ask.ask(key_of, text, key, deadline)).await
+    };
     match answer {
         Err(_) => Ok(Told::TimedOut),
-        Ok(Ok(AskOutcome::Answered(response))) => Ok(stored(&response)),
+        Ok(Ok(AskOutcome::Answered(response))) => {
+            if streamed && shown.reply() != response.reply.text {
+                return Err(Violation::new(
+                    "a stream shows the reply it stored",
+                    format!(
+                        "contact {contact}: the stream showed {:?}, the round stored {:?}",
+                        shown.reply(),
+                        response.reply.text
+                    ),
+                ));
+            }
+            Ok(stored(&response))
+        }
         Ok(Ok(AskOutcome::Replayed(body))) => {
             let response: AskResponse =
                 serde_json::from_str(&body).expect("a replay is the stored response");

@@ -16,7 +16,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use degrau::deadline::Deadline;
 use degrau::domain::{ContentBlock, Role};
-use degrau::model::{Model, ModelError, ModelResponse, StopReason};
+use degrau::model::{
+    DeltaSink, Model, ModelDelta, ModelError, ModelResponse, StopReason, deltas_of,
+};
 use degrau::request::ModelRequest;
 use degrau::usage::Usage;
 use degrau::validate::validate_request;
@@ -316,6 +318,54 @@ impl Model for SimModel {
             }
         }
     }
+
+    /// A streamed call: the answer as [`Model::create`] gives it, handed over in
+    /// pieces (each text cut in two); while faults are on, a stream may break after
+    /// its first piece, as a dropped connection or an overload mid-stream does,
+    /// which no adapter retries.
+    async fn stream(
+        &self,
+        request: &ModelRequest,
+        deadline: Deadline,
+        on_delta: DeltaSink<'_>,
+    ) -> Result<ModelResponse, ModelError> {
+        let answer = self.create(request, deadline).await?;
+        let rate = lock(&self.state).fault_rate;
+        let breaks = rate > 0.0 && fastrand::f64() < rate;
+        for (shown, delta) in pieces(&answer).into_iter().enumerate() {
+            on_delta(delta);
+            if breaks && shown == 0 {
+                return Err(ModelError::Unavailable { status: 529 });
+            }
+        }
+        Ok(answer)
+    }
+}
+
+/// An answer's pieces as a stream hands them over: each text in two halves.
+fn pieces(answer: &ModelResponse) -> Vec<ModelDelta> {
+    deltas_of(answer)
+        .into_iter()
+        .flat_map(|delta| match delta {
+            ModelDelta::Text { index, text } => {
+                let half = text
+                    .char_indices()
+                    .map(|(at, _)| at)
+                    .nth(text.chars().count() / 2)
+                    .unwrap_or(text.len());
+                let (first, second) = text.split_at(half);
+                [first, second]
+                    .into_iter()
+                    .filter(|part| !part.is_empty())
+                    .map(|part| ModelDelta::Text {
+                        index,
+                        text: part.to_owned(),
+                    })
+                    .collect::<Vec<_>>()
+            }
+            other => vec![other],
+        })
+        .collect()
 }
 
 /// The contact whose conversation a main request is: the token of its last user
