@@ -19,7 +19,7 @@
 //! | `GET /stand-in/requests` | the calls received, oldest first ([`LoggedCall`]) |
 //! | `POST /stand-in/reset` | clear faults, script, log, cache and clock |
 //! | `POST /stand-in/clock` | `{"advance_seconds": n}` moves the cache clock; answers `{"now_ms"}` |
-//! | `POST /stand-in/stream` | `{"delta_ms": n}`: the pause between two events of a streamed answer, and a whole answer's wait for as long as its events would take (default 0; reset by `/stand-in/reset`); answers `{"delta_ms"}` |
+//! | `POST /stand-in/stream` | `{"delta_ms": n}`: the pause between two events of a streamed answer, and a whole answer's wait (its stream's events times the pause), like a model writing at that pace (default 0; reset by `/stand-in/reset`); answers `{"delta_ms"}` |
 //! | `GET /stand-in/health` | `{"status": "ok"}` |
 //!
 //! The Graph API's send endpoint and its controls (`/stand-in/graph/…`) are
@@ -237,16 +237,17 @@ async fn call(
             });
             let pause = Duration::from_millis(standin.delta_ms());
             if streamed {
-                return streamed_response(&route, &request_id, &response, &fault, pause);
-            }
-            // Paced, a whole answer comes when its stream's last event would have:
-            // a benchmark compares the two routes on the same model.
-            let gaps = stream::events(&response).len().saturating_sub(1);
-            tokio::time::sleep(pause.saturating_mul(u32::try_from(gaps).unwrap_or(u32::MAX))).await;
-            if dropped {
-                dropped_response(&route, &request_id, bytes)
+                streamed_response(&route, &request_id, &response, &fault, pause)
             } else {
-                json_response(&route, &request_id, bytes)
+                // Paced like a model writing it: a whole answer comes when the
+                // last event of its stream would have.
+                let events = crate::stream::events(&response).len() as u32;
+                tokio::time::sleep(pause * events).await;
+                if dropped {
+                    dropped_response(&route, &request_id, bytes)
+                } else {
+                    json_response(&route, &request_id, bytes)
+                }
             }
         }
         Err(error) => {
