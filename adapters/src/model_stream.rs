@@ -132,10 +132,8 @@ enum Event {
         index: usize,
         delta: Piece,
     },
-    ContentBlockStop {
-        #[allow(dead_code)]
-        index: usize,
-    },
+    /// A block's end: nothing to do (a block is whole at `message_stop`).
+    ContentBlockStop,
     MessageDelta {
         delta: MessageDeltaBody,
         #[serde(default)]
@@ -321,7 +319,7 @@ impl Assembler {
                 content_block,
             } => self.start(index, content_block),
             Event::ContentBlockDelta { index, delta } => self.delta(index, delta),
-            Event::ContentBlockStop { .. } | Event::Other => Ok(Step::Nothing),
+            Event::ContentBlockStop | Event::Other => Ok(Step::Nothing),
             Event::MessageDelta { delta, usage } => {
                 if delta.stop_reason.is_some() {
                     self.stop_reason = delta.stop_reason;

@@ -464,3 +464,25 @@ async fn a_slow_stream_ends_at_the_deadline_with_a_timeout() {
         assert_eq!(calls(&standin).await.len(), 1, "{via:?}");
     }
 }
+
+#[tokio::test]
+async fn a_paced_whole_answer_waits_as_long_as_its_stream_would() {
+    // A lower bound only (a sleep never ends early): nothing here depends on how
+    // fast the machine is.
+    let standin = start().await;
+    standin.running.standin().set_delta_ms(30);
+    let model = Via::Anthropic.model(&standin);
+    let started = std::time::Instant::now();
+    let answer = model
+        .create(&request("hello", None), minute())
+        .await
+        .expect("an answer");
+    // message_start, block start, ping, the text's deltas, block stop,
+    // message_delta, message_stop.
+    let events = 6 + answer.message().text().chars().count().div_ceil(12);
+    assert!(
+        started.elapsed() >= Duration::from_millis(30 * (events as u64 - 1)),
+        "answered after {:?}",
+        started.elapsed()
+    );
+}
