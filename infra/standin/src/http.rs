@@ -240,9 +240,9 @@ async fn call(
                 streamed_response(&route, &request_id, &response, &fault, pause)
             } else {
                 // Paced like a model writing it: a whole answer comes when the
-                // last event of its stream would have.
+                // last event of its stream would have (a pause between two events).
                 let events = crate::stream::events(&response).len() as u32;
-                tokio::time::sleep(pause * events).await;
+                tokio::time::sleep(pause.saturating_mul(events.saturating_sub(1))).await;
                 if dropped {
                     dropped_response(&route, &request_id, bytes)
                 } else {

@@ -85,11 +85,7 @@ async fn deltas_arrive_before_the_round_ends_and_done_is_what_the_json_route_ans
     assert_eq!(reply.text(), done.data["reply"]["text"].as_str().unwrap());
     let log = stack.standin.requests().await;
     assert_eq!(log.len(), 1);
-    assert_eq!(
-        log[0]["body"]["stream"],
-        json!(true),
-        "the model call streamed"
-    );
+    assert_eq!(log[0]["streamed"], json!(true), "the model call streamed");
 
     // The same first message through the JSON route, from a cache as cold.
     stack.standin.reset().await;
@@ -150,7 +146,7 @@ async fn a_tool_round_streams_across_both_model_calls() {
     assert_eq!(reply.text(), done.data["reply"]["text"].as_str().unwrap());
     let calls = stack.standin.requests().await;
     assert_eq!(calls.len(), 2, "two model calls");
-    assert!(calls.iter().all(|c| c["body"]["stream"] == json!(true)));
+    assert!(calls.iter().all(|c| c["streamed"] == json!(true)));
 }
 
 #[tokio::test]
