@@ -98,6 +98,9 @@ pub struct Config {
     pub scopes: ScopeConfig,
     /// Model, thresholds and session settings.
     pub defaults: Defaults,
+    /// `CORS_ALLOWED_ORIGIN`: the one origin a browser page may call the streaming
+    /// function from (`https://chat.example.com`; unset: none).
+    pub cors_allowed_origin: Option<String>,
     /// `CLOCK_OFFSET_FILE` (benchmarks only): a file holding seconds to add to the
     /// system clock, read at every reading (see [`crate::wiring`]).
     pub clock_offset_file: Option<String>,
@@ -115,6 +118,26 @@ pub const DEFAULT_ASK_TIMEOUT_SECONDS: u64 = 25;
 /// for a tool round's two model calls at their 60 s attempt limit; the template
 /// gives the streaming function 150 s.
 pub const DEFAULT_STREAM_TIMEOUT_SECONDS: u64 = 120;
+
+/// `CORS_ALLOWED_ORIGIN`, when set and not empty: a scheme and a host (and a
+/// port), as a browser sends its `Origin`, with no path and no trailing slash.
+fn allowed_origin(vars: &Vars) -> Result<Option<String>, ConfigError> {
+    let Some(origin) = vars.get("CORS_ALLOWED_ORIGIN").filter(|o| !o.is_empty()) else {
+        return Ok(None);
+    };
+    let host = origin
+        .strip_prefix("https://")
+        .or_else(|| origin.strip_prefix("http://"));
+    match host {
+        Some(host) if !host.is_empty() && !host.contains('/') && host.is_ascii() => {
+            Ok(Some(origin.to_owned()))
+        }
+        _ => Err(ConfigError(format!(
+            "CORS_ALLOWED_ORIGIN must be an origin such as https://chat.example.com (a scheme \
+             and a host, no path), got {origin:?}"
+        ))),
+    }
+}
 
 /// A configuration problem, naming the variable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -183,6 +206,7 @@ impl Config {
             auth,
             scopes: scopes(&vars)?,
             defaults,
+            cors_allowed_origin: allowed_origin(&vars)?,
             clock_offset_file: vars.get("CLOCK_OFFSET_FILE").map(str::to_owned),
             webhook_secrets: webhook_secrets(&vars)?,
         })
@@ -461,6 +485,7 @@ mod tests {
             ("MODEL_TIMEOUT_SECONDS", "5"),
             ("ASK_TIMEOUT_SECONDS", "20"),
             ("STREAM_TIMEOUT_SECONDS", "300"),
+            ("CORS_ALLOWED_ORIGIN", "https://chat.example.com"),
             ("CONTEXT_POLICY", "sliding"),
             ("SWEEP_BUCKETS", "64"),
             ("WINDOW_KEEP_TOKENS", "1500"),
@@ -489,6 +514,10 @@ mod tests {
         assert_eq!(config.model_timeout_seconds, 5);
         assert_eq!(config.ask_timeout_seconds, 20);
         assert_eq!(config.stream_timeout_seconds, 300);
+        assert_eq!(
+            config.cors_allowed_origin.as_deref(),
+            Some("https://chat.example.com")
+        );
         assert_eq!(
             config.defaults.context_policy,
             degrau::tenant::ContextPolicy::SlidingWindow
@@ -530,6 +559,8 @@ mod tests {
             ("ASK_TIMEOUT_SECONDS", "2"),
             ("ASK_TIMEOUT_SECONDS", "soon"),
             ("STREAM_TIMEOUT_SECONDS", "1"),
+            ("CORS_ALLOWED_ORIGIN", "chat.example.com"),
+            ("CORS_ALLOWED_ORIGIN", "https://chat.example.com/"),
             ("SWEEP_BUCKETS", "0"),
             ("SWEEP_BUCKETS", "256"),
             ("MODEL_PROVIDER", "openai"),

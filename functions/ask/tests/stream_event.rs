@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ask::handler::App;
-use ask::handler::stream::invocation;
+use ask::handler::stream::{Cors, invocation};
 use degrau::ask::AskService;
 use degrau::jobs::NoJobs;
 use degrau::memory::MemoryStore;
@@ -86,7 +86,7 @@ async fn the_rest_apis_event_streams_the_round_for_the_tenant_of_the_cognito_cla
         },
     ));
     let payload: Value = serde_json::from_str(EVENT).unwrap();
-    let response = invocation(app(store.clone(), model), event(payload))
+    let response = invocation(app(store.clone(), model), &Cors::default(), event(payload))
         .await
         .unwrap();
     let (status, kind, body) = read(response).await;
@@ -125,7 +125,7 @@ async fn a_token_without_the_tenant_claim_is_the_json_routes_401_and_nothing_run
         .as_object_mut()
         .unwrap()
         .remove("custom:tenant_id");
-    let response = invocation(app(store, model.clone()), event(payload))
+    let response = invocation(app(store, model.clone()), &Cors::default(), event(payload))
         .await
         .unwrap();
     let (status, kind, body) = read(response).await;
@@ -141,6 +141,7 @@ async fn an_event_that_is_not_a_request_is_acknowledged_with_nothing_done() {
     let model = Arc::new(ScriptedModel::default());
     let response = invocation(
         app(store, model.clone()),
+        &Cors::default(),
         event(json!({"requestContext": {"requestId": "x"}, "status": "COMPLETED"})),
     )
     .await
@@ -148,4 +149,34 @@ async fn an_event_that_is_not_a_request_is_acknowledged_with_nothing_done() {
     let (status, _, body) = read(response).await;
     assert_eq!((status, body.as_str()), (200, ""));
     assert!(model.requests().is_empty());
+}
+
+#[tokio::test]
+async fn only_the_allowed_origin_is_answered_with_cors_headers() {
+    let cors = Cors {
+        allowed_origin: Some("https://chat.example.com".into()),
+    };
+    for (origin, allowed) in [
+        ("https://chat.example.com", true),
+        ("https://evil.example.com", false),
+    ] {
+        let store = Arc::new(MemoryStore::new());
+        let model = Arc::new(ScriptedModel::default());
+        model.push(ScriptedModel::text("Oi!", Usage::default()));
+        let mut payload: Value = serde_json::from_str(EVENT).unwrap();
+        payload["headers"]["Origin"] = json!(origin);
+        payload["multiValueHeaders"]["Origin"] = json!([origin]);
+        let response = invocation(app(store, model), &cors, event(payload))
+            .await
+            .unwrap();
+        let headers = &response.metadata_prelude.headers;
+        assert_eq!(
+            headers
+                .get("access-control-allow-origin")
+                .map(|v| v.to_str().unwrap()),
+            allowed.then_some("https://chat.example.com"),
+            "{origin}"
+        );
+        assert_eq!(headers.get("vary").unwrap(), "origin");
+    }
 }

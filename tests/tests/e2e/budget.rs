@@ -324,6 +324,21 @@ fn the_template_sizes_each_function_to_fit_its_time_budget() {
         "ASK_TIMEOUT_SECONDS {budget} < Timeout {ask_timeout} < 29"
     );
 
+    // ask-stream: its budget ends before the function's timeout, which the streaming
+    // integration waits for in full (and a REST stream may run 15 minutes).
+    let stream = &resources["AskStreamFunction"]["Properties"];
+    let stream_timeout = seconds(&stream["Timeout"]);
+    let stream_budget = variable(&template, "AskStreamFunction", "STREAM_TIMEOUT_SECONDS")
+        .unwrap_or(degrau_adapters::config::DEFAULT_STREAM_TIMEOUT_SECONDS);
+    let integration = &resources["StreamApi"]["Properties"]["DefinitionBody"]["paths"]["/v1/contacts/{contact}/messages/stream"]
+        ["post"]["x-amazon-apigateway-integration"];
+    let waits = seconds(&integration["timeoutInMillis"]) / 1000;
+    assert!(
+        stream_budget < stream_timeout && stream_timeout <= waits && waits <= 900,
+        "STREAM_TIMEOUT_SECONDS {stream_budget} < Timeout {stream_timeout} <= the \
+         integration's {waits} s <= 900"
+    );
+
     // compactor: a batch of jobs, each within its budget, fits the function timeout,
     // and the queue hides a batch for at least six timeouts, as AWS advises.
     let compactor = &resources["CompactorFunction"]["Properties"];

@@ -287,3 +287,63 @@ fn every_queue_and_the_table_are_encrypted_pinned_and_a_key_of_yours_reaches_all
         "the jobs and WhatsApp queues and their dead-letter queues"
     );
 }
+
+#[test]
+fn the_streaming_route_streams_through_a_rest_api_that_checks_the_user_pools_tokens() {
+    let template = template();
+    let resources = &template["Resources"];
+    let api = &resources["StreamApi"]["Properties"];
+    let route = &api["DefinitionBody"]["paths"]["/v1/contacts/{contact}/messages/stream"];
+    let integration = &route["post"]["x-amazon-apigateway-integration"];
+    assert_eq!(integration["type"], "aws_proxy");
+    assert_eq!(integration["responseTransferMode"], "STREAM");
+    let uri = integration["uri"]["Fn::Sub"].as_str().unwrap();
+    assert!(
+        uri.contains(
+            "/2021-11-15/functions/${AskStreamFunction.Arn}/response-streaming-invocations"
+        ),
+        "InvokeWithResponseStream's path: {uri}"
+    );
+    // The token is checked before the function runs, by the stack's user pool.
+    assert_eq!(
+        route["post"]["security"],
+        serde_json::json!([{"CognitoIdToken": []}])
+    );
+    let scheme = &api["DefinitionBody"]["components"]["securitySchemes"]["CognitoIdToken"];
+    assert_eq!(scheme["x-amazon-apigateway-authtype"], "cognito_user_pools");
+    assert_eq!(
+        scheme["x-amazon-apigateway-authorizer"]["providerARNs"][0]["Fn::If"],
+        serde_json::json!([
+            "CreateUserPool",
+            {"Fn::GetAtt": ["UserPool", "Arn"]},
+            {"Ref": "StreamUserPoolArn"}
+        ]),
+        "the stack's own pool, or the one given with your own issuer"
+    );
+    let function = &resources["AskStreamFunction"];
+    assert_eq!(
+        function["Metadata"]["BuildProperties"]["Binary"],
+        "ask-stream"
+    );
+    assert_eq!(env_of(&template, "AskStreamFunction", "AUTH_MODE"), "jwt");
+    assert_eq!(
+        env_of(&template, "AskStreamFunction", "CORS_ALLOWED_ORIGIN")["Ref"],
+        "AllowedOrigin"
+    );
+    // A browser's preflight is answered for the one allowed origin only.
+    let preflight = &route["options"]["x-amazon-apigateway-integration"]["responses"]["default"]["responseParameters"];
+    assert_eq!(
+        preflight["method.response.header.Access-Control-Allow-Origin"]["Fn::Sub"],
+        "'${AllowedOrigin}'"
+    );
+    assert_eq!(default_of(&template, "AllowedOrigin"), "");
+    // The function may be invoked by this API only, on this route.
+    let permission = &resources["StreamApiInvokePermission"]["Properties"];
+    assert_eq!(permission["Principal"], "apigateway.amazonaws.com");
+    assert!(
+        permission["SourceArn"]["Fn::Sub"]
+            .as_str()
+            .unwrap()
+            .ends_with("${StreamApi}/*/POST/v1/contacts/*/messages/stream")
+    );
+}

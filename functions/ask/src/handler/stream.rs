@@ -124,13 +124,49 @@ impl Streamed {
     }
 }
 
+/// The one origin a browser page may call the streaming function from
+/// (`CORS_ALLOWED_ORIGIN`): its answers to that origin carry
+/// `Access-Control-Allow-Origin`, as a proxy integration's answers must (API
+/// Gateway's REST API answers the preflight itself; see `template.yaml`).
+#[derive(Debug, Clone, Default)]
+pub struct Cors {
+    /// The origin, as a browser sends it (`https://chat.example.com`).
+    pub allowed_origin: Option<String>,
+}
+
+impl Cors {
+    /// The CORS headers of an answer to `request`, when it comes from the origin.
+    fn apply(&self, request: &Request, headers: &mut HeaderMap) {
+        let Some(allowed) = &self.allowed_origin else {
+            return;
+        };
+        let from = request
+            .headers()
+            .get("origin")
+            .and_then(|o| o.to_str().ok());
+        headers.insert("vary", HeaderValue::from_static("origin"));
+        if from != Some(allowed.as_str()) {
+            return;
+        }
+        if let Ok(origin) = HeaderValue::from_str(allowed) {
+            headers.insert("access-control-allow-origin", origin);
+            headers.insert(
+                "access-control-expose-headers",
+                HeaderValue::from_static("idempotent-replayed, retry-after"),
+            );
+        }
+    }
+}
+
 /// One invocation of the streaming function: an API Gateway proxy event (REST API
-/// or HTTP API, or a function URL's), answered by [`answer`]. Anything else is
-/// acknowledged with an empty answer and logged: API Gateway's response streaming
-/// may invoke the function once more after a response with an event that is not a
-/// request, and that must not count as a function error.
+/// or HTTP API, or a function URL's), answered by [`answer`], with `cors`'s
+/// headers. Anything else is acknowledged with an empty answer and logged: API
+/// Gateway's response streaming may invoke the function once more after a response
+/// with an event that is not a request, and that must not count as a function
+/// error.
 pub async fn invocation(
     app: Arc<App>,
+    cors: &Cors,
     event: LambdaEvent<Value>,
 ) -> Result<StreamResponse<Chunks>, Infallible> {
     let LambdaEvent { payload, context } = event;
@@ -149,7 +185,9 @@ pub async fn invocation(
     };
     let request = request.with_lambda_context(context);
     let deadline = request_deadline(app.ask_timeout, request.lambda_context_ref());
-    Ok(answer(&app, &request, deadline).await.into_lambda())
+    let mut streamed = answer(&app, &request, deadline).await;
+    cors.apply(&request, &mut streamed.headers);
+    Ok(streamed.into_lambda())
 }
 
 /// Answers the streaming route, or the JSON error of a request that is not one
