@@ -92,7 +92,7 @@ case "${1:-}" in
     bash infra/setup.sh sam
     rustup target add aarch64-unknown-linux-gnu
     rm -rf "$out"
-    run_logged .local/logs/release-sam-build.log "sam build (ask, compactor, whatsapp-webhook, whatsapp-worker for arm64)" \
+    run_logged .local/logs/release-sam-build.log "sam build (ask, ask-stream, compactor, whatsapp-webhook, whatsapp-worker for arm64)" \
       env PATH="$PWD/.venv/bin:$PATH" SAM_CLI_BETA_RUST_CARGO_LAMBDA=1 SAM_CLI_TELEMETRY=0 \
       .venv-sam/bin/sam build --template template.yaml "${@:2}"
     run_logged .local/logs/release-wheel.log "the Python client's wheel (degrau-client $version)" \

@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # template.yaml's functions and their binaries.
 FUNCTIONS = {
     "AskFunction": "ask",
+    "AskStreamFunction": "ask-stream",
     "CompactorFunction": "compactor",
     "WhatsAppWebhookFunction": "whatsapp-webhook",
     "WhatsAppWorkerFunction": "whatsapp-worker",

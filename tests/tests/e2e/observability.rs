@@ -114,7 +114,7 @@ fn alarms_on(
 fn the_alarms_watch_every_function_queue_dead_letter_queue_and_the_api() {
     let template = template();
     let functions = resources_of(&template, "AWS::Serverless::Function");
-    assert_eq!(functions.len(), 4);
+    assert_eq!(functions.len(), 5);
     for (name, _) in &functions {
         for metric in ["Errors", "Throttles"] {
             let alarms = alarms_on(
@@ -166,6 +166,21 @@ fn the_alarms_watch_every_function_queue_dead_letter_queue_and_the_api() {
         let alarms = alarms_on(&template, "AWS/ApiGateway", metric, "ApiId", &api);
         assert_eq!(alarms.len(), 1, "the API's {metric}: {alarms:?}");
     }
+    // The streaming API (a REST API: its metrics are by name).
+    let stream_api = json!({"Fn::Sub": "${AWS::StackName}-stream"});
+    let alarms = alarms_on(
+        &template,
+        "AWS/ApiGateway",
+        "5XXError",
+        "ApiName",
+        &stream_api,
+    );
+    assert_eq!(alarms, ["StreamApiServerErrorsAlarm"], "{alarms:?}");
+    assert_eq!(
+        template["Resources"]["StreamApi"]["Properties"]["DefinitionBody"]["info"]["title"],
+        stream_api,
+        "the alarm's ApiName is the streaming API's name"
+    );
     let sends = alarms_on(
         &template,
         "degrau",

@@ -212,7 +212,7 @@ fn the_licence_file_is_the_apache_2_0_text_every_package_declares() {
 fn samconfig_turns_on_the_beta_flag_the_cargo_lambda_builder_needs() {
     let template = read("template.yaml");
     let functions = template.matches("BuildMethod: rust-cargolambda").count();
-    assert_eq!(functions, 4, "the four functions build with cargo-lambda");
+    assert_eq!(functions, 5, "the five functions build with cargo-lambda");
     let samconfig = read("samconfig.toml");
     assert!(
         samconfig.contains("\nversion = 0.1\n"),
@@ -286,6 +286,7 @@ fn the_release_script_names_the_version_and_packages_each_function_for_lambda() 
     let dir = std::env::temp_dir().join(degrau_tests::unique("release"));
     let functions = [
         ("AskFunction", "ask"),
+        ("AskStreamFunction", "ask-stream"),
         ("CompactorFunction", "compactor"),
         ("WhatsAppWebhookFunction", "whatsapp-webhook"),
         ("WhatsAppWorkerFunction", "whatsapp-worker"),
@@ -320,7 +321,7 @@ fn the_release_script_names_the_version_and_packages_each_function_for_lambda() 
         );
     }
     let sums = std::fs::read_to_string(out.join("SHA256SUMS")).unwrap();
-    assert_eq!(sums.lines().count(), 4, "{sums}");
+    assert_eq!(sums.lines().count(), 5, "{sums}");
     let ask = std::fs::read(out.join("ask-arm64.zip")).unwrap();
     assert!(sums.contains(&format!(
         "{}  ask-arm64.zip",
