@@ -190,16 +190,18 @@ interface Received {
 }
 
 /**
- * A stand-in for the streaming route: answers CORS for any origin, records each POST,
- * and answers it with `script(n)` (n counts the POSTs), writing what the script yields
- * in the pieces it yields them, a few milliseconds apart.
+ * A stand-in for the streaming route: answers CORS as the stack's streaming API does
+ * on AWS for its `AllowedOrigin` (here the page's origin, whatever it is: the
+ * preflight allows only the headers the template's does), records each POST, and
+ * answers it with `script(n)` (n counts the POSTs), writing what the script yields in
+ * the pieces it yields them, a few milliseconds apart.
  */
 function scriptedStream(script: (n: number) => AsyncIterable<string | Uint8Array>) {
   const received: Received[] = [];
   const server = createServer(async (request: IncomingMessage, response: ServerResponse) => {
-    const cors = { "access-control-allow-origin": "*" };
+    const cors = { "access-control-allow-origin": String(request.headers.origin), vary: "origin" };
     if (request.method === "OPTIONS") {
-      response.writeHead(204, { ...cors, "access-control-allow-methods": "POST", "access-control-allow-headers": String(request.headers["access-control-request-headers"] ?? "") }).end();
+      response.writeHead(204, { ...cors, "access-control-allow-methods": "POST,OPTIONS", "access-control-allow-headers": "authorization,content-type,idempotency-key" }).end();
       return;
     }
     const chunks: Buffer[] = [];
