@@ -80,7 +80,7 @@ use crate::tenant::{Defaults, InvalidSettings, Settings, TenantStore};
 use crate::tools::Tools;
 pub use context::{ContextView, HeadToken};
 use events::Shown;
-pub use events::{RoundEvent, RoundEvents};
+pub use events::{RoundEvent, RoundEvents, shown_reply};
 pub use operate::{ConfigState, DEFAULT_CONTACT_PAGE, ModelTokensView, UsageDayView};
 pub use plausible::CLIENT_ALLOWANCE_TOKENS;
 pub use rounds::{MAX_ROUND_MESSAGES, MAX_USAGE_TOKENS, RecordedRound, RoundOutcome, RoundRequest};

@@ -10,7 +10,7 @@ use std::sync::Mutex;
 
 use degrau::ask::{
     AskError, AskOutcome, AskResponse, RecordedRound, RoundEvent, RoundEvents, RoundOutcome,
-    RoundRequest,
+    RoundRequest, shown_reply,
 };
 use degrau::deadline::Deadline;
 use degrau::domain::IdempotencyKey;
@@ -80,30 +80,14 @@ impl RoundEvents for Shown {
 }
 
 impl Shown {
-    /// The text the round's last model call showed since the last restart.
+    /// The reply the stream showed ([`shown_reply`]).
     fn reply(&self) -> String {
-        let events = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let start = events
-            .iter()
-            .rposition(|e| matches!(e, RoundEvent::Restart { .. }))
-            .map_or(0, |at| at + 1);
-        let last = events[start..]
-            .iter()
-            .filter_map(|e| match e {
-                RoundEvent::Delta { call, .. } => Some(*call),
-                _ => None,
-            })
-            .max();
-        events[start..]
-            .iter()
-            .filter_map(|e| match e {
-                RoundEvent::Delta { text, call } if Some(*call) == last => Some(text.as_str()),
-                _ => None,
-            })
-            .collect()
+        shown_reply(
+            &self
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
     }
 }
 

@@ -61,6 +61,30 @@ pub enum RoundEvent {
     },
 }
 
+/// The reply a stream showed: the text of the round's last model call since the
+/// last restart, its deltas joined (what `done`'s `reply.text` holds).
+pub fn shown_reply(events: &[RoundEvent]) -> String {
+    let start = events
+        .iter()
+        .rposition(|e| matches!(e, RoundEvent::Restart { .. }))
+        .map_or(0, |at| at + 1);
+    let shown = &events[start..];
+    let last = shown
+        .iter()
+        .filter_map(|e| match e {
+            RoundEvent::Delta { call, .. } => Some(*call),
+            _ => None,
+        })
+        .max();
+    shown
+        .iter()
+        .filter_map(|e| match e {
+            RoundEvent::Delta { text, call } if Some(*call) == last => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Where a streamed round's events go, as they happen. Called from the round's
 /// task: an implementation hands the event on and returns at once.
 pub trait RoundEvents: Send + Sync {

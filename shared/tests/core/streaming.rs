@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use degrau::ask::{AskError, AskService, RoundEvent, RoundEvents};
+use degrau::ask::{AskError, AskService, RoundEvent, RoundEvents, shown_reply};
 use degrau::deadline::Deadline;
 use degrau::domain::{ContentBlock, Role};
 use degrau::jobs::NoJobs;
@@ -38,20 +38,9 @@ impl Recorder {
         self.0.lock().unwrap().clone()
     }
 
-    /// The text shown by each model call since the last restart.
+    /// The reply the stream showed since the last restart.
     fn text_after_last_restart(&self) -> String {
-        let events = self.events();
-        let start = events
-            .iter()
-            .rposition(|e| matches!(e, RoundEvent::Restart { .. }))
-            .map_or(0, |at| at + 1);
-        events[start..]
-            .iter()
-            .filter_map(|e| match e {
-                RoundEvent::Delta { text, .. } => Some(text.as_str()),
-                _ => None,
-            })
-            .collect()
+        shown_reply(&self.events())
     }
 }
 
