@@ -356,6 +356,14 @@ fn defaults(vars: &Vars<'_>) -> Result<Defaults, ConfigError> {
             }
         };
     }
+    defaults.compaction.fold_keep_messages = match vars.get("PAUSE_FOLD_KEEP_MESSAGES") {
+        None => defaults.compaction.fold_keep_messages,
+        Some(text) => text.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
+            ConfigError(format!(
+                "PAUSE_FOLD_KEEP_MESSAGES must be a whole number of at least 1, got {text:?}"
+            ))
+        })?,
+    };
     defaults.session_idle_minutes =
         vars.number("SESSION_IDLE_MINUTES", defaults.session_idle_minutes)?;
     if let Some(prices) = vars.get("PRICES") {
@@ -491,6 +499,7 @@ mod tests {
             ("WINDOW_KEEP_TOKENS", "1500"),
             ("CACHE_TTL", "1h"),
             ("PAUSE_FOLD", "off"),
+            ("PAUSE_FOLD_KEEP_MESSAGES", "6"),
             ("QUOTA_ROUNDS_PER_HOUR", "120"),
             ("QUOTA_SUMMARY_CALLS_PER_HOUR", "30"),
         ]))
@@ -499,6 +508,7 @@ mod tests {
         assert_eq!(config.defaults.quota.summary_calls_per_hour, 30);
         assert_eq!(config.defaults.compaction.keep_tokens, 1500);
         assert!(!config.defaults.compaction.pause_fold);
+        assert_eq!(config.defaults.compaction.fold_keep_messages, 6);
         assert_eq!(
             config.defaults.cache_ttl,
             degrau::cache_ttl::CacheTtlPolicy::OneHour
@@ -566,6 +576,8 @@ mod tests {
             ("MODEL_PROVIDER", "openai"),
             ("CACHE_TTL", "10m"),
             ("PAUSE_FOLD", "yes"),
+            ("PAUSE_FOLD_KEEP_MESSAGES", "0"),
+            ("PAUSE_FOLD_KEEP_MESSAGES", "few"),
             ("WINDOW_KEEP_TOKENS", "many"),
             ("QUOTA_ROUNDS_PER_HOUR", "-1"),
             ("QUOTA_SUMMARY_CALLS_PER_HOUR", "lots"),

@@ -47,10 +47,23 @@
 //! return and one absence added (Laplace's rule), so a contact with no gap that
 //! long gets ½.
 //!
+//! **How much a fold keeps: the rhythm.** In tokens, a smaller kept window is
+//! always cheaper (the resume writes less, every later read reads less, and the
+//! messages folded now would be read by the next step anyway): the kept window
+//! is there for the answer, the recent turns verbatim. A contact who comes back
+//! within the hour is mid-thread and gets the step's keep
+//! ([`CompactionPolicy::keep_messages`]); one whose likely return is past an hour
+//! (of its recorded gaps at least as long as the silence so far, more than half
+//! are an hour or longer: past any cache entry's lifetime, a customer answering
+//! the next day) starts again from the summary and the last exchanges, and gets
+//! the fold's keep ([`CompactionPolicy::fold_keep_messages`], measured by the
+//! strategies benchmark's fold-keep sweep). [`fold_keep`] is that rule.
+//!
 //! (`docs/DESIGN.md`: "The pause fold".)
 
 use crate::cache_ttl::{FIVE_MINUTES, ONE_HOUR};
 use crate::session::idle_seconds;
+use crate::step_plan::CompactionPolicy;
 
 /// The summary model's price per input token over the answer model's, for the
 /// fold's expected cost: the defaults' `claude-haiku-4-5` against
@@ -109,6 +122,25 @@ pub fn return_chance(gaps: &[u32], silence: i64, idle_minutes: u64) -> (u64, u64
         .collect();
     let returns = long.iter().filter(|&&gap| gap < idle).count() as u64;
     (returns + 1, long.len() as u64 + 2)
+}
+
+/// How many messages a fold keeps (see the module documentation): the fold's
+/// keep (at most the step's) when more than half of the recorded `gaps` at least
+/// as long as the `silence` so far are an hour or longer; the step's keep
+/// otherwise, and when no gap is that long (nothing says the contact will be
+/// away long).
+pub fn fold_keep(gaps: &[u32], silence: i64, policy: &CompactionPolicy) -> usize {
+    let long: Vec<u32> = gaps
+        .iter()
+        .copied()
+        .filter(|&gap| i64::from(gap) >= silence)
+        .collect();
+    let past_an_hour = long.iter().filter(|&&gap| gap >= ONE_HOUR).count();
+    if 2 * past_an_hour > long.len() {
+        policy.fold_keep_messages.min(policy.keep_messages)
+    } else {
+        policy.keep_messages
+    }
 }
 
 /// The sizes a fold's decision weighs, in tokens (see the module documentation).

@@ -68,6 +68,10 @@ pub struct CompactionPolicy {
     /// down to what a step keeps, below the threshold (`PAUSE_FOLD`; see
     /// [`crate::pause_fold`]).
     pub pause_fold: bool,
+    /// Messages a pause fold keeps when the contact's likely return is past an
+    /// hour (`PAUSE_FOLD_KEEP_MESSAGES`; at most [`Self::keep_messages`]; see
+    /// [`crate::pause_fold::fold_keep`]).
+    pub fold_keep_messages: usize,
 }
 
 impl Default for CompactionPolicy {
@@ -87,6 +91,9 @@ impl Default for CompactionPolicy {
             // the summary model's limit.
             max_fold_tokens: 40_000,
             pause_fold: true,
+            // The fold-keep sweep (results/pause-fold/fold-keep/): the last two
+            // exchanges.
+            fold_keep_messages: 4,
         }
     }
 }

@@ -74,6 +74,8 @@ pub fn defaults() -> Defaults {
             prune_min_chars: 400,
             max_fold_tokens: 1_500,
             pause_fold: true,
+            // Below the step's keep, so a long absence folds further.
+            fold_keep_messages: 2,
         },
         session_idle_minutes: IDLE_MINUTES,
         transcript_retention_days: 1,

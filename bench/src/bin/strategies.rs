@@ -6,6 +6,7 @@
 //!            [--keep-tokens N] [--profiles none,messaging] [--gap-seconds N] [--policies LIST]
 //!            [--sequential] [--no-log-check] [--out DIR] [--show-script]
 //! strategies --sweep 4000,8000,16000,32000 [--sweep-turns 200] [--seed N] [--keep N]
+//! strategies --fold-keep-sweep 12,8,4,2 [--sweep-turns 200] [--profiles messaging,next-day]
 //! ```
 //!
 //! Needs `.venv` (moto: each run starts its own server) and the workspace binaries built
@@ -13,7 +14,8 @@
 //! does both. Prints the table and writes `results/strategies.md`,
 //! `results/strategies.json`, `results/context-per-turn-{N}.svg` and
 //! `results/cost-per-turn-{N}-messaging.svg`; a sweep writes
-//! `results/threshold-sweep.{md,json}`.
+//! `results/threshold-sweep.{md,json}`, a fold-keep sweep
+//! `results/fold-keep-sweep.{md,json}`.
 //!
 //! Options it does not know are reported and ignored: `bench/run.sh` passes the
 //! same arguments to the `footprint` benchmark.
@@ -32,8 +34,9 @@ use serde_json::json;
 const USAGE: &str = "\
 usage: strategies [--long] [--turns 20,200] [--seed N] [--threshold TOKENS] [--keep N]
                   [--keep-tokens N] [--profiles none,messaging] [--gap-seconds N] [--policies LIST]
-                  [--sequential] [--no-log-check] [--out DIR] [--show-script]
+                  [--fold-keep N] [--sequential] [--no-log-check] [--out DIR] [--show-script]
        strategies --sweep T1,T2,... [--sweep-turns 200] [--seed N] [--keep N] [--out DIR]
+       strategies --fold-keep-sweep K1,K2,... [--sweep-turns 200] [--profiles LIST] [--out DIR]
 
   --long          also run the 1,000-turn conversation (default lengths: 20 and 200)
   --turns LIST    conversation lengths, comma-separated (overrides the defaults and --long)
@@ -59,7 +62,12 @@ usage: strategies [--long] [--turns 20,200] [--seed N] [--threshold TOKENS] [--k
   --show-script   print the scripted conversations (turn, kind, language, text) and stop
   --out DIR       where to write results (default: results/ at the repository root)
   --sweep LIST    run degrau's steps once per threshold (plus full and sliding once)
-  --sweep-turns N length of the sweep's conversation (default 200)";
+  --sweep-turns N length of the sweep's conversation (default 200)
+  --fold-keep N   messages a pause fold keeps for a contact likely away past an hour
+                  (PAUSE_FOLD_KEEP_MESSAGES; default: degrau's)
+  --fold-keep-sweep LIST
+                  per timing profile (default messaging,next-day), the sliding window once
+                  and degrau (auto + fold) once per fold keep";
 
 /// The stand-in's default context limit (its `--context-limit`).
 const CONTEXT_LIMIT: u64 = 200_000;
@@ -74,6 +82,8 @@ struct Options {
     check_log: bool,
     out: PathBuf,
     sweep: Option<Vec<u64>>,
+    fold_keep: Option<usize>,
+    fold_keep_sweep: Option<Vec<usize>>,
     sweep_turns: usize,
     show_script: bool,
     profiles: Vec<Profile>,
@@ -107,12 +117,15 @@ fn parse(args: &[String]) -> Result<Option<Options>, String> {
             .parent()
             .map_or_else(|| PathBuf::from("results"), |root| root.join("results")),
         sweep: None,
+        fold_keep: None,
+        fold_keep_sweep: None,
         sweep_turns: 200,
         show_script: false,
         profiles: vec![Profile::NoPauses, Profile::Messaging],
         policies: Policy::ALL.to_vec(),
     };
     let mut long = false;
+    let mut profiles_given = false;
     let mut turns: Option<Vec<usize>> = None;
     let mut iter = args.iter();
     while let Some(arg) = iter.next() {
@@ -129,6 +142,8 @@ fn parse(args: &[String]) -> Result<Option<Options>, String> {
                 | "--keep-tokens"
                 | "--out"
                 | "--sweep"
+                | "--fold-keep"
+                | "--fold-keep-sweep"
                 | "--sweep-turns"
                 | "--gap-seconds"
                 | "--profiles"
@@ -160,6 +175,13 @@ fn parse(args: &[String]) -> Result<Option<Options>, String> {
             "--keep-tokens" => options.keep_tokens = Some(number(&value)?),
             "--out" => options.out = PathBuf::from(value),
             "--sweep" => options.sweep = Some(list(flag, &value)?),
+            "--fold-keep" => options.fold_keep = Some(number(&value)? as usize),
+            "--fold-keep-sweep" => {
+                options.fold_keep_sweep = Some(list(flag, &value)?);
+                if !profiles_given {
+                    options.profiles = vec![Profile::Messaging, Profile::NextDay];
+                }
+            }
             "--sweep-turns" => options.sweep_turns = number(&value)? as usize,
             "--gap-seconds" => {
                 options.profiles = vec![Profile::Every {
@@ -167,6 +189,7 @@ fn parse(args: &[String]) -> Result<Option<Options>, String> {
                 }];
             }
             "--profiles" => {
+                profiles_given = true;
                 options.profiles = value
                     .split(',')
                     .map(|p| {
@@ -192,6 +215,14 @@ fn parse(args: &[String]) -> Result<Option<Options>, String> {
         None if long => vec![20, 200, 1000],
         None => options.turns,
     };
+    if options
+        .fold_keep
+        .iter()
+        .chain(options.fold_keep_sweep.iter().flatten())
+        .any(|&keep| keep == 0)
+    {
+        return Err("--fold-keep: a fold keeps at least 1 message".into());
+    }
     if options.turns.iter().any(|&t| t < 5) {
         return Err("--turns: a conversation needs at least 5 turns".into());
     }
@@ -203,6 +234,7 @@ fn settings_for(options: &Options, threshold: u64, profile: Profile) -> RunSetti
         threshold_tokens: threshold,
         keep_messages: options.keep,
         keep_tokens: options.keep_tokens,
+        fold_keep_messages: options.fold_keep,
         standin_args: Vec::new(),
         check_log: options.check_log,
         profile,
@@ -231,6 +263,10 @@ async fn main() {
     let prices = Prices::default();
     if let Some(thresholds) = options.sweep.clone() {
         sweep(&options, &thresholds, &prices, &machine, &command).await;
+        return;
+    }
+    if let Some(keeps) = options.fold_keep_sweep.clone() {
+        fold_keep_sweep(&options, &keeps, &prices, &machine, &command).await;
         return;
     }
 
@@ -505,6 +541,129 @@ async fn sweep(
     match written {
         Ok(()) => eprintln!(
             "strategies: wrote {}/threshold-sweep.{{md,json}} in {:.0} s",
+            options.out.display(),
+            started.elapsed().as_secs_f64()
+        ),
+        Err(error) => {
+            eprintln!("strategies: could not write the sweep: {error}");
+            std::process::exit(1);
+        }
+    }
+}
+
+/// Per timing profile, runs the sliding window once and degrau (auto + fold)
+/// once per fold keep, on one conversation; prints and writes
+/// `fold-keep-sweep.{md,json}`.
+async fn fold_keep_sweep(
+    options: &Options,
+    keeps: &[usize],
+    prices: &Prices,
+    machine: &Machine,
+    command: &str,
+) {
+    let started = Instant::now();
+    let c = conversation(options.sweep_turns, options.seed);
+    let mut text = format!(
+        "# Pause fold keep sweep\n\nMachine: {}. Command: `{command}`. {} turns, seed {}, \
+         threshold {}, step keep {} messages; degrau under `CACHE_TTL=auto` with the pause \
+         fold, `PAUSE_FOLD_KEEP_MESSAGES` as in the first column (a fold keeps it when the \
+         contact's likely return is past an hour, the step's keep otherwise); prices as in \
+         strategies.md.\n",
+        machine.label(),
+        c.turns.len(),
+        c.seed,
+        options.threshold,
+        options.keep,
+    );
+    let mut document = Vec::new();
+    for &profile in &options.profiles {
+        eprintln!(
+            "strategies: fold-keep sweep on {} turns, {} timing: {keeps:?}",
+            c.turns.len(),
+            profile.label()
+        );
+        let settings = settings_for(options, options.threshold, profile);
+        // The window beside the keeps, two keeps at a time: each stack is a few
+        // processes on a small machine.
+        let sliding = compare(&c, &[Policy::Sliding], &settings, false);
+        let folds = async {
+            let mut rows = Vec::new();
+            for chunk in keeps.chunks(if options.parallel { 2 } else { 1 }) {
+                let runs = chunk.iter().map(|&keep| {
+                    let settings = RunSettings {
+                        fold_keep_messages: Some(keep),
+                        ..settings.clone()
+                    };
+                    let c = &c;
+                    async move {
+                        let runs = compare(c, &[Policy::SteppedFold], &settings, false).await;
+                        (keep, runs)
+                    }
+                });
+                for (keep, runs) in join_all(runs).await {
+                    rows.extend(runs.iter().map(|run| (keep, metrics(run, prices))));
+                }
+            }
+            rows
+        };
+        let (sliding, rows) = tokio::join!(sliding, folds);
+        let window = sliding.first().map(|run| metrics(run, prices));
+        let against = |cost: f64| {
+            window
+                .as_ref()
+                .map_or("–".into(), |w| format!("{:.3}", cost / w.cost))
+        };
+        text.push_str(&format!(
+            "\n## {} timing\n\n| fold keep | cost (base-input tokens) | vs sliding | cache read ratio | mean context | summary requests | summary cost | failed turns | identifier visible |\n\
+             |---|---:|---:|---:|---:|---:|---:|---:|---|\n",
+            profile.label()
+        ));
+        let row = |label: String, m: &Metrics| {
+            format!(
+                "| {label} | {} | {} | {:.1}% | {} | {} | {} | {} | {} |\n",
+                thousands(m.cost),
+                against(m.cost),
+                m.cache_read_ratio * 100.0,
+                thousands(m.mean_context),
+                m.compactor_tokens.calls,
+                thousands(m.cost_compactor),
+                m.failed_turns,
+                if m.identifier_visible { "yes" } else { "no" }
+            )
+        };
+        if let Some(w) = &window {
+            text.push_str(&row("(sliding window)".into(), w));
+        }
+        for (keep, m) in &rows {
+            text.push_str(&row(keep.to_string(), m));
+        }
+        document.push(json!({
+            "profile": profile,
+            "sliding": window,
+            "fold": rows.iter().map(|(k, m)| json!({"fold_keep_messages": k, "metrics": m})).collect::<Vec<_>>(),
+        }));
+    }
+    println!("\n{text}");
+    let document = json!({
+        "machine": machine,
+        "turns": c.turns.len(),
+        "seed": c.seed,
+        "threshold_tokens": options.threshold,
+        "keep_messages": options.keep,
+        "prices": prices,
+        "profiles": document,
+    });
+    let written = std::fs::create_dir_all(&options.out)
+        .and_then(|()| std::fs::write(options.out.join("fold-keep-sweep.md"), &text))
+        .and_then(|()| {
+            std::fs::write(
+                options.out.join("fold-keep-sweep.json"),
+                serde_json::to_string_pretty(&document).unwrap_or_default() + "\n",
+            )
+        });
+    match written {
+        Ok(()) => eprintln!(
+            "strategies: wrote {}/fold-keep-sweep.{{md,json}} in {:.0} s",
             options.out.display(),
             started.elapsed().as_secs_f64()
         ),

@@ -153,6 +153,8 @@ pub struct RunSettings {
     pub keep_messages: usize,
     /// `window_keep_tokens` of the tenant; `None`: degrau's default.
     pub keep_tokens: Option<u64>,
+    /// `PAUSE_FOLD_KEEP_MESSAGES` of the functions; `None`: degrau's default.
+    pub fold_keep_messages: Option<usize>,
     /// Arguments of the stand-in.
     pub standin_args: Vec<String>,
     /// Whether to check the tap's figures against the stand-in's own log at the end.
@@ -246,7 +248,14 @@ pub async fn run_strategy(
             ("PAUSE_FOLD".to_owned(), policy.pause_fold().to_owned()),
             ("CLOCK_OFFSET_FILE".to_owned(), clock.path_string()),
             ("ANTHROPIC_BASE_URL".to_owned(), tap.url.clone()),
-        ],
+        ]
+        .into_iter()
+        .chain(
+            settings
+                .fold_keep_messages
+                .map(|keep| ("PAUSE_FOLD_KEEP_MESSAGES".to_owned(), keep.to_string())),
+        )
+        .collect(),
         moto_endpoint: Some(moto.url.clone()),
         ..StackOptions::default()
     })

@@ -1,7 +1,8 @@
 //! A pause fold ([`crate::pause_fold`]): the sweep found a contact silent past
 //! its cache entries' lifetime and asked for one. Re-check that nothing moved
 //! (no round since, every entry still gone, the session still open), plan what
-//! a step would fold, weigh it, and apply it as a step.
+//! a step would fold (keeping what the contact's rhythm asks for), weigh it, and
+//! apply it as a step.
 
 use tracing::info;
 
@@ -9,10 +10,10 @@ use super::{Compactor, CompactorError, JobOutcome};
 use crate::deadline::Deadline;
 use crate::domain::Incarnation;
 use crate::pause_fold::{
-    FoldSizes, MIN_SUMMARY_TOKENS, fold_due_at, fold_pays, fold_window, return_chance,
+    FoldSizes, MIN_SUMMARY_TOKENS, fold_due_at, fold_keep, fold_pays, fold_window, return_chance,
 };
 use crate::request::render_contact_context;
-use crate::step_plan::{plan_fold, text_tokens};
+use crate::step_plan::{CompactionPolicy, plan_fold, text_tokens};
 use crate::store::{AppliedStep, ContactKey, load_whole_turn};
 use crate::tenant::Settings;
 
@@ -73,7 +74,15 @@ impl Compactor {
         let prefix_tokens = text_tokens(&settings.instructions).saturating_add(text_tokens(
             &render_contact_context(&state.facts, head.summary.as_deref()),
         ));
-        let Some((plan, estimate)) = plan_fold(&head, &state.window, prefix_tokens, policy) else {
+        // The rhythm chooses the kept window: fewer messages for a contact
+        // likely to be away past the hour.
+        let silence = now.saturating_sub(head.last_activity);
+        let keep = fold_keep(&head.recent_gaps, silence, policy);
+        let kept = CompactionPolicy {
+            keep_messages: keep,
+            ..*policy
+        };
+        let Some((plan, estimate)) = plan_fold(&head, &state.window, prefix_tokens, &kept) else {
             return skipped("not_due");
         };
         // The request after the fold: the last one without what the fold takes
@@ -93,16 +102,13 @@ impl Compactor {
             folded: estimate.folded,
             hour: head.cache_hour,
         };
-        let chance = return_chance(
-            &head.recent_gaps,
-            now.saturating_sub(head.last_activity),
-            settings.session_idle_minutes,
-        );
+        let chance = return_chance(&head.recent_gaps, silence, settings.session_idle_minutes);
         if !fold_pays(sizes, chance) {
             info!(
                 context = sizes.context,
                 after = sizes.after,
                 folded = sizes.folded,
+                keep,
                 returns = chance.0,
                 cases = chance.1,
                 "pause fold: does not pay"
@@ -135,6 +141,7 @@ impl Compactor {
             from = plan.seen_summarized_until,
             to = plan.new_summarized_until,
             pruned,
+            keep,
             context = sizes.context,
             after = sizes.after,
             "pause fold applied"

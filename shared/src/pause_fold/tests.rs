@@ -136,3 +136,37 @@ fn the_fold_is_due_only_once_every_entry_is_gone_and_before_the_session_idles() 
     assert!(fold_window(five, at, at + 300, 60));
     assert!(!fold_window(five, at, at + 3_600, 60));
 }
+
+#[test]
+fn the_fold_keeps_less_for_a_contact_likely_away_past_the_hour() {
+    let policy = CompactionPolicy {
+        keep_messages: 12,
+        fold_keep_messages: 4,
+        ..CompactionPolicy::default()
+    };
+    let ten_minutes = 600;
+    // Back the next day more often than within the hour: the fold's keep.
+    let next_day = [30, 18 * HOUR, 20 * MINUTE, 15 * HOUR, 45, 20 * HOUR];
+    assert_eq!(fold_keep(&next_day, ten_minutes, &policy), 4);
+    // Pauses of a meeting or lunch, one next-day return: mid-thread, the
+    // step's keep.
+    let pauses = [30, 20 * MINUTE, 40 * MINUTE, 18 * HOUR, 50 * MINUTE, 10];
+    assert_eq!(fold_keep(&pauses, ten_minutes, &policy), 12);
+    // Only the gaps as long as the silence count: past the pauses, the
+    // next-day return is the likely one.
+    assert_eq!(fold_keep(&pauses, 2 * 3600, &policy), 4);
+    // Half and half is not more than half: the step's keep.
+    let even = [20 * MINUTE, 18 * HOUR];
+    assert_eq!(fold_keep(&even, ten_minutes, &policy), 12);
+    // An hour exactly counts as past it (no entry outlives it).
+    assert_eq!(fold_keep(&[HOUR, 5], ten_minutes, &policy), 4);
+    // Nothing recorded that long says nothing: the step's keep.
+    assert_eq!(fold_keep(&[], ten_minutes, &policy), 12);
+    assert_eq!(fold_keep(&[30, 45, 5], ten_minutes, &policy), 12);
+    // The fold never keeps more than a step would.
+    let wide = CompactionPolicy {
+        fold_keep_messages: 20,
+        ..policy
+    };
+    assert_eq!(fold_keep(&next_day, ten_minutes, &wide), 12);
+}

@@ -36,6 +36,7 @@ fn policy() -> CompactionPolicy {
         prune_min_chars: 100,
         max_fold_tokens: 1_000_000,
         pause_fold: true,
+        fold_keep_messages: 2,
     }
 }
 

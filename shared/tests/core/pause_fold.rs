@@ -2,7 +2,8 @@
 //! conversation driven through the ask service: it folds once every cache entry
 //! of the last request is gone, and only then; it leaves alone a conversation
 //! that resumed since the sweep asked, and one whose window a fold would barely
-//! shrink.
+//! shrink; it keeps fewer messages for a contact whose rhythm says it will be
+//! away past the hour.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -34,6 +35,9 @@ fn defaults() -> Defaults {
             // No step from the threshold in these conversations.
             threshold_tokens: 50_000,
             keep_messages: 4,
+            fold_keep_messages: 2,
+            // By message count only: the windows here are counted in messages.
+            keep_tokens: 0,
             ..CompactionPolicy::default()
         },
         ..Defaults::default()
@@ -69,8 +73,13 @@ fn harness() -> Harness {
 /// `rounds` rounds 30 s apart, each a long message and a short answer, the
 /// context growing by `per_round` tokens a round (as the model measures it).
 async fn conversation(h: &Harness, rounds: u64, per_round: u64) {
+    paced(h, rounds, per_round, |_| 30).await;
+}
+
+/// [`conversation`] with `gap(round)` seconds before each round.
+async fn paced(h: &Harness, rounds: u64, per_round: u64, gap: impl Fn(u64) -> i64) {
     for round in 1..=rounds {
-        h.clock.fetch_add(30, Ordering::SeqCst);
+        h.clock.fetch_add(gap(round), Ordering::SeqCst);
         let usage = Usage {
             input_tokens: round * per_round,
             output_tokens: 20,
@@ -165,4 +174,31 @@ async fn a_conversation_that_resumed_or_would_barely_shrink_is_left_alone() {
     let outcome = small.compactor.run(&job, minute()).await.unwrap();
     assert_eq!(skipped(&outcome), Some("does_not_pay"));
     assert_eq!(head(&small).await.steps, 0);
+}
+
+#[tokio::test]
+async fn a_contact_who_comes_back_the_next_day_keeps_less_than_one_who_pauses() {
+    // Every other gap a night (18 hours, within the day's idle timeout), or
+    // every other gap a meeting (20 minutes); the same sizes otherwise.
+    let every_other = |gap: i64| move |round: u64| if round.is_multiple_of(2) { gap } else { 30 };
+    let night = harness();
+    paced(&night, 10, 600, every_other(18 * 3600)).await;
+    let meeting = harness();
+    paced(&meeting, 10, 600, every_other(20 * 60)).await;
+    for (h, kept) in [(&night, 2), (&meeting, 4)] {
+        let job = fold_job(h).await;
+        // An hour and a minute on: every entry is gone, whichever lifetime.
+        h.clock.fetch_add(61 * 60, Ordering::SeqCst);
+        h.model.push(ScriptedModel::text(
+            "The customer and a sister want haircuts in the morning.",
+            Usage::default(),
+        ));
+        let outcome = h.compactor.run(&job, minute()).await.unwrap();
+        assert!(
+            matches!(outcome, JobOutcome::StepApplied { .. }),
+            "{outcome:?}"
+        );
+        let after = head(h).await;
+        assert_eq!(after.last_seq - after.summarized_until, kept, "{after:?}");
+    }
 }

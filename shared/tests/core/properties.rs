@@ -237,7 +237,7 @@ proptest! {
         budget in prop_oneof![Just(u64::MAX), 1u64..2_000],
     ) {
         let mut messages = history(&turns);
-        let policy = CompactionPolicy { threshold_tokens: 1, keep_messages: keep, keep_tokens: 0, hard_limit_tokens: u64::MAX, prune_keep_turns: keep_turns, prune_min_chars: 100, max_fold_tokens: budget, pause_fold: false };
+        let policy = CompactionPolicy { threshold_tokens: 1, keep_messages: keep, keep_tokens: 0, hard_limit_tokens: u64::MAX, prune_keep_turns: keep_turns, prune_min_chars: 100, max_fold_tokens: budget, pause_fold: false, fold_keep_messages: keep };
         let head = Head { session: 1, last_seq: messages.len() as u64, ..Head::default() };
         let Some(plan) = plan_step(&head, &messages, 10, 0, &policy) else {
             prop_assert_eq!(safe_window_start(&messages, keep), 0);

@@ -4,10 +4,10 @@
 
 use degrau::cache_ttl::CacheTtlPolicy;
 use degrau::tenant::TenantConfig;
-use degrau_tests::stack::{FullStack, StackOptions, is_compactor_call};
+use degrau_tests::stack::is_compactor_call;
 use serde_json::Value;
 
-use crate::helpers::ClockOffset;
+use crate::helpers::stack_on_moved_clocks;
 
 /// Two tenants alike but for their policy (and a word of their instructions, so
 /// that their prefixes never share a cache entry).
@@ -60,14 +60,7 @@ fn usage(call: &Value, field: &str) -> u64 {
 
 #[tokio::test]
 async fn after_a_pause_auto_keeps_the_whole_conversation_an_hour_and_the_next_pause_reads_it() {
-    let offset = ClockOffset::new("cache-ttl");
-    offset.set(0);
-    let stack = FullStack::start_with(&StackOptions {
-        standin_args: &["--clock", "manual"],
-        env: vec![("CLOCK_OFFSET_FILE".into(), offset.path().into())],
-        ..StackOptions::default()
-    })
-    .await;
+    let (stack, offset) = stack_on_moved_clocks("cache-ttl").await;
     for (tenant, policy) in TENANTS {
         let config = TenantConfig {
             instructions: Some(format!("[{tenant}] You book haircuts. Answer briefly.")),

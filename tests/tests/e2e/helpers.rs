@@ -139,6 +139,21 @@ impl Drop for ClockOffset {
     }
 }
 
+/// A full stack whose functions read the clock moved by a [`ClockOffset`] (at 0)
+/// and whose stand-in's cache runs on its manual clock: a test moves both by the
+/// same gaps.
+pub async fn stack_on_moved_clocks(name: &str) -> (FullStack, ClockOffset) {
+    let offset = ClockOffset::new(name);
+    offset.set(0);
+    let stack = FullStack::start_with(&StackOptions {
+        standin_args: &["--clock", "manual"],
+        env: vec![("CLOCK_OFFSET_FILE".into(), offset.path().into())],
+        ..StackOptions::default()
+    })
+    .await;
+    (stack, offset)
+}
+
 /// `template.yaml` as JSON, read by the local provisioning's own loader (it knows the
 /// CloudFormation short tags).
 pub fn template() -> Value {

@@ -3,14 +3,15 @@
 //! the same gaps, the scheduled sweep's input, the jobs queue on moto and the
 //! bridge. A contact silent past its entries' lifetime has its window folded
 //! below the threshold, and the request that resumes writes the small context;
-//! one whose one-hour entry still lives is left alone.
+//! one whose one-hour entry still lives is left alone; one whose rhythm says it
+//! comes back the next day keeps fewer messages than one back within the hour.
 
 use degrau::cache_ttl::CacheTtlPolicy;
 use degrau::tenant::TenantConfig;
-use degrau_tests::stack::{FullStack, StackOptions, is_compactor_call};
+use degrau_tests::stack::{FullStack, is_compactor_call};
 use serde_json::{Value, json};
 
-use crate::helpers::ClockOffset;
+use crate::helpers::{ClockOffset, stack_on_moved_clocks};
 
 /// About 250 tokens: a dozen of them and their answers make a window of a few
 /// thousand tokens, far below the threshold set here.
@@ -72,14 +73,7 @@ async fn pass(stack: &FullStack, offset: &ClockOffset, now: &mut u64, seconds: u
 
 #[tokio::test]
 async fn a_pause_past_the_entries_folds_the_window_and_the_resume_writes_a_small_context() {
-    let offset = ClockOffset::new("pause-fold");
-    offset.set(0);
-    let stack = FullStack::start_with(&StackOptions {
-        standin_args: &["--clock", "manual"],
-        env: vec![("CLOCK_OFFSET_FILE".into(), offset.path().into())],
-        ..StackOptions::default()
-    })
-    .await;
+    let (stack, offset) = stack_on_moved_clocks("pause-fold").await;
     // `five`: five-minute entries; `hour`: every entry an hour.
     stack
         .configure("five", &config("five", CacheTtlPolicy::FiveMinutes))
@@ -150,4 +144,45 @@ async fn a_pause_past_the_entries_folds_the_window_and_the_resume_writes_a_small
     stack.drain().await;
     let hour = stack.memory("hour", "ana").await;
     assert_eq!(hour["session"]["steps"], 1, "{hour}");
+}
+
+#[tokio::test]
+async fn a_contact_back_the_next_day_is_folded_to_fewer_messages_than_one_back_within_the_hour() {
+    let (stack, offset) = stack_on_moved_clocks("pause-fold-rhythm").await;
+    // A step keeps 8 messages; the fold's keep is the default (4). By message
+    // count only: these windows are counted in messages.
+    let rhythm = |tenant: &str| TenantConfig {
+        window_keep_messages: Some(8),
+        window_keep_tokens: Some(0),
+        ..config(tenant, CacheTtlPolicy::FiveMinutes)
+    };
+    stack.configure("night", &rhythm("night")).await;
+    stack.configure("lunch", &rhythm("lunch")).await;
+    // Every other gap a night (18 hours, within the day's idle timeout) for
+    // one, a lunch break (20 minutes) for the other, who writes after the first
+    // has finished (the clocks move for both).
+    let mut now = 0;
+    for (tenant, gap) in [("night", 18 * 3600), ("lunch", 20 * 60)] {
+        for turn in 0..10 {
+            let wait = if turn % 2 == 1 { gap } else { 30 };
+            pass(&stack, &offset, &mut now, wait).await;
+            let reply = stack.post(tenant, "ana", &message(tenant, turn)).await;
+            assert_eq!(reply.status, 200, "{tenant}, turn {turn}: {}", reply.raw);
+        }
+    }
+    stack.drain().await;
+    // An hour and a minute of silence: every entry is gone, whichever lifetime.
+    pass(&stack, &offset, &mut now, 61 * 60).await;
+    let report = sweep(&stack).await;
+    assert_eq!(report["folds"], 2, "{report}");
+    let reports = stack.drain().await;
+    assert_eq!(reports.iter().map(|r| r.failed).sum::<usize>(), 0);
+    for (tenant, kept) in [("night", 4), ("lunch", 8)] {
+        let memory = stack.memory(tenant, "ana").await;
+        let session = &memory["session"];
+        assert_eq!(session["steps"], 1, "{tenant}: {memory}");
+        let window =
+            session["last_seq"].as_u64().unwrap() - session["summarized_until"].as_u64().unwrap();
+        assert_eq!(window, kept, "{tenant}: {memory}");
+    }
 }

@@ -244,11 +244,54 @@ async fn a_client_that_goes_away_mid_stream_leaves_the_round_stored_and_its_key_
     assert_eq!(replay.names(), ["done"], "a replay is `done` alone");
     assert_eq!(replay.header("idempotent-replayed"), Some("true"));
     assert_eq!(replay.end().unwrap().data["round"]["last_seq"], json!(2));
+    // The key is the contact's, whichever route: the JSON route replays the
+    // streamed round as the body its `done` carried.
+    let json_replay = stack
+        .call_with(
+            "POST",
+            "/v1/contacts/c-1/messages",
+            "",
+            &tenant,
+            &headers,
+            Some(&message("Tell me about you")),
+        )
+        .await;
+    assert_eq!(json_replay.status, 200, "{}", json_replay.raw);
+    assert_eq!(json_replay.body, replay.end().unwrap().data);
+    assert_eq!(
+        json_replay.headers["idempotent-replayed"],
+        json!("true"),
+        "{:?}",
+        json_replay.headers
+    );
     assert_eq!(
         stack.standin.requests().await.len(),
         1,
-        "the replay called no model"
+        "the replays called no model"
     );
+
+    // And the other way: a JSON round's key sent to the stream is `done` alone.
+    let other = unique("idem");
+    let other_headers = [("idempotency-key", other.as_str())];
+    let answered = stack
+        .call_with(
+            "POST",
+            "/v1/contacts/c-2/messages",
+            "",
+            &tenant,
+            &other_headers,
+            Some(&message("Hello")),
+        )
+        .await;
+    assert_eq!(answered.status, 200, "{}", answered.raw);
+    let streamed = stream(
+        &function,
+        event(&tenant, "c-2", &message("Hello"), &other_headers),
+    )
+    .await;
+    assert_eq!(streamed.names(), ["done"], "{}", streamed.raw);
+    assert_eq!(streamed.end().unwrap().data, answered.body);
+    assert_eq!(stack.standin.requests().await.len(), 2);
 }
 
 #[tokio::test]
