@@ -91,8 +91,8 @@ impl Default for CompactionPolicy {
             // the summary model's limit.
             max_fold_tokens: 40_000,
             pause_fold: true,
-            // The fold-keep sweep (results/pause-fold/fold-keep/): the last two
-            // exchanges.
+            // The fold-keep sweep (results/pause-fold/fold-keep/): cheaper than 8
+            // and 12 under next-day timing, and 2 costs the same.
             fold_keep_messages: 4,
         }
     }
