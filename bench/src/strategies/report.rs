@@ -178,6 +178,9 @@ pub struct Metrics {
     pub elapsed_seconds: f64,
     /// The check against the stand-in's log.
     pub log_check: Option<LogCheck>,
+    /// What the pause fold jobs did: `applied`, or each reason to skip
+    /// ([`super::run::fold_outcomes`]).
+    pub fold_outcomes: std::collections::BTreeMap<String, u64>,
 }
 
 /// Computes the figures of a run.
@@ -260,6 +263,7 @@ pub fn metrics(run: &StrategyRun, prices: &Prices) -> Metrics {
         unpriced_models: unpriced,
         elapsed_seconds: run.elapsed_seconds,
         log_check: run.log_check.clone(),
+        fold_outcomes: run.fold_outcomes.clone(),
     }
 }
 
@@ -509,6 +513,7 @@ mod tests {
             compactor_failures: 0,
             elapsed_seconds: 0.0,
             log_check: None,
+            fold_outcomes: Default::default(),
         };
         let m = metrics(&run, &prices);
         assert!((m.cost_split.total() - m.cost).abs() < 1e-6);

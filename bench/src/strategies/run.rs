@@ -10,6 +10,7 @@
 //! between the runs of one conversation and profile: same tenant config, same
 //! stand-in, same gaps, same accounting.
 
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use degrau::tenant::TenantConfig;
@@ -17,6 +18,7 @@ use degrau::usage::Usage;
 use degrau_tests::stack::{FullStack, StackOptions};
 use degrau_tests::{HttpReply, api_event};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::script::Conversation;
 use super::tap::{Call, Caller, Tap};
@@ -216,6 +218,39 @@ pub struct StrategyRun {
     pub elapsed_seconds: f64,
     /// The check against the stand-in's log, when made.
     pub log_check: Option<LogCheck>,
+    /// What the pause fold jobs did, from the compactor's metrics
+    /// ([`fold_outcomes`]): `applied`, or the reason a job was skipped.
+    pub fold_outcomes: BTreeMap<String, u64>,
+}
+
+/// What the compactor's fold jobs did, counted from its EMF lines (one per job,
+/// `Kind` `fold`): `applied` for each fold applied, the `Reason` of each one
+/// skipped (`does_not_pay`, `not_due`, `alive`, `resumed`, …), `failed:<code>`
+/// for each that failed.
+pub fn fold_outcomes(lines: &[String]) -> BTreeMap<String, u64> {
+    let mut outcomes = BTreeMap::new();
+    for line in lines {
+        let Ok(Value::Object(event)) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        if event.get("Kind").and_then(Value::as_str) != Some("fold") {
+            continue;
+        }
+        let count = |name: &str| event.get(name).and_then(Value::as_f64).map(|n| n as u64);
+        let outcome = if let Some(n) = count("StepsApplied") {
+            ("applied".to_owned(), n)
+        } else if let Some(n) = count("JobsSkipped") {
+            let reason = event.get("Reason").and_then(Value::as_str).unwrap_or("?");
+            (reason.to_owned(), n)
+        } else if let Some(n) = count("JobFailures") {
+            let code = event.get("Error").and_then(Value::as_str).unwrap_or("?");
+            (format!("failed:{code}"), n)
+        } else {
+            continue;
+        };
+        *outcomes.entry(outcome.0).or_insert(0) += outcome.1;
+    }
+    outcomes
 }
 
 /// Plays `conversation` with `policy`. Panics (with a message) when the local
@@ -321,10 +356,16 @@ pub async fn run_strategy(
     }
     let memory = stack.memory(TENANT, CONTACT).await;
     let steps = memory["session"]["steps"].as_u64().unwrap_or(0);
+    let fold_outcomes = fold_outcomes(&stack.compactor.output());
     if policy.pause_fold() == "on" {
+        let outcomes: Vec<String> = fold_outcomes
+            .iter()
+            .map(|(outcome, n)| format!("{outcome} {n}"))
+            .collect();
         eprintln!(
-            "  [{} {total}] pause folds requested by the sweep: {folds} (steps in all, folds applied included: {steps})",
-            policy.name()
+            "  [{} {total}] pause folds requested by the sweep: {folds} ({}; steps in all, folds applied included: {steps})",
+            policy.name(),
+            outcomes.join(", ")
         );
     }
     let summary_chars = memory["session"]["summary"]
@@ -352,6 +393,7 @@ pub async fn run_strategy(
         compactor_failures,
         elapsed_seconds,
         log_check,
+        fold_outcomes,
     }
 }
 
@@ -580,6 +622,36 @@ mod tests {
         assert_eq!(Policy::Full.cache_ttl(), "5m");
         assert_eq!(Policy::Sliding.cache_ttl(), "5m");
         assert_eq!(Policy::parse("stepped-2h"), None);
+    }
+
+    #[test]
+    fn fold_outcomes_are_counted_from_the_compactors_metrics_lines() {
+        let lines: Vec<String> = [
+            r#"{"_aws":{},"Kind":"fold","StepsApplied":1.0,"MessagesPruned":0.0}"#,
+            r#"{"_aws":{},"Kind":"fold","Reason":"does_not_pay","JobsSkipped":1.0}"#,
+            r#"{"_aws":{},"Kind":"fold","StepsApplied":1.0,"MessagesPruned":2.0}"#,
+            r#"{"_aws":{},"Kind":"fold","Reason":"not_due","JobsSkipped":1.0}"#,
+            r#"{"_aws":{},"Kind":"fold","Reason":"does_not_pay","JobsSkipped":1.0}"#,
+            r#"{"_aws":{},"Kind":"fold","Error":"store_unavailable","JobFailures":1.0}"#,
+            // Steps, a log line, and what is not JSON: not folds.
+            r#"{"_aws":{},"Kind":"step","StepsApplied":1.0}"#,
+            r#"{"level":"INFO","fields":{"message":"pause fold applied"}}"#,
+            "compactor: listening",
+        ]
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+        let outcomes = fold_outcomes(&lines);
+        let expected: BTreeMap<String, u64> = [
+            ("applied", 2),
+            ("does_not_pay", 2),
+            ("not_due", 1),
+            ("failed:store_unavailable", 1),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        assert_eq!(outcomes, expected);
     }
 
     #[test]
