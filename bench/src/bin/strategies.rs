@@ -56,7 +56,7 @@ usage: strategies [--long] [--turns 20,200] [--seed N] [--threshold TOKENS] [--k
                   expires between turns)
   --policies LIST which strategies to run (default full,sliding,stepped,stepped-1h,
                   stepped-auto,stepped-fold: degrau's steps under CACHE_TTL=5m, 1h and auto
-                  without the pause fold, and auto with it)
+                  without the pause fold, and auto with it; also stepped-5m-fold, 5m with it)
   --sequential    run the strategies one after the other (default: at once)
   --no-log-check  do not compare the tap's records with the stand-in's log
   --show-script   print the scripted conversations (turn, kind, language, text) and stop
@@ -122,7 +122,7 @@ fn parse(args: &[String]) -> Result<Option<Options>, String> {
         sweep_turns: 200,
         show_script: false,
         profiles: vec![Profile::NoPauses, Profile::Messaging],
-        policies: Policy::ALL.to_vec(),
+        policies: Policy::DEFAULT.to_vec(),
     };
     let mut long = false;
     let mut profiles_given = false;

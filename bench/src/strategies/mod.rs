@@ -159,6 +159,7 @@ pub fn color(policy: Policy) -> &'static str {
         Policy::SteppedHour => "#9467bd",
         Policy::SteppedAuto => "#ff7f0e",
         Policy::SteppedFold => "#17becf",
+        Policy::SteppedFiveFold => "#8c564b",
     }
 }
 

@@ -65,11 +65,27 @@ pub enum Policy {
     /// when the expected cost says so (`shared/src/pause_fold.rs`).
     #[serde(rename = "stepped-fold")]
     SteppedFold,
+    /// degrau with the pause fold and every entry five minutes
+    /// (`CACHE_TTL=5m`, `PAUSE_FOLD=on`): what `auto`'s one-hour entries cost
+    /// or save beside the fold. Not in the default set.
+    #[serde(rename = "stepped-5m-fold")]
+    SteppedFiveFold,
 }
 
 impl Policy {
-    /// All six, in table order.
-    pub const ALL: [Policy; 6] = [
+    /// All seven, in table order.
+    pub const ALL: [Policy; 7] = [
+        Policy::Full,
+        Policy::Sliding,
+        Policy::Stepped,
+        Policy::SteppedHour,
+        Policy::SteppedAuto,
+        Policy::SteppedFold,
+        Policy::SteppedFiveFold,
+    ];
+
+    /// What `--policies` runs when not given: all but `stepped-5m-fold`.
+    pub const DEFAULT: [Policy; 6] = [
         Policy::Full,
         Policy::Sliding,
         Policy::Stepped,
@@ -83,9 +99,11 @@ impl Policy {
         match self {
             Policy::Full => "full",
             Policy::Sliding => "sliding",
-            Policy::Stepped | Policy::SteppedHour | Policy::SteppedAuto | Policy::SteppedFold => {
-                "stepped"
-            }
+            Policy::Stepped
+            | Policy::SteppedHour
+            | Policy::SteppedAuto
+            | Policy::SteppedFold
+            | Policy::SteppedFiveFold => "stepped",
         }
     }
 
@@ -93,16 +111,16 @@ impl Policy {
     /// a client that never asks for a `ttl` would send them.
     pub fn cache_ttl(self) -> &'static str {
         match self {
-            Policy::Full | Policy::Sliding | Policy::Stepped => "5m",
+            Policy::Full | Policy::Sliding | Policy::Stepped | Policy::SteppedFiveFold => "5m",
             Policy::SteppedHour => "1h",
             Policy::SteppedAuto | Policy::SteppedFold => "auto",
         }
     }
 
-    /// The `PAUSE_FOLD` value: on for the new policy only.
+    /// The `PAUSE_FOLD` value: on for the policies with the fold only.
     pub fn pause_fold(self) -> &'static str {
         match self {
-            Policy::SteppedFold => "on",
+            Policy::SteppedFold | Policy::SteppedFiveFold => "on",
             _ => "off",
         }
     }
@@ -116,6 +134,7 @@ impl Policy {
             Policy::SteppedHour => "stepped-1h",
             Policy::SteppedAuto => "stepped-auto",
             Policy::SteppedFold => "stepped-fold",
+            Policy::SteppedFiveFold => "stepped-5m-fold",
         }
     }
 
@@ -123,7 +142,11 @@ impl Policy {
     pub fn is_stepped(self) -> bool {
         matches!(
             self,
-            Policy::Stepped | Policy::SteppedHour | Policy::SteppedAuto | Policy::SteppedFold
+            Policy::Stepped
+                | Policy::SteppedHour
+                | Policy::SteppedAuto
+                | Policy::SteppedFold
+                | Policy::SteppedFiveFold
         )
     }
 
@@ -136,6 +159,7 @@ impl Policy {
             Policy::SteppedHour => "degrau (1h)",
             Policy::SteppedAuto => "degrau (auto)",
             Policy::SteppedFold => "degrau (auto + fold)",
+            Policy::SteppedFiveFold => "degrau (5m + fold)",
         }
     }
 
@@ -611,14 +635,16 @@ mod tests {
                 ("stepped", "5m"),
                 ("stepped", "1h"),
                 ("stepped", "auto"),
-                ("stepped", "auto")
+                ("stepped", "auto"),
+                ("stepped", "5m")
             ]
         );
         let folds: Vec<Policy> = Policy::ALL
             .into_iter()
             .filter(|p| p.pause_fold() == "on")
             .collect();
-        assert_eq!(folds, [Policy::SteppedFold]);
+        assert_eq!(folds, [Policy::SteppedFold, Policy::SteppedFiveFold]);
+        assert!(!Policy::DEFAULT.contains(&Policy::SteppedFiveFold));
         assert_eq!(Policy::Full.cache_ttl(), "5m");
         assert_eq!(Policy::Sliding.cache_ttl(), "5m");
         assert_eq!(Policy::parse("stepped-2h"), None);
