@@ -115,13 +115,19 @@ pub fn fold_window(fold_due: Option<i64>, last_activity: i64, now: i64, idle_min
 /// ones shorter than the idle timeout, with one return and one absence added.
 pub fn return_chance(gaps: &[u32], silence: i64, idle_minutes: u64) -> (u64, u64) {
     let idle = idle_seconds(idle_minutes);
-    let long: Vec<i64> = gaps
-        .iter()
+    let (cases, returns) = count_as_long(gaps, silence, |gap| gap < idle);
+    (returns + 1, cases + 2)
+}
+
+/// Of the recorded `gaps` at least as long as `silence`: how many, and how many
+/// of them `holds`.
+fn count_as_long(gaps: &[u32], silence: i64, holds: impl Fn(i64) -> bool) -> (u64, u64) {
+    gaps.iter()
         .map(|&gap| i64::from(gap))
         .filter(|&gap| gap >= silence)
-        .collect();
-    let returns = long.iter().filter(|&&gap| gap < idle).count() as u64;
-    (returns + 1, long.len() as u64 + 2)
+        .fold((0, 0), |(all, held), gap| {
+            (all + 1, held + u64::from(holds(gap)))
+        })
 }
 
 /// How many messages a fold keeps (see the module documentation): the fold's
@@ -130,13 +136,8 @@ pub fn return_chance(gaps: &[u32], silence: i64, idle_minutes: u64) -> (u64, u64
 /// otherwise, and when no gap is that long (nothing says the contact will be
 /// away long).
 pub fn fold_keep(gaps: &[u32], silence: i64, policy: &CompactionPolicy) -> usize {
-    let long: Vec<u32> = gaps
-        .iter()
-        .copied()
-        .filter(|&gap| i64::from(gap) >= silence)
-        .collect();
-    let past_an_hour = long.iter().filter(|&&gap| gap >= ONE_HOUR).count();
-    if 2 * past_an_hour > long.len() {
+    let (long, past_an_hour) = count_as_long(gaps, silence, |gap| gap >= i64::from(ONE_HOUR));
+    if 2 * past_an_hour > long {
         policy.fold_keep_messages.min(policy.keep_messages)
     } else {
         policy.keep_messages

@@ -20,7 +20,7 @@
 //! Options it does not know are reported and ignored: `bench/run.sh` passes the
 //! same arguments to the `footprint` benchmark.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use degrau::step_plan::CompactionPolicy;
@@ -530,25 +530,7 @@ async fn sweep(
         "baselines": base,
         "stepped": rows.iter().map(|(t, m)| json!({"threshold_tokens": t, "metrics": m})).collect::<Vec<_>>(),
     });
-    let written = std::fs::create_dir_all(&options.out)
-        .and_then(|()| std::fs::write(options.out.join("threshold-sweep.md"), &text))
-        .and_then(|()| {
-            std::fs::write(
-                options.out.join("threshold-sweep.json"),
-                serde_json::to_string_pretty(&document).unwrap_or_default() + "\n",
-            )
-        });
-    match written {
-        Ok(()) => eprintln!(
-            "strategies: wrote {}/threshold-sweep.{{md,json}} in {:.0} s",
-            options.out.display(),
-            started.elapsed().as_secs_f64()
-        ),
-        Err(error) => {
-            eprintln!("strategies: could not write the sweep: {error}");
-            std::process::exit(1);
-        }
-    }
+    write_sweep(&options.out, "threshold-sweep", &text, &document, started);
 }
 
 /// Per timing profile, runs the sliding window once and degrau (auto + fold)
@@ -653,18 +635,24 @@ async fn fold_keep_sweep(
         "prices": prices,
         "profiles": document,
     });
-    let written = std::fs::create_dir_all(&options.out)
-        .and_then(|()| std::fs::write(options.out.join("fold-keep-sweep.md"), &text))
+    write_sweep(&options.out, "fold-keep-sweep", &text, &document, started);
+}
+
+/// Writes a sweep's `{stem}.md` (`text`) and `{stem}.json` (`document`) into
+/// `out`, and says so; exits when it cannot.
+fn write_sweep(out: &Path, stem: &str, text: &str, document: &serde_json::Value, started: Instant) {
+    let written = std::fs::create_dir_all(out)
+        .and_then(|()| std::fs::write(out.join(format!("{stem}.md")), text))
         .and_then(|()| {
             std::fs::write(
-                options.out.join("fold-keep-sweep.json"),
-                serde_json::to_string_pretty(&document).unwrap_or_default() + "\n",
+                out.join(format!("{stem}.json")),
+                serde_json::to_string_pretty(document).unwrap_or_default() + "\n",
             )
         });
     match written {
         Ok(()) => eprintln!(
-            "strategies: wrote {}/fold-keep-sweep.{{md,json}} in {:.0} s",
-            options.out.display(),
+            "strategies: wrote {}/{stem}.{{md,json}} in {:.0} s",
+            out.display(),
             started.elapsed().as_secs_f64()
         ),
         Err(error) => {
