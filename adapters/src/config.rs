@@ -7,6 +7,8 @@ use std::collections::HashMap;
 
 use degrau::tenant::Defaults;
 
+mod plan;
+
 use crate::ssm::SecretSource;
 use crate::webhook::SecretNames;
 
@@ -41,6 +43,9 @@ pub struct ScopeConfig {
     pub memory_write: String,
     /// `SCOPE_TENANT_ADMIN`: the tenant's configuration and usage (`tenant:admin`).
     pub tenant_admin: String,
+    /// `SCOPE_PLATFORM_ADMIN`: the platform's routes over every tenant, their
+    /// policies and usage (`platform:admin`); a token with it needs no tenant.
+    pub platform_admin: String,
 }
 
 impl Default for ScopeConfig {
@@ -50,6 +55,7 @@ impl Default for ScopeConfig {
             memory_read: "memory:read".into(),
             memory_write: "memory:write".into(),
             tenant_admin: "tenant:admin".into(),
+            platform_admin: "platform:admin".into(),
         }
     }
 }
@@ -293,11 +299,28 @@ fn scopes(vars: &Vars<'_>) -> Result<ScopeConfig, ConfigError> {
         memory_read: word("SCOPE_MEMORY_READ", defaults.memory_read)?,
         memory_write: word("SCOPE_MEMORY_WRITE", defaults.memory_write)?,
         tenant_admin: word("SCOPE_TENANT_ADMIN", defaults.tenant_admin)?,
+        platform_admin: word("SCOPE_PLATFORM_ADMIN", defaults.platform_admin)?,
     })
 }
 
-/// `AUTH_MODE` and `TENANT_CLAIM`.
+/// Whether the process runs on AWS Lambda itself: `AWS_LAMBDA_FUNCTION_NAME` and
+/// `LAMBDA_TASK_ROOT` are both set. Lambda reserves both (a function's
+/// configuration cannot set or unset them); the local runners (`cargo lambda
+/// watch`, the tests' Runtime API) set the first only.
+pub fn on_lambda(vars: &HashMap<String, String>) -> bool {
+    let set = |name: &str| vars.get(name).is_some_and(|v| !v.trim().is_empty());
+    set("AWS_LAMBDA_FUNCTION_NAME") && set("LAMBDA_TASK_ROOT")
+}
+
+/// `AUTH_MODE` and `TENANT_CLAIM`. `dev` (the tenant from a header anyone can
+/// send) is refused on Lambda ([`on_lambda`]): it is for local runs only.
 fn auth(vars: &Vars<'_>) -> Result<AuthConfig, ConfigError> {
+    if vars.get("AUTH_MODE") == Some("dev") && on_lambda(vars.0) {
+        return Err(ConfigError(
+            "AUTH_MODE=dev is refused on AWS Lambda (AWS_LAMBDA_FUNCTION_NAME and              LAMBDA_TASK_ROOT are set): it takes the tenant from a header anyone can send;              deploy with AUTH_MODE=jwt"
+                .into(),
+        ));
+    }
     match vars.get("AUTH_MODE").unwrap_or("jwt") {
         "jwt" => Ok(AuthConfig::Jwt {
             claim: vars
@@ -389,8 +412,21 @@ fn defaults(vars: &Vars<'_>) -> Result<Defaults, ConfigError> {
             "SESSION_IDLE_MINUTES must be at least 1".into(),
         ));
     }
-    degrau::tenant::Settings::resolve(&defaults, None)
+    defaults.platform = plan::plan(vars, &defaults)?;
+    // The code's default retentions never exceed the plan's bounds.
+    defaults.transcript_retention_days = defaults
+        .transcript_retention_days
+        .min(defaults.platform.max_transcript_retention_days);
+    defaults.fact_retention_days = defaults
+        .fact_retention_days
+        .min(defaults.platform.max_fact_retention_days);
+    let settings = degrau::tenant::Settings::resolve(&defaults, None)
         .map_err(|err| ConfigError(format!("SESSION_IDLE_MINUTES: {err}")))?;
+    if let Some(clamped) = settings.clamped.first() {
+        return Err(ConfigError(format!(
+            "the deployment's defaults must fit its own plan: {clamped}"
+        )));
+    }
     defaults.sweep_buckets = match vars.get("SWEEP_BUCKETS") {
         None => defaults.sweep_buckets,
         Some(text) => text.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
@@ -467,7 +503,16 @@ mod tests {
             }
         );
         assert_eq!(config.anthropic_base_url, "https://api.anthropic.com");
-        assert_eq!(config.defaults, Defaults::default());
+        // The plan names the deployment's model as the one a tenant may choose.
+        let expected = Defaults {
+            platform: degrau::platform::Plan {
+                models: Some(vec![Defaults::default().model]),
+                ..degrau::platform::Plan::default()
+            },
+            ..Defaults::default()
+        };
+        assert_eq!(config.defaults, expected);
+        assert_eq!(config.scopes.platform_admin, "platform:admin");
         assert_eq!(config.ask_timeout_seconds, DEFAULT_ASK_TIMEOUT_SECONDS);
         assert_eq!(
             config.stream_timeout_seconds,
@@ -593,6 +638,29 @@ mod tests {
             let err = Config::from_map(&all).unwrap_err();
             assert!(err.to_string().contains(name), "{err}");
         }
+    }
+
+    #[test]
+    fn dev_auth_is_refused_on_lambda_and_taken_by_a_local_runner() {
+        let local = [
+            ("TABLE_NAME", "t"),
+            ("ANTHROPIC_API_KEY", "k"),
+            ("AUTH_MODE", "dev"),
+            ("AWS_LAMBDA_FUNCTION_NAME", "ask"),
+        ];
+        assert_eq!(
+            Config::from_map(&vars(&local)).unwrap().auth,
+            AuthConfig::Dev
+        );
+        let mut lambda = vars(&local);
+        lambda.insert("LAMBDA_TASK_ROOT".into(), "/var/task".into());
+        let err = Config::from_map(&lambda).unwrap_err().to_string();
+        assert!(
+            err.contains("AUTH_MODE=dev is refused on AWS Lambda"),
+            "{err}"
+        );
+        lambda.insert("AUTH_MODE".into(), "jwt".into());
+        assert!(Config::from_map(&lambda).is_ok());
     }
 
     #[test]

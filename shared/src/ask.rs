@@ -76,12 +76,12 @@ use crate::metrics::Event;
 use crate::model::{Model, ModelError, StopReason};
 use crate::session::{Clock, idle};
 use crate::store::{Claim, ContactKey, Store, StoreError};
-use crate::tenant::{Defaults, InvalidSettings, Settings, TenantStore};
+use crate::tenant::{Defaults, InvalidSettings, Settings, TenantStore, stored_settings};
 use crate::tools::Tools;
 pub use context::{ContextView, HeadToken};
 use events::Shown;
 pub use events::{RoundEvent, RoundEvents, shown_reply};
-pub use operate::{ConfigState, DEFAULT_CONTACT_PAGE, ModelTokensView, UsageDayView};
+pub use operate::{ConfigState, DEFAULT_CONTACT_PAGE, ModelTokensView, UsageDayView, priced};
 pub use plausible::CLIENT_ALLOWANCE_TOKENS;
 pub use rounds::{MAX_ROUND_MESSAGES, MAX_USAGE_TOKENS, RecordedRound, RoundOutcome, RoundRequest};
 pub use transcript::{PageSize, SessionSelector, format_cursor, parse_cursor};
@@ -183,6 +183,15 @@ pub enum AskError {
     /// A conditional change found another version than the one it was made from.
     #[error("{0}")]
     PreconditionFailed(String),
+    /// The platform's policy does not allow what was asked (a configuration
+    /// outside its bounds: the message names the bound; see
+    /// [`crate::tenant::bounds`]).
+    #[error("{0}")]
+    Forbidden(String),
+    /// The platform suspended the tenant ([`crate::platform::TenantPolicy`]): no
+    /// round runs, whatever its configuration says.
+    #[error("this tenant is suspended by the platform; nothing was stored")]
+    Suspended,
     /// The tenant's quota for this hour is spent ([`crate::quota`]).
     #[error(
         "this tenant's {} for this hour are spent ({} an hour); nothing was stored, retry \
@@ -341,11 +350,9 @@ fn config_unusable(reason: String) -> AskError {
     AskError::TenantConfig(reason)
 }
 
-/// A tenant's config, read: a stored one that does not read is
+/// A tenant's config (or settings), read: a stored one that does not read is
 /// [`AskError::TenantConfig`].
-fn read_config(
-    result: Result<Option<crate::tenant::TenantConfig>, StoreError>,
-) -> Result<Option<crate::tenant::TenantConfig>, AskError> {
+fn read_config<T>(result: Result<T, StoreError>) -> Result<T, AskError> {
     match result {
         Err(StoreError::InvalidConfig(reason)) => Err(config_unusable(reason)),
         other => Ok(other?),
@@ -530,8 +537,8 @@ impl AskService {
 
     /// The tenant's settings: the defaults with its config item's overrides.
     async fn settings(&self, tenant: &TenantId, deadline: Deadline) -> Result<Settings, AskError> {
-        let config = read_config(by(deadline, self.tenants.tenant_config(tenant)).await)?;
-        Settings::resolve(&self.defaults, config.as_ref()).map_err(unusable)
+        let stored = stored_settings(self.tenants.as_ref(), &self.defaults, tenant);
+        read_config(by(deadline, stored).await)?.map_err(unusable)
     }
 
     /// The contact's memory: session state and facts.
@@ -539,8 +546,8 @@ impl AskService {
         let now = (self.clock)();
         let (head, facts) = self.store.load_memory(key, now).await?;
         let head = head.ok_or_else(not_found)?;
-        let config = read_config(self.tenants.tenant_config(&key.tenant).await)?;
-        let settings = Settings::resolve(&self.defaults, config.as_ref()).map_err(unusable)?;
+        let stored = stored_settings(self.tenants.as_ref(), &self.defaults, &key.tenant);
+        let settings = read_config(stored.await)?.map_err(unusable)?;
         Ok(MemoryView {
             session: SessionView {
                 number: head.session,

@@ -30,12 +30,17 @@
 //!   job messages), [`tools`] (`Tools`, with the built-in demo tools) and [`quota`]
 //!   (`Quotas`); [`sweep`]: the sweep's rules (buckets, due time, the decision on a
 //!   head, backoff), pure.
-//! * [`tenant`]: a tenant's settings over the deployment's defaults, its WhatsApp
-//!   settings, and the `TenantStore` port that reads them.
+//! * [`platform`]: the platform's policy over its tenants (the deployment's plan,
+//!   a tenant's policy item, the policy in force) and the `PolicyStore` port.
+//! * [`tenant`]: a tenant's settings over the deployment's defaults, inside the
+//!   platform's policy (`tenant::bounds`), its WhatsApp settings, and the
+//!   `TenantStore` port that reads them.
 //! * The services: [`ask`] (a round, the transcript, the memory view, erasure, and
 //!   the operator routes' contacts, facts, tenant configuration and usage) and
 //!   [`compactor`] (steps, facts jobs and the session sweep, applying [`step_plan`]
 //!   and [`sweep`]).
+//! * [`platform_admin`]: the platform's own routes' service (its tenants with
+//!   their usage, their policies).
 //! * [`fifo`]: one runner for a FIFO queue's batch (the deadline before each
 //!   record, a failure holding back its own message group), for the functions
 //!   that read one.
@@ -62,6 +67,8 @@ pub mod metrics;
 pub mod model;
 pub mod pairing;
 pub mod pause_fold;
+pub mod platform;
+pub mod platform_admin;
 pub mod pruning;
 pub mod quota;
 pub mod recall;

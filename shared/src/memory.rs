@@ -1,5 +1,5 @@
-//! The in-memory adapter of the [`Store`](crate::store::Store), [`TenantStore`] and
-//! `WhatsAppStore` ports (feature `test-util`), for unit tests, the simulator and
+//! The in-memory adapter of the [`Store`](crate::store::Store), [`TenantStore`],
+//! `PolicyStore` and `WhatsAppStore` ports (feature `test-util`), for unit tests, the simulator and
 //! local experiments: the same conditions as the DynamoDB adapter, checked under
 //! one mutex so a commit is all or nothing. The mutex is never held across an
 //! `.await` (no method here awaits). The checks on a step's and a fact batch's shape
@@ -24,6 +24,7 @@ use crate::window::after_last_gap;
 use round::RoundWrite;
 
 mod operator;
+mod platform;
 mod round;
 pub mod sim;
 mod whatsapp;
@@ -54,6 +55,8 @@ struct State {
     index: HashMap<ContactKey, sim::Indexed>,
     /// The tenants' usage counts, by tenant and day.
     usage: BTreeMap<(TenantId, i64), UsageCounts>,
+    /// The platform's policy items, by tenant (see `platform`).
+    policies: HashMap<TenantId, crate::platform::StoredPolicy>,
 }
 
 /// The items of one contact's partition.
@@ -624,6 +627,13 @@ impl TenantStore for MemoryStore {
             .tenants
             .insert(tenant.clone(), StoredConfig { text, version });
         Ok(Some(version))
+    }
+
+    async fn tenant_policy(
+        &self,
+        tenant: &TenantId,
+    ) -> Result<Option<crate::platform::TenantPolicy>, StoreError> {
+        self.read_policy(tenant)
     }
 }
 

@@ -102,13 +102,15 @@ pub struct UsageCounts {
     pub whatsapp_in: u64,
     /// WhatsApp messages sent.
     pub whatsapp_out: u64,
+    /// WhatsApp turns a limit of the number held back in the queue (each time).
+    pub whatsapp_held: u64,
     /// Tokens by model id.
     pub tokens: BTreeMap<String, TokenCounts>,
 }
 
 impl UsageCounts {
     /// The plain counters as `(name, count)`: the store's attribute names.
-    pub fn counters(&self) -> [(&'static str, u64); 7] {
+    pub fn counters(&self) -> [(&'static str, u64); 8] {
         [
             ("rounds", self.rounds),
             ("model_calls", self.model_calls),
@@ -117,6 +119,7 @@ impl UsageCounts {
             ("facts_calls", self.facts_calls),
             ("whatsapp_in", self.whatsapp_in),
             ("whatsapp_out", self.whatsapp_out),
+            ("whatsapp_held", self.whatsapp_held),
         ]
     }
 
@@ -131,6 +134,7 @@ impl UsageCounts {
             "facts_calls" => self.facts_calls = count,
             "whatsapp_in" => self.whatsapp_in = count,
             "whatsapp_out" => self.whatsapp_out = count,
+            "whatsapp_held" => self.whatsapp_held = count,
             _ => {}
         }
     }
@@ -199,6 +203,23 @@ impl PriceTable {
             );
         }
         Ok(PriceTable { models })
+    }
+
+    /// Sets `model`'s prices, USD per million tokens (a tenant policy's own).
+    pub fn set(&mut self, model: &str, input_usd: f64, output_usd: f64) {
+        let micros = |usd: f64| (usd.clamp(0.0, 1_000_000.0) * 1_000_000.0).round() as u64;
+        self.models.insert(
+            model.to_owned(),
+            ModelPrice {
+                input: micros(input_usd),
+                output: micros(output_usd),
+            },
+        );
+    }
+
+    /// Whether the table has a price for `model`.
+    pub fn has(&self, model: &str) -> bool {
+        self.models.contains_key(model)
     }
 
     /// What `tokens` of `model` cost in USD, or `None` when the table has no

@@ -1,8 +1,10 @@
 //! Tenant configuration: the defaults from the environment, overridden per tenant by
-//! the `CONFIG` item.
+//! the `CONFIG` item, inside the platform's policy ([`crate::platform`]; the bounds
+//! are checked and applied in [`bounds`]).
 //!
-//! (`docs/DESIGN.md`: "Retention".)
+//! (`docs/DESIGN.md`: "Retention", "The platform over its tenants".)
 
+pub mod bounds;
 pub mod whatsapp;
 
 use async_trait::async_trait;
@@ -10,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cache_ttl::CacheTtlPolicy;
 use crate::domain::{FactKey, TenantId};
+use crate::platform::{Plan, Policy, TenantPolicy};
 use crate::step_plan::CompactionPolicy;
 use crate::store::StoreError;
 use crate::tools::{ToolDeclaration, ToolDeclarations};
@@ -78,10 +81,7 @@ pub struct TenantConfig {
 
 use crate::validate::MIN_THINKING_BUDGET;
 
-/// Largest thinking budget degrau accepts: with the answer's own 1,024 tokens, and
-/// twice that for a retried tool call, an assistant message stays far below
-/// DynamoDB's 400 KB item limit.
-pub const MAX_THINKING_BUDGET: u32 = 8_000;
+pub use crate::platform::MAX_THINKING_BUDGET;
 
 /// A tenant's thinking budget: [`MIN_THINKING_BUDGET`] to [`MAX_THINKING_BUDGET`]
 /// tokens; a `CONFIG` item with another value is refused when read.
@@ -178,6 +178,16 @@ pub struct Defaults {
     pub quota: crate::quota::Limits,
     /// `PRICES`: what the usage route prices each model's tokens at.
     pub prices: crate::metering::PriceTable,
+    /// The platform's plan for every tenant (models, bounds, fair share, the
+    /// public numbers' limits); `quota` above holds its ceilings.
+    pub platform: Plan,
+}
+
+impl Defaults {
+    /// The policy in force for a tenant with the platform's `item` (none: the plan).
+    pub fn policy(&self, item: Option<&TenantPolicy>) -> Policy {
+        Policy::new(&self.platform, self.quota, &self.prices, item)
+    }
 }
 
 impl Default for Defaults {
@@ -211,6 +221,7 @@ impl Default for Defaults {
             cache_ttl: CacheTtlPolicy::default(),
             quota: crate::quota::Limits::default(),
             prices: crate::metering::PriceTable::default(),
+            platform: Plan::default(),
         }
     }
 }
@@ -249,6 +260,12 @@ pub struct Settings {
     pub recall_digest: bool,
     /// Whether a streamed round shows its tool calls' input.
     pub stream_tool_input: bool,
+    /// The platform's policy in force for the tenant (suspension, fair share,
+    /// the public numbers' limits, prices).
+    pub policy: Policy,
+    /// The bounds of the policy the tenant's stored config was clamped to, each
+    /// named (empty when it fits).
+    pub clamped: Vec<String>,
 }
 
 /// Settings that cannot be honoured: named, with the values at fault (no personal
@@ -267,7 +284,19 @@ impl Settings {
         defaults: &Defaults,
         tenant: Option<&TenantConfig>,
     ) -> Result<Settings, InvalidSettings> {
-        let settings = Self::merge(defaults, tenant);
+        Self::resolve_under(defaults, tenant, None)
+    }
+
+    /// [`Settings::resolve`] inside the policy of the platform's `policy` item
+    /// for the tenant (none: the deployment's plan): values over a bound are
+    /// clamped to it ([`bounds::clamp`]) before the rules are checked.
+    pub fn resolve_under(
+        defaults: &Defaults,
+        tenant: Option<&TenantConfig>,
+        policy: Option<&TenantPolicy>,
+    ) -> Result<Settings, InvalidSettings> {
+        let mut settings = Self::merge(defaults, tenant, defaults.policy(policy));
+        settings.clamped = bounds::clamp(&mut settings, &defaults.model);
         if settings.session_idle_minutes == 0 {
             return Err(InvalidSettings(
                 "session_idle_minutes must be at least 1".into(),
@@ -299,7 +328,7 @@ impl Settings {
         i64::try_from(seconds).unwrap_or(i64::MAX)
     }
 
-    fn merge(defaults: &Defaults, tenant: Option<&TenantConfig>) -> Settings {
+    fn merge(defaults: &Defaults, tenant: Option<&TenantConfig>, policy: Policy) -> Settings {
         let tenant = tenant.cloned().unwrap_or_default();
         let mut compaction = defaults.compaction;
         if let Some(threshold) = tenant.compaction_threshold_tokens {
@@ -337,9 +366,11 @@ impl Settings {
                 .unwrap_or(defaults.fact_retention_days),
             thinking_budget_tokens: tenant.thinking_budget_tokens.map(ThinkingBudget::tokens),
             cache_ttl: tenant.cache_ttl.unwrap_or(defaults.cache_ttl),
-            quota: defaults.quota.with(tenant.quota.as_ref()),
+            quota: policy.quota().with(tenant.quota.as_ref()),
             recall_digest: tenant.recall_digest.unwrap_or(false),
             stream_tool_input: tenant.stream_tool_input.unwrap_or(false),
+            policy,
+            clamped: Vec::new(),
         }
     }
 }
@@ -406,6 +437,31 @@ pub trait TenantStore: Send + Sync {
         config: &TenantConfig,
         expected: u64,
     ) -> Result<Option<u64>, StoreError>;
+
+    /// The platform's policy item for the tenant, if one was written (see
+    /// [`crate::platform::PolicyStore`], which writes it); one that does not read
+    /// is [`StoreError::InvalidConfig`], naming it. A store without policies has
+    /// none: the deployment's plan holds for every tenant.
+    async fn tenant_policy(&self, _tenant: &TenantId) -> Result<Option<TenantPolicy>, StoreError> {
+        Ok(None)
+    }
+}
+
+/// A tenant's settings as stored: its `CONFIG` item and the platform's policy item
+/// for it, each read (one that does not read is [`StoreError::InvalidConfig`]), and
+/// resolved over `defaults` inside the policy ([`Settings::resolve_under`]).
+pub async fn stored_settings(
+    tenants: &dyn TenantStore,
+    defaults: &Defaults,
+    tenant: &TenantId,
+) -> Result<Result<Settings, InvalidSettings>, StoreError> {
+    let config = tenants.tenant_config(tenant).await?;
+    let policy = tenants.tenant_policy(tenant).await?;
+    Ok(Settings::resolve_under(
+        defaults,
+        config.as_ref(),
+        policy.as_ref(),
+    ))
 }
 
 #[cfg(test)]

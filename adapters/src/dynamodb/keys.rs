@@ -15,6 +15,8 @@
 //! | WhatsApp turn | `T#{tenant}#C#{contact}` | `WA#TURN#{turn id}` |
 //! | WhatsApp number binding | `WA#{phone_number_id}` | `BINDING` |
 //! | tenant quota count | `T#{tenant}` | `QUOTA#{kind}#{hour start}` |
+//! | the platform's policy of a tenant | `T#{tenant}` | `POLICY` |
+//! | the platform's list of tenants | `PLATFORM` | `TENANT#{tenant}` |
 //!
 //! Within a contact's partition the sort keys order as `FACT#… < HEAD < REQ#… <
 //! S#… < SUM#… < WA#…`: the facts and the head come in one range query, and no message
@@ -64,6 +66,13 @@ pub const FACT_PREFIX: &str = "FACT#";
 pub const MESSAGE_PREFIX: &str = "S#";
 /// The tenant config's sort key.
 pub const CONFIG_SK: &str = "CONFIG";
+/// The sort key of the platform's policy of a tenant (beside its config).
+pub const POLICY_SK: &str = "POLICY";
+/// The partition of the platform's list of tenants. It starts with neither `T#`
+/// nor `WA#`, so it never reads as a tenant's, a contact's or a number's.
+pub const PLATFORM_PK: &str = "PLATFORM";
+/// The prefix of a listed tenant's sort key in [`PLATFORM_PK`].
+pub const PLATFORM_TENANT_PREFIX: &str = "TENANT#";
 
 /// The prefix of a WhatsApp inbound record's sort key (after every `SUM#…`: `W` >
 /// `S`, so no message or archive read reaches it; an erase lists it with the rest
@@ -122,6 +131,11 @@ pub fn sweep_pk(bucket: u8) -> String {
 /// The partition of a tenant's own items (its config).
 pub fn tenant_pk(tenant: &TenantId) -> String {
     format!("T#{tenant}")
+}
+
+/// A tenant's entry in the platform's list (in [`PLATFORM_PK`]).
+pub fn platform_tenant_sk(tenant: &TenantId) -> String {
+    format!("{PLATFORM_TENANT_PREFIX}{tenant}")
 }
 
 /// The sort key of a tenant's count of `kind` in the hour starting at `period`

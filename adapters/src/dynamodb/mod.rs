@@ -18,6 +18,7 @@ mod error;
 mod items;
 pub mod keys;
 mod operator;
+mod platform;
 mod queries;
 mod quota;
 mod whatsapp;

@@ -24,6 +24,7 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{AttributeValue, Select};
 use degrau::domain::{ContactId, Head, TenantId};
 use degrau::metering::{TokenCounts, UsageCounts};
+use degrau::platform::TenantPolicy;
 use degrau::store::{
     ContactCursor, ContactEntry, ContactKey, ContactPage, FactRecord, OperatorStore, StoreError,
 };
@@ -176,7 +177,8 @@ impl OperatorStore for DynamoStore {
         if adds.is_empty() {
             return Ok(());
         }
-        self.client
+        let old = self
+            .client
             .update_item()
             .table_name(&self.table)
             .key("pk", s(tenant_pk(tenant)))
@@ -184,9 +186,15 @@ impl OperatorStore for DynamoStore {
             .update_expression(format!("ADD {}", adds.join(", ")))
             .set_expression_attribute_names(Some(names))
             .set_expression_attribute_values(Some(values))
+            .return_values(aws_sdk_dynamodb::types::ReturnValue::UpdatedOld)
             .send()
             .await
             .map_err(|err| sdk_error("update_item", err))?;
+        // None of these counters counted yet today: the tenant is put on the
+        // platform's list (see `platform.rs`).
+        if old.attributes.is_none_or(|old| old.is_empty()) {
+            self.register_tenant(tenant).await?;
+        }
         Ok(())
     }
 
@@ -328,7 +336,7 @@ impl TenantStore for DynamoStore {
         config: &TenantConfig,
     ) -> Result<(), StoreError> {
         self.write_config(tenant, config, None).await?;
-        Ok(())
+        self.register_tenant(tenant).await
     }
 
     async fn replace_config(
@@ -340,12 +348,27 @@ impl TenantStore for DynamoStore {
         // An item from before versions counts as version 1 (`if_not_exists` then
         // writes 2).
         let condition = match expected {
-            0 => return self.write_config_absent(tenant, config).await,
-            1 => "attribute_exists(pk) AND (attribute_not_exists(version) OR version = :expected)",
-            _ => "version = :expected",
+            0 => None,
+            1 => Some(
+                "attribute_exists(pk) AND (attribute_not_exists(version) OR version = :expected)",
+            ),
+            _ => Some("version = :expected"),
         };
-        self.write_config(tenant, config, Some((condition, expected)))
-            .await
+        let written = match condition {
+            None => self.write_config_absent(tenant, config).await?,
+            Some(condition) => {
+                self.write_config(tenant, config, Some((condition, expected)))
+                    .await?
+            }
+        };
+        if written.is_some() {
+            self.register_tenant(tenant).await?;
+        }
+        Ok(written)
+    }
+
+    async fn tenant_policy(&self, tenant: &TenantId) -> Result<Option<TenantPolicy>, StoreError> {
+        self.read_policy(tenant).await
     }
 }
 

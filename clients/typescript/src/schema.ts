@@ -243,7 +243,7 @@ export interface paths {
         };
         /** The tenant's stored configuration, its version, and whether it reads (scope `tenant:admin`) */
         get: operations["getTenantConfig"];
-        /** Replace the tenant's configuration, validated in full first (scope `tenant:admin`) */
+        /** Replace the tenant's configuration, validated in full and against the platform's policy first (scope `tenant:admin`) */
         put: operations["putTenantConfig"];
         post?: never;
         delete?: never;
@@ -279,6 +279,41 @@ export interface paths {
         /** The memory inspector: a page for operators (public: it holds no data; it calls the routes above with the operator's token) */
         get: operations["inspector"];
         put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/platform/tenants": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The platform's tenants, by id, with their usage (scope `platform:admin`, no tenant) */
+        get: operations["listTenants"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/platform/tenants/{tenant}/policy": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A tenant's policy item and the policy in force (scope `platform:admin`, no tenant) */
+        get: operations["getTenantPolicy"];
+        /** Replace a tenant's policy, validated in full first, only from the version read (scope `platform:admin`, no tenant) */
+        put: operations["putTenantPolicy"];
         post?: never;
         delete?: never;
         options?: never;
@@ -633,6 +668,9 @@ export interface components {
             valid: boolean;
             /** @description Why it does not read (the entry and the field), when it does not. */
             problem: string | null;
+            /** @description Each bound of the platform's policy the stored configuration was clamped to when read (`field value -> bound (name)`): a bound lowered after it was stored. Empty when it fits. */
+            clamped: string[];
+            policy: components["schemas"]["TenantBounds"];
         };
         /** @description Tokens one model read and wrote, by kind, and their cost at the deployment's price table (null when the table has no price for the model). */
         ModelTokens: {
@@ -656,6 +694,8 @@ export interface components {
             facts_calls: number;
             whatsapp_in: number;
             whatsapp_out: number;
+            /** @description WhatsApp turns a limit of the tenant's numbers (its budget, a sender's rate, new senders per hour) held back in the queue, each time: they are answered once the limit allows. */
+            whatsapp_held: number;
             tokens: components["schemas"]["ModelTokens"][];
             /** @description The sum of the models' costs; null when a model has no price. */
             cost_usd: number | null;
@@ -669,7 +709,7 @@ export interface components {
         };
         /**
          * TenantConfig
-         * @description A tenant's CONFIG item, as PUT /v1/tenant/config takes it: every field optional, each overriding the deployment's default. Tested against the parser (functions/ask/tests/config_schema.rs): the fields listed here are exactly the fields it reads, and every example reads. The parser also checks what a schema cannot say (a retention at least the idle timeout; unique tool names; each webhook tool's input_schema a valid JSON Schema).
+         * @description A tenant's CONFIG item, as PUT /v1/tenant/config takes it: every field optional, each overriding the deployment's default, inside the platform's policy for the tenant (a value outside a bound is refused with 403 naming it: `quota`, `model`, `thinking_budget_tokens`, `compaction_threshold_tokens`, the retentions, the number of webhook tools; GET /v1/tenant/config shows the bounds as `policy`). Tested against the parser (functions/ask/tests/config_schema.rs): the fields listed here are exactly the fields it reads, and every example reads. The parser also checks what a schema cannot say (a retention at least the idle timeout; unique tool names; each webhook tool's input_schema a valid JSON Schema).
          */
         TenantConfig: {
             /** @description The agent's instructions (system[0]); blank falls back to the default. */
@@ -691,7 +731,7 @@ export interface components {
                     timeout_ms: number;
                 };
             })[];
-            /** @description The model id for answers. */
+            /** @description Model id for answers: one of the platform's `models` for the tenant. */
             model?: string;
             /** @description Context size that triggers a step. */
             compaction_threshold_tokens?: number;
@@ -715,6 +755,7 @@ export interface components {
                 };
                 media_reply?: string;
             };
+            /** @description Rounds and summary calls per hour, each at most the platform's ceiling for the tenant (its default); 0 allows none. A tenant may lower its own; only the platform suspends or raises it. */
             quota?: {
                 rounds_per_hour?: number;
                 summary_calls_per_hour?: number;
@@ -784,6 +825,127 @@ export interface components {
         };
         /** @description The data of each event of `POST .../messages/stream`, by event name: `delta` StreamDelta, `tool_started` StreamToolStarted, `tool_finished` StreamToolFinished, `restart` StreamRestart, `done` AskResponse, `error` StreamError. */
         StreamEvent: components["schemas"]["StreamDelta"] | components["schemas"]["StreamToolStarted"] | components["schemas"]["StreamToolFinished"] | components["schemas"]["StreamRestart"] | components["schemas"]["AskResponse"] | components["schemas"]["StreamError"];
+        /** @description The platform's policy a tenant's configuration lives in: a `PUT` outside it is 403 naming the bound; a stored configuration a bound lowered later no longer fits is clamped when read (`clamped`). */
+        TenantBounds: {
+            /** @description True: every round of the tenant is refused (403). */
+            suspended: boolean;
+            /** @description The ceiling (and default) of `quota.rounds_per_hour`. */
+            rounds_per_hour: number;
+            /** @description The ceiling (and default) of `quota.summary_calls_per_hour`. */
+            summary_calls_per_hour: number;
+            /** @description The answer models the tenant may choose (null: any). */
+            models: string[] | null;
+            /** @description The largest `thinking_budget_tokens` (0: no thinking). */
+            max_thinking_budget_tokens: number;
+            max_compaction_threshold_tokens: number;
+            max_transcript_retention_days: number;
+            max_fact_retention_days: number;
+            max_webhook_tools: number;
+        };
+        /** @description A tenant's fair share; each limit refused answers 429 `rate_limited` with `Retry-After` and stores nothing. Absent: no limit. */
+        FairShare: {
+            /** @description Asks and streams of the tenant running at once. */
+            concurrency?: number;
+            /** @description Rounds (asked, streamed or recorded) the tenant may start per minute. */
+            rounds_per_minute?: number;
+            /** @description Seconds of tool calls one round may spend in all; a call past them is not made, and the model reads why. */
+            tool_seconds_per_round?: number;
+            /** @description Turns one contact may start per minute. */
+            contact_turns_per_minute?: number;
+        };
+        /** @description The limits of the tenant's public WhatsApp numbers, apart from its API quota. A turn a limit refuses waits in the queue. Absent: no limit. */
+        NumberLimits: {
+            /** @description Turns one number may answer per hour (spent instead of the tenant's API rounds). */
+            turns_per_hour?: number;
+            /** @description Turns one sender may start per minute. */
+            sender_turns_per_minute?: number;
+            /** @description Senders the tenant has no conversation with whose first turn one number may answer per hour. */
+            new_senders_per_hour?: number;
+        };
+        /** @description USD per million tokens (cache writes at 1.25x and 2x input, reads at 0.1x). */
+        ModelPrice: {
+            input: number;
+            output: number;
+        };
+        /** @description The platform's policy item of one tenant (`POLICY`): every field optional, each replacing the deployment's plan for this tenant (up or down). Unknown fields are refused. */
+        TenantPolicy: {
+            /** @description True: every round of the tenant is refused (403), whatever its configuration says. */
+            suspended?: boolean;
+            /** @description The ceiling (and default) of the tenant's rounds per hour. */
+            rounds_per_hour?: number;
+            summary_calls_per_hour?: number;
+            /** @description The answer models the tenant may choose, each with its price (so its usage is never priced null). */
+            models?: {
+                [key: string]: components["schemas"]["ModelPrice"];
+            };
+            /** @description 0 (no thinking) or 1,024-8,000. */
+            max_thinking_budget_tokens?: number;
+            max_compaction_threshold_tokens?: number;
+            max_transcript_retention_days?: number;
+            max_fact_retention_days?: number;
+            max_webhook_tools?: number;
+            fair_share?: components["schemas"]["FairShare"];
+            whatsapp?: components["schemas"]["NumberLimits"];
+        };
+        /** @description The policy in force: the deployment's plan with the tenant's policy over it. */
+        PolicyInForce: {
+            /** @description True: every round of the tenant is refused (403). */
+            suspended: boolean;
+            /** @description The ceiling (and default) of `quota.rounds_per_hour`. */
+            rounds_per_hour: number;
+            /** @description The ceiling (and default) of `quota.summary_calls_per_hour`. */
+            summary_calls_per_hour: number;
+            /** @description The answer models the tenant may choose (null: any). */
+            models: string[] | null;
+            /** @description The largest `thinking_budget_tokens` (0: no thinking). */
+            max_thinking_budget_tokens: number;
+            max_compaction_threshold_tokens: number;
+            max_transcript_retention_days: number;
+            max_fact_retention_days: number;
+            max_webhook_tools: number;
+            fair_share: components["schemas"]["FairShare"];
+            whatsapp: components["schemas"]["NumberLimits"];
+        };
+        PolicyView: {
+            tenant: string;
+            /** @description The stored policy item as stored (null: the tenant runs on the deployment's plan). Its schema: `TenantPolicy`. */
+            policy: null | Record<string, never>;
+            /** @description Send it back in `If-Match` to change this version (also the `ETag` header). */
+            etag: string;
+            /** @description Whether the stored policy reads; when not, every round of the tenant answers `tenant_config_invalid`. */
+            valid: boolean;
+            problem: string | null;
+            in_force: components["schemas"]["PolicyInForce"];
+        };
+        /** @description A tenant's usage over the days asked, added up. */
+        UsageTotals: {
+            rounds: number;
+            model_calls: number;
+            /** @description Summary and fact calls. */
+            summary_calls: number;
+            whatsapp_in: number;
+            whatsapp_out: number;
+            whatsapp_held: number;
+            /** @description At the tenant's prices; null when a model used has none. */
+            cost_usd: number | null;
+        };
+        TenantSummary: {
+            tenant: string;
+            suspended: boolean;
+            /** @description 0: the tenant runs on the deployment's plan. */
+            policy_version: number;
+            usage: components["schemas"]["UsageTotals"];
+        };
+        TenantList: {
+            /** Format: date */
+            from: string;
+            /** Format: date */
+            to: string;
+            /** @description By tenant id. */
+            tenants: components["schemas"]["TenantSummary"][];
+            /** @description Pass as `cursor` for the next page; null on the last. */
+            next_cursor: string | null;
+        };
     };
     responses: {
         /** @description The request is malformed or breaks a rule (bad JSON, unknown fields, a bad contact id, parameter, head token or `Idempotency-Key`, a round of the wrong shape). Nothing was written. */
@@ -907,7 +1069,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description The token lacks the scope this route requires (`forbidden`). Nothing was read or written. */
+        /** @description The token lacks the scope this route requires, or the platform's policy does not allow what was asked (a configuration outside its bounds, naming the bound; a round of a suspended tenant) (`forbidden`). Nothing was written. */
         Forbidden: {
             headers: {
                 [name: string]: unknown;
@@ -946,6 +1108,10 @@ export interface components {
         IfMatch: string;
         /** @description `AUTH_MODE=dev` only: the operator's id recorded in the fact's `set_by.by` (1-128 visible ASCII characters; `dev` without it). Under `AUTH_MODE=jwt` it is the token's `sub` and this header is ignored. */
         Operator: string;
+        /** @description A tenant id. */
+        Tenant: string;
+        /** @description The ETag of the policy this change replaces, as `GET .../policy` gave it (`"v0"` when none is stored). Another value is 412; none is 428. */
+        PolicyIfMatch: string;
     };
     requestBodies: never;
     headers: never;
@@ -1634,6 +1800,140 @@ export interface operations {
                 };
             };
             405: components["responses"]["MethodNotAllowed"];
+        };
+    };
+    listTenants: {
+        parameters: {
+            query?: {
+                /** @description Tenants per page (default 20). */
+                limit?: number;
+                /** @description The `next_cursor` of the previous page. */
+                cursor?: string;
+                /** @description First day of the usage (UTC), inclusive; default `to`. */
+                from?: string;
+                /** @description Last day (UTC), inclusive; default today. At most 92 days from `from`. */
+                to?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TenantList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            412: components["responses"]["PreconditionFailed"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyMismatch"];
+            428: components["responses"]["PreconditionRequired"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["BadGateway"];
+            503: components["responses"]["Unavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    getTenantPolicy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A tenant id. */
+                tenant: components["parameters"]["Tenant"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    /** @description The version read (`"v0"` when none is stored). */
+                    ETag?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PolicyView"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            412: components["responses"]["PreconditionFailed"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyMismatch"];
+            428: components["responses"]["PreconditionRequired"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["BadGateway"];
+            503: components["responses"]["Unavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    putTenantPolicy: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The ETag of the policy this change replaces, as `GET .../policy` gave it (`"v0"` when none is stored). Another value is 412; none is 428. */
+                "If-Match": components["parameters"]["PolicyIfMatch"];
+            };
+            path: {
+                /** @description A tenant id. */
+                tenant: components["parameters"]["Tenant"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TenantPolicy"];
+            };
+        };
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    /** @description The version read (`"v0"` when none is stored). */
+                    ETag?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PolicyView"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            412: components["responses"]["PreconditionFailed"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyMismatch"];
+            428: components["responses"]["PreconditionRequired"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["BadGateway"];
+            503: components["responses"]["Unavailable"];
+            504: components["responses"]["GatewayTimeout"];
         };
     };
 }

@@ -71,6 +71,10 @@ pub enum Endpoint {
     Sessions,
     /// `POST` a message to answer as it is written (`handler/stream.rs`).
     MessageStream,
+    /// The platform's tenants with their usage (platform; `handler/platform.rs`).
+    PlatformTenants,
+    /// A tenant's policy, read or replaced (platform).
+    PlatformPolicy,
 }
 
 /// A route: its path as API Gateway writes it (`{contact}` is one path segment),
@@ -158,6 +162,16 @@ pub const ROUTES: &[RouteSpec] = &[
         endpoint: Endpoint::Inspector,
         methods: &["GET"],
     },
+    RouteSpec {
+        path: "/v1/platform/tenants",
+        endpoint: Endpoint::PlatformTenants,
+        methods: &["GET"],
+    },
+    RouteSpec {
+        path: "/v1/platform/tenants/{tenant}/policy",
+        endpoint: Endpoint::PlatformPolicy,
+        methods: &["GET", "PUT"],
+    },
 ];
 
 /// The memory inspector, served at `GET /v1/inspector`.
@@ -173,6 +187,8 @@ pub struct App {
     pub auth: AuthConfig,
     /// The scopes the operator routes need.
     pub scopes: ScopeConfig,
+    /// The platform's routes' service.
+    pub platform: degrau::platform_admin::PlatformAdmin,
     /// `ASK_TIMEOUT_SECONDS`: the longest a request may take, from its arrival to its
     /// answer.
     pub ask_timeout: Duration,
@@ -182,6 +198,12 @@ pub struct App {
 /// time budget of a request.
 pub fn app(deps: degrau_adapters::wiring::Dependencies, timeout: Duration) -> App {
     App {
+        platform: degrau::platform_admin::PlatformAdmin {
+            policies: deps.store.clone(),
+            usage: deps.store.clone(),
+            defaults: deps.config.defaults.clone(),
+            clock: deps.clock.clone(),
+        },
         service: AskService {
             store: deps.store.clone(),
             quotas: deps.store.clone(),
@@ -247,6 +269,8 @@ fn from_service(error: AskError) -> HttpError {
         AskError::TooLarge(message) => HttpError::new(ErrorType::TooLarge, message),
         AskError::NotFound(message) => HttpError::new(ErrorType::NotFound, message),
         AskError::Conflict(message) => HttpError::new(ErrorType::Conflict, message),
+        AskError::Forbidden(message) => HttpError::new(ErrorType::Forbidden, message),
+        error @ AskError::Suspended => HttpError::new(ErrorType::Forbidden, error.to_string()),
         AskError::PreconditionFailed(message) => {
             HttpError::new(ErrorType::PreconditionFailed, message)
         }
@@ -372,6 +396,7 @@ struct Matched<'a> {
     spec: &'static RouteSpec,
     contact: Option<&'a str>,
     key: Option<&'a str>,
+    tenant: Option<&'a str>,
 }
 
 /// The request's path as the client sent it (HTTP API's raw path, else the URI's).
@@ -399,16 +424,22 @@ fn parse_route(path: &str) -> Option<Matched<'_>> {
         if template.len() != segments.len() {
             return None;
         }
-        let (mut contact, mut key) = (None, None);
+        let (mut contact, mut key, mut tenant) = (None, None, None);
         for (want, got) in template.iter().zip(&segments) {
             match *want {
                 "{contact}" => contact = Some(*got),
                 "{key}" => key = Some(*got),
+                "{tenant}" => tenant = Some(*got),
                 fixed if fixed == *got => {}
                 _ => return None,
             }
         }
-        Some(Matched { spec, contact, key })
+        Some(Matched {
+            spec,
+            contact,
+            key,
+            tenant,
+        })
     })
 }
 
@@ -418,7 +449,12 @@ async fn route(
     deadline: Deadline,
 ) -> Result<Response<Body>, HttpError> {
     let path = request_path(request);
-    let Matched { spec, contact, key } = parse_route(path).ok_or_else(|| {
+    let Matched {
+        spec,
+        contact,
+        key,
+        tenant,
+    } = parse_route(path).ok_or_else(|| {
         HttpError::new(
             ErrorType::NotFound,
             format!("no route for {} {}", request.method(), path),
@@ -448,6 +484,10 @@ async fn route(
         // Public: the page holds no data; it calls the routes with the
         // operator's own credentials.
         return Ok(operate::inspector());
+    }
+    // The platform's own routes: its scope, and no tenant claim.
+    if let Some(answer) = platform::route(app, spec.endpoint, tenant, request).await {
+        return answer;
     }
     let tenant = auth::tenant(&app.auth, request)?;
     if let Some(answer) = operate::route(app, spec.endpoint, &tenant, contact, key, request).await {
@@ -509,7 +549,9 @@ async fn route(
             | Endpoint::TenantConfig
             | Endpoint::Usage
             | Endpoint::Inspector
-            | Endpoint::MessageStream,
+            | Endpoint::MessageStream
+            | Endpoint::PlatformTenants
+            | Endpoint::PlatformPolicy,
             _,
         ) => Err(HttpError::new(
             ErrorType::InternalError,
@@ -671,6 +713,7 @@ fn contact_id(segment: &str) -> Result<ContactId, HttpError> {
 mod auth;
 mod errors;
 mod operate;
+mod platform;
 pub mod stream;
 
 #[cfg(test)]

@@ -41,6 +41,11 @@ fn app(auth: AuthConfig) -> (App, Arc<MemoryStore>) {
     };
     (
         App {
+            platform: degrau::platform_admin::PlatformAdmin::on(
+                store.clone(),
+                Defaults::default(),
+                system_clock(),
+            ),
             service,
             auth,
             scopes: degrau_adapters::config::ScopeConfig::default(),

@@ -59,6 +59,8 @@ fn every_service_error() -> Vec<AskError> {
         AskError::Internal(text()),
         AskError::TenantConfig(text()),
         AskError::PreconditionFailed(text()),
+        AskError::Forbidden(text()),
+        AskError::Suspended,
         AskError::Indeterminate,
         AskError::BrokenWindow(text()),
         AskError::QuotaExceeded(degrau::quota::Exhausted {
@@ -99,6 +101,8 @@ fn every_service_error() -> Vec<AskError> {
             AskError::Internal(_) => "internal",
             AskError::TenantConfig(_) => "tenant config",
             AskError::PreconditionFailed(_) => "precondition",
+            AskError::Forbidden(_) => "forbidden",
+            AskError::Suspended => "suspended",
             AskError::Indeterminate => "indeterminate",
             AskError::BrokenWindow(_) => "broken window",
             AskError::QuotaExceeded(_) => "quota",

@@ -25,6 +25,11 @@ const EVENT: &str = include_str!("../../../events/ask-post-message.json");
 fn app(scope_claim: &str) -> App {
     let store = Arc::new(MemoryStore::new());
     App {
+        platform: degrau::platform_admin::PlatformAdmin::on(
+            store.clone(),
+            Defaults::default(),
+            system_clock(),
+        ),
         service: AskService {
             store: store.clone(),
             tenants: store,
@@ -124,4 +129,50 @@ async fn the_template_pools_groups_serve_as_scopes() {
     // A `scope` claim is not read when the groups are the scopes.
     let (code, _) = status(&groups, event(&[("scope", "memory:read")], Value::Null)).await;
     assert_eq!(code, 403);
+}
+
+/// The sample event as `GET /v1/platform/tenants` with only `claims` and the
+/// audience `aud` (the sample's tenant claim removed unless given).
+fn platform_event(aud: &str, claims: &[(&str, &str)]) -> lambda_http::Request {
+    let mut event: Value = serde_json::from_str(EVENT).unwrap();
+    let path = "/v1/platform/tenants";
+    event["routeKey"] = json!(format!("GET {path}"));
+    event["rawPath"] = json!(path);
+    event["requestContext"]["http"]["method"] = json!("GET");
+    event["requestContext"]["http"]["path"] = json!(path);
+    event["requestContext"]["routeKey"] = json!(format!("GET {path}"));
+    event["body"] = Value::Null;
+    let jwt = &mut event["requestContext"]["authorizer"]["jwt"];
+    jwt["claims"] = json!({ "aud": aud });
+    for (name, value) in claims {
+        jwt["claims"][*name] = json!(value);
+    }
+    lambda_http::request::from_str(&event.to_string()).unwrap()
+}
+
+#[tokio::test]
+async fn the_platforms_routes_take_the_platform_group_without_a_tenant_and_refuse_a_tenants_admin()
+{
+    let groups = app("cognito:groups");
+    let ours = "exampleclientid";
+    let platform = [("cognito:groups", "[platform:admin]")];
+    let (code, body) = status(&groups, platform_event(ours, &platform)).await;
+    assert_eq!(code, 200, "no tenant claim needed: {body}");
+    for tenant_admin in [
+        vec![
+            ("cognito:groups", "[tenant:admin memory:read memory:write]"),
+            ("custom:tenant_id", "barber"),
+        ],
+        vec![("cognito:groups", "[tenant:admin]")],
+    ] {
+        let (code, body) = status(&groups, platform_event(ours, &tenant_admin)).await;
+        assert_eq!(
+            (code, body["error"]["type"].as_str()),
+            (403, Some("forbidden")),
+            "{tenant_admin:?}"
+        );
+    }
+    // A token for another app client is not the platform's either.
+    let (code, _) = status(&groups, platform_event("someone-else", &platform)).await;
+    assert_eq!(code, 401);
 }

@@ -29,6 +29,11 @@ const EVENT: &str = include_str!("../../../events/ask-stream-message.json");
 
 fn app(store: Arc<MemoryStore>, model: Arc<ScriptedModel>) -> Arc<App> {
     Arc::new(App {
+        platform: degrau::platform_admin::PlatformAdmin::on(
+            store.clone(),
+            Defaults::default(),
+            system_clock(),
+        ),
         service: AskService {
             store: store.clone(),
             tenants: store,

@@ -16,24 +16,32 @@ use super::{AskError, AskService, not_found, read_config, unusable};
 use crate::deadline::Deadline;
 use crate::domain::{Fact, FactKey, FactSource, TenantId};
 use crate::facts::FactPolicy;
+use crate::metering::PriceTable;
 use crate::metering::{DAY, MAX_USAGE_DAYS, UsageCounts, format_day};
 use crate::metrics::Event;
+use crate::platform::{Policy, TenantPolicy};
 use crate::store::{
     ContactCursor, ContactKey, ContactPage, FactExpectation, FactRecord, FactWrite,
     MAX_CONTACT_PAGE, StoreError, count_usage,
 };
-use crate::tenant::{Settings, StoredConfig, TenantConfig};
+use crate::tenant::{Settings, StoredConfig, TenantConfig, bounds, stored_settings};
 
 /// Contacts listed when no `limit` is asked for.
 pub const DEFAULT_CONTACT_PAGE: usize = 20;
 
-/// The tenant's stored configuration, its version, and whether it is usable.
+/// The tenant's stored configuration, its version, whether it is usable, and the
+/// platform's bounds it lives in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigState {
     /// The item as stored, when there is one.
     pub stored: Option<StoredConfig>,
     /// Why it cannot be used (it does not read, or breaks a rule), when it cannot.
     pub problem: Option<String>,
+    /// The bounds of the platform's policy the stored configuration was clamped
+    /// to when read (a bound lowered after it was stored), each named.
+    pub clamped: Vec<String>,
+    /// The platform's policy in force for the tenant (what a change must fit).
+    pub policy: Policy,
 }
 
 impl ConfigState {
@@ -81,6 +89,8 @@ pub struct UsageDayView {
     pub whatsapp_in: u64,
     /// WhatsApp messages out.
     pub whatsapp_out: u64,
+    /// WhatsApp turns a limit of the number held back in the queue.
+    pub whatsapp_held: u64,
     /// Tokens by model.
     pub tokens: Vec<ModelTokensView>,
     /// The sum of the models' costs; `None` when one has no price.
@@ -199,21 +209,35 @@ impl AskService {
         }
     }
 
-    /// The tenant's stored configuration and whether it is usable.
+    /// The tenant's stored configuration and whether it is usable, inside the
+    /// platform's policy for it.
     pub async fn config_state(&self, tenant: &TenantId) -> Result<ConfigState, AskError> {
         let stored = self.tenants.stored_config(tenant).await?;
-        let problem = match stored.as_ref().map(StoredConfig::read).transpose() {
-            Err(reason) => Some(reason),
-            Ok(config) => Settings::resolve(&self.defaults, config.as_ref())
-                .err()
-                .map(|error| error.0),
+        let item = read_config(self.tenants.tenant_policy(tenant).await)?;
+        Ok(self.state_of(stored, item.as_ref()))
+    }
+
+    /// The state of `stored` under the platform's `item` for the tenant.
+    fn state_of(&self, stored: Option<StoredConfig>, item: Option<&TenantPolicy>) -> ConfigState {
+        let (problem, clamped) = match stored.as_ref().map(StoredConfig::read).transpose() {
+            Err(reason) => (Some(reason), Vec::new()),
+            Ok(config) => match Settings::resolve_under(&self.defaults, config.as_ref(), item) {
+                Ok(settings) => (None, settings.clamped),
+                Err(error) => (Some(error.0), Vec::new()),
+            },
         };
-        Ok(ConfigState { stored, problem })
+        ConfigState {
+            stored,
+            problem,
+            clamped,
+            policy: self.defaults.policy(item),
+        }
     }
 
     /// Replaces the tenant's configuration with `text` (a JSON object), checked in
-    /// full first (every field, then the settings it makes), only while the stored
-    /// version is `expected`. Answers the new state.
+    /// full first (every field, the platform's bounds, then the settings it makes),
+    /// only while the stored version is `expected`. Answers the state it stored,
+    /// with its own new version (never another writer's, landed since).
     pub async fn replace_config(
         &self,
         tenant: &TenantId,
@@ -227,14 +251,24 @@ impl AskService {
         let config: TenantConfig = candidate
             .read()
             .map_err(|reason| AskError::InvalidRequest(format!("config: {reason}")))?;
-        Settings::resolve(&self.defaults, Some(&config))
+        let item = read_config(self.tenants.tenant_policy(tenant).await)?;
+        bounds::check(&config, &self.defaults.policy(item.as_ref())).map_err(|breach| {
+            Event::new("ask").count("ConfigOutsidePolicy", 1).emit();
+            AskError::Forbidden(breach.0)
+        })?;
+        Settings::resolve_under(&self.defaults, Some(&config), item.as_ref())
             .map_err(|error| AskError::InvalidRequest(format!("config: {}", error.0)))?;
         match self
             .tenants
             .replace_config(tenant, &config, expected)
             .await?
         {
-            Some(_) => self.config_state(tenant).await,
+            Some(version) => {
+                let text = serde_json::to_string(&config)
+                    .map_err(|error| AskError::Internal(error.to_string()))?;
+                let stored = StoredConfig { text, version };
+                Ok(self.state_of(Some(stored), item.as_ref()))
+            }
             None => Err(AskError::PreconditionFailed(format!(
                 "the configuration is no longer version {expected}: another change landed \
                  first; read it again and reapply"
@@ -255,39 +289,12 @@ impl AskService {
             )));
         }
         let days = self.store.usage(tenant, from, to).await?;
+        let item = read_config(self.tenants.tenant_policy(tenant).await)?;
+        let prices = self.defaults.policy(item.as_ref()).prices;
         Ok(days
             .into_iter()
-            .map(|(day, counts)| self.priced(day, counts))
+            .map(|(day, counts)| priced(&prices, day, counts))
             .collect())
-    }
-
-    fn priced(&self, day: i64, counts: UsageCounts) -> UsageDayView {
-        let tokens: Vec<ModelTokensView> = counts
-            .tokens
-            .iter()
-            .map(|(model, tokens)| ModelTokensView {
-                model: model.clone(),
-                input: tokens.input,
-                cache_write_5m: tokens.cache_write_5m,
-                cache_write_1h: tokens.cache_write_1h,
-                cache_read: tokens.cache_read,
-                output: tokens.output,
-                cost_usd: self.defaults.prices.cost(model, tokens),
-            })
-            .collect();
-        let cost_usd = tokens.iter().map(|t| t.cost_usd).sum::<Option<f64>>();
-        UsageDayView {
-            day: format_day(day),
-            rounds: counts.rounds,
-            model_calls: counts.model_calls,
-            tool_calls: counts.tool_calls,
-            summary_calls: counts.summary_calls,
-            facts_calls: counts.facts_calls,
-            whatsapp_in: counts.whatsapp_in,
-            whatsapp_out: counts.whatsapp_out,
-            tokens,
-            cost_usd,
-        }
     }
 
     /// Adds a piece of work's usage to the tenant's count of today, while the
@@ -304,7 +311,38 @@ impl AskService {
 
     /// The settings an operator's change is checked against.
     async fn operator_settings(&self, tenant: &TenantId) -> Result<Settings, AskError> {
-        let config = read_config(self.tenants.tenant_config(tenant).await)?;
-        Settings::resolve(&self.defaults, config.as_ref()).map_err(unusable)
+        let stored = stored_settings(self.tenants.as_ref(), &self.defaults, tenant);
+        read_config(stored.await)?.map_err(unusable)
+    }
+}
+
+/// A day of usage priced at `prices` (`None` for a model without a price).
+pub fn priced(prices: &PriceTable, day: i64, counts: UsageCounts) -> UsageDayView {
+    let tokens: Vec<ModelTokensView> = counts
+        .tokens
+        .iter()
+        .map(|(model, tokens)| ModelTokensView {
+            model: model.clone(),
+            input: tokens.input,
+            cache_write_5m: tokens.cache_write_5m,
+            cache_write_1h: tokens.cache_write_1h,
+            cache_read: tokens.cache_read,
+            output: tokens.output,
+            cost_usd: prices.cost(model, tokens),
+        })
+        .collect();
+    let cost_usd = tokens.iter().map(|t| t.cost_usd).sum::<Option<f64>>();
+    UsageDayView {
+        day: format_day(day),
+        rounds: counts.rounds,
+        model_calls: counts.model_calls,
+        tool_calls: counts.tool_calls,
+        summary_calls: counts.summary_calls,
+        facts_calls: counts.facts_calls,
+        whatsapp_in: counts.whatsapp_in,
+        whatsapp_out: counts.whatsapp_out,
+        whatsapp_held: counts.whatsapp_held,
+        tokens,
+        cost_usd,
     }
 }

@@ -16,13 +16,19 @@ use crate::store::ContactKey;
 use crate::tenant::{ContextPolicy, Settings};
 
 impl AskService {
-    /// Spends one of the tenant's rounds for this hour, or refuses the round.
+    /// Spends one of the tenant's rounds for this hour, or refuses the round (a
+    /// tenant the platform suspended runs none).
     pub(super) async fn spend_round(
         &self,
         key: &ContactKey,
         settings: &Settings,
         deadline: Deadline,
     ) -> Result<(), AskError> {
+        if settings.policy.suspended {
+            warn!("the tenant is suspended by the platform; the round is refused");
+            Event::new("ask").count("RoundsSuspended", 1).emit();
+            return Err(AskError::Suspended);
+        }
         let now = (self.clock)();
         let spent = spend(
             self.quotas.as_ref(),

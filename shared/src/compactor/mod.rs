@@ -74,7 +74,7 @@ use crate::request::{
 };
 use crate::session::Clock;
 use crate::store::{Store, StoreError};
-use crate::tenant::{Defaults, InvalidSettings, Settings, TenantStore};
+use crate::tenant::{Defaults, InvalidSettings, TenantStore};
 
 pub use facts_job::{FACTS_INSTRUCTIONS, RECORD_FACTS_TOOL, facts_request, record_facts_tool};
 pub use step::{SUMMARY_INSTRUCTIONS, summary_request};
@@ -264,10 +264,8 @@ impl Compactor {
         deadline: Deadline,
     ) -> Result<JobOutcome, CompactorError> {
         let tenant = job.tenant();
-        let settings = Settings::resolve(
-            &self.defaults,
-            self.tenants.tenant_config(tenant).await?.as_ref(),
-        )?;
+        let settings =
+            crate::tenant::stored_settings(self.tenants.as_ref(), &self.defaults, tenant).await??;
         let incarnation = job.incarnation();
         let key = self.store.find_contact(tenant, incarnation).await?;
         if key.is_none() && receives.is_some_and(|receives| receives < NOT_FOUND_RECEIVES) {

@@ -303,10 +303,10 @@ impl Compactor {
         tenants: &'a mut HashMap<TenantId, Settings>,
     ) -> Option<&'a Settings> {
         if !tenants.contains_key(tenant) {
-            let resolved = match self.tenants.tenant_config(tenant).await {
-                Ok(config) => {
-                    Settings::resolve(&self.defaults, config.as_ref()).map_err(CompactorError::from)
-                }
+            let stored =
+                crate::tenant::stored_settings(self.tenants.as_ref(), &self.defaults, tenant);
+            let resolved = match stored.await {
+                Ok(settings) => settings.map_err(CompactorError::from),
                 Err(error) => Err(error.into()),
             };
             match resolved {

@@ -333,6 +333,14 @@ impl<S: Store + TenantStore + ?Sized, H: Hook> TenantStore for Hooked<S, H> {
         let result = self.inner.replace_config(tenant, config, expected).await;
         self.written(Call::PutTenantConfig, result)
     }
+
+    async fn tenant_policy(
+        &self,
+        tenant: &TenantId,
+    ) -> Result<Option<crate::platform::TenantPolicy>, StoreError> {
+        // Unhooked: a fault here would move a simulation's seeded faults along.
+        self.inner.tenant_policy(tenant).await
+    }
 }
 
 /// The operator routes' reads and the usage counts pass through unhooked: no

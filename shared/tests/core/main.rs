@@ -16,6 +16,7 @@ mod layout;
 mod operate;
 mod own_loop;
 mod pause_fold;
+mod platform;
 mod properties;
 mod quota;
 mod streaming;

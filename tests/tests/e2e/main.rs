@@ -21,6 +21,7 @@ mod observability;
 mod operate;
 mod own_loop;
 mod pause_fold;
+mod platform;
 mod provisioning;
 mod recall;
 mod release;

@@ -158,6 +158,8 @@ class UsageDay(TypedDict):
     facts_calls: int
     whatsapp_in: int
     whatsapp_out: int
+    #: WhatsApp turns a limit of the tenant's numbers held back in the queue.
+    whatsapp_held: int
     tokens: list[ModelTokens]
     cost_usd: float | None
 

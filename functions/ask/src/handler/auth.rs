@@ -88,6 +88,27 @@ pub(super) fn require_scope(
     ))
 }
 
+/// Refuses the request (403, nothing read or written) unless it is the platform's:
+/// its token carries the platform scope (`SCOPE_PLATFORM_ADMIN`), and, with
+/// `JWT_AUDIENCE`, is for one of the deployment's app clients. No tenant claim is
+/// needed, and a tenant claim grants nothing here.
+pub(super) fn require_platform(
+    auth: &AuthConfig,
+    scopes: &ScopeConfig,
+    request: &Request,
+) -> Result<(), HttpError> {
+    if let AuthConfig::Jwt { audiences, .. } = auth
+        && !audiences.is_empty()
+        && !claims(request).is_some_and(|claims| for_audience(&claims, audiences))
+    {
+        return Err(HttpError::new(
+            ErrorType::Unauthenticated,
+            "the token is not for this API's audience",
+        ));
+    }
+    require_scope(auth, scopes, request, &scopes.platform_admin)
+}
+
 /// The words of a scope claim: space-separated (`scope`), or a list API Gateway
 /// wrote as `[a b]` (`cognito:groups`).
 fn words(value: &str) -> Vec<String> {

@@ -220,7 +220,7 @@ fn fact_json(record: &FactRecord) -> Value {
 }
 
 /// `"v{version}"`, quoted as an ETag is.
-fn etag(version: u64) -> String {
+pub(super) fn etag(version: u64) -> String {
     format!("\"v{version}\"")
 }
 
@@ -238,6 +238,8 @@ fn config_response(state: &ConfigState) -> Response<Body> {
         "etag": tag,
         "valid": state.problem.is_none(),
         "problem": state.problem,
+        "clamped": state.clamped,
+        "policy": bounds_json(&state.policy),
     });
     let mut response = json_response(200, body.to_string());
     if let Ok(value) = lambda_http::http::HeaderValue::from_str(&tag) {
@@ -246,31 +248,28 @@ fn config_response(state: &ConfigState) -> Response<Body> {
     response
 }
 
+/// What of the platform's policy a tenant's configuration lives in, as the
+/// configuration's view shows it to the tenant.
+fn bounds_json(policy: &degrau::platform::Policy) -> Value {
+    json!({
+        "suspended": policy.suspended,
+        "rounds_per_hour": policy.rounds_per_hour,
+        "summary_calls_per_hour": policy.summary_calls_per_hour,
+        "models": policy.models,
+        "max_thinking_budget_tokens": policy.max_thinking_budget_tokens,
+        "max_compaction_threshold_tokens": policy.max_compaction_threshold_tokens,
+        "max_transcript_retention_days": policy.max_transcript_retention_days,
+        "max_fact_retention_days": policy.max_fact_retention_days,
+        "max_webhook_tools": policy.max_webhook_tools,
+    })
+}
+
 async fn put_config(
     service: &AskService,
     tenant: &TenantId,
     request: &Request,
 ) -> Result<Response<Body>, HttpError> {
-    let Some(if_match) = request.headers().get("if-match") else {
-        return Err(HttpError::new(
-            ErrorType::PreconditionRequired,
-            "send If-Match with the ETag of the configuration this replaces (GET \
-             /v1/tenant/config; \"v0\" when none is stored)",
-        ));
-    };
-    let expected = if_match
-        .to_str()
-        .ok()
-        .map(|text| text.trim().trim_start_matches("W/"))
-        .and_then(|text| {
-            text.strip_prefix("\"v")?
-                .strip_suffix('"')?
-                .parse::<u64>()
-                .ok()
-        })
-        .ok_or_else(|| {
-            HttpError::invalid("If-Match must be an ETag this API gave, such as \"v3\"")
-        })?;
+    let expected = if_match(request, "GET /v1/tenant/config")?;
     let bytes = json_body_within(request, MAX_CONFIG_BODY_BYTES)?;
     let value: Value = serde_json::from_slice(bytes)
         .map_err(|e| HttpError::invalid(format!("the body is not valid JSON: {e}")))?;
@@ -285,6 +284,31 @@ async fn put_config(
         .await
         .map_err(from_service)?;
     Ok(config_response(&state))
+}
+
+/// The version `If-Match` names (`"v3"`; `"v0"`: none stored): 428 without one,
+/// 400 for one this API did not give. `read` names the route that gives it.
+pub(super) fn if_match(request: &Request, read: &str) -> Result<u64, HttpError> {
+    let Some(if_match) = request.headers().get("if-match") else {
+        return Err(HttpError::new(
+            ErrorType::PreconditionRequired,
+            format!(
+                "send If-Match with the ETag of the version this replaces ({read}; \"v0\" when \
+                 none is stored)"
+            ),
+        ));
+    };
+    if_match
+        .to_str()
+        .ok()
+        .map(|text| text.trim().trim_start_matches("W/"))
+        .and_then(|text| {
+            text.strip_prefix("\"v")?
+                .strip_suffix('"')?
+                .parse::<u64>()
+                .ok()
+        })
+        .ok_or_else(|| HttpError::invalid("If-Match must be an ETag this API gave, such as \"v3\""))
 }
 
 /// Each webhook tool's `input_schema` must be a valid JSON Schema (checked

@@ -78,6 +78,11 @@ fn app(auth: AuthConfig) -> (App, Arc<MemoryStore>, Arc<ScriptedModel>) {
     };
     (
         App {
+            platform: degrau::platform_admin::PlatformAdmin::on(
+                store.clone(),
+                Defaults::default(),
+                system_clock(),
+            ),
             service,
             auth,
             scopes: degrau_adapters::config::ScopeConfig::default(),

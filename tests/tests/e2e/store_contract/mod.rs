@@ -54,7 +54,7 @@ fn sweep_bucket(key: &ContactKey) -> u8 {
 /// An adapter under test, with the few raw writes and reads the contract needs that
 /// the port itself does not offer (a compaction step, a fact, an item count).
 trait Backend: Sized {
-    type S: Store + TenantStore + 'static;
+    type S: Store + TenantStore + degrau::platform::PolicyStore + 'static;
 
     async fn start() -> Self;
     fn store(&self) -> Arc<Self::S>;
@@ -80,6 +80,8 @@ trait Backend: Sized {
     async fn raw_head_expires_at(&self, key: &ContactKey) -> Option<i64>;
     /// Deletes the head alone, as DynamoDB's TTL may before the messages.
     async fn delete_head(&self, key: &ContactKey);
+    /// Writes a tenant's `POLICY` item as `text`, read or not (one written by hand).
+    async fn put_raw_policy(&self, tenant: &TenantId, text: &str);
 }
 
 struct Memory(Arc<MemoryStore>);
@@ -139,6 +141,10 @@ impl Backend for Memory {
 
     async fn delete_head(&self, key: &ContactKey) {
         self.0.ttl_delete(key, &ItemRef::Head);
+    }
+
+    async fn put_raw_policy(&self, tenant: &TenantId, text: &str) {
+        self.0.put_policy_text(tenant, text);
     }
 }
 
@@ -369,6 +375,19 @@ impl Backend for Dynamo {
             .table_name(&self.table)
             .key("pk", s(raw_pk(key)))
             .key("sk", s(keys::HEAD_SK))
+            .send()
+            .await
+            .unwrap();
+    }
+
+    async fn put_raw_policy(&self, tenant: &TenantId, text: &str) {
+        self.client
+            .put_item()
+            .table_name(&self.table)
+            .item("pk", s(keys::tenant_pk(tenant)))
+            .item("sk", s(keys::POLICY_SK))
+            .item("policy", s(text))
+            .item("version", AttributeValue::N("1".into()))
             .send()
             .await
             .unwrap();
@@ -613,6 +632,7 @@ mod incarnation;
 mod isolation;
 mod job;
 mod operator;
+mod platform;
 mod record;
 mod round;
 mod sweep;
@@ -666,6 +686,9 @@ macro_rules! contract_tests {
             record::erasing_a_contact_removes_its_session_archives_too,
             record::session_records_come_newest_first_bounded_and_the_oldest_is_evicted,
             tenant::tenant_configs_round_trip_per_tenant,
+            platform::a_policy_is_replaced_only_from_the_version_read_and_reads_back_per_tenant,
+            platform::tenants_are_listed_by_id_in_pages_once_they_have_a_config_a_policy_or_usage,
+            platform::a_stored_policy_that_no_longer_reads_is_invalid_config,
             operator::contacts_list_newest_first_per_tenant_in_pages,
             operator::a_fact_write_lands_only_on_what_it_expects,
             operator::a_config_is_replaced_only_from_the_version_it_was_read_at,
