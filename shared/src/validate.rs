@@ -10,6 +10,7 @@
 use crate::domain::{ContentBlock, Role};
 use crate::pairing::{Unpaired, check_pairs};
 use crate::request::{CacheTtl, MAX_BREAKPOINTS, ModelRequest, RequestBlock};
+use crate::sendable::refused_text;
 
 /// A rule the request breaks; `message` is the text the real API returns in its
 /// 400 `invalid_request_error`.
@@ -66,26 +67,17 @@ pub fn validate_request(request: &ModelRequest) -> Result<(), ApiRuleViolation> 
     if merged.is_empty() {
         return violation("messages: at least one message is required".into());
     }
+    // Text blocks as measured against the API (`crate::sendable`): an empty one is
+    // always refused, a whitespace-only one when its message holds nothing else; an
+    // assistant message may be empty anywhere, a user message may not.
     for (index, (role, blocks)) in merged.iter().enumerate() {
-        let last = index + 1 == merged.len();
-        if blocks.is_empty() && !(last && *role == Role::Assistant) {
+        if blocks.is_empty() && *role == Role::User {
             return violation(format!(
-                "messages.{index}: all messages must have non-empty content except for the optional final assistant message"
+                "messages.{index}: user messages must have non-empty content"
             ));
         }
-        for (position, block) in blocks.iter().enumerate() {
-            if let ContentBlock::Text { text } = &block.block {
-                if text.is_empty() {
-                    return violation(format!(
-                        "messages.{index}.content.{position}.text: text content blocks must be non-empty"
-                    ));
-                }
-                if text.trim().is_empty() {
-                    return violation(format!(
-                        "messages.{index}.content.{position}.text: text content blocks must contain non-whitespace text"
-                    ));
-                }
-            }
+        if let Some((_, refusal)) = refused_text(blocks.iter().map(|b| &b.block)) {
+            return violation(format!("messages: {}", refusal.api_text()));
         }
     }
     if merged.last().map(|(role, _)| *role) == Some(Role::Assistant) {
@@ -429,9 +421,9 @@ mod tests {
             error(vec![message(Role::User, vec![B::text(" \n")])])
                 .ends_with("must contain non-whitespace text")
         );
-        assert!(
-            error(vec![message(Role::User, vec![])])
-                .contains("all messages must have non-empty content")
+        assert_eq!(
+            error(vec![message(Role::User, vec![])]),
+            "messages.0: user messages must have non-empty content"
         );
         let text = error(vec![
             message(Role::User, vec![B::text("hi")]),
@@ -445,6 +437,59 @@ mod tests {
             message(Role::User, vec![B::tool_result("a", "1")]),
         ]);
         assert_eq!(text, "`tool_use` ids must be unique");
+    }
+
+    #[test]
+    fn text_blocks_are_judged_as_the_api_was_measured_to_judge_them() {
+        // experientiallabs/experiential#804 (2026-07), and docs/model-answers.md.
+        let hi = || message(Role::User, vec![B::text("hi")]);
+        let call = || B::tool_use("toolu_1", "t", json!({}));
+        let result = || message(Role::User, vec![B::tool_result("toolu_1", "ok")]);
+        let assistant = |blocks| message(Role::Assistant, blocks);
+        let accepted = [
+            vec![hi(), assistant(vec![B::text("\n\n"), call()]), result()],
+            vec![hi(), assistant(vec![B::text(" "), B::text("ok")]), hi()],
+            vec![hi(), assistant(vec![]), hi()],
+            vec![assistant(vec![]), hi()],
+            vec![message(Role::User, vec![B::text("hi"), B::text(" ")])],
+            vec![
+                hi(),
+                assistant(vec![call()]),
+                message(Role::User, vec![B::tool_result("toolu_1", "")]),
+            ],
+        ];
+        for messages in accepted {
+            assert_eq!(
+                validate_request(&request(messages.clone())),
+                Ok(()),
+                "{messages:?}"
+            );
+        }
+        let refused = [
+            (
+                vec![hi(), assistant(vec![B::text(""), call()]), result()],
+                "messages: text content blocks must be non-empty",
+            ),
+            (
+                vec![hi(), assistant(vec![B::text(" ")]), hi()],
+                "messages: text content blocks must contain non-whitespace text",
+            ),
+            (
+                vec![hi(), assistant(vec![B::text("")]), hi()],
+                "messages: text content blocks must be non-empty",
+            ),
+            (
+                vec![message(Role::User, vec![B::text("\n")])],
+                "messages: text content blocks must contain non-whitespace text",
+            ),
+            (
+                vec![message(Role::User, vec![B::text(""), B::text("x")])],
+                "messages: text content blocks must be non-empty",
+            ),
+        ];
+        for (messages, text) in refused {
+            assert_eq!(error(messages), text);
+        }
     }
 
     #[test]

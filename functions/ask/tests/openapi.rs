@@ -61,6 +61,7 @@ fn every_service_error() -> Vec<AskError> {
         AskError::PreconditionFailed(text()),
         AskError::Indeterminate,
         AskError::BrokenWindow(text()),
+        AskError::UnsendableRound(text()),
         AskError::QuotaExceeded(degrau::quota::Exhausted {
             kind: degrau::quota::QuotaKind::Rounds,
             limit: 10,
@@ -101,6 +102,7 @@ fn every_service_error() -> Vec<AskError> {
             AskError::PreconditionFailed(_) => "precondition",
             AskError::Indeterminate => "indeterminate",
             AskError::BrokenWindow(_) => "broken window",
+            AskError::UnsendableRound(_) => "unsendable",
             AskError::QuotaExceeded(_) => "quota",
         }
     };
