@@ -404,7 +404,8 @@ fn check_round(messages: &[Message]) -> Result<(), AskError> {
 fn check_blocks(index: usize, message: &Message) -> Result<(), AskError> {
     if message.content.is_empty() {
         return Err(invalid(format!(
-            "messages.{index}.content: a message needs a block the API accepts"
+            "messages.{index}.content: holds no text and no block the API accepts back (an \
+             empty or whitespace-only answer)"
         )));
     }
     if let Some((position, refusal)) = refused_text(&message.content) {
