@@ -28,5 +28,6 @@ mod reliability;
 mod store_contract;
 mod streaming;
 mod sweep;
+mod tool_server;
 mod webhooks;
 mod whatsapp;
