@@ -4,6 +4,10 @@
 //! `anthropic_version` in it, a SigV4 `Authorization`, errors as `{"message"}` with
 //! `x-amzn-ErrorType`), and the test controls under `/stand-in/`.
 //!
+//! An answer may carry a quirk ([`crate::quirks`]) on every route: its JSON body is
+//! [`Quirk::body`], its stream [`Quirk::events`]; an `error` event among them is,
+//! on Bedrock's route, the exception frame Bedrock ends a stream with.
+//!
 //! A streamed call (`"stream": true` on `/v1/messages`, or Bedrock's
 //! `POST /model/{modelId}/invoke-with-response-stream`) is checked, cached, logged
 //! and answered the same way, the answer sent as its events ([`crate::stream`]):
@@ -16,6 +20,7 @@
 //! |---|---|
 //! | `POST /stand-in/faults` | queue faults (a JSON array of [`Fault`]) |
 //! | `POST /stand-in/script` | queue scripted answers (a JSON array of [`ScriptedAnswer`]) |
+//! | `POST /stand-in/quirks` | queue quirks (`{"next": [names]}`) or set the random mode (`{"random": {"seed", "per_mille"} \| null}`) ([`QuirkControl`], [`crate::quirks`]); answers `{"queued", "random"}` |
 //! | `GET /stand-in/requests` | the calls received, oldest first ([`LoggedCall`]) |
 //! | `POST /stand-in/reset` | clear faults, script, log, cache and clock |
 //! | `POST /stand-in/clock` | `{"advance_seconds": n}` moves the cache clock; answers `{"now_ms"}` |
@@ -44,10 +49,11 @@ use serde_json::{Value, json};
 
 use crate::StandIn;
 use crate::answer::{Answer, answer};
-use crate::control::{Fault, LoggedCall, RawRequest, ScriptedAnswer};
+use crate::control::{Fault, LoggedCall, QuirkControl, RawRequest, ScriptedAnswer};
 use crate::error::ApiError;
 use crate::parse::{from_bedrock, parse_request, parse_value};
 use crate::prompt::{Prompt, tokens_for_chars};
+use crate::quirks::Quirk;
 use crate::stream::{self, End, Plan};
 use crate::wire::{MessagesResponse, ResponseBlock, StopReason, Usage};
 
@@ -70,6 +76,7 @@ pub fn router(standin: StandIn) -> Router {
         .route("/stand-in/stream", post(stream_pace))
         .route("/stand-in/faults", post(push_faults))
         .route("/stand-in/script", post(push_script))
+        .route("/stand-in/quirks", post(push_quirks))
         .route("/stand-in/requests", get(requests))
         .route("/stand-in/reset", post(reset))
         .route("/stand-in/clock", post(clock))
@@ -81,10 +88,25 @@ pub fn router(standin: StandIn) -> Router {
         .merge(crate::graph::router(crate::graph::Graph::default()))
 }
 
-/// A successful call: the response and its usage.
+/// A successful call: the response (before its quirk), its usage and its quirk.
 struct Answered {
     response: MessagesResponse,
     usage: Usage,
+    quirk: Option<Quirk>,
+}
+
+impl Answered {
+    /// The JSON body and the stream's events, the quirk's if there is one.
+    fn wire(&self) -> (Value, Vec<Value>) {
+        match self.quirk {
+            Some(quirk) => (quirk.body(&self.response), quirk.events(&self.response)),
+            // Serialising these plain data types cannot fail.
+            None => (
+                serde_json::to_value(&self.response).unwrap_or(Value::Null),
+                stream::events(&self.response),
+            ),
+        }
+    }
 }
 
 /// Which API a call came in through: the answer is the same, its envelope differs.
@@ -206,10 +228,11 @@ async fn call(
 
     let outcome = match fault.status {
         Some(status) => Err(injected_error(status, &fault)),
-        None => handle(&standin, &route, &headers, body),
+        None => handle(&standin, &route, &headers, body, streamed),
     };
     match outcome {
-        Ok(Answered { response, usage }) => {
+        Ok(answered) => {
+            let usage = answered.usage;
             tracing::info!(
                 request_id = %request_id,
                 bedrock = route.is_bedrock(),
@@ -219,10 +242,10 @@ async fn call(
                 output_tokens = usage.output_tokens,
                 streamed,
                 dropped,
+                quirk = answered.quirk.map(Quirk::name),
                 "answered"
             );
-            // Serialising these plain data types cannot fail.
-            let value = serde_json::to_value(&response).unwrap_or(Value::Null);
+            let (value, events) = answered.wire();
             let bytes = serde_json::to_vec(&value).unwrap_or_default();
             standin.record(LoggedCall {
                 request_id: request_id.clone(),
@@ -234,14 +257,15 @@ async fn call(
                 response: value,
                 dropped: dropped || (streamed && fault.stream_drop_after.is_some()),
                 streamed,
+                quirks: answered.quirk.into_iter().collect(),
             });
             let pause = Duration::from_millis(standin.delta_ms());
             if streamed {
-                streamed_response(&route, &request_id, &response, &fault, pause)
+                streamed_response(&route, &request_id, &events, &fault, pause)
             } else {
                 // Paced like a model writing it: a whole answer comes when the
                 // last event of its stream would have (a pause between two events).
-                let events = crate::stream::events(&response).len() as u32;
+                let events = u32::try_from(events.len()).unwrap_or(u32::MAX);
                 tokio::time::sleep(pause.saturating_mul(events.saturating_sub(1))).await;
                 if dropped {
                     dropped_response(&route, &request_id, bytes)
@@ -270,6 +294,7 @@ async fn call(
                 response: answer.clone(),
                 dropped,
                 streamed,
+                quirks: Vec::new(),
             });
             if dropped {
                 let bytes = serde_json::to_vec(&answer).unwrap_or_default();
@@ -324,12 +349,13 @@ fn injected_error(status: u16, fault: &Fault) -> ApiError {
     error
 }
 
-/// Everything after the faults: headers, body, limits, cache, answer.
+/// Everything after the faults: headers, body, limits, cache, answer and its quirk.
 fn handle(
     standin: &StandIn,
     route: &Route,
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
+    streamed: bool,
 ) -> Result<Answered, ApiError> {
     let header = |name: &str| {
         headers
@@ -409,6 +435,18 @@ fn handle(
             fit(reply, parsed.request.max_tokens)
         }
     };
+    let answer = Answer {
+        content,
+        stop_reason,
+    };
+    let thinking = parsed.request.thinking_budget().is_some();
+    let quirk = standin.take_quirk(&answer, streamed, thinking);
+    // The usage of what is sent: a cut answer spent its whole budget.
+    let output_tokens = match quirk.map(|quirk| quirk.apply(answer.clone())) {
+        Some(sent) if sent.stop_reason == StopReason::MaxTokens => parsed.request.max_tokens,
+        Some(sent) => self::output_tokens(&sent.content),
+        None => output_tokens,
+    };
     let usage = Usage {
         output_tokens,
         ..cached
@@ -418,12 +456,16 @@ fn handle(
         kind: "message",
         role: "assistant",
         model: parsed.request.model,
-        content,
-        stop_reason,
+        content: answer.content,
+        stop_reason: answer.stop_reason,
         stop_sequence: None,
         usage,
     };
-    Ok(Answered { response, usage })
+    Ok(Answered {
+        response,
+        usage,
+        quirk,
+    })
 }
 
 /// Output tokens of a reply: a quarter of its characters (text as is, tool calls
@@ -521,23 +563,24 @@ fn dropped_response(route: &Route, request_id: &str, bytes: Vec<u8>) -> Response
 }
 
 /// A streamed answer: its events as Server-Sent Events or, on Bedrock's route,
-/// event-stream frames, `pause` apart, cut short as the fault says
-/// (`stream_error_after`, `stream_drop_after`, or `drop`: half the events).
+/// event-stream frames (an `error` event, Bedrock's exception frame), `pause`
+/// apart, cut short as the fault says (`stream_error_after`, `stream_drop_after`,
+/// or `drop`: half the events).
 fn streamed_response(
     route: &Route,
     request_id: &str,
-    response: &MessagesResponse,
+    events: &[Value],
     fault: &Fault,
     pause: Duration,
 ) -> Response {
-    let events = stream::events(response);
     let bedrock = route.is_bedrock();
-    let encode = |event: &Value| {
-        if bedrock {
-            stream::chunk_frame(event)
-        } else {
-            stream::sse(event)
-        }
+    let encode = |event: &Value| match event["type"].as_str() {
+        Some("error") if bedrock => stream::exception_frame(
+            event["error"]["type"].as_str().unwrap_or("api_error"),
+            event["error"]["message"].as_str().unwrap_or_default(),
+        ),
+        _ if bedrock => stream::chunk_frame(event),
+        _ => stream::sse(event),
     };
     let (count, end) = if let Some(after) = fault.stream_error_after {
         let kind = fault.kind.as_deref().unwrap_or("overloaded_error");
@@ -627,6 +670,23 @@ async fn push_script(State(standin): State<StandIn>, body: Bytes) -> Response {
     };
     let queued = standin.push_script(answers);
     axum::Json(json!({"queued": queued})).into_response()
+}
+
+async fn push_quirks(State(standin): State<StandIn>, body: Bytes) -> Response {
+    let control: QuirkControl = match control_body(&standin, &body) {
+        Ok(control) => control,
+        Err(response) => return *response,
+    };
+    let quirks = match control.quirks() {
+        Ok(quirks) => quirks,
+        Err(problem) => return control_error(&standin, problem),
+    };
+    let queued = standin.push_quirks(quirks);
+    if let Some(random) = control.random {
+        standin.set_random_quirks(random);
+    }
+    let random = standin.random_quirks();
+    axum::Json(json!({"queued": queued, "random": random})).into_response()
 }
 
 async fn requests(State(standin): State<StandIn>) -> Response {
