@@ -9,7 +9,20 @@
 //!
 //! The rules on empty and blank text are the ones another project measured
 //! against the real API in 2026-07 (github.com/experientiallabs/experiential,
-//! pull request #804), texts included; [`text_rules`] says which.
+//! pull request #804), texts included:
+//!
+//! - an empty text block is always refused, in any role, beside anything
+//!   (`messages: text content blocks must be non-empty`; `system: …` in `system`);
+//! - a whitespace-only text block is refused only when its message holds nothing
+//!   but whitespace-only text (`messages: text content blocks must contain
+//!   non-whitespace text`): `[{text:" "},{text:"ok"}]` and `[{text:"\n\n"},
+//!   tool_use]` are accepted. A `tool_use`, `tool_result` or thinking block counts
+//!   as something else; thinking beside whitespace-only text alone is unmeasured;
+//! - an assistant message may be empty anywhere (first, last, mid-conversation,
+//!   two in a row); a user message may not (`messages.N: user messages must have
+//!   non-empty content`);
+//! - a `tool_result`'s content is not checked (`""`, `[]`, `" "` and
+//!   `[{text:""}]` are all accepted).
 
 use std::collections::{BTreeSet, HashSet};
 
@@ -190,20 +203,8 @@ fn merge_roles(request: &MessagesRequest) -> Merged<'_> {
 }
 
 /// At least one message; no empty user message; no empty text block; no message
-/// (or `system`) whose blocks are all whitespace-only text. Measured (PR #804):
-///
-/// - an empty text block is always refused, in any role, beside anything
-///   (`messages: text content blocks must be non-empty`; `system: …` in `system`);
-/// - a whitespace-only text block is refused only when its message holds nothing
-///   but whitespace-only text (`messages: text content blocks must contain
-///   non-whitespace text`): `[{text:" "},{text:"ok"}]` and `[{text:"\n\n"},
-///   tool_use]` are accepted. A `tool_use`, `tool_result` or thinking block counts
-///   as something else; thinking beside whitespace-only text alone is unmeasured;
-/// - an assistant message may be empty anywhere (first, last, mid-conversation,
-///   two in a row); a user message may not (`messages.N: user messages must have
-///   non-empty content`);
-/// - a `tool_result`'s content is not checked (`""`, `[]`, `" "` and
-///   `[{text:""}]` are all accepted).
+/// whose blocks are all whitespace-only text (the measured rules of the module's
+/// docs).
 ///
 /// The checks run on merged messages, as the API's other message rules do: a user
 /// message `""` followed by a user message `"hi"` is one non-empty message (that
