@@ -46,7 +46,8 @@ use serde_json::Value;
 use crate::answer::Answer;
 use crate::wire::{MessagesResponse, ResponseBlock, StopReason};
 
-pub use self::answer::{cut_input, half_text};
+pub use self::answer::{TEXT_AFTER_TOOL_USE, cut_input, half_text};
+pub use self::events::refusal_details;
 
 /// One way a real answer differs from a tidy one (its wire name in `snake_case`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

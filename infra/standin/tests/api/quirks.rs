@@ -8,7 +8,7 @@ use aws_sdk_bedrockruntime::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_bedrockruntime::primitives::Blob;
 use aws_sdk_bedrockruntime::types::ResponseStream;
 use aws_sdk_bedrockruntime::types::error::ResponseStreamError;
-use degrau_standin::quirks::Quirk;
+use degrau_standin::quirks::{Quirk, refusal_details};
 use serde_json::{Value, json};
 
 use crate::helpers::{TestStandIn, demo_tools, start};
@@ -308,6 +308,30 @@ async fn an_empty_input_streams_as_an_empty_partial_json() {
         routes.deltas(1),
         [&json!({"type": "input_json_delta", "partial_json": ""})]
     );
+    // The bytes on the wire (the stand-in writes a JSON object's keys sorted).
+    let standin = start().await;
+    queue(&standin, quirk).await;
+    let mut body = request(TOOL_QUESTION, false);
+    body["stream"] = json!(true);
+    let text = standin
+        .client
+        .post(standin.url("/v1/messages"))
+        .header("x-api-key", "test-key")
+        .header("anthropic-version", "2023-06-01")
+        .json(&body)
+        .send()
+        .await
+        .expect("stand-in answers")
+        .text()
+        .await
+        .expect("a body");
+    let start = "\"input\":{},\"name\":\"list_free_slots\",\"type\":\"tool_use\"},\
+        \"index\":1,\"type\":\"content_block_start\"}\n\n";
+    let empty = "event: content_block_delta\ndata: {\"delta\":{\"partial_json\":\"\",\
+        \"type\":\"input_json_delta\"},\"index\":1,\"type\":\"content_block_delta\"}\n\n\
+        event: content_block_stop\ndata: {\"index\":1,\"type\":\"content_block_stop\"}\n\n";
+    assert!(text.contains(start), "{text}");
+    assert!(text.contains(empty), "{text}");
 }
 
 #[tokio::test]
@@ -356,7 +380,11 @@ async fn a_refusal_comes_after_some_text_was_shown() {
         &json!([{"type": "text", "text": "[offline stand-i"}])
     );
     assert_eq!(routes.json["stop_reason"], "refusal");
-    let details = json!({"type": "refusal", "category": null, "explanation": null});
+    let details = refusal_details();
+    assert_eq!(
+        details,
+        json!({"type": "refusal", "category": null, "explanation": null})
+    );
     assert_eq!(routes.json["stop_details"], details);
     assert_eq!(routes.streamed_text(0), "[offline stand-i");
     assert_eq!(routes.message_delta()["delta"]["stop_details"], details);

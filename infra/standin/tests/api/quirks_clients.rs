@@ -6,7 +6,7 @@
 
 use degrau::domain::ContentBlock;
 use degrau::model::{ModelDelta, ModelError, ModelResponse, StopReason};
-use degrau_standin::quirks::Quirk;
+use degrau_standin::quirks::{Quirk, TEXT_AFTER_TOOL_USE};
 use serde_json::json;
 
 use crate::helpers::start;
@@ -107,7 +107,7 @@ async fn degrau_s_clients_read_the_blocks_around_a_tool_call_as_they_came() {
                 Quirk::TextAfterToolUse => vec![
                     text("[offline stand-in] Let me check."),
                     list_free_slots(&id, day.clone()),
-                    text("[offline stand-in] I will read the result next."),
+                    text(TEXT_AFTER_TOOL_USE),
                 ],
                 _ => vec![
                     text("[offline stand-in] Let me check."),
