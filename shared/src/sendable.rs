@@ -60,16 +60,20 @@ where
     I::IntoIter: Clone,
 {
     let blocks = blocks.into_iter();
-    let substance = has_substance(blocks.clone());
+    let empty = blocks
+        .clone()
+        .position(|block| matches!(block, ContentBlock::Text { text } if text.is_empty()));
+    if let Some(position) = empty {
+        // An empty block is named first, wherever it is (as the stand-in's rules
+        // do; which the API names first in a message of both is unmeasured).
+        return Some((position, TextRefusal::Empty));
+    }
+    if has_substance(blocks.clone()) {
+        return None;
+    }
     blocks
         .enumerate()
-        .find_map(|(position, block)| match block {
-            ContentBlock::Text { text } if text.is_empty() => Some((position, TextRefusal::Empty)),
-            ContentBlock::Text { text } if text.trim().is_empty() && !substance => {
-                Some((position, TextRefusal::Whitespace))
-            }
-            _ => None,
-        })
+        .find_map(|(position, block)| blank(block).then_some((position, TextRefusal::Whitespace)))
 }
 
 /// One message's `blocks` without the text blocks the API would refuse back:
@@ -140,6 +144,7 @@ mod tests {
             (vec![text(""), text("x")], Some((0, Empty))),
             (vec![call(), text("")], Some((1, Empty))),
             (vec![text(" "), text("\t")], Some((0, Whitespace))),
+            (vec![text(" "), text("")], Some((1, Empty))),
             (vec![thinking(), text(" ")], None),
         ];
         for (blocks, refused) in cases {

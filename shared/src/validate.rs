@@ -55,12 +55,16 @@ pub fn validate_request(request: &ModelRequest) -> Result<(), ApiRuleViolation> 
         ));
     }
     one_hour_before_five_minutes(request)?;
-    for (index, block) in request.system.iter().enumerate() {
-        if block.text.trim().is_empty() {
-            return violation(format!(
-                "system.{index}.text: text content blocks must contain non-whitespace text"
-            ));
-        }
+    // The system blocks, by the same measured rule: an empty block is refused, a
+    // blank one when every block is blank (a blank beside a written one is
+    // unmeasured, and taken as in messages).
+    let system: Vec<ContentBlock> = request
+        .system
+        .iter()
+        .map(|block| ContentBlock::text(block.text.clone()))
+        .collect();
+    if let Some((_, refusal)) = refused_text(&system) {
+        return violation(format!("system: {}", refusal.api_text()));
     }
 
     let merged = merge_roles(request);
@@ -80,7 +84,9 @@ pub fn validate_request(request: &ModelRequest) -> Result<(), ApiRuleViolation> 
             return violation(format!("messages: {}", refusal.api_text()));
         }
     }
-    if merged.last().map(|(role, _)| *role) == Some(Role::Assistant) {
+    // An empty final assistant message was measured to be accepted; one with
+    // content is a prefill.
+    if matches!(merged.last(), Some((Role::Assistant, blocks)) if !blocks.is_empty()) {
         return violation(
             "This model does not support assistant message prefill. The conversation must end with a user message."
                 .into(),
@@ -374,6 +380,26 @@ mod tests {
             message(Role::Assistant, vec![B::text("Sure")]),
         ]);
         assert!(text.starts_with("This model does not support assistant message prefill."));
+        let empty_last = request(vec![
+            message(Role::User, vec![B::text("hi")]),
+            message(Role::Assistant, vec![]),
+        ]);
+        assert_eq!(validate_request(&empty_last), Ok(()), "measured: accepted");
+    }
+
+    #[test]
+    fn system_blocks_are_judged_by_the_measured_rule() {
+        let mut blank = request(vec![message(Role::User, vec![B::text("hi")])]);
+        blank.system[0].text = "  ".into();
+        assert_eq!(
+            validate_request(&blank).unwrap_err().message,
+            "system: text content blocks must contain non-whitespace text"
+        );
+        blank.system[0].text = String::new();
+        assert_eq!(
+            validate_request(&blank).unwrap_err().message,
+            "system: text content blocks must be non-empty"
+        );
     }
 
     #[test]

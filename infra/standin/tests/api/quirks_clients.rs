@@ -228,7 +228,6 @@ async fn a_max_tokens_stop_inside_a_tool_input_reads_as_the_call_so_far() {
 /// Today `model_stream.rs` (`finish`) refuses the cut input as a protocol error;
 /// the adapter fix on main reads it as the JSON route does.
 #[tokio::test]
-#[ignore = "needs the adapter fix on main (issue 38)"]
 async fn a_streamed_max_tokens_stop_inside_a_tool_input_reads_as_the_call_so_far() {
     for via in BOTH {
         let read = read(via, Quirk::MaxTokensInToolInput, TOOL_QUESTION, None).await;
