@@ -45,7 +45,7 @@ case "${1:-}" in
     # Bedrock (MODEL_PROVIDER=bedrock against the stand-in's InvokeModel route).
     say "the ask and compaction end-to-end tests again, with MODEL_PROVIDER=bedrock"
     DEGRAU_TEST_MODEL_PROVIDER=bedrock DEGRAU_TEST_AWS_ENDPOINT="$(bash infra/moto.sh url)" \
-      cargo test -p degrau-tests --test e2e -- ask_api:: compaction:: streaming:: bedrock::the_stacks_of_this_run
+      cargo test -p degrau-tests --test e2e -- ask_api:: compaction:: streaming:: model_answers:: bedrock::the_stacks_of_this_run
     # The clients: the Python package built, installed into a clean venv and checked
     # offline (wheel, sdist, mypy, ruff); the TypeScript one installed from its lock
     # and compiled; then both against one local stack (infra/stack.sh, on

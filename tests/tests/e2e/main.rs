@@ -17,6 +17,7 @@ mod first_run;
 mod floods;
 mod helpers;
 mod lifecycle;
+mod model_answers;
 mod observability;
 mod operate;
 mod own_loop;

@@ -33,7 +33,7 @@ async fn parameter_value(name: &str) -> String {
 
 /// A stack whose deployment pseudonym secret is its own (fresh, under a unique
 /// name), with the default `WEBHOOK_SECRETS_PATH`; returns the secret too.
-async fn stack_with_pseudonym_key() -> (FullStack, String) {
+pub(crate) async fn stack_with_pseudonym_key() -> (FullStack, String) {
     let name = format!("/degrau-test/{}/pseudonym-key", moto::unique_name("key"));
     let key = moto::unique_name("pseudonym-secret");
     put_parameter(&name, &key).await;

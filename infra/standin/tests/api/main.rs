@@ -11,6 +11,7 @@ mod helpers;
 mod quirks;
 mod quirks_clients;
 mod quirks_control;
+mod quirks_props;
 mod stream;
 mod stream_props;
 mod thinking;
