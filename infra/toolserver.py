@@ -11,7 +11,9 @@ may call again), and keeps a small calendar in memory:
 
 The tool is the body's `name`, so one URL serves both. `GET /bookings` lists the
 bookings (with the contact's pseudonym, never a name or number: degrau does not
-send them), `GET /health` answers 200.
+send them), `GET /calls` every signed call received (tool, `tool_use_id` and
+`Idempotency-Key`, repeats included: how often degrau called), `GET /health`
+answers 200.
 
   python3 infra/toolserver.py --port 4020 --secret-env DEGRAU_TOOLSERVER_SECRET
 
@@ -56,6 +58,7 @@ class Calendar:
         self.lock = threading.Lock()
         self.bookings = []  # dicts
         self.answers = {}  # Idempotency-Key -> (status, body)
+        self.calls = []  # every signed call: {"name", "tool_use_id", "key"}
 
     def free_slots(self, day: str) -> list:
         taken = {(b["time"], b["professional"]) for b in self.bookings if b["day"] == day}
@@ -112,6 +115,9 @@ def handler(secret: bytes, calendar: Calendar, tenant: str | None = None):
             if self.path == "/bookings":
                 with calendar.lock:
                     self.answer(200, {"bookings": list(calendar.bookings)})
+            elif self.path == "/calls":
+                with calendar.lock:
+                    self.answer(200, {"calls": list(calendar.calls)})
             elif self.path == "/health":
                 self.answer(200, {"ok": True})
             else:
@@ -135,6 +141,12 @@ def handler(secret: bytes, calendar: Calendar, tenant: str | None = None):
                 return self.answer(403, {"error": "not this receiver's tenant"})
             key = self.headers.get("Idempotency-Key", "")
             with calendar.lock:
+                try:
+                    call = json.loads(body)
+                    calendar.calls.append({"name": call.get("name"),
+                                           "tool_use_id": call.get("tool_use_id"), "key": key})
+                except (ValueError, AttributeError):
+                    calendar.calls.append({"name": None, "tool_use_id": None, "key": key})
                 if key and key in calendar.answers:
                     return self.answer(*calendar.answers[key])
                 try:

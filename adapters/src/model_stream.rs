@@ -435,6 +435,11 @@ impl Assembler {
     }
 
     fn finish(&mut self) -> Result<ModelResponse, ModelError> {
+        // The output limit can stop a tool call inside its input: the pieces then
+        // do not make JSON. The call is never run (the core asks again with more
+        // room), so it is handed over with an empty input, as a call not streamed
+        // would be: both routes then do the same.
+        let cut = self.stop_reason == Some(StopReason::MaxTokens);
         let mut content = Vec::with_capacity(self.blocks.len());
         for partial in std::mem::take(&mut self.blocks).into_iter().flatten() {
             content.push(match partial {
@@ -453,8 +458,11 @@ impl Assembler {
                             _ => Value::Object(serde_json::Map::new()),
                         }
                     } else {
-                        serde_json::from_str(&json)
-                            .map_err(|_| protocol("has a tool input that is not JSON"))?
+                        match serde_json::from_str(&json) {
+                            Ok(input) => input,
+                            Err(_) if cut => Value::Object(serde_json::Map::new()),
+                            Err(_) => return Err(protocol("has a tool input that is not JSON")),
+                        }
                     };
                     ContentBlock::ToolUse { id, name, input }
                 }

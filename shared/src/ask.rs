@@ -32,8 +32,17 @@
 //! `ModelRefusals`). `model_context_window_exceeded` is handled like a "prompt is too
 //! long" error: the window is cut at a safe start once and the model asked again.
 //! `pause_turn` only follows server tools, which degrau does not define: it is
-//! [`AskError::UnexpectedStop`]. A reply with no text and no tool call (thinking
-//! alone) is [`AskError::EmptyAnswer`].
+//! [`AskError::UnexpectedStop`].
+//!
+//! **Answers as they come.** Every answer is made sendable before it is kept or
+//! shown ([`crate::sendable`]): the text blocks the API would refuse back (an empty
+//! one beside a tool call, whitespace alone) are dropped, the rest kept as sent. An
+//! answer left with no text to read and no tool call (nothing, thinking alone,
+//! whitespace alone) is asked for once more, then is [`AskError::EmptyAnswer`]. A
+//! round's window is read again only before its first model call; once the model
+//! answered (a tool may have run), a request that breaks the API's rules is
+//! [`AskError::UnsendableRound`], never a re-run: a tool runs at most once per
+//! `tool_use` the model emitted.
 //!
 //! **Extended thinking.** With the tenant's `thinking_budget_tokens`, each request
 //! asks for thinking and gets that budget on top of the answer's `max_tokens`; the
@@ -91,9 +100,13 @@ use turn::Turn;
 pub const MAX_TEXT_CHARS: usize = 8_000;
 /// Most tool rounds (model calls answered with `tool_use`) in one round.
 pub const MAX_TOOL_ITERATIONS: usize = 8;
-/// How long an in-progress idempotency claim blocks others: longer than the
-/// function's timeout, so a crashed attempt frees its key.
+/// How long an in-progress idempotency claim blocks others at least: longer than
+/// the JSON route's timeout, so a crashed attempt frees its key; a request with
+/// more time left holds it longer ([`LEASE_SLACK_SECONDS`]).
 pub const IDEMPOTENCY_LEASE_SECONDS: i64 = 120;
+/// What a claim's lease adds to the time its request may still run: the commit's
+/// answer, and clocks a little apart between instances.
+pub const LEASE_SLACK_SECONDS: i64 = 30;
 /// How long a completed response can be replayed.
 pub const IDEMPOTENCY_TTL_SECONDS: i64 = 24 * 3600;
 /// Largest transcript page.
@@ -173,6 +186,15 @@ pub enum AskError {
     /// [`WINDOW_READS`] reads it answers [`AskError::Conflict`], as for a race lost.
     #[error("the stored window could not be read whole: {0}")]
     BrokenWindow(String),
+    /// A request after the model answered broke the Messages API's rules: degrau's
+    /// own defect, since every answer is made sendable before it is kept
+    /// ([`crate::sendable`]). The round stops there: a tool that ran is never run
+    /// again by a re-read of the window, and nothing is stored.
+    #[error(
+        "the round could not go on: its next request would break the Messages API's rules \
+         ({0}); no tool was run twice and nothing was stored"
+    )]
+    UnsendableRound(String),
     /// A bug: a request that could not be built.
     #[error("internal error: {0}")]
     Internal(String),
@@ -432,7 +454,7 @@ impl AskService {
             idempotency,
             hash,
             (self.clock)(),
-            IDEMPOTENCY_LEASE_SECONDS,
+            lease_seconds(deadline),
         );
         match by(deadline, claim).await? {
             Claim::Started => Ok(None),
@@ -588,6 +610,16 @@ pub(super) async fn by<T>(
             "storage did not answer within the request's time".into(),
         ))
     })
+}
+
+/// How long a claim holds its key: [`IDEMPOTENCY_LEASE_SECONDS`], or the time the
+/// request may still run and [`LEASE_SLACK_SECONDS`], whichever is longer. A
+/// streamed round may run longer than the fixed lease (`STREAM_TIMEOUT_SECONDS`):
+/// a lease that ended while its round ran would let a same-key retry run the
+/// round, and its tools, a second time.
+fn lease_seconds(deadline: Deadline) -> i64 {
+    let left = i64::try_from(deadline.remaining().as_secs()).unwrap_or(i64::MAX / 4);
+    IDEMPOTENCY_LEASE_SECONDS.max(left.saturating_add(1).saturating_add(LEASE_SLACK_SECONDS))
 }
 
 /// The `count`th broken window read: counted, and read again while reads are

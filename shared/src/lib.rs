@@ -21,9 +21,10 @@
 //! * [`window`], [`pruning`] and [`step_plan`]: where a window may start; which old
 //!   tool results a step prunes; when a step is due and what it folds into the
 //!   summary, and the hard cap when a step is late. Pure functions.
-//! * [`cache_ttl`], [`request`] and [`validate`]: how long a request's cache entries
-//!   live; the request laid out for prompt caching; the API's rules every request
-//!   must pass. [`pause_fold`]: when a pause past the entries' lifetime folds the
+//! * [`sendable`]: what the Messages API accepts back of what it sends (the one
+//!   rule for text blocks that answers are normalised by). [`cache_ttl`],
+//!   [`request`] and [`validate`]: how long a request's cache entries live; the
+//!   request laid out for prompt caching; the API's rules every request must pass. [`pause_fold`]: when a pause past the entries' lifetime folds the
 //!   window (the expected cost), pure.
 //! * The ports: [`store`] (split by caller: `RoundStore`, `JobStore`, `SweepStore`,
 //!   `RecordStore`, `OperatorStore`; `Store` is the five), [`model`] (`Model`), [`jobs`] (`Jobs`, the
@@ -73,6 +74,7 @@ pub mod pruning;
 pub mod quota;
 pub mod recall;
 pub mod request;
+pub mod sendable;
 pub mod session;
 pub mod step_plan;
 pub mod store;

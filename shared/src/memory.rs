@@ -194,6 +194,25 @@ impl MemoryStore {
         }
     }
 
+    /// Test helper: replaces a stored message's blocks, as a message an earlier
+    /// version stored differently (an answer kept exactly as the model sent it).
+    pub fn replace_content(
+        &self,
+        key: &ContactKey,
+        session: u32,
+        seq: u64,
+        content: Vec<crate::domain::ContentBlock>,
+    ) {
+        if let Some(entry) = self
+            .lock()
+            .contacts
+            .get_mut(key)
+            .and_then(|contact| contact.messages.get_mut(&(session, seq)))
+        {
+            entry.message.content = content;
+        }
+    }
+
     /// Test helper: removes the head's incarnation, as on a head written before
     /// incarnations existed.
     pub fn forget_incarnation(&self, key: &ContactKey) {
@@ -287,6 +306,7 @@ impl JobStore for MemoryStore {
             head.incarnation.as_ref() == Some(&step.incarnation)
                 && head.session == step.session
                 && head.summarized_until == step.seen_summarized_until
+                && step.last_seq.is_none_or(|seq| head.last_seq == seq)
         });
         let messages_exist = step
             .prune

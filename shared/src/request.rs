@@ -34,6 +34,7 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::cache_ttl::{CacheTtl, Lifetimes, RequestSizes};
 use crate::domain::{ContentBlock, Fact, Message, Role, StoredMessage};
+use crate::sendable::sendable;
 
 /// Most breakpoints the API accepts in one request.
 pub const MAX_BREAKPOINTS: usize = 4;
@@ -255,20 +256,12 @@ pub fn build_request(parts: &RequestParts<'_>) -> Result<ModelRequest, BuildErro
     // hold some all the same (a round a client's own loop recorded), so they are
     // sent as the text they stand for.
     let tools_defined = !parts.tools.is_empty();
-    let mut messages: Vec<RequestMessage> = parts
-        .window
-        .iter()
-        .map(|m| match tools_defined {
-            true => request_message(m.role, m.effective_content()),
-            false => request_message(m.role, &tool_blocks_as_text(m.effective_content())),
-        })
-        .chain(
-            parts
-                .round
-                .iter()
-                .map(|m| request_message(m.role, &m.content)),
-        )
-        .collect();
+    let window = parts.window.iter().map(|m| match tools_defined {
+        true => (m.role, m.effective_content().to_vec()),
+        false => (m.role, tool_blocks_as_text(m.effective_content())),
+    });
+    let round = parts.round.iter().map(|m| (m.role, m.content.clone()));
+    let mut messages = sendable_messages(window.chain(round));
     check_alternation(&messages)?;
     if messages.last().map(|m| m.role) != Some(Role::User) {
         return Err(BuildError::MustEndWithUser);
@@ -368,11 +361,12 @@ pub fn build_context(parts: &ContextParts<'_>) -> Result<ModelContext, BuildErro
     if parts.instructions.trim().is_empty() {
         return Err(BuildError::EmptyInstructions);
     }
-    let mut messages: Vec<RequestMessage> = parts
-        .window
-        .iter()
-        .map(|m| request_message(m.role, m.effective_content()))
-        .collect();
+    let mut messages = sendable_messages(
+        parts
+            .window
+            .iter()
+            .map(|m| (m.role, m.effective_content().to_vec())),
+    );
     check_alternation(&messages)?;
     // The request will be these messages and the client's user message.
     let len = messages.len();
@@ -517,17 +511,38 @@ fn tool_blocks_as_text(content: &[ContentBlock]) -> Vec<ContentBlock> {
         .collect()
 }
 
-fn request_message(role: Role, content: &[ContentBlock]) -> RequestMessage {
-    RequestMessage {
-        role,
-        content: content
-            .iter()
-            .map(|block| RequestBlock {
-                block: block.clone(),
-                cache_control: None,
-            })
-            .collect(),
+/// Messages as the API accepts them back ([`crate::sendable`]): each without the
+/// text blocks it would refuse. A message left with nothing (an answer stored
+/// before answers were normalised, whose only text was whitespace) is left out,
+/// and the two messages around it, of one role, are sent as one, as the API would
+/// merge them: the contact it once wedged is answered again. Two messages of one
+/// role with nothing left out between them stay apart, for
+/// [`check_alternation`] to see a window read while a round landed.
+fn sendable_messages(
+    messages: impl Iterator<Item = (Role, Vec<ContentBlock>)>,
+) -> Vec<RequestMessage> {
+    let mut sent: Vec<RequestMessage> = Vec::new();
+    let mut left_out = false;
+    for (role, content) in messages {
+        let content = sendable(content);
+        if content.is_empty() {
+            left_out = true;
+            continue;
+        }
+        let blocks = content.into_iter().map(|block| RequestBlock {
+            block,
+            cache_control: None,
+        });
+        match sent.last_mut() {
+            Some(last) if left_out && last.role == role => last.content.extend(blocks),
+            _ => sent.push(RequestMessage {
+                role,
+                content: blocks.collect(),
+            }),
+        }
+        left_out = false;
     }
+    sent
 }
 
 /// Opening tag of the fenced context block.

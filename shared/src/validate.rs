@@ -10,6 +10,7 @@
 use crate::domain::{ContentBlock, Role};
 use crate::pairing::{Unpaired, check_pairs};
 use crate::request::{CacheTtl, MAX_BREAKPOINTS, ModelRequest, RequestBlock};
+use crate::sendable::refused_text;
 
 /// A rule the request breaks; `message` is the text the real API returns in its
 /// 400 `invalid_request_error`.
@@ -54,41 +55,38 @@ pub fn validate_request(request: &ModelRequest) -> Result<(), ApiRuleViolation> 
         ));
     }
     one_hour_before_five_minutes(request)?;
-    for (index, block) in request.system.iter().enumerate() {
-        if block.text.trim().is_empty() {
-            return violation(format!(
-                "system.{index}.text: text content blocks must contain non-whitespace text"
-            ));
-        }
+    // The system blocks, by the same measured rule: an empty block is refused, a
+    // blank one when every block is blank (a blank beside a written one is
+    // unmeasured, and taken as in messages).
+    let system: Vec<ContentBlock> = request
+        .system
+        .iter()
+        .map(|block| ContentBlock::text(block.text.clone()))
+        .collect();
+    if let Some((_, refusal)) = refused_text(&system) {
+        return violation(format!("system: {}", refusal.api_text()));
     }
 
     let merged = merge_roles(request);
     if merged.is_empty() {
         return violation("messages: at least one message is required".into());
     }
+    // Text blocks as measured against the API (`crate::sendable`): an empty one is
+    // always refused, a whitespace-only one when its message holds nothing else; an
+    // assistant message may be empty anywhere, a user message may not.
     for (index, (role, blocks)) in merged.iter().enumerate() {
-        let last = index + 1 == merged.len();
-        if blocks.is_empty() && !(last && *role == Role::Assistant) {
+        if blocks.is_empty() && *role == Role::User {
             return violation(format!(
-                "messages.{index}: all messages must have non-empty content except for the optional final assistant message"
+                "messages.{index}: user messages must have non-empty content"
             ));
         }
-        for (position, block) in blocks.iter().enumerate() {
-            if let ContentBlock::Text { text } = &block.block {
-                if text.is_empty() {
-                    return violation(format!(
-                        "messages.{index}.content.{position}.text: text content blocks must be non-empty"
-                    ));
-                }
-                if text.trim().is_empty() {
-                    return violation(format!(
-                        "messages.{index}.content.{position}.text: text content blocks must contain non-whitespace text"
-                    ));
-                }
-            }
+        if let Some((_, refusal)) = refused_text(blocks.iter().map(|b| &b.block)) {
+            return violation(format!("messages: {}", refusal.api_text()));
         }
     }
-    if merged.last().map(|(role, _)| *role) == Some(Role::Assistant) {
+    // An empty final assistant message was measured to be accepted; one with
+    // content is a prefill.
+    if matches!(merged.last(), Some((Role::Assistant, blocks)) if !blocks.is_empty()) {
         return violation(
             "This model does not support assistant message prefill. The conversation must end with a user message."
                 .into(),
@@ -382,6 +380,26 @@ mod tests {
             message(Role::Assistant, vec![B::text("Sure")]),
         ]);
         assert!(text.starts_with("This model does not support assistant message prefill."));
+        let empty_last = request(vec![
+            message(Role::User, vec![B::text("hi")]),
+            message(Role::Assistant, vec![]),
+        ]);
+        assert_eq!(validate_request(&empty_last), Ok(()), "measured: accepted");
+    }
+
+    #[test]
+    fn system_blocks_are_judged_by_the_measured_rule() {
+        let mut blank = request(vec![message(Role::User, vec![B::text("hi")])]);
+        blank.system[0].text = "  ".into();
+        assert_eq!(
+            validate_request(&blank).unwrap_err().message,
+            "system: text content blocks must contain non-whitespace text"
+        );
+        blank.system[0].text = String::new();
+        assert_eq!(
+            validate_request(&blank).unwrap_err().message,
+            "system: text content blocks must be non-empty"
+        );
     }
 
     #[test]
@@ -429,9 +447,9 @@ mod tests {
             error(vec![message(Role::User, vec![B::text(" \n")])])
                 .ends_with("must contain non-whitespace text")
         );
-        assert!(
-            error(vec![message(Role::User, vec![])])
-                .contains("all messages must have non-empty content")
+        assert_eq!(
+            error(vec![message(Role::User, vec![])]),
+            "messages.0: user messages must have non-empty content"
         );
         let text = error(vec![
             message(Role::User, vec![B::text("hi")]),
@@ -445,6 +463,59 @@ mod tests {
             message(Role::User, vec![B::tool_result("a", "1")]),
         ]);
         assert_eq!(text, "`tool_use` ids must be unique");
+    }
+
+    #[test]
+    fn text_blocks_are_judged_as_the_api_was_measured_to_judge_them() {
+        // experientiallabs/experiential#804 (2026-07), and docs/model-answers.md.
+        let hi = || message(Role::User, vec![B::text("hi")]);
+        let call = || B::tool_use("toolu_1", "t", json!({}));
+        let result = || message(Role::User, vec![B::tool_result("toolu_1", "ok")]);
+        let assistant = |blocks| message(Role::Assistant, blocks);
+        let accepted = [
+            vec![hi(), assistant(vec![B::text("\n\n"), call()]), result()],
+            vec![hi(), assistant(vec![B::text(" "), B::text("ok")]), hi()],
+            vec![hi(), assistant(vec![]), hi()],
+            vec![assistant(vec![]), hi()],
+            vec![message(Role::User, vec![B::text("hi"), B::text(" ")])],
+            vec![
+                hi(),
+                assistant(vec![call()]),
+                message(Role::User, vec![B::tool_result("toolu_1", "")]),
+            ],
+        ];
+        for messages in accepted {
+            assert_eq!(
+                validate_request(&request(messages.clone())),
+                Ok(()),
+                "{messages:?}"
+            );
+        }
+        let refused = [
+            (
+                vec![hi(), assistant(vec![B::text(""), call()]), result()],
+                "messages: text content blocks must be non-empty",
+            ),
+            (
+                vec![hi(), assistant(vec![B::text(" ")]), hi()],
+                "messages: text content blocks must contain non-whitespace text",
+            ),
+            (
+                vec![hi(), assistant(vec![B::text("")]), hi()],
+                "messages: text content blocks must be non-empty",
+            ),
+            (
+                vec![message(Role::User, vec![B::text("\n")])],
+                "messages: text content blocks must contain non-whitespace text",
+            ),
+            (
+                vec![message(Role::User, vec![B::text(""), B::text("x")])],
+                "messages: text content blocks must be non-empty",
+            ),
+        ];
+        for (messages, text) in refused {
+            assert_eq!(error(messages), text);
+        }
     }
 
     #[test]

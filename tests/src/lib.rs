@@ -118,6 +118,14 @@ impl StandIn {
         self.control("script", answers).await;
     }
 
+    /// Queues quirks of a real model's answers (`{"next": [...]}`) or sets the
+    /// random mode (`{"random": {"seed", "per_mille"}}`); see the stand-in's
+    /// `quirks` module. Panics when the stand-in refuses the body.
+    pub async fn quirks(&self, body: Value) {
+        let answer = self.control("quirks", body).await;
+        assert!(answer.get("queued").is_some(), "quirks refused: {answer}");
+    }
+
     /// Every request the stand-in received, in order, with usage and status.
     pub async fn requests(&self) -> Vec<Value> {
         let response = self

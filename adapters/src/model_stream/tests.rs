@@ -207,6 +207,38 @@ fn a_tool_call_without_input_pieces_has_an_empty_object_as_input() {
 }
 
 #[test]
+fn a_tool_call_the_output_limit_cut_inside_its_input_is_handed_over_not_refused() {
+    // Issue 38: the streamed route failed here (502) where the JSON route asked
+    // again with more room and answered 200.
+    let events = vec![
+        start(json!({"input_tokens": 5, "output_tokens": 1})),
+        block_start(0, json!({"type": "text", "text": ""})),
+        delta(0, json!({"type": "text_delta", "text": "Booking it."})),
+        stop(0),
+        block_start(
+            1,
+            json!({"type": "tool_use", "id": "t", "name": "book_slot", "input": {}}),
+        ),
+        delta(
+            1,
+            json!({"type": "input_json_delta", "partial_json": "{\"day\": \"fri"}),
+        ),
+        stop(1),
+        message_delta("max_tokens", json!({"output_tokens": 16})),
+        json!({"type": "message_stop"}),
+    ];
+    let answer = assemble(&events).1.unwrap();
+    assert_eq!(answer.stop_reason, Some(StopReason::MaxTokens));
+    assert_eq!(
+        answer.content,
+        vec![
+            ContentBlock::text("Booking it."),
+            ContentBlock::tool_use("t", "book_slot", json!({}))
+        ]
+    );
+}
+
+#[test]
 fn message_delta_s_usage_updates_the_start_s_field_by_field() {
     let mut events = every_block();
     let at = events.len() - 2;

@@ -330,6 +330,7 @@ fn from_service(error: AskError) -> HttpError {
         error @ AskError::Refused => HttpError::new(ErrorType::ModelRefused, error.to_string()),
         error @ (AskError::ToolLoop
         | AskError::EmptyAnswer
+        | AskError::UnsendableRound(_)
         | AskError::TruncatedToolCall
         | AskError::UnexpectedStop(_)) => HttpError::new(ErrorType::ModelError, error.to_string()),
         AskError::Store(StoreError::Unavailable(detail)) => {

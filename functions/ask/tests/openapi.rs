@@ -63,6 +63,7 @@ fn every_service_error() -> Vec<AskError> {
         AskError::Suspended,
         AskError::Indeterminate,
         AskError::BrokenWindow(text()),
+        AskError::UnsendableRound(text()),
         AskError::QuotaExceeded(degrau::quota::Exhausted {
             kind: degrau::quota::QuotaKind::Rounds,
             limit: 10,
@@ -105,6 +106,7 @@ fn every_service_error() -> Vec<AskError> {
             AskError::Suspended => "suspended",
             AskError::Indeterminate => "indeterminate",
             AskError::BrokenWindow(_) => "broken window",
+            AskError::UnsendableRound(_) => "unsendable",
             AskError::QuotaExceeded(_) => "quota",
         }
     };

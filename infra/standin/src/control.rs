@@ -1,10 +1,30 @@
-//! What tests can steer and inspect: injected faults, scripted answers and the log
-//! of received calls. The HTTP control endpoints under `/stand-in/` and the Rust
-//! methods of [`crate::StandIn`] share these types.
+//! What tests can steer and inspect: injected faults, scripted answers, quirks and
+//! the log of received calls. The HTTP control endpoints under `/stand-in/` and the
+//! Rust methods of [`crate::StandIn`] share these types.
+//!
+//! # Quirks
+//!
+//! `POST /stand-in/quirks` ([`QuirkControl`]) steers the [`crate::quirks`] corpus:
+//!
+//! - `{"next": ["empty_text_before_tool_use", "ping_mid_stream"]}` queues quirks
+//!   ([`crate::StandIn::push_quirks`]). An answer gets one quirk at most: the first
+//!   queued one that applies to it, which leaves the queue; one that does not apply
+//!   (`ping_mid_stream` to a call that does not stream, a `tool_use` quirk to a text
+//!   answer) stays queued for a later answer. Scripted answers get them too.
+//! - `{"random": {"seed": 7, "per_mille": 250}}` turns on the random mode
+//!   ([`crate::StandIn::set_random_quirks`]): an answer that takes no queued quirk
+//!   gets, with probability 250/1000, one drawn among those that apply, the draws
+//!   the same for the same seed and the same calls; `{"random": null}` turns it off.
+//!
+//! Both may come in one body; the answer is `{"queued": n, "random": setting|null}`.
+//! An unknown quirk name, or a `per_mille` over 1,000, is a 400 naming it.
+//! `POST /stand-in/reset` clears both. Every logged call lists the quirks applied
+//! to it ([`LoggedCall::quirks`]), so that a test can assert what the model sent.
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
+use crate::quirks::{Quirk, Random};
 use crate::wire::{ResponseBlock, StopReason, Usage};
 
 /// One injected fault, consumed by the next `POST /v1/messages` (or Bedrock call),
@@ -128,6 +148,43 @@ impl ScriptedAnswer {
     }
 }
 
+/// The body of `POST /stand-in/quirks` (see the module's docs).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QuirkControl {
+    /// Quirk names to queue, in order (checked by [`QuirkControl::quirks`]).
+    #[serde(default)]
+    pub next: Vec<String>,
+    /// Absent: the random mode as it is; `null`: off; a setting: on.
+    #[serde(default, deserialize_with = "present")]
+    pub random: Option<Option<Random>>,
+}
+
+/// A field that is present, `null` included (`Some(None)`), as opposed to absent
+/// (`None`, by `#[serde(default)]`).
+fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    deserializer: D,
+) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(deserializer).map(Some)
+}
+
+impl QuirkControl {
+    /// The quirks to queue, or why the body cannot be used (`next.1: unknown quirk
+    /// …`, `random.per_mille: …`).
+    pub fn quirks(&self) -> Result<Vec<Quirk>, String> {
+        if let Some(Some(random)) = &self.random
+            && let Some(problem) = random.problem()
+        {
+            return Err(format!("random.{problem}"));
+        }
+        self.next
+            .iter()
+            .enumerate()
+            .map(|(index, name)| name.parse().map_err(|e| format!("next.{index}: {e}")))
+            .collect()
+    }
+}
+
 /// One `POST /v1/messages` (or Bedrock's `POST /model/{modelId}/invoke`) call as the
 /// stand-in saw it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -157,6 +214,10 @@ pub struct LoggedCall {
     /// `invoke-with-response-stream`).
     #[serde(default)]
     pub streamed: bool,
+    /// The quirks applied to the answer (empty when none; `response` is the answer
+    /// with them).
+    #[serde(default)]
+    pub quirks: Vec<Quirk>,
 }
 
 /// A request exactly as received: what a SigV4 signature covers.
@@ -196,6 +257,41 @@ mod tests {
         };
         assert!(bad.problem().unwrap().contains("400–599"));
         assert!(serde_json::from_value::<Fault>(json!({"statuss": 500})).is_err());
+    }
+
+    #[test]
+    fn a_quirk_control_tells_absent_random_from_null_and_names_what_is_wrong() {
+        let read = |body: serde_json::Value| -> QuirkControl {
+            serde_json::from_value(body).expect("a control body")
+        };
+        let queued = read(json!({"next": ["ping_mid_stream", "null_citations"]}));
+        assert_eq!(
+            queued.quirks().unwrap(),
+            [Quirk::PingMidStream, Quirk::NullCitations]
+        );
+        assert_eq!(queued.random, None);
+        assert_eq!(read(json!({"random": null})).random, Some(None));
+        assert_eq!(
+            read(json!({"random": {"seed": 7, "per_mille": 250}})).random,
+            Some(Some(Random {
+                seed: 7,
+                per_mille: 250
+            }))
+        );
+        let unknown = read(json!({"next": ["ping_mid_stream", "hiccup"]}));
+        let problem = unknown.quirks().unwrap_err();
+        assert!(
+            problem.starts_with(
+                "next.1: unknown quirk `hiccup`; the quirks are empty_text_before_tool_use, "
+            ),
+            "{problem}"
+        );
+        let too_likely = read(json!({"random": {"seed": 1, "per_mille": 1001}}));
+        assert_eq!(
+            too_likely.quirks().unwrap_err(),
+            "random.per_mille must be 0–1000, got 1001"
+        );
+        assert!(serde_json::from_value::<QuirkControl>(json!({"nxt": []})).is_err());
     }
 
     #[test]

@@ -4,6 +4,10 @@
 //! `anthropic_version` in it, a SigV4 `Authorization`, errors as `{"message"}` with
 //! `x-amzn-ErrorType`), and the test controls under `/stand-in/`.
 //!
+//! An answer may carry a quirk ([`crate::quirks`]) on every route: its JSON body is
+//! [`Quirk::body`], its stream [`Quirk::events`]; an `error` event among them is,
+//! on Bedrock's route, the exception frame Bedrock ends a stream with.
+//!
 //! A streamed call (`"stream": true` on `/v1/messages`, or Bedrock's
 //! `POST /model/{modelId}/invoke-with-response-stream`) is checked, cached, logged
 //! and answered the same way, the answer sent as its events ([`crate::stream`]):
@@ -16,8 +20,9 @@
 //! |---|---|
 //! | `POST /stand-in/faults` | queue faults (a JSON array of [`Fault`]) |
 //! | `POST /stand-in/script` | queue scripted answers (a JSON array of [`ScriptedAnswer`]) |
+//! | `POST /stand-in/quirks` | queue quirks (`{"next": [names]}`) or set the random mode (`{"random": {"seed", "per_mille"} \| null}`) ([`crate::control::QuirkControl`], [`crate::quirks`]); answers `{"queued", "random"}` |
 //! | `GET /stand-in/requests` | the calls received, oldest first ([`LoggedCall`]) |
-//! | `POST /stand-in/reset` | clear faults, script, log, cache and clock |
+//! | `POST /stand-in/reset` | clear faults, script, quirks (queued and random), log, cache and clock |
 //! | `POST /stand-in/clock` | `{"advance_seconds": n}` moves the cache clock; answers `{"now_ms"}` |
 //! | `POST /stand-in/stream` | `{"delta_ms": n}`: the pause between two events of a streamed answer, and a whole answer's wait (its stream's events times the pause), like a model writing at that pace (default 0; reset by `/stand-in/reset`); answers `{"delta_ms"}` |
 //! | `GET /stand-in/health` | `{"status": "ok"}` |
@@ -26,6 +31,9 @@
 //! [`crate::graph`]'s, merged in.
 //!
 //! Handlers always answer; every error goes through [`ApiError::into_response`].
+//! The control endpoints' handlers are in `http/controls.rs`.
+
+mod controls;
 
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
@@ -38,9 +46,7 @@ use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::{HeaderMap, HeaderValue, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use serde::Deserialize;
-use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::StandIn;
 use crate::answer::{Answer, answer};
@@ -48,8 +54,9 @@ use crate::control::{Fault, LoggedCall, RawRequest, ScriptedAnswer};
 use crate::error::ApiError;
 use crate::parse::{from_bedrock, parse_request, parse_value};
 use crate::prompt::{Prompt, tokens_for_chars};
+use crate::quirks::Quirk;
 use crate::stream::{self, End, Plan};
-use crate::wire::{MessagesResponse, ResponseBlock, StopReason, Usage};
+use crate::wire::{MessagesRequest, MessagesResponse, ResponseBlock, StopReason, Usage};
 
 /// Largest body accepted: the real API's 32 MB (413 `request_too_large` above).
 pub const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
@@ -67,13 +74,14 @@ pub fn router(standin: StandIn) -> Router {
             "/model/{model_id}/invoke-with-response-stream",
             post(bedrock_invoke_stream),
         )
-        .route("/stand-in/stream", post(stream_pace))
-        .route("/stand-in/faults", post(push_faults))
-        .route("/stand-in/script", post(push_script))
-        .route("/stand-in/requests", get(requests))
-        .route("/stand-in/reset", post(reset))
-        .route("/stand-in/clock", post(clock))
-        .route("/stand-in/health", get(health))
+        .route("/stand-in/stream", post(controls::stream_pace))
+        .route("/stand-in/faults", post(controls::push_faults))
+        .route("/stand-in/script", post(controls::push_script))
+        .route("/stand-in/quirks", post(controls::push_quirks))
+        .route("/stand-in/requests", get(controls::requests))
+        .route("/stand-in/reset", post(controls::reset))
+        .route("/stand-in/clock", post(controls::clock))
+        .route("/stand-in/health", get(controls::health))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
@@ -81,10 +89,25 @@ pub fn router(standin: StandIn) -> Router {
         .merge(crate::graph::router(crate::graph::Graph::default()))
 }
 
-/// A successful call: the response and its usage.
+/// A successful call: the response (before its quirk), its usage and its quirk.
 struct Answered {
     response: MessagesResponse,
     usage: Usage,
+    quirk: Option<Quirk>,
+}
+
+impl Answered {
+    /// The JSON body and the stream's events, the quirk's if there is one.
+    fn wire(&self) -> (Value, Vec<Value>) {
+        match self.quirk {
+            Some(quirk) => (quirk.body(&self.response), quirk.events(&self.response)),
+            // Serialising these plain data types cannot fail.
+            None => (
+                serde_json::to_value(&self.response).unwrap_or(Value::Null),
+                stream::events(&self.response),
+            ),
+        }
+    }
 }
 
 /// Which API a call came in through: the answer is the same, its envelope differs.
@@ -206,10 +229,11 @@ async fn call(
 
     let outcome = match fault.status {
         Some(status) => Err(injected_error(status, &fault)),
-        None => handle(&standin, &route, &headers, body),
+        None => handle(&standin, &route, &headers, body, streamed),
     };
     match outcome {
-        Ok(Answered { response, usage }) => {
+        Ok(answered) => {
+            let usage = answered.usage;
             tracing::info!(
                 request_id = %request_id,
                 bedrock = route.is_bedrock(),
@@ -219,10 +243,10 @@ async fn call(
                 output_tokens = usage.output_tokens,
                 streamed,
                 dropped,
+                quirk = answered.quirk.map(Quirk::name),
                 "answered"
             );
-            // Serialising these plain data types cannot fail.
-            let value = serde_json::to_value(&response).unwrap_or(Value::Null);
+            let (value, events) = answered.wire();
             let bytes = serde_json::to_vec(&value).unwrap_or_default();
             standin.record(LoggedCall {
                 request_id: request_id.clone(),
@@ -234,14 +258,15 @@ async fn call(
                 response: value,
                 dropped: dropped || (streamed && fault.stream_drop_after.is_some()),
                 streamed,
+                quirks: answered.quirk.into_iter().collect(),
             });
             let pause = Duration::from_millis(standin.delta_ms());
             if streamed {
-                streamed_response(&route, &request_id, &response, &fault, pause)
+                streamed_response(&route, &request_id, &events, &fault, pause)
             } else {
                 // Paced like a model writing it: a whole answer comes when the
                 // last event of its stream would have (a pause between two events).
-                let events = crate::stream::events(&response).len() as u32;
+                let events = u32::try_from(events.len()).unwrap_or(u32::MAX);
                 tokio::time::sleep(pause.saturating_mul(events.saturating_sub(1))).await;
                 if dropped {
                     dropped_response(&route, &request_id, bytes)
@@ -270,6 +295,7 @@ async fn call(
                 response: answer.clone(),
                 dropped,
                 streamed,
+                quirks: Vec::new(),
             });
             if dropped {
                 let bytes = serde_json::to_vec(&answer).unwrap_or_default();
@@ -324,12 +350,13 @@ fn injected_error(status: u16, fault: &Fault) -> ApiError {
     error
 }
 
-/// Everything after the faults: headers, body, limits, cache, answer.
+/// Everything after the faults: headers, body, limits, cache, answer and its quirk.
 fn handle(
     standin: &StandIn,
     route: &Route,
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
+    streamed: bool,
 ) -> Result<Answered, ApiError> {
     let header = |name: &str| {
         headers
@@ -397,33 +424,69 @@ fn handle(
         state.messages += 1;
         (state.script.pop_front(), usage, state.messages)
     });
+    Ok(answered(
+        standin,
+        parsed.request,
+        &prompt.fingerprint(),
+        scripted,
+        cached,
+        format!("msg_standin_{number}"),
+        streamed,
+    ))
+}
+
+/// The answer to a valid request (the script's, else the heuristics' cut to
+/// `max_tokens`), its quirk (queued or drawn) and its usage (`cached`'s input
+/// counts, and the output of what is sent).
+fn answered(
+    standin: &StandIn,
+    request: MessagesRequest,
+    fingerprint: &str,
+    scripted: Option<ScriptedAnswer>,
+    cached: Usage,
+    id: String,
+    streamed: bool,
+) -> Answered {
     let (content, stop_reason, output_tokens) = match scripted {
         Some(mut script) => {
             let stop = script.stop_reason();
-            crate::thinking::sign_scripted(&mut script.content, &prompt.fingerprint());
+            crate::thinking::sign_scripted(&mut script.content, fingerprint);
             let tokens = output_tokens(&script.content);
             (script.content, stop, tokens)
         }
-        None => {
-            let reply = answer(&parsed.request, &prompt.fingerprint());
-            fit(reply, parsed.request.max_tokens)
-        }
+        None => fit(answer(&request, fingerprint), request.max_tokens),
+    };
+    let answer = Answer {
+        content,
+        stop_reason,
+    };
+    let thinking = request.thinking_budget().is_some();
+    let quirk = standin.take_quirk(&answer, streamed, thinking);
+    // A cut answer spent its whole budget.
+    let output_tokens = match quirk.map(|quirk| quirk.apply(answer.clone())) {
+        Some(sent) if sent.stop_reason == StopReason::MaxTokens => request.max_tokens,
+        Some(sent) => self::output_tokens(&sent.content),
+        None => output_tokens,
     };
     let usage = Usage {
         output_tokens,
         ..cached
     };
     let response = MessagesResponse {
-        id: format!("msg_standin_{number}"),
+        id,
         kind: "message",
         role: "assistant",
-        model: parsed.request.model,
-        content,
-        stop_reason,
+        model: request.model,
+        content: answer.content,
+        stop_reason: answer.stop_reason,
         stop_sequence: None,
         usage,
     };
-    Ok(Answered { response, usage })
+    Answered {
+        response,
+        usage,
+        quirk,
+    }
 }
 
 /// Output tokens of a reply: a quarter of its characters (text as is, tool calls
@@ -521,23 +584,24 @@ fn dropped_response(route: &Route, request_id: &str, bytes: Vec<u8>) -> Response
 }
 
 /// A streamed answer: its events as Server-Sent Events or, on Bedrock's route,
-/// event-stream frames, `pause` apart, cut short as the fault says
-/// (`stream_error_after`, `stream_drop_after`, or `drop`: half the events).
+/// event-stream frames (an `error` event, Bedrock's exception frame), `pause`
+/// apart, cut short as the fault says (`stream_error_after`, `stream_drop_after`,
+/// or `drop`: half the events).
 fn streamed_response(
     route: &Route,
     request_id: &str,
-    response: &MessagesResponse,
+    events: &[Value],
     fault: &Fault,
     pause: Duration,
 ) -> Response {
-    let events = stream::events(response);
     let bedrock = route.is_bedrock();
-    let encode = |event: &Value| {
-        if bedrock {
-            stream::chunk_frame(event)
-        } else {
-            stream::sse(event)
-        }
+    let encode = |event: &Value| match event["type"].as_str() {
+        Some("error") if bedrock => stream::exception_frame(
+            event["error"]["type"].as_str().unwrap_or("api_error"),
+            event["error"]["message"].as_str().unwrap_or_default(),
+        ),
+        _ if bedrock => stream::chunk_frame(event),
+        _ => stream::sse(event),
     };
     let (count, end) = if let Some(after) = fault.stream_error_after {
         let kind = fault.kind.as_deref().unwrap_or("overloaded_error");
@@ -604,74 +668,6 @@ impl futures_core::Stream for Truncated {
     }
 }
 
-async fn push_faults(State(standin): State<StandIn>, body: Bytes) -> Response {
-    let faults: Vec<Fault> = match control_body(&standin, &body) {
-        Ok(faults) => faults,
-        Err(response) => return *response,
-    };
-    if let Some((index, problem)) = faults
-        .iter()
-        .enumerate()
-        .find_map(|(i, f)| f.problem().map(|p| (i, p)))
-    {
-        return control_error(&standin, format!("{index}: {problem}"));
-    }
-    let queued = standin.push_faults(faults);
-    axum::Json(json!({"queued": queued})).into_response()
-}
-
-async fn push_script(State(standin): State<StandIn>, body: Bytes) -> Response {
-    let answers: Vec<ScriptedAnswer> = match control_body(&standin, &body) {
-        Ok(answers) => answers,
-        Err(response) => return *response,
-    };
-    let queued = standin.push_script(answers);
-    axum::Json(json!({"queued": queued})).into_response()
-}
-
-async fn requests(State(standin): State<StandIn>) -> Response {
-    axum::Json(standin.requests()).into_response()
-}
-
-async fn reset(State(standin): State<StandIn>) -> Response {
-    standin.reset();
-    axum::Json(json!({"reset": true})).into_response()
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct StreamPace {
-    delta_ms: u64,
-}
-
-async fn stream_pace(State(standin): State<StandIn>, body: Bytes) -> Response {
-    let pace: StreamPace = match control_body(&standin, &body) {
-        Ok(pace) => pace,
-        Err(response) => return *response,
-    };
-    standin.set_delta_ms(pace.delta_ms);
-    axum::Json(json!({"delta_ms": pace.delta_ms})).into_response()
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ClockAdvance {
-    advance_seconds: u64,
-}
-
-async fn clock(State(standin): State<StandIn>, body: Bytes) -> Response {
-    let advance: ClockAdvance = match control_body(&standin, &body) {
-        Ok(advance) => advance,
-        Err(response) => return *response,
-    };
-    let now_ms = standin.advance_clock(advance.advance_seconds);
-    axum::Json(json!({"now_ms": now_ms})).into_response()
-}
-
-async fn health() -> Response {
-    axum::Json(json!({"status": "ok"})).into_response()
-}
-
 async fn not_found(State(standin): State<StandIn>, uri: axum::http::Uri) -> Response {
     let request_id = standin.next_request_id();
     ApiError::new(404, format!("Not found: {}", uri.path())).into_response(&request_id)
@@ -680,13 +676,4 @@ async fn not_found(State(standin): State<StandIn>, uri: axum::http::Uri) -> Resp
 async fn method_not_allowed(State(standin): State<StandIn>) -> Response {
     let request_id = standin.next_request_id();
     ApiError::new(405, "Method not allowed").into_response(&request_id)
-}
-
-fn control_body<T: DeserializeOwned>(standin: &StandIn, body: &[u8]) -> Result<T, Box<Response>> {
-    serde_json::from_slice(body).map_err(|e| Box::new(control_error(standin, e.to_string())))
-}
-
-fn control_error(standin: &StandIn, message: String) -> Response {
-    let request_id = standin.next_request_id();
-    ApiError::invalid(message).into_response(&request_id)
 }

@@ -19,8 +19,13 @@
 //!   at a pace tests set, with faults mid-stream ([`stream`]);
 //! - thinks when asked (`thinking`), with signed blocks it checks when they come
 //!   back, like the real API ([`thinking`]);
-//! - lets tests inject faults, script answers, read the calls it received and move
-//!   the cache clock ([`control`], and the `/stand-in/` endpoints of [`http`]); with
+//! - answers, when asked, the way a real Claude answer differs from a tidy one: an
+//!   empty text block before a `tool_use`, a cut at `max_tokens` inside a tool's
+//!   input, a `ping` or an `error` mid-stream… ([`quirks`], a corpus other crates
+//!   can use as a library), queued one by one or drawn at random from a seed;
+//! - lets tests inject faults, script answers, queue quirks, read the calls it
+//!   received and move the cache clock ([`control`], and the `/stand-in/` endpoints
+//!   of [`http`]); with
 //!   [`Clock::Manual`] only those moves make time pass, so a benchmark can play a
 //!   day of pauses in seconds, and nothing in the stand-in ever waits for its clock.
 //!
@@ -33,8 +38,8 @@
 //! Read [`http`] (the routes) first, then a request's way through: [`wire`] (the
 //! API's JSON), [`parse`], [`rules`] and [`error`] (its shapes, rules and error
 //! envelope), [`prompt`] and [`cache`] (token
-//! counts and prompt caching), [`thinking`], [`answer`], [`stream`]; then [`control`] (faults,
-//! scripts, the call log) and [`cli`] (the binary's flags). [`graph`] stands in for
+//! counts and prompt caching), [`thinking`], [`answer`], [`quirks`], [`stream`]; then
+//! [`control`] (faults, scripts, quirks, the call log) and [`cli`] (the binary's flags). [`graph`] stands in for
 //! the Graph API's WhatsApp send endpoint, for the WhatsApp worker.
 
 pub mod answer;
@@ -46,6 +51,7 @@ pub mod graph;
 pub mod http;
 pub mod parse;
 pub mod prompt;
+pub mod quirks;
 pub mod rules;
 pub mod stream;
 pub mod thinking;
@@ -59,8 +65,10 @@ use std::time::Instant;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
+use crate::answer::Answer;
 use crate::cache::Cache;
 use crate::control::{Fault, LoggedCall, ScriptedAnswer};
+use crate::quirks::{Quirk, Random, Rng};
 
 /// How the cache clock runs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -156,6 +164,8 @@ struct State {
     cache: Cache,
     faults: VecDeque<Fault>,
     script: VecDeque<ScriptedAnswer>,
+    quirks: VecDeque<Quirk>,
+    random: Option<(Random, Rng)>,
     log: VecDeque<LoggedCall>,
     requests: u64,
     messages: u64,
@@ -239,17 +249,62 @@ impl StandIn {
         })
     }
 
+    /// Queues quirks: each is applied to the next answer it applies to (one quirk
+    /// per answer, the first queued that applies; the others wait). Returns how many
+    /// are queued.
+    pub fn push_quirks(&self, quirks: impl IntoIterator<Item = Quirk>) -> usize {
+        self.with(|state| {
+            state.quirks.extend(quirks);
+            state.quirks.len()
+        })
+    }
+
+    /// The quirks still queued, in order.
+    pub fn queued_quirks(&self) -> Vec<Quirk> {
+        self.with(|state| state.quirks.iter().copied().collect())
+    }
+
+    /// Turns the random mode on (each answer that takes no queued quirk gets, with
+    /// the setting's probability, one drawn among those that apply) or off
+    /// (`None`). Setting it again restarts its draws from the seed.
+    pub fn set_random_quirks(&self, random: Option<Random>) {
+        self.with(|state| state.random = random.map(|r| (r, Rng::new(r.seed))));
+    }
+
+    /// The random mode's setting, when it is on.
+    pub fn random_quirks(&self) -> Option<Random> {
+        self.with(|state| state.random.as_ref().map(|(random, _)| *random))
+    }
+
+    /// The quirk for an answer: the first queued one that applies (taken from the
+    /// queue), else a draw of the random mode, if on.
+    fn take_quirk(&self, answer: &Answer, streamed: bool, thinking: bool) -> Option<Quirk> {
+        self.with(|state| {
+            let queued = state
+                .quirks
+                .iter()
+                .position(|quirk| quirk.applies(answer, streamed, thinking));
+            if let Some(position) = queued {
+                return state.quirks.remove(position);
+            }
+            let (random, rng) = state.random.as_mut()?;
+            quirks::draw(rng, random.per_mille, answer, streamed, thinking)
+        })
+    }
+
     /// The calls received, oldest first.
     pub fn requests(&self) -> Vec<LoggedCall> {
         self.with(|state| state.log.iter().cloned().collect())
     }
 
-    /// Clears faults, script, log, cache and clock advances (ids keep counting, so
-    /// they stay unique for the process's life).
+    /// Clears faults, script, quirks (queued and random), log, cache and clock
+    /// advances (ids keep counting, so they stay unique for the process's life).
     pub fn reset(&self) {
         self.with(|state| {
             state.faults.clear();
             state.script.clear();
+            state.quirks.clear();
+            state.random = None;
             state.log.clear();
             state.cache.clear();
             state.clock_offset_ms = 0;

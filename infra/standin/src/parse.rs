@@ -232,8 +232,10 @@ fn content_block(at: &Path, value: &Value) -> Result<Block, ApiError> {
     let kind = at.field("type").string(&object["type"])?;
     let (fields, required): (&[&str], &[&str]) = match kind {
         "text" => (&["type", "text", "cache_control", "citations"], &["text"]),
+        // `caller` is on every `tool_use` the API answers now (`{"type": "direct"}`,
+        // the official SDKs' types), and taken back.
         "tool_use" => (
-            &["type", "id", "name", "input", "cache_control"],
+            &["type", "id", "name", "input", "cache_control", "caller"],
             &["id", "name", "input"],
         ),
         "tool_result" => (
@@ -266,6 +268,10 @@ fn content_block(at: &Path, value: &Value) -> Result<Block, ApiError> {
         at.required(object, field)?;
     }
     at.only(object, fields)?;
+    if let Some(caller) = object.get("caller").filter(|v| !v.is_null()) {
+        let at = at.field("caller");
+        at.required(at.object(caller)?, "type")?;
+    }
     let text = |field: &str| -> Result<String, ApiError> {
         Ok(at.field(field).string(&object[field])?.to_owned())
     };

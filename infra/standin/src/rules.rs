@@ -6,6 +6,23 @@
 //!
 //! Like the API, consecutive messages of one role are merged before the message
 //! rules (so indices in their texts are those of merged messages).
+//!
+//! The rules on empty and blank text are the ones another project measured
+//! against the real API in 2026-07 (github.com/experientiallabs/experiential,
+//! pull request #804), texts included:
+//!
+//! - an empty text block is always refused, in any role, beside anything
+//!   (`messages: text content blocks must be non-empty`; `system: …` in `system`);
+//! - a whitespace-only text block is refused only when its message holds nothing
+//!   but whitespace-only text (`messages: text content blocks must contain
+//!   non-whitespace text`): `[{text:" "},{text:"ok"}]` and `[{text:"\n\n"},
+//!   tool_use]` are accepted. A `tool_use`, `tool_result` or thinking block counts
+//!   as something else; thinking beside whitespace-only text alone is unmeasured;
+//! - an assistant message may be empty anywhere (first, last, mid-conversation,
+//!   two in a row); a user message may not (`messages.N: user messages must have
+//!   non-empty content`);
+//! - a `tool_result`'s content is not checked (`""`, `[]`, `" "` and
+//!   `[{text:""}]` are all accepted).
 
 use std::collections::{BTreeSet, HashSet};
 
@@ -23,16 +40,26 @@ pub fn check(request: &MessagesRequest) -> Result<(), ApiError> {
     thinking_budget(request)?;
     tools(request)?;
     breakpoints(request)?;
-    for (index, block) in request.system.iter().enumerate() {
-        if block.text.trim().is_empty() {
-            return Err(ApiError::invalid(format!(
-                "system.{index}.text: text content blocks must contain non-whitespace text"
-            )));
-        }
+    // `system` is read as one message of text blocks. Measured: `""` (a string: no
+    // block) accepted, `"  "` refused, `[{text:""}]` and `[{text:"a"},{text:""}]`
+    // refused as empty; a blank block beside a non-blank one is unmeasured, and
+    // accepted as in messages.
+    let system: Vec<Option<&str>> = request
+        .system
+        .iter()
+        .map(|block| Some(block.text.as_str()))
+        .collect();
+    if let Some(problem) = text_problem(&system) {
+        return Err(ApiError::invalid(format!("system: {problem}")));
     }
     let merged = merge_roles(request);
-    non_empty(&merged)?;
-    if merged.last().map(|(role, _)| *role) == Some(Role::Assistant) {
+    text_rules(&merged)?;
+    // An empty final assistant message is accepted (measured), so it prefills
+    // nothing: only one with content is refused.
+    if merged
+        .last()
+        .is_some_and(|(role, blocks)| *role == Role::Assistant && !blocks.is_empty())
+    {
         return Err(ApiError::invalid(
             "This model does not support assistant message prefill. The conversation must end \
              with a user message.",
@@ -175,37 +202,49 @@ fn merge_roles(request: &MessagesRequest) -> Merged<'_> {
     merged
 }
 
-/// At least one message; none empty but a final assistant one; no empty or blank
-/// text.
-fn non_empty(merged: &Merged<'_>) -> Result<(), ApiError> {
+/// At least one message; no empty user message; no empty text block; no message
+/// whose blocks are all whitespace-only text (the measured rules of the module's
+/// docs).
+///
+/// The checks run on merged messages, as the API's other message rules do: a user
+/// message `""` followed by a user message `"hi"` is one non-empty message (that
+/// case is unmeasured). The first message broken is the one answered.
+fn text_rules(merged: &Merged<'_>) -> Result<(), ApiError> {
     if merged.is_empty() {
         return Err(ApiError::invalid(
             "messages: at least one message is required",
         ));
     }
     for (index, (role, blocks)) in merged.iter().enumerate() {
-        let last = index + 1 == merged.len();
-        if blocks.is_empty() && !(last && *role == Role::Assistant) {
+        if blocks.is_empty() && *role == Role::User {
             return Err(ApiError::invalid(format!(
-                "messages.{index}: all messages must have non-empty content except for the optional final assistant message"
+                "messages.{index}: user messages must have non-empty content"
             )));
         }
-        for (position, block) in blocks.iter().enumerate() {
-            if let Content::Text { text } = &block.content {
-                let problem = if text.is_empty() {
-                    "text content blocks must be non-empty"
-                } else if text.trim().is_empty() {
-                    "text content blocks must contain non-whitespace text"
-                } else {
-                    continue;
-                };
-                return Err(ApiError::invalid(format!(
-                    "messages.{index}.content.{position}.text: {problem}"
-                )));
-            }
+        let texts: Vec<Option<&str>> = blocks
+            .iter()
+            .map(|block| match &block.content {
+                Content::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        if let Some(problem) = text_problem(&texts) {
+            return Err(ApiError::invalid(format!("messages: {problem}")));
         }
     }
     Ok(())
+}
+
+/// What is wrong with the text of one message's blocks (`None` for a block that is
+/// not text), if anything: an empty text block, or nothing but whitespace-only
+/// text. No blocks at all is not this rule's business.
+fn text_problem(blocks: &[Option<&str>]) -> Option<&'static str> {
+    if blocks.iter().flatten().any(|text| text.is_empty()) {
+        return Some("text content blocks must be non-empty");
+    }
+    let blank = |block: &Option<&str>| block.is_some_and(|text| text.trim().is_empty());
+    (!blocks.is_empty() && blocks.iter().all(blank))
+        .then_some("text content blocks must contain non-whitespace text")
 }
 
 fn tool_use_ids<'a>(blocks: &[&'a Block]) -> Vec<&'a str> {

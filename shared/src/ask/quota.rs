@@ -8,7 +8,7 @@
 use tracing::warn;
 
 use super::round::Round;
-use super::{AskError, AskService, by};
+use super::{AskError, AskService, COMMIT_MARGIN, by};
 use crate::deadline::Deadline;
 use crate::metrics::Event;
 use crate::quota::{QuotaKind, spend};
@@ -58,7 +58,8 @@ impl AskService {
     /// Whether `round` may request a step: when its context makes one due (or its
     /// window was cut at the hard cap, or after "prompt is too long": the cut made
     /// it measure less), one of the tenant's summary calls is spent for it first,
-    /// by `deadline` (none left: the next round asks again).
+    /// by `deadline` less [`COMMIT_MARGIN`] (none left, or no time to count it:
+    /// the next round asks again).
     pub(super) async fn step_allowed(
         &self,
         key: &ContactKey,
@@ -69,7 +70,11 @@ impl AskService {
         let due = settings.context_policy == ContextPolicy::Stepped
             && (settings.compaction.step_due(round.usage.context_tokens())
                 || round.stats.hard_capped);
+        // Counted before the commit, by the time the commit's margin starts: a slow
+        // count defers the step rather than eat the time the commit needs (an
+        // ask would then answer "may be stored" with nothing stored).
         due && deadline
+            .before(COMMIT_MARGIN)
             .run(self.spend_summary_call(key, settings, "step"))
             .await
             .unwrap_or(false)

@@ -16,6 +16,7 @@ use crate::domain::{ContentBlock, Message, Role};
 use crate::metrics::Event;
 use crate::model::{ModelError, ModelResponse, StopReason, prompt_over_by};
 use crate::request::{BuildError, Lifetimes, ModelRequest, RequestParts, ToolDef, build_request};
+use crate::sendable::{readable, sendable};
 use crate::step_plan::{WindowCut, request_window, retry_cut};
 use crate::store::ContactKey;
 use crate::tenant::{ContextPolicy, Settings};
@@ -137,6 +138,12 @@ struct RoundLoop<'a> {
     max_tokens: u32,
     /// A tool call cut off at `max_tokens` was asked again once.
     truncation_retried: bool,
+    /// An empty answer was asked again once.
+    empty_retried: bool,
+    /// The model has answered once: from here on the round is never read again
+    /// (a tool may have run), and a request that breaks the API's rules is
+    /// degrau's own defect ([`AskError::UnsendableRound`]), not a torn read.
+    answered: bool,
     /// Model answers with tool calls so far.
     tool_rounds: usize,
     round: Round,
@@ -175,7 +182,13 @@ impl AskService {
                 }
                 Err(error) => return Err(error.into()),
             };
+            state.answered = true;
             state.round.usage.record(response.usage);
+            // What is stored and shown from here on is what the API accepts back.
+            let response = ModelResponse {
+                content: sendable(response.content),
+                ..response
+            };
             if let AfterStop::AskAgain = state.after_stop(&response, deadline)? {
                 shown.restart(
                     "the model's answer is asked for again",
@@ -294,6 +307,8 @@ impl<'a> RoundLoop<'a> {
                 .max_tokens
                 .saturating_add(settings.thinking_budget_tokens.unwrap_or(0)),
             truncation_retried: false,
+            empty_retried: false,
+            answered: false,
             tool_rounds: 0,
             round: Round {
                 messages: vec![RoundMessage {
@@ -342,8 +357,7 @@ impl<'a> RoundLoop<'a> {
             BuildError::EmptyInstructions | BuildError::EmptyRound => {
                 AskError::Internal(e.to_string())
             }
-            // The window breaks the request's rules: read while a round landed.
-            window => AskError::BrokenWindow(window.to_string()),
+            broken => self.broken(broken.to_string()),
         })?;
         let lifetimes = self
             .settings
@@ -354,8 +368,22 @@ impl<'a> RoundLoop<'a> {
         // first round can land, and the window read is then another incarnation's,
         // cut at the old head's last message (a tool call without its result, say).
         // Checked as the API checks, the request is never sent so; read again.
-        validate_request(&request).map_err(|v| AskError::BrokenWindow(v.message))?;
+        validate_request(&request).map_err(|v| self.broken(v.message))?;
         Ok((request, lifetimes))
+    }
+
+    /// A request that breaks the API's rules. Before the model answered, the
+    /// window was read while a round landed: `ask` reads it again. After, the
+    /// round holds what the model said and may hold what a tool did: it is never
+    /// run again, and the request is degrau's own defect.
+    fn broken(&self, why: String) -> AskError {
+        if self.answered {
+            warn!(reason = %why, "a request after the model's answer breaks the API's rules");
+            Event::new("ask").count("UnsendableRounds", 1).emit();
+            AskError::UnsendableRound(why)
+        } else {
+            AskError::BrokenWindow(why)
+        }
     }
 
     /// Cuts the window once at the overflow cut (a safe start near its end), and
@@ -413,13 +441,16 @@ impl<'a> RoundLoop<'a> {
             self.retry_cut_off_tool_call(deadline)?;
             return Ok(AfterStop::AskAgain);
         }
-        let answers = response
-            .content
-            .iter()
-            .any(|b| matches!(b, ContentBlock::Text { .. } | ContentBlock::ToolUse { .. }));
-        if !answers {
-            // Nothing, or thinking alone: nothing a person could read.
-            return Err(AskError::EmptyAnswer);
+        if !readable(&response.content) {
+            // Nothing, thinking alone, or only whitespace: nothing a person could
+            // read. Asked once more (the model samples again), then the error.
+            Event::new("ask").count("EmptyAnswers", 1).emit();
+            if self.empty_retried || !deadline.allows(MIN_MODEL_CALL) {
+                return Err(AskError::EmptyAnswer);
+            }
+            warn!("the model's answer is empty: asking again once");
+            self.empty_retried = true;
+            return Ok(AfterStop::AskAgain);
         }
         Ok(AfterStop::Continue)
     }

@@ -31,6 +31,7 @@ use super::{
 use crate::deadline::Deadline;
 use crate::domain::{ContentBlock, IdempotencyKey, Message, Role, StoredMessage};
 use crate::pairing::{self, Unpaired};
+use crate::sendable::{refused_text, sendable};
 use crate::store::ContactKey;
 use crate::tools::{MAX_RESULTS_CHARS_PER_MESSAGE, MAX_TOOL_RESULT_CHARS};
 use crate::usage::{CacheCreation, Usage};
@@ -157,6 +158,7 @@ impl RoundRequest {
             .iter()
             .enumerate()
             .map(|(index, value)| parse_message(index, value))
+            .map(|message| message.map(sendable_answer))
             .collect::<Result<Vec<Message>, AskError>>()?;
         check_round(&messages)?;
         Ok(RoundRequest {
@@ -261,6 +263,19 @@ fn parse_message(index: usize, value: &Value) -> Result<Message, AskError> {
         return Err(invalid(format!("{at}.content: a message needs a block")));
     }
     Ok(Message { role, content })
+}
+
+/// A model answer of the round as the API accepts it back ([`crate::sendable`]):
+/// a client records what the model sent (an empty text block beside a tool call,
+/// say), and degrau stores what can be sent again, as it does for its own rounds.
+fn sendable_answer(message: Message) -> Message {
+    match message.role {
+        Role::Assistant => Message {
+            role: Role::Assistant,
+            content: sendable(message.content),
+        },
+        Role::User => message,
+    }
 }
 
 /// The fields degrau stores of each block type besides `type`.
@@ -372,7 +387,7 @@ fn check_round(messages: &[Message]) -> Result<(), AskError> {
     if !messages[last]
         .content
         .iter()
-        .any(|b| matches!(b, ContentBlock::Text { .. }))
+        .any(|b| matches!(b, ContentBlock::Text { text } if !text.trim().is_empty()))
     {
         return Err(invalid(format!(
             "messages.{last}: the answer that ends the round holds no text"
@@ -383,17 +398,25 @@ fn check_round(messages: &[Message]) -> Result<(), AskError> {
 }
 
 /// What each message may hold: the first only text, later user messages only tool
-/// results, assistant messages text, tool calls and thinking; text never blank; tool
-/// names and ids as the API writes them; tool inputs JSON objects.
+/// results, assistant messages text, tool calls and thinking; text as the API
+/// accepts it (never empty; whitespace only beside something else); tool names and
+/// ids as the API writes them; tool inputs JSON objects.
 fn check_blocks(index: usize, message: &Message) -> Result<(), AskError> {
+    if message.content.is_empty() {
+        return Err(invalid(format!(
+            "messages.{index}.content: holds no text and no block the API accepts back (an \
+             empty or whitespace-only answer)"
+        )));
+    }
+    if let Some((position, refusal)) = refused_text(&message.content) {
+        return Err(invalid(format!(
+            "messages.{index}.content.{position}.text: {}",
+            refusal.api_text()
+        )));
+    }
     for (position, block) in message.content.iter().enumerate() {
         let at = format!("messages.{index}.content.{position}");
         match (message.role, block) {
-            (_, ContentBlock::Text { text }) if text.trim().is_empty() => {
-                return Err(invalid(format!(
-                    "{at}.text: text content blocks must contain non-whitespace text"
-                )));
-            }
             (Role::User, ContentBlock::Text { .. }) if index == 0 => {}
             (Role::User, ContentBlock::ToolResult { .. }) if index > 0 => {}
             (Role::User, _) if index > 0 => {

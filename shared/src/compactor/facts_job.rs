@@ -14,7 +14,7 @@ use crate::domain::{
 };
 use crate::facts::FactPolicy;
 use crate::facts::reconcile::reconcile;
-use crate::model::ModelResponse;
+use crate::model::{ModelResponse, StopReason};
 use crate::request::{ModelRequest, ToolDef, neutralize};
 use crate::store::{ClosedSession, ContactKey, FactExpectation, FactWrite, load_whole_turn};
 use crate::tenant::Settings;
@@ -93,6 +93,13 @@ impl Compactor {
             c.facts_calls = 1
         })
         .await;
+        if response.stop_reason == Some(StopReason::MaxTokens) {
+            // A `record_facts` call the output limit cut may hold part of its
+            // input: acting on it could drop facts it did not get to.
+            return Err(CompactorError::UnreadableFacts(
+                "the answer was cut at max_tokens",
+            ));
+        }
         let proposal = read_proposal(&response)?;
 
         let policy = FactPolicy::new(settings.allowed_fact_keys.iter().cloned());

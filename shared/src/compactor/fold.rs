@@ -132,6 +132,9 @@ impl Compactor {
             new_summarized_until: plan.new_summarized_until,
             summary,
             prune,
+            // Nothing may land after a round resumed the conversation meanwhile
+            // (the summary call takes seconds).
+            last_seq: Some(job.last_seq),
         };
         if !self.store.apply_step(key, &step).await? {
             return skipped("lost_race");

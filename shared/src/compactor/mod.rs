@@ -143,8 +143,9 @@ pub enum CompactorError {
     /// The summary model answered with no text.
     #[error("the summary model returned an empty summary")]
     EmptySummary,
-    /// The summary model stopped without a record of the folded messages (a
-    /// refusal, or its context filled while it wrote): nothing was folded.
+    /// The summary model stopped without a whole record of the folded messages (a
+    /// refusal, its context filled while it wrote, or its output limit cut it
+    /// twice): nothing was folded.
     #[error("the summary model stopped with `{0}`; nothing was folded")]
     UnusableSummary(&'static str),
     /// The fact-extraction answer has no usable `facts` list. The reason never

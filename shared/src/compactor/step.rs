@@ -106,6 +106,7 @@ impl Compactor {
             new_summarized_until: plan.new_summarized_until,
             summary,
             prune,
+            last_seq: None,
         };
         if !self.store.apply_step(key, &step).await? {
             return skipped("lost_race");
@@ -139,8 +140,10 @@ impl Compactor {
     }
 
     /// The previous summary merged with the folded messages by the summary model,
-    /// with its response (for its usage). An empty summary, a refusal or an answer
-    /// the context window cut is an error; one cut at `max_tokens` is kept as it is.
+    /// with its response (for its usage). A record cut at `max_tokens` is asked for
+    /// once more with twice the room; an empty summary, a refusal, an answer the
+    /// context window cut, or one cut at `max_tokens` again is an error, and
+    /// nothing is folded: a record cut short would forget what it did not reach.
     pub(super) async fn summarize(
         &self,
         tenant: &TenantId,
@@ -148,14 +151,18 @@ impl Compactor {
         folded: &[StoredMessage],
         deadline: Deadline,
     ) -> Result<(String, ModelResponse), CompactorError> {
-        let request = summary_request(&self.defaults.summary_model, previous, folded);
-        let response = self.model.create(&request, deadline).await?;
-        self.count_call(tenant, &request.model, &response.usage, |c| {
-            c.summary_calls = 1
-        })
-        .await;
-        // A refusal, or an answer the context window cut, is no record of the
-        // folded messages: storing it would forget them.
+        let mut request = summary_request(&self.defaults.summary_model, previous, folded);
+        let mut response = self.summary_call(tenant, &request, deadline).await?;
+        if response.stop_reason == Some(StopReason::MaxTokens) {
+            warn!(
+                max_tokens = request.max_tokens,
+                "the summary reached max_tokens: asking again with twice the room"
+            );
+            request.max_tokens = request.max_tokens.saturating_mul(2);
+            response = self.summary_call(tenant, &request, deadline).await?;
+        }
+        // A refusal, or an answer the context window or the output limit cut, is
+        // no (whole) record of the folded messages: storing it would forget them.
         match response.stop_reason {
             Some(StopReason::Refusal) => return Err(CompactorError::UnusableSummary("refusal")),
             Some(StopReason::ModelContextWindowExceeded) => {
@@ -163,19 +170,31 @@ impl Compactor {
                     "model_context_window_exceeded",
                 ));
             }
+            Some(StopReason::MaxTokens) => {
+                return Err(CompactorError::UnusableSummary("max_tokens"));
+            }
             _ => {}
         }
         let summary = response_text(&response);
         if summary.is_empty() {
             return Err(CompactorError::EmptySummary);
         }
-        if response.stop_reason == Some(StopReason::MaxTokens) {
-            warn!(
-                chars = summary.chars().count(),
-                "the summary reached max_tokens; storing it as it is"
-            );
-        }
         Ok((summary, response))
+    }
+
+    /// One summary call, counted in the tenant's usage.
+    async fn summary_call(
+        &self,
+        tenant: &TenantId,
+        request: &ModelRequest,
+        deadline: Deadline,
+    ) -> Result<ModelResponse, CompactorError> {
+        let response = self.model.create(request, deadline).await?;
+        self.count_call(tenant, &request.model, &response.usage, |c| {
+            c.summary_calls = 1
+        })
+        .await;
+        Ok(response)
     }
 
     /// Requests the step after a capped one; a failure is only logged, since the

@@ -458,7 +458,8 @@ fn the_context_plus_the_next_user_message_is_the_request_ask_would_send() {
         .unwrap();
         assert_eq!(context.system, request.system);
         let mut messages = context.messages.clone();
-        let mut next = request_message(Role::User, &round[0].content);
+        let mut next =
+            sendable_messages([(Role::User, round[0].content.clone())].into_iter()).remove(0);
         mark_last_block(&mut next, context.cache_control.lifetime());
         messages.push(next);
         assert_eq!(messages, request.messages, "window of {len}");
@@ -491,4 +492,63 @@ fn the_last_sessions_digest_stays_inside_the_fence_and_without_one_nothing_chang
     ));
     let blank = render_contact_context_with(&facts, summary, Some("  "));
     assert!(!blank.contains("<last_session>"));
+}
+
+#[test]
+fn an_answer_stored_with_blocks_the_api_refuses_is_sent_as_the_api_accepts_it() {
+    // Stored before answers were normalised: an empty text beside a tool call, and
+    // a final answer whose only text was whitespace, which wedged its contact.
+    let tools = tools();
+    let call = ContentBlock::tool_use("toolu_1", "list_free_slots", json!({"day": "fri"}));
+    let window = [
+        stored(1, Message::user_text("book friday")),
+        stored(
+            2,
+            Message {
+                role: Role::Assistant,
+                content: vec![ContentBlock::text(""), call.clone()],
+            },
+        ),
+        stored(
+            3,
+            Message {
+                role: Role::User,
+                content: vec![ContentBlock::tool_result("toolu_1", "booked")],
+            },
+        ),
+        stored(4, Message::assistant_text(" ")),
+    ];
+    let round = [Message::user_text("thanks")];
+    let request = build_request(&parts(&tools, &[], &window, &round)).unwrap();
+    assert_eq!(crate::validate::validate_request(&request), Ok(()));
+    let blocks: Vec<Vec<ContentBlock>> = request
+        .messages
+        .iter()
+        .map(|m| m.content.iter().map(|b| b.block.clone()).collect())
+        .collect();
+    assert_eq!(
+        blocks,
+        vec![
+            vec![ContentBlock::text("book friday")],
+            vec![call],
+            vec![
+                ContentBlock::tool_result("toolu_1", "booked"),
+                ContentBlock::text("thanks")
+            ],
+        ],
+        "the empty answer is left out and the user turns around it sent as one"
+    );
+}
+
+#[test]
+fn two_user_messages_with_nothing_left_out_between_them_are_still_a_broken_window() {
+    let window = [
+        stored(1, Message::user_text("one")),
+        stored(2, Message::user_text("two")),
+    ];
+    let round = [Message::user_text("three")];
+    assert!(matches!(
+        build_request(&parts(&[], &[], &window, &round)),
+        Err(BuildError::RolesMustAlternate { .. })
+    ));
 }

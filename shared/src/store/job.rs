@@ -75,6 +75,11 @@ pub struct AppliedStep {
     pub summary: String,
     /// Pruned copies for kept messages (at most [`MAX_PRUNES_PER_STEP`]).
     pub prune: Vec<crate::pruning::PruneDecision>,
+    /// A pause fold's condition: the head's `last_seq` when it was planned. A fold
+    /// lands only while no round came since (a round that resumed wrote the whole
+    /// context to the cache; folding it now would only write it again). `None`
+    /// for a step: rounds land while it runs, and it folds only what they keep.
+    pub last_seq: Option<u64>,
 }
 
 /// Most pruning decisions one step writes: one transaction holds at most 100

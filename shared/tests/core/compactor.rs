@@ -528,6 +528,62 @@ async fn a_refused_or_cut_off_summary_is_an_error_and_folds_nothing() {
     }
 }
 
+#[tokio::test]
+async fn a_summary_cut_at_max_tokens_is_asked_for_again_with_twice_the_room_and_never_stored_cut() {
+    // Issue 38: a record the output limit cut was stored, forgetting what it did
+    // not reach.
+    let cut = || {
+        Ok(degrau::model::scripted::response(
+            vec![ContentBlock::text("The customer booked BK-")],
+            StopReason::MaxTokens,
+            usage(700),
+        ))
+    };
+    let h = harness();
+    booking_conversation(&h).await;
+    let before = h.model.requests().len();
+    h.model.push(cut());
+    h.model.push(cut());
+    let error = h
+        .compactor
+        .run(&step_job(&h, 1, 0).await, minute())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, CompactorError::UnusableSummary("max_tokens")),
+        "{error:?}"
+    );
+    assert!(error.retryable());
+    let unfolded = head(&h).await;
+    assert_eq!((unfolded.summarized_until, unfolded.summary), (0, None));
+    let sizes: Vec<u32> = h.model.requests()[before..]
+        .iter()
+        .map(|r| r.max_tokens)
+        .collect();
+    assert_eq!(sizes, [1024, 2048]);
+
+    let h = harness();
+    booking_conversation(&h).await;
+    h.model.push(cut());
+    h.model.push(ScriptedModel::text(
+        "The customer booked BK-7 for Friday.",
+        usage(700),
+    ));
+    let outcome = h
+        .compactor
+        .run(&step_job(&h, 1, 0).await, minute())
+        .await
+        .unwrap();
+    assert!(
+        matches!(outcome, JobOutcome::StepApplied { .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(
+        head(&h).await.summary.as_deref(),
+        Some("The customer booked BK-7 for Friday.")
+    );
+}
+
 fn fact(key: &str, value: &str, seq: u64) -> Fact {
     Fact {
         key: FactKey::parse(key).unwrap(),

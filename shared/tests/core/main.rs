@@ -13,6 +13,7 @@ mod compactor;
 mod fifo;
 mod helpers;
 mod layout;
+mod model_answers;
 mod operate;
 mod own_loop;
 mod pause_fold;

@@ -322,6 +322,71 @@ async fn a_round_as_the_api_returns_it_is_stored_with_what_degrau_keeps() {
 }
 
 #[tokio::test]
+async fn a_round_holding_blocks_the_api_refuses_back_is_stored_as_the_api_takes_it_back() {
+    // Issue 38: a client records what Claude sent, an empty text beside the tool
+    // call included; degrau stores what can be sent again, and the next request
+    // built from it is one the API accepts.
+    let h = harness();
+    let view = context(&h).await;
+    let round = body(
+        &view.head,
+        vec![
+            user("Free on Friday?"),
+            json!({"role": "assistant", "content": [
+                {"type": "text", "text": ""},
+                {"type": "tool_use", "id": "toolu_e", "name": "list_free_slots",
+                 "input": {"day": "2026-12-04"}}]}),
+            results(&["toolu_e"]),
+            json!({"role": "assistant", "content": [
+                {"type": "text", "text": "\n\n"}, {"type": "text", "text": "09:00 is free."}]}),
+        ],
+        usage(60),
+    );
+    record(&h, &round).await.unwrap();
+    let stored: Vec<Value> = h
+        .store
+        .transcript(&key(), SessionFilter::All, 200, None)
+        .await
+        .unwrap()
+        .messages
+        .iter()
+        .map(|m| serde_json::to_value(&m.content).unwrap())
+        .collect();
+    assert_eq!(
+        stored[1],
+        json!([{"type": "tool_use", "id": "toolu_e", "name": "list_free_slots",
+            "input": {"day": "2026-12-04"}}])
+    );
+    assert_eq!(
+        stored[3],
+        json!([{"type": "text", "text": "\n\n"}, {"type": "text", "text": "09:00 is free."}]),
+        "whitespace beside text is accepted back, and kept"
+    );
+    h.model
+        .push(ScriptedModel::text("Booked.", Usage::default()));
+    answered(
+        h.service
+            .ask(&key(), "book 09:00", None, minute())
+            .await
+            .unwrap(),
+    );
+
+    // An answer that ends the round with only whitespace is no answer.
+    let view = context(&h).await;
+    let blank = body(
+        &view.head,
+        vec![user("and Saturday?"), assistant(" ")],
+        usage(80),
+    );
+    let error = record(&h, &blank).await.unwrap_err();
+    assert!(
+        matches!(&error, AskError::InvalidRequest(text)
+            if text.starts_with("messages.1.content: holds no text")),
+        "{error:?}"
+    );
+}
+
+#[tokio::test]
 async fn bad_rounds_get_clear_errors_and_change_nothing() {
     let h = harness();
     let view = context(&h).await;

@@ -202,3 +202,85 @@ async fn a_contact_who_comes_back_the_next_day_keeps_less_than_one_who_pauses() 
         assert_eq!(after.last_seq - after.summarized_until, kept, "{after:?}");
     }
 }
+
+/// The scripted model, holding each summary request until the test lets it go.
+struct GatedSummaries {
+    inner: Arc<ScriptedModel>,
+    started: tokio::sync::Notify,
+    release: tokio::sync::Notify,
+}
+
+#[async_trait::async_trait]
+impl degrau::model::Model for GatedSummaries {
+    async fn create(
+        &self,
+        request: &degrau::request::ModelRequest,
+        deadline: degrau::deadline::Deadline,
+    ) -> Result<degrau::model::ModelResponse, degrau::model::ModelError> {
+        let summary = request.system.first().is_some_and(|system| {
+            system
+                .text
+                .starts_with(degrau::compactor::SUMMARY_INSTRUCTIONS)
+        });
+        if summary {
+            self.started.notify_one();
+            self.release.notified().await;
+        }
+        self.inner.create(request, deadline).await
+    }
+}
+
+#[tokio::test]
+async fn a_fold_whose_summary_was_written_while_the_contact_came_back_lands_nothing() {
+    // Issue 38: the fold checked for a round only before its summary call; one
+    // that landed during the call was folded over, its freshly cached context
+    // written again by the next request.
+    let h = harness();
+    conversation(&h, 10, 600).await;
+    let job = fold_job(&h).await;
+    h.clock.fetch_add(10 * 60, Ordering::SeqCst);
+    let gated = Arc::new(GatedSummaries {
+        inner: h.model.clone(),
+        started: tokio::sync::Notify::new(),
+        release: tokio::sync::Notify::new(),
+    });
+    let clock = h.clock.clone();
+    let now: degrau::session::Clock = Arc::new(move || clock.load(Ordering::SeqCst));
+    let folding = compactor(
+        &h.store,
+        gated.clone(),
+        Arc::new(RecordingJobs::default()),
+        defaults(),
+        now,
+    );
+    // The contact's round answers first, then the held summary.
+    h.model.push(ScriptedModel::text(
+        "Welcome back.",
+        Usage {
+            input_tokens: 6_600,
+            output_tokens: 20,
+            ..Usage::default()
+        },
+    ));
+    h.model.push(ScriptedModel::text(
+        "The customer wants a haircut.",
+        Usage::default(),
+    ));
+    let resume = async {
+        gated.started.notified().await;
+        h.ask
+            .ask(&key(), "I'm back: is Friday free?", None, minute())
+            .await
+            .unwrap();
+        gated.release.notify_one();
+    };
+    let (outcome, ()) = tokio::join!(folding.run(&job, minute()), resume);
+    assert_eq!(skipped(&outcome.unwrap()), Some("lost_race"));
+    let after = head(&h).await;
+    assert_eq!(
+        (after.summarized_until, after.steps),
+        (0, 0),
+        "nothing folded"
+    );
+    assert_eq!(after.last_seq, 22, "the round that came back is stored");
+}

@@ -21,7 +21,7 @@ fn path(contact: &str) -> String {
 }
 
 /// The HTTP API (payload v2) event of a streamed message, under `AUTH_MODE=dev`.
-fn event(tenant: &str, contact: &str, body: &str, headers: &[(&str, &str)]) -> Value {
+pub(crate) fn event(tenant: &str, contact: &str, body: &str, headers: &[(&str, &str)]) -> Value {
     let mut all = vec![
         ("content-type", "application/json"),
         ("x-tenant-id", tenant),
@@ -30,7 +30,7 @@ fn event(tenant: &str, contact: &str, body: &str, headers: &[(&str, &str)]) -> V
     api_event("POST", &path(contact), "", &all, Some(body), None)
 }
 
-fn message(text: &str) -> String {
+pub(crate) fn message(text: &str) -> String {
     json!({ "text": text }).to_string()
 }
 
@@ -50,7 +50,7 @@ async fn stream_until(
     reply
 }
 
-async fn stream(function: &LocalLambda, event: Value) -> StreamedReply {
+pub(crate) async fn stream(function: &LocalLambda, event: Value) -> StreamedReply {
     stream_until(function, event, |_| false).await
 }
 

@@ -304,6 +304,10 @@ pub(in crate::dynamodb) fn step_items(
         .value(":session", n(step.session))
         .value(":seen", n(step.seen_summarized_until))
         .value(":incarnation", s(step.incarnation.as_str()));
+    if let Some(last_seq) = step.last_seq {
+        head.condition("last_seq = :last_seq")
+            .value(":last_seq", n(last_seq));
+    }
     let mut items = Vec::with_capacity(1 + step.prune.len());
     items.push(
         TransactWriteItem::builder()

@@ -237,12 +237,13 @@ fn tool_use_id(seed: &str, index: usize) -> String {
     format!("toolu_standin_{}", &hex::encode(digest)[..16])
 }
 
-/// The blocks of the trailing user messages (the API merges them into one).
+/// The blocks of the trailing user messages (the API merges them into one). An
+/// empty assistant message, which the API accepts anywhere, ends no user turn.
 fn last_user_turn(request: &MessagesRequest) -> Vec<&Content> {
     let start = request
         .messages
         .iter()
-        .rposition(|m| m.role != Role::User)
+        .rposition(|m| m.role != Role::User && !m.content.is_empty())
         .map_or(0, |i| i + 1);
     request.messages[start..]
         .iter()

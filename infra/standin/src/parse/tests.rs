@@ -340,3 +340,30 @@ fn a_bedrock_body_names_no_model_carries_its_version_and_nothing_else() {
             .contains("required key [anthropic_version] not found")
     );
 }
+
+#[test]
+fn takes_back_what_an_answer_carries_beside_a_block_s_own_fields() {
+    // `citations: null` on text, `caller` on a tool call: what the API answers.
+    assert!(
+        parse(&with_block(
+            json!({"type": "text", "text": "x", "citations": null})
+        ))
+        .is_ok()
+    );
+    let mut called = tool_loop(
+        json!({}),
+        json!({"type": "tool_result", "tool_use_id": "a", "content": "ok"}),
+    );
+    called["messages"][1]["content"][0]["caller"] = json!({"type": "direct"});
+    assert!(parse(&called).is_ok());
+    called["messages"][1]["content"][0]["caller"] = json!("direct");
+    assert_eq!(
+        error(called.clone()),
+        "messages.1.content.0.caller: Input should be a valid dictionary"
+    );
+    called["messages"][1]["content"][0]["caller"] = json!({});
+    assert_eq!(
+        error(called),
+        "messages.1.content.0.caller.type: Field required"
+    );
+}

@@ -120,11 +120,11 @@ fn passes_on_the_api_rule_texts_verbatim() {
         error(body(
             json!([{"role": "user", "content": [{"type": "text", "text": " "}]}])
         )),
-        "messages.0.content.0.text: text content blocks must contain non-whitespace text"
+        "messages: text content blocks must contain non-whitespace text"
     );
     assert_eq!(
         error(body(json!([{"role": "user", "content": []}]))),
-        "messages.0: all messages must have non-empty content except for the optional final assistant message"
+        "messages.0: user messages must have non-empty content"
     );
     assert_eq!(
         error(body(json!([]))),
@@ -143,7 +143,173 @@ fn merges_consecutive_messages_of_one_role_before_the_checks() {
             {"role": "user", "content": "hi"},
             {"role": "user", "content": [{"type": "text", "text": ""}]}
         ]))),
-        "messages.0.content.1.text: text content blocks must be non-empty"
+        "messages: text content blocks must be non-empty"
+    );
+    // An empty user message merged into a non-empty one is not empty (unmeasured).
+    assert!(accepted(body(json!([
+        {"role": "user", "content": ""},
+        {"role": "user", "content": "hi"}
+    ]))));
+    // Indices are those of merged messages.
+    assert_eq!(
+        error(body(json!([
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "a"},
+            {"role": "assistant", "content": "b"},
+            {"role": "user", "content": []}
+        ]))),
+        "messages.2: user messages must have non-empty content"
+    );
+}
+
+const EMPTY: &str = "messages: text content blocks must be non-empty";
+const BLANK: &str = "messages: text content blocks must contain non-whitespace text";
+const EMPTY_USER: &str = "messages.0: user messages must have non-empty content";
+
+fn text(text: &str) -> Value {
+    json!({"type": "text", "text": text})
+}
+
+/// `hi`, then an assistant message with `content`, then `next`.
+fn assistant(content: Value) -> Value {
+    body(json!([
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": content},
+        {"role": "user", "content": "next"}
+    ]))
+}
+
+/// `hi`, then `[text, tool_use a]` from the assistant, then the result of `a`.
+fn before_tool_use(first: &str) -> Value {
+    body(json!([
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": [text(first), tool_use("a")]},
+        {"role": "user", "content": [tool_result("a")]}
+    ]))
+}
+
+/// The rules measured against the real API (experientiallabs/experiential pull
+/// request #804), one row each: `None` is a 200, else the 400's text.
+#[test]
+fn empty_and_blank_text_is_refused_exactly_where_the_real_api_refuses_it() {
+    let user = |content: Value| body(json!([{"role": "user", "content": content}]));
+    let result = |content: Value| {
+        body(json!([
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": [tool_use("a")]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "a", "content": content}]}
+        ]))
+    };
+    let system = |system: Value| {
+        let mut body = user(json!("hi"));
+        body["system"] = system;
+        body
+    };
+    let rows: Vec<(&str, Value, Option<&str>)> = vec![
+        (
+            "assistant [\"\", tool_use]",
+            before_tool_use(""),
+            Some(EMPTY),
+        ),
+        (
+            "assistant [\"\\n\\n\", tool_use]",
+            before_tool_use("\n\n"),
+            None,
+        ),
+        (
+            "assistant [\"\"] alone",
+            assistant(json!([text("")])),
+            Some(EMPTY),
+        ),
+        (
+            "assistant [\" \"] alone",
+            assistant(json!([text(" ")])),
+            Some(BLANK),
+        ),
+        (
+            "assistant [\" \", \"ok\"]",
+            assistant(json!([text(" "), text("ok")])),
+            None,
+        ),
+        ("assistant [] mid-conversation", assistant(json!([])), None),
+        ("assistant \"\" (a string)", assistant(json!("")), None),
+        (
+            "assistant [] first",
+            body(json!([{"role": "assistant", "content": []}, {"role": "user", "content": "hi"}])),
+            None,
+        ),
+        (
+            "assistant [] last",
+            body(json!([{"role": "user", "content": "hi"}, {"role": "assistant", "content": []}])),
+            None,
+        ),
+        (
+            "assistant [] twice in a row",
+            body(json!([
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": []},
+                {"role": "assistant", "content": []},
+                {"role": "user", "content": "next"}
+            ])),
+            None,
+        ),
+        ("tool_result \"\"", result(json!("")), None),
+        ("tool_result []", result(json!([])), None),
+        ("tool_result \" \"", result(json!(" ")), None),
+        ("tool_result [\"\"]", result(json!([text("")])), None),
+        ("user \"\\n\"", user(json!("\n")), Some(BLANK)),
+        ("user [\" \"]", user(json!([text(" ")])), Some(BLANK)),
+        ("user \"\"", user(json!("")), Some(EMPTY_USER)),
+        ("user []", user(json!([])), Some(EMPTY_USER)),
+        (
+            "user [\"hi\", \" \"]",
+            user(json!([text("hi"), text(" ")])),
+            None,
+        ),
+        (
+            "user [\"\", \"x\"]",
+            user(json!([text(""), text("x")])),
+            Some(EMPTY),
+        ),
+        ("system \"\" (a string)", system(json!("")), None),
+        (
+            "system \"  \"",
+            system(json!("  ")),
+            Some("system: text content blocks must contain non-whitespace text"),
+        ),
+        (
+            "system [\"\"]",
+            system(json!([text("")])),
+            Some("system: text content blocks must be non-empty"),
+        ),
+        (
+            "system [\"a\", \"\"]",
+            system(json!([text("a"), text("")])),
+            Some("system: text content blocks must be non-empty"),
+        ),
+    ];
+    for (case, body, expected) in rows {
+        let outcome = parse_request(body.to_string().as_bytes()).map_err(|e| e.message);
+        match expected {
+            None => assert!(outcome.is_ok(), "{case}: {outcome:?}"),
+            Some(text) => assert_eq!(outcome.unwrap_err(), text, "{case}"),
+        }
+    }
+}
+
+#[test]
+fn a_tool_or_thinking_block_is_something_beside_blank_text() {
+    // Beside a tool call, blank text is accepted (measured for "\n\n").
+    assert!(accepted(before_tool_use(" ")));
+    // Beside thinking it is unmeasured; the stand-in accepts it the same way.
+    let thought = crate::thinking::thinking_block("hm".into());
+    assert!(accepted(assistant(json!([thought, text(" ")]))));
+    // An empty text block is refused whatever is beside it.
+    let thought = crate::thinking::thinking_block("hm".into());
+    assert_eq!(
+        error(assistant(json!([thought, text(""), text("ok")]))),
+        EMPTY
     );
 }
 

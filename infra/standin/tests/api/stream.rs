@@ -21,15 +21,15 @@ use crate::helpers::{TestStandIn, demo_tools, long_instructions, start};
 
 /// Which of degrau's adapters calls the stand-in.
 #[derive(Debug, Clone, Copy)]
-enum Via {
+pub(crate) enum Via {
     Anthropic,
     Bedrock,
 }
 
-const BOTH: [Via; 2] = [Via::Anthropic, Via::Bedrock];
+pub(crate) const BOTH: [Via; 2] = [Via::Anthropic, Via::Bedrock];
 
 impl Via {
-    fn model(self, standin: &TestStandIn) -> Box<dyn Model> {
+    pub(crate) fn model(self, standin: &TestStandIn) -> Box<dyn Model> {
         let url = standin.running.url();
         let policy = RetryPolicy {
             request_timeout: Duration::from_secs(20),
@@ -63,7 +63,7 @@ impl Via {
 
     /// The error an `overloaded_error` mid-stream is: Anthropic's 529; Bedrock
     /// ends its stream with a `serviceUnavailableException` (its 503 for a 529).
-    fn overloaded(self) -> ModelError {
+    pub(crate) fn overloaded(self) -> ModelError {
         match self {
             Via::Anthropic => ModelError::Unavailable { status: 529 },
             Via::Bedrock => ModelError::Unavailable { status: 503 },
@@ -71,11 +71,11 @@ impl Via {
     }
 }
 
-fn minute() -> Deadline {
+pub(crate) fn minute() -> Deadline {
     Deadline::after(Duration::from_secs(60))
 }
 
-fn request(text: &str, thinking: Option<u32>) -> ModelRequest {
+pub(crate) fn request(text: &str, thinking: Option<u32>) -> ModelRequest {
     build_request(&RequestParts {
         model: "claude-sonnet-5",
         max_tokens: 4096,
@@ -93,7 +93,7 @@ fn request(text: &str, thinking: Option<u32>) -> ModelRequest {
 }
 
 /// Streams `request`; the outcome and the pieces handed over.
-async fn stream(
+pub(crate) async fn stream(
     model: &dyn Model,
     request: &ModelRequest,
 ) -> (Result<ModelResponse, ModelError>, Vec<ModelDelta>) {
@@ -107,7 +107,7 @@ async fn stream(
 }
 
 /// The text of block `index` as its pieces tell it.
-fn pieces_of(deltas: &[ModelDelta], block: usize) -> String {
+pub(crate) fn pieces_of(deltas: &[ModelDelta], block: usize) -> String {
     deltas
         .iter()
         .filter_map(|delta| match delta {

@@ -17,8 +17,8 @@
 
 use degrau::domain::{FactKey, FactSource, Head, Incarnation, PendingFacts, TenantId};
 use degrau::store::{
-    ClosedSession, FactWrite, JobStore, MAX_PRUNES_PER_STEP, RecordStore, RoundCommit, RoundStore,
-    SessionArchive, SessionFilter, StoreError,
+    AppliedStep, ClosedSession, FactWrite, JobStore, MAX_PRUNES_PER_STEP, RecordStore, RoundCommit,
+    RoundStore, SessionArchive, SessionFilter, StoreError,
 };
 
 use super::{
@@ -92,6 +92,40 @@ pub(super) async fn a_stale_step_changes_nothing_and_the_next_one_applies(backen
         (6, Some("second"), 2)
     );
     assert_eq!(seqs(&after.window), [(1, 7), (1, 8)]);
+}
+
+pub(super) async fn a_fold_planned_before_a_round_landed_changes_nothing(backend: impl Backend) {
+    let store = backend.store();
+    let key = ana();
+    let head = tool_session(&*store, &key).await;
+    // A pause fold planned at this head: then the contact resumes.
+    let fold = AppliedStep {
+        last_seq: Some(head.last_seq),
+        ..stepped(&*store, &key, 1, 0, 2, "folded", &[]).await
+    };
+    commit(&*store, &key, exchange(1, Some(&head), "back again")).await;
+    let before = store.load_turn(&key, NOW).await.unwrap();
+    let items = backend.raw_item_count(&key).await;
+    assert!(!store.apply_step(&key, &fold).await.unwrap());
+    assert_eq!(store.load_turn(&key, NOW).await.unwrap(), before);
+    assert_eq!(backend.raw_item_count(&key).await, items);
+    // Planned at the head as it now is, it lands.
+    let resumed = before.head.unwrap();
+    let fold = AppliedStep {
+        last_seq: Some(resumed.last_seq),
+        ..stepped(&*store, &key, 1, 0, 2, "folded", &[]).await
+    };
+    assert!(store.apply_step(&key, &fold).await.unwrap());
+    assert_eq!(
+        store
+            .load_turn(&key, NOW)
+            .await
+            .unwrap()
+            .head
+            .unwrap()
+            .summarized_until,
+        2
+    );
 }
 
 pub(super) async fn a_step_for_a_session_the_head_left_changes_nothing(backend: impl Backend) {

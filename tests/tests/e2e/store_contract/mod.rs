@@ -597,6 +597,7 @@ fn step(session: u32, seen: u64, new: u64, summary: &str, prune: &[u64]) -> Appl
                 )],
             })
             .collect(),
+        last_seq: None,
     }
 }
 
@@ -662,6 +663,7 @@ macro_rules! contract_tests {
             round::refreshing_expiry_sets_the_ttl_of_existing_messages_of_the_same_life_only,
             job::a_step_applies_once_and_a_repeat_with_the_same_seen_value_changes_nothing,
             job::a_stale_step_changes_nothing_and_the_next_one_applies,
+            job::a_fold_planned_before_a_round_landed_changes_nothing,
             job::a_step_for_a_session_the_head_left_changes_nothing,
             job::a_step_on_an_erased_contact_changes_nothing_and_writes_no_item,
             job::a_step_writes_pruned_copies_that_load_turn_returns_with_the_originals_intact,
