@@ -62,6 +62,7 @@
 mod commit;
 mod context;
 mod events;
+mod life;
 mod operate;
 mod plausible;
 mod quota;

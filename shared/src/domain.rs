@@ -377,6 +377,13 @@ pub struct Head {
     /// ([`crate::pause_fold::entries_gone_at`]). Written by every round.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cache_hour: bool,
+    /// When this life of the contact began: the round that created the head
+    /// (seconds since the epoch). An item of the contact's partition written before
+    /// it (a message, an archive) belongs to an earlier life whose head expired
+    /// first (its retention was lowered since): no read of this life shows it, and
+    /// this life's writes replace it. `None` on heads from before lives were dated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub born_at: Option<i64>,
 }
 
 /// A requested fact extraction not done yet (see [`Head::facts_pending`]).
@@ -394,6 +401,11 @@ impl Head {
     /// Whether the head's retention ran out at `now` (see [`Head::expires_at`]).
     pub fn expired_at(&self, now: i64) -> bool {
         self.expires_at.is_some_and(|expires| expires <= now)
+    }
+
+    /// Whether an item written at `at` belongs to this life (see [`Head::born_at`]).
+    pub fn of_this_life(&self, at: i64) -> bool {
+        self.born_at.is_none_or(|born| at >= born)
     }
 }
 

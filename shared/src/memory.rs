@@ -15,9 +15,9 @@ use crate::metering::UsageCounts;
 use crate::recall::SessionRecord;
 use crate::session::unix_now;
 use crate::store::{
-    AppliedStep, ClosedSession, ContactKey, Cursor, DueHead, FactWrite, JobStore, PendingChange,
-    RecordStore, SessionArchive, SessionFilter, StoreError, SweepSettle, SweepSlot, SweepStore,
-    TranscriptPage, validate_fact_changes, validate_step,
+    AppliedStep, ClosedSession, ContactKey, Cursor, DueHead, FactRemoval, FactWrite, JobStore,
+    PendingChange, RecordStore, SessionArchive, SessionFilter, StoreError, SweepSettle, SweepSlot,
+    SweepStore, TranscriptPage, validate_fact_changes, validate_step,
 };
 use crate::tenant::{StoredConfig, TenantConfig, TenantStore};
 use crate::window::after_last_gap;
@@ -362,7 +362,7 @@ impl JobStore for MemoryStore {
         key: &ContactKey,
         incarnation: &Incarnation,
         writes: &[FactWrite],
-        removals: &[FactKey],
+        removals: &[FactRemoval],
     ) -> Result<bool, StoreError> {
         validate_fact_changes(writes, removals)?;
         self.settled(key).await?;
@@ -375,31 +375,7 @@ impl JobStore for MemoryStore {
         }) else {
             return Ok(false);
         };
-        // Like a transaction: every expectation holds, or nothing is written. A fact
-        // past its TTL counts as absent (DynamoDB may not have deleted it yet).
-        let expected = writes.iter().all(|write| {
-            let now = write.fact.updated_at;
-            let stored = contact
-                .facts
-                .get(write.fact.key.as_str())
-                .filter(|(_, expires)| expires.is_none_or(|at| at > now))
-                .map(|(fact, _)| fact);
-            write.expect.holds(stored)
-        });
-        if !expected {
-            return Err(StoreError::Conflict(
-                "a fact changed since it was read".into(),
-            ));
-        }
-        for write in writes {
-            contact.facts.insert(
-                write.fact.key.as_str().to_owned(),
-                (write.fact.clone(), Some(write.expires_at)),
-            );
-        }
-        for removal in removals {
-            contact.facts.remove(removal.as_str());
-        }
+        apply_fact_changes(contact, writes, removals)?;
         Ok(true)
     }
 
@@ -671,6 +647,46 @@ impl MemoryStore {
             },
         );
     }
+}
+
+/// A fact batch on `contact`, like a transaction: every write's and removal's
+/// expectation holds, or nothing is written (a conflict). A fact past its TTL
+/// counts as absent (DynamoDB may not have deleted it yet).
+fn apply_fact_changes(
+    contact: &mut Contact,
+    writes: &[FactWrite],
+    removals: &[FactRemoval],
+) -> Result<(), StoreError> {
+    let stored = |key: &FactKey, now: i64| {
+        contact
+            .facts
+            .get(key.as_str())
+            .filter(|(_, expires)| expires.is_none_or(|at| at > now))
+            .map(|(fact, _)| fact)
+    };
+    let now = writes.first().map_or(0, |write| write.fact.updated_at);
+    let expected = writes.iter().all(|write| {
+        write
+            .expect
+            .holds(stored(&write.fact.key, write.fact.updated_at))
+    }) && removals
+        .iter()
+        .all(|removal| removal.expect.holds(stored(&removal.key, now)));
+    if !expected {
+        return Err(StoreError::Conflict(
+            "a fact changed since it was read".into(),
+        ));
+    }
+    for write in writes {
+        contact.facts.insert(
+            write.fact.key.as_str().to_owned(),
+            (write.fact.clone(), Some(write.expires_at)),
+        );
+    }
+    for removal in removals {
+        contact.facts.remove(removal.key.as_str());
+    }
+    Ok(())
 }
 
 fn config_text(config: &TenantConfig) -> Result<String, StoreError> {

@@ -461,14 +461,16 @@ impl FullStack {
         send_job(&self.sqs, &self.queue.queue_url, body, group, dedup).await;
     }
 
-    /// Moves a contact's last activity back by `seconds` (time passing, for sessions).
+    /// Moves a contact's last activity back by `seconds` (time passing, for
+    /// sessions), and the start of its life with it (`born_at`: what a session
+    /// closed since must end after).
     pub async fn age_contact(&self, tenant: &str, contact: &str, seconds: i64) {
         self.dynamodb
             .update_item()
             .table_name(&self.table)
             .key("pk", head_key(tenant, contact).0)
             .key("sk", head_key(tenant, contact).1)
-            .update_expression("SET last_activity = last_activity - :s")
+            .update_expression("SET last_activity = last_activity - :s, born_at = born_at - :s")
             .expression_attribute_values(":s", AttributeValue::N(seconds.to_string()))
             .send()
             .await
@@ -484,7 +486,10 @@ impl FullStack {
             .table_name(&self.table)
             .key("pk", head_key(tenant, contact).0)
             .key("sk", head_key(tenant, contact).1)
-            .update_expression("SET last_activity = last_activity - :s, sweep_sk = sweep_sk - :s")
+            .update_expression(
+                "SET last_activity = last_activity - :s, sweep_sk = sweep_sk - :s, \
+                 born_at = born_at - :s",
+            )
             .condition_expression("attribute_exists(sweep_sk)")
             .expression_attribute_values(":s", AttributeValue::N(seconds.to_string()))
             .send()

@@ -61,6 +61,9 @@ pub(super) struct HeadItem {
     /// Absent on heads written before rounds recorded it (five minutes).
     #[serde(default)]
     pub(super) cache_hour: bool,
+    /// Absent on heads written before lives were dated.
+    #[serde(default)]
+    pub(super) born_at: Option<i64>,
 }
 
 /// A head as the sweep index has it: `sweep_sk` is when the head is due. (The
@@ -101,6 +104,7 @@ impl From<HeadItem> for Head {
             expires_at: item.expires_at,
             recent_gaps: item.recent_gaps,
             cache_hour: item.cache_hour,
+            born_at: item.born_at,
         }
     }
 }

@@ -26,13 +26,14 @@ mod whatsapp;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
-use degrau::domain::{Fact, FactKey, Head, IdempotencyKey, Incarnation, StoredMessage, TenantId};
+use degrau::domain::{Fact, Head, IdempotencyKey, Incarnation, StoredMessage, TenantId};
 use degrau::recall::{MAX_RECORDS, SessionRecord};
 use degrau::session::unix_now;
 use degrau::store::{
-    AppliedStep, Claim, ClosedSession, ContactKey, Cursor, DueHead, FactWrite, JobStore,
-    MAX_REFRESH_PER_ROUND, RecordStore, RoundCommit, RoundStore, SessionFilter, StoreError,
-    SweepSettle, SweepStore, TranscriptPage, TurnState, validate_fact_changes, validate_step,
+    AppliedStep, Claim, ClosedSession, ContactKey, Cursor, DueHead, FactRemoval, FactWrite,
+    JobStore, MAX_REFRESH_PER_ROUND, RecordStore, RoundCommit, RoundStore, SessionFilter,
+    StoreError, SweepSettle, SweepStore, TranscriptPage, TurnState, validate_fact_changes,
+    validate_step,
 };
 use degrau::window::after_last_gap;
 
@@ -45,8 +46,8 @@ use keys::{
 };
 pub use keys::{INCARNATION_INDEX, SWEEP_INDEX, TENANT_INDEX};
 use queries::{
-    Pages, UpdateParts, fact_transactions, refresh_items, round_items, settle_parts, step_items,
-    update_if,
+    FactGuard, Pages, UpdateParts, fact_transactions, refresh_items, round_items, settle_parts,
+    step_items, update_if,
 };
 
 /// The item a closed session's archive (its recall record included) is stored as,
@@ -270,13 +271,14 @@ impl JobStore for DynamoStore {
         key: &ContactKey,
         incarnation: &Incarnation,
         writes: &[FactWrite],
-        removals: &[FactKey],
+        removals: &[FactRemoval],
     ) -> Result<bool, StoreError> {
         validate_fact_changes(writes, removals)?;
         // When an erase lands between the parts of a long batch, the later ones
         // write nothing and the answer is `Ok(false)`; the earlier ones committed
         // while the contact existed, like a whole batch committed just before it.
-        for items in fact_transactions(&self.table, key, incarnation, writes, removals)? {
+        let guard = FactGuard::Head(incarnation);
+        for items in fact_transactions(&self.table, key, guard, writes, removals)? {
             if !transact_if(&self.client, items).await? {
                 // The head's check or a fact's expectation failed: which one, the
                 // head tells (an expectation is a conflict, to read again).

@@ -22,21 +22,22 @@ use std::collections::HashMap;
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{AttributeValue, Select};
-use degrau::domain::{ContactId, Head, TenantId};
+use degrau::domain::{ContactId, Fact, Head, TenantId};
 use degrau::metering::{TokenCounts, UsageCounts};
 use degrau::platform::TenantPolicy;
 use degrau::store::{
-    ContactCursor, ContactEntry, ContactKey, ContactPage, FactRecord, OperatorStore, StoreError,
+    ContactCursor, ContactEntry, ContactKey, ContactPage, FactRecord, FactRemoval, FactWrite,
+    OperatorStore, StoreError, validate_fact_changes,
 };
 use degrau::tenant::{StoredConfig, TenantConfig, TenantStore};
 
 use super::DynamoStore;
-use super::error::{sdk_error, unless_condition_failed};
+use super::error::{sdk_error, transact_if, unless_condition_failed};
 use super::items::{ConfigItem, from_item, n, s};
 use super::keys::{
     CONFIG_SK, FACT_PREFIX, HEAD_SK, TENANT_INDEX, contact_pk, parse_contact_pk, tenant_pk,
 };
-use super::queries::Pages;
+use super::queries::{FactGuard, Pages, fact_transactions};
 
 /// A head as the tenant index projects it: what the listing shows.
 #[derive(serde::Deserialize)]
@@ -146,6 +147,37 @@ impl OperatorStore for DynamoStore {
     ) -> Result<(Option<Head>, Vec<FactRecord>), StoreError> {
         let (head, records) = self.head_and_fact_records(key, now).await?;
         Ok((head.filter(|head| !head.expired_at(now)), records))
+    }
+
+    async fn save_facts_headless(
+        &self,
+        key: &ContactKey,
+        anchor: &Fact,
+        writes: &[FactWrite],
+        removals: &[FactRemoval],
+    ) -> Result<bool, StoreError> {
+        validate_fact_changes(writes, removals)?;
+        // The anchor is checked on its own unless the batch writes or removes it
+        // (its own expectation then holds it; a transaction touches an item once).
+        let touched = writes
+            .iter()
+            .map(|write| &write.fact.key)
+            .chain(removals.iter().map(|removal| &removal.key))
+            .any(|key| *key == anchor.key);
+        let guard = FactGuard::Fact((!touched).then_some((&anchor.key, anchor.updated_at)));
+        for items in fact_transactions(&self.table, key, guard, writes, removals)? {
+            if !transact_if(&self.client, items).await? {
+                // A fact changed (a conflict), or none is left (erased: nothing to do).
+                let (_, left) = self.head_and_fact_records(key, anchor.updated_at).await?;
+                return match left.is_empty() {
+                    true => Ok(false),
+                    false => Err(StoreError::Conflict(
+                        "a fact changed since it was read".into(),
+                    )),
+                };
+            }
+        }
+        Ok(true)
     }
 
     async fn add_usage(

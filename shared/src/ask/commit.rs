@@ -312,6 +312,11 @@ impl AskService {
             expires_at: Some(expires_at),
             recent_gaps: plan.gaps.clone(),
             cache_hour,
+            // A new head's life begins now; a loaded one keeps its own.
+            born_at: turn
+                .expected
+                .as_ref()
+                .map_or(Some(now), |head| head.born_at),
         };
         let idempotency = idempotency.map(|(idem, hash)| CompletedRequest {
             key: idem.clone(),

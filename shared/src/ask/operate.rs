@@ -12,18 +12,16 @@
 use serde::Serialize;
 use tracing::warn;
 
-use super::{AskError, AskService, not_found, read_config, unusable};
+mod facts;
+
+use super::{AskError, AskService, read_config, unusable};
 use crate::deadline::Deadline;
-use crate::domain::{Fact, FactKey, FactSource, TenantId};
-use crate::facts::FactPolicy;
+use crate::domain::TenantId;
 use crate::metering::PriceTable;
-use crate::metering::{DAY, MAX_USAGE_DAYS, UsageCounts, format_day};
+use crate::metering::{MAX_USAGE_DAYS, UsageCounts, format_day};
 use crate::metrics::Event;
 use crate::platform::{Policy, TenantPolicy};
-use crate::store::{
-    ContactCursor, ContactKey, ContactPage, FactExpectation, FactRecord, FactWrite,
-    MAX_CONTACT_PAGE, StoreError, count_usage,
-};
+use crate::store::{ContactCursor, ContactPage, MAX_CONTACT_PAGE, count_usage};
 use crate::tenant::{Settings, StoredConfig, TenantConfig, bounds, stored_settings};
 
 /// Contacts listed when no `limit` is asked for.
@@ -113,100 +111,6 @@ impl AskService {
         }
         let now = (self.clock)();
         Ok(self.store.contacts(tenant, limit, after, now).await?)
-    }
-
-    /// The contact's live facts, with provenance, expiry and history.
-    pub async fn facts(&self, key: &ContactKey) -> Result<Vec<FactRecord>, AskError> {
-        let now = (self.clock)();
-        let (head, records) = self.store.fact_records(key, now).await?;
-        head.ok_or_else(not_found)?;
-        Ok(records)
-    }
-
-    /// Sets `fact` to `value` as `operator` would have it, under the tenant's fact
-    /// policy (a refusal names the rule, never the value). The fact's position is
-    /// the contact's last message; its earlier value goes to its history.
-    pub async fn set_fact(
-        &self,
-        key: &ContactKey,
-        fact: &FactKey,
-        value: &str,
-        operator: &str,
-    ) -> Result<FactRecord, AskError> {
-        let settings = self.operator_settings(&key.tenant).await?;
-        let policy = FactPolicy::new(settings.allowed_fact_keys.iter().cloned());
-        policy.check(fact, value).map_err(|refusal| {
-            AskError::InvalidRequest(format!("{refusal} ({})", refusal.code()))
-        })?;
-        let now = (self.clock)();
-        let (head, records) = self.store.fact_records(key, now).await?;
-        let head = head.ok_or_else(not_found)?;
-        let incarnation = head.incarnation.clone().ok_or_else(|| {
-            AskError::Conflict(
-                "the contact's memory predates fact corrections; send a message first".into(),
-            )
-        })?;
-        let retention = i64::from(settings.fact_retention_days) * DAY;
-        let next = Fact {
-            operator: Some(operator.to_owned()),
-            ..Fact::extracted(
-                fact.clone(),
-                value.to_owned(),
-                FactSource {
-                    session: head.session,
-                    seq: head.last_seq,
-                },
-                now,
-            )
-        };
-        let stored = records.iter().find(|record| &record.fact.key == fact);
-        let (fact, expect) = match stored {
-            Some(old) => (
-                old.fact.succeeded_by(next, now, now - retention),
-                FactExpectation::UpdatedAt(old.fact.updated_at),
-            ),
-            None => (next, FactExpectation::Absent),
-        };
-        let write = FactWrite {
-            fact,
-            expires_at: now + retention,
-            expect,
-        };
-        match self
-            .store
-            .save_facts(key, &incarnation, std::slice::from_ref(&write), &[])
-            .await
-        {
-            Ok(true) => Ok(FactRecord {
-                fact: write.fact,
-                expires_at: Some(write.expires_at),
-            }),
-            Ok(false) => Err(not_found()),
-            Err(StoreError::Conflict(_)) => Err(AskError::Conflict(
-                "the fact changed while it was being set; read it again and retry".into(),
-            )),
-            Err(error) => Err(error.into()),
-        }
-    }
-
-    /// Deletes a fact and its history. `NotFound` when the contact has no such fact.
-    pub async fn delete_fact(&self, key: &ContactKey, fact: &FactKey) -> Result<(), AskError> {
-        let now = (self.clock)();
-        let (head, records) = self.store.fact_records(key, now).await?;
-        let head = head.ok_or_else(not_found)?;
-        let missing = || AskError::NotFound(format!("the contact has no fact `{fact}`"));
-        if !records.iter().any(|record| &record.fact.key == fact) {
-            return Err(missing());
-        }
-        let incarnation = head.incarnation.ok_or_else(missing)?;
-        match self
-            .store
-            .save_facts(key, &incarnation, &[], std::slice::from_ref(fact))
-            .await?
-        {
-            true => Ok(()),
-            false => Err(not_found()),
-        }
     }
 
     /// The tenant's stored configuration and whether it is usable, inside the

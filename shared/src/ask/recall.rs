@@ -82,12 +82,9 @@ impl AskService {
         input: &Value,
         deadline: Deadline,
     ) -> ToolOutput {
-        let read = by(
-            deadline,
-            self.store
-                .session_records(key, MAX_RECORDS as usize, turn.now),
-        )
-        .await;
+        let born = super::life::born_of(turn.expected.as_ref(), turn.now);
+        let records = self.records_of_life(key, MAX_RECORDS as usize, turn.now, born);
+        let read = by(deadline, records).await;
         let output = match read {
             Ok(stored) => {
                 let records = with_closing(stored, turn.closing.as_ref());
@@ -116,10 +113,11 @@ impl AskService {
         limit: RecordLimit,
     ) -> Result<SessionsView, AskError> {
         let now = (self.clock)();
+        let (head, _) = self.store.load_memory(key, now).await?;
+        let born = super::life::born_of(head.as_ref(), now);
         let sessions = match query {
             None => self
-                .store
-                .session_records(key, limit.0, now)
+                .records_of_life(key, limit.0, now, born)
                 .await?
                 .into_iter()
                 .map(|record| SessionHit {
@@ -129,8 +127,7 @@ impl AskService {
                 .collect(),
             Some(RecallQuery(query)) => {
                 let records = self
-                    .store
-                    .session_records(key, MAX_RECORDS as usize, now)
+                    .records_of_life(key, MAX_RECORDS as usize, now, born)
                     .await?;
                 rank(&records, query, limit.0)
                     .into_iter()

@@ -89,20 +89,23 @@ impl AskService {
         limit: PageSize,
         before: Option<Cursor>,
     ) -> Result<TranscriptPage, AskError> {
-        let filter = match sessions {
-            SessionSelector::All => SessionFilter::All,
-            SessionSelector::Only(n) => SessionFilter::Only(n),
-            SessionSelector::Current => {
-                let (head, _) = self.store.load_memory(key, (self.clock)()).await?;
-                match head {
-                    Some(head) => SessionFilter::Only(head.session),
-                    None => return Err(not_found()),
-                }
-            }
+        // Only the live head's life shows (see `life`): nothing once it is gone.
+        let now = (self.clock)();
+        let (head, _) = self.store.load_memory(key, now).await?;
+        let filter = match (sessions, &head) {
+            (SessionSelector::Current, None) => return Err(not_found()),
+            (_, None) => return Ok(TranscriptPage::default()),
+            (SessionSelector::All, _) => SessionFilter::All,
+            (SessionSelector::Only(n), _) => SessionFilter::Only(n),
+            (SessionSelector::Current, Some(head)) => SessionFilter::Only(head.session),
         };
-        Ok(self
+        let page = self
             .store
             .transcript(key, filter, limit.get(), before)
-            .await?)
+            .await?;
+        Ok(super::life::page_of_life(
+            page,
+            super::life::born_of(head.as_ref(), now),
+        ))
     }
 }

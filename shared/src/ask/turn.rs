@@ -78,9 +78,10 @@ impl AskService {
             now,
             settings,
         );
+        let born = super::life::born_of(state.head.as_ref(), now);
         let digest = match settings.recall_digest {
             true => {
-                self.last_session_digest(key, &plan, closing.as_ref(), now, deadline)
+                self.last_session_digest(key, &plan, closing.as_ref(), (now, born), deadline)
                     .await?
             }
             false => None,
@@ -103,7 +104,7 @@ impl AskService {
         key: &ContactKey,
         plan: &TurnPlan,
         closing: Option<&SessionRecord>,
-        now: i64,
+        (now, born): (i64, Option<i64>),
         deadline: Deadline,
     ) -> Result<Option<String>, AskError> {
         if let Some(closing) = closing {
@@ -112,7 +113,7 @@ impl AskService {
         if plan.session <= 1 {
             return Ok(None);
         }
-        let newest = by(deadline, self.store.session_records(key, 1, now)).await?;
+        let newest = by(deadline, self.records_of_life(key, 1, now, born)).await?;
         Ok(newest
             .first()
             .filter(|record| record.session + 1 == plan.session)

@@ -16,7 +16,9 @@ use crate::facts::FactPolicy;
 use crate::facts::reconcile::reconcile;
 use crate::model::{ModelResponse, StopReason};
 use crate::request::{ModelRequest, ToolDef, neutralize};
-use crate::store::{ClosedSession, ContactKey, FactExpectation, FactWrite, load_whole_turn};
+use crate::store::{
+    ClosedSession, ContactKey, FactExpectation, FactRemoval, FactWrite, load_whole_turn,
+};
 use crate::tenant::Settings;
 
 /// System prompt of a fact-extraction request. Its first line is the marker the
@@ -136,7 +138,14 @@ impl Compactor {
                 "proposals older than an operator's value left out"
             );
         }
-        let removals = reconciled.removals;
+        // Each removal expects the fact as read, as each write does: an operator's
+        // correction landing meanwhile makes the job conflict and run again.
+        let removals: Vec<FactRemoval> = reconciled
+            .removals
+            .into_iter()
+            .filter_map(|removed| existing.iter().find(|fact| fact.key == removed))
+            .map(FactRemoval::of)
+            .collect();
         let writes: Vec<FactWrite> = reconciled
             .writes
             .into_iter()
@@ -197,7 +206,13 @@ impl Compactor {
                 });
             }
         }
-        Ok(self.store.load_closed_session(key, session, now).await?)
+        let mut closed = self.store.load_closed_session(key, session, now).await?;
+        // Messages of an earlier life under the same session number (its head
+        // expired before them) are not this session's.
+        closed
+            .messages
+            .retain(|message| head.of_this_life(message.created_at));
+        Ok(closed)
     }
 }
 

@@ -4,10 +4,11 @@
 use async_trait::async_trait;
 
 use super::{MemoryStore, facts_at};
-use crate::domain::{Head, TenantId};
+use crate::domain::{Fact, Head, TenantId};
 use crate::metering::UsageCounts;
 use crate::store::{
-    ContactCursor, ContactEntry, ContactKey, ContactPage, FactRecord, OperatorStore, StoreError,
+    ContactCursor, ContactEntry, ContactKey, ContactPage, FactRecord, FactRemoval, FactWrite,
+    OperatorStore, StoreError, validate_fact_changes,
 };
 
 #[async_trait]
@@ -85,6 +86,39 @@ impl OperatorStore for MemoryStore {
             })
             .collect();
         Ok((head, records))
+    }
+
+    async fn save_facts_headless(
+        &self,
+        key: &ContactKey,
+        anchor: &Fact,
+        writes: &[FactWrite],
+        removals: &[FactRemoval],
+    ) -> Result<bool, StoreError> {
+        validate_fact_changes(writes, removals)?;
+        let mut state = self.lock();
+        let Some(contact) = state.contacts.get_mut(key) else {
+            return Ok(false);
+        };
+        let now = anchor.updated_at;
+        let anchored = contact
+            .facts
+            .get(anchor.key.as_str())
+            .is_some_and(|(fact, _)| fact.updated_at == anchor.updated_at);
+        if !anchored {
+            let any_left = contact
+                .facts
+                .values()
+                .any(|(_, expires)| expires.is_none_or(|at| at > now));
+            return match any_left {
+                true => Err(StoreError::Conflict(
+                    "a fact changed since it was read".into(),
+                )),
+                false => Ok(false),
+            };
+        }
+        super::apply_fact_changes(contact, writes, removals)?;
+        Ok(true)
     }
 
     async fn add_usage(

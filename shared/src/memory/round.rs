@@ -30,11 +30,16 @@ pub(super) fn round_conditions(contact: &Contact, commit: &RoundCommit) -> Resul
     if !head_matches {
         return Err(StoreError::Conflict("the contact's head changed".into()));
     }
+    // A message older than the round's own retention may be replaced too (see
+    // `RoundCommit::stale_before`).
+    let stale = commit.stale_before();
     if commit.messages.iter().any(|message| {
         contact
             .messages
             .get(&(message.session, message.seq))
-            .is_some_and(|entry| entry.live_at(now))
+            .is_some_and(|entry| {
+                entry.live_at(now) && stale.is_none_or(|stale| entry.message.created_at >= stale)
+            })
     }) {
         return Err(StoreError::Conflict("a message of the round exists".into()));
     }
@@ -91,8 +96,12 @@ impl RoundWrite {
         match self {
             RoundWrite::Head => {
                 if commit.expected.is_none() {
-                    // A new head, or one over a head past its TTL: nothing of it stays.
-                    contact.head = None;
+                    // A new head, or one over a head past its TTL: nothing of it stays,
+                    // and the new life is dated.
+                    contact.head = Some(Head {
+                        born_at: commit.head.born_at,
+                        ..Head::default()
+                    });
                 }
                 let new_session = commit
                     .expected

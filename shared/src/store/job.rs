@@ -38,15 +38,17 @@ pub trait JobStore: Send + Sync {
         now: i64,
     ) -> Result<ClosedSession, StoreError>;
 
-    /// Stores facts (replacing by key) and removes keys, only while the contact's
-    /// head exists with `incarnation` (an erased contact gets nothing back, even
-    /// when it wrote again since). `Ok(false)` when it does not.
+    /// Stores facts (replacing by key) and removes facts, only while the
+    /// contact's head exists with `incarnation` (an erased contact gets nothing
+    /// back, even when it wrote again since), and only on what each write and
+    /// removal expects (else [`StoreError::Conflict`], nothing written). `Ok(false)`
+    /// when the head does not.
     async fn save_facts(
         &self,
         key: &ContactKey,
         incarnation: &Incarnation,
         writes: &[FactWrite],
-        removals: &[FactKey],
+        removals: &[FactRemoval],
     ) -> Result<bool, StoreError>;
 
     /// Records that the extraction of `session` is done: removes `facts_pending`
@@ -132,6 +134,36 @@ impl FactExpectation {
     }
 }
 
+/// A fact to remove, and what the remover read of it: a removal lands only on the
+/// fact it expects, as a write does (an extraction planned before an operator's
+/// correction, or a deletion racing one, conflicts instead of removing it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FactRemoval {
+    /// The fact's key.
+    pub key: FactKey,
+    /// What is stored under it now: [`FactExpectation::UpdatedAt`] of the fact
+    /// read, or [`FactExpectation::Anything`] (a test's seed). `Absent` is refused.
+    pub expect: FactExpectation,
+}
+
+impl FactRemoval {
+    /// The removal of `fact` as read.
+    pub fn of(fact: &Fact) -> FactRemoval {
+        FactRemoval {
+            key: fact.key.clone(),
+            expect: FactExpectation::UpdatedAt(fact.updated_at),
+        }
+    }
+
+    /// The removal of whatever is stored under `key`.
+    pub fn any(key: FactKey) -> FactRemoval {
+        FactRemoval {
+            key,
+            expect: FactExpectation::Anything,
+        }
+    }
+}
+
 // Checks every adapter shares, so they refuse the same input the same way.
 
 /// Refuses a step no single transaction can hold: more than
@@ -157,9 +189,23 @@ pub fn validate_step(step: &AppliedStep) -> Result<(), StoreError> {
 /// Refuses a fact batch that names one key twice (two writes, or a write and a
 /// removal): which one should win is the caller's decision, not the store's, and a
 /// transaction may not touch an item twice.
-pub fn validate_fact_changes(writes: &[FactWrite], removals: &[FactKey]) -> Result<(), StoreError> {
+pub fn validate_fact_changes(
+    writes: &[FactWrite],
+    removals: &[FactRemoval],
+) -> Result<(), StoreError> {
+    if removals
+        .iter()
+        .any(|removal| removal.expect == FactExpectation::Absent)
+    {
+        return Err(StoreError::Other(
+            "a removal cannot expect the fact to be absent".into(),
+        ));
+    }
     let mut seen = HashSet::with_capacity(writes.len() + removals.len());
-    let keys = writes.iter().map(|write| &write.fact.key).chain(removals);
+    let keys = writes
+        .iter()
+        .map(|write| &write.fact.key)
+        .chain(removals.iter().map(|removal| &removal.key));
     for key in keys {
         if !seen.insert(key.as_str()) {
             return Err(StoreError::Other(format!(

@@ -58,8 +58,8 @@ mod sweep;
 use crate::domain::{ContactId, TenantId};
 
 pub use job::{
-    AppliedStep, ClosedSession, FactExpectation, FactWrite, JobStore, MAX_PRUNES_PER_STEP,
-    validate_fact_changes, validate_step,
+    AppliedStep, ClosedSession, FactExpectation, FactRemoval, FactWrite, JobStore,
+    MAX_PRUNES_PER_STEP, validate_fact_changes, validate_step,
 };
 pub use operator::{
     ContactCursor, ContactEntry, ContactPage, FactRecord, MAX_CONTACT_PAGE, OperatorStore,

@@ -34,6 +34,21 @@ pub trait OperatorStore: Send + Sync {
         now: i64,
     ) -> Result<(Option<Head>, Vec<FactRecord>), StoreError>;
 
+    /// Stores and removes facts of a contact whose head is gone while its facts
+    /// live (its transcript expired first: facts are kept longer). There is no
+    /// head to check: each write and removal lands only on what it expects, and
+    /// the whole batch only while `anchor` (a live fact, as read) is still as read,
+    /// so an erase racing it (which takes every fact) gets nothing written back.
+    /// `Ok(false)`, nothing written, when no fact of the contact is left (erased or
+    /// expired); [`StoreError::Conflict`] when one changed since it was read.
+    async fn save_facts_headless(
+        &self,
+        key: &ContactKey,
+        anchor: &Fact,
+        writes: &[super::FactWrite],
+        removals: &[super::FactRemoval],
+    ) -> Result<bool, StoreError>;
+
     /// Adds `counts` to the tenant's counts of `day` (one write; the counters are
     /// created on first use).
     async fn add_usage(

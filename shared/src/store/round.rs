@@ -122,6 +122,25 @@ pub struct RoundCommit {
     pub messages_expire_at: i64,
 }
 
+impl RoundCommit {
+    /// Before when a message the round's keys still name counts as stale: the
+    /// round's time less its own life (`messages_expire_at` less the round's time,
+    /// the idle timeout plus the retention). Such a message would have expired had
+    /// it been written under the tenant's settings now: it outlives its head only
+    /// because a retention or an idle timeout was lowered since, and is of an
+    /// earlier life no read shows (see [`Head::born_at`]). The round replaces it,
+    /// as one past its TTL, instead of conflicting on it until its old expiry.
+    /// Never a live message of the head's own life: a round writes sequence
+    /// numbers past the head's only, and under unchanged settings a message older
+    /// than the round's own life has expired (a window message a round refreshed
+    /// is at or below the head's `last_seq`).
+    pub fn stale_before(&self) -> Option<i64> {
+        let now = self.head.last_activity;
+        let life = self.messages_expire_at.checked_sub(now)?;
+        (life > 0).then(|| now.saturating_sub(life))
+    }
+}
+
 /// A closed session's summary, archived when the next session opens.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionArchive {

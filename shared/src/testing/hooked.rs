@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use crate::domain::{Fact, FactKey, Head, IdempotencyKey, Incarnation, TenantId};
+use crate::domain::{Fact, Head, IdempotencyKey, Incarnation, TenantId};
 use crate::store::{
     AppliedStep, Claim, ClosedSession, ContactKey, Cursor, DueHead, FactWrite, JobStore,
     RecordStore, RoundCommit, RoundStore, SessionFilter, Store, StoreError, SweepSettle,
@@ -198,7 +198,7 @@ impl<S: Store + TenantStore + ?Sized, H: Hook> JobStore for Hooked<S, H> {
         key: &ContactKey,
         incarnation: &Incarnation,
         writes: &[FactWrite],
-        removals: &[FactKey],
+        removals: &[crate::store::FactRemoval],
     ) -> Result<bool, StoreError> {
         self.hook.before(Call::SaveFacts).await?;
         let result = self
@@ -363,6 +363,18 @@ impl<S: Store + TenantStore + ?Sized, H: Hook> crate::store::OperatorStore for H
         now: i64,
     ) -> Result<(Option<crate::domain::Head>, Vec<crate::store::FactRecord>), StoreError> {
         self.inner.fact_records(key, now).await
+    }
+
+    async fn save_facts_headless(
+        &self,
+        key: &ContactKey,
+        anchor: &crate::domain::Fact,
+        writes: &[crate::store::FactWrite],
+        removals: &[crate::store::FactRemoval],
+    ) -> Result<bool, StoreError> {
+        self.inner
+            .save_facts_headless(key, anchor, writes, removals)
+            .await
     }
 
     async fn add_usage(

@@ -424,3 +424,41 @@ async fn contacts_are_listed_newest_first_in_pages_and_an_erased_one_is_gone() {
     }
     assert_eq!(degrau::store::ContactCursor::parse("zz"), None);
 }
+
+#[tokio::test]
+async fn the_fact_routes_work_while_facts_live_after_the_transcript_expired() {
+    let h = harness();
+    say(&h, &key(), "Hi, I'm Rita.").await;
+    h.ask
+        .set_fact(&key(), &name(), "Rita", "ops-7")
+        .await
+        .unwrap();
+    // The transcript's retention (90 days after the session could close) passes;
+    // the facts (365 days) live on.
+    h.clock.fetch_add(100 * DAY, Ordering::SeqCst);
+    let memory = h.ask.memory(&key()).await;
+    assert!(matches!(memory, Err(AskError::NotFound(_))), "{memory:?}");
+    let facts = h.ask.facts(&key()).await.unwrap();
+    assert_eq!(facts[0].fact.value, "Rita");
+    let set = h
+        .ask
+        .set_fact(&key(), &name(), "Rita Souza", "ops-7")
+        .await
+        .unwrap();
+    assert_eq!((set.fact.source.session, set.fact.source.seq), (0, 0));
+    let time = FactKey::parse("preferred_time").unwrap();
+    h.ask
+        .set_fact(&key(), &time, "mornings", "ops-7")
+        .await
+        .unwrap();
+    h.ask.delete_fact(&key(), &name()).await.unwrap();
+    let facts = h.ask.facts(&key()).await.unwrap();
+    let keys: Vec<&str> = facts.iter().map(|r| r.fact.key.as_str()).collect();
+    assert_eq!(keys, ["preferred_time"]);
+    h.ask.delete_fact(&key(), &time).await.unwrap();
+    // No head and no fact: nothing known of the contact.
+    let gone = h.ask.facts(&key()).await;
+    assert!(matches!(gone, Err(AskError::NotFound(_))), "{gone:?}");
+    let refused = h.ask.set_fact(&key(), &name(), "Rita", "ops-7").await;
+    assert!(matches!(refused, Err(AskError::NotFound(_))), "{refused:?}");
+}

@@ -247,6 +247,8 @@ const TIME_ATTRIBUTES: &[&str] = &[
     "updated_at",
     "lease_until",
     "facts_pending_since",
+    "born_at",
+    "ended_at",
 ];
 
 /// Moves every stored time of the contact back by `seconds`: to the functions,
@@ -432,6 +434,86 @@ async fn a_head_past_its_retention_is_gone_for_the_memory_view_and_the_next_mess
     let memory = stack.memory(TENANT, "yara").await;
     assert_eq!(memory["session"]["open"], true, "{memory}");
     assert_eq!(memory["session"]["summary"], Value::Null, "{memory}");
+}
+
+#[tokio::test]
+async fn lowering_the_retention_mid_conversation_then_returning_after_the_new_expiry_starts_over_with_nothing_of_the_old_life()
+ {
+    let stack = FullStack::start(&[]).await;
+    stack.configure(TENANT, &retaining(30, 60)).await;
+    let contact = "wanda";
+    for text in ["hello", "my name is Wanda"] {
+        assert_eq!(stack.post(TENANT, contact, text).await.status, 200);
+    }
+    // A second session, so an archive of the first is kept for 30 days too.
+    time_passes(&stack, contact, 2 * HOUR).await;
+    for text in ["back again", "still here"] {
+        assert_eq!(stack.post(TENANT, contact, text).await.status, 200);
+    }
+    // The tenant lowers its retention mid-conversation: the next round's head
+    // expires a day after the session can close, its older items in 30 days.
+    stack.configure(TENANT, &retaining(1, 60)).await;
+    assert_eq!(stack.post(TENANT, contact, "one more").await.status, 200);
+    time_passes(&stack, contact, HOUR + DAY + 60).await;
+
+    // The head expired: nothing of that life shows, whatever outlived it.
+    let path = format!("/v1/contacts/{contact}/messages");
+    let all = stack
+        .call_with("GET", &path, "session=all", TENANT, &[], None)
+        .await;
+    assert_eq!(all.status, 200, "{}", all.raw);
+    assert_eq!(all.body["messages"], json!([]), "{}", all.raw);
+    let sessions = stack
+        .call(
+            "GET",
+            &format!("/v1/contacts/{contact}/sessions"),
+            TENANT,
+            None,
+        )
+        .await;
+    assert_eq!(sessions.body["sessions"], json!([]), "{}", sessions.raw);
+
+    // The contact comes back: a new life, answered at once (never 409 on the
+    // sequence numbers the old messages still hold), round after round.
+    for text in ["hello again", "do you remember me?"] {
+        let reply = stack.post(TENANT, contact, text).await;
+        assert_eq!(reply.status, 200, "{text}: {}", reply.raw);
+        assert_eq!(reply.body["session"], 1);
+    }
+    let all = stack
+        .call_with("GET", &path, "session=all", TENANT, &[], None)
+        .await;
+    let texts: Vec<String> = all.body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"][0]["text"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(texts, ["hello again", "do you remember me?"], "{}", all.raw);
+    let sessions = stack
+        .call(
+            "GET",
+            &format!("/v1/contacts/{contact}/sessions"),
+            TENANT,
+            None,
+        )
+        .await;
+    assert_eq!(sessions.body["sessions"], json!([]), "{}", sessions.raw);
+    let memory = stack.memory(TENANT, contact).await;
+    assert_eq!(memory["session"]["number"], 1, "{memory}");
+    assert_eq!(memory["session"]["summary"], Value::Null, "{memory}");
+    // What the model was sent holds nothing of the old life either.
+    let requests = stack.standin.requests().await;
+    let last = degrau_tests::stack::model_calls(&requests)
+        .last()
+        .map(|entry| degrau_tests::stack::message_texts(entry).join("\n"))
+        .unwrap_or_default();
+    // (Facts outlive a transcript by design; the conversation does not.)
+    assert!(
+        !last.contains("still here") && !last.contains("one more"),
+        "{last}"
+    );
 }
 
 #[tokio::test]

@@ -6,8 +6,8 @@ use aws_sdk_dynamodb::types::{
 };
 use degrau::domain::{FactKey, Incarnation};
 use degrau::store::{
-    AppliedStep, ContactKey, FactExpectation, FactWrite, PendingChange, RoundCommit, StoreError,
-    SweepSettle,
+    AppliedStep, ContactKey, FactExpectation, FactRemoval, FactWrite, PendingChange, RoundCommit,
+    StoreError, SweepSettle,
 };
 
 use super::update::UpdateParts;
@@ -38,18 +38,28 @@ fn put(
 }
 
 /// A put in a transaction that creates its item, or replaces one past its TTL
-/// (`expires_at <= now`): never one still live.
+/// (`expires_at <= now`), or one written before `stale` (see
+/// [`RoundCommit::stale_before`]): never one still live.
 fn put_unless_live(
     table: &str,
     item: Item,
     now: i64,
+    stale: Option<i64>,
     what: &str,
 ) -> Result<TransactWriteItem, StoreError> {
     let put = Put::builder()
         .table_name(table)
         .set_item(Some(item))
-        .condition_expression("attribute_not_exists(sk) OR expires_at <= :now")
-        .expression_attribute_values(":now", n(now))
+        .expression_attribute_values(":now", n(now));
+    let put = match stale {
+        Some(stale) => put
+            .condition_expression(
+                "attribute_not_exists(sk) OR expires_at <= :now OR created_at < :stale",
+            )
+            .expression_attribute_values(":stale", n(stale)),
+        None => put.condition_expression("attribute_not_exists(sk) OR expires_at <= :now"),
+    };
+    let put = put
         .build()
         .map_err(|err| StoreError::Other(format!("{what} put: {err}")))?;
     Ok(TransactWriteItem::builder().put(put).build())
@@ -129,7 +139,13 @@ pub(in crate::dynamodb) fn round_items(
     let now = commit.head.last_activity;
     for message in &commit.messages {
         let item = MessageItem::new(&pk, message, Some(commit.messages_expire_at))?;
-        items.push(put_unless_live(table, to_item(&item)?, now, "message")?);
+        items.push(put_unless_live(
+            table,
+            to_item(&item)?,
+            now,
+            commit.stale_before(),
+            "message",
+        )?);
     }
     if let Some(done) = &commit.idempotency {
         let record = RequestItem::completed(&pk, done);
@@ -252,10 +268,12 @@ fn head_update(table: &str, pk: &str, commit: &RoundCommit) -> Result<Update, St
     match (&commit.expected, expected_incarnation) {
         (None, _) => {
             // A new head, or one over a head past its TTL: none of the old one's
-            // state stays (its pending extraction is of another life).
+            // state stays (its pending extraction is of another life), and the new
+            // life is dated.
             parts
                 .condition("(attribute_not_exists(pk) OR expires_at <= :now)")
                 .value(":now", n(head.last_activity));
+            parts.set_or_remove("born_at", head.born_at.map(n));
             if head.facts_pending.is_none() {
                 parts.remove_pending();
             }
@@ -329,16 +347,27 @@ pub(in crate::dynamodb) fn step_items(
     Ok(items)
 }
 
-/// A fact batch's transactions: the puts and deletes, each part checking the head's
-/// incarnation first. A tenant's fact keys are a short closed list, so one
-/// transaction is the rule; a longer batch is split, each part re-checking the
-/// head. Without changes, the check alone still answers whether the head exists.
+/// What a fact batch is checked against besides each fact's own expectation: the
+/// head's incarnation (the rule), or, for a contact whose head is gone while its
+/// facts live, one live fact as read (the operator's routes).
+pub(in crate::dynamodb) enum FactGuard<'a> {
+    /// The head still has this incarnation.
+    Head(&'a Incarnation),
+    /// This fact is still as read (its `updated_at`); none when the batch's own
+    /// expectations guard it whole.
+    Fact(Option<(&'a FactKey, i64)>),
+}
+
+/// A fact batch's transactions: the puts and deletes, each part checking the guard
+/// first. A tenant's fact keys are a short closed list, so one transaction is the
+/// rule; a longer batch is split, each part re-checking the guard. Without changes,
+/// the check alone still answers whether the head exists.
 pub(in crate::dynamodb) fn fact_transactions(
     table: &str,
     key: &ContactKey,
-    incarnation: &Incarnation,
+    guard: FactGuard<'_>,
     writes: &[FactWrite],
-    removals: &[FactKey],
+    removals: &[FactRemoval],
 ) -> Result<Vec<Vec<TransactWriteItem>>, StoreError> {
     let pk = contact_pk(key);
     let mut actions = Vec::with_capacity(writes.len() + removals.len());
@@ -346,15 +375,23 @@ pub(in crate::dynamodb) fn fact_transactions(
         actions.push(fact_put(table, &pk, write)?);
     }
     for removal in removals {
-        let delete = Delete::builder()
-            .table_name(table)
-            .key("pk", s(&pk))
-            .key("sk", s(fact_sk(removal)))
-            .build()
-            .map_err(|err| StoreError::Other(format!("fact delete: {err}")))?;
-        actions.push(TransactWriteItem::builder().delete(delete).build());
+        actions.push(fact_delete(table, &pk, removal)?);
     }
-    let check = head_check(table, &pk, incarnation)?;
+    let check = match guard {
+        FactGuard::Head(incarnation) => head_check(table, &pk, incarnation)?,
+        FactGuard::Fact(None) => return Ok(vec![actions]),
+        FactGuard::Fact(Some((fact, at))) => {
+            let check = ConditionCheck::builder()
+                .table_name(table)
+                .key("pk", s(&pk))
+                .key("sk", s(fact_sk(fact)))
+                .condition_expression("updated_at = :anchor")
+                .expression_attribute_values(":anchor", n(at))
+                .build()
+                .map_err(|err| StoreError::Other(format!("fact check: {err}")))?;
+            TransactWriteItem::builder().condition_check(check).build()
+        }
+    };
     if actions.is_empty() {
         return Ok(vec![vec![check]]);
     }
@@ -367,6 +404,29 @@ pub(in crate::dynamodb) fn fact_transactions(
             items
         })
         .collect())
+}
+
+/// A fact's delete, under its expectation: the fact read (its `updated_at`), or
+/// anything.
+fn fact_delete(
+    table: &str,
+    pk: &str,
+    removal: &FactRemoval,
+) -> Result<TransactWriteItem, StoreError> {
+    let delete = Delete::builder()
+        .table_name(table)
+        .key("pk", s(pk))
+        .key("sk", s(fact_sk(&removal.key)));
+    let delete = match removal.expect {
+        FactExpectation::UpdatedAt(at) => delete
+            .condition_expression("updated_at = :removed")
+            .expression_attribute_values(":removed", n(at)),
+        FactExpectation::Anything | FactExpectation::Absent => delete,
+    };
+    let delete = delete
+        .build()
+        .map_err(|err| StoreError::Other(format!("fact delete: {err}")))?;
+    Ok(TransactWriteItem::builder().delete(delete).build())
 }
 
 /// A fact's put, under its expectation: none, no live fact under the key (one past

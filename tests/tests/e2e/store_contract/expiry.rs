@@ -139,3 +139,37 @@ pub(super) async fn a_contact_whose_head_ttl_deleted_first_starts_over_over_its_
         Some(RETAINED)
     );
 }
+
+pub(super) async fn a_new_life_replaces_what_an_older_life_left_past_the_rounds_own_retention(
+    backend: impl Backend,
+) {
+    let store = backend.store();
+    let key = ana();
+    // A life whose head expired long before its messages: the retention was
+    // lowered after they were written.
+    let mut first = round(&key, None, exchange(1, None, "hello"));
+    first.head.expires_at = Some(NOW + 60);
+    store.commit_round(&first).await.unwrap();
+    assert_eq!(
+        backend.raw_message_expires_at(&key, 1, 1).await,
+        Some(RETAINED),
+        "still live"
+    );
+    // A round a retention younger than them (its own messages live 100 s) starts
+    // a new life over them, and dates it.
+    let later = NOW + 10_000;
+    let mut again = round(&key, None, exchange(1, None, "again"));
+    again.head.last_activity = later;
+    again.head.born_at = Some(later);
+    again.messages_expire_at = later + 100;
+    assert_eq!(again.stale_before(), Some(later - 100));
+    store.commit_round(&again).await.unwrap();
+    let turn = store.load_turn(&key, later).await.unwrap();
+    let head = turn.head.unwrap();
+    assert_eq!(head.born_at, Some(later));
+    assert_eq!(turn.window, again.messages);
+    assert_eq!(
+        backend.raw_message_expires_at(&key, 1, 1).await,
+        Some(later + 100)
+    );
+}

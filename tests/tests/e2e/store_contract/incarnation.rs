@@ -39,7 +39,14 @@ pub(super) async fn job_writes_for_an_erased_life_change_nothing_in_the_contacts
     assert!(!store.save_facts(&key, &old, &[name], &[]).await.unwrap());
     assert!(
         !store
-            .save_facts(&key, &old, &[], &[FactKey::parse("name").unwrap()])
+            .save_facts(
+                &key,
+                &old,
+                &[],
+                &[degrau::store::FactRemoval::any(
+                    FactKey::parse("name").unwrap(),
+                )],
+            )
             .await
             .unwrap()
     );

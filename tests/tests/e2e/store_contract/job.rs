@@ -17,8 +17,8 @@
 
 use degrau::domain::{FactKey, FactSource, Head, Incarnation, PendingFacts, TenantId};
 use degrau::store::{
-    AppliedStep, ClosedSession, FactWrite, JobStore, MAX_PRUNES_PER_STEP, RecordStore, RoundCommit,
-    RoundStore, SessionArchive, SessionFilter, StoreError,
+    AppliedStep, ClosedSession, FactRemoval, FactWrite, JobStore, MAX_PRUNES_PER_STEP, RecordStore,
+    RoundCommit, RoundStore, SessionArchive, SessionFilter, StoreError,
 };
 
 use super::{
@@ -395,7 +395,10 @@ pub(super) async fn saved_facts_keep_source_and_expiry_replace_by_key_and_remova
                 &key,
                 &life_of(&*store, &key).await,
                 std::slice::from_ref(&renamed),
-                &[FactKey::parse("preferred_time").unwrap(), never_stored],
+                &[
+                    FactRemoval::any(FactKey::parse("preferred_time").unwrap()),
+                    FactRemoval::any(never_stored),
+                ],
             )
             .await
             .unwrap()
@@ -438,7 +441,7 @@ pub(super) async fn saving_facts_for_an_erased_or_unknown_contact_writes_nothing
                 &key,
                 &life_of(&*store, &key).await,
                 &[],
-                &[FactKey::parse("name").unwrap()]
+                &[FactRemoval::any(FactKey::parse("name").unwrap())]
             )
             .await
             .unwrap()
@@ -482,8 +485,8 @@ pub(super) async fn saving_more_facts_than_one_transaction_holds_writes_them_all
     );
     let (_, facts) = store.load_memory(&key, NOW).await.unwrap();
     assert_eq!(facts.len(), 150);
-    let removals: Vec<FactKey> = (0..120)
-        .map(|i| FactKey::parse(&format!("k{i:03}")).unwrap())
+    let removals: Vec<FactRemoval> = (0..120)
+        .map(|i| FactRemoval::any(FactKey::parse(&format!("k{i:03}")).unwrap()))
         .collect();
     assert!(
         store
@@ -503,7 +506,10 @@ pub(super) async fn a_fact_batch_naming_a_key_twice_is_refused(backend: impl Bac
     let name = fact_write("name", "Ana", 1, NOW + 60);
     for (writes, removals) in [
         (vec![name.clone(), name.clone()], vec![]),
-        (vec![name.clone()], vec![FactKey::parse("name").unwrap()]),
+        (
+            vec![name.clone()],
+            vec![FactRemoval::any(FactKey::parse("name").unwrap())],
+        ),
     ] {
         let err = store
             .save_facts(&key, &life_of(&*store, &key).await, &writes, &removals)

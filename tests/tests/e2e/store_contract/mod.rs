@@ -478,6 +478,8 @@ fn round(key: &ContactKey, expected: Option<&Head>, messages: Vec<StoredMessage>
             expires_at: Some(RETAINED),
             recent_gaps: Vec::new(),
             cache_hour: false,
+            // A loaded head keeps its own; a new one's life begins with the round.
+            born_at: expected.map_or(Some(NOW + last.seq as i64), |head| head.born_at),
         },
         sweep: SweepSlot {
             bucket: sweep_bucket(key),
@@ -693,6 +695,8 @@ macro_rules! contract_tests {
             platform::a_stored_policy_that_no_longer_reads_is_invalid_config,
             operator::contacts_list_newest_first_per_tenant_in_pages,
             operator::a_fact_write_lands_only_on_what_it_expects,
+            operator::a_fact_removal_lands_only_on_the_fact_it_read,
+            operator::facts_outliving_their_head_are_saved_against_a_live_fact,
             operator::a_config_is_replaced_only_from_the_version_it_was_read_at,
             operator::usage_adds_up_per_day_and_tenant,
             isolation::tenants_are_isolated_even_with_the_same_contact_id,
@@ -702,6 +706,7 @@ macro_rules! contract_tests {
             expiry::message_items_carry_their_expiry_and_expired_ones_leave_the_transcript_and_the_window,
             expiry::a_head_past_its_expiry_is_gone_and_a_first_round_writes_over_it,
             expiry::a_contact_whose_head_ttl_deleted_first_starts_over_over_its_expired_messages,
+            expiry::a_new_life_replaces_what_an_older_life_left_past_the_rounds_own_retention,
         );
     };
     (@each $backend:ty; $($file:ident::$test:ident),+ $(,)?) => {

@@ -5,7 +5,9 @@
 
 use degrau::domain::{Fact, FactKey, FactRevision, FactSource, TenantId};
 use degrau::metering::{TokenCounts, UsageCounts};
-use degrau::store::{FactExpectation, FactWrite, JobStore, OperatorStore, StoreError};
+use degrau::store::{
+    FactExpectation, FactRemoval, FactWrite, JobStore, OperatorStore, RecordStore, StoreError,
+};
 use degrau::tenant::{TenantConfig, TenantStore};
 
 use super::{Backend, NOW, RETAINED, commit, contact_key, exchange, fact, life_of};
@@ -136,6 +138,121 @@ pub(super) async fn a_fact_write_lands_only_on_what_it_expects(backend: impl Bac
     assert_eq!(records.len(), 1);
     assert_eq!(records[0].fact, corrected);
     assert_eq!(records[0].expires_at, Some(RETAINED));
+}
+
+pub(super) async fn a_fact_removal_lands_only_on_the_fact_it_read(backend: impl Backend) {
+    let store = backend.store();
+    let key = contact_key("acme", "ana");
+    commit(store.as_ref(), &key, exchange(1, None, "hi")).await;
+    let life = life_of(store.as_ref(), &key).await;
+    let first = fact("name", "Ana");
+    let put = FactWrite {
+        fact: first.clone(),
+        expires_at: RETAINED,
+        expect: FactExpectation::Absent,
+    };
+    assert!(store.save_facts(&key, &life, &[put], &[]).await.unwrap());
+    // An operator corrects it...
+    let corrected = Fact {
+        value: "Ana Lima".into(),
+        updated_at: NOW,
+        ..first.clone()
+    };
+    let correction = FactWrite {
+        fact: corrected.clone(),
+        expires_at: RETAINED,
+        expect: FactExpectation::UpdatedAt(first.updated_at),
+    };
+    assert!(
+        store
+            .save_facts(&key, &life, &[correction], &[])
+            .await
+            .unwrap()
+    );
+    // ...so a removal planned on the first value conflicts and removes nothing.
+    let stale = store
+        .save_facts(&key, &life, &[], &[FactRemoval::of(&first)])
+        .await;
+    assert!(matches!(stale, Err(StoreError::Conflict(_))), "{stale:?}");
+    let (_, records) = store.fact_records(&key, NOW).await.unwrap();
+    assert_eq!(records[0].fact, corrected);
+    // One planned on what is stored lands.
+    assert!(
+        store
+            .save_facts(&key, &life, &[], &[FactRemoval::of(&corrected)])
+            .await
+            .unwrap()
+    );
+    assert!(store.fact_records(&key, NOW).await.unwrap().1.is_empty());
+}
+
+pub(super) async fn facts_outliving_their_head_are_saved_against_a_live_fact(
+    backend: impl Backend,
+) {
+    let store = backend.store();
+    let key = contact_key("acme", "ana");
+    commit(store.as_ref(), &key, exchange(1, None, "hi")).await;
+    let life = life_of(store.as_ref(), &key).await;
+    let name = fact("name", "Ana");
+    let time = fact("preferred_time", "mornings");
+    let seed: Vec<FactWrite> = [&name, &time]
+        .into_iter()
+        .map(|fact| FactWrite {
+            fact: fact.clone(),
+            expires_at: RETAINED,
+            expect: FactExpectation::Absent,
+        })
+        .collect();
+    assert!(store.save_facts(&key, &life, &seed, &[]).await.unwrap());
+    // The transcript expired before the facts: the head is gone.
+    backend.delete_head(&key).await;
+    let (head, records) = store.fact_records(&key, NOW).await.unwrap();
+    assert!(head.is_none());
+    assert_eq!(records.len(), 2);
+    // A new key lands while the anchor is as read; a stale anchor conflicts.
+    let service = Fact {
+        updated_at: NOW,
+        ..fact("preferred_service", "haircut")
+    };
+    let new = FactWrite {
+        fact: service.clone(),
+        expires_at: RETAINED,
+        expect: FactExpectation::Absent,
+    };
+    let stale_anchor = Fact {
+        updated_at: NOW - 1,
+        ..name.clone()
+    };
+    let refused = store
+        .save_facts_headless(&key, &stale_anchor, std::slice::from_ref(&new), &[])
+        .await;
+    assert!(
+        matches!(refused, Err(StoreError::Conflict(_))),
+        "{refused:?}"
+    );
+    assert!(
+        store
+            .save_facts_headless(&key, &name, std::slice::from_ref(&new), &[])
+            .await
+            .unwrap()
+    );
+    // A removal of the anchor itself, as read.
+    assert!(
+        store
+            .save_facts_headless(&key, &time, &[], &[FactRemoval::of(&time)])
+            .await
+            .unwrap()
+    );
+    let (_, records) = store.fact_records(&key, NOW).await.unwrap();
+    assert_eq!(records.len(), 2);
+    // Once every fact is gone (erased), nothing is written back.
+    store.erase_contact(&key).await.unwrap();
+    let after = store
+        .save_facts_headless(&key, &name, std::slice::from_ref(&new), &[])
+        .await
+        .unwrap();
+    assert!(!after);
+    assert!(store.fact_records(&key, NOW).await.unwrap().1.is_empty());
 }
 
 pub(super) async fn a_config_is_replaced_only_from_the_version_it_was_read_at(
