@@ -57,6 +57,9 @@ struct State {
     usage: BTreeMap<(TenantId, i64), UsageCounts>,
     /// The platform's policy items, by tenant (see `platform`).
     policies: HashMap<TenantId, crate::platform::StoredPolicy>,
+    /// Erased WhatsApp messages' tombstones and when each expires (see
+    /// `whatsapp`): outside every contact's partition, as in DynamoDB.
+    tombstones: HashMap<String, i64>,
 }
 
 /// The items of one contact's partition.
@@ -578,11 +581,13 @@ impl RecordStore for MemoryStore {
 
     async fn erase_contact(&self, key: &ContactKey) -> Result<usize, StoreError> {
         self.settled(key).await?;
-        Ok(self
-            .lock()
-            .contacts
-            .remove(key)
-            .map_or(0, |contact| contact.item_count()))
+        let mut state = self.lock();
+        let Some(contact) = state.contacts.remove(key) else {
+            return Ok(0);
+        };
+        let tombstones: Vec<(String, i64)> = contact.whatsapp.tombstones().collect();
+        state.tombstones.extend(tombstones);
+        Ok(contact.item_count())
     }
 }
 

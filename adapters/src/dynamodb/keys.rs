@@ -14,6 +14,7 @@
 //! | WhatsApp inbound record | `T#{tenant}#C#{contact}` | `WA#IN#{message id}` |
 //! | WhatsApp turn | `T#{tenant}#C#{contact}` | `WA#TURN#{turn id}` |
 //! | WhatsApp number binding | `WA#{phone_number_id}` | `BINDING` |
+//! | erased WhatsApp message's tombstone | `WA#ERASED#{keyed hash}` | `TOMBSTONE` |
 //! | tenant quota count | `T#{tenant}` | `QUOTA#{kind}#{hour start}` |
 //! | the platform's policy of a tenant | `T#{tenant}` | `POLICY` |
 //! | the platform's list of tenants | `PLATFORM` | `TENANT#{tenant}` |
@@ -111,6 +112,15 @@ pub fn parse_contact_pk(pk: &str) -> Result<ContactKey, StoreError> {
 pub fn wa_inbound_sk(id: &degrau::whatsapp::WaMessageId) -> String {
     format!("{WA_INBOUND_PREFIX}{id}")
 }
+
+/// The partition of an erased WhatsApp message's tombstone (a keyed hash of its
+/// tenant and id, naming no one; see `degrau::whatsapp::keyed`).
+pub fn tombstone_pk(tombstone: &degrau::whatsapp::keyed::Tombstone) -> String {
+    format!("WA#ERASED#{}", tombstone.as_str())
+}
+
+/// The sort key of a tombstone.
+pub const TOMBSTONE_SK: &str = "TOMBSTONE";
 
 /// A WhatsApp turn's sort key.
 pub fn wa_turn_sk(id: &degrau::whatsapp::store::TurnId) -> String {

@@ -10,6 +10,7 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{AttributeValue, Put, ReturnValue, TransactWriteItem, Update};
 use degrau::domain::{Incarnation, TenantId};
 use degrau::store::{ContactKey, StoreError};
+use degrau::whatsapp::keyed::Tombstone;
 use degrau::whatsapp::store::{
     InboundRecord, MAX_UNHANDLED, NewInbound, Outgoing, RecordState, Recorded, TurnId, TurnRecord,
     TurnStatus, WhatsAppStore, validate_turn,
@@ -21,8 +22,8 @@ use super::DynamoStore;
 use super::error::{transact_if, unless_condition_failed};
 use super::items::{IndexedKey, Item, from_item, n, s, to_item};
 use super::keys::{
-    BINDING_SK, INCARNATION_INDEX, WA_ARRIVALS_SK, WA_INBOUND_PREFIX, binding_pk, contact_pk,
-    parse_contact_pk, wa_inbound_sk, wa_turn_sk,
+    BINDING_SK, INCARNATION_INDEX, TOMBSTONE_SK, WA_ARRIVALS_SK, WA_INBOUND_PREFIX, binding_pk,
+    contact_pk, parse_contact_pk, tombstone_pk, wa_inbound_sk, wa_turn_sk,
 };
 use super::queries::Pages;
 
@@ -60,6 +61,18 @@ struct InboundItem {
     #[serde(default)]
     enqueued: bool,
     expires_at: i64,
+    /// The record's tombstone (64 hex digits), what an erase leaves of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tombstone: Option<String>,
+}
+
+/// What an erase leaves of an inbound record (`WA#ERASED#{hash}` / `TOMBSTONE`),
+/// living as long as the record would have.
+#[derive(Serialize, Deserialize)]
+pub(super) struct TombstoneItem {
+    pub(super) pk: String,
+    pub(super) sk: String,
+    pub(super) expires_at: i64,
 }
 
 impl InboundItem {
@@ -83,6 +96,7 @@ impl InboundItem {
                 bare_note: self.bare_note,
                 received_at: self.received_at,
                 expires_at: self.expires_at,
+                tombstone: self.tombstone.as_deref().and_then(Tombstone::parse),
             },
             arrival: self.arrival,
             state,
@@ -207,6 +221,11 @@ impl WhatsAppStore for DynamoStore {
         key: &ContactKey,
         message: &NewInbound,
     ) -> Result<Recorded, StoreError> {
+        if let Some(tombstone) = &message.tombstone
+            && self.tombstoned(tombstone, message.received_at).await?
+        {
+            return Ok(Recorded::Erased);
+        }
         let pk = contact_pk(key);
         // The contact's next arrival number; a redelivery burns one, which only
         // leaves a gap.
@@ -241,6 +260,7 @@ impl WhatsAppStore for DynamoStore {
             turn: None,
             enqueued: false,
             expires_at: message.expires_at,
+            tombstone: message.tombstone.as_ref().map(|t| t.as_str().to_owned()),
         };
         let put = self
             .client
@@ -470,5 +490,36 @@ impl WhatsAppStore for DynamoStore {
             .send()
             .await;
         Ok(unless_condition_failed("update_item", result)?.is_some())
+    }
+}
+
+impl DynamoStore {
+    /// Whether a live tombstone holds `tombstone` at `now` (its contact erased).
+    async fn tombstoned(&self, tombstone: &Tombstone, now: i64) -> Result<bool, StoreError> {
+        let Some(item) = self
+            .get(tombstone_pk(tombstone), TOMBSTONE_SK.to_owned())
+            .await?
+        else {
+            return Ok(false);
+        };
+        Ok(from_item::<TombstoneItem>(item)?.expires_at > now)
+    }
+
+    /// The tombstones of the inbound records among `items` (an erase's listing,
+    /// with each record's `tombstone` and `expires_at`).
+    pub(super) fn tombstones_of(items: &[Item]) -> Result<Vec<Item>, StoreError> {
+        items
+            .iter()
+            .filter_map(|item| {
+                let tombstone = item.get("tombstone")?.as_s().ok()?;
+                let tombstone = Tombstone::parse(tombstone)?;
+                let expires_at = item.get("expires_at")?.as_n().ok()?.parse().ok()?;
+                Some(to_item(&TombstoneItem {
+                    pk: tombstone_pk(&tombstone),
+                    sk: TOMBSTONE_SK.to_owned(),
+                    expires_at,
+                }))
+            })
+            .collect()
     }
 }

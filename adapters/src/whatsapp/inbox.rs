@@ -1,45 +1,43 @@
 //! The SQS FIFO adapter of the channel's [`Inbox`]: the webhook's queue to the
 //! worker. The message group is the conversation and the de-duplication id the
-//! message, both hashed (a group id shows in the console and a WhatsApp message id
-//! encodes the sender's number). SQS de-duplicates only for five minutes; the
-//! inbound record is what makes a message "once".
+//! message, each a keyed hash ([`ChannelKeys`], under a key derived from the
+//! deployment's pseudonym secret): a group id shows in the console and stays in the
+//! dead-letter queue, and neither a number nor a WhatsApp message id (which encodes
+//! the sender's number) can be recovered from it by hashing the numbering plan.
+//! SQS de-duplicates only for five minutes; the inbound record is what makes a
+//! message "once".
+
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use degrau::jobs::EnqueueError;
 use degrau::store::ContactKey;
 use degrau::whatsapp::WaMessageId;
 use degrau::whatsapp::inbox::{Inbox, QueuedMessage};
-use sha2::{Digest, Sha256};
+use degrau::whatsapp::keyed::ChannelKeys;
 
 /// Sends the worker's messages to an SQS FIFO queue.
 #[derive(Debug, Clone)]
 pub struct SqsInbox {
     client: aws_sdk_sqs::Client,
     queue_url: String,
+    keys: Arc<ChannelKeys>,
 }
 
 impl SqsInbox {
-    /// An adapter sending to `queue_url` (`WHATSAPP_QUEUE_URL`).
-    pub fn new(client: aws_sdk_sqs::Client, queue_url: impl Into<String>) -> Self {
+    /// An adapter sending to `queue_url` (`WHATSAPP_QUEUE_URL`), naming groups and
+    /// messages under `keys`.
+    pub fn new(
+        client: aws_sdk_sqs::Client,
+        queue_url: impl Into<String>,
+        keys: Arc<ChannelKeys>,
+    ) -> Self {
         SqsInbox {
             client,
             queue_url: queue_url.into(),
+            keys,
         }
     }
-}
-
-fn sha256_hex(text: &str) -> String {
-    hex::encode(Sha256::digest(text.as_bytes()))
-}
-
-/// The message group of a conversation: hex SHA-256 of `T#{tenant}#C#{contact}`.
-pub fn message_group_id(key: &ContactKey) -> String {
-    sha256_hex(&format!("T#{}#C#{}", key.tenant, key.contact))
-}
-
-/// The de-duplication id of a message: hex SHA-256 of `WA#{message id}`.
-pub fn deduplication_id(id: &WaMessageId) -> String {
-    sha256_hex(&format!("WA#{id}"))
 }
 
 #[async_trait]
@@ -55,8 +53,8 @@ impl Inbox for SqsInbox {
             .send_message()
             .queue_url(&self.queue_url)
             .message_body(body)
-            .message_group_id(message_group_id(key))
-            .message_deduplication_id(deduplication_id(id))
+            .message_group_id(self.keys.group_id(key))
+            .message_deduplication_id(self.keys.deduplication_id(id))
             .send()
             .await
             .map_err(|e| EnqueueError(aws_sdk_sqs::error::DisplayErrorContext(e).to_string()))?;
@@ -67,23 +65,7 @@ impl Inbox for SqsInbox {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use degrau::domain::{ContactId, Incarnation, TenantId};
-
-    #[test]
-    fn groups_and_deduplication_ids_are_hashes_that_name_no_one() {
-        let key = ContactKey {
-            tenant: TenantId::parse("barber").unwrap(),
-            contact: ContactId::parse("15550000001").unwrap(),
-        };
-        let id = WaMessageId::parse("wamid.HBgLMTU1NTAwMDAwMDE=").unwrap();
-        let group = message_group_id(&key);
-        let dedup = deduplication_id(&id);
-        assert_eq!(group, sha256_hex("T#barber#C#15550000001"));
-        assert_eq!((group.len(), dedup.len()), (64, 64));
-        assert!(!group.contains("1555") && !dedup.contains("HBgL"));
-        let other = WaMessageId::parse("wamid.other").unwrap();
-        assert_ne!(deduplication_id(&other), dedup);
-    }
+    use degrau::domain::{Incarnation, TenantId};
 
     #[test]
     fn the_body_names_the_record_by_its_incarnation_and_no_one() {

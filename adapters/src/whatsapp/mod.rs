@@ -14,6 +14,7 @@ pub mod inbox;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use degrau::whatsapp::keyed::ChannelKeys;
 use degrau::whatsapp::worker::{DEFAULT_DEBOUNCE_SECONDS, MAX_DEBOUNCE_SECONDS};
 
 use crate::config::ConfigError;
@@ -48,6 +49,10 @@ pub struct WebhookConfig {
     pub app_secret: SecretSource,
     /// `WHATSAPP_VERIFY_TOKEN` or `WHATSAPP_VERIFY_TOKEN_PARAMETER`.
     pub verify_token: SecretSource,
+    /// `PSEUDONYM_KEY` or `PSEUDONYM_KEY_PARAMETER` (`/degrau/pseudonym-key` when
+    /// neither is set, as `ask`'s): the deployment's pseudonym secret, which keys
+    /// the queue's group and de-duplication ids and the records' tombstones.
+    pub pseudonym_key: SecretSource,
 }
 
 impl WebhookConfig {
@@ -71,6 +76,11 @@ impl WebhookConfig {
                 "WHATSAPP_VERIFY_TOKEN",
                 "the verify token of the webhook's handshake",
             )?,
+            pseudonym_key: SecretSource::from_vars(vars, "PSEUDONYM_KEY").unwrap_or_else(|| {
+                SecretSource::SsmParameter(
+                    crate::webhook::DEFAULT_PSEUDONYM_KEY_PARAMETER.to_owned(),
+                )
+            }),
         })
     }
 }
@@ -147,6 +157,8 @@ pub struct WebhookDependencies {
     pub app_secret: String,
     /// The verify token (the handshake).
     pub verify_token: String,
+    /// The channel's keyed names, from the pseudonym secret.
+    pub keys: Arc<ChannelKeys>,
 }
 
 impl WebhookDependencies {
@@ -156,6 +168,12 @@ impl WebhookDependencies {
         let config = WebhookConfig::from_map(&std::env::vars().collect())?;
         let sdk = crate::wiring::sdk_config().await;
         let ssm = aws_sdk_ssm::Client::new(&sdk);
+        let secret = config
+            .pseudonym_key
+            .read("PSEUDONYM_KEY", &ssm)
+            .await
+            .map_err(ConfigError)?;
+        let keys = Arc::new(ChannelKeys::derive(secret.as_bytes()));
         Ok(WebhookDependencies {
             store: Arc::new(DynamoStore::new(
                 aws_sdk_dynamodb::Client::new(&sdk),
@@ -164,7 +182,9 @@ impl WebhookDependencies {
             inbox: Arc::new(inbox::SqsInbox::new(
                 aws_sdk_sqs::Client::new(&sdk),
                 config.queue_url,
+                keys.clone(),
             )),
+            keys,
             app_secret: config
                 .app_secret
                 .read("WHATSAPP_APP_SECRET", &ssm)

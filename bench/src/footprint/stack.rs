@@ -220,6 +220,7 @@ impl ProxiedStack {
                 ("WHATSAPP_QUEUE_URL", &whatsapp_queue_url),
                 ("WHATSAPP_APP_SECRET", WHATSAPP_APP_SECRET),
                 ("WHATSAPP_VERIFY_TOKEN", "footprint-verify-token"),
+                ("PSEUDONYM_KEY", "footprint-pseudonym-secret"),
             ]),
         )
         .await;

@@ -165,6 +165,9 @@ mod tests {
                 tenants: store.clone(),
                 inbox: inbox.clone(),
                 clock: Arc::new(|| 1_800_000_000),
+                keys: std::sync::Arc::new(degrau::whatsapp::keyed::ChannelKeys::derive(
+                    b"a test's pseudonym secret",
+                )),
             },
             app_secret: SECRET.into(),
             verify_token: "verify-me".into(),

@@ -23,6 +23,7 @@ async fn main() -> Result<(), Error> {
             tenants: deps.store,
             inbox: deps.inbox,
             clock: system_clock(),
+            keys: deps.keys,
         },
         app_secret: deps.app_secret,
         verify_token: deps.verify_token,

@@ -29,6 +29,9 @@ fn webhook(app_secret: &str) -> (App, Arc<RecordingInbox>, Arc<MemoryStore>) {
             tenants: store.clone(),
             inbox: inbox.clone(),
             clock: Arc::new(|| 1_796_290_200),
+            keys: std::sync::Arc::new(degrau::whatsapp::keyed::ChannelKeys::derive(
+                b"a test's pseudonym secret",
+            )),
         },
         app_secret: app_secret.into(),
         verify_token: "degrau-local-verify-token".into(),

@@ -53,6 +53,9 @@ async fn the_sample_batch_is_the_webhooks_sample_message_and_makes_one_reply() {
         tenants: store.clone(),
         inbox: inbox.clone(),
         clock: clock.clone(),
+        keys: Arc::new(degrau::whatsapp::keyed::ChannelKeys::derive(
+            b"a test's pseudonym secret",
+        )),
     };
     let body = delivery["body"].as_str().unwrap();
     webhook

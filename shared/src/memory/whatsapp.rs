@@ -30,6 +30,16 @@ impl Records {
         // The arrival counter is an item of its own in DynamoDB.
         usize::from(self.arrivals > 0) + self.inbound.len() + self.turns.len()
     }
+
+    /// What an erase of the contact leaves: each record's tombstone, kept as long
+    /// as the record would have lived.
+    pub(super) fn tombstones(&self) -> impl Iterator<Item = (String, i64)> + '_ {
+        self.inbound.values().filter_map(|record| {
+            let message = &record.message;
+            let tombstone = message.tombstone.as_ref()?;
+            Some((tombstone.as_str().to_owned(), message.expires_at))
+        })
+    }
 }
 
 #[async_trait]
@@ -49,6 +59,15 @@ impl WhatsAppStore for MemoryStore {
         message: &NewInbound,
     ) -> Result<Recorded, StoreError> {
         let mut state = self.lock();
+        let erased = message.tombstone.as_ref().is_some_and(|tombstone| {
+            state
+                .tombstones
+                .get(tombstone.as_str())
+                .is_some_and(|expires| *expires > message.received_at)
+        });
+        if erased {
+            return Ok(Recorded::Erased);
+        }
         let records = &mut state.contacts.entry(key.clone()).or_default().whatsapp;
         // As in DynamoDB, the arrival counter moves before the conditional put.
         records.arrivals += 1;

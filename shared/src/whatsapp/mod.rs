@@ -14,8 +14,10 @@
 //!   `CONFIG`): the template sent outside the 24-hour window, the short reply to a
 //!   turn made only of media.
 //! * The ports: [`store`] (`WhatsAppStore`: the tenant binding, the inbound records
-//!   and the turns), [`inbox`] (`Inbox`: the inbound FIFO queue) and [`outbound`]
-//!   (`Sender`: the Graph API).
+//!   and the turns, the erased messages' tombstones), [`inbox`] (`Inbox`: the inbound
+//!   FIFO queue) and [`outbound`] (`Sender`: the Graph API); [`keyed`]: the keyed
+//!   names (queue group and de-duplication ids, tombstones) that stand for a
+//!   conversation or a message outside the contact's partition.
 //! * The services: [`webhook`] (`WebhookService`: record and enqueue, fast) and
 //!   [`worker`] (`Worker`: a burst becomes one turn, the ask service answers it, the
 //!   reply is sent within the customer service window).
@@ -34,6 +36,7 @@
 
 pub mod event;
 pub mod inbox;
+pub mod keyed;
 pub mod outbound;
 pub mod signature;
 pub mod store;

@@ -22,6 +22,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::keyed::Tombstone;
 use super::{PhoneNumberId, WaMessageId};
 use crate::domain::{Incarnation, TenantId};
 use crate::store::{ContactKey, StoreError};
@@ -53,6 +54,10 @@ pub struct NewInbound {
     pub received_at: i64,
     /// TTL.
     pub expires_at: i64,
+    /// Its tombstone (a keyed hash of the tenant and the message id, naming no
+    /// one): what an erase of the contact leaves of it, so a redelivery after the
+    /// erase is recognised ([`Recorded::Erased`]); `None` on records from before.
+    pub tombstone: Option<Tombstone>,
 }
 
 /// Where a record stands.
@@ -84,6 +89,9 @@ pub struct InboundRecord {
 pub enum Recorded {
     /// A new message: recorded now.
     New,
+    /// A message whose contact was erased since it was first delivered (its
+    /// tombstone is kept for [`super::RECORD_TTL_SECONDS`]): nothing recorded.
+    Erased,
     /// A redelivery: the record exists, enqueued or not.
     Existing {
         /// Whether its queue message was sent.
@@ -221,8 +229,11 @@ pub trait WhatsAppStore: Send + Sync {
     /// Binds a business number to a tenant (replacing any binding).
     async fn bind(&self, phone: &PhoneNumberId, tenant: &TenantId) -> Result<(), StoreError>;
 
-    /// Records an inbound message unless its record exists (a redelivery), giving
-    /// a new one the contact's next arrival number.
+    /// Records an inbound message unless its record exists (a redelivery) or its
+    /// tombstone does (its contact was erased since), giving a new one the
+    /// contact's next arrival number. An erase of the contact
+    /// ([`crate::store::RecordStore::erase_contact`]) leaves each record's
+    /// tombstone for [`super::RECORD_TTL_SECONDS`].
     async fn record_inbound(
         &self,
         key: &ContactKey,

@@ -13,7 +13,9 @@
 //! may be gone, and a replayed delivery must not make a new turn.
 //!
 //! Each record gets the tenant's record life ([`super::record_life_seconds`]) and
-//! an incarnation, which its queue message names instead of the contact.
+//! an incarnation, which its queue message names instead of the contact, and its
+//! tombstone ([`super::keyed`]): a delivery replayed after its contact was erased
+//! finds the tombstone and is dropped (`MessagesErased`), stored and answered never.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -22,6 +24,7 @@ use tracing::{info, warn};
 
 use super::event::Delivery;
 use super::inbox::{Inbox, QueuedMessage};
+use super::keyed::ChannelKeys;
 use super::store::{NewInbound, Recorded, WhatsAppStore};
 use super::{MAX_CLOCK_SKEW_SECONDS, PhoneNumberId, record_life_seconds};
 use crate::domain::{Incarnation, TenantId};
@@ -45,6 +48,8 @@ pub struct WebhookService {
     pub tenants: Arc<dyn TenantStore>,
     /// The clock (receive times).
     pub clock: Clock,
+    /// The keyed names of the channel (each record's tombstone).
+    pub keys: Arc<ChannelKeys>,
 }
 
 /// What a delivery came to.
@@ -58,6 +63,8 @@ pub struct Accepted {
     pub unknown_number: usize,
     /// Messages older than their tenant's records live, dropped.
     pub too_old: usize,
+    /// Redeliveries of messages whose contact was erased since, dropped.
+    pub erased: usize,
     /// Status callbacks counted.
     pub statuses: usize,
     /// Reactions and other events dropped, and messages refused alone.
@@ -128,11 +135,16 @@ impl WebhookService {
                 bare_note: message.body.is_bare_note(),
                 received_at: now,
                 expires_at: now.saturating_add(life),
+                tombstone: Some(self.keys.tombstone(&key.tenant, &message.id)),
             };
             let enqueue = match self.store.record_inbound(&key, &record).await? {
                 Recorded::New => {
                     accepted.recorded += 1;
                     record.incarnation
+                }
+                Recorded::Erased => {
+                    accepted.erased += 1;
+                    None
                 }
                 Recorded::Existing {
                     enqueued,
@@ -159,6 +171,7 @@ impl WebhookService {
             duplicates = accepted.duplicates,
             unknown_number = accepted.unknown_number,
             too_old = accepted.too_old,
+            erased = accepted.erased,
             statuses = accepted.statuses,
             ignored = accepted.ignored,
             "delivery accepted"
@@ -167,7 +180,8 @@ impl WebhookService {
             .count("MessagesRecorded", accepted.recorded as u64)
             .count("MessagesDuplicate", accepted.duplicates as u64)
             .count("UnknownNumber", accepted.unknown_number as u64)
-            .count("MessagesTooOld", accepted.too_old as u64);
+            .count("MessagesTooOld", accepted.too_old as u64)
+            .count("MessagesErased", accepted.erased as u64);
         event.emit();
         Ok(accepted)
     }

@@ -136,6 +136,9 @@ async fn channel_on(
             tenants: store.clone(),
             inbox: inbox.clone(),
             clock: clock.clone(),
+            keys: std::sync::Arc::new(degrau::whatsapp::keyed::ChannelKeys::derive(
+                b"a test's pseudonym secret",
+            )),
         },
         worker: Worker {
             store: store.clone(),
@@ -753,6 +756,29 @@ async fn erasing_the_contact_removes_the_whatsapp_records_and_its_queued_message
             .unwrap()
             .is_empty()
     );
+}
+
+#[tokio::test]
+async fn a_delivery_replayed_after_the_contact_was_erased_stores_and_sends_nothing() {
+    let (channel, _) = channel().await;
+    answers(&channel.model, &["Olá"]);
+    let first = channel.deliver(&[text("m1", "oi")]).await;
+    assert_eq!(first.recorded, 1);
+    channel.work().await;
+    channel.store.erase_contact(&customer()).await.unwrap();
+    let queued = channel.inbox.queued().len();
+    // Meta delivers the same signed message again (its own retry, or a replay).
+    let replayed = channel.deliver(&[text("m1", "oi")]).await;
+    assert_eq!((replayed.recorded, replayed.erased), (0, 1));
+    assert_eq!(channel.inbox.queued().len(), queued, "nothing enqueued");
+    assert_eq!(channel.store.item_count(&customer()), 0, "nothing stored");
+    assert_eq!(channel.model_calls(), 1, "no second answer");
+    // A new message of the same customer is a new conversation, answered.
+    answers(&channel.model, &["Olá de novo"]);
+    let new = channel.deliver(&[text("m2", "oi de novo")]).await;
+    assert_eq!(new.recorded, 1);
+    channel.work().await;
+    assert_eq!(channel.model_calls(), 2);
 }
 
 #[tokio::test]

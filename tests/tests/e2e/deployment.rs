@@ -67,6 +67,23 @@ fn webhook_secrets_lie_under_a_real_path_and_each_reader_knows_it_and_the_pseudo
     ] {
         assert_eq!(allowed(&pattern, path), ok, "WebhookSecretsPath {path:?}");
     }
+    // The webhook keys the queue's ids and the tombstones with it.
+    assert_eq!(
+        env_of(
+            &template,
+            "WhatsAppWebhookFunction",
+            "PSEUDONYM_KEY_PARAMETER"
+        ),
+        &json!({"Ref": "PseudonymKeyParameter"})
+    );
+    let webhook_policies =
+        strings(&template["Resources"]["WhatsAppWebhookFunction"]["Properties"]["Policies"]);
+    assert!(
+        webhook_policies
+            .iter()
+            .any(|s| s.ends_with(":parameter${PseudonymKeyParameter}")),
+        "{webhook_policies:?}"
+    );
     for function in ["AskFunction", "WhatsAppWorkerFunction"] {
         assert_eq!(
             env_of(&template, function, "WEBHOOK_SECRETS_PATH"),
@@ -346,4 +363,15 @@ fn the_streaming_route_streams_through_a_rest_api_that_checks_the_user_pools_tok
             .unwrap()
             .ends_with("${StreamApi}/*/POST/v1/contacts/*/messages/stream")
     );
+}
+
+#[test]
+fn no_trace_holds_a_contact_id_or_a_client_address() {
+    let template = template();
+    // API Gateway's REST API segment records the URL (its path names the contact)
+    // and the client's IP address: not traced. The HTTP API cannot be.
+    let stream_api = &template["Resources"]["StreamApi"]["Properties"];
+    assert_eq!(stream_api["TracingEnabled"], false);
+    // The functions' own segments (Lambda's) hold neither.
+    assert_eq!(template["Globals"]["Function"]["Tracing"], "Active");
 }

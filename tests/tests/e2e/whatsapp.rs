@@ -27,6 +27,7 @@ use crate::helpers::ClockOffset;
 
 const APP_SECRET: &str = "e2e-app-secret";
 const VERIFY_TOKEN: &str = "e2e-verify-token";
+const PSEUDONYM_SECRET: &str = "e2e-pseudonym-secret";
 const PHONE: &str = "100000000000001";
 const TENANT: &str = "barber";
 
@@ -121,6 +122,7 @@ impl Channel {
                 ("WHATSAPP_QUEUE_URL", &queue_url),
                 ("WHATSAPP_APP_SECRET", APP_SECRET),
                 ("WHATSAPP_VERIFY_TOKEN", VERIFY_TOKEN),
+                ("PSEUDONYM_KEY", PSEUDONYM_SECRET),
             ]),
         )
         .await;
@@ -498,6 +500,44 @@ async fn erasing_a_whatsapp_contact_removes_its_records_and_a_queued_message_the
     assert_eq!(channel.sent().await.len(), 1);
     assert_eq!(channel.model_calls().await, 1);
     assert!(channel.contact_items(contact).await.is_empty());
+}
+
+#[tokio::test]
+async fn a_signed_delivery_replayed_after_delete_stores_and_sends_nothing() {
+    let channel = Channel::start().await;
+    let contact = "5511900000007";
+    let body = delivery(PHONE, contact, &[("wamid.R1", "oi")]);
+    assert_eq!(channel.deliver(&body).await.status, 200);
+    channel.work().await;
+    assert_eq!(channel.sent().await.len(), 1);
+    let erase = tenant_event("DELETE", &format!("/v1/contacts/{contact}"), TENANT, None);
+    let erased = HttpReply::from_api(&erase, &channel.ask.invoke(erase.clone()).await.unwrap());
+    assert_eq!(erased.status, 200, "{}", erased.raw);
+    assert!(channel.contact_items(contact).await.is_empty());
+    // The same signed delivery, replayed (by Meta's retries or by anyone who kept
+    // it): acknowledged, and nothing stored, enqueued, asked or sent.
+    let replay = channel.deliver(&body).await;
+    assert_eq!(replay.status, 200, "{}", replay.raw);
+    assert!(channel.contact_items(contact).await.is_empty());
+    assert_eq!(channel.queued().await, 0);
+    channel.work().await;
+    assert_eq!(channel.sent().await.len(), 1);
+    assert_eq!(channel.model_calls().await, 1);
+    // The tombstone names no one: a keyed hash outside the contact's partition.
+    let tombstones: Vec<String> = channel
+        .dynamodb
+        .scan()
+        .table_name(&channel.table)
+        .send()
+        .await
+        .unwrap()
+        .items()
+        .iter()
+        .filter_map(|item| item.get("pk")?.as_s().ok().cloned())
+        .filter(|pk| pk.starts_with("WA#ERASED#"))
+        .collect();
+    assert_eq!(tombstones.len(), 1, "{tombstones:?}");
+    assert!(!tombstones[0].contains(contact) && !tombstones[0].contains("wamid"));
 }
 
 /// Runs `infra/whatsapp.py` (the documented command) with the workspace's venv.

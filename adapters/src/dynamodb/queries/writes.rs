@@ -1,8 +1,8 @@
-//! The single writes: a claim's conditional put, the head's update and the batched
-//! deletes of an erase.
+//! The single writes: a claim's conditional put, the head's update, and the batched
+//! deletes (and tombstones) of an erase.
 
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
-use aws_sdk_dynamodb::types::{DeleteRequest, WriteRequest};
+use aws_sdk_dynamodb::types::{DeleteRequest, PutRequest, WriteRequest};
 use degrau::domain::IdempotencyKey;
 use degrau::store::{ContactKey, StoreError};
 
@@ -54,19 +54,45 @@ impl DynamoStore {
             .key("sk", s(HEAD_SK))
     }
 
-    /// Deletes keys in batches of 25, retrying unprocessed ones with backoff.
+    /// Deletes the items of `keys` (their `pk` and `sk`; any other attribute of a
+    /// listing is left out), 25 a `BatchWriteItem`.
     pub(in crate::dynamodb) async fn delete_keys(&self, keys: Vec<Item>) -> Result<(), StoreError> {
-        for chunk in keys.chunks(BATCH_WRITE_CHUNK) {
-            let mut requests = chunk
-                .iter()
-                .map(|key| {
-                    let delete = DeleteRequest::builder()
-                        .set_key(Some(key.clone()))
-                        .build()
-                        .map_err(|err| StoreError::Other(format!("delete request: {err}")))?;
-                    Ok(WriteRequest::builder().delete_request(delete).build())
-                })
-                .collect::<Result<Vec<_>, StoreError>>()?;
+        let requests = keys
+            .into_iter()
+            .map(|item| {
+                let key = item
+                    .into_iter()
+                    .filter(|(name, _)| name == "pk" || name == "sk")
+                    .collect();
+                let delete = DeleteRequest::builder()
+                    .set_key(Some(key))
+                    .build()
+                    .map_err(|err| StoreError::Other(format!("delete request: {err}")))?;
+                Ok(WriteRequest::builder().delete_request(delete).build())
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        self.write_batches(requests).await
+    }
+
+    /// Puts `items` (unconditionally), 25 a `BatchWriteItem`.
+    pub(in crate::dynamodb) async fn put_items(&self, items: Vec<Item>) -> Result<(), StoreError> {
+        let requests = items
+            .into_iter()
+            .map(|item| {
+                let put = PutRequest::builder()
+                    .set_item(Some(item))
+                    .build()
+                    .map_err(|err| StoreError::Other(format!("put request: {err}")))?;
+                Ok(WriteRequest::builder().put_request(put).build())
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        self.write_batches(requests).await
+    }
+
+    /// Sends `requests` in batches of 25, retrying each batch's unprocessed items.
+    async fn write_batches(&self, requests: Vec<WriteRequest>) -> Result<(), StoreError> {
+        for chunk in requests.chunks(BATCH_WRITE_CHUNK) {
+            let mut requests = chunk.to_vec();
             let mut attempt = 0;
             while !requests.is_empty() {
                 if attempt == BATCH_WRITE_ATTEMPTS {

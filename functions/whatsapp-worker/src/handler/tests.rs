@@ -72,6 +72,9 @@ async fn harness() -> Harness {
             tenants: store,
             inbox: inbox.clone(),
             clock,
+            keys: std::sync::Arc::new(degrau::whatsapp::keyed::ChannelKeys::derive(
+                b"a test's pseudonym secret",
+            )),
         },
         model,
         inbox,

@@ -54,7 +54,11 @@ fn sweep_bucket(key: &ContactKey) -> u8 {
 /// An adapter under test, with the few raw writes and reads the contract needs that
 /// the port itself does not offer (a compaction step, a fact, an item count).
 trait Backend: Sized {
-    type S: Store + TenantStore + degrau::platform::PolicyStore + 'static;
+    type S: Store
+        + TenantStore
+        + degrau::platform::PolicyStore
+        + degrau::whatsapp::store::WhatsAppStore
+        + 'static;
 
     async fn start() -> Self;
     fn store(&self) -> Arc<Self::S>;
@@ -641,6 +645,7 @@ mod round;
 mod sweep;
 mod tenant;
 mod timeouts;
+mod tombstone;
 
 /// Every case by its file and name; each adapter's instance is named for the case
 /// alone (`memory::a_contact_never_seen_loads_empty`).
@@ -693,6 +698,7 @@ macro_rules! contract_tests {
             platform::a_policy_is_replaced_only_from_the_version_read_and_reads_back_per_tenant,
             platform::tenants_are_listed_by_id_in_pages_once_they_have_a_config_a_policy_or_usage,
             platform::a_stored_policy_that_no_longer_reads_is_invalid_config,
+            tombstone::an_erase_leaves_tombstones_that_refuse_a_replayed_message_for_the_records_life,
             operator::contacts_list_newest_first_per_tenant_in_pages,
             operator::a_fact_write_lands_only_on_what_it_expects,
             operator::a_fact_removal_lands_only_on_the_fact_it_read,
