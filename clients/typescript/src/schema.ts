@@ -80,7 +80,7 @@ export interface paths {
         };
         /**
          * Search the contact's earlier sessions
-         * @description Recall without a vector database: the records degrau keeps of the contact's closed sessions (at most 20 a contact; archiving a session drops the one 20 sessions back), each with the summary a step left, an excerpt of the messages after it, the ids found in it (booking numbers, dates), its number of messages and when it ended. With `q`, the records that share a word with it, best first (BM25 over Portuguese and English stems), each with its `score`; without, the newest first. A contact with no closed session (or never seen) has an empty list. Records expire with the transcript and are erased with the contact. The tenant's built-in `recall` tool lets the model run the same search during a round.
+         * @description Recall without a vector database: every closed session of the contact within retention is findable by any word said in it. With `q`, the sessions whose whole text (every message, tool calls and outputs included) and search summary best match it, best first (Okapi BM25 over Portuguese and English stems, ids and dates matched whole, ties to the newer session), each with its `score`, the `search_summary` the summary model wrote of it (once written) and the `passages` that matched (the matching lines with the line before and after, dated). Without `q`, the newest sessions' records first. Each hit carries the session's record: the summary a step left, an excerpt of the messages after it, the ids found in it (booking numbers, dates), its number of messages and when it ended. A contact with no closed session (or never seen) has an empty list. A session is indexed by a job once the next message closes it (the session being closed is searched by the tool from the round's own read); a recall reads the newest indexes within 1 MB (about 150 to 250 sessions). Indexes and records expire with the transcript and are erased with the contact. The tenant's built-in `recall` tool lets the model run the same search during a round.
          */
         get: operations["searchSessions"];
         put?: never;
@@ -734,7 +734,7 @@ export interface components {
         SessionRecords: {
             sessions: components["schemas"]["SessionRecord"][];
         };
-        /** @description What degrau keeps of a closed session to find it again. */
+        /** @description A closed session: its record (from its archive), and with `q` its score, search summary and the passages that matched. */
         SessionRecord: {
             /** @description The session's number. */
             session: number;
@@ -750,6 +750,10 @@ export interface components {
             ended_at: number;
             /** @description Its BM25 score for `q` (only with `q`). */
             score?: number;
+            /** @description The index card the summary model wrote of the session for finding it again (with `q`, once written). */
+            search_summary?: string;
+            /** @description The lines that matched `q`, each with the line before and after it, dated (with `q`). */
+            passages?: components["schemas"]["Passage"][];
         };
         /** @description `delta`: answer text as the model writes it. */
         StreamDelta: {
@@ -784,6 +788,13 @@ export interface components {
         };
         /** @description The data of each event of `POST .../messages/stream`, by event name: `delta` StreamDelta, `tool_started` StreamToolStarted, `tool_finished` StreamToolFinished, `restart` StreamRestart, `done` AskResponse, `error` StreamError. */
         StreamEvent: components["schemas"]["StreamDelta"] | components["schemas"]["StreamToolStarted"] | components["schemas"]["StreamToolFinished"] | components["schemas"]["StreamRestart"] | components["schemas"]["AskResponse"] | components["schemas"]["StreamError"];
+        /** @description A stretch of a session around a line that matched. */
+        Passage: {
+            /** @description The day the matching line was written (YYYY-MM-DD, UTC). */
+            date: string;
+            /** @description `customer: …`, `agent: …` or `tool: …` lines, in order. */
+            lines: string[];
+        };
     };
     responses: {
         /** @description The request is malformed or breaks a rule (bad JSON, unknown fields, a bad contact id, parameter, head token or `Idempotency-Key`, a round of the wrong shape). Nothing was written. */
@@ -1137,7 +1148,7 @@ export interface operations {
             query?: {
                 /** @description Words to look for (1 to 500 characters, not only whitespace). */
                 q?: string;
-                /** @description Most records returned. */
+                /** @description Most sessions returned. */
                 limit?: number;
             };
             header?: never;

@@ -176,9 +176,8 @@ fn response(
     }
 }
 
-/// The archive of the session this round closes, with its record for recall (not
-/// when the head's retention ran out); it evicts the contact's oldest record past
-/// [`crate::recall::MAX_RECORDS`].
+/// The archive of the session this round closes, with its record (not when the
+/// head's retention ran out).
 fn archive(turn: &Turn, expires_at: i64) -> Option<SessionArchive> {
     let closed = turn
         .expected
@@ -323,8 +322,7 @@ impl AskService {
         let items = 1
             + messages.len()
             + usize::from(idempotency.is_some())
-            + usize::from(archive.is_some())
-            + usize::from(archive.as_ref().is_some_and(|a| a.evicts.is_some()));
+            + usize::from(archive.is_some());
         let mut refresh = refresh_due(turn, settings);
         let refresh_rest =
             refresh.split_off(refresh.len().min(MAX_ROUND_ITEMS.saturating_sub(items)));
@@ -513,6 +511,10 @@ impl AskService {
                 ),
             }
         }
+        if let Some(closed) = plan.closed_session {
+            self.request_index(key, settings, incarnation, closed, deadline)
+                .await;
+        }
         if !prepared.step_due {
             return;
         }
@@ -529,6 +531,50 @@ impl AskService {
                 warn!(%error, "could not enqueue a compaction step; the next round retries")
             }
             None => warn!("no time left to enqueue a compaction step; the next round retries"),
+        }
+    }
+}
+
+impl AskService {
+    /// Requests the recall index of `closed`, the session this round archived,
+    /// while the deadline allows: with a search summary when one of the tenant's
+    /// summary calls is left for it. A request the queue did not take is logged and
+    /// counted (`IndexRequestsLost`): that session is then left out of recall (its
+    /// record, in its archive, still lists it and feeds the digest).
+    async fn request_index(
+        &self,
+        key: &ContactKey,
+        settings: &Settings,
+        incarnation: &Incarnation,
+        closed: u32,
+        deadline: Deadline,
+    ) {
+        let summarise = deadline
+            .run(self.spend_summary_call(key, settings, "index"))
+            .await
+            .unwrap_or(false);
+        let job = Job::Index {
+            tenant: key.tenant.clone(),
+            incarnation: incarnation.clone(),
+            session: closed,
+            summarise,
+        };
+        match deadline.run(self.jobs.enqueue(&job)).await {
+            Some(Ok(_)) => info!(
+                session = closed,
+                summarise, "session closed: index requested"
+            ),
+            Some(Err(error)) => {
+                warn!(%error, session = closed, "could not request the session's index");
+                Event::new("ask").count("IndexRequestsLost", 1).emit();
+            }
+            None => {
+                warn!(
+                    session = closed,
+                    "no time left to request the session's index"
+                );
+                Event::new("ask").count("IndexRequestsLost", 1).emit();
+            }
         }
     }
 }

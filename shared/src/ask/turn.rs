@@ -2,10 +2,13 @@
 //! falls short of the head, and the session rule applied to them ([`turn_plan`]):
 //! a new session when the last one went idle, its facts requested.
 
+use super::recall::Closing;
 use super::{AskError, AskService, by};
 use crate::cache_ttl::record_gap;
 use crate::deadline::Deadline;
 use crate::domain::{Fact, Head, StoredMessage};
+use crate::recall::index::{index_session, with_summary};
+use crate::recall::tokenize::StemmingTokenizer;
 use crate::recall::{SessionRecord, digest, record_of};
 use crate::session::idle;
 use crate::store::{ContactKey, load_whole_turn};
@@ -40,6 +43,10 @@ pub(super) struct Turn {
     pub(super) plan: TurnPlan,
     /// The record of the session this turn closes (archived by its commit).
     pub(super) closing: Option<SessionRecord>,
+    /// The index and text of the session this turn closes, from what the turn
+    /// read of it (its summary, as its search summary, and the messages after
+    /// it): what the `recall` tool searches of it until its own index is written.
+    pub(super) closing_index: Option<Closing>,
     /// The digest of the last session, for the contact context (the tenant's
     /// `recall_digest`); the same for every round of the session.
     pub(super) digest: Option<String>,
@@ -71,6 +78,15 @@ impl AskService {
                     head.last_activity,
                 )
             });
+        let closing_index = closing.as_ref().map(|record| {
+            let tokenizer = StemmingTokenizer::default();
+            let (index, text) = index_session(record.session, &state.window, &tokenizer);
+            let index = match record.summary.as_deref() {
+                Some(summary) => with_summary(index, summary, &tokenizer),
+                None => index,
+            };
+            (index, text)
+        });
         let plan = turn_plan(
             state.head.as_ref(),
             state.window,
@@ -91,6 +107,7 @@ impl AskService {
             expected: state.head,
             plan,
             closing,
+            closing_index,
             digest,
         })
     }

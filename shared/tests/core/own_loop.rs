@@ -843,10 +843,18 @@ async fn recorded_rounds_request_steps_open_sessions_and_request_facts_like_aske
     .await
     .unwrap();
     assert_eq!((round.session, round.round.first_seq), (2, 1));
-    assert!(matches!(
-        h.jobs.jobs.lock().unwrap().last(),
-        Some(Job::Facts { session: 1, .. })
-    ));
+    let jobs = h.jobs.jobs.lock().unwrap().clone();
+    assert!(
+        matches!(
+            jobs.as_slice(),
+            [
+                ..,
+                Job::Facts { session: 1, .. },
+                Job::Index { session: 1, .. }
+            ]
+        ),
+        "the closed session's facts and index requested: {jobs:?}"
+    );
     assert!(
         h.store.archive(&key(), 1).is_some(),
         "the closed session is archived"

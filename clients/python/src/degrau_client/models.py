@@ -168,8 +168,18 @@ class UsageDay(TypedDict):
 UsageReport = TypedDict("UsageReport", {"from": str, "to": str, "days": list[UsageDay]})
 
 
+class Passage(TypedDict):
+    """A stretch of a session around a line that matched a search."""
+
+    #: The day the matching line was written (``YYYY-MM-DD``, UTC).
+    date: str
+    #: ``customer: …``, ``agent: …`` or ``tool: …`` lines, in order.
+    lines: list[str]
+
+
 class SessionRecord(TypedDict, total=False):
-    """What degrau keeps of a closed session to find it again (recall)."""
+    """A closed session: its record, and with a query its score, search summary
+    and the passages that matched (recall)."""
 
     session: int
     #: The summary the session's last compaction step left (absent when none ran).
@@ -183,6 +193,10 @@ class SessionRecord(TypedDict, total=False):
     ended_at: int
     #: Its BM25 score for the query (only with ``q``).
     score: float
+    #: The index card the summary model wrote of the session (with ``q``, once written).
+    search_summary: str
+    #: The lines that matched the query, with their neighbours, dated (with ``q``).
+    passages: list[Passage]
 
 
 class SessionRecords(TypedDict):
