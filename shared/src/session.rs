@@ -36,9 +36,10 @@ pub fn idle_since(last_activity: i64, now: i64, idle_minutes: u64) -> bool {
 }
 
 /// True when the head's session is closed at `now` ([`idle_since`] of its last
-/// activity).
+/// activity). A session that holds no message (one a close on request just
+/// opened, `ask/close.rs`) never goes idle: there is nothing to close.
 pub fn idle(head: &Head, now: i64, idle_minutes: u64) -> bool {
-    idle_since(head.last_activity, now, idle_minutes)
+    head.last_seq > 0 && idle_since(head.last_activity, now, idle_minutes)
 }
 
 /// An idle timeout in seconds, saturating.
