@@ -8,10 +8,13 @@
 #   ./dev.sh bench   run the benchmarks; prints the tables, writes results/
 #   ./dev.sh simulate  the seeded simulation's long run (release build): 1,000 seeds
 #                    unless --seeds N; --replay FILE plays a failing plan again
-#   ./dev.sh release the release's artifacts in dist/degrau-<version>/: the four
+#   ./dev.sh release the release's artifacts in dist/degrau-<version>/: the five
 #                    functions built for arm64 by `sam build` (cargo-lambda), zipped
-#                    as Lambda deployment packages, the Python client's wheel, and
-#                    SHA256SUMS (slow: not part of .ci/run)
+#                    as Lambda deployment packages, packaged.yaml (the template
+#                    deploying those zips: `sam deploy --template-file packaged.yaml`
+#                    needs no Rust toolchain), the Python client's wheel and sdist,
+#                    the TypeScript client's tarball, and SHA256SUMS (slow: not part
+#                    of .ci/run, which validates the packaged template on a rehearsal)
 # Each step says what it is doing; a build or a service that fails shows the last
 # lines of its log and where the whole log is (.local/).
 set -euo pipefail
@@ -87,7 +90,7 @@ case "${1:-}" in
     # cargo-lambda builder is still flagged beta (samconfig.toml turns it on too).
     version="$(python3 infra/release.py version)"
     out="dist/degrau-$version"
-    say "release $version: the four functions for arm64 (sam build with cargo-lambda and zig: about 12 minutes on 2 cores with nothing cached), then the Python client's wheel, into $out/"
+    say "release $version: the five functions for arm64 (sam build with cargo-lambda and zig: about 12 minutes on 2 cores with nothing cached), then the Python client's wheel, into $out/"
     bash infra/setup.sh
     bash infra/setup.sh sam
     rustup target add aarch64-unknown-linux-gnu
@@ -95,10 +98,12 @@ case "${1:-}" in
     run_logged .local/logs/release-sam-build.log "sam build (ask, ask-stream, compactor, whatsapp-webhook, whatsapp-worker for arm64)" \
       env PATH="$PWD/.venv/bin:$PATH" SAM_CLI_BETA_RUST_CARGO_LAMBDA=1 SAM_CLI_TELEMETRY=0 \
       .venv-sam/bin/sam build --template template.yaml "${@:2}"
-    run_logged .local/logs/release-wheel.log "the Python client's wheel (degrau-client $version)" \
-      .venv/bin/python -m pip wheel --no-deps --disable-pip-version-check -w "$out" ./clients/python
+    run_logged .local/logs/release-wheel.log "the Python client's wheel and sdist (degrau-client $version)" \
+      .venv/bin/python -m build --sdist --wheel --outdir "$out" ./clients/python
+    run_logged .local/logs/release-npm.log "the TypeScript client's tarball (degrau-client $version)" \
+      bash -c "cd clients/typescript && npm ci --no-audit --no-fund --loglevel=error && npm run --silent build && npm pack --silent --pack-destination '$PWD/$out'"
     python3 infra/release.py package .aws-sam/build "$out"
-    say "release $version is in $out/ (SHA256SUMS lists each file); deploy with .venv-sam/bin/sam deploy --guided"
+    say "release $version is in $out/ (SHA256SUMS lists each file); deploy it with no Rust toolchain: cd $out && sam deploy --template-file packaged.yaml --guided"
     ;;
   *)
     echo "usage: ./dev.sh up|start|stop|test|bench|simulate|release" >&2

@@ -3,18 +3,26 @@
 
     python3 infra/release.py version
         prints the release's version once the crates (`[workspace.package]` in
-        Cargo.toml), the Python client (clients/python/pyproject.toml) and the newest
-        section of CHANGELOG.md agree on it; says what disagrees otherwise (exit 1)
+        Cargo.toml), the Python client (clients/python/pyproject.toml), the
+        TypeScript client (clients/typescript/package.json) and the newest section
+        of CHANGELOG.md agree on it; says what disagrees otherwise (exit 1)
     python3 infra/release.py package BUILD_DIR OUT_DIR
         zips each function's `bootstrap` from `sam build`'s BUILD_DIR
         (.aws-sam/build/<LogicalId>/bootstrap) into OUT_DIR/<function>-arm64.zip,
-        Lambda's deployment package for provided.al2023, and writes OUT_DIR/SHA256SUMS
-        over every file in OUT_DIR (the wheel included)
+        Lambda's deployment package for provided.al2023; writes OUT_DIR/packaged.yaml,
+        template.yaml with each function's code the zip beside it (no build step:
+        `sam deploy --template-file packaged.yaml --guided` from OUT_DIR deploys
+        without a Rust toolchain); and writes OUT_DIR/SHA256SUMS over every file in
+        OUT_DIR (the client packages included)
+    python3 infra/release.py rehearse OUT_DIR
+        the same package step over stand-in `bootstrap` files (no build): what the
+        tests and CI validate the packaged template on
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import sys
 import zipfile
@@ -58,8 +66,53 @@ def versions(root: Path = ROOT) -> dict[str, str | None]:
             "[project]",
             "version",
         ),
+        "clients/typescript/package.json": json.loads(
+            (root / "clients/typescript/package.json").read_text(encoding="utf-8")
+        ).get("version"),
         "CHANGELOG.md (newest release)": newest.group(1) if newest else None,
     }
+
+
+# A function as template.yaml declares it: built by cargo-lambda from the source tree.
+BUILT_FUNCTION = re.compile(
+    r"^  (?P<logical>\w+):\n"
+    r"    Type: AWS::Serverless::Function\n"
+    r"    Metadata:\n"
+    r"      BuildMethod: rust-cargolambda\n"
+    r"      BuildProperties:\n"
+    r"        Binary: (?P<binary>[\w-]+)\n"
+    r"    Properties:\n",
+    re.M,
+)
+
+
+def packaged_template(template: str, version: str) -> str:
+    """template.yaml with each function's code the release's zip (`CodeUri`, beside
+    the template) instead of a cargo-lambda build of the source tree."""
+    seen = {}
+
+    def prebuilt(match: re.Match) -> str:
+        logical, binary = match["logical"], match["binary"]
+        seen[logical] = binary
+        return (
+            f"  {logical}:\n"
+            "    Type: AWS::Serverless::Function\n"
+            "    Properties:\n"
+            f"      CodeUri: {binary}-arm64.zip\n"
+        )
+
+    body = BUILT_FUNCTION.sub(prebuilt, template)
+    if seen != FUNCTIONS:
+        sys.exit(f"release: template.yaml's built functions {seen} are not {FUNCTIONS}")
+    body, globals_code = re.subn(r"^    CodeUri: \.\n", "", body, count=1, flags=re.M)
+    if globals_code != 1:
+        sys.exit("release: template.yaml's Globals has no `CodeUri: .` to take out")
+    header = (
+        f"# degrau {version}, packaged: every function's code is the prebuilt arm64 zip\n"
+        "# beside this file. Deploy from this folder, no Rust toolchain needed:\n"
+        "#   sam deploy --template-file packaged.yaml --guided\n"
+    )
+    return header + body
 
 
 def package(build: Path, out: Path) -> list[Path]:
@@ -76,6 +129,11 @@ def package(build: Path, out: Path) -> list[Path]:
         with zipfile.ZipFile(archive, "w") as zf:
             zf.writestr(info, bootstrap.read_bytes())
         written.append(archive)
+    version = versions()["Cargo.toml [workspace.package]"] or "unversioned"
+    template = (ROOT / "template.yaml").read_text(encoding="utf-8")
+    packaged = out / "packaged.yaml"
+    packaged.write_text(packaged_template(template, version), encoding="utf-8")
+    written.append(packaged)
     sums = []
     for path in sorted(p for p in out.iterdir() if p.is_file() and p.name != "SHA256SUMS"):
         sums.append(f"{hashlib.sha256(path.read_bytes()).hexdigest()}  {path.name}\n")
@@ -97,6 +155,21 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["package"] and len(argv) == 3:
         for archive in package(Path(argv[1]), Path(argv[2])):
             print(f"release: {archive}", file=sys.stderr)
+        return 0
+    if argv[:1] == ["rehearse"] and len(argv) == 2:
+        out = Path(argv[1])
+        build = out / ".build"
+        for logical, name in FUNCTIONS.items():
+            (build / logical).mkdir(parents=True, exist_ok=True)
+            (build / logical / "bootstrap").write_bytes(f"stand-in for {name}\n".encode())
+        written = package(build, out)
+        for path in (build / logical / "bootstrap" for logical in FUNCTIONS):
+            path.unlink()
+        for logical in FUNCTIONS:
+            (build / logical).rmdir()
+        build.rmdir()
+        for path in written:
+            print(f"release: {path}", file=sys.stderr)
         return 0
     print(__doc__, file=sys.stderr)
     return 2

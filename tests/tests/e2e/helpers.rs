@@ -157,12 +157,19 @@ pub async fn stack_on_moved_clocks(name: &str) -> (FullStack, ClockOffset) {
 /// `template.yaml` as JSON, read by the local provisioning's own loader (it knows the
 /// CloudFormation short tags).
 pub fn template() -> Value {
+    template_at(Path::new("template.yaml"))
+}
+
+/// A template as JSON (`path` from the repository's root, or absolute), read as
+/// [`template`] reads `template.yaml`.
+pub fn template_at(path: &Path) -> Value {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let script = "import json, sys; from pathlib import Path; sys.path.insert(0, 'infra'); \
-                  import provision; print(json.dumps(provision.load_template(Path('template.yaml'))))";
+                  import provision; print(json.dumps(provision.load_template(Path(sys.argv[1]))))";
     let output = Command::new(root.join(".venv/bin/python"))
         .current_dir(&root)
         .args(["-c", script])
+        .arg(path)
         .output()
         .expect("run the repo's python (./dev.sh test sets up .venv)");
     assert!(

@@ -13,6 +13,7 @@ mod budget;
 mod cache_ttl;
 mod compaction;
 mod deployment;
+mod docs;
 mod first_run;
 mod floods;
 mod helpers;

@@ -1,7 +1,8 @@
 //! What a release is made of agrees with itself: one version for the crates, the
-//! Python client and the newest section of `CHANGELOG.md` (Keep a Changelog, semver),
-//! the HTTP API's own version against its paths, and `LICENSE` the licence every
-//! package declares. No moto needed.
+//! Python and TypeScript clients and the newest section of `CHANGELOG.md` (Keep a
+//! Changelog, semver), the HTTP API's own version against its paths, `LICENSE` the
+//! licence every package declares, and a release folder a team deploys without a
+//! Rust toolchain. No moto needed.
 
 use std::path::{Path, PathBuf};
 
@@ -155,6 +156,12 @@ fn the_crates_the_python_client_and_the_changelog_name_one_version() {
         "version",
     );
     assert_eq!(python.as_deref(), Some(crates), "degrau-client's version");
+    let npm: Value = serde_json::from_str(&read("clients/typescript/package.json")).unwrap();
+    assert_eq!(
+        npm["version"].as_str(),
+        Some(crates),
+        "the TypeScript client's version"
+    );
     let releases = changelog_releases(&read("CHANGELOG.md")).unwrap();
     let newest = releases.first().expect("CHANGELOG.md names a release");
     assert_eq!(
@@ -321,7 +328,11 @@ fn the_release_script_names_the_version_and_packages_each_function_for_lambda() 
         );
     }
     let sums = std::fs::read_to_string(out.join("SHA256SUMS")).unwrap();
-    assert_eq!(sums.lines().count(), 5, "{sums}");
+    assert_eq!(
+        sums.lines().count(),
+        6,
+        "five zips and the packaged template: {sums}"
+    );
     let ask = std::fs::read(out.join("ask-arm64.zip")).unwrap();
     assert!(sums.contains(&format!(
         "{}  ask-arm64.zip",
@@ -333,4 +344,71 @@ fn the_release_script_names_the_version_and_packages_each_function_for_lambda() 
     let missing = package();
     assert!(!missing.status.success());
     assert!(String::from_utf8_lossy(&missing.stderr).contains("CompactorFunction"));
+}
+
+#[test]
+fn a_release_folder_holds_a_template_that_deploys_its_prebuilt_zips() {
+    // `./dev.sh release`'s package step over stand-in binaries (the arm64 build
+    // takes twelve minutes): the template it writes must name every function's
+    // zip beside it, build nothing, and pass cfn-lint (CI also runs `sam validate
+    // --lint` on it).
+    let out = std::env::temp_dir().join(format!("degrau-release-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let status = std::process::Command::new("python3")
+        .current_dir(root())
+        .args(["infra/release.py", "rehearse"])
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let packaged = crate::helpers::template_at(&out.join("packaged.yaml"));
+    assert!(packaged["Globals"]["Function"].get("CodeUri").is_none());
+    let functions: Vec<(&String, &Value)> = packaged["Resources"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(_, r)| r["Type"] == "AWS::Serverless::Function")
+        .collect();
+    let source = crate::helpers::template();
+    let declared = source["Resources"]
+        .as_object()
+        .unwrap()
+        .values()
+        .filter(|r| r["Type"] == "AWS::Serverless::Function")
+        .count();
+    assert_eq!(functions.len(), declared, "every function of template.yaml");
+    for (name, function) in &functions {
+        assert!(function.get("Metadata").is_none(), "{name} builds nothing");
+        let code = function["Properties"]["CodeUri"].as_str().unwrap();
+        assert!(
+            out.join(code).is_file(),
+            "{name}'s CodeUri {code} is a file of the release"
+        );
+    }
+    // SHA256SUMS covers every file, with its hash.
+    let sums = std::fs::read_to_string(out.join("SHA256SUMS")).unwrap();
+    let mut listed: Vec<&str> = Vec::new();
+    for line in sums.lines() {
+        let (hash, file) = line.split_once("  ").unwrap();
+        let bytes = std::fs::read(out.join(file)).unwrap();
+        assert_eq!(hex::encode(Sha256::digest(&bytes)), hash, "{file}");
+        listed.push(file);
+    }
+    let mut files: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name != "SHA256SUMS")
+        .collect();
+    files.sort();
+    assert_eq!(listed, files);
+    let lint = std::process::Command::new(root().join(".venv/bin/cfn-lint"))
+        .arg(out.join("packaged.yaml"))
+        .output()
+        .unwrap();
+    assert!(
+        lint.status.success(),
+        "{}",
+        String::from_utf8_lossy(&lint.stdout)
+    );
+    std::fs::remove_dir_all(&out).unwrap();
 }

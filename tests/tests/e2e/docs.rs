@@ -1,0 +1,194 @@
+//! The docs cannot drift from the repository: every relative link of every
+//! Markdown file names a file that exists, and every `#anchor` a heading of it
+//! (as a forge renders the heading's anchor); the README links nothing outside
+//! the repository. No moto needed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .canonicalize()
+        .unwrap()
+}
+
+/// Folders that hold no docs of the repository's own.
+const SKIPPED: &[&str] = &[
+    ".git",
+    "target",
+    "node_modules",
+    ".venv",
+    ".venv-sam",
+    ".local",
+    "dist",
+    ".aws-sam",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".ruff_cache",
+];
+
+fn markdown_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if path.is_dir() {
+            if !SKIPPED.contains(&name.as_str()) && !name.starts_with("wt-") {
+                markdown_files(&path, out);
+            }
+        } else if name.ends_with(".md") {
+            out.push(path);
+        }
+    }
+}
+
+/// The lines of a Markdown text outside fenced code blocks.
+fn prose(text: &str) -> Vec<&str> {
+    let mut fenced = false;
+    text.lines()
+        .filter(|line| {
+            if line.trim_start().starts_with("```") {
+                fenced = !fenced;
+                return false;
+            }
+            !fenced
+        })
+        .collect()
+}
+
+/// Every `[text](target)` link target of a line, inline code aside.
+fn links(line: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut code = false;
+    let chars: Vec<char> = line.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        match chars[i] {
+            '`' => code = !code,
+            ']' if !code && chars.get(i + 1) == Some(&'(') => {
+                let rest: String = chars[i + 2..].iter().collect();
+                if let Some(end) = rest.find(')') {
+                    let target = rest[..end].split_whitespace().next().unwrap_or("");
+                    found.push(target.to_owned());
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    found
+}
+
+/// The anchor a forge gives a heading's text: lowercased, punctuation dropped
+/// (letters, digits, `-` and `_` kept), spaces made `-`.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || *c == '-' || *c == '_' || *c == ' ')
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// Every anchor of a Markdown file's headings (a repeated one numbered `-1`, `-2`).
+fn anchors(text: &str) -> BTreeSet<String> {
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    let mut all = BTreeSet::new();
+    for line in prose(text) {
+        let Some(heading) = line.strip_prefix('#') else {
+            continue;
+        };
+        let heading = heading.trim_start_matches('#');
+        if !heading.starts_with(' ') {
+            continue;
+        }
+        let base = anchor(heading);
+        let count = seen.entry(base.clone()).or_default();
+        all.insert(if *count == 0 {
+            base.clone()
+        } else {
+            format!("{base}-{count}")
+        });
+        *count += 1;
+    }
+    all
+}
+
+#[test]
+fn every_relative_link_and_anchor_in_the_docs_resolves() {
+    let root = root();
+    let mut files = Vec::new();
+    markdown_files(&root, &mut files);
+    assert!(files.len() > 3, "{files:?}");
+    let mut broken = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let shown = file.strip_prefix(&root).unwrap().display().to_string();
+        for (number, line) in prose(&text).iter().enumerate() {
+            for target in links(line) {
+                if target.contains("://") || target.starts_with("mailto:") || target.is_empty() {
+                    continue;
+                }
+                let (path, fragment) = match target.split_once('#') {
+                    Some((path, fragment)) => (path, Some(fragment)),
+                    None => (target.as_str(), None),
+                };
+                let linked = if path.is_empty() {
+                    file.clone()
+                } else {
+                    file.parent().unwrap().join(path)
+                };
+                if !linked.exists() {
+                    broken.push(format!(
+                        "{shown} (line {}): {target}: no such file",
+                        number + 1
+                    ));
+                    continue;
+                }
+                let Some(fragment) = fragment else { continue };
+                if linked.extension().is_some_and(|ext| ext == "md") {
+                    let headings = anchors(&std::fs::read_to_string(&linked).unwrap());
+                    if !headings.contains(fragment) {
+                        broken.push(format!(
+                            "{shown} (line {}): {target}: no such heading",
+                            number + 1
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
+
+#[test]
+fn the_readme_links_nothing_outside_the_repository() {
+    let text = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let outside: Vec<String> = prose(&text)
+        .iter()
+        .flat_map(|line| links(line))
+        .filter(|target| target.contains("://"))
+        .collect();
+    assert!(outside.is_empty(), "{outside:?}");
+}
+
+#[test]
+fn anchors_are_made_as_a_forge_makes_them() {
+    assert_eq!(
+        anchor(" Model answers as they come"),
+        "model-answers-as-they-come"
+    );
+    assert_eq!(anchor(" HTTP API (v1)"), "http-api-v1");
+    assert_eq!(anchor(" `ask`, streamed"), "ask-streamed");
+    let text = "# A\n## B\n```\n# not a heading\n```\n## B\n";
+    let found = anchors(text);
+    assert_eq!(
+        found,
+        ["a", "b", "b-1"].iter().map(|s| s.to_string()).collect()
+    );
+    assert_eq!(
+        links("see [the docs](docs/x.md#y) and `[not](a link)`"),
+        ["docs/x.md#y"]
+    );
+}
