@@ -46,3 +46,22 @@ pub fn idle(head: &Head, now: i64, idle_minutes: u64) -> bool {
 pub fn idle_seconds(minutes: u64) -> i64 {
     i64::try_from(minutes.saturating_mul(60)).unwrap_or(i64::MAX)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_goes_idle_after_the_timeout_unless_it_holds_no_message() {
+        let head = |last_seq| Head {
+            session: 2,
+            last_seq,
+            last_activity: 1_000,
+            ..Head::default()
+        };
+        assert!(!idle(&head(4), 1_000 + 30 * 60 - 1, 30));
+        assert!(idle(&head(4), 1_000 + 30 * 60, 30));
+        // A session a close on request opened: nothing to close, however long.
+        assert!(!idle(&head(0), 1_000 + 365 * 24 * 3600, 30));
+    }
+}
