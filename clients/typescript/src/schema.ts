@@ -84,7 +84,11 @@ export interface paths {
          */
         get: operations["searchSessions"];
         put?: never;
-        post?: never;
+        /**
+         * Close the contact's session now (reset, keeping facts)
+         * @description What the idle timeout does, now: the current session is closed (its archive and recall record written, its fact extraction requested) and the next round opens a new one, which starts with the facts and the last session's digest and no window or summary. Facts stay; nothing is erased (`DELETE /v1/contacts/{contact}` erases). What a chat framework's "clear" means (LangChain's `BaseChatMessageHistory.clear`). The contact's own routes' credentials, no operator scope. Repeating it closes nothing more (a session with no message is not closed), so a retry is safe without an `Idempotency-Key`. 409 when a round lands while the session is being closed: nothing changed.
+         */
+        post: operations["closeSession"];
         delete?: never;
         options?: never;
         head?: never;
@@ -128,7 +132,7 @@ export interface paths {
         put?: never;
         /**
          * Commit a round the client ran itself
-         * @description Stored through the commit path of POST .../messages: the whole round or nothing, the session rule, the facts of a closed session, a compaction step when the usage's context passes the threshold, the sweep, retention, idempotency. 409 when `head` is stale (a compaction step in between does not make it stale).
+         * @description Stored through the commit path of POST .../messages: the whole round or nothing, the session rule, the facts of a closed session, a compaction step when the usage's context passes the threshold, the sweep, retention, idempotency. 409 when `head` is stale (a compaction step in between does not make it stale). A round whose usage reports no context (or has none) gets an estimated one (`usage_estimated`), so compaction happens whatever the client's framework kept of the usage.
          */
         post: operations["commitRound"];
         delete?: never;
@@ -437,13 +441,16 @@ export interface components {
             head: string;
             /** @description The round: a user message of text only (at most 8,000 characters), then alternately an assistant message and a user message of the `tool_result`s answering every `tool_use` of it (first in the message, each id once), and last an assistant message with text and no `tool_use`. Tool results at most 16,000 characters each and 64,000 a message (refused, not cut). */
             messages: components["schemas"]["RoundMessage"][];
-            usage: components["schemas"]["ApiUsage"];
+            /** @description The last model call's `usage` as the Messages API returned it. Absent, `null`, or with no context (`input_tokens`, `cache_read_input_tokens` and `cache_creation_input_tokens` all 0: a framework that dropped it), degrau estimates the context from what it holds and says so (`usage_estimated`). */
+            usage?: components["schemas"]["ApiUsage"] | null;
         };
         RecordedRound: {
             session: number;
             round: components["schemas"]["RoundSpan"];
             usage: components["schemas"]["UsageSummary"];
             compaction_queued: boolean;
+            /** @description True when the round's usage reported no context: `usage` is then degrau's estimate of the last request's context (the system blocks and the window it served, and the round's messages before the answer, each block's JSON at 4 characters a token, as the offline stand-in counts; it cannot see the client's own tools), which decides the step; it is not counted as tokens in the tenant's usage. */
+            usage_estimated: boolean;
         };
         Erased: {
             /** @constant */
@@ -788,6 +795,13 @@ export interface components {
         };
         /** @description The data of each event of `POST .../messages/stream`, by event name: `delta` StreamDelta, `tool_started` StreamToolStarted, `tool_finished` StreamToolFinished, `restart` StreamRestart, `done` AskResponse, `error` StreamError. */
         StreamEvent: components["schemas"]["StreamDelta"] | components["schemas"]["StreamToolStarted"] | components["schemas"]["StreamToolFinished"] | components["schemas"]["StreamRestart"] | components["schemas"]["AskResponse"] | components["schemas"]["StreamError"];
+        /** @description The answer to closing the contact's session. */
+        SessionClosed: {
+            /** @description The session the contact's next round belongs to. */
+            session: number;
+            /** @description The session closed now; `null` when none held a message (a contact never seen, or a session a close just opened): nothing changed. */
+            closed_session: number | null;
+        };
         /** @description A stretch of a session around a line that matched. */
         Passage: {
             /** @description The day the matching line was written (YYYY-MM-DD, UTC). */
@@ -800,6 +814,7 @@ export interface components {
         /** @description The request is malformed or breaks a rule (bad JSON, unknown fields, a bad contact id, parameter, head token or `Idempotency-Key`, a round of the wrong shape). Nothing was written. */
         BadRequest: {
             headers: {
+                "Request-Id": components["headers"]["RequestId"];
                 [name: string]: unknown;
             };
             content: {
@@ -809,6 +824,7 @@ export interface components {
         /** @description No tenant: a token without the tenant claim, or (`AUTH_MODE=dev`) no `X-Tenant-Id`. API Gateway's own 401 for a missing or invalid token is `{"message":"Unauthorized"}`. */
         Unauthenticated: {
             headers: {
+                "Request-Id": components["headers"]["RequestId"];
                 [name: string]: unknown;
             };
             content: {
@@ -818,6 +834,7 @@ export interface components {
         /** @description No such route, or nothing is known about the contact (the transcript's current session, the memory view). */
         NotFound: {
             headers: {
+                "Request-Id": components["headers"]["RequestId"];
                 [name: string]: unknown;
             };
             content: {
@@ -827,6 +844,7 @@ export interface components {
         /** @description The route does not answer this method. */
         MethodNotAllowed: {
             headers: {
+                "Request-Id": components["headers"]["RequestId"];
                 [name: string]: unknown;
             };
             content: {
@@ -836,6 +854,7 @@ export interface components {
         /** @description A race lost after a tool ran, a stale `head` (another round landed, the contact was erased and started again, or the session went idle since the context was read), or the same `Idempotency-Key` still in progress. Nothing was written. */
         Conflict: {
             headers: {
+                "Request-Id": components["headers"]["RequestId"];
                 [name: string]: unknown;
             };
             content: {
@@ -845,6 +864,7 @@ export interface components {
         /** @description Over a documented limit: the body (64 KiB; 256 KiB for a round), the text (8,000 characters), a round's messages (18), a tool result (16,000 characters) or a message's tool results (64,000 characters). Nothing was written. */
         TooLarge: {
             headers: {
+                "Request-Id": components["headers"]["RequestId"];
                 [name: string]: unknown;
             };
             content: {
@@ -854,6 +874,7 @@ export interface components {
         /** @description The body is not declared `application/json`. */
         UnsupportedMediaType: {
             headers: {
+                "Request-Id": components["headers"]["RequestId"];
                 [name: string]: unknown;
             };
             content: {
@@ -863,6 +884,7 @@ export interface components {
         /** @description The `Idempotency-Key` was used with another body. */
         IdempotencyMismatch: {
             headers: {
+                "Request-Id": components["headers"]["RequestId"];
                 [name: string]: unknown;
             };
             content: {
@@ -874,6 +896,7 @@ export interface components {
             headers: {
                 /** @description Seconds to wait before retrying. */
                 "Retry-After"?: number;
+                "Request-Id": components["headers"]["RequestId"];
                 [name: string]: unknown;
             };
             content: {
@@ -883,6 +906,7 @@ export interface components {
         /** @description A bug (`internal_error`), or the tenant's stored configuration no longer reads (`tenant_config_invalid`: every request of the tenant answers it, naming the field, until `PUT /v1/tenant/config` stores a valid one). Nothing was written. */
         InternalError: {
             headers: {
+                "Request-Id": components["headers"]["RequestId"];
                 [name: string]: unknown;
             };
             content: {
@@ -892,6 +916,7 @@ export interface components {
         /** @description The model failed (`model_error`) or declined to answer (`model_refused`). Nothing was written. */
         BadGateway: {
             headers: {
+                "Request-Id": components["headers"]["RequestId"];
                 [name: string]: unknown;
             };
             content: {
@@ -903,6 +928,7 @@ export interface components {
             headers: {
                 /** @description Seconds to wait before retrying. */
                 "Retry-After"?: number;
+                "Request-Id": components["headers"]["RequestId"];
                 [name: string]: unknown;
             };
             content: {
@@ -912,6 +938,7 @@ export interface components {
         /** @description The model did not answer in time, or the request's time budget ran out. Nothing was written and the `Idempotency-Key` was released. */
         GatewayTimeout: {
             headers: {
+                "Request-Id": components["headers"]["RequestId"];
                 [name: string]: unknown;
             };
             content: {
@@ -921,6 +948,7 @@ export interface components {
         /** @description The token lacks the scope this route requires (`forbidden`). Nothing was read or written. */
         Forbidden: {
             headers: {
+                "Request-Id": components["headers"]["RequestId"];
                 [name: string]: unknown;
             };
             content: {
@@ -930,6 +958,7 @@ export interface components {
         /** @description `If-Match` names a version that is no longer the stored one: another change landed first (`precondition_failed`). Nothing was written; read again and reapply. */
         PreconditionFailed: {
             headers: {
+                "Request-Id": components["headers"]["RequestId"];
                 [name: string]: unknown;
             };
             content: {
@@ -939,6 +968,7 @@ export interface components {
         /** @description The write needs `If-Match` with the ETag of the version it changes (`precondition_required`). Nothing was written. */
         PreconditionRequired: {
             headers: {
+                "Request-Id": components["headers"]["RequestId"];
                 [name: string]: unknown;
             };
             content: {
@@ -959,7 +989,10 @@ export interface components {
         Operator: string;
     };
     requestBodies: never;
-    headers: never;
+    headers: {
+        /** @description The id of the request in degrau's logs (the function invocation's). API Gateway also answers its own (`apigw-requestid`, `x-amzn-RequestId`), which its access logs carry. */
+        RequestId: string;
+    };
     pathItems: never;
 }
 export type $defs = Record<string, never>;
@@ -1167,6 +1200,45 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["SessionRecords"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            412: components["responses"]["PreconditionFailed"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyMismatch"];
+            428: components["responses"]["PreconditionRequired"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["BadGateway"];
+            503: components["responses"]["Unavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    closeSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A contact id (a phone number in E.164, an e-mail address, a CRM id), percent-encoded in the path; the schema is of the decoded value. */
+                contact: components["parameters"]["Contact"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The session was closed (or none held a message). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionClosed"];
                 };
             };
             400: components["responses"]["BadRequest"];

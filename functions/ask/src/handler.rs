@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use degrau::ask::{
     AskError, AskOutcome, AskService, PageSize, RoundOutcome, RoundRequest, SessionSelector,
-    format_cursor, parse_cursor,
+    close_session, format_cursor, parse_cursor,
 };
 use degrau::deadline::Deadline;
 use degrau::domain::{ContactId, IdempotencyKey};
@@ -67,7 +67,8 @@ pub enum Endpoint {
     Usage,
     /// The memory inspector page (public: it holds no data).
     Inspector,
-    /// The contact's session records, searched (recall; `handler/recall.rs`).
+    /// The contact's session records, searched (recall; `handler/recall.rs`); `POST`
+    /// closes the contact's session now.
     Sessions,
     /// `POST` a message to answer as it is written (`handler/stream.rs`).
     MessageStream,
@@ -121,7 +122,7 @@ pub const ROUTES: &[RouteSpec] = &[
     RouteSpec {
         path: "/v1/contacts/{contact}/sessions",
         endpoint: Endpoint::Sessions,
-        methods: &["GET"],
+        methods: &["GET", "POST"],
     },
     RouteSpec {
         path: "/v1/openapi.json",
@@ -359,13 +360,23 @@ fn error_response(error: HttpError) -> Response<Body> {
     response
 }
 
-/// Handles one request; never fails.
+/// Handles one request; never fails. Every answer carries `Request-Id`, the
+/// invocation's id, which the function's log lines carry too: a client error
+/// names it, and an operator finds the request's logs by it.
 pub async fn handle(app: &App, request: Request) -> Response<Body> {
     let deadline = request_deadline(app.ask_timeout, request.lambda_context_ref());
-    match route(app, &request, deadline).await {
+    let mut response = match route(app, &request, deadline).await {
         Ok(response) => response,
         Err(error) => error_response(error),
+    };
+    let id = request.lambda_context_ref().map(|c| c.request_id.as_str());
+    if let Some(Ok(value)) = id
+        .filter(|id| !id.is_empty())
+        .map(lambda_http::http::HeaderValue::from_str)
+    {
+        response.headers_mut().insert("request-id", value);
     }
+    response
 }
 
 /// A matched route and its path segments.
@@ -497,6 +508,12 @@ async fn route(
                 200,
                 json!({"erased": true, "items": items}).to_string(),
             ))
+        }
+        (Endpoint::Sessions, "POST") => {
+            let closed = close_session(service, &key, deadline)
+                .await
+                .map_err(from_service)?;
+            json_body(&closed)
         }
         (Endpoint::Sessions, _) => {
             recall::get_sessions(service, &key, request.query_string_parameters_ref()).await

@@ -141,14 +141,9 @@ impl AskService {
 /// message opens a new one that starts with facts and no summary. (A head past its
 /// retention reads as none: the store's reads treat it as gone, and the next round
 /// writes over it, from session 1, as over a head DynamoDB's TTL deleted.)
-fn turn_plan(
-    head: Option<&Head>,
-    window: Vec<StoredMessage>,
-    window_expires_at: Vec<Option<i64>>,
-    now: i64,
-    settings: &Settings,
-) -> TurnPlan {
-    let fresh = |session, closed_session| TurnPlan {
+/// A new session's plan: no window, no summary, `closed_session` closed by it.
+fn fresh(session: u32, closed_session: Option<u32>) -> TurnPlan {
+    TurnPlan {
         session,
         base_seq: 0,
         summarized_until: 0,
@@ -159,7 +154,27 @@ fn turn_plan(
         closed_session,
         request_facts: None,
         gaps: Vec::new(),
-    };
+    }
+}
+
+/// The plan of closing `head`'s session now, on request, idle or not (`close.rs`):
+/// the next session opened, the closed one's facts requested unless the sweep
+/// already did, the contact's rhythm kept as it is (closing is not a round).
+pub(super) fn closing_plan(head: &Head) -> TurnPlan {
+    TurnPlan {
+        request_facts: (head.facts_requested != Some(head.session)).then_some(head.session),
+        gaps: head.recent_gaps.clone(),
+        ..fresh(head.session + 1, Some(head.session))
+    }
+}
+
+fn turn_plan(
+    head: Option<&Head>,
+    window: Vec<StoredMessage>,
+    window_expires_at: Vec<Option<i64>>,
+    now: i64,
+    settings: &Settings,
+) -> TurnPlan {
     let gaps = |head: &Head| record_gap(&head.recent_gaps, now - head.last_activity);
     match head {
         None => fresh(1, None),

@@ -413,9 +413,10 @@ async fn bad_rounds_get_clear_errors_and_change_nothing() {
         {"type": "tool_result", "tool_use_id": id, "content": "y".repeat(share.min(MAX_TOOL_RESULT_CHARS))})).collect::<Vec<_>>()});
     let cases: Vec<(Value, &str, &str)> = vec![
         (
+            // No usage is allowed (degrau estimates it); no message is not.
             json!({"head": head, "messages": []}),
             "invalid",
-            "the body must be a JSON object",
+            "`messages` is empty",
         ),
         (
             json!({"head": head, "messages": [], "usage": usage(1), "x": 1}),
