@@ -65,7 +65,8 @@ pub fn message_group_id(tenant: &TenantId, incarnation: &Incarnation) -> String 
 }
 
 /// The deduplication id of a job: hex SHA-256 of the group id followed by
-/// `#step#{session}#{summarized_until}#{last_seq}`, `#fold#…` alike, or `#facts#{session}` (64
+/// `#step#{session}#{summarized_until}#{last_seq}`, `#fold#…` alike, `#facts#{session}` or
+/// `#index#{session}` (64
 /// characters). A step's `last_seq` makes each round's request its own: a request
 /// from a later round is never dropped as a copy of one that found nothing to fold.
 pub fn deduplication_id(job: &Job) -> String {
@@ -88,6 +89,7 @@ pub fn deduplication_id(job: &Job) -> String {
             "{group}#fold#{session}#{summarized_until}#{last_seq}"
         )),
         Job::Facts { session, .. } => sha256_hex(&format!("{group}#facts#{session}")),
+        Job::Index { session, .. } => sha256_hex(&format!("{group}#index#{session}")),
     }
 }
 

@@ -11,8 +11,11 @@
 //! * [`footprint`] (binary `src/bin/footprint.rs`): the stack behind the recording
 //!   proxy (`stack`), degrau's and LangChain's runs (`degrau_run`, `langchain`),
 //!   cold starts and memory (`cold`, `procfs`), the report (`report`).
+//! * [`recall`] (binary `src/bin/recall.rs`): long conversations of returning
+//!   customers (`generate`), degrau's recall beside plain BM25 and recency.
 //! * [`moto`]: a moto server of one benchmark run.
 
 pub mod footprint;
 pub mod moto;
+pub mod recall;
 pub mod strategies;

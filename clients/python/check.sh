@@ -48,9 +48,9 @@ say "installing the wheel into a clean venv"
 python3 -m venv "$tmp/venv"
 # The test tools at the versions the repo pins (extras are not allowed in a constraints file);
 # jsonschema: the offline tests' mock API holds the client's requests to docs/openapi.json.
-grep -E '^(httpx|anthropic|langchain-core|langchain-anthropic|langgraph|pytest|jsonschema)==' "$root/infra/requirements.txt" >"$tmp/constraints.txt"
+grep -E '^(httpx|anthropic|langchain|langchain-core|langchain-anthropic|langgraph|pytest|jsonschema)==' "$root/infra/requirements.txt" >"$tmp/constraints.txt"
 "$tmp/venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-  --constraint "$tmp/constraints.txt" "$wheel[langchain,examples]" pytest jsonschema
+  --constraint "$tmp/constraints.txt" "$wheel[langchain,agents,examples]" pytest jsonschema
 
 cd "$tmp"
 want="$("$py" -c 'import sys, tomllib; print(tomllib.load(open(sys.argv[1], "rb"))["project"]["version"])' "$client/pyproject.toml")"

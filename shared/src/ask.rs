@@ -59,8 +59,10 @@
 //!
 //! (`docs/DESIGN.md`: "The flows" (a round), "The time budget".)
 
+pub mod close;
 mod commit;
 mod context;
+mod estimate;
 mod events;
 mod life;
 mod operate;
@@ -88,6 +90,7 @@ use crate::session::{Clock, idle};
 use crate::store::{Claim, ContactKey, Store, StoreError};
 use crate::tenant::{Defaults, InvalidSettings, Settings, TenantStore, stored_settings};
 use crate::tools::Tools;
+pub use close::{SessionClosed, close_session};
 pub use context::{ContextView, HeadToken};
 use events::Shown;
 pub use events::{RoundEvent, RoundEvents, shown_reply};

@@ -37,7 +37,8 @@ impl Jobs for NoJobs {
 /// One job, as the body of a queue message (JSON, tagged by `kind`):
 /// `{"kind":"step","tenant":"t","incarnation":"9f…","session":1,"summarized_until":12,"last_seq":30}`
 /// or `{"kind":"facts","tenant":"t","incarnation":"9f…","session":1}`, or a pause
-/// fold, shaped as a step: `{"kind":"fold",…}`.
+/// fold, shaped as a step: `{"kind":"fold",…}`, or a closed session's recall index:
+/// `{"kind":"index","tenant":"t","incarnation":"9f…","session":1,"summarise":true}`.
 ///
 /// A job names the contact only through the head's [`Incarnation`], never by its
 /// id: the compactor finds the head through the `by-incarnation` index, and once
@@ -90,13 +91,33 @@ pub enum Job {
         /// The closed session.
         session: u32,
     },
+    /// Recall's index of a session that closed ([`crate::recall::index`]): its
+    /// whole text read and indexed, with a search summary when `summarise`.
+    Index {
+        /// The tenant.
+        tenant: TenantId,
+        /// The head's incarnation when the index was requested.
+        incarnation: Incarnation,
+        /// The closed session.
+        session: u32,
+        /// Whether the summary model writes the session's search summary (one
+        /// of the tenant's summary calls was spent for it).
+        #[serde(default = "summarise_by_default")]
+        summarise: bool,
+    },
+}
+
+fn summarise_by_default() -> bool {
+    true
 }
 
 impl Job {
     /// The tenant the job is about.
     pub fn tenant(&self) -> &TenantId {
-        let (Job::Step { tenant, .. } | Job::Fold { tenant, .. } | Job::Facts { tenant, .. }) =
-            self;
+        let (Job::Step { tenant, .. }
+        | Job::Fold { tenant, .. }
+        | Job::Facts { tenant, .. }
+        | Job::Index { tenant, .. }) = self;
         tenant
     }
 
@@ -104,14 +125,17 @@ impl Job {
     pub fn incarnation(&self) -> &Incarnation {
         let (Job::Step { incarnation, .. }
         | Job::Fold { incarnation, .. }
-        | Job::Facts { incarnation, .. }) = self;
+        | Job::Facts { incarnation, .. }
+        | Job::Index { incarnation, .. }) = self;
         incarnation
     }
 
     /// The session the job is about.
     pub fn session(&self) -> u32 {
-        let (Job::Step { session, .. } | Job::Fold { session, .. } | Job::Facts { session, .. }) =
-            self;
+        let (Job::Step { session, .. }
+        | Job::Fold { session, .. }
+        | Job::Facts { session, .. }
+        | Job::Index { session, .. }) = self;
         *session
     }
 
@@ -121,6 +145,7 @@ impl Job {
             Job::Step { .. } => "step",
             Job::Fold { .. } => "fold",
             Job::Facts { .. } => "facts",
+            Job::Index { .. } => "index",
         }
     }
 }

@@ -25,6 +25,7 @@ use round::RoundWrite;
 
 mod operator;
 mod platform;
+mod recall;
 mod round;
 pub mod sim;
 mod whatsapp;
@@ -75,6 +76,8 @@ struct Contact {
     messages: BTreeMap<(u32, u64), MessageEntry>,
     /// Closed sessions' summaries (`SUM#{session}`), by session.
     archives: BTreeMap<u32, SessionArchive>,
+    /// Closed sessions' recall indexes and texts (`IDX#`, `TXT#`), by session.
+    indexes: BTreeMap<u32, recall::Indexed>,
     requests: HashMap<String, Request>,
     /// The WhatsApp channel's records and turns (see `whatsapp`).
     whatsapp: whatsapp::Records,
@@ -89,6 +92,7 @@ impl Contact {
             + self.facts.len()
             + self.messages.len()
             + self.archives.len()
+            + 2 * self.indexes.len()
             + self.requests.len()
             + self.whatsapp.item_count()
     }

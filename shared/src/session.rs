@@ -36,12 +36,32 @@ pub fn idle_since(last_activity: i64, now: i64, idle_minutes: u64) -> bool {
 }
 
 /// True when the head's session is closed at `now` ([`idle_since`] of its last
-/// activity).
+/// activity). A session that holds no message (one a close on request just
+/// opened, `ask/close.rs`) never goes idle: there is nothing to close.
 pub fn idle(head: &Head, now: i64, idle_minutes: u64) -> bool {
-    idle_since(head.last_activity, now, idle_minutes)
+    head.last_seq > 0 && idle_since(head.last_activity, now, idle_minutes)
 }
 
 /// An idle timeout in seconds, saturating.
 pub fn idle_seconds(minutes: u64) -> i64 {
     i64::try_from(minutes.saturating_mul(60)).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_goes_idle_after_the_timeout_unless_it_holds_no_message() {
+        let head = |last_seq| Head {
+            session: 2,
+            last_seq,
+            last_activity: 1_000,
+            ..Head::default()
+        };
+        assert!(!idle(&head(4), 1_000 + 30 * 60 - 1, 30));
+        assert!(idle(&head(4), 1_000 + 30 * 60, 30));
+        // A session a close on request opened: nothing to close, however long.
+        assert!(!idle(&head(0), 1_000 + 365 * 24 * 3600, 30));
+    }
 }

@@ -111,6 +111,7 @@ fn dedup(job: &Job) -> String {
             group(job)
         ),
         Job::Facts { session, .. } => format!("{}#facts#{session}", group(job)),
+        Job::Index { session, .. } => format!("{}#index#{session}", group(job)),
     }
 }
 

@@ -8,7 +8,9 @@
 //! | contact head | `T#{tenant}#C#{contact}` | `HEAD` |
 //! | fact | `T#{tenant}#C#{contact}` | `FACT#{key}` |
 //! | message | `T#{tenant}#C#{contact}` | `S#{session:06}#M#{seq:08}` |
-//! | closed session's summary and record (at most `recall::MAX_RECORDS` a contact) | `T#{tenant}#C#{contact}` | `SUM#{session:06}` |
+//! | closed session's summary and record | `T#{tenant}#C#{contact}` | `SUM#{session:06}` |
+//! | closed session's recall index (term counts, search summary) | `T#{tenant}#C#{contact}` | `IDX#{session:06}` |
+//! | closed session's text (recall's passages) | `T#{tenant}#C#{contact}` | `TXT#{session:06}` |
 //! | idempotency record | `T#{tenant}#C#{contact}` | `REQ#{key}` |
 //! | WhatsApp arrival counter | `T#{tenant}#C#{contact}` | `WA#ARRIVALS` |
 //! | WhatsApp inbound record | `T#{tenant}#C#{contact}` | `WA#IN#{message id}` |
@@ -19,8 +21,8 @@
 //! | the platform's policy of a tenant | `T#{tenant}` | `POLICY` |
 //! | the platform's list of tenants | `PLATFORM` | `TENANT#{tenant}` |
 //!
-//! Within a contact's partition the sort keys order as `FACT#… < HEAD < REQ#… <
-//! S#… < SUM#… < WA#…`: the facts and the head come in one range query, and no message
+//! Within a contact's partition the sort keys order as `FACT#… < HEAD < IDX#… <
+//! REQ#… < S#… < SUM#… < TXT#… < WA#…`: the facts and the head come in one range query, and no message
 //! range reaches an archive. Neither id may hold `#`, so a key never reads two ways.
 //!
 //! **The sweep index** ([`SWEEP_INDEX`], `by-activity`). Every round writes
@@ -170,6 +172,18 @@ pub fn archive_sk(session: u32) -> String {
     format!("SUM#{session:06}")
 }
 
+/// A closed session's recall index. `IDX#` sorts between `HEAD` and `REQ#`: no
+/// facts-and-head, message or archive range reaches it.
+pub fn index_sk(session: u32) -> String {
+    format!("IDX#{session:06}")
+}
+
+/// A closed session's text for recall's passages. `TXT#` sorts after every `SUM#`
+/// and before the WhatsApp items.
+pub fn text_sk(session: u32) -> String {
+    format!("TXT#{session:06}")
+}
+
 /// An idempotency record's sort key.
 pub fn request_sk(idempotency: &IdempotencyKey) -> String {
     format!("REQ#{idempotency}")
@@ -217,6 +231,11 @@ pub fn transcript_range(
 mod tests {
     use super::*;
 
+    /// The lowest idempotency record's sort key.
+    fn request_sk_min() -> String {
+        "REQ#".to_owned()
+    }
+
     #[test]
     fn message_keys_sort_by_session_then_sequence() {
         assert_eq!(message_sk(2, 15), "S#000002#M#00000015");
@@ -230,6 +249,10 @@ mod tests {
         // The WhatsApp items sort after everything else of the contact.
         assert!(archive_sk(MAX_SESSION).as_str() < WA_ARRIVALS_SK);
         assert!(archive_sk(MAX_SESSION).as_str() < WA_INBOUND_PREFIX);
+        // Recall's items: no range of the others reaches them.
+        assert!(HEAD_SK < index_sk(0).as_str() && index_sk(MAX_SESSION) < request_sk_min());
+        assert!(archive_sk(MAX_SESSION) < text_sk(0));
+        assert!(text_sk(MAX_SESSION).as_str() < WA_ARRIVALS_SK);
     }
 
     #[test]

@@ -21,6 +21,7 @@ mod operator;
 mod platform;
 mod queries;
 mod quota;
+mod recall;
 mod whatsapp;
 
 use async_trait::async_trait;
@@ -49,6 +50,7 @@ use queries::{
     FactGuard, Pages, UpdateParts, fact_transactions, refresh_items, round_items, settle_parts,
     step_items, update_if,
 };
+pub use recall::{index_item, text_item};
 
 /// The item a closed session's archive (its recall record included) is stored as,
 /// in the contact `key`'s partition: what the recall benchmark weighs a recall's

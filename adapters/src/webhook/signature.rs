@@ -85,6 +85,29 @@ mod tests {
         );
     }
 
+    /// The clients' `verify_signature` tests check these signatures
+    /// (`clients/fixtures/webhook-signatures.json`): each is what this module signs.
+    #[test]
+    fn the_clients_signature_fixtures_are_what_degrau_signs() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../clients/fixtures/webhook-signatures.json"
+        );
+        let fixtures: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let cases = fixtures["cases"].as_array().unwrap();
+        assert!(cases.len() >= 3);
+        for case in cases {
+            let text = |field: &str| case[field].as_str().unwrap().as_bytes();
+            let header = signature_header(
+                text("secret"),
+                case["timestamp"].as_u64().unwrap(),
+                text("body"),
+            );
+            assert_eq!(header, case["header"].as_str().unwrap(), "{}", case["name"]);
+        }
+    }
+
     #[test]
     fn the_pseudonym_is_keyed_by_degrau_per_tenant_and_receiver() {
         let deployment = b"deployment-pseudonym-secret";

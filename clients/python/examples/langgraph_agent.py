@@ -5,7 +5,7 @@ The graph: ``degrau_load`` (the contact's context into the state) -> ``agent``
 <-> ``tools`` (LangGraph's ``ToolNode``) -> ``degrau_commit`` (the round committed
 whole on the head read). No checkpointer: degrau keeps the conversation, stepped
 into a summary as it grows. ``DegrauFactsStore`` gives the agent the contact's facts
-as a LangGraph store.
+as a LangGraph store (read and written through the operator routes).
 
 Against the local stack and the offline stand-in (``./dev.sh start``)::
 
@@ -27,7 +27,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
-from degrau_client import DegrauClient
+from degrau_client import AsyncDegrauClient, DegrauClient
 from degrau_client.langgraph import (
     DegrauFactsStore,
     DegrauMemory,
@@ -51,20 +51,27 @@ def book_slot_tool(day: str, time: str, service: str = "haircut") -> dict[str, s
 TOOLS = [list_free_slots_tool, book_slot_tool]
 
 
-def build_graph(degrau: DegrauClient, model: ChatAnthropic) -> CompiledStateGraph[Any, Any, Any, Any]:
+def build_graph(
+    degrau: DegrauClient | AsyncDegrauClient, model: ChatAnthropic
+) -> CompiledStateGraph[Any, Any, Any, Any]:
     """The agent's graph, its memory in degrau (the contact comes from
-    ``config["configurable"]["contact"]``)."""
+    ``config["configurable"]["contact"]``): sync nodes on a ``DegrauClient``, async
+    ones (``graph.ainvoke``) on an ``AsyncDegrauClient``."""
     memory = DegrauMemory(degrau)
     bound = model.bind_tools(TOOLS)
+    on_async = isinstance(degrau, AsyncDegrauClient)
 
     def agent(state: DegrauState) -> dict[str, Any]:
         return {"messages": [bound.invoke(model_input(state))]}
 
+    async def aagent(state: DegrauState) -> dict[str, Any]:
+        return {"messages": [await bound.ainvoke(model_input(state))]}
+
     graph = StateGraph(DegrauState)
-    graph.add_node("degrau_load", memory.load)
-    graph.add_node("agent", agent)
+    graph.add_node("degrau_load", memory.aload if on_async else memory.load)
+    graph.add_node("agent", aagent if on_async else agent)
     graph.add_node("tools", ToolNode(TOOLS))
-    graph.add_node("degrau_commit", memory.commit)
+    graph.add_node("degrau_commit", memory.acommit if on_async else memory.commit)
     graph.add_edge(START, "degrau_load")
     graph.add_edge("degrau_load", "agent")
     graph.add_conditional_edges("agent", tools_condition, {"tools": "tools", END: "degrau_commit"})

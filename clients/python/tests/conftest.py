@@ -91,3 +91,17 @@ def tenant() -> str:
 def client(stack: Stack, tenant: str) -> Iterator[DegrauClient]:
     with stack.client(tenant) as client:
         yield client
+
+
+@pytest.fixture(autouse=True)
+def fresh_async_model_client() -> Iterator[None]:
+    """langchain-anthropic keeps one async httpx client per base URL for the whole
+    process (an ``lru_cache``), bound to the event loop that first used it; each
+    async test runs its own loop (``asyncio.run``), so the cache is emptied after
+    every test, or a later async test meets "Event loop is closed"."""
+    yield
+    try:
+        from langchain_anthropic._client_utils import _get_default_async_httpx_client
+    except ImportError:  # the offline venv may lack it; nothing cached then
+        return
+    _get_default_async_httpx_client.cache_clear()

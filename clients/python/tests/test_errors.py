@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 import degrau_client
-from degrau_client import DegrauClient, DegrauError, RateLimited, Unavailable, usage_from
+from degrau_client import APIStatusError, DegrauClient, DegrauError, RateLimited, Unavailable, usage_from
 
 TYPES = {
     "invalid_request": 400,
@@ -68,7 +68,7 @@ def test_retry_after_is_carried_and_unknown_types_are_still_degrau_errors() -> N
     client = answering(418, {"error": {"type": "teapot", "message": "no"}})
     with pytest.raises(DegrauError) as unknown:
         client.memory("ana")
-    assert type(unknown.value) is DegrauError and unknown.value.status == 418
+    assert type(unknown.value) is APIStatusError and unknown.value.status == 418
 
 
 def test_requests_carry_the_tenant_or_the_token_the_key_and_an_encoded_contact() -> None:
@@ -102,3 +102,55 @@ def test_usage_is_taken_from_objects_with_its_attributes_or_mappings() -> None:
 
     assert usage_from(OtherUsage()) == {"input_tokens": 10, "output_tokens": 5, "cache_creation_input_tokens": 7}
     assert usage_from({}) == {"input_tokens": 0, "output_tokens": 0}
+
+
+def test_every_error_names_the_request_id_degrau_or_the_gateway_answered() -> None:
+    for headers, want in (
+        ({"request-id": "c0ffee-1"}, "c0ffee-1"),
+        ({"apigw-requestid": "gw-2"}, "gw-2"),
+        ({"x-amzn-RequestId": "rest-3"}, "rest-3"),
+        ({}, None),
+    ):
+        client = answering(409, {"error": {"type": "conflict", "message": "stale"}}, headers)
+        with pytest.raises(degrau_client.Conflict) as raised:
+            client.context("ana")
+        assert raised.value.request_id == want
+        if want:
+            assert want in str(raised.value)
+
+
+def test_a_token_provider_is_asked_for_every_attempt_sync_and_async() -> None:
+    import asyncio
+
+    from scripted import FakeTime, Script, error, ok
+
+    tokens = iter(["t-1", "t-2", "t-3"])
+    script, time = Script([error(503, "unavailable", retry_after="1"), ok()]), FakeTime()
+    DegrauClient(
+        "http://degrau.test", token=lambda: next(tokens), transport=script.transport(), sleep=time.sleep
+    ).memory("ana")
+    assert [r.headers["authorization"] for r in script.requests] == ["Bearer t-1", "Bearer t-2"]
+
+    calls = 0
+
+    async def provider() -> str:
+        nonlocal calls
+        calls += 1
+        return f"async-{calls}"
+
+    async def run(token: object) -> list[str]:
+        script, time = Script([error(429, "rate_limited", retry_after="1"), ok()]), FakeTime()
+        async with degrau_client.AsyncDegrauClient(
+            "http://degrau.test",
+            token=token,
+            transport=script.async_transport(),
+            sleep=time.async_sleep,  # type: ignore[arg-type]
+        ) as client:
+            await client.memory("ana")
+        return [r.headers["authorization"] for r in script.requests]
+
+    assert asyncio.run(run(provider)) == ["Bearer async-1", "Bearer async-2"]
+    assert asyncio.run(run(lambda: "plain")) == ["Bearer plain", "Bearer plain"]
+    assert asyncio.run(run("fixed")) == ["Bearer fixed", "Bearer fixed"]
+    with pytest.raises(TypeError):
+        DegrauClient("http://degrau.test", token=lambda: None, transport=script.transport()).memory("ana")  # type: ignore[arg-type,return-value]

@@ -186,9 +186,16 @@ def test_what_it_cannot_express_is_refused_with_nothing_committed(
     assert client.context("noa")["opens_session"] is True, "nothing was stored"
     history.add_messages([HumanMessage("hello"), AIMessage("hi")])
     assert len(history.messages) == 4
+    # clear() starts a new conversation: session 2, no window; erase() forgets.
     history.clear()
     assert len(history.messages) == 2
+    assert client.context("noa")["session"] == 2
+    assert client.memory("noa")["session"]["number"] == 2
+    assert [m["session"] for m in client.transcript_messages("noa", session="all")] == [1, 1]
+    history.erase()
     assert client.context("noa")["opens_session"] is True
+    with pytest.raises(NotFound):
+        client.memory("noa")
 
 
 def test_a_round_landing_meanwhile_is_detected_and_the_round_committed_after_it(
@@ -323,3 +330,22 @@ def test_usage_keeps_the_cache_write_split_langchain_anthropic_reports() -> None
             "ephemeral_1h_input_tokens": 250,
         },
     }
+
+
+def test_usage_is_the_apis_own_when_the_model_kept_it_and_none_when_nothing_carries_it() -> None:
+    raw = {
+        "input_tokens": 12,
+        "output_tokens": 7,
+        "cache_read_input_tokens": 900,
+        "cache_creation_input_tokens": 30,
+        "cache_creation": {"ephemeral_5m_input_tokens": 30, "ephemeral_1h_input_tokens": 0},
+        "service_tier": "standard",
+    }
+    message = AIMessage(
+        "ok",
+        response_metadata={"usage": raw},
+        usage_metadata={"input_tokens": 1, "output_tokens": 1, "total_tokens": 2},
+    )
+    assert messages_api_usage(message) == {k: v for k, v in raw.items() if k != "service_tier"}
+    # What a chain ending in StrOutputParser hands its history: a bare string.
+    assert messages_api_usage(AIMessage("just text")) is None

@@ -1,9 +1,11 @@
 """The LangGraph example (examples/langgraph_agent.py) on the local stack: its
 rounds, tool rounds included, committed whole through the degrau nodes, steps
-landing, and the facts store's read-only view."""
+landing, and the facts store over the operator routes; the same graph on the
+async client."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import time
 from pathlib import Path
@@ -11,10 +13,10 @@ from typing import Any
 
 import pytest
 from langchain_anthropic import ChatAnthropic
-from langgraph.store.base import PutOp
 
-from degrau_client import DegrauClient
+from degrau_client import AsyncDegrauClient, DegrauClient, InvalidRequest
 from degrau_client.langgraph import DegrauFactsStore
+from openapi_check import AsyncCheckedTransport
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 import langgraph_agent
@@ -52,12 +54,52 @@ def test_a_graph_keeps_its_conversation_in_degrau_with_tool_rounds_and_steps(
     assert session["steps"] >= 1 and session["summary"]
     assert len(client.context("gil")["messages"]) < len(stored), "the window starts after the summary"
 
-    store = DegrauFactsStore(client)
-    # The stand-in extracts no facts: the view reads an empty list, and refuses writes.
+    operator = stack.client(tenant, scopes=("memory:read", "memory:write"))
+    stack.configure(
+        tenant, {"compaction_threshold_tokens": 2_000, "window_keep_messages": 6, "allowed_fact_keys": ["name"]}
+    )
+    store = DegrauFactsStore(operator)
+    # The stand-in extracts no facts: nothing yet; an operator's write through the
+    # store reaches the contact's context, and a delete removes it.
     assert store.search(("facts", "gil")) == []
     assert store.get(("facts", "gil"), "name") is None
     assert store.get(("facts", "nobody-here"), "name") is None
+    store.put(("facts", "gil"), "name", {"value": "Gil"})
+    item = store.get(("facts", "gil"), "name")
+    assert item is not None and item.value["value"] == "Gil" and item.value["set_by"]["kind"] == "operator"
+    assert [i.key for i in store.search(("facts", "gil"), filter={"value": "Gil"})] == ["name"]
+    assert "Gil" in client.context("gil")["system"][1]["text"]
+    assert ("facts", "gil") in store.list_namespaces(prefix=("facts",))
+    with pytest.raises(InvalidRequest):
+        store.put(("facts", "gil"), "favourite_colour", {"value": "blue"})
+    with pytest.raises(ValueError):
+        store.put(("facts", "gil"), "name", {"value": "Gil", "extra": 1})
+    store.delete(("facts", "gil"), "name")
+    assert store.get(("facts", "gil"), "name") is None
     with pytest.raises(NotImplementedError):
-        store.put(("facts", "gil"), "name", {"value": "Gil"})
-    with pytest.raises(NotImplementedError):
-        store.batch([PutOp(("facts", "gil"), "name", None)])
+        store.search(("facts", "gil"), query="what is his name")
+
+
+def test_the_async_nodes_and_store_serve_an_async_client(stack: Any, tenant: str) -> None:
+    stack.configure(tenant, {"allowed_fact_keys": ["name"]})
+    model = ChatAnthropic(  # type: ignore[call-arg]
+        model="claude-sonnet-4-5", base_url=stack.standin, api_key="offline-stand-in", max_retries=0
+    )
+
+    async def run() -> None:
+        async with AsyncDegrauClient(
+            stack.api, tenant=tenant, scopes=("memory:read", "memory:write"), transport=AsyncCheckedTransport()
+        ) as degrau:
+            graph = langgraph_agent.build_graph(degrau, model)
+            for i in range(3):
+                state = await graph.ainvoke(
+                    {"messages": [("user", langgraph_agent.turn_text(i))]}, config={"configurable": {"contact": "ivo"}}
+                )
+                assert state["degrau_recorded"]["round"]["first_seq"] >= 1
+            store = DegrauFactsStore(degrau)
+            await store.aput(("facts", "ivo"), "name", {"value": "Ivo"})
+            item = await store.aget(("facts", "ivo"), "name")
+            assert item is not None and item.value["value"] == "Ivo"
+            assert (await degrau.memory("ivo"))["session"]["last_seq"] >= 6
+
+    asyncio.run(run())

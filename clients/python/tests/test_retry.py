@@ -13,7 +13,10 @@ import httpx
 import pytest
 
 from degrau_client import (
+    APIConnectionError,
+    APITimeoutError,
     DegrauClient,
+    DegrauError,
     InvalidRequest,
     RateLimited,
     Unavailable,
@@ -58,9 +61,9 @@ def test_a_503_without_retry_after_backs_off_exponentially_with_jitter() -> None
     time = FakeTime()
     assert client(script, time).erase("ana") == {"ok": True}
     assert len(script.requests) == 4 and [r.method for r in script.requests] == ["DELETE"] * 4
-    # Full jitter: a random wait up to 0.5 s, then 1 s, then 2 s.
+    # Equal jitter (x-degrau-retry): between half and all of 0.5 s, then 1 s, then 2 s.
     assert len(time.slept) == 3
-    assert all(0 <= wait <= ceiling for wait, ceiling in zip(time.slept, (0.5, 1.0, 2.0), strict=True))
+    assert all(step / 2 <= wait <= step for wait, step in zip(time.slept, (0.5, 1.0, 2.0), strict=True))
 
 
 def test_attempts_are_bounded_then_the_last_error_is_raised() -> None:
@@ -137,9 +140,9 @@ def test_without_retries_a_post_goes_as_the_caller_wrote_it() -> None:
         (409, "conflict"),
         (413, "too_large"),
         (422, "idempotency_mismatch"),
-        (500, "internal_error"),
+        (500, "tenant_config_invalid"),
         (502, "model_error"),
-        (504, "model_timeout"),
+        (502, "model_refused"),
     ],
 )
 def test_other_errors_are_not_retried(status: int, kind: str) -> None:
@@ -166,13 +169,18 @@ def test_connection_failures_and_timeouts_are_retried_keys_and_all(failure: Exce
     assert len(keys) == 2 and keys[0] is not None and keys[0] == keys[1] and len(time.slept) == 1
 
 
-def test_connection_failures_past_the_bound_raise_httpx_error_and_others_are_not_retried() -> None:
+def test_connection_failures_past_the_bound_raise_typed_errors_and_others_are_not_retried() -> None:
     script, time = Script([httpx.ConnectError("refused")]), FakeTime()
-    with pytest.raises(httpx.ConnectError):
+    with pytest.raises(APIConnectionError) as raised:
         client(script, time, retries=2).memory("ana")
-    assert len(script.requests) == 3
+    assert len(script.requests) == 3 and not isinstance(raised.value, APITimeoutError)
+    assert isinstance(raised.value.__cause__, httpx.ConnectError) and raised.value.request_id is None
+    script, time = Script([httpx.ReadTimeout("slow")]), FakeTime()
+    with pytest.raises(APITimeoutError) as timed_out:
+        client(script, time, retries=1).memory("ana")
+    assert isinstance(timed_out.value, APIConnectionError) and isinstance(timed_out.value, DegrauError)
     script, time = Script([httpx.UnsupportedProtocol("gopher"), ok()]), FakeTime()
-    with pytest.raises(httpx.UnsupportedProtocol):
+    with pytest.raises(APIConnectionError):
         client(script, time).memory("ana")
     assert len(script.requests) == 1 and time.slept == []
 

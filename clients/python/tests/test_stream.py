@@ -32,6 +32,7 @@ import pytest
 from conftest import Stack
 from degrau_client import (
     ERROR_CLASSES,
+    APIStatusError,
     AsyncDegrauClient,
     DegrauClient,
     DegrauError,
@@ -339,7 +340,7 @@ def test_error_events_map_as_the_json_route_statuses_and_types_do(flavor: Flavor
         assert raised.status == status
     novel = sse("error", {"status": 507, "error": {"type": "novel_error", "message": "new"}})
     raised = stream(flavor, StreamScript([[novel]])).raised
-    assert type(raised) is DegrauError
+    assert type(raised) is APIStatusError and isinstance(raised, DegrauError)
     assert (raised.status, raised.type, raised.message) == (507, "novel_error", "new")
 
 

@@ -42,6 +42,8 @@ export type TenantConfigView = Schemas["TenantConfigView"];
 export type UsageReport = Schemas["Usage"];
 /** One UTC day of {@link UsageReport}. */
 export type UsageDay = Schemas["UsageDay"];
+/** The answer to closing a contact's session (`POST .../sessions`). */
+export type SessionClosed = Schemas["SessionClosed"];
 /** The records of a contact's earlier sessions (`GET .../sessions`). */
 export type SessionRecords = Schemas["SessionRecords"];
 /** What degrau keeps of a closed session to find it again. */
@@ -60,8 +62,13 @@ export interface DegrauClientOptions extends RetryOptions {
   streamBaseUrl?: string;
   /** Sends `X-Tenant-Id` (the local stack's `AUTH_MODE=dev`). */
   tenant?: string;
-  /** Sends `Authorization: Bearer` (`AUTH_MODE=jwt`, API Gateway's JWT authorizer; the operator routes read their scopes from it). */
-  token?: string;
+  /**
+   * Sends `Authorization: Bearer` (`AUTH_MODE=jwt`, API Gateway's JWT authorizer; the
+   * operator routes read their scopes from it): the token, or a function answering
+   * the current one (called for every attempt, so a long-running worker refreshes
+   * an expired Cognito token; as the Anthropic SDK's `apiKey` provider).
+   */
+  token?: string | (() => string | Promise<string>);
   /**
    * Sends `X-Scopes` (`AUTH_MODE=dev`): the operator routes' scopes, any of
    * `memory:read`, `memory:write`, `tenant:admin` (a list, or one string separated by spaces).
@@ -94,7 +101,9 @@ interface FetchResult<T> {
 
 /**
  * A client of degrau's HTTP API. Every error answer is thrown as the
- * `DegrauError` subclass of its type; retries follow {@link RetryOptions}.
+ * `APIStatusError` subclass of its type, no answer as `APIConnectionError`
+ * (`APITimeoutError` past the deadline), all `DegrauError`s carrying `requestId`;
+ * retries follow `x-degrau-retry` ({@link RetryOptions}).
  */
 export class DegrauClient {
   readonly #http: ReturnType<typeof createClient<paths>>;
@@ -106,13 +115,24 @@ export class DegrauClient {
   constructor(options: DegrauClientOptions) {
     const headers: Record<string, string> = { accept: "application/json" };
     if (options.tenant !== undefined) headers["x-tenant-id"] = options.tenant;
-    if (options.token !== undefined) headers["authorization"] = `Bearer ${options.token}`;
+    if (typeof options.token === "string") headers["authorization"] = `Bearer ${options.token}`;
     if (options.scopes !== undefined) {
       headers["x-scopes"] = typeof options.scopes === "string" ? options.scopes : options.scopes.join(" ");
     }
     if (options.operator !== undefined) headers["x-operator"] = options.operator;
     // Looked up at call time, so a caller (or test) replacing globalThis.fetch is honoured.
-    const inner = options.fetch ?? ((request: Request) => globalThis.fetch(request));
+    const send = options.fetch ?? ((request: Request) => globalThis.fetch(request));
+    const provider = typeof options.token === "function" ? options.token : undefined;
+    // Every attempt asks the token provider for the current token.
+    const inner =
+      provider === undefined
+        ? send
+        : async (request: Request): Promise<Response> => {
+            const token = await provider();
+            if (typeof token !== "string" || token === "") throw new TypeError("the token provider answered no token");
+            request.headers.set("authorization", `Bearer ${token}`);
+            return send(request);
+          };
     this.#now = options.now ?? Date.now;
     this.#headers = headers;
     this.#http = createClient<paths>({
@@ -244,14 +264,16 @@ export class DegrauClient {
    * (the user message, each assistant reply, each message of tool results) with
    * the last model call's usage, both sent as given: `messages` may hold the SDK's
    * `message.content` and `usage` may be the SDK's `message.usage`, untouched (the
-   * server reads past what degrau does not store; see `rounds.ts`).
+   * server reads past what degrau does not store; see `rounds.ts`), or `null` when
+   * the caller has none: degrau then estimates the context from what it holds and
+   * says so (`usage_estimated`), so compaction still happens.
    * A stale `head` throws `Conflict`: read the context again, rerun the round.
    */
   async commitRound(
     contact: string,
     head: string,
     messages: Iterable<MessageInput>,
-    usage: UsageInput,
+    usage: UsageInput | null | undefined,
     options: PostOptions = {},
   ): Promise<RecordedRound> {
     const body: Schemas["RoundBody"] = {
@@ -260,8 +282,9 @@ export class DegrauClient {
       // of any type (the SDK's message.content), which the server checks, naming a
       // block it refuses in its 400 (see rounds.ts).
       messages: Array.from(messages) as Schemas["RoundMessage"][],
-      usage,
     };
+    // None: degrau estimates the context from what it holds (`usage_estimated`).
+    if (usage !== null && usage !== undefined) body.usage = usage;
     return this.#unwrap(
       await this.#http.POST("/v1/contacts/{contact}/rounds", {
         params: { path: { contact }, header: { "Idempotency-Key": idempotencyKey(options) } },
@@ -283,7 +306,20 @@ export class DegrauClient {
     );
   }
 
-  /** `DELETE /v1/contacts/{contact}`: erases everything stored about the contact. */
+  /**
+   * `POST /v1/contacts/{contact}/sessions`: closes the contact's session now, as its
+   * idle timeout would (its record kept, its facts extracted); the next round opens
+   * a new session with the facts and no window or summary. Nothing is erased (see
+   * {@link erase}). Closing a session with no message closes nothing
+   * (`closed_session: null`), so repeating it is safe.
+   */
+  async closeSession(contact: string): Promise<SessionClosed> {
+    return this.#unwrap(
+      await this.#http.POST("/v1/contacts/{contact}/sessions", { params: { path: { contact } } }),
+    );
+  }
+
+  /** `DELETE /v1/contacts/{contact}`: erases everything stored about the contact, for good. */
   async erase(contact: string): Promise<Erased> {
     return this.#unwrap(
       await this.#http.DELETE("/v1/contacts/{contact}", { params: { path: { contact } } }),

@@ -17,6 +17,7 @@ export {
   type OperatorFact,
   type PostOptions,
   type RecordedRound,
+  type SessionClosed,
   type SessionRecord,
   type SessionRecords,
   type SessionSelector,
@@ -29,6 +30,9 @@ export {
   type UsageReport,
 } from "./client.js";
 export {
+  APIConnectionError,
+  APIStatusError,
+  APITimeoutError,
   Conflict,
   DegrauError,
   ERROR_CLASSES,
@@ -49,8 +53,11 @@ export {
   Unauthenticated,
   Unavailable,
   UnsupportedMediaType,
+  REQUEST_ID_HEADERS,
   type ErrorType,
 } from "./errors.js";
+export { ERROR_TYPES, RETRY_POLICY } from "./retry-policy.js";
+export { SignatureError, SIGNATURE_HEADER, verifySignature, type VerifyOptions } from "./signature.js";
 export {
   SseDecoder,
   StreamInterrupted,

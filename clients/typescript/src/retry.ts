@@ -3,32 +3,37 @@
  * goes through {@link retryingFetch}, which sends the request again when the
  * answer says it may succeed later, within a bound on attempts and a total deadline.
  *
- * What is retried: a connection that failed (`fetch` threw), 429 `rate_limited`,
- * 500 `internal_error`, 503 `unavailable` and 504 `model_timeout` — degrau wrote
- * nothing on any of them. Not the other 500, `tenant_config_invalid`: the tenant's
- * stored configuration does not read, and will not until an operator replaces it. Never another 4xx (the request itself is at fault, or
- * the head is stale: retrying cannot help), nor 502 (the model answered with an
- * error or a refusal; degrau already retried the model provider's transient errors
- * itself). A `POST` is retried only when it carries an `Idempotency-Key` (the
- * client always sends one), so a retry of a request that did land gets the stored
- * answer instead of a second round.
+ * What is retried is `x-degrau-retry` (docs/openapi.json), the one policy of both
+ * clients, generated into `retry-policy.ts`: a connection that failed (`fetch`
+ * threw), an answer whose error type the policy marks (`rate_limited`,
+ * `internal_error`, `unavailable`, `model_timeout`: degrau wrote nothing, or the
+ * same key replays what it wrote), and an answer that is not degrau's envelope (API
+ * Gateway's or a proxy's own) with a status the policy lists. Not
+ * `tenant_config_invalid` (the stored configuration will not read until an operator
+ * replaces it), `model_error`/`model_refused` (degrau already retried the model's
+ * transient errors), `conflict` or any other 4xx. A `POST` is retried only when it
+ * carries an `Idempotency-Key` (the client always sends one), so a retry of a
+ * request that did land gets the stored answer instead of a second round. When no
+ * answer came, the last failure is thrown as `APIConnectionError`
+ * (`APITimeoutError` when the deadline passed), `fetch`'s error as its `cause`.
  *
  * When to retry: after `Retry-After` when the answer gave one (seconds or an HTTP
  * date), otherwise after an exponential backoff with jitter. An attempt whose wait
  * would end past the deadline is not made: the last answer stands.
  */
 
-import { retryAfterSeconds } from "./errors.js";
+import { APIConnectionError, APITimeoutError, retryAfterSeconds } from "./errors.js";
+import { RETRY_POLICY } from "./retry-policy.js";
 
 /** How the client retries; every field has a default. */
 export interface RetryOptions {
-  /** Retries after the first attempt (default 3); 0 disables retrying. */
+  /** Retries after the first attempt (default: the policy's, 3); 0 disables retrying. */
   retries?: number;
-  /** Total time for one call, its retries and waits included, in ms (default 60,000). */
+  /** Total time for one call, its retries and waits included, in ms (default: the policy's, 60,000). */
   deadlineMs?: number;
-  /** The first backoff, in ms (default 500); doubled each retry. */
+  /** The first backoff, in ms (default: the policy's, 500); doubled each retry. */
   backoffMs?: number;
-  /** The longest backoff, in ms (default 8,000). */
+  /** The longest backoff, in ms (default: the policy's, 8,000). */
   maxBackoffMs?: number;
   /** Waits `ms` milliseconds (tests inject a fake one). */
   sleep?: (ms: number) => Promise<void>;
@@ -38,8 +43,14 @@ export interface RetryOptions {
   random?: () => number;
 }
 
-/** The statuses worth another attempt (see the module's documentation). */
-const RETRYABLE_STATUSES = new Set([429, 500, 503, 504]);
+/** The error types worth another attempt, by the policy. */
+const RETRYABLE_TYPES: ReadonlySet<string> = new Set(
+  Object.entries(RETRY_POLICY.error_types)
+    .filter(([, retry]) => retry)
+    .map(([type]) => type),
+);
+/** The statuses worth another attempt when the answer is not degrau's envelope. */
+const RETRYABLE_WITHOUT_ENVELOPE: ReadonlySet<number> = new Set(RETRY_POLICY.statuses_without_envelope);
 
 const realSleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -61,10 +72,10 @@ export function retryingFetch(
   options: RetryOptions = {},
   { streams = false }: { streams?: boolean } = {},
 ): (request: Request) => Promise<Response> {
-  const retries = options.retries ?? 3;
-  const deadlineMs = options.deadlineMs ?? 60_000;
-  const backoffMs = options.backoffMs ?? 500;
-  const maxBackoffMs = options.maxBackoffMs ?? 8_000;
+  const retries = options.retries ?? RETRY_POLICY.max_retries;
+  const deadlineMs = options.deadlineMs ?? RETRY_POLICY.deadline_seconds * 1000;
+  const backoffMs = options.backoffMs ?? RETRY_POLICY.initial_backoff_seconds * 1000;
+  const maxBackoffMs = options.maxBackoffMs ?? RETRY_POLICY.max_backoff_seconds * 1000;
   const sleep = options.sleep ?? realSleep;
   const now = options.now ?? Date.now;
   const random = options.random ?? Math.random;
@@ -99,15 +110,16 @@ export function retryingFetch(
       }
       // The caller's own abort (a stream's signal) ends the call, never retried.
       const retryable =
-        !request.signal.aborted && (response === undefined ? !isTimeout(failure) : await retryableAnswer(response));
-      if (!mayRetry || !retryable || attempt >= retries) return settle(response, failure);
+        !request.signal.aborted &&
+        (response === undefined ? RETRY_POLICY.connection_errors && !isTimeout(failure) : await retryableAnswer(response));
+      if (!mayRetry || !retryable || attempt >= retries) return settle(response, failure, request.signal);
       const exponential = Math.min(maxBackoffMs, backoffMs * 2 ** attempt);
       // Equal jitter: between half and all of the step, so clients that failed
       // together spread out, and none retries at once.
       const backoff = exponential * (0.5 + random() / 2);
       const asked = response === undefined ? undefined : retryAfterSeconds(response.headers.get("retry-after"), now());
       const wait = asked === undefined ? backoff : asked * 1000;
-      if (now() - start + wait >= deadlineMs) return settle(response, failure);
+      if (now() - start + wait >= deadlineMs) return settle(response, failure, request.signal);
       // Free the connection of an answer we will not read.
       await response?.body?.cancel();
       await sleep(wait);
@@ -133,15 +145,17 @@ function untilAnswer(ms: number, caller: AbortSignal): { signal: AbortSignal; an
 }
 
 /** Whether another attempt may get another answer (see the module's documentation). */
-async function retryableAnswer(response: Response): Promise<boolean> {
-  if (!RETRYABLE_STATUSES.has(response.status)) return false;
-  if (response.status !== 500) return true;
+export async function retryableAnswer(response: Response): Promise<boolean> {
+  if (response.status < 400) return false;
+  let type: unknown;
   try {
     const body = (await response.clone().json()) as { error?: { type?: unknown } };
-    return body.error?.type !== "tenant_config_invalid";
+    type = body?.error?.type;
   } catch {
-    return true; // not the envelope: a failure of degrau or before it
+    type = undefined; // not JSON: not the envelope
   }
+  if (typeof type === "string") return RETRYABLE_TYPES.has(type);
+  return RETRYABLE_WITHOUT_ENVELOPE.has(response.status);
 }
 
 /** The deadline's own abort (`AbortSignal.timeout`): the time is spent, no retry. */
@@ -149,7 +163,14 @@ function isTimeout(error: unknown): boolean {
   return error instanceof Error && error.name === "TimeoutError";
 }
 
-function settle(response: Response | undefined, failure: unknown): Response {
-  if (response === undefined) throw failure;
-  return response;
+/**
+ * The answer, or the failure as the client's typed error: the caller's own abort
+ * as it is (the caller asked for it), the deadline's as `APITimeoutError`, any
+ * other as `APIConnectionError`.
+ */
+function settle(response: Response | undefined, failure: unknown, caller: AbortSignal): Response {
+  if (response !== undefined) return response;
+  if (caller.aborted) throw failure;
+  if (isTimeout(failure)) throw new APITimeoutError("degrau did not answer before the deadline", { cause: failure });
+  throw new APIConnectionError(`could not reach degrau: ${String(failure)}`, { cause: failure });
 }

@@ -80,11 +80,15 @@ export interface paths {
         };
         /**
          * Search the contact's earlier sessions
-         * @description Recall without a vector database: the records degrau keeps of the contact's closed sessions (at most 20 a contact; archiving a session drops the one 20 sessions back), each with the summary a step left, an excerpt of the messages after it, the ids found in it (booking numbers, dates), its number of messages and when it ended. With `q`, the records that share a word with it, best first (BM25 over Portuguese and English stems), each with its `score`; without, the newest first. A contact with no closed session (or never seen) has an empty list. Records expire with the transcript and are erased with the contact. The tenant's built-in `recall` tool lets the model run the same search during a round.
+         * @description Recall without a vector database: every closed session of the contact within retention is findable by any word said in it. With `q`, the sessions whose whole text (every message, tool calls and outputs included) and search summary best match it, best first (Okapi BM25 over Portuguese and English stems, ids and dates matched whole, ties to the newer session), each with its `score`, the `search_summary` the summary model wrote of it (once written) and the `passages` that matched (the matching lines with the line before and after, dated). Without `q`, the newest sessions' records first. Each hit carries the session's record: the summary a step left, an excerpt of the messages after it, the ids found in it (booking numbers, dates), its number of messages and when it ended. A contact with no closed session (or never seen) has an empty list. A session is indexed by a job once the next message closes it (the session being closed is searched by the tool from the round's own read); a recall reads the newest indexes within 1 MB (about 150 to 250 sessions). Indexes and records expire with the transcript and are erased with the contact. The tenant's built-in `recall` tool lets the model run the same search during a round.
          */
         get: operations["searchSessions"];
         put?: never;
-        post?: never;
+        /**
+         * Close the contact's session now (reset, keeping facts)
+         * @description What the idle timeout does, now: the current session is closed (its archive and recall record written, its fact extraction requested) and the next round opens a new one, which starts with the facts and the last session's digest and no window or summary. Facts stay; nothing is erased (`DELETE /v1/contacts/{contact}` erases). What a chat framework's "clear" means (LangChain's `BaseChatMessageHistory.clear`). The contact's own routes' credentials, no operator scope. Repeating it closes nothing more (a session with no message is not closed), so a retry is safe without an `Idempotency-Key`. 409 when a round lands while the session is being closed: nothing changed.
+         */
+        post: operations["closeSession"];
         delete?: never;
         options?: never;
         head?: never;
@@ -128,7 +132,7 @@ export interface paths {
         put?: never;
         /**
          * Commit a round the client ran itself
-         * @description Stored through the commit path of POST .../messages: the whole round or nothing, the session rule, the facts of a closed session, a compaction step when the usage's context passes the threshold, the sweep, retention, idempotency. 409 when `head` is stale (a compaction step in between does not make it stale).
+         * @description Stored through the commit path of POST .../messages: the whole round or nothing, the session rule, the facts of a closed session, a compaction step when the usage's context passes the threshold, the sweep, retention, idempotency. 409 when `head` is stale (a compaction step in between does not make it stale). A round whose usage reports no context (or has none) gets an estimated one (`usage_estimated`), so compaction happens whatever the client's framework kept of the usage.
          */
         post: operations["commitRound"];
         delete?: never;
@@ -472,13 +476,16 @@ export interface components {
             head: string;
             /** @description The round: a user message of text only (at most 8,000 characters), then alternately an assistant message and a user message of the `tool_result`s answering every `tool_use` of it (first in the message, each id once), and last an assistant message with text and no `tool_use`. Tool results at most 16,000 characters each and 64,000 a message (refused, not cut). */
             messages: components["schemas"]["RoundMessage"][];
-            usage: components["schemas"]["ApiUsage"];
+            /** @description The last model call's `usage` as the Messages API returned it. Absent, `null`, or with no context (`input_tokens`, `cache_read_input_tokens` and `cache_creation_input_tokens` all 0: a framework that dropped it), degrau estimates the context from what it holds and says so (`usage_estimated`). */
+            usage?: components["schemas"]["ApiUsage"] | null;
         };
         RecordedRound: {
             session: number;
             round: components["schemas"]["RoundSpan"];
             usage: components["schemas"]["UsageSummary"];
             compaction_queued: boolean;
+            /** @description True when the round's usage reported no context: `usage` is then degrau's estimate of the last request's context (the system blocks and the window it served, and the round's messages before the answer, each block's JSON at 4 characters a token, as the offline stand-in counts; it cannot see the client's own tools), which decides the step; it is not counted as tokens in the tenant's usage. */
+            usage_estimated: boolean;
         };
         Erased: {
             /** @constant */
@@ -775,7 +782,7 @@ export interface components {
         SessionRecords: {
             sessions: components["schemas"]["SessionRecord"][];
         };
-        /** @description What degrau keeps of a closed session to find it again. */
+        /** @description A closed session: its record (from its archive), and with `q` its score, search summary and the passages that matched. */
         SessionRecord: {
             /** @description The session's number. */
             session: number;
@@ -791,6 +798,10 @@ export interface components {
             ended_at: number;
             /** @description Its BM25 score for `q` (only with `q`). */
             score?: number;
+            /** @description The index card the summary model wrote of the session for finding it again (with `q`, once written). */
+            search_summary?: string;
+            /** @description The lines that matched `q`, each with the line before and after it, dated (with `q`). */
+            passages?: components["schemas"]["Passage"][];
         };
         /** @description `delta`: answer text as the model writes it. */
         StreamDelta: {
@@ -825,6 +836,20 @@ export interface components {
         };
         /** @description The data of each event of `POST .../messages/stream`, by event name: `delta` StreamDelta, `tool_started` StreamToolStarted, `tool_finished` StreamToolFinished, `restart` StreamRestart, `done` AskResponse, `error` StreamError. */
         StreamEvent: components["schemas"]["StreamDelta"] | components["schemas"]["StreamToolStarted"] | components["schemas"]["StreamToolFinished"] | components["schemas"]["StreamRestart"] | components["schemas"]["AskResponse"] | components["schemas"]["StreamError"];
+        /** @description The answer to closing the contact's session. */
+        SessionClosed: {
+            /** @description The session the contact's next round belongs to. */
+            session: number;
+            /** @description The session closed now; `null` when none held a message (a contact never seen, or a session a close just opened): nothing changed. */
+            closed_session: number | null;
+        };
+        /** @description A stretch of a session around a line that matched. */
+        Passage: {
+            /** @description The day the matching line was written (YYYY-MM-DD, UTC). */
+            date: string;
+            /** @description `customer: …`, `agent: …` or `tool: …` lines, in order. */
+            lines: string[];
+        };
         /** @description The platform's policy a tenant's configuration lives in: a `PUT` outside it is 403 naming the bound; a stored configuration a bound lowered later no longer fits is clamped when read (`clamped`). */
         TenantBounds: {
             /** @description True: every round of the tenant is refused (403). */
@@ -951,6 +976,7 @@ export interface components {
         /** @description The request is malformed or breaks a rule (bad JSON, unknown fields, a bad contact id, parameter, head token or `Idempotency-Key`, a round of the wrong shape). Nothing was written. */
         BadRequest: {
             headers: {
+                "Request-Id": components["headers"]["RequestId"];
                 [name: string]: unknown;
             };
             content: {
@@ -960,6 +986,7 @@ export interface components {
         /** @description No tenant: a token without the tenant claim, or (`AUTH_MODE=dev`) no `X-Tenant-Id`. API Gateway's own 401 for a missing or invalid token is `{"message":"Unauthorized"}`. */
         Unauthenticated: {
             headers: {
+                "Request-Id": components["headers"]["RequestId"];
                 [name: string]: unknown;
             };
             content: {
@@ -969,6 +996,7 @@ export interface components {
         /** @description No such route, or nothing is known about the contact (the transcript's current session, the memory view). */
         NotFound: {
             headers: {
+                "Request-Id": components["headers"]["RequestId"];
                 [name: string]: unknown;
             };
             content: {
@@ -978,6 +1006,7 @@ export interface components {
         /** @description The route does not answer this method. */
         MethodNotAllowed: {
             headers: {
+                "Request-Id": components["headers"]["RequestId"];
                 [name: string]: unknown;
             };
             content: {
@@ -987,6 +1016,7 @@ export interface components {
         /** @description A race lost after a tool ran, a stale `head` (another round landed, the contact was erased and started again, or the session went idle since the context was read), or the same `Idempotency-Key` still in progress. Nothing was written. */
         Conflict: {
             headers: {
+                "Request-Id": components["headers"]["RequestId"];
                 [name: string]: unknown;
             };
             content: {
@@ -996,6 +1026,7 @@ export interface components {
         /** @description Over a documented limit: the body (64 KiB; 256 KiB for a round), the text (8,000 characters), a round's messages (18), a tool result (16,000 characters) or a message's tool results (64,000 characters). Nothing was written. */
         TooLarge: {
             headers: {
+                "Request-Id": components["headers"]["RequestId"];
                 [name: string]: unknown;
             };
             content: {
@@ -1005,6 +1036,7 @@ export interface components {
         /** @description The body is not declared `application/json`. */
         UnsupportedMediaType: {
             headers: {
+                "Request-Id": components["headers"]["RequestId"];
                 [name: string]: unknown;
             };
             content: {
@@ -1014,6 +1046,7 @@ export interface components {
         /** @description The `Idempotency-Key` was used with another body. */
         IdempotencyMismatch: {
             headers: {
+                "Request-Id": components["headers"]["RequestId"];
                 [name: string]: unknown;
             };
             content: {
@@ -1025,6 +1058,7 @@ export interface components {
             headers: {
                 /** @description Seconds to wait before retrying. */
                 "Retry-After"?: number;
+                "Request-Id": components["headers"]["RequestId"];
                 [name: string]: unknown;
             };
             content: {
@@ -1034,6 +1068,7 @@ export interface components {
         /** @description A bug (`internal_error`), or the tenant's stored configuration no longer reads (`tenant_config_invalid`: every request of the tenant answers it, naming the field, until `PUT /v1/tenant/config` stores a valid one). Nothing was written. */
         InternalError: {
             headers: {
+                "Request-Id": components["headers"]["RequestId"];
                 [name: string]: unknown;
             };
             content: {
@@ -1043,6 +1078,7 @@ export interface components {
         /** @description The model failed (`model_error`) or declined to answer (`model_refused`). Nothing was written. */
         BadGateway: {
             headers: {
+                "Request-Id": components["headers"]["RequestId"];
                 [name: string]: unknown;
             };
             content: {
@@ -1054,6 +1090,7 @@ export interface components {
             headers: {
                 /** @description Seconds to wait before retrying. */
                 "Retry-After"?: number;
+                "Request-Id": components["headers"]["RequestId"];
                 [name: string]: unknown;
             };
             content: {
@@ -1063,6 +1100,7 @@ export interface components {
         /** @description The model did not answer in time, or the request's time budget ran out. Nothing was written and the `Idempotency-Key` was released. */
         GatewayTimeout: {
             headers: {
+                "Request-Id": components["headers"]["RequestId"];
                 [name: string]: unknown;
             };
             content: {
@@ -1072,6 +1110,7 @@ export interface components {
         /** @description The token lacks the scope this route requires, or the platform's policy does not allow what was asked (a configuration outside its bounds, naming the bound; a round of a suspended tenant) (`forbidden`). Nothing was written. */
         Forbidden: {
             headers: {
+                "Request-Id": components["headers"]["RequestId"];
                 [name: string]: unknown;
             };
             content: {
@@ -1081,6 +1120,7 @@ export interface components {
         /** @description `If-Match` names a version that is no longer the stored one: another change landed first (`precondition_failed`). Nothing was written; read again and reapply. */
         PreconditionFailed: {
             headers: {
+                "Request-Id": components["headers"]["RequestId"];
                 [name: string]: unknown;
             };
             content: {
@@ -1090,6 +1130,7 @@ export interface components {
         /** @description The write needs `If-Match` with the ETag of the version it changes (`precondition_required`). Nothing was written. */
         PreconditionRequired: {
             headers: {
+                "Request-Id": components["headers"]["RequestId"];
                 [name: string]: unknown;
             };
             content: {
@@ -1114,7 +1155,10 @@ export interface components {
         PolicyIfMatch: string;
     };
     requestBodies: never;
-    headers: never;
+    headers: {
+        /** @description The id of the request in degrau's logs (the function invocation's). API Gateway also answers its own (`apigw-requestid`, `x-amzn-RequestId`), which its access logs carry. */
+        RequestId: string;
+    };
     pathItems: never;
 }
 export type $defs = Record<string, never>;
@@ -1303,7 +1347,7 @@ export interface operations {
             query?: {
                 /** @description Words to look for (1 to 500 characters, not only whitespace). */
                 q?: string;
-                /** @description Most records returned. */
+                /** @description Most sessions returned. */
                 limit?: number;
             };
             header?: never;
@@ -1322,6 +1366,45 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["SessionRecords"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            412: components["responses"]["PreconditionFailed"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyMismatch"];
+            428: components["responses"]["PreconditionRequired"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["BadGateway"];
+            503: components["responses"]["Unavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    closeSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A contact id (a phone number in E.164, an e-mail address, a CRM id), percent-encoded in the path; the schema is of the decoded value. */
+                contact: components["parameters"]["Contact"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The session was closed (or none held a message). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionClosed"];
                 };
             };
             400: components["responses"]["BadRequest"];

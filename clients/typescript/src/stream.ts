@@ -144,7 +144,7 @@ function object(sse: ServerSentEvent): Record<string, unknown> {
 
 /**
  * The typed event of one Server-Sent Event; `undefined` for a name this client does
- * not know (skipped). An `error` event is thrown as the `DegrauError` class its
+ * not know (skipped). An `error` event is thrown as the `APIStatusError` class its
  * status and type name, as the JSON route would have thrown it.
  */
 export function streamEvent(sse: ServerSentEvent): StreamEvent | undefined {

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use degrau::ask::{
     AskError, AskOutcome, AskService, PageSize, RoundOutcome, RoundRequest, SessionSelector,
-    format_cursor, parse_cursor,
+    close_session, format_cursor, parse_cursor,
 };
 use degrau::deadline::Deadline;
 use degrau::domain::{ContactId, IdempotencyKey};
@@ -251,13 +251,23 @@ fn error_response(error: HttpError) -> Response<Body> {
     response
 }
 
-/// Handles one request; never fails.
+/// Handles one request; never fails. Every answer carries `Request-Id`, the
+/// invocation's id, which the function's log lines carry too: a client error
+/// names it, and an operator finds the request's logs by it.
 pub async fn handle(app: &App, request: Request) -> Response<Body> {
     let deadline = request_deadline(app.ask_timeout, request.lambda_context_ref());
-    match route(app, &request, deadline).await {
+    let mut response = match route(app, &request, deadline).await {
         Ok(response) => response,
         Err(error) => error_response(error),
+    };
+    let id = request.lambda_context_ref().map(|c| c.request_id.as_str());
+    if let Some(Ok(value)) = id
+        .filter(|id| !id.is_empty())
+        .map(lambda_http::http::HeaderValue::from_str)
+    {
+        response.headers_mut().insert("request-id", value);
     }
+    response
 }
 
 /// A matched route and its path segments.
@@ -405,6 +415,12 @@ async fn route(
                 200,
                 json!({"erased": true, "items": items}).to_string(),
             ))
+        }
+        (Endpoint::Sessions, "POST") => {
+            let closed = close_session(service, &key, deadline)
+                .await
+                .map_err(from_service)?;
+            json_body(&closed)
         }
         (Endpoint::Sessions, _) => {
             recall::get_sessions(service, &key, request.query_string_parameters_ref()).await

@@ -222,3 +222,48 @@ fn every_error_type_has_one_status_and_the_list_holds_each_once() {
         assert!((400..600).contains(&kind.status()), "{kind:?}");
     }
 }
+
+/// `x-degrau-retry`, the clients' one retry policy, decides every error type the
+/// handler answers once, and never retries one whose answer says retrying cannot
+/// help.
+#[test]
+fn the_retry_policy_decides_every_error_type_once() {
+    let doc = doc();
+    let policy = &doc["x-degrau-retry"];
+    let decided: BTreeMap<&str, bool> = policy["error_types"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(kind, retry)| (kind.as_str(), retry.as_bool().unwrap()))
+        .collect();
+    let answered = answered_errors();
+    assert_eq!(
+        decided.keys().copied().collect::<BTreeSet<_>>(),
+        answered.keys().copied().collect::<BTreeSet<_>>(),
+        "one decision per error type"
+    );
+    for kind in [
+        ErrorType::RateLimited,
+        ErrorType::Unavailable,
+        ErrorType::InternalError,
+        ErrorType::ModelTimeout,
+    ] {
+        assert!(decided[kind.as_str()], "{kind:?} is retried");
+    }
+    for kind in [
+        ErrorType::Conflict,
+        ErrorType::TenantConfigInvalid,
+        ErrorType::ModelError,
+        ErrorType::InvalidRequest,
+    ] {
+        assert!(!decided[kind.as_str()], "{kind:?} is not retried");
+    }
+    for field in [
+        "max_retries",
+        "deadline_seconds",
+        "initial_backoff_seconds",
+        "max_backoff_seconds",
+    ] {
+        assert!(policy[field].as_f64().unwrap() > 0.0, "{field}");
+    }
+}

@@ -207,9 +207,14 @@ fn record_metrics(job: &Job, result: &Result<JobOutcome, CompactorError>) {
         Ok(JobOutcome::StepApplied { pruned, .. }) => event
             .count("StepsApplied", 1)
             .count("MessagesPruned", *pruned as u64),
-        Ok(JobOutcome::StepSkipped { reason }) | Ok(JobOutcome::FactsSkipped { reason }) => {
-            event.dimension("Reason", *reason).count("JobsSkipped", 1)
-        }
+        Ok(
+            JobOutcome::StepSkipped { reason }
+            | JobOutcome::FactsSkipped { reason }
+            | JobOutcome::IndexSkipped { reason },
+        ) => event.dimension("Reason", *reason).count("JobsSkipped", 1),
+        Ok(JobOutcome::Indexed { summarised, .. }) => event
+            .count("SessionsIndexed", 1)
+            .count("SearchSummaries", u64::from(*summarised)),
         Ok(JobOutcome::FactsStored {
             stored,
             refused,

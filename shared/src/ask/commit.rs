@@ -78,7 +78,10 @@ impl PreparedRound {
             Origin::Client => "client",
             _ => model,
         };
-        counts.add_tokens(model, &self.usage.total);
+        // An estimate is no consumption: the round and its calls count, not tokens.
+        if !self.stats.usage_estimated {
+            counts.add_tokens(model, &self.usage.total);
+        }
         counts
     }
 
@@ -176,9 +179,8 @@ fn response(
     }
 }
 
-/// The archive of the session this round closes, with its record for recall (not
-/// when the head's retention ran out); it evicts the contact's oldest record past
-/// [`crate::recall::MAX_RECORDS`].
+/// The archive of the session this round closes, with its record (not when the
+/// head's retention ran out).
 fn archive(turn: &Turn, expires_at: i64) -> Option<SessionArchive> {
     let closed = turn
         .expected
@@ -257,6 +259,10 @@ impl AskService {
         // timeout), so an open session's messages never expire under it.
         let expires_at = now.saturating_add(settings.retention_after_activity_seconds());
         let messages = stored_messages(round.messages, plan, now);
+        // A round of no message is a session closed on request (`close.rs`): the
+        // session it opens holds nothing to extract, for the sweep or the round
+        // that closes it in turn.
+        let empty = messages.is_empty();
         // Due (or cut at the hard cap), and a summary call of the tenant's quota
         // spent for it.
         let step_due = step_allowed;
@@ -264,7 +270,9 @@ impl AskService {
         // What an idempotent retry replays: the route's own answer.
         let body = match round.origin {
             Origin::Model => serde_json::to_string(&response),
-            Origin::Client => serde_json::to_string(&RecordedRound::from(&response)),
+            Origin::Client => {
+                serde_json::to_string(&RecordedRound::of(&response, round.stats.usage_estimated))
+            }
         }
         .map_err(|e| AskError::Internal(e.to_string()))?;
         // A new head's life starts here; a loaded one keeps its own (one from
@@ -293,7 +301,7 @@ impl AskService {
             round.usage.context_tokens(),
             settings.compaction.keep_tokens,
         );
-        let sweep = self.sweep_slot(key, settings, turn, requested, fold_due);
+        let sweep = self.sweep_slot(key, settings, turn, requested, fold_due, empty);
         let head = Head {
             session: plan.session,
             last_seq: response.round.last_seq,
@@ -304,7 +312,7 @@ impl AskService {
             steps: plan.steps,
             // Cleared by every round: a new session has had no extraction, and a
             // continued one has messages the requested one missed.
-            facts_requested: None,
+            facts_requested: empty.then_some(plan.session),
             last_round: Some(round_token.clone()),
             incarnation: Some(incarnation.clone()),
             facts_pending: requested,
@@ -328,8 +336,7 @@ impl AskService {
         let items = 1
             + messages.len()
             + usize::from(idempotency.is_some())
-            + usize::from(archive.is_some())
-            + usize::from(archive.as_ref().is_some_and(|a| a.evicts.is_some()));
+            + usize::from(archive.is_some());
         let mut refresh = refresh_due(turn, settings);
         let refresh_rest =
             refresh.split_off(refresh.len().min(MAX_ROUND_ITEMS.saturating_sub(items)));
@@ -358,8 +365,9 @@ impl AskService {
     }
 
     /// Where the round files its head in the sweep index: its bucket, and when it is
-    /// next due (its session going idle, its pending extraction to check on, or
-    /// its pause fold, `fold_due`, whichever comes first).
+    /// next due (its session going idle unless `nothing_to_extract`, its pending
+    /// extraction to check on, or its pause fold, `fold_due`, whichever comes
+    /// first).
     pub(super) fn sweep_slot(
         &self,
         key: &ContactKey,
@@ -367,10 +375,12 @@ impl AskService {
         turn: &Turn,
         requested: Option<PendingFacts>,
         fold_due: Option<i64>,
+        nothing_to_extract: bool,
     ) -> SweepSlot {
         let pending = requested.or(turn.expected.as_ref().and_then(|head| head.facts_pending));
-        let due = next_sweep_due(turn.now, settings.session_idle_minutes, false, pending)
-            .unwrap_or(turn.now);
+        let idle_minutes = settings.session_idle_minutes;
+        let due =
+            next_sweep_due(turn.now, idle_minutes, nothing_to_extract, pending).unwrap_or(turn.now);
         SweepSlot {
             bucket: sweep_bucket(key, self.defaults.sweep_buckets),
             due: fold_due.map_or(due, |fold| fold.min(due)),
@@ -518,6 +528,10 @@ impl AskService {
                 ),
             }
         }
+        if let Some(closed) = plan.closed_session {
+            self.request_index(key, settings, incarnation, closed, deadline)
+                .await;
+        }
         if !prepared.step_due {
             return;
         }
@@ -534,6 +548,50 @@ impl AskService {
                 warn!(%error, "could not enqueue a compaction step; the next round retries")
             }
             None => warn!("no time left to enqueue a compaction step; the next round retries"),
+        }
+    }
+}
+
+impl AskService {
+    /// Requests the recall index of `closed`, the session this round archived,
+    /// while the deadline allows: with a search summary when one of the tenant's
+    /// summary calls is left for it. A request the queue did not take is logged and
+    /// counted (`IndexRequestsLost`): that session is then left out of recall (its
+    /// record, in its archive, still lists it and feeds the digest).
+    async fn request_index(
+        &self,
+        key: &ContactKey,
+        settings: &Settings,
+        incarnation: &Incarnation,
+        closed: u32,
+        deadline: Deadline,
+    ) {
+        let summarise = deadline
+            .run(self.spend_summary_call(key, settings, "index"))
+            .await
+            .unwrap_or(false);
+        let job = Job::Index {
+            tenant: key.tenant.clone(),
+            incarnation: incarnation.clone(),
+            session: closed,
+            summarise,
+        };
+        match deadline.run(self.jobs.enqueue(&job)).await {
+            Some(Ok(_)) => info!(
+                session = closed,
+                summarise, "session closed: index requested"
+            ),
+            Some(Err(error)) => {
+                warn!(%error, session = closed, "could not request the session's index");
+                Event::new("ask").count("IndexRequestsLost", 1).emit();
+            }
+            None => {
+                warn!(
+                    session = closed,
+                    "no time left to request the session's index"
+                );
+                Event::new("ask").count("IndexRequestsLost", 1).emit();
+            }
         }
     }
 }

@@ -1,7 +1,10 @@
-//! Recall in the ask service: the `recall` tool's run over the contact's records
-//! (the session a round is closing included, though its archive lands only with the
-//! round's commit), and the search route's read, its query typed at the edge
-//! ([`RecallQuery`], [`RecordLimit`]). The ranking itself is [`crate::recall`]'s.
+//! Recall in the ask service: the `recall` tool's run and the search route's read
+//! over the contact's session indexes (the session a round is closing included,
+//! from the turn's read, though its index is written only after the round's
+//! commit), and the list of sessions; the queries typed at the edge
+//! ([`RecallQuery`], [`RecordLimit`]). The ranking and the passages are
+//! [`crate::recall`]'s. A search is two reads: every index of the contact (one
+//! query), then the texts and records of the sessions it returns (one batch read).
 
 use serde::Serialize;
 use serde_json::Value;
@@ -10,8 +13,13 @@ use super::turn::Turn;
 use super::{AskError, AskService, by};
 use crate::deadline::Deadline;
 use crate::metrics::Event;
-use crate::recall::{MAX_RECORDS, SessionRecord, check_query, rank, with_closing};
-use crate::store::ContactKey;
+pub use crate::recall::SessionHit;
+use crate::recall::index::{SessionIndex, SessionText};
+use crate::recall::passages::passages;
+use crate::recall::rank::{query_terms, rank};
+use crate::recall::tokenize::StemmingTokenizer;
+use crate::recall::{MAX_RECORDS, SessionRecord, TOOL_RESULTS, check_query};
+use crate::store::{ContactKey, FoundSession, StoreError};
 use crate::tools::{ToolOutput, recall};
 
 /// Records the search route returns when no `limit` is asked for.
@@ -56,23 +64,16 @@ impl Default for RecordLimit {
 /// The search route's answer.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SessionsView {
-    /// The records: best match first with a query, newest first without.
+    /// The sessions: best match first with a query, newest first without.
     pub sessions: Vec<SessionHit>,
 }
 
-/// One record in the search route's answer.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct SessionHit {
-    /// The record.
-    #[serde(flatten)]
-    pub record: SessionRecord,
-    /// Its BM25 score for the query (absent without one).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub score: Option<f32>,
-}
+/// The session a round is closing, indexed from what its turn read (its summary
+/// and the messages after it): searched before its own index is written.
+pub(super) type Closing = (SessionIndex, SessionText);
 
 impl AskService {
-    /// The `recall` tool's call during a round: the contact's records and the one
+    /// The `recall` tool's call during a round: the contact's sessions and the one
     /// the round is closing, ranked for the input's query. A store that fails or
     /// does not answer in time is an error the model reads.
     pub(super) async fn run_recall(
@@ -83,17 +84,26 @@ impl AskService {
         deadline: Deadline,
     ) -> ToolOutput {
         let born = super::life::born_of(turn.expected.as_ref(), turn.now);
-        let records = self.records_of_life(key, MAX_RECORDS as usize, turn.now, born);
-        let read = by(deadline, records).await;
-        let output = match read {
-            Ok(stored) => {
-                let records = with_closing(stored, turn.closing.as_ref());
-                recall::run(input, &records)
-            }
-            Err(error) => {
-                tracing::warn!(%error, "recall could not read the records");
-                ToolOutput::error("earlier sessions cannot be searched right now")
-            }
+        let output = match recall::query_of(input) {
+            Err(problem) => ToolOutput::error(problem),
+            Ok(query) => match by(
+                deadline,
+                self.search(
+                    key,
+                    query,
+                    TOOL_RESULTS,
+                    turn.closing_index.as_ref(),
+                    (turn.now, born),
+                ),
+            )
+            .await
+            {
+                Ok(hits) => recall::output(&hits, turn.plan.session > 1),
+                Err(error) => {
+                    tracing::warn!(%error, "recall could not read the sessions");
+                    ToolOutput::error("earlier sessions cannot be searched right now")
+                }
+            },
         };
         Event::new("ask")
             .dimension("Tool", crate::recall::TOOL_NAME)
@@ -103,9 +113,9 @@ impl AskService {
         output
     }
 
-    /// The contact's session records: those matching `query`, best first, or the
-    /// newest without one; at most `limit`. A contact with none (or never seen)
-    /// has an empty list.
+    /// The contact's sessions: those matching `query`, best first with their
+    /// passages, or the newest records without one; at most `limit`. A contact
+    /// with none (or never seen) has an empty list.
     pub async fn sessions(
         &self,
         key: &ContactKey,
@@ -123,21 +133,84 @@ impl AskService {
                 .map(|record| SessionHit {
                     record,
                     score: None,
+                    search_summary: None,
+                    passages: Vec::new(),
                 })
                 .collect(),
-            Some(RecallQuery(query)) => {
-                let records = self
-                    .records_of_life(key, MAX_RECORDS as usize, now, born)
-                    .await?;
-                rank(&records, query, limit.0)
-                    .into_iter()
-                    .map(|ranked| SessionHit {
-                        record: ranked.record.clone(),
-                        score: Some(ranked.score),
-                    })
-                    .collect()
-            }
+            Some(RecallQuery(query)) => self.search(key, query, limit.0, None, (now, born)).await?,
         };
         Ok(SessionsView { sessions })
+    }
+
+    /// The at most `limit` sessions that best match `query`, with the session a
+    /// round is closing (`closing`) among them: every index read, ranked, then
+    /// the found ones' texts and records read for their passages. Sessions of an
+    /// earlier life (ended before `born`) are not searched.
+    async fn search(
+        &self,
+        key: &ContactKey,
+        query: &str,
+        limit: usize,
+        closing: Option<&Closing>,
+        (now, born): (i64, Option<i64>),
+    ) -> Result<Vec<SessionHit>, StoreError> {
+        let mut indexes = self.store.session_indexes(key, now).await?;
+        // Only this life's sessions (see `life`).
+        indexes.retain(|index| born.is_none_or(|born| index.ended_at >= born));
+        if let Some((index, _)) = closing
+            && !indexes.iter().any(|stored| stored.session == index.session)
+        {
+            indexes.push(index.clone());
+        }
+        let tokenizer = StemmingTokenizer::default();
+        let scored = rank(&indexes, query, limit, &tokenizer);
+        let wanted: Vec<u32> = scored
+            .iter()
+            .map(|found| found.session)
+            .filter(|session| closing.is_none_or(|(index, _)| index.session != *session))
+            .collect();
+        let mut found = if wanted.is_empty() {
+            Vec::new()
+        } else {
+            self.store.found_sessions(key, &wanted, now).await?
+        };
+        if let Some((index, text)) = closing {
+            found.push(FoundSession {
+                session: index.session,
+                text: Some(text.clone()),
+                record: None,
+            });
+        }
+        let terms = query_terms(query, &tokenizer);
+        Ok(scored
+            .iter()
+            .filter_map(|scored| {
+                let index = indexes.iter().find(|i| i.session == scored.session)?;
+                let stored = found.iter().find(|f| f.session == scored.session);
+                Some(SessionHit {
+                    record: stored
+                        .and_then(|f| f.record.clone())
+                        .unwrap_or_else(|| record_of_index(index)),
+                    score: Some(scored.score as f32),
+                    search_summary: index.summary.clone(),
+                    passages: stored
+                        .and_then(|f| f.text.as_ref())
+                        .map(|text| passages(text, &terms, &tokenizer))
+                        .unwrap_or_default(),
+                })
+            })
+            .collect())
+    }
+}
+
+/// A session's record from its index alone (its archive is gone).
+fn record_of_index(index: &SessionIndex) -> SessionRecord {
+    SessionRecord {
+        session: index.session,
+        summary: None,
+        excerpt: String::new(),
+        ids: index.ids.clone(),
+        messages: index.messages,
+        ended_at: index.ended_at,
     }
 }

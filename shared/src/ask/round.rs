@@ -49,6 +49,9 @@ pub(super) struct RoundStats {
     pub(super) hard_capped: bool,
     /// The lifetimes the round's last request gave its breakpoints.
     pub(super) lifetimes: Lifetimes,
+    /// A recorded round's usage was estimated ([`super::estimate`]): it reported
+    /// no context.
+    pub(super) usage_estimated: bool,
 }
 
 /// Who ran a round's model calls and tools.
@@ -79,9 +82,15 @@ impl Round {
 
     /// A round a client ran itself, as validated ([`super::RoundRequest`]): its
     /// messages, the last model call's usage (kept on the final answer, the one
-    /// call the client reported), and whether the window it was shown was cut at
-    /// the hard cap.
-    pub(super) fn recorded(messages: Vec<Message>, usage: Usage, hard_capped: bool) -> Round {
+    /// call the client reported, unless it was `estimated`: a message's usage is
+    /// what a model measured), and whether the window it was shown was cut at the
+    /// hard cap.
+    pub(super) fn recorded(
+        messages: Vec<Message>,
+        usage: Usage,
+        estimated: bool,
+        hard_capped: bool,
+    ) -> Round {
         let last = messages.len().saturating_sub(1);
         let tool_calls = messages
             .iter()
@@ -95,13 +104,14 @@ impl Round {
                 .enumerate()
                 .map(|(index, message)| RoundMessage {
                     message,
-                    usage: (index == last).then_some(usage),
+                    usage: (index == last && !estimated).then_some(usage),
                 })
                 .collect(),
             usage: round_usage,
             stats: RoundStats {
                 tool_calls,
                 hard_capped,
+                usage_estimated: estimated,
                 ..RoundStats::default()
             },
             origin: Origin::Client,

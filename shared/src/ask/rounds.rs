@@ -15,7 +15,9 @@
 //! commit its head token must still name the stored state
 //! ([`super::HeadToken::stale_against`]) and its `tool_use` ids must be new to the
 //! session's window (the API refuses a request that repeats one), and its usage's
-//! context must be one the last request can have held ([`super::plausible`]).
+//! context must be one the last request can have held ([`super::plausible`]). A
+//! usage that reports no context (or none at all) is estimated from what degrau
+//! holds ([`super::estimate`]), and the answer says so (`usage_estimated`).
 //! A round that passes spends one of the tenant's rounds ([`crate::quota`]).
 
 use std::collections::HashSet;
@@ -54,6 +56,7 @@ pub struct RoundRequest {
     /// The round: the user's message first, the final answer last.
     pub messages: Vec<Message>,
     /// The last model call's usage: its context drives compaction as in `ask`.
+    /// All zeros when the body had none.
     pub usage: Usage,
     hash: String,
 }
@@ -69,15 +72,21 @@ pub struct RecordedRound {
     pub usage: UsageSummary,
     /// True when the round's context passed the threshold and a step was requested.
     pub compaction_queued: bool,
+    /// True when the usage reported no context and `usage` is degrau's estimate
+    /// ([`super::estimate`]).
+    pub usage_estimated: bool,
 }
 
-impl From<&AskResponse> for RecordedRound {
-    fn from(response: &AskResponse) -> Self {
+impl RecordedRound {
+    /// The answer to a recorded round committed as `response`, its usage
+    /// `estimated` or not.
+    pub(super) fn of(response: &AskResponse, estimated: bool) -> Self {
         RecordedRound {
             session: response.session,
             round: response.round,
             usage: response.usage,
             compaction_queued: response.compaction_queued,
+            usage_estimated: estimated,
         }
     }
 }
@@ -97,7 +106,9 @@ pub enum RoundOutcome {
 struct Body {
     head: String,
     messages: Vec<Value>,
-    usage: WireUsage,
+    /// Absent or `null`: the client has none (its context is then estimated).
+    #[serde(default)]
+    usage: Option<WireUsage>,
 }
 
 /// `usage` as the Messages API returns it: the four counts (the two cache counts
@@ -164,7 +175,7 @@ impl RoundRequest {
         Ok(RoundRequest {
             head,
             messages,
-            usage: usage(&wire.usage)?,
+            usage: wire.usage.as_ref().map_or(Ok(Usage::default()), usage)?,
             hash: payload_hash(&format!("rounds {body}")),
         })
     }
@@ -618,15 +629,22 @@ impl AskService {
                 "`tool_use` id {id} is already in this session's window; ids must be unique"
             )));
         }
-        super::plausible::check_usage(&settings, &turn, request)?;
+        let estimated = request.usage.context_tokens() == 0;
+        let usage = match estimated {
+            true => super::estimate::estimated_usage(&settings, &turn, request)?,
+            false => {
+                super::plausible::check_usage(&settings, &turn, request)?;
+                request.usage
+            }
+        };
         self.spend_round(key, &settings, deadline).await?;
         let hard_capped = first_cut(&settings, &turn).hard_capped;
-        let round = Round::recorded(request.messages.clone(), request.usage, hard_capped);
+        let round = Round::recorded(request.messages.clone(), usage, estimated, hard_capped);
         match self
             .store_round(key, &settings, &turn, round, idempotency, deadline)
             .await?
         {
-            Some(response) => Ok(RecordedRound::from(&response)),
+            Some(response) => Ok(RecordedRound::of(&response, estimated)),
             None => Err(AskError::Conflict(
                 "another round for this contact landed while this one was being stored; \
                  nothing was stored; read the context again and run the round on it"

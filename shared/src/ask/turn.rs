@@ -2,10 +2,13 @@
 //! falls short of the head, and the session rule applied to them ([`turn_plan`]):
 //! a new session when the last one went idle, its facts requested.
 
+use super::recall::Closing;
 use super::{AskError, AskService, by};
 use crate::cache_ttl::record_gap;
 use crate::deadline::Deadline;
 use crate::domain::{Fact, Head, StoredMessage};
+use crate::recall::index::{index_session, with_summary};
+use crate::recall::tokenize::StemmingTokenizer;
 use crate::recall::{SessionRecord, digest, record_of};
 use crate::session::idle;
 use crate::store::{ContactKey, load_whole_turn};
@@ -40,6 +43,10 @@ pub(super) struct Turn {
     pub(super) plan: TurnPlan,
     /// The record of the session this turn closes (archived by its commit).
     pub(super) closing: Option<SessionRecord>,
+    /// The index and text of the session this turn closes, from what the turn
+    /// read of it (its summary, as its search summary, and the messages after
+    /// it): what the `recall` tool searches of it until its own index is written.
+    pub(super) closing_index: Option<Closing>,
     /// The digest of the last session, for the contact context (the tenant's
     /// `recall_digest`); the same for every round of the session.
     pub(super) digest: Option<String>,
@@ -71,6 +78,15 @@ impl AskService {
                     head.last_activity,
                 )
             });
+        let closing_index = closing.as_ref().map(|record| {
+            let tokenizer = StemmingTokenizer::default();
+            let (index, text) = index_session(record.session, &state.window, &tokenizer);
+            let index = match record.summary.as_deref() {
+                Some(summary) => with_summary(index, summary, &tokenizer),
+                None => index,
+            };
+            (index, text)
+        });
         let plan = turn_plan(
             state.head.as_ref(),
             state.window,
@@ -92,6 +108,7 @@ impl AskService {
             expected: state.head,
             plan,
             closing,
+            closing_index,
             digest,
         })
     }
@@ -125,14 +142,9 @@ impl AskService {
 /// message opens a new one that starts with facts and no summary. (A head past its
 /// retention reads as none: the store's reads treat it as gone, and the next round
 /// writes over it, from session 1, as over a head DynamoDB's TTL deleted.)
-fn turn_plan(
-    head: Option<&Head>,
-    window: Vec<StoredMessage>,
-    window_expires_at: Vec<Option<i64>>,
-    now: i64,
-    settings: &Settings,
-) -> TurnPlan {
-    let fresh = |session, closed_session| TurnPlan {
+/// A new session's plan: no window, no summary, `closed_session` closed by it.
+fn fresh(session: u32, closed_session: Option<u32>) -> TurnPlan {
+    TurnPlan {
         session,
         base_seq: 0,
         summarized_until: 0,
@@ -143,7 +155,27 @@ fn turn_plan(
         closed_session,
         request_facts: None,
         gaps: Vec::new(),
-    };
+    }
+}
+
+/// The plan of closing `head`'s session now, on request, idle or not (`close.rs`):
+/// the next session opened, the closed one's facts requested unless the sweep
+/// already did, the contact's rhythm kept as it is (closing is not a round).
+pub(super) fn closing_plan(head: &Head) -> TurnPlan {
+    TurnPlan {
+        request_facts: (head.facts_requested != Some(head.session)).then_some(head.session),
+        gaps: head.recent_gaps.clone(),
+        ..fresh(head.session + 1, Some(head.session))
+    }
+}
+
+fn turn_plan(
+    head: Option<&Head>,
+    window: Vec<StoredMessage>,
+    window_expires_at: Vec<Option<i64>>,
+    now: i64,
+    settings: &Settings,
+) -> TurnPlan {
     let gaps = |head: &Head| record_gap(&head.recent_gaps, now - head.last_activity);
     match head {
         None => fresh(1, None),

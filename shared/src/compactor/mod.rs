@@ -11,6 +11,8 @@
 //!   call, [`facts_request`], and what of its answer is kept);
 //! * `fold.rs`: a pause fold ([`crate::pause_fold`]), a step the sweep asks for
 //!   once a silent contact's cache entries are gone;
+//! * `index_job.rs`: a closed session's recall index (its whole text indexed,
+//!   then a search summary by the summary model, [`SEARCH_SUMMARY_INSTRUCTIONS`]);
 //! * `sweep.rs`: the scheduled sweep over the sweep index ([`Compactor::sweep`]).
 //!
 //! **Which contact.** A job names its contact only by the head's incarnation; the
@@ -57,6 +59,7 @@
 
 mod facts_job;
 mod fold;
+mod index_job;
 mod step;
 mod sweep;
 
@@ -77,6 +80,7 @@ use crate::store::{Store, StoreError};
 use crate::tenant::{Defaults, InvalidSettings, TenantStore};
 
 pub use facts_job::{FACTS_INSTRUCTIONS, RECORD_FACTS_TOOL, facts_request, record_facts_tool};
+pub use index_job::{MAX_SUMMARY_INPUT_CHARS, SEARCH_SUMMARY_INSTRUCTIONS};
 pub use step::{SUMMARY_INSTRUCTIONS, summary_request};
 pub use sweep::SweepReport;
 
@@ -126,6 +130,20 @@ pub enum JobOutcome {
     /// went while extracting),
     /// `nothing_to_read` (no message of the session is left to cite).
     FactsSkipped {
+        /// Why, as above.
+        reason: &'static str,
+    },
+    /// A closed session was indexed for recall.
+    Indexed {
+        /// Distinct terms in its index.
+        terms: usize,
+        /// Whether its search summary was written.
+        summarised: bool,
+    },
+    /// No index was written. Reasons: `erased` (no head with the job's incarnation),
+    /// `open` (the session has not closed), `nothing_to_read` (no message of it is
+    /// left).
+    IndexSkipped {
         /// Why, as above.
         reason: &'static str,
     },
@@ -277,6 +295,7 @@ impl Compactor {
             (Job::Step { .. }, None) => JobOutcome::StepSkipped { reason: "erased" },
             (Job::Fold { .. }, None) => JobOutcome::StepSkipped { reason: "erased" },
             (Job::Facts { .. }, None) => JobOutcome::FactsSkipped { reason: "erased" },
+            (Job::Index { .. }, None) => JobOutcome::IndexSkipped { reason: "erased" },
             (
                 Job::Step {
                     session,
@@ -314,6 +333,15 @@ impl Compactor {
             }
             (Job::Facts { session, .. }, Some(key)) => {
                 self.facts(&key, &settings, incarnation, *session, deadline)
+                    .await?
+            }
+            (
+                Job::Index {
+                    session, summarise, ..
+                },
+                Some(key),
+            ) => {
+                self.index(&key, &settings, incarnation, *session, *summarise, deadline)
                     .await?
             }
         };

@@ -145,9 +145,6 @@ impl RoundWrite {
             }
             RoundWrite::Archive => {
                 if let Some(archive) = &commit.archive {
-                    if let Some(evicted) = archive.evicts {
-                        contact.archives.remove(&evicted);
-                    }
                     contact.archives.insert(archive.session, archive.clone());
                 }
             }

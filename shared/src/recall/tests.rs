@@ -1,5 +1,6 @@
 use serde_json::json;
 
+use super::tokenize::StemmingTokenizer;
 use super::*;
 use crate::domain::ContentBlock;
 
@@ -101,67 +102,163 @@ fn a_record_is_bounded_whatever_the_session_held() {
     assert!(ids.is_empty(), "{ids:?}");
 }
 
+/// A session's index from `lines`, the customer and the agent in turn.
+fn indexed(session: u32, lines: &[&str]) -> index::SessionIndex {
+    let messages: Vec<StoredMessage> = lines
+        .iter()
+        .enumerate()
+        .map(|(i, line)| {
+            let role = if i % 2 == 0 {
+                Role::User
+            } else {
+                Role::Assistant
+            };
+            text(i as u64 + 1, role, line)
+        })
+        .collect();
+    index::index_session(session, &messages, &StemmingTokenizer::default()).0
+}
+
+fn best(indexes: &[index::SessionIndex], query: &str) -> Option<u32> {
+    rank::rank(indexes, query, 1, &StemmingTokenizer::default())
+        .first()
+        .map(|found| found.session)
+}
+
 #[test]
 fn portuguese_and_english_word_forms_meet() {
-    let records = vec![
-        record(
-            1,
-            "customer: queria cancelar a reserva de sábado\nagent: cancelada",
-        ),
-        record(
-            2,
-            "customer: I booked a haircut with Carla\nagent: booked, see you",
-        ),
-        record(
+    let indexes = vec![
+        indexed(1, &["queria cancelar a reserva de sábado", "cancelada"]),
+        indexed(2, &["I booked a haircut with Carla", "booked, see you"]),
+        indexed(
             3,
-            "customer: reclamação: o barbeiro atrasou muito\nagent: pedimos desculpas",
+            &["reclamação: o barbeiro atrasou muito", "pedimos desculpas"],
         ),
     ];
-    let best = |query: &str| rank(&records, query, 1).first().map(|r| r.record.session);
-    assert_eq!(best("cancelamento das reservas"), Some(1));
-    assert_eq!(best("Sabado"), Some(1), "accents folded");
-    assert_eq!(best("bookings haircuts"), Some(2));
-    assert_eq!(best("reclamacao atraso"), Some(3));
-    assert_eq!(best("futebol"), None, "no shared word, no result");
+    assert_eq!(best(&indexes, "cancelamento das reservas"), Some(1));
+    assert_eq!(best(&indexes, "Sabado"), Some(1), "accents folded");
+    assert_eq!(best(&indexes, "bookings haircuts"), Some(2));
+    assert_eq!(best(&indexes, "reclamacao atraso"), Some(3));
+    assert_eq!(best(&indexes, "futebol"), None, "no shared word, no result");
+    let tokenizer = StemmingTokenizer::default();
     assert!(
-        rank(&records, "o de a the", 3).is_empty(),
+        rank::rank(&indexes, "o de a the", 3, &tokenizer).is_empty(),
         "stop words only"
     );
 }
 
 #[test]
-fn ids_rank_their_session_first_and_ties_go_to_the_newer() {
-    let mut with_id = record(2, "customer: corte\nagent: marcado");
-    with_id.ids = vec!["BK-9F3A21C7".into()];
-    let records = vec![
-        record(1, "customer: corte\nagent: marcado"),
-        with_id,
-        record(3, "customer: corte\nagent: marcado"),
+fn an_id_matches_whole_and_ties_go_to_the_newer_session() {
+    let indexes = vec![
+        indexed(1, &["corte", "marcado, BK-9F3A21C8"]),
+        indexed(2, &["corte", "marcado, BK-9F3A21C7"]),
+        indexed(3, &["corte", "marcado"]),
     ];
-    let ranked = rank(&records, "qual era o BK-9F3A21C7?", 3);
-    assert_eq!(ranked[0].record.session, 2);
-    let ties: Vec<u32> = rank(&records, "corte", 3)
+    assert_eq!(best(&indexes, "qual era o BK-9F3A21C7?"), Some(2));
+    let tokenizer = StemmingTokenizer::default();
+    let ties: Vec<u32> = rank::rank(&indexes, "corte", 3, &tokenizer)
         .iter()
-        .map(|r| r.record.session)
+        .map(|found| found.session)
         .collect();
-    assert_eq!(ties[0], 3, "{ties:?}");
-    assert_eq!(rank(&records, "corte", 2).len(), 2);
+    assert_eq!(ties, [3, 2, 1]);
     assert_eq!(
-        rank(&records, "corte", 3),
-        rank(&records, "corte", 3),
+        rank::rank(&indexes, "corte", 3, &tokenizer),
+        rank::rank(&indexes, "corte", 3, &tokenizer),
         "pure"
     );
 }
 
 #[test]
-fn the_closing_session_joins_the_stored_records_once_newest_first() {
-    let stored: Vec<SessionRecord> = (1..=MAX_RECORDS).rev().map(|s| record(s, "x")).collect();
-    let closing = record(MAX_RECORDS + 1, "y");
-    let merged = with_closing(stored.clone(), Some(&closing));
-    assert_eq!(merged.len(), MAX_RECORDS as usize);
-    assert_eq!(merged[0].session, MAX_RECORDS + 1);
-    assert_eq!(merged.last().map(|r| r.session), Some(2));
-    assert_eq!(with_closing(stored.clone(), Some(&stored[0])), stored);
+fn a_detail_in_the_middle_of_a_long_session_is_found_and_shown_with_its_neighbours() {
+    // The old record kept 1,500 characters (start and end): this detail was lost.
+    let mut lines: Vec<String> = (0..60)
+        .map(|n| format!("mensagem {n} sobre horários e preços de corte e barba"))
+        .collect();
+    lines[31] = "a Carla disse que o secador quebrou e vai trocar".into();
+    let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let messages: Vec<StoredMessage> = refs
+        .iter()
+        .enumerate()
+        .map(|(i, line)| {
+            let role = if i % 2 == 0 {
+                Role::User
+            } else {
+                Role::Assistant
+            };
+            text(i as u64 + 1, role, line)
+        })
+        .collect();
+    let tokenizer = StemmingTokenizer::default();
+    let (index, text) = index::index_session(7, &messages, &tokenizer);
+    let other = indexed(8, &["corte e barba", "marcado"]);
+    assert_eq!(best(&[index, other], "secador quebrado"), Some(7));
+    let terms = rank::query_terms("secador quebrado", &tokenizer);
+    let shown = passages::passages(&text, &terms, &tokenizer);
+    assert_eq!(shown.len(), 1, "{shown:?}");
+    assert_eq!(
+        shown[0].lines,
+        [
+            "customer: mensagem 30 sobre horários e preços de corte e barba",
+            "agent: a Carla disse que o secador quebrou e vai trocar",
+            "customer: mensagem 32 sobre horários e preços de corte e barba",
+        ]
+    );
+}
+
+#[test]
+fn the_search_summary_is_a_field_of_its_own_weighed_below_the_text() {
+    let tokenizer = StemmingTokenizer::default();
+    let summarised = index::with_summary(
+        indexed(1, &["oi", "olá"]),
+        "The customer moved the appointment to Friday.",
+        &tokenizer,
+    );
+    let said = indexed(2, &["moved the appointment to friday", "done"]);
+    assert_eq!(
+        summarised.summary.as_deref(),
+        Some("The customer moved the appointment to Friday.")
+    );
+    assert_eq!(best(&[summarised.clone()], "appointment"), Some(1));
+    assert_eq!(
+        best(&[summarised, said], "appointment"),
+        Some(2),
+        "said beats summarised"
+    );
+}
+
+#[test]
+fn an_index_is_bounded_and_its_terms_read_back() {
+    // Three thousand distinct words of letters only (a word with two digits
+    // would be a code, kept whole first).
+    let letters = |n: usize| -> String {
+        (0..3)
+            .map(|k| char::from(b'a' + (n / 26usize.pow(k) % 26) as u8))
+            .collect()
+    };
+    let words: Vec<String> = (0..3_000)
+        .map(|n| format!("palavra{}", letters(n)))
+        .collect();
+    let mut line = words.join(" ");
+    line.push_str(" BK-1A2B3C BK-1A2B3C corte corte corte");
+    let index = indexed(1, &[&line]);
+    assert_eq!(index.terms.len(), index::MAX_INDEX_TERMS);
+    assert_eq!(
+        index.terms.get("=bk-1a2b3c"),
+        Some(&2),
+        "ids are kept first"
+    );
+    let corte = StemmingTokenizer::default().terms("corte");
+    assert!(!corte.is_empty());
+    for stem in corte {
+        assert_eq!(
+            index.terms.get(&stem),
+            Some(&3),
+            "then the most frequent words"
+        );
+    }
+    let encoded = index::encode_terms(&index.terms);
+    assert_eq!(index::decode_terms(&encoded), Some(index.terms.clone()));
+    assert_eq!(index::decode_terms("a:1 b"), None);
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! The store: everything degrau keeps about a contact, behind five small ports
+//! The store: everything degrau keeps about a contact, behind six small ports
 //! split by caller, each a trait of a few methods with its own types:
 //!
 //! * [`RoundStore`] (`round.rs`): what a round needs: the turn's bounded read, the
@@ -10,9 +10,11 @@
 //! * [`RecordStore`] (`record.rs`): what the memory view, the transcript and
 //!   erasure need;
 //! * [`OperatorStore`] (`operator.rs`): what the operator routes need: the
-//!   tenant's contacts, facts with their expiry, the usage counts.
+//!   tenant's contacts, facts with their expiry, the usage counts;
+//! * [`RecallStore`] (`recall.rs`): what recall needs: a closed session read whole
+//!   and its index written, the indexes and texts a recall reads.
 //!
-//! [`Store`] is the five together, as the services hold them. The DynamoDB adapter
+//! [`Store`] is the six together, as the services hold them. The DynamoDB adapter
 //! (crate `degrau-adapters`, `dynamodb/`) is the one production uses; the in-memory
 //! one (`crate::memory`, behind the `test-util` feature) serves unit tests. One
 //! contract suite (`tests/`), split the same way, runs against both.
@@ -51,6 +53,7 @@
 
 mod job;
 mod operator;
+mod recall;
 mod record;
 mod round;
 mod sweep;
@@ -65,6 +68,7 @@ pub use operator::{
     ContactCursor, ContactEntry, ContactPage, FactRecord, MAX_CONTACT_PAGE, OperatorStore,
     count_usage,
 };
+pub use recall::{FoundSession, MAX_INDEX_READ_BYTES, MAX_INDEXED_MESSAGES, RecallStore};
 pub use record::{Cursor, RecordStore, SessionFilter, TranscriptPage};
 pub use round::{
     Claim, CompletedRequest, MAX_REFRESH_PER_ROUND, MAX_ROUND_ITEMS, RoundCommit, RoundStore,
@@ -107,6 +111,12 @@ pub enum StoreError {
 /// The ports' signatures stand again in each adapter, as a trait's implementations
 /// must; what the adapters share beyond that lives here: [`validate_step`],
 /// [`validate_fact_changes`], [`TranscriptPage::from_newest_first`].
-pub trait Store: RoundStore + JobStore + SweepStore + RecordStore + OperatorStore {}
+pub trait Store:
+    RoundStore + JobStore + SweepStore + RecordStore + OperatorStore + RecallStore
+{
+}
 
-impl<T: RoundStore + JobStore + SweepStore + RecordStore + OperatorStore + ?Sized> Store for T {}
+impl<T: RoundStore + JobStore + SweepStore + RecordStore + OperatorStore + RecallStore + ?Sized>
+    Store for T
+{
+}

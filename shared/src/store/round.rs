@@ -161,14 +161,10 @@ pub struct SessionArchive {
     pub ids: Vec<String>,
     /// When the session's last round was, seconds since the epoch.
     pub ended_at: i64,
-    /// The session whose archive the same transaction deletes: the contact's oldest
-    /// kept, [`crate::recall::MAX_RECORDS`] sessions back (`None` before that).
-    pub evicts: Option<u32>,
 }
 
 impl SessionArchive {
-    /// The archive of a closed session from its record, expiring at `expires_at`,
-    /// evicting the archive [`crate::recall::MAX_RECORDS`] sessions back.
+    /// The archive of a closed session from its record, expiring at `expires_at`.
     pub fn from_record(
         record: &crate::recall::SessionRecord,
         summarized_until: u64,
@@ -183,10 +179,6 @@ impl SessionArchive {
             excerpt: record.excerpt.clone(),
             ids: record.ids.clone(),
             ended_at: record.ended_at,
-            evicts: record
-                .session
-                .checked_sub(crate::recall::MAX_RECORDS)
-                .filter(|s| *s > 0),
         }
     }
 
@@ -209,8 +201,7 @@ impl SessionArchive {
 pub const MAX_REFRESH_PER_ROUND: usize = 99;
 
 /// Most items a round's commit writes in its one transaction (DynamoDB's limit):
-/// the head, the messages, the idempotency record, the archive (and the archive it
-/// evicts) and the window
+/// the head, the messages, the idempotency record, the archive and the window
 /// messages whose TTL it extends ([`RoundCommit::refresh`]).
 pub const MAX_ROUND_ITEMS: usize = 100;
 

@@ -60,6 +60,14 @@ pub enum Call<'a> {
     SessionRecords,
     /// [`RecordStore::erase_contact`].
     EraseContact,
+    /// [`crate::store::RecallStore::session_messages`].
+    SessionMessages,
+    /// [`crate::store::RecallStore::save_session_index`].
+    SaveSessionIndex,
+    /// [`crate::store::RecallStore::session_indexes`].
+    SessionIndexes,
+    /// [`crate::store::RecallStore::found_sessions`].
+    FoundSessions,
     /// [`TenantStore::tenant_config`].
     TenantConfig,
     /// [`TenantStore::put_tenant_config`].
@@ -393,5 +401,53 @@ impl<S: Store + TenantStore + ?Sized, H: Hook> crate::store::OperatorStore for H
         to: i64,
     ) -> Result<Vec<(i64, crate::metering::UsageCounts)>, StoreError> {
         self.inner.usage(tenant, from, to).await
+    }
+}
+
+#[async_trait]
+impl<S: Store + TenantStore + ?Sized, H: Hook> crate::store::RecallStore for Hooked<S, H> {
+    async fn session_messages(
+        &self,
+        key: &ContactKey,
+        session: u32,
+        now: i64,
+    ) -> Result<(Vec<crate::domain::StoredMessage>, Option<i64>), StoreError> {
+        self.hook.before(Call::SessionMessages).await?;
+        self.inner.session_messages(key, session, now).await
+    }
+
+    async fn save_session_index(
+        &self,
+        key: &ContactKey,
+        incarnation: &Incarnation,
+        index: &crate::recall::index::SessionIndex,
+        text: Option<&crate::recall::index::SessionText>,
+        expires_at: i64,
+    ) -> Result<bool, StoreError> {
+        self.hook.before(Call::SaveSessionIndex).await?;
+        let result = self
+            .inner
+            .save_session_index(key, incarnation, index, text, expires_at)
+            .await;
+        self.written(Call::SaveSessionIndex, result)
+    }
+
+    async fn session_indexes(
+        &self,
+        key: &ContactKey,
+        now: i64,
+    ) -> Result<Vec<crate::recall::index::SessionIndex>, StoreError> {
+        self.hook.before(Call::SessionIndexes).await?;
+        self.inner.session_indexes(key, now).await
+    }
+
+    async fn found_sessions(
+        &self,
+        key: &ContactKey,
+        sessions: &[u32],
+        now: i64,
+    ) -> Result<Vec<crate::store::FoundSession>, StoreError> {
+        self.hook.before(Call::FoundSessions).await?;
+        self.inner.found_sessions(key, sessions, now).await
     }
 }

@@ -7,7 +7,7 @@
 use serde_json::{Value, json};
 
 use super::ToolOutput;
-use crate::recall::{Ranked, SessionRecord, TOOL_NAME, TOOL_RESULTS, check_query, date_of, rank};
+use crate::recall::{SessionHit, TOOL_NAME, check_query, date_of};
 use crate::request::ToolDef;
 
 /// What the model sees of the tool.
@@ -16,8 +16,8 @@ pub fn definition() -> ToolDef {
         name: TOOL_NAME.into(),
         description: "Search this customer's earlier conversations (closed sessions) for what \
                       was said, booked or promised: booking numbers, dates, professionals, \
-                      complaints. Returns up to 3 earlier sessions with their dates, best \
-                      match first."
+                      complaints. Returns up to 3 earlier sessions with their dates and the \
+                      passages that matched, best match first."
             .into(),
         input_schema: json!({
             "type": "object",
@@ -32,20 +32,23 @@ pub fn definition() -> ToolDef {
     }
 }
 
-/// The tool's answer to `input` over the contact's `records`: the best
-/// [`TOOL_RESULTS`] matches with their dates, or an error the model reads for a
-/// bad query.
-pub fn run(input: &Value, records: &[SessionRecord]) -> ToolOutput {
-    let query = match input.get("query").and_then(Value::as_str).map(check_query) {
-        Some(Ok(query)) => query,
-        Some(Err(problem)) => return ToolOutput::error(format!("`query`: {problem}")),
-        None => return ToolOutput::error("`query` (a string) is required"),
-    };
-    let found = rank(records, query, TOOL_RESULTS);
+/// The query of a call's input, or the error the model reads.
+pub fn query_of(input: &Value) -> Result<&str, String> {
+    match input.get("query").and_then(Value::as_str).map(check_query) {
+        Some(Ok(query)) => Ok(query),
+        Some(Err(problem)) => Err(format!("`query`: {problem}")),
+        None => Err("`query` (a string) is required".into()),
+    }
+}
+
+/// The tool's answer: the sessions found, best first, each dated with its
+/// passages; or a note that nothing was found (`had_sessions`: whether the
+/// contact has earlier sessions at all).
+pub fn output(found: &[SessionHit], had_sessions: bool) -> ToolOutput {
     if found.is_empty() {
-        let note = match records.len() {
-            0 => "this customer has no earlier session on record",
-            _ => "no earlier session mentions these words; try other words",
+        let note = match had_sessions {
+            false => "this customer has no earlier session on record",
+            true => "no earlier session mentions these words; try other words",
         };
         return ToolOutput::ok(json!({"sessions": [], "note": note}).to_string());
     }
@@ -53,16 +56,16 @@ pub fn run(input: &Value, records: &[SessionRecord]) -> ToolOutput {
     ToolOutput::ok(json!({ "sessions": sessions }).to_string())
 }
 
-fn result(found: &Ranked<'_>) -> Value {
-    let record = found.record;
+fn result(found: &SessionHit) -> Value {
+    let record = &found.record;
     let mut value = json!({
         "session": record.session,
         "date": date_of(record.ended_at),
         "messages": record.messages,
-        "excerpt": record.excerpt,
         "ids": record.ids,
+        "passages": found.passages,
     });
-    if let Some(summary) = &record.summary {
+    if let Some(summary) = found.search_summary.as_ref().or(record.summary.as_ref()) {
         value["summary"] = json!(summary);
     }
     value
@@ -71,51 +74,54 @@ fn result(found: &Ranked<'_>) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::recall::SessionRecord;
+    use crate::recall::passages::Passage;
 
-    fn records() -> Vec<SessionRecord> {
-        vec![
-            SessionRecord {
-                session: 2,
-                excerpt: "customer: corte com o Bruno".into(),
+    fn hit(session: u32, summary: Option<&str>) -> SessionHit {
+        SessionHit {
+            record: SessionRecord {
+                session,
                 ids: vec!["BK-77AA11".into()],
                 messages: 6,
                 ended_at: 1_773_446_400,
                 ..SessionRecord::default()
             },
-            SessionRecord {
-                session: 1,
-                summary: Some("The customer asked about prices.".into()),
-                messages: 2,
-                ..SessionRecord::default()
-            },
-        ]
+            score: Some(2.0),
+            search_summary: summary.map(str::to_owned),
+            passages: vec![Passage {
+                date: "2026-03-14".into(),
+                lines: vec!["customer: corte com o Bruno".into()],
+            }],
+        }
     }
 
     #[test]
-    fn the_best_sessions_come_back_with_their_dates() {
-        let out = run(&json!({"query": "BK-77AA11"}), &records());
+    fn the_sessions_found_come_back_dated_with_their_passages() {
+        let out = output(&[hit(2, Some("Booked BK-77AA11 with Bruno."))], true);
         assert!(!out.is_error);
         let value: Value = serde_json::from_str(&out.content).unwrap();
         assert_eq!(value["sessions"][0]["session"], 2);
         assert_eq!(value["sessions"][0]["date"], "2026-03-14");
         assert_eq!(value["sessions"][0]["ids"][0], "BK-77AA11");
-        assert_eq!(value["sessions"].as_array().unwrap().len(), 1);
-        let prices: Value =
-            serde_json::from_str(&run(&json!({"query": "price"}), &records()).content).unwrap();
         assert_eq!(
-            prices["sessions"][0]["summary"],
-            "The customer asked about prices."
+            value["sessions"][0]["summary"],
+            "Booked BK-77AA11 with Bruno."
+        );
+        assert_eq!(
+            value["sessions"][0]["passages"][0]["lines"][0],
+            "customer: corte com o Bruno"
         );
     }
 
     #[test]
     fn a_bad_query_is_an_error_the_model_reads_and_no_match_says_so() {
-        assert!(run(&json!({}), &records()).is_error);
-        assert!(run(&json!({"query": 7}), &records()).is_error);
-        assert!(run(&json!({"query": " "}), &records()).is_error);
-        let none = run(&json!({"query": "futebol"}), &records());
+        assert!(query_of(&json!({})).is_err());
+        assert!(query_of(&json!({"query": 7})).is_err());
+        assert!(query_of(&json!({"query": " "})).is_err());
+        assert_eq!(query_of(&json!({"query": "corte"})), Ok("corte"));
+        let none = output(&[], true);
         assert!(!none.is_error && none.content.contains("no earlier session mentions"));
-        let empty = run(&json!({"query": "corte"}), &[]);
+        let empty = output(&[], false);
         assert!(empty.content.contains("no earlier session on record"));
         assert_eq!(definition().name, "recall");
     }

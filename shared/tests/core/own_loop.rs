@@ -413,9 +413,10 @@ async fn bad_rounds_get_clear_errors_and_change_nothing() {
         {"type": "tool_result", "tool_use_id": id, "content": "y".repeat(share.min(MAX_TOOL_RESULT_CHARS))})).collect::<Vec<_>>()});
     let cases: Vec<(Value, &str, &str)> = vec![
         (
+            // No usage is allowed (degrau estimates it); no message is not.
             json!({"head": head, "messages": []}),
             "invalid",
-            "the body must be a JSON object",
+            "`messages` is empty",
         ),
         (
             json!({"head": head, "messages": [], "usage": usage(1), "x": 1}),
@@ -843,10 +844,18 @@ async fn recorded_rounds_request_steps_open_sessions_and_request_facts_like_aske
     .await
     .unwrap();
     assert_eq!((round.session, round.round.first_seq), (2, 1));
-    assert!(matches!(
-        h.jobs.jobs.lock().unwrap().last(),
-        Some(Job::Facts { session: 1, .. })
-    ));
+    let jobs = h.jobs.jobs.lock().unwrap().clone();
+    assert!(
+        matches!(
+            jobs.as_slice(),
+            [
+                ..,
+                Job::Facts { session: 1, .. },
+                Job::Index { session: 1, .. }
+            ]
+        ),
+        "the closed session's facts and index requested: {jobs:?}"
+    );
     assert!(
         h.store.archive(&key(), 1).is_some(),
         "the closed session is archived"

@@ -1,7 +1,9 @@
-//! Recall over earlier sessions end to end: the real `ask` binary on moto and the
-//! stand-in (whose side of the `recall` tool is scripted; the records, their
-//! ranking and their reads are degrau's). Sessions close when the contact's last
-//! activity is moved back past the idle timeout.
+//! Recall over earlier sessions end to end: the real `ask` and `compactor`
+//! binaries on moto and the stand-in (whose side of the `recall` tool is scripted;
+//! the indexes, their ranking and their reads are degrau's). Sessions close when
+//! the contact's last activity is moved back past the idle timeout (or the
+//! functions' clock forward); the queue is drained after each message, so the
+//! compactor indexes the session that message closed.
 
 use degrau::tenant::TenantConfig;
 use degrau::tools::{ToolDeclaration, ToolDeclarations};
@@ -27,12 +29,24 @@ fn recalling(digest: bool) -> TenantConfig {
     }
 }
 
-/// One message in a new session (the last one closed an hour ago and more).
+/// One message in a new session (the last one closed an hour ago and more), then
+/// the queue drained: the closed session is indexed.
 async fn next_session(stack: &FullStack, tenant: &str, contact: &str, text: &str) -> Value {
     stack.age_contact(tenant, contact, 2 * HOUR).await;
     let reply = stack.post(tenant, contact, text).await;
     assert_eq!(reply.status, 200, "{}", reply.raw);
+    stack.drain().await;
     reply.body
+}
+
+/// The contact's items whose sort key starts with `prefix`.
+async fn items_of(stack: &FullStack, tenant: &str, contact: &str, prefix: &str) -> usize {
+    stack
+        .contact_items(tenant, contact)
+        .await
+        .iter()
+        .filter(|item| attr_s(item, "sk").starts_with(prefix))
+        .count()
 }
 
 /// Session 1 books a slot; returns its confirmation id.
@@ -142,6 +156,12 @@ async fn an_erase_removes_every_record() {
             .count()
     };
     assert_eq!(archives(&stack.contact_items(TENANT, "bia").await), 2);
+    assert_eq!(
+        items_of(&stack, TENANT, "bia", "IDX#").await,
+        2,
+        "two sessions indexed"
+    );
+    assert_eq!(items_of(&stack, TENANT, "bia", "TXT#").await, 2);
     let erased = stack.call("DELETE", "/v1/contacts/bia", TENANT, None).await;
     assert_eq!(erased.status, 200, "{}", erased.raw);
     assert!(stack.contact_items(TENANT, "bia").await.is_empty());
@@ -262,4 +282,106 @@ async fn bad_input_on_the_sessions_route_gets_the_documented_400_and_changes_not
         .await;
     assert_error(&post, 405, "method_not_allowed");
     assert_eq!(stack.contact_items(TENANT, "fabi").await, before);
+}
+
+#[tokio::test]
+async fn a_detail_said_in_session_3_is_found_from_session_30_with_its_passage() {
+    // Past the 20 records a contact once kept, and in the middle of its session.
+    let (stack, offset) = crate::helpers::stack_on_moved_clocks("recall-30").await;
+    stack.configure(TENANT, &recalling(false)).await;
+    let mut now = 0;
+    for session in 1..=29 {
+        let text = match session {
+            3 => "Morning! By the way, I left my black umbrella on the waiting chair.".to_owned(),
+            n => format!("hello again ({n}), is the shop open on Saturday?"),
+        };
+        let reply = stack.post(TENANT, "eva", &text).await;
+        assert_eq!(reply.status, 200, "{}", reply.raw);
+        assert_eq!(reply.body["session"], session);
+        if session == 3 {
+            let more = stack
+                .post(TENANT, "eva", "also, what time do you close?")
+                .await;
+            assert_eq!(more.status, 200, "{}", more.raw);
+        }
+        stack.drain().await;
+        now += 2 * HOUR;
+        offset.set(now);
+    }
+    let reply = stack
+        .post(
+            TENANT,
+            "eva",
+            "did anyone find the umbrella I forgot last time?",
+        )
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.raw);
+    assert_eq!(reply.body["session"], 30);
+    let text = reply.body["reply"]["text"].as_str().unwrap();
+    assert!(text.contains("session 3 (2026-"), "{text}");
+    stack.drain().await;
+    assert_eq!(items_of(&stack, TENANT, "eva", "IDX#").await, 29);
+    let found = sessions(&stack, TENANT, "eva", "q=umbrella&limit=3").await;
+    let first = &found["sessions"][0];
+    assert_eq!(first["session"], 3, "{found}");
+    let lines = first["passages"][0]["lines"].as_array().unwrap();
+    assert!(
+        lines.iter().any(|line| line
+            .as_str()
+            .unwrap()
+            .contains("black umbrella on the waiting chair")),
+        "{first}"
+    );
+    assert!(
+        first["search_summary"]
+            .as_str()
+            .is_some_and(|s| !s.is_empty()),
+        "the compactor wrote its search summary: {first}"
+    );
+    crate::helpers::assert_error(
+        &stack
+            .call_with(
+                "GET",
+                "/v1/contacts/eva/sessions",
+                "q=%20",
+                TENANT,
+                &[],
+                None,
+            )
+            .await,
+        400,
+        "invalid_request",
+    );
+}
+
+#[tokio::test]
+async fn a_session_past_its_retention_is_not_found() {
+    let (stack, offset) = crate::helpers::stack_on_moved_clocks("recall-expiry").await;
+    stack
+        .configure(
+            TENANT,
+            &TenantConfig {
+                transcript_retention_days: Some(1),
+                ..recalling(false)
+            },
+        )
+        .await;
+    assert_eq!(
+        stack
+            .post(TENANT, "fia", "I left my red scarf here yesterday")
+            .await
+            .status,
+        200
+    );
+    offset.set(2 * HOUR);
+    assert_eq!(stack.post(TENANT, "fia", "hi again").await.status, 200);
+    stack.drain().await;
+    let found = sessions(&stack, TENANT, "fia", "q=scarf").await;
+    assert_eq!(found["sessions"][0]["session"], 1, "{found}");
+    // Three days on, session 1 is past its retention (a day after it could close).
+    offset.set(3 * 24 * HOUR);
+    assert_eq!(stack.post(TENANT, "fia", "hello").await.status, 200);
+    stack.drain().await;
+    let found = sessions(&stack, TENANT, "fia", "q=scarf").await;
+    assert_eq!(found["sessions"], serde_json::json!([]), "{found}");
 }

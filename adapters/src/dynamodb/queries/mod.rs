@@ -23,6 +23,6 @@ mod writes;
 
 pub(super) use reads::Pages;
 pub(super) use transactions::{
-    FactGuard, fact_transactions, refresh_items, round_items, settle_parts, step_items,
+    FactGuard, fact_transactions, index_items, refresh_items, round_items, settle_parts, step_items,
 };
 pub(super) use update::{UpdateParts, update_if};

@@ -12,11 +12,10 @@ use degrau::store::{
 
 use super::update::UpdateParts;
 use crate::dynamodb::items::{
-    ArchiveItem, FactItem, Item, MessageItem, RequestItem, blocks_json, n, s, to_item,
+    ArchiveItem, FactItem, IndexItem, Item, MessageItem, RequestItem, TextItem, blocks_json, n, s,
+    to_item,
 };
-use crate::dynamodb::keys::{
-    HEAD_SK, archive_sk, contact_pk, fact_sk, message_sk, sweep_pk, tenant_pk,
-};
+use crate::dynamodb::keys::{HEAD_SK, contact_pk, fact_sk, message_sk, sweep_pk, tenant_pk};
 
 /// `TransactWriteItems` takes at most this many actions.
 const MAX_TRANSACTION_ACTIONS: usize = 100;
@@ -119,7 +118,6 @@ pub(in crate::dynamodb) fn round_items(
         + commit.messages.len()
         + usize::from(commit.idempotency.is_some())
         + usize::from(commit.archive.is_some())
-        + usize::from(commit.archive.as_ref().is_some_and(|a| a.evicts.is_some()))
         + commit.refresh.len();
     if actions > MAX_TRANSACTION_ACTIONS {
         return Err(StoreError::Other(format!(
@@ -157,17 +155,6 @@ pub(in crate::dynamodb) fn round_items(
         // archive left to collide with.
         let item = ArchiveItem::new(&pk, archive);
         items.push(put(table, to_item(&item)?, None, "archive")?);
-        // The contact's oldest record past the bound goes in the same transaction
-        // (unconditional: a delete of an item already gone is no error).
-        if let Some(evicted) = archive.evicts {
-            let delete = Delete::builder()
-                .table_name(table)
-                .key("pk", s(&pk))
-                .key("sk", s(archive_sk(evicted)))
-                .build()
-                .map_err(|err| StoreError::Other(format!("archive delete: {err}")))?;
-            items.push(TransactWriteItem::builder().delete(delete).build());
-        }
     }
     // The window's TTL, in the same transaction: each message must still exist (a
     // message TTL deleted meanwhile fails the round, which is then read again).
@@ -343,6 +330,26 @@ pub(in crate::dynamodb) fn step_items(
             (":pruned", pruned),
             "prune",
         )?);
+    }
+    Ok(items)
+}
+
+/// A closed session's recall index, and its text when given, written while the
+/// head still has `incarnation` (replacing an earlier write of the same session).
+pub(in crate::dynamodb) fn index_items(
+    table: &str,
+    key: &ContactKey,
+    incarnation: &Incarnation,
+    index: IndexItem,
+    text: Option<TextItem>,
+) -> Result<Vec<TransactWriteItem>, StoreError> {
+    let pk = contact_pk(key);
+    let mut items = vec![
+        head_check(table, &pk, incarnation)?,
+        put(table, to_item(&index)?, None, "index")?,
+    ];
+    if let Some(text) = text {
+        items.push(put(table, to_item(&text)?, None, "text")?);
     }
     Ok(items)
 }

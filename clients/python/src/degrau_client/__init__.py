@@ -19,6 +19,10 @@ from .aio import AsyncDegrauClient
 from .client import DegrauClient
 from .errors import (
     ERROR_CLASSES,
+    ERROR_TYPES,
+    APIConnectionError,
+    APIStatusError,
+    APITimeoutError,
     Conflict,
     DegrauError,
     Forbidden,
@@ -52,8 +56,10 @@ from .models import (
     Message,
     ModelTokens,
     OperatorFact,
+    Passage,
     RecordedRound,
     RoundSpan,
+    SessionClosed,
     SessionRecord,
     SessionRecords,
     SetBy,
@@ -64,6 +70,7 @@ from .models import (
     message_from,
     usage_from,
 )
+from .signature import SignatureError, verify_signature
 from .streaming import (
     Done,
     Restart,
@@ -82,6 +89,10 @@ except PackageNotFoundError:  # imported from a source tree that was never insta
 
 __all__ = [
     "ERROR_CLASSES",
+    "ERROR_TYPES",
+    "APIConnectionError",
+    "APIStatusError",
+    "APITimeoutError",
     "AsyncDegrauClient",
     "CacheCreation",
     "Conflict",
@@ -105,15 +116,18 @@ __all__ = [
     "ModelTokens",
     "NotFound",
     "OperatorFact",
+    "Passage",
     "PreconditionFailed",
     "PreconditionRequired",
     "RateLimited",
     "RecordedRound",
     "Restart",
     "RoundSpan",
+    "SessionClosed",
     "SessionRecord",
     "SessionRecords",
     "SetBy",
+    "SignatureError",
     "StreamEvent",
     "StreamInterrupted",
     "TenantConfigInvalid",
@@ -134,4 +148,5 @@ __all__ = [
     "message_from",
     "retry_after_seconds",
     "usage_from",
+    "verify_signature",
 ]

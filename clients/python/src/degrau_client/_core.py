@@ -15,7 +15,7 @@ import json
 import random
 import time
 import uuid
-from collections.abc import Callable, Generator, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import date
 from typing import Any, Literal, TypeVar, cast
@@ -23,7 +23,8 @@ from urllib.parse import quote
 
 import httpx
 
-from .errors import error_from_response, retry_after_seconds
+from ._schema import RETRY_POLICY as RETRY_POLICY
+from .errors import APIConnectionError, APITimeoutError, envelope_type, error_from_response, retry_after_seconds
 from .models import (
     JSON,
     ContactPage,
@@ -31,6 +32,7 @@ from .models import (
     FactDeleted,
     OperatorFact,
     RecordedRound,
+    SessionClosed,
     SessionRecords,
     TenantConfigView,
     UsageReport,
@@ -145,7 +147,9 @@ def context(contact: str) -> Flow[Context]:
 def commit_round(
     contact: str, head: str, messages: Iterable[Any], usage: Any, idempotency_key: str | None
 ) -> Flow[RecordedRound]:
-    body = {"head": head, "messages": [message_from(m) for m in messages], "usage": usage_from(usage)}
+    body: JSON = {"head": head, "messages": [message_from(m) for m in messages]}
+    if usage is not None:  # None: the client has none, and degrau estimates it
+        body["usage"] = usage_from(usage)
     call = Call("POST", _contact(contact) + "/rounds", body=body, idempotency_key=idempotency_key)
     return cast(RecordedRound, (yield call))
 
@@ -158,6 +162,10 @@ def search_sessions(contact: str, q: str | None, limit: int | None) -> Flow[Sess
         params["limit"] = limit
     call = Call("GET", _contact(contact) + "/sessions", params=params)
     return cast(SessionRecords, (yield call))
+
+
+def close_session(contact: str) -> Flow[SessionClosed]:
+    return cast(SessionClosed, (yield Call("POST", _contact(contact) + "/sessions")))
 
 
 def erase(contact: str) -> Flow[JSON]:
@@ -212,33 +220,54 @@ def openapi() -> Flow[JSON]:
     return cast(JSON, (yield Call("GET", "/v1/openapi.json")))
 
 
-#: Answers worth another attempt: nothing was done, and the server says when
-#: (``Retry-After``) or a moment later is likely to work.
-RETRY_STATUSES = frozenset({429, 503})
+#: The error types worth another attempt, by ``x-degrau-retry`` (docs/openapi.json,
+#: the one policy of both clients): degrau wrote nothing, or the same
+#: ``Idempotency-Key`` replays what it wrote.
+RETRY_TYPES = frozenset(kind for kind, retry in RETRY_POLICY["error_types"].items() if retry)
+#: The statuses worth another attempt when the answer is not degrau's envelope (API
+#: Gateway's or a proxy's own).
+RETRY_STATUSES_WITHOUT_ENVELOPE = frozenset(RETRY_POLICY["statuses_without_envelope"])
 #: Failures before an answer that another attempt may not meet: the connection
-#: (or the read of the answer) failed or timed out.
+#: (or the read of the answer) failed or timed out (``connection_errors``).
 RETRY_ERRORS: tuple[type[Exception], ...] = (
-    httpx.TimeoutException,
-    httpx.NetworkError,
-    httpx.RemoteProtocolError,
+    (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError) if RETRY_POLICY["connection_errors"] else ()
 )
+
+
+def retryable_answer(response: httpx.Response) -> bool:
+    """Whether the policy tries this error answer again: by its envelope's type, or
+    by its status when it is not degrau's envelope."""
+    try:
+        kind = envelope_type(response.json())
+    except ValueError:
+        kind = None
+    if kind is not None:
+        return kind in RETRY_TYPES
+    return response.status_code in RETRY_STATUSES_WITHOUT_ENVELOPE
+
+
+def connection_error(error: httpx.TransportError) -> APIConnectionError:
+    """The client's error for an httpx failure before an answer."""
+    if isinstance(error, httpx.TimeoutException):
+        return APITimeoutError(f"degrau did not answer in time: {error!r}")
+    return APIConnectionError(f"could not reach degrau: {error!r}")
 
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """How many times and for how long a call is tried again.
+    """How many times and for how long a call is tried again (``x-degrau-retry``).
 
     ``retries`` more attempts at most (0: none); no wait that would end past
     ``deadline`` seconds after the call began. The wait is the answer's
-    ``Retry-After`` when it gave one, else exponential backoff with full jitter:
-    a random time up to ``backoff * 2**n`` (``n`` the retries so far), at most
-    ``max_backoff``.
+    ``Retry-After`` when it gave one, else exponential backoff with equal jitter:
+    between half and all of ``backoff * 2**n`` (``n`` the retries so far), the step
+    at most ``max_backoff``.
     """
 
-    retries: int = 3
-    deadline: float = 60.0
-    backoff: float = 0.5
-    max_backoff: float = 10.0
+    retries: int = RETRY_POLICY["max_retries"]
+    deadline: float = RETRY_POLICY["deadline_seconds"]
+    backoff: float = RETRY_POLICY["initial_backoff_seconds"]
+    max_backoff: float = RETRY_POLICY["max_backoff_seconds"]
     clock: Callable[[], float] = time.monotonic
 
     def __post_init__(self) -> None:
@@ -261,8 +290,8 @@ class Attempts:
         if self.retried >= self.policy.retries:
             return None
         if retry_after is None:
-            ceiling = min(self.policy.max_backoff, self.policy.backoff * 2**self.retried)
-            retry_after = random.uniform(0, ceiling)
+            step = min(self.policy.max_backoff, self.policy.backoff * 2**self.retried)
+            retry_after = random.uniform(step / 2, step)
         if self.policy.clock() - self.started + retry_after > self.policy.deadline:
             return None
         self.retried += 1
@@ -270,7 +299,7 @@ class Attempts:
 
     def after_response(self, response: httpx.Response) -> float | None:
         """The seconds to wait before trying again, or None: this answer is final."""
-        if response.status_code not in RETRY_STATUSES:
+        if response.status_code < 400 or not retryable_answer(response):
             return None
         return self._wait(retry_after_seconds(response.headers.get("retry-after")))
 
@@ -281,6 +310,14 @@ class Attempts:
         return self._wait(None)
 
 
+#: A bearer token: the token itself, or a function that answers the current one
+#: (called for every attempt, so a long-running worker gets a fresh Cognito token
+#: when the last one expired, as the Anthropic SDK's ``api_key`` provider does).
+TokenProvider = Callable[[], str]
+#: The async client's: the function may also be a coroutine function.
+AsyncTokenProvider = Callable[[], "str | Awaitable[str]"]
+
+
 class Settings:
     """The settings both clients take, and what they make of a call."""
 
@@ -288,7 +325,7 @@ class Settings:
         self,
         *,
         tenant: str | None,
-        token: str | None,
+        token: str | Callable[[], Any] | None,
         retries: int,
         deadline: float,
         clock: Callable[[], float] | None,
@@ -302,8 +339,13 @@ class Settings:
             self.headers["x-scopes"] = scopes if isinstance(scopes, str) else " ".join(scopes)
         if operator is not None:
             self.headers["x-operator"] = operator
-        if token is not None:
+        #: The token's function, called for every attempt (``None``: a fixed token,
+        #: in ``headers``, or none).
+        self.token: Callable[[], Any] | None = None
+        if isinstance(token, str):
             self.headers["authorization"] = f"Bearer {token}"
+        elif token is not None:
+            self.token = token
         self.retry = RetryPolicy(retries=retries, deadline=deadline, clock=clock or time.monotonic)
 
     def prepare(self, call: Call) -> Call:
@@ -313,3 +355,10 @@ class Settings:
         if call.method == "POST" and call.idempotency_key is None and self.retry.retries > 0:
             return replace(call, idempotency_key=str(uuid.uuid4()))
         return call
+
+
+def bearer(token: str) -> dict[str, str]:
+    """The header a token provider's answer is sent in."""
+    if not isinstance(token, str) or not token:
+        raise TypeError(f"the token provider answered {type(token).__name__}, not a token string")
+    return {"authorization": f"Bearer {token}"}

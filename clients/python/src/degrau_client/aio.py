@@ -5,6 +5,7 @@ differs."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from datetime import date
 from typing import Any, Literal, TypeVar, cast
@@ -23,6 +24,7 @@ from .models import (
     Message,
     OperatorFact,
     RecordedRound,
+    SessionClosed,
     SessionRecords,
     TenantConfigView,
     Usage,
@@ -37,8 +39,9 @@ class AsyncDegrauClient:
     """An async client of degrau's HTTP API: the same methods as
     :class:`~degrau_client.DegrauClient`, awaited, with the same arguments,
     results, errors and retries (see there). ``async with`` closes it, or
-    ``await client.aclose()``. ``sleep`` (awaited; ``anyio.sleep``, which serves
-    asyncio and trio) and ``clock`` are for tests.
+    ``await client.aclose()``. ``token`` may also be a coroutine function answering
+    the current token. ``sleep`` (awaited; ``anyio.sleep``, which serves asyncio and
+    trio) and ``clock`` are for tests.
     """
 
     def __init__(
@@ -47,12 +50,12 @@ class AsyncDegrauClient:
         *,
         stream_base_url: str | None = None,
         tenant: str | None = None,
-        token: str | None = None,
+        token: str | _core.AsyncTokenProvider | None = None,
         scopes: str | Iterable[str] | None = None,
         operator: str | None = None,
         timeout: float = 60.0,
-        retries: int = 3,
-        deadline: float = 60.0,
+        retries: int = _core.RETRY_POLICY["max_retries"],
+        deadline: float = _core.RETRY_POLICY["deadline_seconds"],
         transport: httpx.AsyncBaseTransport | None = None,
         sleep: Callable[[float], Awaitable[object]] = anyio.sleep,
         clock: Callable[[], float] | None = None,
@@ -85,18 +88,27 @@ class AsyncDegrauClient:
         """Closes the connections."""
         await self._http.aclose()
 
+    async def _auth(self) -> dict[str, str]:
+        """The token provider's current token as a header, awaited when the provider
+        is a coroutine function (none for a fixed token, in the client's headers)."""
+        if self._settings.token is None:
+            return {}
+        token = self._settings.token()
+        return _core.bearer(await token if inspect.isawaitable(token) else token)
+
     async def _send(self, call: _core.Call) -> Any:
         """One call, tried again as the retry policy says."""
         attempts = self._settings.retry.start()
         while True:
+            headers = call.headers() | await self._auth()
             try:
                 response = await self._http.request(
-                    call.method, call.path, params=call.params, content=call.content(), headers=call.headers()
+                    call.method, call.path, params=call.params, content=call.content(), headers=headers
                 )
-            except Exception as error:
+            except httpx.TransportError as error:
                 wait = attempts.after_error(error)
                 if wait is None:
-                    raise
+                    raise _core.connection_error(error) from error
             else:
                 wait = attempts.after_response(response)
                 if wait is None:
@@ -150,16 +162,19 @@ class AsyncDegrauClient:
         """The streaming route's answer with its body unread, once it is a success;
         an error answer or a failed connection is retried as :meth:`_send` does."""
         attempts = self._settings.retry.start()
-        request = self._http.build_request(
-            call.method, self._stream_base_url + call.path, content=call.content(), headers=call.headers()
-        )
         while True:
+            request = self._http.build_request(
+                call.method,
+                self._stream_base_url + call.path,
+                content=call.content(),
+                headers=call.headers() | await self._auth(),
+            )
             try:
                 response = await self._http.send(request, stream=True)
-            except Exception as error:
+            except httpx.TransportError as error:
                 wait = attempts.after_error(error)
                 if wait is None:
-                    raise
+                    raise _core.connection_error(error) from error
             else:
                 if response.status_code < 400:
                     return response
@@ -204,7 +219,7 @@ class AsyncDegrauClient:
         contact: str,
         head: str,
         messages: Iterable[Message | JSON | Any],
-        usage: Usage | Mapping[str, Any] | Any,
+        usage: Usage | Mapping[str, Any] | Any | None,
         *,
         idempotency_key: str | None = None,
     ) -> RecordedRound:
@@ -214,8 +229,10 @@ class AsyncDegrauClient:
         :class:`~degrau_client.Conflict`.
 
         ``usage`` may be the SDK's ``response.usage`` or a mapping as the API
-        returns it (see :func:`~degrau_client.usage_from`); a message's content
-        may hold the SDK's blocks (``response.content``), see
+        returns it (see :func:`~degrau_client.usage_from`), or ``None`` when the
+        caller has none: degrau then estimates the context from what it holds
+        (``usage_estimated`` in the answer), so compaction still happens. A
+        message's content may hold the SDK's blocks (``response.content``), see
         :func:`~degrau_client.message_from`."""
         return await self._run(_core.commit_round(contact, head, messages, usage, idempotency_key))
 
@@ -225,8 +242,18 @@ class AsyncDegrauClient:
         first without it; at most ``limit`` (1 to 20, default 5)."""
         return await self._run(_core.search_sessions(contact, q, limit))
 
+    async def close_session(self, contact: str) -> SessionClosed:
+        """``POST /v1/contacts/{contact}/sessions``: closes the contact's session now,
+        as its idle timeout would (its record kept, its facts extracted); the next
+        round opens a new session, which starts with the facts and no window or
+        summary. Nothing is erased (see :meth:`erase`). Closing a session with no
+        message closes nothing (``closed_session`` is ``None``), so repeating it is
+        safe."""
+        return await self._run(_core.close_session(contact))
+
     async def erase(self, contact: str) -> JSON:
-        """``DELETE /v1/contacts/{contact}``: erases everything stored about it."""
+        """``DELETE /v1/contacts/{contact}``: erases everything stored about it
+        (transcript, summaries, records, facts), for good."""
         return await self._run(_core.erase(contact))
 
     async def list_contacts(self, *, limit: int | None = None, cursor: str | None = None) -> ContactPage:

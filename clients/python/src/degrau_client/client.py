@@ -22,6 +22,7 @@ from .models import (
     OperatorFact,
     RecordedRound,
     RoundSpan,
+    SessionClosed,
     SessionRecord,
     SessionRecords,
     TenantConfigView,
@@ -55,22 +56,31 @@ class DegrauClient:
 
     ``tenant`` sends ``X-Tenant-Id`` (the local stack's ``AUTH_MODE=dev``);
     ``token`` sends ``Authorization: Bearer`` (``AUTH_MODE=jwt`` behind API
-    Gateway's JWT authorizer; the operator routes read their scopes from it).
+    Gateway's JWT authorizer; the operator routes read their scopes from it): the
+    token, or a function answering the current one, called for every attempt (a
+    long-running worker's Cognito tokens last an hour: the function refreshes them).
     Under ``AUTH_MODE=dev`` the operator routes take the scopes from ``scopes``
     (``X-Scopes``: any of ``memory:read``, ``memory:write``, ``tenant:admin``, a
     string or an iterable) and the operator's id recorded on a fact it sets from
-    ``operator`` (``X-Operator``; the server's default ``dev``). Every error answer is raised as the
-    :class:`~degrau_client.DegrauError` subclass of its type.
+    ``operator`` (``X-Operator``; the server's default ``dev``).
 
-    Retries: a 429 or 503 answer, or a connection that failed or timed out, is
-    tried again up to ``retries`` times (0: never), waiting what ``Retry-After``
-    says (seconds or an HTTP date) or else an exponential backoff with jitter, and
-    never waiting past ``deadline`` seconds after the call began; then the last
-    error is raised. ``timeout`` bounds each attempt. Every POST is sent with an
-    ``Idempotency-Key`` (the caller's, or a uuid4 the client makes for that call
-    when retries are on), the same on every attempt, so a retried POST is
-    answered once. ``sleep`` and ``clock`` replace ``time.sleep`` and
-    ``time.monotonic`` (tests).
+    Errors: every error answer is raised as the
+    :class:`~degrau_client.APIStatusError` subclass of its type; no answer (the
+    connection failed, or an attempt timed out) as
+    :class:`~degrau_client.APIConnectionError` (:class:`~degrau_client.APITimeoutError`);
+    all are :class:`~degrau_client.DegrauError` s carrying the ``request_id``.
+
+    Retries follow ``x-degrau-retry``, the one policy of degrau's clients
+    (``docs/openapi.json``): a connection that failed or timed out, and the answers
+    ``rate_limited``, ``unavailable``, ``internal_error`` and ``model_timeout`` (and
+    a 429, 500, 502, 503 or 504 that is not degrau's envelope) are tried again up to
+    ``retries`` times (0: never), waiting what ``Retry-After`` says (seconds or an
+    HTTP date) or else an exponential backoff with equal jitter, and never waiting
+    past ``deadline`` seconds after the call began; then the last error is raised.
+    ``timeout`` bounds each attempt. Every POST is sent with an ``Idempotency-Key``
+    (the caller's, or a uuid4 the client makes for that call when retries are on),
+    the same on every attempt, so a retried POST is answered once. ``sleep`` and
+    ``clock`` replace ``time.sleep`` and ``time.monotonic`` (tests).
 
     ``stream_base_url`` is where :meth:`stream_message` goes (on AWS the streaming
     route is served by an API of its own); by default ``base_url``, as the local
@@ -83,12 +93,12 @@ class DegrauClient:
         *,
         stream_base_url: str | None = None,
         tenant: str | None = None,
-        token: str | None = None,
+        token: str | _core.TokenProvider | None = None,
         scopes: str | Iterable[str] | None = None,
         operator: str | None = None,
         timeout: float = 60.0,
-        retries: int = 3,
-        deadline: float = 60.0,
+        retries: int = _core.RETRY_POLICY["max_retries"],
+        deadline: float = _core.RETRY_POLICY["deadline_seconds"],
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], object] = time.sleep,
         clock: Callable[[], float] | None = None,
@@ -121,18 +131,24 @@ class DegrauClient:
         """Closes the connections."""
         self._http.close()
 
+    def _auth(self) -> dict[str, str]:
+        """The token provider's current token as a header (none for a fixed token,
+        which the client's headers carry)."""
+        return {} if self._settings.token is None else _core.bearer(self._settings.token())
+
     def _send(self, call: _core.Call) -> Any:
         """One call, tried again as the retry policy says."""
         attempts = self._settings.retry.start()
         while True:
+            headers = call.headers() | self._auth()
             try:
                 response = self._http.request(
-                    call.method, call.path, params=call.params, content=call.content(), headers=call.headers()
+                    call.method, call.path, params=call.params, content=call.content(), headers=headers
                 )
-            except Exception as error:
+            except httpx.TransportError as error:
                 wait = attempts.after_error(error)
                 if wait is None:
-                    raise
+                    raise _core.connection_error(error) from error
             else:
                 wait = attempts.after_response(response)
                 if wait is None:
@@ -195,16 +211,19 @@ class DegrauClient:
         """The streaming route's answer with its body unread, once it is a success;
         an error answer or a failed connection is retried as :meth:`_send` does."""
         attempts = self._settings.retry.start()
-        request = self._http.build_request(
-            call.method, self._stream_base_url + call.path, content=call.content(), headers=call.headers()
-        )
         while True:
+            request = self._http.build_request(
+                call.method,
+                self._stream_base_url + call.path,
+                content=call.content(),
+                headers=call.headers() | self._auth(),
+            )
             try:
                 response = self._http.send(request, stream=True)
-            except Exception as error:
+            except httpx.TransportError as error:
                 wait = attempts.after_error(error)
                 if wait is None:
-                    raise
+                    raise _core.connection_error(error) from error
             else:
                 if response.status_code < 400:
                     return response
@@ -249,7 +268,7 @@ class DegrauClient:
         contact: str,
         head: str,
         messages: Iterable[Message | JSON | Any],
-        usage: Usage | Mapping[str, Any] | Any,
+        usage: Usage | Mapping[str, Any] | Any | None,
         *,
         idempotency_key: str | None = None,
     ) -> RecordedRound:
@@ -259,8 +278,10 @@ class DegrauClient:
         :class:`~degrau_client.Conflict`.
 
         ``usage`` may be the SDK's ``response.usage`` or a mapping as the API
-        returns it (see :func:`~degrau_client.usage_from`); a message's content
-        may hold the SDK's blocks (``response.content``), see
+        returns it (see :func:`~degrau_client.usage_from`), or ``None`` when the
+        caller has none: degrau then estimates the context from what it holds
+        (``usage_estimated`` in the answer), so compaction still happens. A
+        message's content may hold the SDK's blocks (``response.content``), see
         :func:`~degrau_client.message_from`."""
         return self._run(_core.commit_round(contact, head, messages, usage, idempotency_key))
 
@@ -270,8 +291,18 @@ class DegrauClient:
         first without it; at most ``limit`` (1 to 20, default 5)."""
         return self._run(_core.search_sessions(contact, q, limit))
 
+    def close_session(self, contact: str) -> SessionClosed:
+        """``POST /v1/contacts/{contact}/sessions``: closes the contact's session now,
+        as its idle timeout would (its record kept, its facts extracted); the next
+        round opens a new session, which starts with the facts and no window or
+        summary. Nothing is erased (see :meth:`erase`). Closing a session with no
+        message closes nothing (``closed_session`` is ``None``), so repeating it is
+        safe."""
+        return self._run(_core.close_session(contact))
+
     def erase(self, contact: str) -> JSON:
-        """``DELETE /v1/contacts/{contact}``: erases everything stored about it."""
+        """``DELETE /v1/contacts/{contact}``: erases everything stored about it
+        (transcript, summaries, records, facts), for good."""
         return self._run(_core.erase(contact))
 
     def list_contacts(self, *, limit: int | None = None, cursor: str | None = None) -> ContactPage:

@@ -35,11 +35,15 @@ with ``tool_calls`` each followed by the ``ToolMessage`` s answering every one o
 its calls; then the final ``AIMessage`` without tool calls. That is the user's
 message, the assistant's ``tool_use`` messages, the user's ``tool_result``
 messages, ..., the final assistant text, in one round, with the usage of the last
-``AIMessage`` (``usage_metadata``; LangChain's ``input_tokens`` include the cached
-ones, the Messages API's do not). A model that reports no usage records zeros, and
-then never makes a compaction step due. Messages may come in one call or several:
-what is not a whole round yet waits in memory (``add_user_message`` then
-``add_ai_message`` is one round).
+``AIMessage`` as LangChain carries it: the Messages API's own ``usage`` in
+``response_metadata["usage"]`` (``ChatAnthropic`` puts it there), else
+``usage_metadata`` (LangChain's ``input_tokens`` include the cached ones, the
+Messages API's do not). Where neither is there (a chain that ends in
+``StrOutputParser`` hands the history a bare string) the round is committed
+without usage, and degrau estimates its context from what it holds, so compaction
+happens all the same (``last_recorded["usage_estimated"]``). Messages may come in
+one call or several: what is not a whole round yet waits in memory
+(``add_user_message`` then ``add_ai_message`` is one round).
 
 The round is committed on the ``head`` of the context ``messages`` was built from,
 not on a fresh read, so that the commit fails if the state the model saw is gone.
@@ -69,12 +73,21 @@ tool-calling AI messages in a round (degrau's limit). Agents that need more comm
 their rounds through :meth:`DegrauClient.commit_round` directly, as
 ``examples/agent_loop.py`` does.
 
-``clear`` erases the contact (everything degrau stores about it; a contact never
-seen is already clear).
+``clear`` starts a new conversation, as LangChain users mean it: degrau closes
+the contact's session now (what its idle timeout does: the session's record kept,
+its facts extracted), and the next round opens a new session that starts with the
+facts and no window. ``erase`` forgets the contact: everything degrau stores about
+it, for good (a contact never seen is already erased).
+
+Every method has its async twin (``aget_messages``, ``aadd_messages``, ``aclear``,
+``aerase``), native on an :class:`~degrau_client.AsyncDegrauClient`; the sync
+methods need a :class:`~degrau_client.DegrauClient` (an async client raises
+``TypeError`` there), and the async ones run a sync client's calls in a thread.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import uuid
 from collections.abc import Mapping, Sequence
@@ -90,15 +103,19 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
+from .aio import AsyncDegrauClient
 from .client import Context, DegrauClient, RecordedRound
 from .errors import Conflict, NotFound
+from .models import usage_from
 
 __all__ = [
     "DegrauChatMessageHistory",
     "RoundBuilder",
+    "acommit_with_retry",
     "commit_with_retry",
     "context_messages",
     "messages_api_usage",
+    "round_messages",
     "system_messages",
     "to_langchain",
 ]
@@ -144,7 +161,7 @@ def _plain_or_blocks(blocks: list[JSON]) -> str | list[str | JSON]:
     return list(blocks)
 
 
-def system_messages(system: Sequence[JSON], *, anthropic_blocks: bool = True) -> list[BaseMessage]:
+def system_messages(system: Sequence[Mapping[str, Any]], *, anthropic_blocks: bool = True) -> list[BaseMessage]:
     """degrau's system blocks as ``SystemMessage`` s, one per block (with its
     ``cache_control`` when ``anthropic_blocks``)."""
     if anthropic_blocks:
@@ -200,7 +217,7 @@ def to_langchain(messages: Sequence[Mapping[str, Any]], *, anthropic_blocks: boo
     return out
 
 
-def _with_breakpoint(message: BaseMessage, cache_control: JSON) -> BaseMessage:
+def _with_breakpoint(message: BaseMessage, cache_control: Mapping[str, Any]) -> BaseMessage:
     """``message`` with ``cache_control`` on its last block."""
     content = message.content
     if isinstance(content, str):
@@ -213,7 +230,7 @@ def _with_breakpoint(message: BaseMessage, cache_control: JSON) -> BaseMessage:
     return message.model_copy(update={"content": blocks})
 
 
-def _breakpoints(system: Sequence[JSON], messages: Sequence[Mapping[str, Any]]) -> int:
+def _breakpoints(system: Sequence[Mapping[str, Any]], messages: Sequence[Mapping[str, Any]]) -> int:
     count = sum(1 for block in system if "cache_control" in block)
     for message in messages:
         content = message["content"]
@@ -235,16 +252,23 @@ def context_messages(context: Context, *, anthropic_blocks: bool = True) -> list
     ]
 
 
-def messages_api_usage(message: AIMessage) -> JSON:
-    """An ``AIMessage`` 's ``usage_metadata`` as the Messages API reports usage:
-    ``input_tokens`` without the cached ones (LangChain counts them in), the two
-    cache counts, and the 5-minute/1-hour split of the cache writes
-    (``cache_creation``) when LangChain has it (``langchain_anthropic`` puts
+def messages_api_usage(message: AIMessage) -> JSON | None:
+    """An ``AIMessage`` 's usage as the Messages API reports it, or ``None`` when it
+    carries none (degrau then estimates it).
+
+    The API's own ``usage``, when the chat model kept it in
+    ``response_metadata["usage"]`` (``ChatAnthropic`` does), taken as it is; else
+    ``usage_metadata``: ``input_tokens`` without the cached ones (LangChain counts
+    them in), the two cache counts, and the 5-minute/1-hour split of the cache
+    writes (``cache_creation``) when LangChain has it (``langchain_anthropic`` puts
     ``ephemeral_5m_input_tokens`` / ``ephemeral_1h_input_tokens`` in
     ``input_token_details`` and then sets ``cache_creation`` there to 0)."""
+    raw = (message.response_metadata or {}).get("usage")
+    if isinstance(raw, Mapping) and isinstance(raw.get("input_tokens"), int):
+        return dict(usage_from(raw))
     meta = message.usage_metadata
     if not meta:
-        return {"input_tokens": 0, "output_tokens": 0}
+        return None
     details: Mapping[str, Any] = meta.get("input_token_details") or {}
     read = int(details.get("cache_read") or 0)
     five_minutes = details.get("ephemeral_5m_input_tokens")
@@ -426,12 +450,33 @@ def _retryable(conflict: Conflict) -> bool:
     return conflict.message.startswith(_RETRYABLE_CONFLICTS)
 
 
+def round_messages(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """The messages from the last human message on: the round a run answers (an
+    agent's or a graph's state may hold earlier runs' messages, under a
+    checkpointer)."""
+    starts = [i for i, m in enumerate(messages) if isinstance(m, HumanMessage)]
+    if not starts:
+        raise ValueError("the state holds no human message: a round starts with one")
+    return list(messages[starts[-1] :])
+
+
+def whole_round(messages: Sequence[BaseMessage]) -> tuple[list[JSON], AIMessage]:
+    """A run's messages as one round: its Messages API messages and the final AI
+    message (whose usage is the round's); ``ValueError`` unless they are exactly one
+    whole round ending in a final answer."""
+    builder = RoundBuilder()
+    done = [d for d in map(builder.add, round_messages(messages)) if d is not None]
+    if len(done) != 1 or builder.pending:
+        raise ValueError("the run's messages are not one whole round ending in a final answer")
+    return done[0]
+
+
 def commit_with_retry(
     client: DegrauClient,
     contact: str,
     head: str,
     messages: list[JSON],
-    usage: Mapping[str, Any],
+    usage: Mapping[str, Any] | None,
     *,
     attempts: int = 3,
     idempotency_key: str | None = None,
@@ -439,7 +484,8 @@ def commit_with_retry(
     """Commits a round on ``head`` (the one the model's context was read at); a
     stale head because another round landed or the session went idle is reread and
     the same round committed on it, ``attempts`` times in all (see the module
-    documentation for why, and for the conflicts raised instead)."""
+    documentation for why, and for the conflicts raised instead). ``usage``
+    ``None``: degrau estimates it."""
     key = idempotency_key or f"langchain-{uuid.uuid4()}"
     for attempt in range(1, attempts + 1):
         try:
@@ -454,12 +500,66 @@ def commit_with_retry(
     raise AssertionError("unreachable: the last attempt returns or raises")
 
 
+async def acommit_with_retry(
+    client: AsyncDegrauClient | DegrauClient,
+    contact: str,
+    head: str,
+    messages: list[JSON],
+    usage: Mapping[str, Any] | None,
+    *,
+    attempts: int = 3,
+    idempotency_key: str | None = None,
+) -> RecordedRound:
+    """:func:`commit_with_retry` on an async client (a sync one's calls run in a
+    thread)."""
+    if isinstance(client, DegrauClient):
+        return await asyncio.to_thread(
+            commit_with_retry,
+            client,
+            contact,
+            head,
+            messages,
+            usage,
+            attempts=attempts,
+            idempotency_key=idempotency_key,
+        )
+    key = idempotency_key or f"langchain-{uuid.uuid4()}"
+    for attempt in range(1, attempts + 1):
+        try:
+            return await client.commit_round(contact, head, messages, usage, idempotency_key=key)
+        except Conflict as conflict:
+            if attempt == attempts or not _retryable(conflict):
+                raise
+            fresh = (await client.context(contact))["head"]
+            if fresh == head:
+                raise
+            head = fresh
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def sync_client(client: DegrauClient | AsyncDegrauClient, what: str) -> DegrauClient:
+    """``client`` when it is a sync one; ``TypeError`` naming the async method to
+    call instead."""
+    if not isinstance(client, DegrauClient):
+        raise TypeError(f"an AsyncDegrauClient serves the async methods: use {what}")
+    return client
+
+
+async def acontext(client: DegrauClient | AsyncDegrauClient, contact: str) -> Context:
+    """The contact's context on either client (a sync one's call in a thread)."""
+    if isinstance(client, DegrauClient):
+        return await asyncio.to_thread(client.context, contact)
+    return await client.context(contact)
+
+
 class DegrauChatMessageHistory(BaseChatMessageHistory):
-    """A contact's conversation in degrau, as a LangChain message history."""
+    """A contact's conversation in degrau, as a LangChain message history (see the
+    module documentation), on a :class:`~degrau_client.DegrauClient` or an
+    :class:`~degrau_client.AsyncDegrauClient`."""
 
     def __init__(
         self,
-        client: DegrauClient,
+        client: DegrauClient | AsyncDegrauClient,
         contact: str,
         *,
         anthropic_blocks: bool = True,
@@ -472,15 +572,27 @@ class DegrauChatMessageHistory(BaseChatMessageHistory):
         #: The context ``messages`` was built from (its ``head`` is what the next
         #: round is committed on); ``None`` until read, and again after a commit.
         self.context: Context | None = None
-        #: The answer of the last round committed.
+        #: The answer of the last round committed (``usage_estimated`` says whether
+        #: degrau estimated its context).
         self.last_recorded: RecordedRound | None = None
         self._context_messages: list[BaseMessage] = []
         self._builder = RoundBuilder()
 
+    def _keep(self, context: Context) -> Context:
+        self.context = context
+        self._context_messages = context_messages(context, anthropic_blocks=self.anthropic_blocks)
+        return context
+
     def _read_context(self) -> Context:
         if self.context is None:
-            self.context = self.client.context(self.contact)
-            self._context_messages = context_messages(self.context, anthropic_blocks=self.anthropic_blocks)
+            self._keep(sync_client(self.client, "aget_messages").context(self.contact))
+        assert self.context is not None
+        return self.context
+
+    async def _aread_context(self) -> Context:
+        if self.context is None:
+            self._keep(await acontext(self.client, self.contact))
+        assert self.context is not None
         return self.context
 
     @property
@@ -492,30 +604,84 @@ class DegrauChatMessageHistory(BaseChatMessageHistory):
         self._read_context()
         return [*self._context_messages, *self._builder.pending]
 
+    async def aget_messages(self) -> list[BaseMessage]:
+        """:attr:`messages`, read on the async client."""
+        await self._aread_context()
+        return [*self._context_messages, *self._builder.pending]
+
+    def _rounds(self, messages: Sequence[BaseMessage]) -> list[tuple[list[JSON], AIMessage]]:
+        """The rounds ``messages`` complete; refused whole (``ValueError``) before
+        any is committed."""
+        trial = self._builder.copy()
+        rounds = [done for done in map(trial.add, messages) if done is not None]
+        self._builder = trial
+        return rounds
+
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Commits a round for each turn completed by ``messages``; the messages of
         a turn not complete yet wait for the rest. Invalid messages raise
         ``ValueError`` with nothing of the call committed."""
-        trial = self._builder.copy()
-        rounds = [done for done in map(trial.add, messages) if done is not None]
-        self._builder = trial
-        for round_messages, final in rounds:
+        client = sync_client(self.client, "aadd_messages")
+        for round_messages_, final in self._rounds(messages):
             head = self._read_context()["head"]
             try:
                 self.last_recorded = commit_with_retry(
-                    self.client,
+                    client,
                     self.contact,
                     head,
-                    round_messages,
+                    round_messages_,
                     messages_api_usage(final),
                     attempts=self.max_commit_attempts,
                 )
             finally:
                 self.context = None  # the next round reads the context anew
 
+    async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
+        """:meth:`add_messages` on the async client."""
+        for round_messages_, final in self._rounds(messages):
+            head = (await self._aread_context())["head"]
+            try:
+                self.last_recorded = await acommit_with_retry(
+                    self.client,
+                    self.contact,
+                    head,
+                    round_messages_,
+                    messages_api_usage(final),
+                    attempts=self.max_commit_attempts,
+                )
+            finally:
+                self.context = None
+
     def clear(self) -> None:
-        """Erases the contact: transcript, summary, facts."""
+        """Starts a new conversation: degrau closes the contact's session (facts
+        kept; :meth:`erase` forgets the contact)."""
+        self._builder = RoundBuilder()
+        self.context = None
+        sync_client(self.client, "aclear").close_session(self.contact)
+
+    async def aclear(self) -> None:
+        """:meth:`clear` on the async client."""
+        self._builder = RoundBuilder()
+        self.context = None
+        if isinstance(self.client, DegrauClient):
+            await asyncio.to_thread(self.client.close_session, self.contact)
+        else:
+            await self.client.close_session(self.contact)
+
+    def erase(self) -> None:
+        """Erases the contact: transcript, summaries, session records and facts, for
+        good (``DELETE /v1/contacts/{contact}``)."""
         self._builder = RoundBuilder()
         self.context = None
         with contextlib.suppress(NotFound):  # nothing stored: nothing to erase
-            self.client.erase(self.contact)
+            sync_client(self.client, "aerase").erase(self.contact)
+
+    async def aerase(self) -> None:
+        """:meth:`erase` on the async client."""
+        self._builder = RoundBuilder()
+        self.context = None
+        with contextlib.suppress(NotFound):
+            if isinstance(self.client, DegrauClient):
+                await asyncio.to_thread(self.client.erase, self.contact)
+            else:
+                await self.client.erase(self.contact)

@@ -9,7 +9,7 @@ degrau with two nodes around its own model and tool nodes
                               v
                         degrau_commit -> END
 
-- :meth:`DegrauMemory.load` reads ``GET .../context`` into the state:
+- :meth:`DegrauMemory.load` (or ``aload``, an async node) reads ``GET .../context`` into the state:
   ``degrau_context`` (the system blocks and the window as LangChain messages, see
   :mod:`degrau_client.langchain`) and ``degrau_head``.
 - The model node calls the model with :func:`model_input` (the context, then this
@@ -32,10 +32,14 @@ Which of LangGraph's memory interfaces degrau serves:
   still use one for its own state (interrupts, human-in-the-loop); its message list
   then grows run after run, which is why :func:`model_input` and the commit take
   only the last round from it.
-- **store** (``BaseStore``): :class:`DegrauFactsStore` is a read-only view of the
-  contact's facts (``GET .../memory``): namespace ``("facts", contact)``, one item
-  per fact key. Facts are written only by degrau's own extraction from the closed
-  session, so ``put`` and ``delete`` raise ``NotImplementedError``.
+- **store** (``BaseStore``): :class:`DegrauFactsStore` reads and writes the
+  contacts' facts through the operator routes (``GET .../facts``, ``PUT`` and
+  ``DELETE .../facts/{key}``; the client's token needs ``memory:read`` and
+  ``memory:write``): namespace ``("facts", contact)``, one item per fact key, its
+  value ``{"value": ...}``. A value an operator puts stands against degrau's later
+  extractions of older messages, under the tenant's fact policy (a key it does
+  not allow, or a value it refuses, raises
+  :class:`~degrau_client.InvalidRequest`).
 - **message history**: the two nodes here, or
   :class:`~degrau_client.langchain.DegrauChatMessageHistory` for chains.
 """
@@ -43,11 +47,12 @@ Which of LangGraph's memory interfaces degrau serves:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Iterable
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, cast
 
-from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AnyMessage, BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import MessagesState
 from langgraph.store.base import (
@@ -62,14 +67,20 @@ from langgraph.store.base import (
     SearchOp,
 )
 
+from .aio import AsyncDegrauClient
 from .client import DegrauClient, RecordedRound
 from .errors import NotFound
 from .langchain import (
-    RoundBuilder,
+    acommit_with_retry,
+    acontext,
     commit_with_retry,
     context_messages,
     messages_api_usage,
+    round_messages,
+    sync_client,
+    whole_round,
 )
+from .models import OperatorFact
 
 __all__ = ["DegrauFactsStore", "DegrauMemory", "DegrauState", "model_input"]
 
@@ -85,17 +96,9 @@ class DegrauState(MessagesState, total=False):
     degrau_recorded: RecordedRound
 
 
-def _round(messages: list[AnyMessage]) -> list[AnyMessage]:
-    """The messages from the last human message on: this run's round."""
-    starts = [i for i, m in enumerate(messages) if isinstance(m, HumanMessage)]
-    if not starts:
-        raise ValueError("the state holds no human message: a round starts with one")
-    return messages[starts[-1] :]
-
-
 def model_input(state: DegrauState) -> list[BaseMessage]:
     """What the model node sends: the context, then this run's round."""
-    return [*state.get("degrau_context", []), *_round(state["messages"])]
+    return [*state.get("degrau_context", []), *round_messages(state["messages"])]
 
 
 def _contact(config: RunnableConfig) -> str:
@@ -106,11 +109,13 @@ def _contact(config: RunnableConfig) -> str:
 
 
 class DegrauMemory:
-    """The two nodes that keep a graph's conversation in degrau."""
+    """The two nodes that keep a graph's conversation in degrau: :meth:`load` and
+    :meth:`commit` on a :class:`~degrau_client.DegrauClient`, :meth:`aload` and
+    :meth:`acommit` (async nodes) on either client."""
 
     def __init__(
         self,
-        client: DegrauClient,
+        client: DegrauClient | AsyncDegrauClient,
         *,
         anthropic_blocks: bool = True,
         max_commit_attempts: int = 3,
@@ -119,26 +124,41 @@ class DegrauMemory:
         self.anthropic_blocks = anthropic_blocks
         self.max_commit_attempts = max_commit_attempts
 
-    def load(self, state: DegrauState, config: RunnableConfig) -> dict[str, Any]:
-        """Node: the contact's context into the state."""
-        context = self.client.context(_contact(config))
+    def _loaded(self, context: Any) -> dict[str, Any]:
         return {
             "degrau_context": context_messages(context, anthropic_blocks=self.anthropic_blocks),
             "degrau_head": context["head"],
         }
 
+    def load(self, state: DegrauState, config: RunnableConfig) -> dict[str, Any]:
+        """Node: the contact's context into the state."""
+        return self._loaded(sync_client(self.client, "aload").context(_contact(config)))
+
+    async def aload(self, state: DegrauState, config: RunnableConfig) -> dict[str, Any]:
+        """Async node: :meth:`load`."""
+        return self._loaded(await acontext(self.client, _contact(config)))
+
     def commit(self, state: DegrauState, config: RunnableConfig) -> dict[str, Any]:
         """Node: the run's round committed on the head ``load`` read."""
-        builder = RoundBuilder()
-        done = [d for d in map(builder.add, _round(state["messages"])) if d is not None]
-        if len(done) != 1 or builder.pending:
-            raise ValueError("the run's messages are not one whole round ending in a final answer")
-        round_messages, final = done[0]
+        round_messages_, final = whole_round(state["messages"])
         recorded = commit_with_retry(
+            sync_client(self.client, "acommit"),
+            _contact(config),
+            state["degrau_head"],
+            round_messages_,
+            messages_api_usage(final),
+            attempts=self.max_commit_attempts,
+        )
+        return {"degrau_recorded": recorded}
+
+    async def acommit(self, state: DegrauState, config: RunnableConfig) -> dict[str, Any]:
+        """Async node: :meth:`commit`."""
+        round_messages_, final = whole_round(state["messages"])
+        recorded = await acommit_with_retry(
             self.client,
             _contact(config),
             state["degrau_head"],
-            round_messages,
+            round_messages_,
             messages_api_usage(final),
             attempts=self.max_commit_attempts,
         )
@@ -150,61 +170,139 @@ def _time(seconds: int) -> datetime:
     return datetime.fromtimestamp(seconds, tz=timezone.utc)
 
 
-class DegrauFactsStore(BaseStore):
-    """A read-only ``BaseStore`` over contacts' facts: namespace
-    ``("facts", contact)``, key the fact's key, value ``{"value", "source"}``
-    (``source``: the session and sequence number of the message it came from).
-    Search lists a contact's facts (``filter`` on the value's fields; ``query`` is
-    not supported: degrau has no semantic search); namespaces cannot be listed
-    (degrau lists no contacts)."""
+def _item(namespace: tuple[str, ...], fact: OperatorFact) -> Item:
+    value = {"value": fact["value"], "set_by": fact["set_by"], "history": fact["history"]}
+    return Item(
+        value=value,
+        key=fact["key"],
+        namespace=namespace,
+        created_at=_time(fact["updated_at"]),
+        updated_at=_time(fact["updated_at"]),
+    )
 
-    def __init__(self, client: DegrauClient) -> None:
+
+def _fact_contact(namespace: tuple[str, ...]) -> str | None:
+    """The contact a namespace names: ``("facts", contact)``."""
+    return namespace[1] if len(namespace) == 2 and namespace[0] == "facts" else None
+
+
+def _fact_value(op: PutOp) -> str:
+    value = op.value
+    if not isinstance(value, dict) or not isinstance(value.get("value"), str) or set(value) - {"value"}:
+        raise ValueError('a fact\'s value is {"value": "one line"}')
+    return cast(str, value["value"])
+
+
+class DegrauFactsStore(BaseStore):
+    """A LangGraph ``BaseStore`` over contacts' facts, through the operator routes
+    (see the module documentation): namespace ``("facts", contact)``, key the
+    fact's key, value ``{"value", "set_by", "history"}`` read and ``{"value"}``
+    written; ``put`` with ``None`` deletes. Search lists a contact's facts
+    (``filter`` on the value's fields; ``query`` is not supported: degrau has no
+    semantic search); ``list_namespaces`` lists the tenant's contacts, most
+    recently active first. Sync operations need a
+    :class:`~degrau_client.DegrauClient`; the async ones (``aget``, ``aput``, ...)
+    take either client."""
+
+    def __init__(self, client: DegrauClient | AsyncDegrauClient) -> None:
         self.client = client
 
-    def _facts(self, namespace: tuple[str, ...]) -> list[Item]:
-        if len(namespace) != 2 or namespace[0] != "facts":
-            return []
-        try:
-            facts = self.client.memory(namespace[1])["facts"]
-        except NotFound:
-            return []
-        return [
-            Item(
-                value={"value": fact["value"], "source": fact["source"]},
-                key=fact["key"],
-                namespace=namespace,
-                created_at=_time(fact["updated_at"]),
-                updated_at=_time(fact["updated_at"]),
-            )
-            for fact in facts
-        ]
+    # The operations, each a function of one store call's answer, so the sync and
+    # async batches share them.
 
-    def _search(self, op: SearchOp) -> list[SearchItem]:
+    def _search(self, op: SearchOp, facts: list[OperatorFact]) -> list[SearchItem]:
         if op.query:
             raise NotImplementedError("degrau's facts have no semantic search: search without query")
         items = [
             SearchItem(i.namespace, i.key, i.value, i.created_at, i.updated_at)
-            for i in self._facts(op.namespace_prefix)
+            for i in (_item(op.namespace_prefix, fact) for fact in facts)
             if all(i.value.get(k) == v for k, v in (op.filter or {}).items())
         ]
         return items[op.offset : op.offset + op.limit]
 
+    @staticmethod
+    def _namespaces(op: ListNamespacesOp, contacts: list[str]) -> list[tuple[str, ...]]:
+        spaces: list[tuple[str, ...]] = [("facts", contact) for contact in contacts]
+        for condition in op.match_conditions or ():
+            path = tuple(condition.path)
+            if condition.match_type == "prefix":
+                spaces = [s for s in spaces if all(p in ("*", v) for p, v in zip(path, s, strict=False))]
+            else:
+                spaces = [
+                    s for s in spaces if all(p in ("*", v) for p, v in zip(reversed(path), reversed(s), strict=False))
+                ]
+        return spaces[op.offset : op.offset + op.limit]
+
     def batch(self, ops: Iterable[Op]) -> list[Result]:
+        client = sync_client(self.client, "abatch")
+
+        def facts(namespace: tuple[str, ...]) -> list[OperatorFact]:
+            contact = _fact_contact(namespace)
+            if contact is None:
+                return []
+            try:
+                return client.list_facts(contact)
+            except NotFound:
+                return []
+
         results: list[Result] = []
         for op in ops:
             if isinstance(op, GetOp):
-                results.append(next((i for i in self._facts(op.namespace) if i.key == op.key), None))
+                found = [f for f in facts(op.namespace) if f["key"] == op.key]
+                results.append(_item(op.namespace, found[0]) if found else None)
             elif isinstance(op, SearchOp):
-                results.append(self._search(op))
+                results.append(self._search(op, facts(op.namespace_prefix)))
             elif isinstance(op, PutOp):
-                raise NotImplementedError(
-                    "degrau's facts are read-only: they are extracted by degrau from closed sessions"
-                )
+                contact = _fact_contact(op.namespace)
+                if contact is None:
+                    raise ValueError('facts live in the namespace ("facts", contact)')
+                if op.value is None:
+                    with contextlib.suppress(NotFound):
+                        client.delete_fact(contact, op.key)
+                else:
+                    client.put_fact(contact, op.key, _fact_value(op))
+                results.append(None)
             elif isinstance(op, ListNamespacesOp):
-                raise NotImplementedError("degrau lists no contacts: read a contact's facts by namespace")
+                contacts = [c["contact"] for c in client.iter_contacts()]
+                results.append(self._namespaces(op, contacts))
             else:
                 raise NotImplementedError(f"unknown store operation {type(op).__name__}")
         return results
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        return await asyncio.to_thread(self.batch, list(ops))
+        if isinstance(self.client, DegrauClient):
+            return await asyncio.to_thread(self.batch, list(ops))
+        client = self.client
+
+        async def facts(namespace: tuple[str, ...]) -> list[OperatorFact]:
+            contact = _fact_contact(namespace)
+            if contact is None:
+                return []
+            try:
+                return await client.list_facts(contact)
+            except NotFound:
+                return []
+
+        results: list[Result] = []
+        for op in ops:
+            if isinstance(op, GetOp):
+                found = [f for f in await facts(op.namespace) if f["key"] == op.key]
+                results.append(_item(op.namespace, found[0]) if found else None)
+            elif isinstance(op, SearchOp):
+                results.append(self._search(op, await facts(op.namespace_prefix)))
+            elif isinstance(op, PutOp):
+                contact = _fact_contact(op.namespace)
+                if contact is None:
+                    raise ValueError('facts live in the namespace ("facts", contact)')
+                if op.value is None:
+                    with contextlib.suppress(NotFound):
+                        await client.delete_fact(contact, op.key)
+                else:
+                    await client.put_fact(contact, op.key, _fact_value(op))
+                results.append(None)
+            elif isinstance(op, ListNamespacesOp):
+                contacts = [c["contact"] async for c in client.iter_contacts()]
+                results.append(self._namespaces(op, contacts))
+            else:
+                raise NotImplementedError(f"unknown store operation {type(op).__name__}")
+        return results

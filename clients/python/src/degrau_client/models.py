@@ -8,9 +8,66 @@ client does not depend on ``anthropic`` or ``pydantic``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Literal, TypedDict, cast
+from typing import Any, TypedDict, cast
 
-JSON = dict[str, Any]
+from ._schema import (
+    JSON,
+    ApiUsage,
+    ContactPage,
+    ContactSummary,
+    FactDeleted,
+    FactRevision,
+    ModelTokens,
+    OperatorFact,
+    Passage,
+    RecordedRound,
+    RoundMessage,
+    RoundSpan,
+    SessionClosed,
+    SessionRecord,
+    SessionRecords,
+    SetBy,
+    TenantConfigView,
+    UsageDay,
+)
+from ._schema import ContextView as Context
+from ._schema import Usage as UsageReport
+
+__all__ = [
+    "JSON",
+    "CacheCreation",
+    "ContactPage",
+    "ContactSummary",
+    "Context",
+    "FactDeleted",
+    "FactRevision",
+    "Message",
+    "ModelTokens",
+    "OperatorFact",
+    "Passage",
+    "RecordedRound",
+    "RoundSpan",
+    "SessionClosed",
+    "SessionRecord",
+    "SessionRecords",
+    "SetBy",
+    "TenantConfigView",
+    "Usage",
+    "UsageDay",
+    "UsageReport",
+    "message_from",
+    "usage_from",
+]
+
+# The API's shapes are generated from docs/openapi.json (``_schema.py``); the names
+# here are the client's: ``Context`` is ``ContextView``, ``Usage`` a model call's
+# usage (``ApiUsage``, what ``rounds`` takes), ``UsageReport`` the tenant's
+# ``GET /v1/usage`` (the document's ``Usage``).
+
+#: A model call's usage, as the Messages API reports it (the fields ``rounds`` takes).
+Usage = ApiUsage
+#: A message in the Messages API shape, as a round holds it.
+Message = RoundMessage
 
 
 class CacheCreation(TypedDict, total=False):
@@ -18,180 +75,6 @@ class CacheCreation(TypedDict, total=False):
 
     ephemeral_5m_input_tokens: int
     ephemeral_1h_input_tokens: int
-
-
-class Usage(TypedDict, total=False):
-    """A model call's usage, as the Messages API reports it (the fields ``rounds``
-    takes)."""
-
-    input_tokens: int
-    output_tokens: int
-    cache_read_input_tokens: int | None
-    cache_creation_input_tokens: int | None
-    cache_creation: CacheCreation
-
-
-class Message(TypedDict):
-    """A message in the Messages API shape."""
-
-    role: Literal["user", "assistant"]
-    content: str | list[JSON]
-
-
-class Context(TypedDict):
-    """What the contact's next model request should carry."""
-
-    session: int
-    head: str
-    opens_session: bool
-    system: list[JSON]
-    messages: list[Message]
-    #: The breakpoint for the last block of the message you append (with
-    #: ``"ttl": "1h"`` when the tenant's cache policy chose an hour).
-    cache_control: JSON
-
-
-class RoundSpan(TypedDict):
-    first_seq: int
-    last_seq: int
-
-
-class RecordedRound(TypedDict):
-    """A committed round."""
-
-    session: int
-    round: RoundSpan
-    usage: JSON
-    compaction_queued: bool
-
-
-class ContactSummary(TypedDict):
-    """A contact in ``GET /v1/contacts``."""
-
-    contact: str
-    #: The current (or last) session's number.
-    session: int
-    #: Unix seconds of the last round.
-    last_activity: int
-    #: Messages stored in the current session.
-    messages: int
-    facts: int
-
-
-class ContactPage(TypedDict):
-    """One page of the tenant's contacts, most recently active first."""
-
-    contacts: list[ContactSummary]
-    #: Pass as ``cursor`` for the next page; None on the last.
-    next_cursor: str | None
-
-
-class SetBy(TypedDict, total=False):
-    """Who set a fact's value: ``kind`` ``"model"`` (the extraction, citing the
-    ``session`` and ``seq`` of the message it read) or ``"operator"`` (``by``: the
-    operator's id; ``session`` and ``seq``: the contact's last message then)."""
-
-    kind: Literal["model", "operator"]
-    by: str
-    session: int
-    seq: int
-
-
-class FactRevision(TypedDict):
-    """An earlier value of a fact."""
-
-    value: str
-    set_by: SetBy
-    updated_at: int
-    replaced_at: int
-
-
-class OperatorFact(TypedDict):
-    """A fact with its provenance and its earlier values (newest first)."""
-
-    key: str
-    value: str
-    set_by: SetBy
-    updated_at: int
-    #: Unix seconds it expires (the fact retention after its last change).
-    expires_at: int | None
-    history: list[FactRevision]
-
-
-class FactDeleted(TypedDict):
-    deleted: bool
-    key: str
-
-
-class TenantConfigView(TypedDict):
-    """The tenant's stored configuration (None: every setting is the deployment's
-    default), its version, and whether it reads (``problem`` says why not)."""
-
-    config: JSON | None
-    #: Send it back to :meth:`~degrau_client.DegrauClient.put_tenant_config`.
-    etag: str
-    valid: bool
-    problem: str | None
-
-
-class ModelTokens(TypedDict):
-    """Tokens one model read and wrote in a day, by kind, and their cost (None
-    when the deployment's price table has no price for the model)."""
-
-    model: str
-    input: int
-    cache_write_5m: int
-    cache_write_1h: int
-    cache_read: int
-    output: int
-    cost_usd: float | None
-
-
-class UsageDay(TypedDict):
-    """One UTC day of a tenant's consumption."""
-
-    day: str
-    rounds: int
-    model_calls: int
-    tool_calls: int
-    summary_calls: int
-    facts_calls: int
-    whatsapp_in: int
-    whatsapp_out: int
-    #: WhatsApp turns a limit of the tenant's numbers held back in the queue.
-    whatsapp_held: int
-    tokens: list[ModelTokens]
-    cost_usd: float | None
-
-
-#: ``GET /v1/usage``: the days of ``from``..``to`` (UTC, inclusive) that had any
-#: consumption. (Named apart from :class:`Usage`, a model call's usage, which
-#: rounds take; ``from`` being a keyword, the functional form.)
-UsageReport = TypedDict("UsageReport", {"from": str, "to": str, "days": list[UsageDay]})
-
-
-class SessionRecord(TypedDict, total=False):
-    """What degrau keeps of a closed session to find it again (recall)."""
-
-    session: int
-    #: The summary the session's last compaction step left (absent when none ran).
-    summary: str
-    #: The messages after the summary as ``customer:``/``agent:`` lines.
-    excerpt: str
-    #: Booking numbers, codes and dates found in the session.
-    ids: list[str]
-    messages: int
-    #: When its last round was, seconds since the Unix epoch.
-    ended_at: int
-    #: Its BM25 score for the query (only with ``q``).
-    score: float
-
-
-class SessionRecords(TypedDict):
-    """``GET /v1/contacts/{contact}/sessions``: best match first with a query,
-    newest first without."""
-
-    sessions: list[SessionRecord]
 
 
 _COUNTS = (

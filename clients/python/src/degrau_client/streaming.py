@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
-from .errors import error_from_body
+from .errors import APIConnectionError, error_from_body
 from .models import JSON
 
 #: A line's end: CRLF, LF or CR alone.
@@ -74,9 +74,10 @@ class Done:
 StreamEvent: TypeAlias = TextDelta | ToolStarted | ToolFinished | Restart | Done
 
 
-class StreamInterrupted(Exception):
+class StreamInterrupted(APIConnectionError):
     """The stream ended (the connection dropped or closed) before its ``done`` or
-    ``error`` event. The round goes on on the server and is stored whole or not at
+    ``error`` event (an :class:`~degrau_client.APIConnectionError`: no answer to
+    read). The round goes on on the server and is stored whole or not at
     all: send the same request again with ``idempotency_key`` (the caller's, or the
     one the client made for this call) to get its ``done`` (a replay), or a
     :class:`~degrau_client.Conflict` while it is still running."""
@@ -170,7 +171,7 @@ def _object(data: str, event: str) -> dict[str, Any]:
 
 def stream_event(sse: ServerSentEvent) -> StreamEvent | None:
     """The typed event of one Server-Sent Event; None for a name this client does
-    not know (skipped); an ``error`` event raised as the :class:`DegrauError` its
+    not know (skipped); an ``error`` event raised as the :class:`APIStatusError` its
     status and type name, as the JSON route would have raised it."""
     if sse.event == "delta":
         data = _object(sse.data, sse.event)

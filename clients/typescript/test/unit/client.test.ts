@@ -6,7 +6,7 @@ import { describe, it } from "node:test";
 import type Anthropic from "@anthropic-ai/sdk";
 
 import * as degrau from "../../src/index.js";
-import { DegrauError, ERROR_CLASSES, type ErrorType } from "../../src/index.js";
+import { APIStatusError, DegrauError, ERROR_CLASSES, type ErrorType } from "../../src/index.js";
 import { envelope, fakeClient } from "./fake.js";
 
 /** The status each documented type comes with (docs/openapi.json's responses). */
@@ -63,9 +63,9 @@ describe("errors", () => {
         () => assert.fail("resolved"),
         (e: unknown) => e,
       );
-      const ErrorClass = (degrau as unknown as Record<string, new (...args: never[]) => DegrauError>)[CLASS_NAME[type]]!;
+      const ErrorClass = (degrau as unknown as Record<string, new (...args: never[]) => APIStatusError>)[CLASS_NAME[type]]!;
       assert.ok(error instanceof ErrorClass, `${String(error)} is a ${CLASS_NAME[type]}`);
-      assert.ok(error instanceof DegrauError);
+      assert.ok(error instanceof APIStatusError && error instanceof DegrauError);
       assert.ok(error instanceof Error);
       assert.equal(error.name, CLASS_NAME[type]);
       assert.equal(error.status, STATUS[type]);
@@ -82,14 +82,14 @@ describe("errors", () => {
     assert.deepEqual(Object.keys(ERROR_CLASSES).sort(), Object.keys(STATUS).sort());
   });
 
-  it("answers what is not the envelope (API Gateway's 401) as a DegrauError of type unknown", async () => {
+  it("answers what is not the envelope (API Gateway's 401) as an APIStatusError of type unknown", async () => {
     const { client } = fakeClient([{ status: 401, body: { message: "Unauthorized" } }]);
     const error = await client.memory("ana").then(
       () => assert.fail("resolved"),
       (e: unknown) => e,
     );
-    assert.ok(error instanceof DegrauError);
-    assert.equal(error.constructor, DegrauError);
+    assert.ok(error instanceof APIStatusError && error instanceof DegrauError);
+    assert.equal(error.constructor, APIStatusError);
     assert.equal(error.type, "unknown");
     assert.equal(error.status, 401);
     assert.deepEqual(error.body, { message: "Unauthorized" });

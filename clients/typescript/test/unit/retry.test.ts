@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
-import { DegrauError, InternalError, InvalidRequest, RateLimited, TenantConfigInvalid, Unavailable } from "../../src/index.js";
+import { APIConnectionError, APITimeoutError, DegrauError, InternalError, InvalidRequest, RateLimited, TenantConfigInvalid, Unavailable } from "../../src/index.js";
 import { envelope, fakeClient } from "./fake.js";
 
 const CONTEXT = { session: 1, head: "h1", opens_session: true, system: [], messages: [], cache_control: { type: "ephemeral" } };
@@ -110,7 +110,13 @@ describe("retries", () => {
 
   it("aborts the attempt in flight at the deadline, and does not retry it", async () => {
     const { client, seen } = fakeClient(["hang", { status: 200, body: CONTEXT }], { deadlineMs: 50 });
-    await assert.rejects(client.context("ana"), { name: "TimeoutError" });
+    const error = await client.context("ana").then(
+      () => assert.fail("resolved"),
+      (e: unknown) => e,
+    );
+    assert.ok(error instanceof APITimeoutError && error instanceof APIConnectionError && error instanceof DegrauError);
+    assert.equal((error.cause as Error).name, "TimeoutError");
+    assert.equal(error.requestId, undefined);
     assert.equal(seen.length, 1);
   });
 
@@ -142,9 +148,14 @@ describe("retries", () => {
     assert.deepEqual(sleeps, [250]);
   });
 
-  it("throws the connection's error when every attempt failed", async () => {
+  it("throws APIConnectionError, fetch's error as its cause, when every attempt failed", async () => {
     const { client, seen } = fakeClient([new TypeError("fetch failed")], { retries: 2 });
-    await assert.rejects(client.erase("ana"), TypeError);
+    const error = await client.erase("ana").then(
+      () => assert.fail("resolved"),
+      (e: unknown) => e,
+    );
+    assert.ok(error instanceof APIConnectionError && !(error instanceof APITimeoutError));
+    assert.ok(error.cause instanceof TypeError);
     assert.equal(seen.length, 3);
   });
 

@@ -16,6 +16,7 @@ import { after, describe, it } from "node:test";
 
 import {
   DegrauClient,
+  APIStatusError,
   DegrauError,
   ERROR_CLASSES,
   SseDecoder,
@@ -234,8 +235,8 @@ describe("streamMessage", () => {
       const { events, thrown } = await collect(client.streamMessage("ana", "hello"));
       assert.deepEqual(events, []);
       assert.ok(thrown instanceof ERROR_CLASSES[type], `${String(thrown)} is ${type}`);
-      assert.equal((thrown as DegrauError).status, STATUS[type]);
-      assert.equal((thrown as DegrauError).message, `about ${type}`);
+      assert.equal((thrown as APIStatusError).status, STATUS[type]);
+      assert.equal((thrown as APIStatusError).message, `about ${type}`);
     }
   });
 
@@ -273,12 +274,12 @@ describe("streamMessage", () => {
       const { client } = mockClient([[sse("error", { status: STATUS[type], error: { type, message: type } })]]);
       const { thrown } = await collect(client.streamMessage("ana", "hello"));
       assert.ok(thrown instanceof ERROR_CLASSES[type], type);
-      assert.equal((thrown as DegrauError).status, STATUS[type]);
+      assert.equal((thrown as APIStatusError).status, STATUS[type]);
     }
     const { client } = mockClient([[sse("error", { status: 507, error: { type: "novel_error", message: "new" } })]]);
     const { thrown } = await collect(client.streamMessage("ana", "hello"));
-    assert.ok(thrown instanceof DegrauError);
-    assert.equal(thrown.constructor, DegrauError);
+    assert.ok(thrown instanceof APIStatusError && thrown instanceof DegrauError);
+    assert.equal(thrown.constructor, APIStatusError);
     assert.equal(thrown.status, 507);
     assert.equal(thrown.message, "new");
   });

@@ -29,7 +29,8 @@ pub enum Endpoint {
     Usage,
     /// The memory inspector page (public: it holds no data).
     Inspector,
-    /// The contact's session records, searched (recall; `handler/recall.rs`).
+    /// The contact's session records, searched (recall; `handler/recall.rs`); `POST`
+    /// closes the contact's session now.
     Sessions,
     /// `POST` a message to answer as it is written (`handler/stream.rs`).
     MessageStream,
@@ -87,7 +88,7 @@ pub const ROUTES: &[RouteSpec] = &[
     RouteSpec {
         path: "/v1/contacts/{contact}/sessions",
         endpoint: Endpoint::Sessions,
-        methods: &["GET"],
+        methods: &["GET", "POST"],
     },
     RouteSpec {
         path: "/v1/openapi.json",

@@ -635,7 +635,7 @@ async fn a_clients_own_loop_reads_the_context_and_commits_its_round_idempotently
         json!({"session": 1, "round": {"first_seq": 1, "last_seq": 4},
                "usage": {"input_tokens": 40, "cache_read_input_tokens": 900,
                          "cache_creation_input_tokens": 0, "output_tokens": 9, "context_tokens": 940},
-               "compaction_queued": false})
+               "compaction_queued": false, "usage_estimated": false})
     );
     let replay = handle(&app, post()).await;
     assert_eq!(replay.status(), 200);

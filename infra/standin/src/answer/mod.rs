@@ -3,8 +3,9 @@
 //! fact-extraction request, which must be bare JSON for its parser.
 //!
 //! In order of precedence (a forced `tool_choice` comes first, see [`answer`]):
-//! 1. `system[0]` holds `degrau:summarize` → a third-person summary of the
-//!    conversation handed in the last user message, every identifier kept;
+//! 1. `system[0]` holds `degrau:summarize` (or `degrau:search-summary`, a closed
+//!    session's index card) → a third-person summary of the conversation handed in
+//!    the last user message, every identifier kept;
 //! 2. `system[0]` holds `degrau:extract-facts` → `{"facts": []}`;
 //! 3. the last user turn holds `tool_result` blocks → a short summary of them;
 //! 4. "what did I say first?" → the first user text the request shows (proof that
@@ -44,6 +45,9 @@ use crate::wire::{
 pub const MARKER: &str = "[offline stand-in]";
 /// Marker in `system[0]` of a summary request.
 pub const SUMMARIZE_MARKER: &str = "degrau:summarize";
+/// Marker in `system[0]` of a search-summary request (a closed session's index
+/// card, for recall): answered as a summary is.
+pub const SEARCH_SUMMARY_MARKER: &str = "degrau:search-summary";
 /// Marker in `system[0]` of a fact-extraction request.
 pub const EXTRACT_FACTS_MARKER: &str = "degrau:extract-facts";
 /// Longest summary of tool results.
@@ -170,7 +174,7 @@ fn plain_answer(request: &MessagesRequest, id_seed: &str) -> Answer {
             stop_reason: StopReason::ToolUse,
         };
     }
-    if system0.contains(SUMMARIZE_MARKER) {
+    if system0.contains(SUMMARIZE_MARKER) || system0.contains(SEARCH_SUMMARY_MARKER) {
         return Answer::text(summarize_conversation(&text));
     }
     if system0.contains(EXTRACT_FACTS_MARKER) {

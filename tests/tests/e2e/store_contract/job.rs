@@ -274,7 +274,6 @@ pub(super) async fn a_new_session_commit_archives_the_old_summary_for_load_close
         excerpt: String::new(),
         ids: Vec::new(),
         ended_at: 0,
-        evicts: None,
     };
 
     // A losing commit writes no archive either.
@@ -347,7 +346,6 @@ pub(super) async fn an_archive_without_a_summary_loads_the_session_whole_and_ski
             excerpt: String::new(),
             ids: Vec::new(),
             ended_at: 0,
-            evicts: None,
         }),
         ..round(&key, Some(&head), exchange(2, None, "next"))
     };

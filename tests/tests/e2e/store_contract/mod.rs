@@ -320,7 +320,6 @@ impl Backend for Dynamo {
             },
             ended_at: raw_number(&item, "ended_at").unwrap_or(0),
             // Not an attribute: the commit's instruction to delete an older one.
-            evicts: None,
         })
     }
 
@@ -640,6 +639,7 @@ mod isolation;
 mod job;
 mod operator;
 mod platform;
+mod recall;
 mod record;
 mod round;
 mod sweep;
@@ -693,7 +693,10 @@ macro_rules! contract_tests {
             record::erasing_a_contact_removes_every_item_and_a_second_erase_finds_none,
             record::erasing_pages_through_a_long_history,
             record::erasing_a_contact_removes_its_session_archives_too,
-            record::session_records_come_newest_first_bounded_and_the_oldest_is_evicted,
+            record::session_records_come_newest_first_and_every_one_is_kept,
+            recall::a_closed_sessions_index_is_written_under_the_heads_incarnation_and_read_back,
+            recall::indexes_come_newest_first_and_one_past_its_expiry_is_gone,
+            recall::found_sessions_bring_the_texts_and_records_asked_for,
             tenant::tenant_configs_round_trip_per_tenant,
             platform::a_policy_is_replaced_only_from_the_version_read_and_reads_back_per_tenant,
             platform::tenants_are_listed_by_id_in_pages_once_they_have_a_config_a_policy_or_usage,

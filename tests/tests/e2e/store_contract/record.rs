@@ -153,7 +153,6 @@ pub(super) async fn the_transcript_of_all_sessions_never_returns_an_archive_item
                 excerpt: String::new(),
                 ids: Vec::new(),
                 ended_at: 0,
-                evicts: None,
             }),
             ..round(&key, Some(&head), exchange(session, None, "again"))
         };
@@ -272,7 +271,6 @@ pub(super) async fn erasing_a_contact_removes_its_session_archives_too(backend: 
             excerpt: String::new(),
             ids: Vec::new(),
             ended_at: 0,
-            evicts: None,
         }),
         ..round(&key, Some(&head), exchange(2, None, "two"))
     };
@@ -299,9 +297,7 @@ pub(super) async fn erasing_a_contact_removes_its_session_archives_too(backend: 
     );
 }
 
-pub(super) async fn session_records_come_newest_first_bounded_and_the_oldest_is_evicted(
-    backend: impl Backend,
-) {
+pub(super) async fn session_records_come_newest_first_and_every_one_is_kept(backend: impl Backend) {
     use degrau::recall::{MAX_RECORDS, SessionRecord};
     let store = backend.store();
     let key = ana();
@@ -329,9 +325,9 @@ pub(super) async fn session_records_come_newest_first_bounded_and_the_oldest_is_
         store.commit_round(&opening).await.unwrap();
         head = opening.head;
     }
-    // The archives of sessions 1 to 3 went as 21 to 23 came.
-    for evicted in 1..=3 {
-        assert_eq!(backend.raw_archive(&key, evicted).await, None, "{evicted}");
+    // No record is dropped for a newer one: each lives until its retention.
+    for kept in 1..=3 {
+        assert!(backend.raw_archive(&key, kept).await.is_some(), "{kept}");
     }
     let kept = backend.raw_archive(&key, 4).await.unwrap();
     assert_eq!(
@@ -340,7 +336,7 @@ pub(super) async fn session_records_come_newest_first_bounded_and_the_oldest_is_
     );
     let records = store.session_records(&key, 50, NOW).await.unwrap();
     let sessions: Vec<u32> = records.iter().map(|r| r.session).collect();
-    assert_eq!(sessions, (4..last).rev().collect::<Vec<_>>());
+    assert_eq!(sessions, (1..last).rev().collect::<Vec<_>>());
     assert_eq!(records[0].summary.as_deref(), Some("summary 22"));
     assert_eq!(records[0].ids, ["BK-22AA"]);
     assert_eq!(records[0].ended_at, NOW - 86_400);

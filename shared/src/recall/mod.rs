@@ -1,42 +1,38 @@
-//! Recall over a contact's earlier sessions, without a vector database.
+//! Recall over a contact's earlier sessions, without a vector database: every
+//! closed session within retention is findable by any word said in it.
 //!
-//! When the next message closes a session, the round that opens the new one keeps
-//! a short [`SessionRecord`] of the closed one in the session's archive (the store's
-//! `SessionArchive`): the summary a step left (when one ran), an excerpt of the
-//! messages after it made by code ([`record_of`]), the ids worth finding again
-//! (booking numbers, dates: [`extract_ids`]), the number of messages and when it
-//! ended. No model call makes it: the record is ready in the same transaction that
-//! opens the new session, and a session too short to have stepped still has its
-//! words.
+//! Two things are kept of a closed session:
 //!
-//! **Bounds.** A record holds at most [`MAX_EXCERPT_CHARS`] of excerpt and
-//! [`MAX_IDS`] ids of [`MAX_ID_CHARS`] each, beside the step's summary (itself
-//! bounded by the step's `max_tokens`). A contact keeps at most [`MAX_RECORDS`]:
-//! the round that archives session `s` deletes the archive of session
-//! `s - MAX_RECORDS` in the same transaction (the oldest is dropped, not merged),
-//! so a read of a contact's records is one query of at most [`MAX_RECORDS`] items.
-//! Records expire with the transcript and go with the contact's erasure.
+//! - **its index** ([`index`]): the counts of the terms of its whole text (every
+//!   message, tool calls and outputs included), its ids and dates, and a search
+//!   summary the summary model writes for finding it again; and **its text**, line
+//!   by line, for the passages a recall shows ([`passages`]). The compactor makes
+//!   both when the next message closes the session (an `index` job), and they
+//!   expire with the session's messages;
+//! - **its record** ([`SessionRecord`], in the session's archive): the summary its
+//!   last step left, an excerpt of the messages after it ([`record_of`]) and its
+//!   ids, made by code in the round that opens the next session, for the digest of
+//!   the last session ([`digest`]) and the list of sessions.
 //!
-//! **Ranking** ([`rank`]): BM25 (the `bm25` crate's scorer) over each record's
-//! summary, excerpt and ids, with this module's tokenizer: lower case, a few stop
-//! words out, each word stemmed by the Snowball stemmers for Portuguese and for
-//! English (`rust-stemmers`; both stems are indexed, so either language's word
-//! forms meet), accents folded after stemming. Ties go to the newer session.
+//! **Ranking** ([`rank`]): Okapi BM25 over each session's whole text, plus the same
+//! over its search summary as a field of its own, with this module's tokenizer
+//! ([`tokenize`]: Portuguese and English stems, accents folded, ids and dates
+//! whole); ties go to the newer session. A recall reads every index of the contact
+//! in one query and the text of the sessions it returns in one batch read.
 //!
 //! (`docs/DESIGN.md`: "Recall over earlier sessions".)
 
-use std::collections::BTreeSet;
+pub mod index;
+pub mod passages;
+pub mod rank;
+pub mod tokenize;
 
-use bm25::{Document, SearchEngineBuilder, Tokenizer};
-use rust_stemmers::{Algorithm, Stemmer};
 use serde::{Deserialize, Serialize};
-use unicode_normalization::UnicodeNormalization;
-use unicode_normalization::char::is_combining_mark;
 
 use crate::domain::{ContentBlock, Role, StoredMessage};
 
-/// Most records a contact keeps: archiving session `s` drops session
-/// `s - MAX_RECORDS`'s.
+/// Most records the list of sessions returns in one answer (a contact keeps one
+/// for every session within retention).
 pub const MAX_RECORDS: u32 = 20;
 /// Longest excerpt of a session's messages kept in its record, in characters.
 pub const MAX_EXCERPT_CHARS: usize = 1_500;
@@ -48,14 +44,15 @@ pub const MAX_IDS: usize = 12;
 pub const MAX_ID_CHARS: usize = 40;
 /// Longest query, in characters (the tool's and the route's).
 pub const MAX_QUERY_CHARS: usize = 500;
-/// Records the `recall` tool returns.
+/// Sessions the `recall` tool returns.
 pub const TOOL_RESULTS: usize = 3;
 /// Longest digest of the last session, in characters.
 pub const MAX_DIGEST_CHARS: usize = 600;
 /// The built-in tool's name.
 pub const TOOL_NAME: &str = "recall";
 
-/// What degrau keeps of a closed session to find it again.
+/// What the archive of a closed session keeps for the digest and the list of
+/// sessions (recall itself ranks the session's [`index::SessionIndex`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionRecord {
     /// The session's number.
@@ -220,7 +217,7 @@ pub fn extract_ids(text: &str, ids: &mut Vec<String>) {
 }
 
 /// `2026-03-14`, `14/03` or `14/03/2026`.
-fn is_date(token: &str) -> bool {
+pub(crate) fn is_date(token: &str) -> bool {
     let digits_in = |part: &str, lens: &[usize]| {
         lens.contains(&part.len()) && part.chars().all(|c| c.is_ascii_digit())
     };
@@ -240,140 +237,30 @@ fn is_date(token: &str) -> bool {
 }
 
 /// Letters and digits together, at least two of each kind: `BK-1A2B3C`.
-fn is_code(token: &str) -> bool {
+pub(crate) fn is_code(token: &str) -> bool {
     let letters = token.chars().filter(|c| c.is_alphabetic()).count();
     let digits = token.chars().filter(char::is_ascii_digit).count();
     letters >= 2 && digits >= 2
 }
 
-/// Words too common to rank by, in Portuguese and English.
-const STOP_WORDS: &[&str] = &[
-    "a", "o", "as", "os", "um", "uma", "de", "do", "da", "dos", "das", "e", "em", "no", "na",
-    "nos", "nas", "que", "se", "por", "para", "com", "eu", "me", "meu", "minha", "voce", "você",
-    "foi", "é", "the", "an", "and", "or", "of", "to", "in", "on", "at", "for", "is", "was", "it",
-    "i", "my", "you", "your", "with", "that", "this", "be",
-];
-
-/// The ranking's tokenizer: words (letters and digits) in lower case, stop words
-/// out, each replaced by its Portuguese and its English stem (one when they agree),
-/// accents folded.
-pub struct StemmingTokenizer {
-    portuguese: Stemmer,
-    english: Stemmer,
-}
-
-impl Default for StemmingTokenizer {
-    fn default() -> Self {
-        StemmingTokenizer {
-            portuguese: Stemmer::create(Algorithm::Portuguese),
-            english: Stemmer::create(Algorithm::English),
-        }
-    }
-}
-
-impl Tokenizer for StemmingTokenizer {
-    fn tokenize(&self, input_text: &str) -> Vec<String> {
-        let mut out = Vec::new();
-        for word in input_text
-            .split(|c: char| !c.is_alphanumeric())
-            .filter(|w| !w.is_empty())
-        {
-            let word = word.to_lowercase();
-            if STOP_WORDS.contains(&word.as_str()) {
-                continue;
-            }
-            let portuguese = fold(&self.portuguese.stem(&word));
-            let english = fold(&self.english.stem(&word));
-            if english != portuguese {
-                out.push(english);
-            }
-            out.push(portuguese);
-        }
-        out
-    }
-}
-
-/// `text` without its accents (NFD, combining marks dropped).
-fn fold(text: &str) -> String {
-    text.nfd().filter(|c| !is_combining_mark(*c)).collect()
-}
-
-/// The text a record is ranked by.
-fn indexed_text(record: &SessionRecord) -> String {
-    let mut text = String::new();
-    if let Some(summary) = &record.summary {
-        text.push_str(summary);
-        text.push('\n');
-    }
-    text.push_str(&record.excerpt);
-    text.push('\n');
-    text.push_str(&record.ids.join(" "));
-    text
-}
-
-/// A record and how well it matched a query.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Ranked<'a> {
-    /// The record.
-    pub record: &'a SessionRecord,
-    /// Its BM25 score (above 0: it shares at least one word with the query).
-    pub score: f32,
-}
-
-/// The at most `limit` records that best match `query`, best first (ties: the newer
-/// session first); only records sharing a word with the query. Pure: the same
-/// records and query always rank the same.
-pub fn rank<'a>(records: &'a [SessionRecord], query: &str, limit: usize) -> Vec<Ranked<'a>> {
-    if records.is_empty() || limit == 0 {
-        return Vec::new();
-    }
-    let documents: Vec<Document<usize>> = records
-        .iter()
-        .enumerate()
-        .map(|(index, record)| Document::new(index, indexed_text(record)))
-        .collect();
-    let engine =
-        SearchEngineBuilder::<usize, u32, StemmingTokenizer>::with_tokenizer_and_documents(
-            StemmingTokenizer::default(),
-            documents,
-        )
-        .build();
-    let mut ranked: Vec<Ranked<'a>> = engine
-        .search(query, None)
-        .into_iter()
-        .filter(|result| result.score > 0.0)
-        .filter_map(|result| {
-            records.get(result.document.id).map(|record| Ranked {
-                record,
-                score: result.score,
-            })
-        })
-        .collect();
-    ranked.sort_by(|a, b| {
-        b.score
-            .total_cmp(&a.score)
-            .then(b.record.session.cmp(&a.record.session))
-    });
-    ranked.truncate(limit);
-    ranked
-}
-
-/// Merges the records read from the store with the session a round is closing
-/// right now (not stored until its commit), newest first, each session once.
-pub fn with_closing(
-    mut stored: Vec<SessionRecord>,
-    closing: Option<&SessionRecord>,
-) -> Vec<SessionRecord> {
-    if let Some(closing) = closing
-        && !stored.iter().any(|r| r.session == closing.session)
-    {
-        stored.push(closing.clone());
-    }
-    let mut seen = BTreeSet::new();
-    stored.retain(|record| seen.insert(record.session));
-    stored.sort_by_key(|record| std::cmp::Reverse(record.session));
-    stored.truncate(MAX_RECORDS as usize);
-    stored
+/// One session a search found, or one of the list of sessions: its record, and
+/// with a query its score, search summary and passages.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SessionHit {
+    /// The session's record (its archive's; from its index when the archive is
+    /// gone).
+    #[serde(flatten)]
+    pub record: SessionRecord,
+    /// Its BM25 score for the query (absent without one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub score: Option<f32>,
+    /// The search summary the summary model wrote of the session (with a query,
+    /// once written).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub search_summary: Option<String>,
+    /// The passages that matched the query, dated (with a query).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub passages: Vec<passages::Passage>,
 }
 
 /// The one-paragraph digest of a session (the tenant's `recall_digest`): when it
