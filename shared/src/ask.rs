@@ -59,6 +59,7 @@
 //!
 //! (`docs/DESIGN.md`: "The flows" (a round), "The time budget".)
 
+mod admit;
 pub mod close;
 mod commit;
 mod context;
@@ -90,6 +91,7 @@ use crate::session::{Clock, idle};
 use crate::store::{Claim, ContactKey, Store, StoreError};
 use crate::tenant::{Defaults, InvalidSettings, Settings, TenantStore, stored_settings};
 use crate::tools::Tools;
+pub use admit::RoundBudget;
 pub use close::{SessionClosed, close_session};
 pub use context::{ContextView, HeadToken};
 use events::Shown;
@@ -218,6 +220,10 @@ pub enum AskError {
     /// round runs, whatever its configuration says.
     #[error("this tenant is suspended by the platform; nothing was stored")]
     Suspended,
+    /// A limit of the tenant's fair share refused the round
+    /// ([`crate::fairshare`]): 429 with `Retry-After`, nothing written.
+    #[error(transparent)]
+    Throttled(#[from] crate::fairshare::Throttle),
     /// The tenant's quota for this hour is spent ([`crate::quota`]).
     #[error(
         "this tenant's {} for this hour are spent ({} an hour); nothing was stored, retry \
@@ -395,7 +401,24 @@ impl AskService {
         idempotency: Option<&IdempotencyKey>,
         deadline: Deadline,
     ) -> Result<AskOutcome, AskError> {
-        self.ask_showing(key, text, idempotency, deadline, Shown::nothing())
+        let shown = Shown::nothing();
+        self.ask_showing(key, text, idempotency, (deadline, RoundBudget::Api), shown)
+            .await
+    }
+
+    /// [`AskService::ask`] for a channel that spent its own budget for the round
+    /// (a WhatsApp number's turns): the tenant's API rounds for the hour are not
+    /// spent; its fair share is.
+    pub async fn ask_for_channel(
+        &self,
+        key: &ContactKey,
+        text: &str,
+        idempotency: Option<&IdempotencyKey>,
+        deadline: Deadline,
+    ) -> Result<AskOutcome, AskError> {
+        let shown = Shown::nothing();
+        let budget = RoundBudget::Channel;
+        self.ask_showing(key, text, idempotency, (deadline, budget), shown)
             .await
     }
 
@@ -411,7 +434,8 @@ impl AskService {
         deadline: Deadline,
         listener: &dyn RoundEvents,
     ) -> Result<AskOutcome, AskError> {
-        self.ask_showing(key, text, idempotency, deadline, Shown::to(listener))
+        let shown = Shown::to(listener);
+        self.ask_showing(key, text, idempotency, (deadline, RoundBudget::Api), shown)
             .await
     }
 
@@ -420,7 +444,7 @@ impl AskService {
         key: &ContactKey,
         text: &str,
         idempotency: Option<&IdempotencyKey>,
-        deadline: Deadline,
+        (deadline, budget): (Deadline, RoundBudget),
         shown: Shown<'_>,
     ) -> Result<AskOutcome, AskError> {
         validate_text(text)?;
@@ -435,7 +459,7 @@ impl AskService {
                 key,
                 text,
                 idempotency.map(|idem| (idem, hash.as_str())),
-                deadline,
+                (deadline, budget),
                 shown,
             )
             .await;
@@ -502,23 +526,39 @@ impl AskService {
         key: &ContactKey,
         text: &str,
         idempotency: Option<(&IdempotencyKey, &str)>,
-        deadline: Deadline,
+        (deadline, budget): (Deadline, RoundBudget),
         shown: Shown<'_>,
     ) -> Result<AskResponse, AskError> {
         let settings = self.settings(&key.tenant, deadline).await?;
         let shown = shown.with_tool_input(settings.stream_tool_input);
-        self.spend_round(key, &settings, deadline).await?;
+        let admitted = self.admit(key, &settings, (budget, true), deadline).await?;
+        let answered = self
+            .answer_admitted(key, text, idempotency, (&settings, deadline), &shown)
+            .await;
+        self.give_back(admitted, deadline).await;
+        answered
+    }
+
+    /// The rounds of an admitted answer (see [`AskService::answer`]).
+    async fn answer_admitted(
+        &self,
+        key: &ContactKey,
+        text: &str,
+        idempotency: Option<(&IdempotencyKey, &str)>,
+        (settings, deadline): (&Settings, Deadline),
+        shown: &Shown<'_>,
+    ) -> Result<AskResponse, AskError> {
         let (mut lost, mut broken) = (0, 0);
         loop {
-            let turn = self.load_turn(key, &settings, deadline).await?;
+            let turn = self.load_turn(key, settings, deadline).await?;
             let round = match self
                 .run_round(
                     key,
-                    &settings,
+                    settings,
                     &turn,
                     text,
                     deadline.before(COMMIT_MARGIN),
-                    &shown,
+                    shown,
                 )
                 .await
             {
@@ -536,7 +576,7 @@ impl AskService {
             }
             let tool_ran = round.tool_ran();
             match self
-                .store_round(key, &settings, &turn, round, idempotency, deadline)
+                .store_round(key, settings, &turn, round, idempotency, deadline)
                 .await?
             {
                 Some(response) => return Ok(response),

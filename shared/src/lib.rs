@@ -31,6 +31,9 @@
 //!   job messages), [`tools`] (`Tools`, with the built-in demo tools) and [`quota`]
 //!   (`Quotas`); [`sweep`]: the sweep's rules (buckets, due time, the decision on a
 //!   head, backoff), pure.
+//! * [`fairshare`]: each tenant's fair share (a lease per running ask, rates per
+//!   minute, a round's tool time) and a public number's limits, over the
+//!   `Quotas` port's counters and leases; pure decisions and one call each.
 //! * [`platform`]: the platform's policy over its tenants (the deployment's plan,
 //!   a tenant's policy item, the policy in force) and the `PolicyStore` port.
 //! * [`tenant`]: a tenant's settings over the deployment's defaults, inside the
@@ -59,6 +62,7 @@ pub mod compactor;
 pub mod deadline;
 pub mod domain;
 pub mod facts;
+pub mod fairshare;
 pub mod fifo;
 pub mod jobs;
 #[cfg(any(test, feature = "test-util"))]

@@ -140,7 +140,31 @@ pub struct Exhausted {
     pub retry_after: u64,
 }
 
-/// The quotas' storage.
+/// Whose a windowed counter is ([`Counter`]): a tenant's (kept in its partition) or
+/// a contact's (in the contact's, so an erase takes it).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum CounterScope {
+    /// The tenant's.
+    Tenant(TenantId),
+    /// One contact's.
+    Contact(crate::store::ContactKey),
+}
+
+/// A count of uses in one fixed window (a minute, an hour) of one scope: the
+/// rates of [`crate::fairshare`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Counter {
+    /// Whose.
+    pub scope: CounterScope,
+    /// What it counts: a short name of `[a-z_0-9#]` (no personal data: a business
+    /// number's id at most).
+    pub name: String,
+    /// The window's start, seconds since the epoch.
+    pub window: i64,
+}
+
+/// The quotas' storage: the hourly quotas, and the counters and leases of each
+/// tenant's fair share ([`crate::fairshare`]).
 #[async_trait]
 pub trait Quotas: Send + Sync {
     /// Counts one use of `kind` by `tenant` in the period starting at `period`,
@@ -154,6 +178,41 @@ pub trait Quotas: Send + Sync {
         limit: u32,
         expires_at: i64,
     ) -> Result<bool, StoreError>;
+
+    // The fair share's counters and leases. Both adapters (DynamoDB, memory)
+    // implement them; the defaults (count nothing, refuse nothing) are for a test's
+    // wrapper of the hourly quotas alone, whose tenants set no fair share.
+
+    /// Counts one use on `counter` unless `limit` are counted in its window
+    /// already (a conditional increment: two instances never count the last one
+    /// twice): true when it was counted. The count expires at `expires_at`.
+    async fn try_count(
+        &self,
+        _counter: &Counter,
+        _limit: u32,
+        _expires_at: i64,
+    ) -> Result<bool, StoreError> {
+        Ok(true)
+    }
+
+    /// Takes the lease `lease` of `tenant` until `expires_at`, unless `limit`
+    /// leases are held at `now` already (one past its expiry, a crashed holder's,
+    /// is not held): true when taken.
+    async fn acquire_lease(
+        &self,
+        _tenant: &TenantId,
+        _lease: &str,
+        _limit: u32,
+        _now: i64,
+        _expires_at: i64,
+    ) -> Result<bool, StoreError> {
+        Ok(true)
+    }
+
+    /// Gives the lease back (nothing when it is not held).
+    async fn release_lease(&self, _tenant: &TenantId, _lease: &str) -> Result<(), StoreError> {
+        Ok(())
+    }
 }
 
 /// Spends one use of `kind` at `now` under `limits`, or says how long to wait.

@@ -20,6 +20,9 @@
 //! | tenant quota count | `T#{tenant}` | `QUOTA#{kind}#{hour start}` |
 //! | the platform's policy of a tenant | `T#{tenant}` | `POLICY` |
 //! | the platform's list of tenants | `PLATFORM` | `TENANT#{tenant}` |
+//! | a tenant's fair-share counter | `T#{tenant}` | `RATE#{name}#{window start}` |
+//! | a contact's turn counter | `T#{tenant}#C#{contact}` | `RATE#{name}#{window start}` |
+//! | a tenant's leases | `T#{tenant}` | `LEASES` |
 //!
 //! Within a contact's partition the sort keys order as `FACT#… < HEAD < IDX#… <
 //! REQ#… < S#… < SUM#… < TXT#… < WA#…`: the facts and the head come in one range query, and no message
@@ -156,6 +159,17 @@ pub fn quota_sk(kind: degrau::quota::QuotaKind, period: i64) -> String {
     format!("QUOTA#{}#{period}", kind.as_str())
 }
 
+/// The sort key of a fair-share counter (`RATE#{name}#{window start}`), in its
+/// tenant's partition or its contact's. `RATE#` sorts between `HEAD` and `REQ#`:
+/// no facts-and-head, message, archive or index range reaches it, and an erase
+/// takes a contact's with the rest.
+pub fn rate_sk(name: &str, window: i64) -> String {
+    format!("RATE#{name}#{window}")
+}
+
+/// The sort key of a tenant's leases (one item: each lease and its expiry).
+pub const LEASES_SK: &str = "LEASES";
+
 /// A message's sort key: ordered by session, then sequence number.
 pub fn message_sk(session: u32, seq: u64) -> String {
     format!("{MESSAGE_PREFIX}{session:06}#M#{seq:08}")
@@ -243,6 +257,8 @@ mod tests {
         assert!(message_sk(1, 9) < message_sk(1, 10));
         // The facts-and-head query relies on nothing else sorting between them.
         assert!(FACT_PREFIX < HEAD_SK && HEAD_SK < "REQ#" && "REQ#" < MESSAGE_PREFIX);
+        // A contact's rate counters sort between the head and the requests.
+        assert!(HEAD_SK < rate_sk("turns", 0).as_str() && rate_sk("turns", 9).as_str() < "REQ#");
         // Archives sort after every message, so message ranges never reach them.
         assert!(message_sk(MAX_SESSION, MAX_SEQ) < archive_sk(0));
         assert!(archive_sk(9) < archive_sk(10));

@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use degrau::jobs::EnqueueError;
 use degrau::store::ContactKey;
 use degrau::whatsapp::WaMessageId;
-use degrau::whatsapp::inbox::{Inbox, QueuedMessage};
+use degrau::whatsapp::inbox::{Hold, Inbox, QueuedMessage};
 use degrau::whatsapp::keyed::ChannelKeys;
 
 /// Sends the worker's messages to an SQS FIFO queue.
@@ -59,6 +59,70 @@ impl Inbox for SqsInbox {
             .await
             .map_err(|e| EnqueueError(aws_sdk_sqs::error::DisplayErrorContext(e).to_string()))?;
         Ok(())
+    }
+}
+
+/// The SQS side of a held message ([`Hold`]): `ChangeMessageVisibility` on its
+/// receipt, or a fresh `SendMessage` to its group (a random de-duplication id: the
+/// copy must not be taken for the original within SQS's five minutes).
+#[derive(Debug, Clone)]
+pub struct SqsHold {
+    client: aws_sdk_sqs::Client,
+    queue_url: String,
+}
+
+impl SqsHold {
+    /// The holds of the queue at `queue_url` (`WHATSAPP_QUEUE_URL`).
+    pub fn new(client: aws_sdk_sqs::Client, queue_url: impl Into<String>) -> Self {
+        SqsHold {
+            client,
+            queue_url: queue_url.into(),
+        }
+    }
+}
+
+#[async_trait]
+impl Hold for SqsHold {
+    async fn delay(&self, receipt: &str, seconds: u64) -> Result<(), EnqueueError> {
+        self.client
+            .change_message_visibility()
+            .queue_url(&self.queue_url)
+            .receipt_handle(receipt)
+            .visibility_timeout(i32::try_from(seconds).unwrap_or(i32::MAX))
+            .send()
+            .await
+            .map_err(|e| EnqueueError(aws_sdk_sqs::error::DisplayErrorContext(e).to_string()))?;
+        Ok(())
+    }
+
+    async fn requeue(&self, group: &str, body: &str) -> Result<(), EnqueueError> {
+        let dedup = format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..));
+        self.client
+            .send_message()
+            .queue_url(&self.queue_url)
+            .message_body(body)
+            .message_group_id(group)
+            .message_deduplication_id(dedup)
+            .send()
+            .await
+            .map_err(|e| EnqueueError(aws_sdk_sqs::error::DisplayErrorContext(e).to_string()))?;
+        Ok(())
+    }
+}
+
+/// Holds nothing: a worker without `WHATSAPP_QUEUE_URL` leaves a held message to
+/// the queue's own visibility timeout.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoHold;
+
+#[async_trait]
+impl Hold for NoHold {
+    async fn delay(&self, _receipt: &str, _seconds: u64) -> Result<(), EnqueueError> {
+        Ok(())
+    }
+
+    async fn requeue(&self, _group: &str, _body: &str) -> Result<(), EnqueueError> {
+        Err(EnqueueError("no queue to send a held message to".into()))
     }
 }
 

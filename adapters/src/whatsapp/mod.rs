@@ -96,6 +96,12 @@ pub struct WorkerConfig {
     pub access_token: SecretSource,
     /// `WHATSAPP_DEBOUNCE_SECONDS` (0 to 30, default 3).
     pub debounce_seconds: u64,
+    /// `WHATSAPP_QUEUE_URL`: the inbound queue, where a held message waits (unset:
+    /// a held message waits the queue's visibility timeout).
+    pub queue_url: Option<String>,
+    /// `WHATSAPP_MAX_RECEIVES`: the queue's `maxReceiveCount` (5 by default, as in
+    /// the template): a message held on its last receive is sent again fresh.
+    pub max_receives: u32,
 }
 
 impl WorkerConfig {
@@ -143,9 +149,21 @@ impl WorkerConfig {
                 "the system user's token that sends replies",
             )?,
             debounce_seconds,
+            queue_url: get(vars, "WHATSAPP_QUEUE_URL").map(str::to_owned),
+            max_receives: match get(vars, "WHATSAPP_MAX_RECEIVES") {
+                None => DEFAULT_MAX_RECEIVES,
+                Some(text) => text.parse().ok().filter(|n| *n >= 1).ok_or_else(|| {
+                    ConfigError(format!(
+                        "WHATSAPP_MAX_RECEIVES must be a whole number of at least 1, got {text:?}"
+                    ))
+                })?,
+            },
         })
     }
 }
+
+/// `WHATSAPP_MAX_RECEIVES` when unset: the template's `maxReceiveCount`.
+pub const DEFAULT_MAX_RECEIVES: u32 = 5;
 
 /// Everything the webhook needs, built once at init.
 pub struct WebhookDependencies {
@@ -205,6 +223,8 @@ pub struct WorkerDependencies {
     pub config: WorkerConfig,
     /// The Graph API client, with the access token read once.
     pub sender: Arc<graph::GraphSender>,
+    /// Where a held message waits.
+    pub hold: Arc<dyn degrau::whatsapp::inbox::Hold>,
 }
 
 impl WorkerDependencies {
@@ -220,9 +240,14 @@ impl WorkerDependencies {
             .map_err(ConfigError)?;
         let sender = graph::GraphSender::new(&config.graph_base_url, &config.graph_version, token)
             .map_err(ConfigError)?;
+        let hold: Arc<dyn degrau::whatsapp::inbox::Hold> = match &config.queue_url {
+            Some(url) => Arc::new(inbox::SqsHold::new(aws_sdk_sqs::Client::new(&sdk), url)),
+            None => Arc::new(inbox::NoHold),
+        };
         Ok(WorkerDependencies {
             config,
             sender: Arc::new(sender),
+            hold,
         })
     }
 }

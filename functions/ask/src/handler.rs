@@ -174,6 +174,10 @@ fn from_service(error: AskError) -> HttpError {
                 "the model is rate limiting; nothing was stored, retry later",
             )
         },
+        AskError::Throttled(throttle) => HttpError {
+            retry_after: Some(throttle.retry_after),
+            ..HttpError::new(ErrorType::RateLimited, throttle.to_string())
+        },
         error @ AskError::QuotaExceeded(exhausted) => HttpError {
             retry_after: Some(exhausted.retry_after),
             ..HttpError::new(ErrorType::RateLimited, error.to_string())

@@ -5,6 +5,12 @@
 //! its own message group (one conversation) only; what no longer fits the
 //! invocation comes back in a later batch. A body that is not a queued message is
 //! reported too, and ends in the dead-letter queue.
+//!
+//! A record whose turn a limit holds back ([`WorkerError::held_for`]) waits instead
+//! of failing its way to the dead-letter queue: it is hidden until the limit may
+//! allow it ([`Hold::delay`]) and reported; one whose next receive would be its
+//! last before the dead-letter queue is sent again fresh ([`Hold::requeue`]) and
+//! counted done.
 
 use std::time::Duration;
 
@@ -12,8 +18,9 @@ use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMe
 use degrau::deadline::Deadline;
 use degrau::fifo::{self, Outcome, Record};
 use degrau::metrics::Event;
+use degrau::whatsapp::inbox::Hold;
 use degrau::whatsapp::inbox::QueuedMessage;
-use degrau::whatsapp::worker::{FUNCTION, Worker};
+use degrau::whatsapp::worker::{FUNCTION, Worker, WorkerError};
 use lambda_runtime::{Error, LambdaEvent};
 use tracing::{error, warn};
 
@@ -27,19 +34,38 @@ pub fn record_budget(worker: &Worker) -> Duration {
     worker.debounce * 3 + worker.turn_budget() + RECORD_STORE_MARGIN
 }
 
+/// How the batch's held records wait: the queue's holds, and the queue's
+/// `maxReceiveCount` (a receive past it sends a message to the dead-letter queue).
+pub struct Holding<'a> {
+    /// The queue's side of a hold.
+    pub hold: &'a dyn Hold,
+    /// The queue's `maxReceiveCount` (`WHATSAPP_MAX_RECEIVES`).
+    pub max_receives: u32,
+}
+
 /// Runs a batch by the rules of [`degrau::fifo`], each record within `budget`.
 /// `Err` only when a record to report has no `messageId` (never from SQS): the
 /// whole batch comes back, which is safe since every step of a turn is conditional.
 pub async fn handle_batch(
     worker: &Worker,
     budget: Duration,
+    holding: &Holding<'_>,
     event: LambdaEvent<SqsEvent>,
 ) -> Result<SqsBatchResponse, Error> {
     let (batch, context) = event.into_parts();
     let records: Vec<Record> = batch.records.iter().map(record).collect();
+    let receipts: Vec<Option<String>> = batch
+        .records
+        .iter()
+        .map(|message| message.receipt_handle.clone())
+        .collect();
     let invocation = Deadline::from_epoch_millis(context.deadline);
     let outcome = fifo::run(&records, budget, invocation, async |record, deadline| {
-        run_record(worker, record, deadline).await
+        let receipt = records
+            .iter()
+            .position(|r| std::ptr::eq(r, record))
+            .and_then(|at| receipts[at].as_deref());
+        run_record(worker, (record, receipt), holding, deadline).await
     })
     .await;
     let response = failures(&outcome)?;
@@ -84,8 +110,13 @@ fn failures(outcome: &Outcome) -> Result<SqsBatchResponse, Error> {
 }
 
 /// Runs one record by `deadline` (in the runner's span for the record); true when
-/// it succeeded (nothing to do included).
-async fn run_record(worker: &Worker, record: &Record, deadline: Deadline) -> bool {
+/// it succeeded (nothing to do included, and a held record sent again fresh).
+async fn run_record(
+    worker: &Worker,
+    (record, receipt): (&Record, Option<&str>),
+    holding: &Holding<'_>,
+    deadline: Deadline,
+) -> bool {
     let queued = match serde_json::from_str::<QueuedMessage>(&record.body) {
         Ok(queued) => queued,
         Err(parse) => {
@@ -104,6 +135,9 @@ async fn run_record(worker: &Worker, record: &Record, deadline: Deadline) -> boo
             tracing::info!(?outcome, "record done");
             true
         }
+        Err(failure) if failure.held_for().is_some() => {
+            hold(record, receipt, holding, &failure).await
+        }
         Err(failure) => {
             warn!(code = failure.code(), error = %failure, "record failed; it comes back");
             Event::new(FUNCTION)
@@ -115,6 +149,41 @@ async fn run_record(worker: &Worker, record: &Record, deadline: Deadline) -> boo
         }
     }
 }
+
+/// Holds a record a limit refused (see the module): hidden until the limit may
+/// allow it (reported: false), or, on its last receive before the dead-letter
+/// queue, sent again fresh (done: true). A hold that fails leaves the record to
+/// the queue's own visibility timeout.
+async fn hold(
+    record: &Record,
+    receipt: Option<&str>,
+    holding: &Holding<'_>,
+    failure: &WorkerError,
+) -> bool {
+    let seconds = failure.held_for().unwrap_or(1).clamp(1, MAX_HOLD_SECONDS);
+    Event::new(FUNCTION).count("RecordsHeld", 1).emit();
+    if record.receives + 1 >= holding.max_receives
+        && let Some(group) = record.group.as_deref()
+    {
+        match holding.hold.requeue(group, &record.body).await {
+            Ok(()) => {
+                tracing::info!(seconds, "held on its last receive: sent again fresh");
+                return true;
+            }
+            Err(error) => warn!(%error, "could not send a held record again"),
+        }
+    }
+    if let Some(receipt) = receipt
+        && let Err(error) = holding.hold.delay(receipt, seconds).await
+    {
+        warn!(%error, "could not hide a held record; it comes back at the queue's timeout");
+    }
+    tracing::info!(seconds, code = failure.code(), "record held");
+    false
+}
+
+/// The longest a record is hidden at once: SQS's 12 hours.
+pub const MAX_HOLD_SECONDS: u64 = 43_200;
 
 #[cfg(test)]
 mod tests;

@@ -11,7 +11,7 @@ use degrau::whatsapp::worker::{FUNCTION, Worker};
 use degrau_adapters::whatsapp::WorkerDependencies;
 use degrau_adapters::wiring::Dependencies;
 use lambda_runtime::{Error, run, service_fn};
-use whatsapp_worker::handler::{handle_batch, record_budget};
+use whatsapp_worker::handler::{Holding, handle_batch, record_budget};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
@@ -36,10 +36,17 @@ async fn main() -> Result<(), Error> {
         ask_timeout: Duration::from_secs(deps.config.ask_timeout_seconds),
     });
     let budget = record_budget(&worker);
+    let (hold, max_receives) = (whatsapp.hold, whatsapp.config.max_receives);
     run(service_fn(move |event| {
         record_cold_start(FUNCTION);
-        let worker = worker.clone();
-        async move { handle_batch(&worker, budget, event).await }
+        let (worker, hold) = (worker.clone(), hold.clone());
+        async move {
+            let holding = Holding {
+                hold: hold.as_ref(),
+                max_receives,
+            };
+            handle_batch(&worker, budget, &holding, event).await
+        }
     }))
     .await
 }

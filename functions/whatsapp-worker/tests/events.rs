@@ -28,7 +28,7 @@ use degrau::whatsapp::webhook::WebhookService;
 use degrau::whatsapp::worker::Worker;
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::Value;
-use whatsapp_worker::handler::{handle_batch, record_budget};
+use whatsapp_worker::handler::{Holding, handle_batch, record_budget};
 
 const WORKER: &str = include_str!("../../../events/whatsapp-worker.json");
 const DELIVERY: &str = include_str!("../../../events/whatsapp-webhook-delivery.json");
@@ -101,9 +101,22 @@ async fn the_sample_batch_is_the_webhooks_sample_message_and_makes_one_reply() {
         ask_timeout: Duration::from_secs(25),
     };
     let budget = record_budget(&worker);
-    let response = handle_batch(&worker, budget, LambdaEvent::new(event, Context::default()))
-        .await
-        .unwrap();
+    let response = handle_batch(
+        &worker,
+        budget,
+        &no_hold(),
+        LambdaEvent::new(event, Context::default()),
+    )
+    .await
+    .unwrap();
     assert!(response.batch_item_failures.is_empty());
     assert_eq!(sender.sent(), vec![Sent::Text("Tem sim: 10:30.".into())]);
+}
+
+/// No queue behind the holds (a held record waits the queue's timeout).
+fn no_hold() -> Holding<'static> {
+    Holding {
+        hold: &degrau_adapters::whatsapp::inbox::NoHold,
+        max_receives: 5,
+    }
 }

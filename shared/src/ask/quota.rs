@@ -16,19 +16,14 @@ use crate::store::ContactKey;
 use crate::tenant::{ContextPolicy, Settings};
 
 impl AskService {
-    /// Spends one of the tenant's rounds for this hour, or refuses the round (a
-    /// tenant the platform suspended runs none).
+    /// Spends one of the tenant's rounds for this hour, or refuses the round
+    /// (`ask/admit.rs` calls it for a round of the API).
     pub(super) async fn spend_round(
         &self,
         key: &ContactKey,
         settings: &Settings,
         deadline: Deadline,
     ) -> Result<(), AskError> {
-        if settings.policy.suspended {
-            warn!("the tenant is suspended by the platform; the round is refused");
-            Event::new("ask").count("RoundsSuspended", 1).emit();
-            return Err(AskError::Suspended);
-        }
         let now = (self.clock)();
         let spent = spend(
             self.quotas.as_ref(),

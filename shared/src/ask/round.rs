@@ -3,6 +3,7 @@
 //! tools it calls, until the model answers or the round fails. Nothing here writes:
 //! a [`Round`] is only stored when `ask` commits it.
 
+use crate::fairshare::ToolTime;
 use std::time::Instant;
 
 use serde_json::Value;
@@ -26,6 +27,11 @@ use crate::tools::{
 use crate::usage::{RoundUsage, Usage};
 use crate::validate::validate_request;
 use crate::window::safe_window_start;
+
+/// What the model reads for a tool call made past the round's tool time
+/// (`fair_share.tool_seconds_per_round`): not run.
+const TOOL_TIME_SPENT: &str =
+    "not run: this round's time for tool calls is spent; answer with what you have";
 
 /// A message of a round, with the usage of the model call that produced it (for
 /// assistant messages).
@@ -173,6 +179,9 @@ impl AskService {
     ) -> Result<Round, AskError> {
         let tools = self.tools.definitions(&settings.tools);
         let mut state = RoundLoop::new(settings, turn, text);
+        // The round's tool calls share the platform's tool time (`fairshare`).
+        let fair = &settings.policy.fair_share;
+        let mut tool_time = ToolTime::new(fair.tool_seconds_per_round);
         loop {
             let call = state.calls();
             let (request, lifetimes) = state.request(&tools)?;
@@ -219,7 +228,13 @@ impl AskService {
             state.count_tool_round()?;
             state.round.stats.tool_calls += calls.len() as u64;
             let results = self
-                .run_tools(&calls, key, turn, &settings.tools, deadline, shown)
+                .run_tools(
+                    &calls,
+                    (key, turn),
+                    &settings.tools,
+                    (deadline, &mut tool_time),
+                    shown,
+                )
                 .await;
             state.round.messages.push(RoundMessage {
                 message: Message {
@@ -267,10 +282,9 @@ impl AskService {
     async fn run_tools(
         &self,
         calls: &[ToolCall],
-        key: &ContactKey,
-        turn: &Turn,
+        (key, turn): (&ContactKey, &Turn),
         declared: &[ToolDeclaration],
-        deadline: Deadline,
+        (deadline, tool_time): (Deadline, &mut ToolTime),
         shown: &Shown<'_>,
     ) -> Vec<ContentBlock> {
         let mut results = Vec::with_capacity(calls.len());
@@ -278,6 +292,17 @@ impl AskService {
         let share = MAX_RESULTS_CHARS_PER_MESSAGE / calls.len();
         for call in calls {
             shown.tool_started(&call.id, &call.name, &call.input);
+            let started = Instant::now();
+            let Some(deadline) = tool_time.deadline(deadline) else {
+                // The round's tool time is spent: the call is not made.
+                shown.tool_finished(&call.id, &call.name, true);
+                results.push(ContentBlock::ToolResult {
+                    tool_use_id: call.id.clone(),
+                    content: TOOL_TIME_SPENT.to_owned(),
+                    is_error: true,
+                });
+                continue;
+            };
             let output = match declared.iter().find(|tool| tool.name() == call.name) {
                 Some(ToolDeclaration::BuiltIn(name)) if name == crate::recall::TOOL_NAME => {
                     self.run_recall(key, turn, &call.input, deadline).await
@@ -292,6 +317,7 @@ impl AskService {
                 }
                 None => ToolOutput::error(format!("unknown tool `{}`", call.name)),
             };
+            tool_time.spend(started);
             let content = cap_to(output.content, share.min(budget));
             budget = budget.saturating_sub(content.chars().count());
             info!(tool = %call.name, is_error = output.is_error, chars = content.len(), "tool called");

@@ -25,6 +25,7 @@ use std::collections::HashSet;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::admit::RoundBudget;
 use super::round::{Round, first_cut};
 use super::{
     AskError, AskResponse, AskService, HeadToken, MAX_TOOL_ITERATIONS, RoundSpan, UsageSummary,
@@ -637,7 +638,11 @@ impl AskService {
                 request.usage
             }
         };
-        self.spend_round(key, &settings, deadline).await?;
+        // A recorded round ran its model elsewhere: no lease to hold.
+        let admitted = self
+            .admit(key, &settings, (RoundBudget::Api, false), deadline)
+            .await?;
+        self.give_back(admitted, deadline).await;
         let hard_capped = first_cut(&settings, &turn).hard_capped;
         let round = Round::recorded(request.messages.clone(), usage, estimated, hard_capped);
         match self

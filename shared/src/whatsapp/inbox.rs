@@ -46,3 +46,19 @@ pub trait Inbox: Send + Sync {
         body: &QueuedMessage,
     ) -> Result<(), EnqueueError>;
 }
+
+/// What the worker does with a queue message whose turn a limit holds back
+/// ([`super::worker::WorkerError::Held`]): it waits in the queue until the limit
+/// may allow it, instead of failing its way through the queue's receives into the
+/// dead-letter queue.
+#[async_trait]
+pub trait Hold: Send + Sync {
+    /// Hides the received message (by its receipt handle) for `seconds`: it comes
+    /// back then. It still counts a receive.
+    async fn delay(&self, receipt: &str, seconds: u64) -> Result<(), EnqueueError>;
+
+    /// Sends `body` again to the message group `group`, fresh (its receive count
+    /// starts over): for a message held so often that its next receive would send
+    /// it to the dead-letter queue. The inbound record makes a copy harmless.
+    async fn requeue(&self, group: &str, body: &str) -> Result<(), EnqueueError>;
+}

@@ -37,6 +37,7 @@
 pub mod event;
 pub mod inbox;
 pub mod keyed;
+pub mod limits;
 pub mod outbound;
 pub mod signature;
 pub mod store;

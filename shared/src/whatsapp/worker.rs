@@ -137,6 +137,11 @@ pub enum WorkerError {
     /// A young message's record is not in the index yet.
     #[error("the queued message's record is not indexed yet; trying again later")]
     NotIndexed,
+    /// A limit of the public number (or the tenant's fair share) holds the turn
+    /// back: nothing was taken or stored; the message waits `retry_after` seconds
+    /// in the queue (see [`super::inbox::Hold`]).
+    #[error("a limit holds the turn back: {0}")]
+    Held(crate::fairshare::Throttle),
 }
 
 impl WorkerError {
@@ -148,6 +153,17 @@ impl WorkerError {
             WorkerError::Send(_) => "send",
             WorkerError::Busy => "busy",
             WorkerError::NotIndexed => "not_indexed",
+            WorkerError::Held(_) => "held",
+        }
+    }
+
+    /// When a held message may try again, in seconds.
+    pub fn held_for(&self) -> Option<u64> {
+        match self {
+            WorkerError::Held(throttle) => Some(throttle.retry_after),
+            WorkerError::Ask(AskError::Throttled(throttle)) => Some(throttle.retry_after),
+            WorkerError::Ask(AskError::QuotaExceeded(exhausted)) => Some(exhausted.retry_after),
+            _ => None,
         }
     }
 }
@@ -277,6 +293,8 @@ impl Worker {
         let Some(turn) = self.turn_of(&pending, life) else {
             return Ok(());
         };
+        self.admit_turn(key, phone, turn.messages.len(), deadline)
+            .await?;
         if !self.store.take(key, &turn).await? {
             info!("a record changed before the turn took it; looking again");
             return Ok(());
@@ -425,9 +443,11 @@ impl Worker {
         let idempotency = IdempotencyKey::parse(turn.id.as_str())
             .unwrap_or_else(|_| unreachable!("64 hex digits are a valid key"));
         let ask_deadline = Deadline::after(self.ask_timeout).earlier(deadline.before(SEND_BUDGET));
+        // The number's budget was spent for the turn when it was taken
+        // (`admit_turn`): not the tenant's API rounds.
         match self
             .ask
-            .ask(key, &turn.text, Some(&idempotency), ask_deadline)
+            .ask_for_channel(key, &turn.text, Some(&idempotency), ask_deadline)
             .await
         {
             Ok(AskOutcome::Answered(response)) => Ok(Ok(response.reply.text)),
@@ -607,9 +627,9 @@ fn send_failed(code: Option<i64>) {
 /// True for an ask failure a later delivery may get past.
 fn passes(error: &AskError) -> bool {
     match error {
-        // The hour's rounds are spent: the message comes back after the queue's
-        // visibility timeout, and answers once the quota allows.
-        AskError::Conflict(_) | AskError::QuotaExceeded(_) => true,
+        // A limit holds the turn back: the message waits in the queue (the
+        // handler hides it until the limit allows) and answers then.
+        AskError::Conflict(_) | AskError::QuotaExceeded(_) | AskError::Throttled(_) => true,
         AskError::Store(error) => {
             matches!(error, StoreError::Unavailable(_) | StoreError::Conflict(_))
         }

@@ -10,6 +10,7 @@ mod ask_limits;
 mod ask_service;
 mod cache_ttl;
 mod compactor;
+mod fairshare;
 mod fifo;
 mod helpers;
 mod layout;

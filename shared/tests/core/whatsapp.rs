@@ -951,3 +951,74 @@ async fn a_message_older_than_its_records_live_is_dropped_and_makes_no_turn() {
         );
     }
 }
+
+fn text_from(from: &str, id: &str, body: &str) -> Value {
+    json!({"from": from, "id": id, "timestamp": "1800000000", "type": "text", "text": {"body": body}})
+}
+
+#[tokio::test]
+async fn a_flood_of_strangers_waits_on_the_numbers_limits_while_the_api_and_known_customers_are_answered()
+ {
+    let (mut channel, _) = channel().await;
+    channel.worker.ask.defaults = Defaults {
+        quota: degrau::quota::Limits {
+            rounds_per_hour: 2,
+            summary_calls_per_hour: 10,
+        },
+        platform: degrau::platform::Plan {
+            whatsapp: degrau::platform::NumberLimits {
+                turns_per_hour: Some(5),
+                sender_turns_per_minute: Some(3),
+                new_senders_per_hour: Some(1),
+            },
+            ..degrau::platform::Plan::default()
+        },
+        ..Defaults::default()
+    };
+    // A customer of the business, known from an earlier conversation (through the
+    // API: one of the tenant's two API rounds of the hour).
+    answers(&channel.model, &["Olá"]);
+    let api = &channel.worker.ask;
+    api.ask(&customer(), "oi", None, minute()).await.unwrap();
+
+    // Six strangers write to the public number; one new sender an hour is
+    // answered, the others wait in the queue (held, not failed into the DLQ).
+    answers(&channel.model, &["Bem-vindo"]);
+    for n in 0..6 {
+        let from = format!("1555000010{n}");
+        channel
+            .deliver(&[text_from(&from, &format!("s{n}"), "promo!!!")])
+            .await;
+    }
+    let results = channel.work().await;
+    let held = results
+        .iter()
+        .filter(|r| matches!(r, Err(WorkerError::Held(t)) if t.what == degrau::fairshare::Limited::NewSenders))
+        .count();
+    assert_eq!(held, 5, "{results:?}");
+    assert_eq!(results.iter().filter(|r| r.is_ok()).count(), 1);
+    assert!(
+        results
+            .iter()
+            .all(|r| r.as_ref().err().is_none_or(|e| e.held_for().is_some()))
+    );
+
+    // The known customer writes on WhatsApp: answered (no new sender).
+    answers(&channel.model, &["Claro!"]);
+    channel.deliver(&[text("c1", "quero marcar")]).await;
+    let results = channel.work().await;
+    assert!(matches!(results[..], [Ok(Outcome::Handled)]), "{results:?}");
+
+    // The business's own API still answers: the WhatsApp turns spent the number's
+    // budget, not the tenant's API rounds (its second of the hour is left).
+    answers(&channel.model, &["Pronto"]);
+    let other = ContactKey {
+        contact: ContactId::parse("crm-7").unwrap(),
+        ..customer()
+    };
+    assert!(api.ask(&other, "status?", None, minute()).await.is_ok());
+    // And the business sees how many messages were held.
+    let today = START.div_euclid(degrau::metering::DAY);
+    let usage = api.usage(&customer().tenant, today, today).await.unwrap();
+    assert_eq!(usage[0].whatsapp_held, 5);
+}

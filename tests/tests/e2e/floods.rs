@@ -99,6 +99,47 @@ async fn past_its_hours_rounds_a_tenant_gets_429_with_retry_after_from_the_real_
 }
 
 #[tokio::test]
+async fn past_its_rounds_per_minute_or_a_contacts_turns_a_round_gets_429_and_stores_nothing() {
+    let stack = FullStack::start_with(&degrau_tests::stack::StackOptions {
+        env: vec![
+            ("TENANT_ROUNDS_PER_MINUTE".into(), "3".into()),
+            ("CONTACT_TURNS_PER_MINUTE".into(), "2".into()),
+            ("TENANT_CONCURRENCY".into(), "4".into()),
+        ],
+        ..Default::default()
+    })
+    .await;
+    for text in ["one", "two"] {
+        assert_eq!(stack.post("shop", "ana", text).await.status, 200);
+    }
+    let stored = stack.stored_messages("shop", "ana").await.len();
+    let turns = stack.post("shop", "ana", "three").await;
+    assert_error(&turns, 429, "rate_limited");
+    assert!(
+        turns.raw.contains("turns of this contact a minute"),
+        "{}",
+        turns.raw
+    );
+    let retry_after: u64 = turns.headers["retry-after"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=60).contains(&retry_after), "{retry_after}");
+    assert_eq!(stack.stored_messages("shop", "ana").await.len(), stored);
+    // The refused turn counted as the tenant's third round of the minute.
+    let tenant = stack.post("shop", "bia", "hello").await;
+    assert_error(&tenant, 429, "rate_limited");
+    assert!(
+        tenant.raw.contains("rounds of this tenant a minute"),
+        "{}",
+        tenant.raw
+    );
+    // Another tenant is not held by these.
+    assert_eq!(stack.post("florist", "ana", "hello").await.status, 200);
+}
+
+#[tokio::test]
 async fn a_recorded_round_reporting_an_impossible_context_is_refused_by_the_real_binary() {
     let stack = FullStack::start(&[]).await;
     let context = stack
@@ -151,7 +192,8 @@ fn default_number(template: &Value, parameter: &str) -> u64 {
 }
 
 #[test]
-fn every_route_is_throttled_the_webhook_tighter_and_every_function_has_its_own_concurrency() {
+fn every_route_is_throttled_the_webhook_to_what_its_signature_check_refuses_and_every_function_has_its_own_concurrency()
+ {
     let template = template();
     let api = &template["Resources"]["HttpApi"]["Properties"];
     let default = &api["DefaultRouteSettings"];
@@ -172,13 +214,39 @@ fn every_route_is_throttled_the_webhook_tighter_and_every_function_has_its_own_c
         webhook["ThrottlingBurstLimit"],
         json!({"Ref": "WebhookThrottleBurst"})
     );
+    // The webhook's throttle is sized to what its reserved instances refuse (an
+    // unsigned post is one HMAC, no I/O: an instance refuses well over
+    // `REFUSALS_PER_INSTANCE` a second), so a flood up to it is refused by the
+    // signature check, not by throttling Meta's deliveries among it.
+    const REFUSALS_PER_INSTANCE: u64 = 100;
+    let refusing = default_number(&template, "WhatsAppWebhookReservedConcurrency");
+    let rate = default_number(&template, "WebhookThrottleRate");
     assert!(
-        default_number(&template, "WebhookThrottleRate")
-            < default_number(&template, "ApiThrottleRate")
+        rate <= refusing * REFUSALS_PER_INSTANCE,
+        "{rate} over {refusing} instances"
     );
     assert!(
-        default_number(&template, "WebhookThrottleBurst")
-            < default_number(&template, "ApiThrottleBurst")
+        rate > default_number(&template, "ApiThrottleRate"),
+        "a flood of the open route meets the signature check first"
+    );
+    assert!(default_number(&template, "WebhookThrottleBurst") <= rate);
+    // A turn held by a limit waits in the queue: the worker knows the queue and
+    // its receive limit, and may hide and resend its messages.
+    let worker = &template["Resources"]["WhatsAppWorkerFunction"]["Properties"];
+    let variables = &worker["Environment"]["Variables"];
+    assert_eq!(
+        variables["WHATSAPP_QUEUE_URL"],
+        json!({"Ref": "WhatsAppQueue"})
+    );
+    let redrive = &template["Resources"]["WhatsAppQueue"]["Properties"]["RedrivePolicy"];
+    assert_eq!(
+        number(&variables["WHATSAPP_MAX_RECEIVES"]),
+        number(&redrive["maxReceiveCount"])
+    );
+    assert!(
+        worker["Policies"]
+            .to_string()
+            .contains("sqs:ChangeMessageVisibility")
     );
 
     let mut reserved = 0;

@@ -95,6 +95,7 @@ struct Channel {
     sqs: aws_sdk_sqs::Client,
     table: String,
     queue: QueueConfig,
+    dlq_url: String,
     _serial: OneAtATime,
 }
 
@@ -110,7 +111,7 @@ impl Channel {
         let dynamodb = aws_sdk_dynamodb::Client::new(&config);
         let sqs = aws_sdk_sqs::Client::new(&config);
         let table = moto::fresh_table(&dynamodb).await;
-        let (queue_url, _dlq) = jobs_queues(&sqs, 3).await;
+        let (queue_url, dlq_url) = jobs_queues(&sqs, 3).await;
         let standin = StandIn::start();
         let serial = one_at_a_time(&moto_url).await;
         let mut common = function_env(&table, None, &moto_url, &standin.url);
@@ -130,6 +131,8 @@ impl Channel {
             ("WHATSAPP_ACCESS_TOKEN", "e2e-access-token"),
             ("GRAPH_API_BASE_URL", standin.url.as_str()),
             ("WHATSAPP_DEBOUNCE_SECONDS", "0"),
+            ("WHATSAPP_QUEUE_URL", queue_url.as_str()),
+            ("WHATSAPP_MAX_RECEIVES", "3"),
         ];
         worker_vars.extend_from_slice(worker_env);
         let worker = LocalLambda::start(binary("whatsapp-worker"), with(&worker_vars)).await;
@@ -155,6 +158,7 @@ impl Channel {
             sqs,
             table,
             queue,
+            dlq_url,
             _serial: serial,
         }
     }
@@ -222,6 +226,24 @@ impl Channel {
             .sqs
             .receive_message()
             .queue_url(&self.queue.queue_url)
+            .max_number_of_messages(10)
+            .visibility_timeout(0)
+            .send()
+            .await
+            .unwrap();
+        received
+            .messages()
+            .iter()
+            .filter_map(|m| m.body().map(str::to_owned))
+            .collect()
+    }
+
+    /// The messages in the dead-letter queue, left in it.
+    async fn dead_letters(&self) -> Vec<String> {
+        let received = self
+            .sqs
+            .receive_message()
+            .queue_url(&self.dlq_url)
             .max_number_of_messages(10)
             .visibility_timeout(0)
             .send()
@@ -538,6 +560,76 @@ async fn a_signed_delivery_replayed_after_delete_stores_and_sends_nothing() {
         .collect();
     assert_eq!(tombstones.len(), 1, "{tombstones:?}");
     assert!(!tombstones[0].contains(contact) && !tombstones[0].contains("wamid"));
+}
+
+#[tokio::test]
+async fn a_flood_from_many_senders_waits_in_the_queue_and_leaves_the_api_and_genuine_customers_answered()
+ {
+    // Limits of the number (one new sender an hour) and a tenant with one API round
+    // an hour: WhatsApp turns spend the number's budget, never the API's.
+    let mut channel = Channel::start_with(&[
+        ("WHATSAPP_NEW_SENDERS_PER_HOUR", "1"),
+        ("WHATSAPP_SENDER_TURNS_PER_MINUTE", "5"),
+        ("WHATSAPP_TURNS_PER_HOUR", "50"),
+        ("QUOTA_ROUNDS_PER_HOUR", "1"),
+    ])
+    .await;
+    // A held message stays hidden as the worker hid it (the local bridge would
+    // otherwise show it again at once).
+    channel.queue.retry_visibility_seconds = None;
+    let customer = "5511900000010";
+    let first = delivery(PHONE, customer, &[("wamid.C1", "oi, quero marcar")]);
+    assert_eq!(channel.deliver(&first).await.status, 200);
+    channel.work().await;
+    assert_eq!(channel.sent().await.len(), 1, "the customer is answered");
+
+    // Twelve strangers write at once.
+    for n in 0..12 {
+        let from = format!("55119000001{n:02}");
+        let body = delivery(PHONE, &from, &[(&format!("wamid.F{n}"), "promo!!!")]);
+        assert_eq!(channel.deliver(&body).await.status, 200);
+    }
+    let reports = drain(&channel.sqs, &channel.queue, &LocalInvoke(&channel.worker)).await;
+    let failed: usize = reports.iter().map(|r| r.failed).sum();
+    assert_eq!(failed, 12, "held, each: {reports:?}");
+    assert_eq!(channel.sent().await.len(), 1, "no stranger answered yet");
+    assert_eq!(channel.queued().await, 12, "they wait in the queue");
+    assert!(
+        channel.dead_letters().await.is_empty(),
+        "none spent into the DLQ"
+    );
+
+    // The genuine customer writes again: answered at once.
+    let again = delivery(PHONE, customer, &[("wamid.C2", "amanhã às 10?")]);
+    assert_eq!(channel.deliver(&again).await.status, 200);
+    drain(&channel.sqs, &channel.queue, &LocalInvoke(&channel.worker)).await;
+    assert_eq!(
+        channel.sent().await.len(),
+        2,
+        "the customer's second answer"
+    );
+
+    // The business's own API answers (its one round of the hour is left), and its
+    // usage shows the messages held.
+    let api = tenant_event(
+        "POST",
+        "/v1/contacts/crm-1/messages",
+        TENANT,
+        Some(r#"{"text": "status?"}"#),
+    );
+    let reply = HttpReply::from_api(&api, &channel.ask.invoke(api.clone()).await.unwrap());
+    assert_eq!(reply.status, 200, "{}", reply.raw);
+    let mut usage = tenant_event("GET", "/v1/usage", TENANT, None);
+    usage["headers"]["x-scopes"] = json!("tenant:admin");
+    let usage = HttpReply::from_api(&usage, &channel.ask.invoke(usage.clone()).await.unwrap());
+    assert_eq!(usage.status, 200, "{}", usage.raw);
+    let held: u64 = usage.body["days"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|day| day["whatsapp_held"].as_u64().unwrap())
+        .sum();
+    assert!(held >= 11, "{}", usage.raw);
 }
 
 /// Runs `infra/whatsapp.py` (the documented command) with the workspace's venv.

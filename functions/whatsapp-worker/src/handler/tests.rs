@@ -132,13 +132,13 @@ async fn a_queued_message_makes_a_turn_and_its_reply_is_sent() {
     let body = h.deliver("15550000001", "wamid.A", "oi").await;
     h.answer("Olá!");
     let budget = record_budget(&h.worker);
-    let response = handle_batch(&h.worker, budget, event(&[("m1", "g1", &body)]))
+    let response = handle_batch(&h.worker, budget, &no_hold(), event(&[("m1", "g1", &body)]))
         .await
         .unwrap();
     assert!(reported(&response).is_empty());
     assert_eq!(h.sender.sent(), vec![Sent::Text("Olá!".into())]);
     // The same queue message again: handled, nothing sent twice, no model call.
-    let response = handle_batch(&h.worker, budget, event(&[("m1", "g1", &body)]))
+    let response = handle_batch(&h.worker, budget, &no_hold(), event(&[("m1", "g1", &body)]))
         .await
         .unwrap();
     assert!(reported(&response).is_empty());
@@ -154,6 +154,7 @@ async fn a_malformed_body_is_reported_and_holds_back_its_group_only() {
     let response = handle_batch(
         &h.worker,
         record_budget(&h.worker),
+        &no_hold(),
         event(&[
             ("bad", "g1", "{\"not\": \"a message\"}"),
             ("later", "g1", &body),
@@ -174,14 +175,22 @@ async fn a_send_that_fails_is_reported_and_sent_once_on_redelivery() {
     h.sender
         .push(Err(SendError::Unavailable("HTTP 500".into())));
     let budget = record_budget(&h.worker);
-    let response = handle_batch(&h.worker, budget, event(&[("m1", "g1", &body)]))
+    let response = handle_batch(&h.worker, budget, &no_hold(), event(&[("m1", "g1", &body)]))
         .await
         .unwrap();
     assert_eq!(reported(&response), vec!["m1"]);
-    let response = handle_batch(&h.worker, budget, event(&[("m1", "g1", &body)]))
+    let response = handle_batch(&h.worker, budget, &no_hold(), event(&[("m1", "g1", &body)]))
         .await
         .unwrap();
     assert!(reported(&response).is_empty());
     assert_eq!(h.model.requests().len(), 1);
     assert_eq!(h.sender.sent(), vec![Sent::Text("Olá!".into())]);
+}
+
+/// No queue behind the holds (a held record waits the queue's timeout).
+fn no_hold() -> Holding<'static> {
+    Holding {
+        hold: &degrau_adapters::whatsapp::inbox::NoHold,
+        max_receives: 5,
+    }
 }

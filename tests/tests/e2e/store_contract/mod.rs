@@ -86,15 +86,20 @@ trait Backend: Sized {
     async fn delete_head(&self, key: &ContactKey);
     /// Writes a tenant's `POLICY` item as `text`, read or not (one written by hand).
     async fn put_raw_policy(&self, tenant: &TenantId, text: &str);
+    /// The adapter's quotas, counters and leases (the same for the whole test).
+    fn quotas(&self) -> Arc<dyn degrau::quota::Quotas>;
 }
 
-struct Memory(Arc<MemoryStore>);
+struct Memory(Arc<MemoryStore>, Arc<degrau::quota::memory::MemoryQuotas>);
 
 impl Backend for Memory {
     type S = MemoryStore;
 
     async fn start() -> Self {
-        Memory(Arc::new(MemoryStore::new()))
+        Memory(
+            Arc::new(MemoryStore::new()),
+            Arc::new(degrau::quota::memory::MemoryQuotas::new()),
+        )
     }
 
     fn store(&self) -> Arc<MemoryStore> {
@@ -149,6 +154,10 @@ impl Backend for Memory {
 
     async fn put_raw_policy(&self, tenant: &TenantId, text: &str) {
         self.0.put_policy_text(tenant, text);
+    }
+
+    fn quotas(&self) -> Arc<dyn degrau::quota::Quotas> {
+        self.1.clone()
     }
 }
 
@@ -395,6 +404,10 @@ impl Backend for Dynamo {
             .await
             .unwrap();
     }
+
+    fn quotas(&self) -> Arc<dyn degrau::quota::Quotas> {
+        self.store.clone()
+    }
 }
 
 // ---- fixtures --------------------------------------------------------------------
@@ -639,6 +652,7 @@ mod isolation;
 mod job;
 mod operator;
 mod platform;
+mod quota;
 mod recall;
 mod record;
 mod round;
@@ -701,6 +715,8 @@ macro_rules! contract_tests {
             platform::a_policy_is_replaced_only_from_the_version_read_and_reads_back_per_tenant,
             platform::tenants_are_listed_by_id_in_pages_once_they_have_a_config_a_policy_or_usage,
             platform::a_stored_policy_that_no_longer_reads_is_invalid_config,
+            quota::an_hours_quota_and_a_windows_counter_stop_at_their_limit_per_scope,
+            quota::leases_are_held_to_the_limit_and_one_expired_or_given_back_frees_its_place,
             tombstone::an_erase_leaves_tombstones_that_refuse_a_replayed_message_for_the_records_life,
             operator::contacts_list_newest_first_per_tenant_in_pages,
             operator::a_fact_write_lands_only_on_what_it_expects,
