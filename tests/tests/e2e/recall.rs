@@ -277,10 +277,11 @@ async fn bad_input_on_the_sessions_route_gets_the_documented_400_and_changes_not
             reply.raw
         );
     }
-    let post = stack
-        .call("POST", "/v1/contacts/fabi/sessions", TENANT, Some("{}"))
+    // The route answers GET (search) and POST (close the session): no other.
+    let put = stack
+        .call("PUT", "/v1/contacts/fabi/sessions", TENANT, Some("{}"))
         .await;
-    assert_error(&post, 405, "method_not_allowed");
+    assert_error(&put, 405, "method_not_allowed");
     assert_eq!(stack.contact_items(TENANT, "fabi").await, before);
 }
 
