@@ -12,11 +12,14 @@
 //!   worker, each measured;
 //! - [`cold`]: cold starts (init, peak RSS), beside [`python_peer`], a Python
 //!   process doing the same init;
-//! - [`report`]: checkpoints, amortized compaction; [`markdown`], the markdown,
-//!   with its shorter [`sections`];
-//! - [`bill`]: the bill per million asks and per million WhatsApp messages;
+//! - [`report`]: the figures at each checkpoint, put together by
+//!   [`report::build`]; [`compaction`], the compaction work amortized per ask;
+//! - [`prices`] and [`bill`]: the prices, and the bill per million asks and per
+//!   million WhatsApp messages;
 //! - [`signals`]: the signals' monthly cost, from the template and the metrics the
-//!   functions printed.
+//!   functions printed;
+//! - [`markdown`]: the report as markdown, a file per section; [`numbers`], how
+//!   its figures add up and print.
 //!
 //! The conversation is the strategies benchmark's scripted one
 //! ([`crate::strategies::script::conversation`], same seed), so both benchmarks
@@ -27,13 +30,15 @@
 
 pub mod bill;
 pub mod cold;
+pub mod compaction;
 pub mod degrau_run;
 pub mod langchain;
 pub mod markdown;
+pub mod numbers;
+pub mod prices;
 pub mod procfs;
 pub mod python_peer;
 pub mod report;
-pub mod sections;
 pub mod signals;
 pub mod stack;
 pub mod whatsapp;
