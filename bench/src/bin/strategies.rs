@@ -24,8 +24,9 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use degrau::step_plan::CompactionPolicy;
+use degrau_bench::strategies::policy::Policy;
 use degrau_bench::strategies::report::{Metrics, Prices, metrics, thousands};
-use degrau_bench::strategies::run::{Policy, RunSettings};
+use degrau_bench::strategies::run::RunSettings;
 use degrau_bench::strategies::script::conversation;
 use degrau_bench::strategies::timing::Profile;
 use degrau_bench::strategies::{Comparison, Machine, compare, join_all, write_results};

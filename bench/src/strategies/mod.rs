@@ -4,7 +4,8 @@
 //! switched.
 //!
 //! - [`script`] generates the conversations (seeded, Portuguese and English);
-//! - [`run`] plays one through a fresh stack with one policy;
+//! - [`run`] plays one through a fresh stack with one [`policy`], [`clock`]
+//!   moving time between the turns;
 //! - [`tap`] records every model call on its way to the stand-in;
 //! - [`timing`] draws the time before each turn (the timing profiles);
 //! - [`report`] turns the calls into figures and tables, the cost split included;
@@ -18,10 +19,12 @@
 //! `results/cost-per-turn-{N}-messaging.svg`. The `strategies` binary is the
 //! command line.
 
+pub mod clock;
 pub mod comparison;
 pub mod machine;
 pub mod note;
 pub mod plots;
+pub mod policy;
 pub mod report;
 pub mod run;
 pub mod script;
@@ -33,8 +36,9 @@ use std::path::Path;
 
 use serde_json::json;
 
+use policy::Policy;
 use report::Prices;
-use run::{Policy, RunSettings, StrategyRun};
+use run::{RunSettings, StrategyRun};
 use script::Conversation;
 
 pub use comparison::{Comparison, context_profile};

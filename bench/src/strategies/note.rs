@@ -3,8 +3,9 @@
 
 use super::comparison::{Comparison, context_profile};
 use super::machine::Machine;
+use super::policy::Policy;
 use super::report::{self, Metrics, Prices};
-use super::run::{Policy, RunSettings};
+use super::run::RunSettings;
 use super::timing::{self, Profile};
 
 /// The targets of issue 15 for today's figures, and where each run stands.

@@ -3,8 +3,9 @@
 
 use super::comparison::Comparison;
 use super::machine::Machine;
+use super::policy::Policy;
 use super::report::{self, Prices};
-use super::run::{Policy, RunSettings};
+use super::run::RunSettings;
 use super::svg;
 
 /// Colour of a policy in the plots.

@@ -6,7 +6,8 @@
 use degrau::usage::Usage;
 use serde::Serialize;
 
-use super::run::{LogCheck, Policy, StrategyRun};
+use super::policy::Policy;
+use super::run::{LogCheck, StrategyRun};
 use super::tap::Caller;
 use super::timing::Profile;
 
