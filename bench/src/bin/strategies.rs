@@ -24,10 +24,12 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use degrau::step_plan::CompactionPolicy;
+use degrau_bench::strategies::cost::Prices;
 use degrau_bench::strategies::policy::Policy;
-use degrau_bench::strategies::report::{Metrics, Prices, metrics, thousands};
+use degrau_bench::strategies::report::{Metrics, metrics};
 use degrau_bench::strategies::run::RunSettings;
 use degrau_bench::strategies::script::conversation;
+use degrau_bench::strategies::tables::thousands;
 use degrau_bench::strategies::timing::Profile;
 use degrau_bench::strategies::{Comparison, Machine, compare, join_all, write_results};
 use serde_json::json;
@@ -358,13 +360,13 @@ async fn main() {
         prices.summary_model,
         prices.summary_model_factor
     );
-    println!("{}", degrau_bench::strategies::report::table(&groups));
-    println!("{}", degrau_bench::strategies::report::split_table(&groups));
+    println!("{}", degrau_bench::strategies::tables::table(&groups));
+    println!("{}", degrau_bench::strategies::tables::split_table(&groups));
     let goals = degrau_bench::strategies::goals(&comparisons, &settings);
     if !goals.is_empty() {
         println!("Against issue 15's goals:\n\n{goals}");
     }
-    println!("{}", degrau_bench::strategies::report::details(&groups));
+    println!("{}", degrau_bench::strategies::tables::details(&groups));
     for m in groups.iter().flatten() {
         if m.policy.is_stepped() && m.rejected > 0 {
             eprintln!(

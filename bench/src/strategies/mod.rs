@@ -8,7 +8,8 @@
 //!   moving time between the turns;
 //! - [`tap`] records every model call on its way to the stand-in;
 //! - [`timing`] draws the time before each turn (the timing profiles);
-//! - [`report`] turns the calls into figures and tables, the cost split included;
+//! - [`report`] turns the calls into figures at [`cost`]'s prices, [`tables`]
+//!   into markdown tables;
 //! - [`comparison`] holds one conversation's runs under one profile, [`note`]
 //!   writes their markdown note, [`plots`] their plots, which [`svg`] draws;
 //! - [`machine`] says where the figures came from.
@@ -21,6 +22,7 @@
 
 pub mod clock;
 pub mod comparison;
+pub mod cost;
 pub mod machine;
 pub mod note;
 pub mod plots;
@@ -29,6 +31,7 @@ pub mod report;
 pub mod run;
 pub mod script;
 pub mod svg;
+pub mod tables;
 pub mod tap;
 pub mod timing;
 
@@ -36,8 +39,8 @@ use std::path::Path;
 
 use serde_json::json;
 
+use cost::Prices;
 use policy::Policy;
-use report::Prices;
 use run::{RunSettings, StrategyRun};
 use script::Conversation;
 

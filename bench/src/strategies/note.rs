@@ -2,10 +2,12 @@
 //! how cost is counted, the tables, the goals, how to read the figures, the plots.
 
 use super::comparison::{Comparison, context_profile};
+use super::cost::Prices;
 use super::machine::Machine;
 use super::policy::Policy;
-use super::report::{self, Metrics, Prices};
+use super::report::Metrics;
 use super::run::RunSettings;
+use super::tables::{self, thousands};
 use super::timing::{self, Profile};
 
 /// The targets of issue 15 for today's figures, and where each run stands.
@@ -101,7 +103,7 @@ fn cache_read_goals(comparisons: &[Comparison<'_>], settings: &RunSettings) -> S
                     "- {} timing, {} turns, threshold {}: {}'s main-model cache read ratio is {:.1}%; the goal is at least {:.0}% ({}).\n",
                     c.profile.label(),
                     c.conversation.turns.len(),
-                    report::thousands(settings.threshold_tokens as f64),
+                    thousands(settings.threshold_tokens as f64),
                     m.policy.label(),
                     m.cache_read_ratio * 100.0,
                     target * 100.0,
@@ -136,19 +138,19 @@ pub fn markdown(
     out.push_str(&how_played(settings));
     out.push_str(&timing(comparisons));
     out.push_str(&accounting(prices));
-    out.push_str(&report::table(&groups));
+    out.push_str(&tables::table(&groups));
     out.push_str(
         "\nThe cost split: where each strategy's cost goes, in base-input tokens (all calls, \
          the compactor's at its model's price), with each part's share of the total:\n\n",
     );
-    out.push_str(&report::split_table(&groups));
+    out.push_str(&tables::split_table(&groups));
     let goals = goals(comparisons, settings);
     if !goals.is_empty() {
         out.push_str("\nAgainst the goals (issues 15 and 28):\n\n");
         out.push_str(&goals);
     }
     out.push_str("\nWhere the cost goes, and the run's own checks (the tap's records against the stand-in's log; tool mismatches: turns where the model's tool use differed from the script's intent):\n\n");
-    out.push_str(&report::details(&groups));
+    out.push_str(&tables::details(&groups));
     out.push_str(&reading(comparisons));
     out
 }
@@ -175,7 +177,7 @@ fn how_played(settings: &RunSettings) -> String {
         settings.threshold_tokens,
         settings.keep_messages,
         settings.keep_messages,
-        report::thousands(
+        thousands(
             settings
                 .keep_tokens
                 .unwrap_or(degrau::step_plan::CompactionPolicy::default().keep_tokens)

@@ -2,11 +2,13 @@
 //! with the turns after a long gap shaded ([`super::svg`] draws them).
 
 use super::comparison::Comparison;
+use super::cost::Prices;
 use super::machine::Machine;
 use super::policy::Policy;
-use super::report::{self, Prices};
+use super::report;
 use super::run::RunSettings;
 use super::svg;
+use super::tables::thousands;
 
 /// Colour of a policy in the plots.
 pub fn color(policy: Policy) -> &'static str {
@@ -61,7 +63,7 @@ pub fn plot(
         &[
             &format!(
                 "degrau benchmark: real ask and compactor on the local stack, offline stand-in's token count; threshold {}, keep {} messages",
-                report::thousands(settings.threshold_tokens as f64),
+                thousands(settings.threshold_tokens as f64),
                 settings.keep_messages,
             ),
             &machine.label(),
@@ -117,7 +119,7 @@ pub fn cost_plot(
                 prices.answer_model,
                 prices.output_ratio,
                 prices.summary_model_factor,
-                report::thousands(settings.threshold_tokens as f64),
+                thousands(settings.threshold_tokens as f64),
                 settings.keep_messages,
             ),
             &machine.label(),
