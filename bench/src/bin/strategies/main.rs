@@ -97,13 +97,34 @@ async fn main() {
         })
         .collect();
     print_tables(&comparisons, &settings, &prices, &machine);
-    match write_results(
-        &options.out,
+    write(
+        &options,
         &comparisons,
         &settings,
         &prices,
         &machine,
         &command,
+        started,
+    );
+}
+
+/// Writes the results into `--out` and says so; exits when it cannot.
+fn write(
+    options: &Options,
+    comparisons: &[Comparison<'_>],
+    settings: &RunSettings,
+    prices: &Prices,
+    machine: &Machine,
+    command: &str,
+    started: Instant,
+) {
+    match write_results(
+        &options.out,
+        comparisons,
+        settings,
+        prices,
+        machine,
+        command,
         CONTEXT_LIMIT,
     ) {
         Ok(()) => eprintln!(
