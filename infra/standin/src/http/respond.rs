@@ -118,7 +118,7 @@ pub(super) fn streamed_response(
 
 /// A body that yields one chunk, waits a moment, then fails.
 ///
-/// The proxy has the same small stream (`infra/awsproxy/src/lib.rs`), on purpose:
+/// The proxy has the same small stream (`infra/awsproxy/src/answers.rs`), on purpose:
 /// the two local tools share no crate, and twenty lines do not make one.
 struct Truncated {
     chunk: Option<Bytes>,
