@@ -21,6 +21,7 @@ pub fn thousands(n: u64) -> String {
     out
 }
 
+/// Capacity units: whole when whole (`2`), else to one decimal (`2.5`).
 pub(super) fn units(x: f64) -> String {
     if (x - x.round()).abs() < 1e-9 {
         format!("{x:.0}")
@@ -29,6 +30,7 @@ pub(super) fn units(x: f64) -> String {
     }
 }
 
+/// `$0.63`; from $100 on, whole dollars with separators (`$1,234`).
 pub(super) fn dollars(x: f64) -> String {
     if x >= 100.0 {
         format!("${}", thousands(x.round() as u64))
@@ -37,10 +39,12 @@ pub(super) fn dollars(x: f64) -> String {
     }
 }
 
+/// KiB as MiB to one decimal (`8.8 MiB`).
 pub(super) fn kib(k: f64) -> String {
     format!("{:.1} MiB", k / 1024.0)
 }
 
+/// A markdown table row: `label`, then `cells`.
 pub(super) fn row(out: &mut String, label: &str, cells: &[String]) {
     let _ = writeln!(out, "| {label} | {} |", cells.join(" | "));
 }

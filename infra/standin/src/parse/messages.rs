@@ -16,6 +16,7 @@ const BLOCK_TYPES: &[&str] = &[
     "redacted_thinking",
 ];
 
+/// The `messages` list: each message's role and its content (a string, or blocks).
 pub(super) fn messages(value: &Value) -> Result<Vec<Message>, ApiError> {
     let at = Path::root().field("messages");
     let mut messages = Vec::new();
