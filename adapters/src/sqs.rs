@@ -45,12 +45,25 @@ impl Jobs for SqsJobs {
             .send_message()
             .queue_url(&self.queue_url)
             .message_body(body)
-            .message_group_id(message_group_id(job.tenant(), job.incarnation()))
+            .message_group_id(job_group_id(job))
             .message_deduplication_id(deduplication_id(job))
             .send()
             .await
             .map_err(|e| EnqueueError(aws_sdk_sqs::error::DisplayErrorContext(e).to_string()))?;
         Ok(true)
+    }
+}
+
+/// The message group a job is sent in: its conversation's
+/// ([`message_group_id`]), or for a recall index job that group's own index
+/// group (`…-index`): an index job neither waits for the conversation's steps
+/// and extractions nor is held back, and dead-lettered, behind one that keeps
+/// failing.
+pub fn job_group_id(job: &Job) -> String {
+    let group = message_group_id(job.tenant(), job.incarnation());
+    match job {
+        Job::Index { .. } => format!("{group}-index"),
+        _ => group,
     }
 }
 
@@ -125,6 +138,22 @@ mod tests {
             incarnation: life(incarnation),
             session,
         }
+    }
+
+    #[test]
+    fn an_index_job_has_its_lifes_index_group_and_the_others_share_its_group() {
+        let index = Job::Index {
+            tenant: barber(),
+            incarnation: life(ONE),
+            session: 1,
+            summarise: true,
+        };
+        let group = message_group_id(&barber(), &life(ONE));
+        assert_eq!(job_group_id(&index), format!("{group}-index"));
+        assert_eq!(job_group_id(&facts(ONE, 1)), group);
+        assert_eq!(job_group_id(&step(ONE, 1, 0)), group);
+        assert!(job_group_id(&index).len() <= 128);
+        assert_ne!(deduplication_id(&index), deduplication_id(&facts(ONE, 1)));
     }
 
     #[test]

@@ -86,7 +86,11 @@ fn lock(mutex: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
 
 /// The message group of a job: one life of one conversation.
 fn group(job: &Job) -> String {
-    format!("{}#{}", job.tenant(), job.incarnation())
+    match job {
+        // The SQS adapter's own group for index jobs (`job_group_id`).
+        Job::Index { .. } => format!("{}#{}-index", job.tenant(), job.incarnation()),
+        _ => format!("{}#{}", job.tenant(), job.incarnation()),
+    }
 }
 
 /// The de-duplication id of a job, as the SQS adapter builds it.

@@ -200,10 +200,12 @@ async fn no_job_in_the_queue_or_the_dead_letter_queue_names_the_contact() {
     // A new session: its facts job for session 1 fails every time (an answer the
     // compactor cannot read) and ends in the dead-letter queue.
     assert_eq!(stack.post(TENANT, contact, "hello again").await.status, 200);
+    // (One more unreadable answer is session 1's search summary: see
+    // `a_facts_job_that_ended_in_the_dead_letter_queue_is_requested_again_later`.)
     let unreadable = json!({"content": [{"type": "text", "text": "no idea"}]});
     stack
         .standin
-        .script(json!([unreadable, unreadable, unreadable]))
+        .script(json!([unreadable, unreadable, unreadable, unreadable]))
         .await;
     stack.drain().await;
     // A step job waits in the queue.
@@ -485,15 +487,17 @@ async fn a_facts_job_that_ended_in_the_dead_letter_queue_is_requested_again_late
     );
     time_passes(&stack, contact, 2 * DAY).await;
     assert_eq!(stack.post(TENANT, contact, "hello again").await.status, 200);
-    // Session 1's extraction fails every time (an answer it cannot read).
+    // Session 1's extraction fails every time (an answer it cannot read); one more
+    // such answer is session 1's search summary (the index job, in a message
+    // group of its own, runs before or after, and a text is a summary).
     let unreadable = json!({"content": [{"type": "text", "text": "no idea"}]});
     stack
         .standin
-        .script(json!([unreadable, unreadable, unreadable]))
+        .script(json!([unreadable, unreadable, unreadable, unreadable]))
         .await;
     stack.drain().await;
     let dead = queue_bodies(&stack, &stack.dlq_url).await;
-    assert_eq!(dead.len(), 1, "the job is dead-lettered");
+    assert_eq!(dead.len(), 1, "the job is dead-lettered: {dead:?}");
     assert_eq!(stack.memory(TENANT, contact).await["facts"], json!([]));
 
     // Hours later (the session still open), the sweep requests it again.

@@ -30,11 +30,18 @@ async fn sweep(stack: &FullStack) -> Value {
         .expect("the sweep answered")
 }
 
+/// The fact extractions the stand-in was asked for (the compactor's other calls,
+/// a closed session's search summary among them, aside).
 async fn compactor_calls(stack: &FullStack) -> usize {
     let log = stack.standin.requests().await;
     model_calls(&log)
         .into_iter()
         .filter(|entry| is_compactor_call(entry))
+        .filter(|entry| {
+            entry["body"]["system"][0]["text"]
+                .as_str()
+                .is_some_and(|text| text.starts_with(degrau::compactor::FACTS_INSTRUCTIONS))
+        })
         .count()
 }
 
