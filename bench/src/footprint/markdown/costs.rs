@@ -213,7 +213,7 @@ fn prices_paragraph(report: &Report) -> String {
     let p = &report.prices;
     let _ = writeln!(
         out,
-        "Prices (USD, us-east-1, on demand; `bench/src/footprint/report.rs`, `Prices`): \
+        "Prices (USD, us-east-1, on demand; `bench/src/footprint/prices.rs`, `Prices`): \
          Lambda arm64 ${} per GB-second and ${:.2} per million requests, at the template's \
          {} MB ({} MB for the WhatsApp webhook); DynamoDB ${} per million write units (1 KB) \
          and ${} per million read units (4 KB strongly consistent, half for eventually \
