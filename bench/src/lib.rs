@@ -5,7 +5,7 @@
 //!
 //! # Layout
 //!
-//! * [`strategies`] (binary `src/bin/strategies.rs`): the scripted conversations
+//! * [`strategies`] (binary `src/bin/strategies/`): the scripted conversations
 //!   (`script`), played through the real functions with a tap on the model calls
 //!   (`run`, `tap`), reported as tables and charts (`report`, `svg`).
 //! * [`footprint`] (binary `src/bin/footprint.rs`): the stack behind the recording

@@ -10,9 +10,7 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
 use degrau::domain::{Incarnation, StoredMessage};
 use degrau::recall::index::{SessionIndex, SessionText};
-use degrau::store::{
-    ContactKey, FoundSession, MAX_INDEX_READ_BYTES, MAX_INDEXED_MESSAGES, RecallStore, StoreError,
-};
+use degrau::store::{ContactKey, FoundSession, MAX_INDEXED_MESSAGES, RecallStore, StoreError};
 
 use super::DynamoStore;
 use super::error::{backoff, sdk_error, transact_if};
@@ -89,7 +87,6 @@ impl RecallStore for DynamoStore {
         // One page, newest first: DynamoDB stops a page at 1 MB, the bound. An
         // eventually consistent read is enough (the index is written by a job
         // after the session closed) and costs half.
-        debug_assert!(MAX_INDEX_READ_BYTES <= 1_048_576);
         let query = self
             .query_range(key, index_sk(0), index_sk(MAX_SESSION))
             .consistent_read(false)

@@ -10,7 +10,7 @@
 
 use std::process::ExitCode;
 
-use degrau_bench::footprint::{Options, USAGE, report, run};
+use degrau_bench::footprint::{Options, USAGE, markdown, run};
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -38,7 +38,7 @@ async fn main() -> ExitCode {
         command.push(' ');
         command.push_str(arg);
     }
-    let markdown = report::markdown(&report, command.trim_end_matches(" --"));
+    let markdown = markdown::markdown(&report, command.trim_end_matches(" --"));
     println!("{markdown}");
     if let Err(err) = std::fs::create_dir_all(&options.out) {
         eprintln!("footprint: {}: {err}", options.out.display());

@@ -109,11 +109,24 @@ fn compare(contacts: usize, seed: u64, weight: f64) -> (String, String) {
             }
         }
     }
+    let (table, all) = retrieval_table(&tallies);
+    let header = format!(
+        "{contacts} contacts, {sessions} sessions (25 to 40 a contact, 7 to 28 days apart), {messages} \
+         messages (20 to 40 exchanges a session); {} questions, {older} of them about a session \
+         older than the contact's 20 newest; seed {seed}.",
+        all.asked
+    );
+    (table, header)
+}
+
+/// The recall@k table: each system by kind of question, then over all of them;
+/// and the tally over all.
+fn retrieval_table(tallies: &[Tally]) -> (String, Tally) {
     let mut table = String::from(
         "| question about | asked | system | recall@1 | recall@3 | recall@5 |\n|---|---:|---|---:|---:|---:|\n",
     );
     let mut all = Tally::default();
-    for (kind, tally) in KINDS.iter().zip(&tallies) {
+    for (kind, tally) in KINDS.iter().zip(tallies) {
         all.asked += tally.asked;
         for (system, name) in SYSTEMS.iter().enumerate() {
             let [at1, at3, at5] = tally.hits[system];
@@ -142,13 +155,7 @@ fn compare(contacts: usize, seed: u64, weight: f64) -> (String, String) {
             percent(at5, all.asked)
         );
     }
-    let header = format!(
-        "{contacts} contacts, {sessions} sessions (25 to 40 a contact, 7 to 28 days apart), {messages} \
-         messages (20 to 40 exchanges a session); {} questions, {older} of them about a session \
-         older than the contact's 20 newest; seed {seed}.",
-        all.asked
-    );
-    (table, header)
+    (table, all)
 }
 
 /// What a recall reads and a closed session writes, at 10, 50 and 200 sessions a

@@ -17,6 +17,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use degrau::tenant::TenantConfig;
+use degrau_tests::lambda::LocalLambda;
 use degrau_tests::stack::FullStack;
 use degrau_tests::streamed::read;
 use degrau_tests::{api_event, unique};
@@ -117,40 +118,66 @@ async fn main() -> ExitCode {
     for (kind, question) in kinds {
         let mut figures = Figures::default();
         for round in 0..options.rounds {
-            let body = json!({ "text": format!("{question} ({round})") }).to_string();
-            let headers = [
-                ("content-type", "application/json"),
-                ("x-tenant-id", tenant.as_str()),
-            ];
-            let contact = format!("s-{round}-{}", figures.first_delta.len());
-            let path = format!("/v1/contacts/{contact}/messages/stream");
-            let event = api_event("POST", &path, "", &headers, Some(&body), None);
-            let sent = Instant::now();
-            let mut pieces = streaming.invoke_streaming(event);
-            let reply = read(&mut pieces, Duration::from_secs(60), |_| false).await;
-            let first = reply.events.iter().find(|e| e.name == "delta");
-            let done = reply.end().filter(|e| e.name == "done");
-            let (Some(first), Some(done)) = (first, done) else {
-                eprintln!("ttfb: a streamed round did not finish: {}", reply.raw);
-                return ExitCode::FAILURE;
-            };
-            figures.first_delta.push(ms(first.at - sent));
-            figures.streamed_whole.push(ms(done.at - sent));
-
-            let contact = format!("j-{round}");
-            let path = format!("/v1/contacts/{contact}/messages");
-            let event = api_event("POST", &path, "", &headers, Some(&body), None);
-            let sent = Instant::now();
-            let answer = stack.ask.invoke(event).await;
-            if !answer.as_ref().is_ok_and(|a| a["statusCode"] == json!(200)) {
-                eprintln!("ttfb: a JSON round failed: {answer:?}");
+            if let Err(problem) =
+                measure_round(&stack, &streaming, &tenant, question, round, &mut figures).await
+            {
+                eprintln!("ttfb: {problem}");
                 return ExitCode::FAILURE;
             }
-            figures.json_whole.push(ms(sent.elapsed()));
         }
         table.push((kind, figures));
     }
+    let out = markdown(&options, &table);
+    print!("{out}");
+    if let Err(error) = std::fs::write("results/streaming.md", &out) {
+        eprintln!("ttfb: could not write results/streaming.md: {error}");
+    }
+    ExitCode::SUCCESS
+}
 
+/// One round of each route: the streamed one (its first delta and its end) and
+/// the JSON one (the whole answer), each for a contact of its own.
+async fn measure_round(
+    stack: &FullStack,
+    streaming: &LocalLambda,
+    tenant: &str,
+    question: &str,
+    round: usize,
+    figures: &mut Figures,
+) -> Result<(), String> {
+    let body = json!({ "text": format!("{question} ({round})") }).to_string();
+    let headers = [
+        ("content-type", "application/json"),
+        ("x-tenant-id", tenant),
+    ];
+    let contact = format!("s-{round}-{}", figures.first_delta.len());
+    let path = format!("/v1/contacts/{contact}/messages/stream");
+    let event = api_event("POST", &path, "", &headers, Some(&body), None);
+    let sent = Instant::now();
+    let mut pieces = streaming.invoke_streaming(event);
+    let reply = read(&mut pieces, Duration::from_secs(60), |_| false).await;
+    let first = reply.events.iter().find(|e| e.name == "delta");
+    let done = reply.end().filter(|e| e.name == "done");
+    let (Some(first), Some(done)) = (first, done) else {
+        return Err(format!("a streamed round did not finish: {}", reply.raw));
+    };
+    figures.first_delta.push(ms(first.at - sent));
+    figures.streamed_whole.push(ms(done.at - sent));
+
+    let contact = format!("j-{round}");
+    let path = format!("/v1/contacts/{contact}/messages");
+    let event = api_event("POST", &path, "", &headers, Some(&body), None);
+    let sent = Instant::now();
+    let answer = stack.ask.invoke(event).await;
+    if !answer.as_ref().is_ok_and(|a| a["statusCode"] == json!(200)) {
+        return Err(format!("a JSON round failed: {answer:?}"));
+    }
+    figures.json_whole.push(ms(sent.elapsed()));
+    Ok(())
+}
+
+/// The table of the rounds, p50 and p90, with the command that reproduces it.
+fn markdown(options: &Options, table: &[(&str, Figures)]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -164,7 +191,7 @@ async fn main() -> ExitCode {
         "| round | first delta, streamed (p50 / p90) | whole answer, streamed (p50 / p90) | whole answer, JSON route (p50 / p90) |"
     );
     let _ = writeln!(out, "|---|---|---|---|");
-    for (kind, f) in &table {
+    for (kind, f) in table {
         let _ = writeln!(
             out,
             "| {kind} | {:.0} / {:.0} | {:.0} / {:.0} | {:.0} / {:.0} |",
@@ -182,9 +209,5 @@ async fn main() -> ExitCode {
          (moto running, `DEGRAU_TEST_AWS_ENDPOINT` set, binaries built).",
         options.rounds, options.delta_ms
     );
-    print!("{out}");
-    if let Err(error) = std::fs::write("results/streaming.md", &out) {
-        eprintln!("ttfb: could not write results/streaming.md: {error}");
-    }
-    ExitCode::SUCCESS
+    out
 }

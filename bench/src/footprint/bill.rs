@@ -3,8 +3,10 @@
 
 use serde::Serialize;
 
+use super::compaction::Amortized;
 use super::degrau_run::AskFigures;
-use super::report::{Amortized, Prices, sum};
+use super::numbers::sum;
+use super::prices::Prices;
 use super::signals::Signals;
 
 /// The bill per million asks, USD, excluding the model.

@@ -168,41 +168,23 @@ fn peak(lambda: &LocalLambda) -> Option<u64> {
 pub async fn measure(stack: &ProxiedStack, rounds: usize) -> ColdRun {
     let parameter = put_key_parameter().await;
     let env = environment(stack, &parameter);
-    let mut ask = ColdStarts {
-        function: "ask".into(),
-        binary_bytes: file_size(&stack.binaries.ask),
-        init_ms: Vec::new(),
-        peak_rss_kib: Vec::new(),
-        invocation: "one message of the benchmark's conversation (a long history)".into(),
-    };
-    let mut compactor = ColdStarts {
-        function: "compactor".into(),
-        binary_bytes: file_size(&stack.binaries.compactor),
-        init_ms: Vec::new(),
-        peak_rss_kib: Vec::new(),
-        invocation: "one batch holding one step job of that conversation".into(),
-    };
-    let mut peer_starts = ColdStarts {
-        function: "python peer".into(),
-        binary_bytes: 0,
-        init_ms: Vec::new(),
-        peak_rss_kib: Vec::new(),
-        invocation: "one empty event, answered with a fixed response (none of ask's work)".into(),
-    };
+    let mut ask = no_starts(
+        "ask",
+        file_size(&stack.binaries.ask),
+        "one message of the benchmark's conversation (a long history)",
+    );
+    let mut compactor = no_starts(
+        "compactor",
+        file_size(&stack.binaries.compactor),
+        "one batch holding one step job of that conversation",
+    );
+    let mut peer_starts = no_starts(
+        "python peer",
+        0,
+        "one empty event, answered with a fixed response (none of ask's work)",
+    );
     let prepared = python_peer::prepare();
-    let mut peer_lambda = match &prepared {
-        Ok(peer) => {
-            let mut env = env.clone();
-            env.push(("PATH".into(), peer.path_variable()));
-            let lambda = LocalLambda::start(peer.script.clone(), env).await;
-            wait_for_init(&lambda).await;
-            Some(lambda)
-        }
-        Err(why) => {
-            eprintln!("footprint: no Python peer: {why}");
-            None
-        }
-    };
+    let mut peer_lambda = start_peer(&prepared, &env).await;
     let mut ask_lambda = LocalLambda::start(stack.binaries.ask.clone(), env.clone()).await;
     wait_for_init(&ask_lambda).await;
     let mut compactor_lambda = LocalLambda::start(stack.binaries.compactor.clone(), env).await;
@@ -210,42 +192,10 @@ pub async fn measure(stack: &ProxiedStack, rounds: usize) -> ColdRun {
     wait_for_init(&compactor_lambda).await;
 
     for round in 0..rounds {
-        ask_lambda.spawn().await;
-        ask.init_ms
-            .push(wait_for_init(&ask_lambda).await.as_secs_f64() * 1000.0);
-        let text = format!("cold start {round}: thanks, see you soon");
-        let reply = post(&ask_lambda, &text).await;
-        assert_eq!(reply.status, 200, "cold ask: {}", reply.raw);
-        ask.peak_rss_kib.extend(peak(&ask_lambda));
-
-        let memory = stack.memory(TENANT, CONTACT).await;
-        let job = json!({
-            "kind": "step",
-            "tenant": TENANT,
-            "incarnation": stack.incarnation(TENANT, CONTACT).await,
-            "session": memory["session"]["number"].as_u64().unwrap_or(1),
-            "summarized_until": memory["session"]["summarized_until"].as_u64().unwrap_or(0),
-        })
-        .to_string();
-        compactor_lambda.spawn().await;
-        compactor
-            .init_ms
-            .push(wait_for_init(&compactor_lambda).await.as_secs_f64() * 1000.0);
-        stack
-            .send_job(&job, "cold-starts", &format!("cold-start-{round}"))
-            .await;
-        let invoke = TimedInvoke::new(&compactor_lambda);
-        stack.drain(&invoke).await;
-        compactor.peak_rss_kib.extend(peak(&compactor_lambda));
-
+        cold_ask(&mut ask_lambda, round, &mut ask).await;
+        cold_compactor(stack, &mut compactor_lambda, round, &mut compactor).await;
         if let Some(lambda) = peer_lambda.as_mut() {
-            lambda.spawn().await;
-            peer_starts
-                .init_ms
-                .push(wait_for_init(lambda).await.as_secs_f64() * 1000.0);
-            let answer = lambda.invoke(json!({})).await;
-            assert!(answer.is_ok(), "the Python peer answered {answer:?}");
-            peer_starts.peak_rss_kib.extend(peak(lambda));
+            cold_peer(lambda, &mut peer_starts).await;
         }
     }
     stack.proxy.reset();
@@ -267,6 +217,89 @@ pub async fn measure(stack: &ProxiedStack, rounds: usize) -> ColdRun {
         functions: vec![ask, compactor],
         peer,
     }
+}
+
+/// A function's cold starts before the first.
+fn no_starts(function: &str, binary_bytes: u64, invocation: &str) -> ColdStarts {
+    ColdStarts {
+        function: function.into(),
+        binary_bytes,
+        init_ms: Vec::new(),
+        peak_rss_kib: Vec::new(),
+        invocation: invocation.into(),
+    }
+}
+
+/// The Python peer's process, started and through its first init, when it could
+/// be prepared.
+async fn start_peer(
+    prepared: &Result<python_peer::Peer, String>,
+    env: &[(String, String)],
+) -> Option<LocalLambda> {
+    match prepared {
+        Ok(peer) => {
+            let mut env = env.to_vec();
+            env.push(("PATH".into(), peer.path_variable()));
+            let lambda = LocalLambda::start(peer.script.clone(), env).await;
+            wait_for_init(&lambda).await;
+            Some(lambda)
+        }
+        Err(why) => {
+            eprintln!("footprint: no Python peer: {why}");
+            None
+        }
+    }
+}
+
+/// One cold start of the ask function: a fresh process answers one message.
+async fn cold_ask(ask_lambda: &mut LocalLambda, round: usize, ask: &mut ColdStarts) {
+    ask_lambda.spawn().await;
+    ask.init_ms
+        .push(wait_for_init(ask_lambda).await.as_secs_f64() * 1000.0);
+    let text = format!("cold start {round}: thanks, see you soon");
+    let reply = post(ask_lambda, &text).await;
+    assert_eq!(reply.status, 200, "cold ask: {}", reply.raw);
+    ask.peak_rss_kib.extend(peak(ask_lambda));
+}
+
+/// One cold start of the compactor: a fresh process runs one step job of the
+/// conversation.
+async fn cold_compactor(
+    stack: &ProxiedStack,
+    compactor_lambda: &mut LocalLambda,
+    round: usize,
+    compactor: &mut ColdStarts,
+) {
+    let memory = stack.memory(TENANT, CONTACT).await;
+    let job = json!({
+        "kind": "step",
+        "tenant": TENANT,
+        "incarnation": stack.incarnation(TENANT, CONTACT).await,
+        "session": memory["session"]["number"].as_u64().unwrap_or(1),
+        "summarized_until": memory["session"]["summarized_until"].as_u64().unwrap_or(0),
+    })
+    .to_string();
+    compactor_lambda.spawn().await;
+    compactor
+        .init_ms
+        .push(wait_for_init(compactor_lambda).await.as_secs_f64() * 1000.0);
+    stack
+        .send_job(&job, "cold-starts", &format!("cold-start-{round}"))
+        .await;
+    let invoke = TimedInvoke::new(compactor_lambda);
+    stack.drain(&invoke).await;
+    compactor.peak_rss_kib.extend(peak(compactor_lambda));
+}
+
+/// One cold start of the Python peer: a fresh process answers one empty event.
+async fn cold_peer(lambda: &mut LocalLambda, peer_starts: &mut ColdStarts) {
+    lambda.spawn().await;
+    peer_starts
+        .init_ms
+        .push(wait_for_init(lambda).await.as_secs_f64() * 1000.0);
+    let answer = lambda.invoke(json!({})).await;
+    assert!(answer.is_ok(), "the Python peer answered {answer:?}");
+    peer_starts.peak_rss_kib.extend(peak(lambda));
 }
 
 fn file_size(path: &std::path::Path) -> u64 {

@@ -116,45 +116,11 @@ pub async fn run(
     let mut transcript = Vec::with_capacity(texts.len());
     for (index, text) in texts.iter().enumerate() {
         let turn = index + 1;
-        stack.proxy.reset();
-        let cpu_before = CpuTime::of(ask_pid);
-        let started = Instant::now();
-        let reply = stack.post(TENANT, CONTACT, text).await;
-        let wall_ms = started.elapsed().as_secs_f64() * 1000.0;
-        let cpu_after = CpuTime::of(ask_pid);
-        let aws = Summary::of(&stack.proxy.log());
-        let figures = AskFigures {
-            turn,
-            status: reply.status,
-            wall_ms,
-            cpu_ms: cpu_after.sched_ms_since(&cpu_before),
-            cpu_ticks_ms: cpu_after.ticks_ms_since(&cpu_before, clk_tck),
-            context_tokens: reply.body["usage"]["context_tokens"].as_u64().unwrap_or(0),
-            compaction_queued: reply.body["compaction_queued"].as_bool().unwrap_or(false),
-            aws,
-        };
+        let (figures, reply) = ask(stack, ask_pid, turn, text, clk_tck).await;
         progress(&figures);
         asks.push(figures);
-        transcript.push((
-            text.clone(),
-            reply.body["reply"]["text"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned(),
-        ));
-
-        stack.proxy.reset();
-        let cpu_before = CpuTime::of(compactor_pid);
-        let invocations = stack.drain(&invoke).await;
-        let cpu_after = CpuTime::of(compactor_pid);
-        let durations = invoke.take();
-        compactions.push(CompactionFigures {
-            turn,
-            invocations,
-            duration_ms: durations.iter().map(|d| d.as_secs_f64() * 1000.0).sum(),
-            cpu_ms: cpu_after.sched_ms_since(&cpu_before),
-            aws: Summary::of(&stack.proxy.log()),
-        });
+        transcript.push((text.clone(), reply));
+        compactions.push(drain(stack, &invoke, compactor_pid, turn).await);
     }
     stack.proxy.reset();
     let steps = stack.memory(TENANT, CONTACT).await["session"]["steps"]
@@ -171,6 +137,61 @@ pub async fn run(
         steps,
         ask_peak_rss_kib_end: peak_rss_kib(ask_pid),
         compactor_peak_rss_kib_end: peak_rss_kib(compactor_pid),
+    }
+}
+
+/// One ask, measured: its AWS calls (from the proxy), its CPU (from `/proc`),
+/// its wall time; and the reply's text.
+async fn ask(
+    stack: &ProxiedStack,
+    ask_pid: u32,
+    turn: usize,
+    text: &str,
+    clk_tck: u64,
+) -> (AskFigures, String) {
+    stack.proxy.reset();
+    let cpu_before = CpuTime::of(ask_pid);
+    let started = Instant::now();
+    let reply = stack.post(TENANT, CONTACT, text).await;
+    let wall_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let cpu_after = CpuTime::of(ask_pid);
+    let aws = Summary::of(&stack.proxy.log());
+    let figures = AskFigures {
+        turn,
+        status: reply.status,
+        wall_ms,
+        cpu_ms: cpu_after.sched_ms_since(&cpu_before),
+        cpu_ticks_ms: cpu_after.ticks_ms_since(&cpu_before, clk_tck),
+        context_tokens: reply.body["usage"]["context_tokens"].as_u64().unwrap_or(0),
+        compaction_queued: reply.body["compaction_queued"].as_bool().unwrap_or(false),
+        aws,
+    };
+    let reply = reply.body["reply"]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    (figures, reply)
+}
+
+/// The jobs queue drained after turn `turn`, measured: invocations, their wall
+/// time, the compactor's CPU and AWS calls.
+async fn drain(
+    stack: &ProxiedStack,
+    invoke: &TimedInvoke<'_>,
+    compactor_pid: u32,
+    turn: usize,
+) -> CompactionFigures {
+    stack.proxy.reset();
+    let cpu_before = CpuTime::of(compactor_pid);
+    let invocations = stack.drain(invoke).await;
+    let cpu_after = CpuTime::of(compactor_pid);
+    let durations = invoke.take();
+    CompactionFigures {
+        turn,
+        invocations,
+        duration_ms: durations.iter().map(|d| d.as_secs_f64() * 1000.0).sum(),
+        cpu_ms: cpu_after.sched_ms_since(&cpu_before),
+        aws: Summary::of(&stack.proxy.log()),
     }
 }
 

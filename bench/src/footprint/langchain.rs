@@ -114,8 +114,29 @@ pub fn run(
             python.display()
         ));
     }
+    if let Err(why) = pip_install(&python, &requirements_file) {
+        return skipped(why);
+    }
+    let conversation = match write_conversation(work, transcript) {
+        Ok(conversation) => conversation,
+        Err(why) => return skipped(why),
+    };
+    let output = work.join("footprint-langchain.jsonl");
+    if let Err(why) = play(&python, endpoint, table, plan, &conversation, &output) {
+        return skipped(why);
+    }
+    LangchainRun {
+        mode,
+        requirements,
+        turns: read_turns(&output),
+        skipped: None,
+    }
+}
+
+/// `pip install -r` the pinned requirements into the virtualenv.
+fn pip_install(python: &Path, requirements_file: &Path) -> Result<(), String> {
     eprintln!("footprint: pip install -r bench/langchain/requirements.txt");
-    let install = Command::new(&python)
+    let install = Command::new(python)
         .args([
             "-m",
             "pip",
@@ -124,39 +145,55 @@ pub fn run(
             "--disable-pip-version-check",
             "-r",
         ])
-        .arg(&requirements_file)
+        .arg(requirements_file)
         .status();
     match install {
-        Ok(status) if status.success() => {}
-        Ok(status) => return skipped(format!("pip install failed ({status})")),
-        Err(err) => return skipped(format!("pip install could not run: {err}")),
+        Ok(status) if status.success() => Ok(()),
+        Ok(status) => Err(format!("pip install failed ({status})")),
+        Err(err) => Err(format!("pip install could not run: {err}")),
     }
+}
+
+/// Writes the conversation the script plays into `work`; returns its path.
+fn write_conversation(work: &Path, transcript: &[(String, String)]) -> Result<PathBuf, String> {
     if let Err(err) = std::fs::create_dir_all(work) {
-        return skipped(format!("{}: {err}", work.display()));
+        return Err(format!("{}: {err}", work.display()));
     }
     let conversation = work.join("footprint-conversation.json");
-    let output = work.join("footprint-langchain.jsonl");
     let turns: Vec<_> = transcript
         .iter()
         .map(|(user, assistant)| json!({"user": user, "assistant": assistant}))
         .collect();
     if let Err(err) = std::fs::write(&conversation, json!({ "turns": turns }).to_string()) {
-        return skipped(format!("{}: {err}", conversation.display()));
+        return Err(format!("{}: {err}", conversation.display()));
     }
+    Ok(conversation)
+}
+
+/// Runs `bench/langchain/history.py` on `conversation`, its turns written to
+/// `output` (one JSON line each).
+fn play(
+    python: &Path,
+    endpoint: &str,
+    table: &str,
+    plan: &Plan,
+    conversation: &Path,
+    output: &Path,
+) -> Result<(), String> {
     // langchain-community 0.4 warns at import that it is being sunset; the class
     // measured is the one its docs still show.
     let checkpoints: Vec<String> = plan.checkpoints.iter().map(usize::to_string).collect();
-    let status = Command::new(&python)
+    let status = Command::new(python)
         .args(["-W", "ignore::DeprecationWarning"])
-        .arg(root.join("bench/langchain/history.py"))
+        .arg(root().join("bench/langchain/history.py"))
         .args(["--endpoint", endpoint, "--table", table])
         .args(["--patterns", &plan.patterns])
         .args(["--mode", if plan.full { "full" } else { "seeded" }])
         .args(["--checkpoints", &checkpoints.join(",")])
         .arg("--conversation")
-        .arg(&conversation)
+        .arg(conversation)
         .arg("--out")
-        .arg(&output)
+        .arg(output)
         .env("AWS_ACCESS_KEY_ID", "test")
         .env("AWS_SECRET_ACCESS_KEY", "test")
         .env("AWS_DEFAULT_REGION", "us-east-1")
@@ -164,13 +201,17 @@ pub fn run(
         .env_remove("AWS_ENDPOINT_URL")
         .status();
     match status {
-        Ok(status) if status.success() => {}
-        Ok(status) => return skipped(format!("history.py failed ({status})")),
-        Err(err) => return skipped(format!("history.py could not run: {err}")),
+        Ok(status) if status.success() => Ok(()),
+        Ok(status) => Err(format!("history.py failed ({status})")),
+        Err(err) => Err(format!("history.py could not run: {err}")),
     }
-    let text = std::fs::read_to_string(&output).unwrap_or_default();
-    let turns = text
-        .lines()
+}
+
+/// The turns the script wrote, each with its calls' totals and its item's size
+/// (the last UpdateItem's, read back by the proxy).
+fn read_turns(output: &Path) -> Vec<LangchainTurn> {
+    let text = std::fs::read_to_string(output).unwrap_or_default();
+    text.lines()
         .filter_map(|line| serde_json::from_str::<LangchainTurn>(line).ok())
         .map(|mut turn| {
             turn.aws = Summary::of(&turn.calls);
@@ -182,11 +223,5 @@ pub fn run(
                 .map_or(0, |c| c.usage.bytes_written);
             turn
         })
-        .collect();
-    LangchainRun {
-        mode,
-        requirements,
-        turns,
-        skipped: None,
-    }
+        .collect()
 }

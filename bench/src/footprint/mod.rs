@@ -12,11 +12,14 @@
 //!   worker, each measured;
 //! - [`cold`]: cold starts (init, peak RSS), beside [`python_peer`], a Python
 //!   process doing the same init;
-//! - [`report`]: checkpoints, amortized compaction; [`markdown`], the markdown,
-//!   with its shorter [`sections`];
-//! - [`bill`]: the bill per million asks and per million WhatsApp messages;
+//! - [`report`]: the figures at each checkpoint, put together by
+//!   [`report::build`]; [`compaction`], the compaction work amortized per ask;
+//! - [`prices`] and [`bill`]: the prices, and the bill per million asks and per
+//!   million WhatsApp messages;
 //! - [`signals`]: the signals' monthly cost, from the template and the metrics the
-//!   functions printed.
+//!   functions printed;
+//! - [`markdown`]: the report as markdown, a file per section; [`numbers`], how
+//!   its figures add up and print.
 //!
 //! The conversation is the strategies benchmark's scripted one
 //! ([`crate::strategies::script::conversation`], same seed), so both benchmarks
@@ -27,13 +30,15 @@
 
 pub mod bill;
 pub mod cold;
+pub mod compaction;
 pub mod degrau_run;
 pub mod langchain;
 pub mod markdown;
+pub mod numbers;
+pub mod prices;
 pub mod procfs;
 pub mod python_peer;
 pub mod report;
-pub mod sections;
 pub mod signals;
 pub mod stack;
 pub mod whatsapp;
@@ -41,7 +46,7 @@ pub mod whatsapp;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use report::{Report, Settings};
+use report::{Extras, Report, Settings};
 use stack::{Binaries, ProxiedStack};
 
 /// The command line's usage text.
@@ -207,76 +212,9 @@ pub async fn run(options: &Options) -> Report {
         .collect();
 
     let stack = ProxiedStack::start(binaries.clone()).await;
-    stack
-        .configure(
-            degrau_run::TENANT,
-            &degrau_run::tenant_config(options.threshold, options.keep),
-        )
-        .await;
-    let checkpoints = options.checkpoints.clone();
-    let degrau = degrau_run::run(&stack, &texts, clk_tck, |ask| {
-        if ask.turn % 50 == 0 || ask.turn < 6 || checkpoints.contains(&ask.turn) {
-            eprintln!(
-                "footprint: degrau turn {}: {} DynamoDB calls, {} B read, {} B written, {:.1} ms ({:.1} ms in AWS calls)",
-                ask.turn,
-                ask.aws.dynamodb_calls,
-                ask.aws.bytes_read,
-                ask.aws.bytes_written,
-                ask.wall_ms,
-                ask.aws.duration_ms
-            );
-        }
-    })
-    .await;
-
-    let langchain = if options.langchain {
-        let endpoint = stack.proxy.url().to_owned();
-        let table = degrau_tests::moto::unique_name("footprint-langchain");
-        let transcript = degrau.transcript.clone();
-        let plan = langchain::Plan {
-            patterns: options.langchain_patterns.clone(),
-            full: options.langchain_full,
-            checkpoints: options.checkpoints.clone(),
-        };
-        let work = options.out.join("tmp");
-        tokio::task::spawn_blocking(move || {
-            langchain::run(&endpoint, &table, &transcript, &plan, &work)
-        })
-        .await
-        .unwrap_or_else(|err| langchain::LangchainRun {
-            mode: String::new(),
-            requirements: Vec::new(),
-            turns: Vec::new(),
-            skipped: Some(format!("the LangChain task failed: {err}")),
-        })
-    } else {
-        langchain::LangchainRun {
-            mode: String::new(),
-            requirements: Vec::new(),
-            turns: Vec::new(),
-            skipped: Some("--no-langchain".into()),
-        }
-    };
-
-    let whatsapp_texts: Vec<String> = texts.iter().take(options.whatsapp).cloned().collect();
-    eprintln!(
-        "footprint: {} WhatsApp messages through the webhook and the worker",
-        whatsapp_texts.len()
-    );
-    let printed = |lambda: &degrau_tests::lambda::LocalLambda| -> usize {
-        lambda.output().iter().map(|l| l.len() + 1).sum()
-    };
-    let before = printed(&stack.webhook) + printed(&stack.worker);
-    let whatsapp = whatsapp::run(&stack, &whatsapp_texts).await;
-    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    let whatsapp_log_bytes_per_message = (printed(&stack.webhook) + printed(&stack.worker))
-        .saturating_sub(before) as f64
-        / whatsapp.len().max(1) as f64;
-    let metric_lines: Vec<String> = [&stack.ask, &stack.compactor, &stack.webhook, &stack.worker]
-        .iter()
-        .flat_map(|lambda| lambda.output())
-        .filter(|line| line.contains("\"_aws\""))
-        .collect();
+    let degrau = play_degrau(&stack, options, &texts, clk_tck).await;
+    let langchain = play_langchain(&stack, options, &degrau).await;
+    let extras = play_whatsapp(&stack, options, &texts).await;
 
     eprintln!(
         "footprint: {} cold starts per function and of the Python peer",
@@ -302,12 +240,105 @@ pub async fn run(options: &Options) -> Report {
         cold_starts,
         binaries.profile.clone(),
         binaries.note.clone(),
-        report::Extras {
-            whatsapp,
-            whatsapp_log_bytes_per_message,
-            metric_lines,
-        },
+        extras,
     )
+}
+
+/// The conversation through degrau (the tenant configured first), with a
+/// progress line now and then and at each checkpoint.
+async fn play_degrau(
+    stack: &ProxiedStack,
+    options: &Options,
+    texts: &[String],
+    clk_tck: u64,
+) -> degrau_run::DegrauRun {
+    stack
+        .configure(
+            degrau_run::TENANT,
+            &degrau_run::tenant_config(options.threshold, options.keep),
+        )
+        .await;
+    let checkpoints = options.checkpoints.clone();
+    degrau_run::run(stack, texts, clk_tck, |ask| {
+        if ask.turn % 50 == 0 || ask.turn < 6 || checkpoints.contains(&ask.turn) {
+            eprintln!(
+                "footprint: degrau turn {}: {} DynamoDB calls, {} B read, {} B written, {:.1} ms ({:.1} ms in AWS calls)",
+                ask.turn,
+                ask.aws.dynamodb_calls,
+                ask.aws.bytes_read,
+                ask.aws.bytes_written,
+                ask.wall_ms,
+                ask.aws.duration_ms
+            );
+        }
+    })
+    .await
+}
+
+/// The same conversation through LangChain (on a blocking task: a Python
+/// process), unless `--no-langchain`.
+async fn play_langchain(
+    stack: &ProxiedStack,
+    options: &Options,
+    degrau: &degrau_run::DegrauRun,
+) -> langchain::LangchainRun {
+    if !options.langchain {
+        return langchain::LangchainRun {
+            mode: String::new(),
+            requirements: Vec::new(),
+            turns: Vec::new(),
+            skipped: Some("--no-langchain".into()),
+        };
+    }
+    let endpoint = stack.proxy.url().to_owned();
+    let table = degrau_tests::moto::unique_name("footprint-langchain");
+    let transcript = degrau.transcript.clone();
+    let plan = langchain::Plan {
+        patterns: options.langchain_patterns.clone(),
+        full: options.langchain_full,
+        checkpoints: options.checkpoints.clone(),
+    };
+    let work = options.out.join("tmp");
+    tokio::task::spawn_blocking(move || {
+        langchain::run(&endpoint, &table, &transcript, &plan, &work)
+    })
+    .await
+    .unwrap_or_else(|err| langchain::LangchainRun {
+        mode: String::new(),
+        requirements: Vec::new(),
+        turns: Vec::new(),
+        skipped: Some(format!("the LangChain task failed: {err}")),
+    })
+}
+
+/// The first `--whatsapp` texts through the webhook and the worker, with the
+/// bytes those two printed per message; and every EMF line the four functions
+/// printed by then.
+async fn play_whatsapp(stack: &ProxiedStack, options: &Options, texts: &[String]) -> Extras {
+    let whatsapp_texts: Vec<String> = texts.iter().take(options.whatsapp).cloned().collect();
+    eprintln!(
+        "footprint: {} WhatsApp messages through the webhook and the worker",
+        whatsapp_texts.len()
+    );
+    let printed = |lambda: &degrau_tests::lambda::LocalLambda| -> usize {
+        lambda.output().iter().map(|l| l.len() + 1).sum()
+    };
+    let before = printed(&stack.webhook) + printed(&stack.worker);
+    let whatsapp = whatsapp::run(stack, &whatsapp_texts).await;
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let whatsapp_log_bytes_per_message = (printed(&stack.webhook) + printed(&stack.worker))
+        .saturating_sub(before) as f64
+        / whatsapp.len().max(1) as f64;
+    let metric_lines: Vec<String> = [&stack.ask, &stack.compactor, &stack.webhook, &stack.worker]
+        .iter()
+        .flat_map(|lambda| lambda.output())
+        .filter(|line| line.contains("\"_aws\""))
+        .collect();
+    Extras {
+        whatsapp,
+        whatsapp_log_bytes_per_message,
+        metric_lines,
+    }
 }
 
 #[cfg(test)]

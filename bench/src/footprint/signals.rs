@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use serde::Serialize;
 
-use super::report::Prices;
+use super::prices::Prices;
 
 /// `template.yaml`, for what the bill reads from it: the access log's format, the
 /// alarms, the dashboards, the functions' memory.

@@ -331,6 +331,23 @@ pub fn contact(rng: &mut fastrand::Rng, shape: Shape) -> Contact {
         sessions.push(session(rng, number, portuguese, turns, detail, at));
         at += rng.i64(7..=28) * DAY;
     }
+    let questions = questions(rng, portuguese, count, &planted);
+    Contact {
+        sessions,
+        questions,
+    }
+}
+
+/// The questions of a contact of `count` sessions about its `planted` details
+/// (session index, kind, word): up to two about sessions older than its 20
+/// newest and two about newer ones, each about a detail no other session
+/// planted alike; as (kind, question, session number).
+fn questions(
+    rng: &mut fastrand::Rng,
+    portuguese: bool,
+    count: usize,
+    planted: &[(usize, usize, &str)],
+) -> Vec<(usize, String, u32)> {
     // A detail is asked about only when no other session planted one the question
     // cannot tell from it: the same kind and word, or the same kind when the
     // question does not name the word (a price asked for).
@@ -364,7 +381,7 @@ pub fn contact(rng: &mut fastrand::Rng, shape: Shape) -> Contact {
     }
     chosen.sort();
     chosen.dedup();
-    let questions = chosen
+    chosen
         .into_iter()
         .map(|&(index, kind, word)| {
             let asked = if portuguese {
@@ -378,9 +395,5 @@ pub fn contact(rng: &mut fastrand::Rng, shape: Shape) -> Contact {
                 u32::try_from(index + 1).unwrap_or(u32::MAX),
             )
         })
-        .collect();
-    Contact {
-        sessions,
-        questions,
-    }
+        .collect()
 }

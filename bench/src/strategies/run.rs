@@ -20,6 +20,8 @@ use degrau_tests::{HttpReply, api_event};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::clock::{ClockOffset, advance_clock, sweep_ticks};
+use super::policy::Policy;
 use super::script::Conversation;
 use super::tap::{Call, Caller, Tap};
 use super::timing::{Gap, Profile};
@@ -36,139 +38,6 @@ briefly, in the customer's language (Portuguese or English). Check availability 
 list_free_slots before offering a time, and book only what the customer confirmed, with \
 book_slot. Give the confirmation id after a booking. Remember the customer's preferences \
 (professional, time of day, style) and use them when offering times.";
-
-/// What a request carries of the conversation (`CONTEXT_POLICY`), and, for
-/// degrau, how long its cache entries live (`CACHE_TTL`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum Policy {
-    /// Every message of the session, every turn (five-minute entries).
-    #[serde(rename = "full")]
-    Full,
-    /// The last `keep` messages, cut at a safe start, every turn (five-minute
-    /// entries).
-    #[serde(rename = "sliding")]
-    Sliding,
-    /// degrau: summary plus the window since the last step, every entry five
-    /// minutes (`CACHE_TTL=5m`).
-    #[serde(rename = "stepped")]
-    Stepped,
-    /// degrau with every breakpoint cached for an hour (`CACHE_TTL=1h`).
-    #[serde(rename = "stepped-1h")]
-    SteppedHour,
-    /// degrau choosing the lifetimes per request from the gaps and the
-    /// request's sizes (`CACHE_TTL=auto`), without the pause fold
-    /// (`PAUSE_FOLD=off`): the policy before issue 28.
-    #[serde(rename = "stepped-auto")]
-    SteppedAuto,
-    /// degrau under `CACHE_TTL=auto` with the pause fold (`PAUSE_FOLD=on`,
-    /// the default): a pause past the cache entries' lifetime folds the window
-    /// when the expected cost says so (`shared/src/pause_fold.rs`).
-    #[serde(rename = "stepped-fold")]
-    SteppedFold,
-    /// degrau with the pause fold and every entry five minutes
-    /// (`CACHE_TTL=5m`, `PAUSE_FOLD=on`): what `auto`'s one-hour entries cost
-    /// or save beside the fold. Not in the default set.
-    #[serde(rename = "stepped-5m-fold")]
-    SteppedFiveFold,
-}
-
-impl Policy {
-    /// All seven, in table order.
-    pub const ALL: [Policy; 7] = [
-        Policy::Full,
-        Policy::Sliding,
-        Policy::Stepped,
-        Policy::SteppedHour,
-        Policy::SteppedAuto,
-        Policy::SteppedFold,
-        Policy::SteppedFiveFold,
-    ];
-
-    /// What `--policies` runs when not given: all but `stepped-5m-fold`.
-    pub const DEFAULT: [Policy; 6] = [
-        Policy::Full,
-        Policy::Sliding,
-        Policy::Stepped,
-        Policy::SteppedHour,
-        Policy::SteppedAuto,
-        Policy::SteppedFold,
-    ];
-
-    /// The `CONTEXT_POLICY` value.
-    pub fn env_value(self) -> &'static str {
-        match self {
-            Policy::Full => "full",
-            Policy::Sliding => "sliding",
-            Policy::Stepped
-            | Policy::SteppedHour
-            | Policy::SteppedAuto
-            | Policy::SteppedFold
-            | Policy::SteppedFiveFold => "stepped",
-        }
-    }
-
-    /// The `CACHE_TTL` value: full history and the sliding window are measured as
-    /// a client that never asks for a `ttl` would send them.
-    pub fn cache_ttl(self) -> &'static str {
-        match self {
-            Policy::Full | Policy::Sliding | Policy::Stepped | Policy::SteppedFiveFold => "5m",
-            Policy::SteppedHour => "1h",
-            Policy::SteppedAuto | Policy::SteppedFold => "auto",
-        }
-    }
-
-    /// The `PAUSE_FOLD` value: on for the policies with the fold only.
-    pub fn pause_fold(self) -> &'static str {
-        match self {
-            Policy::SteppedFold | Policy::SteppedFiveFold => "on",
-            _ => "off",
-        }
-    }
-
-    /// The name `--policies` takes.
-    pub fn name(self) -> &'static str {
-        match self {
-            Policy::Full => "full",
-            Policy::Sliding => "sliding",
-            Policy::Stepped => "stepped",
-            Policy::SteppedHour => "stepped-1h",
-            Policy::SteppedAuto => "stepped-auto",
-            Policy::SteppedFold => "stepped-fold",
-            Policy::SteppedFiveFold => "stepped-5m-fold",
-        }
-    }
-
-    /// Whether this is degrau's steps (under any cache lifetime).
-    pub fn is_stepped(self) -> bool {
-        matches!(
-            self,
-            Policy::Stepped
-                | Policy::SteppedHour
-                | Policy::SteppedAuto
-                | Policy::SteppedFold
-                | Policy::SteppedFiveFold
-        )
-    }
-
-    /// A label for tables and plots.
-    pub fn label(self) -> &'static str {
-        match self {
-            Policy::Full => "full history",
-            Policy::Sliding => "sliding window",
-            Policy::Stepped => "degrau (5m)",
-            Policy::SteppedHour => "degrau (1h)",
-            Policy::SteppedAuto => "degrau (auto)",
-            Policy::SteppedFold => "degrau (auto + fold)",
-            Policy::SteppedFiveFold => "degrau (5m + fold)",
-        }
-    }
-
-    /// Parses `full`, `sliding`, `stepped`, `stepped-1h`, `stepped-auto` or
-    /// `stepped-fold`.
-    pub fn parse(text: &str) -> Option<Policy> {
-        Policy::ALL.into_iter().find(|p| p.name() == text)
-    }
-}
 
 /// Settings shared by every policy of a comparison.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -287,18 +156,83 @@ pub async fn run_strategy(
     let started = Instant::now();
     let moto = PrivateMoto::start().await.expect("start a moto server");
     let tap = Tap::start().await.expect("start the tap");
-    // The benchmark alone moves the cache clock: the same gaps give the same
-    // expiries however long each turn takes on this machine.
-    let standin_args: Vec<&str> = ["--clock", "manual"]
-        .into_iter()
-        .chain(settings.standin_args.iter().map(String::as_str))
-        .collect();
     let gaps = settings
         .profile
         .gaps(conversation.turns.len(), conversation.seed);
     // The functions' clock moves with the stand-in's: the gaps a round records
     // for `CACHE_TTL=auto` are the profile's.
     let mut clock = ClockOffset::new();
+    let stack = start_stack(policy, settings, &tap, &moto, &clock).await;
+    let played = play(
+        &stack,
+        conversation,
+        policy,
+        &gaps,
+        &tap,
+        &mut clock,
+        started,
+    )
+    .await;
+    let total = conversation.turns.len();
+    let memory = stack.memory(TENANT, CONTACT).await;
+    let steps = memory["session"]["steps"].as_u64().unwrap_or(0);
+    let fold_outcomes = fold_outcomes(&stack.compactor.output());
+    if policy.pause_fold() == "on" {
+        let outcomes: Vec<String> = fold_outcomes
+            .iter()
+            .map(|(outcome, n)| format!("{outcome} {n}"))
+            .collect();
+        eprintln!(
+            "  [{} {total}] pause folds requested by the sweep: {} ({}; steps in all, folds applied included: {steps})",
+            policy.name(),
+            played.folds,
+            outcomes.join(", ")
+        );
+    }
+    let summary_chars = memory["session"]["summary"]
+        .as_str()
+        .map_or(0, |s| s.chars().count());
+    let elapsed_seconds = started.elapsed().as_secs_f64();
+    let calls = tap.calls();
+    let log_check = if settings.check_log {
+        Some(check_log(&stack.standin.url, &calls).await)
+    } else {
+        None
+    };
+    let per_turn = per_turn(conversation, &gaps, &calls, &played.statuses);
+    drop(stack);
+    drop(moto);
+    StrategyRun {
+        policy,
+        profile: settings.profile,
+        turns: total,
+        calls,
+        per_turn,
+        steps,
+        summary_chars,
+        recall_turn: conversation.recall_turn,
+        compactor_failures: played.compactor_failures,
+        elapsed_seconds,
+        log_check,
+        fold_outcomes,
+    }
+}
+
+/// A fresh stack on its own moto, its functions under `policy`'s settings and
+/// reaching the stand-in through `tap`, the tenant configured. The benchmark
+/// alone moves the stand-in's cache clock: the same gaps give the same expiries
+/// however long each turn takes on this machine.
+async fn start_stack(
+    policy: Policy,
+    settings: &RunSettings,
+    tap: &Tap,
+    moto: &PrivateMoto,
+    clock: &ClockOffset,
+) -> FullStack {
+    let standin_args: Vec<&str> = ["--clock", "manual"]
+        .into_iter()
+        .chain(settings.standin_args.iter().map(String::as_str))
+        .collect();
     let stack = FullStack::start_with(&StackOptions {
         standin_args: &standin_args,
         env: vec![
@@ -332,7 +266,28 @@ pub async fn run_strategy(
             },
         )
         .await;
+    stack
+}
 
+/// What playing the turns left: each turn's status, the compactor invocations
+/// that failed, the pause folds the sweep requested.
+struct Played {
+    statuses: Vec<u16>,
+    compactor_failures: usize,
+    folds: usize,
+}
+
+/// Plays every turn: the gap before it (the sweep's ticks within it, for the
+/// policies with the pause fold), the message, the jobs drained after it.
+async fn play(
+    stack: &FullStack,
+    conversation: &Conversation,
+    policy: Policy,
+    gaps: &[Gap],
+    tap: &Tap,
+    clock: &mut ClockOffset,
+    started: Instant,
+) -> Played {
     let total = conversation.turns.len();
     let mut statuses = Vec::with_capacity(total);
     let mut compactor_failures = 0;
@@ -348,7 +303,7 @@ pub async fn run_strategy(
                 advance_clock(&stack.standin.url, step).await;
                 clock.advance(step);
                 left -= step;
-                let (failed, requested) = sweep(&stack).await;
+                let (failed, requested) = sweep(stack).await;
                 compactor_failures += failed;
                 folds += requested;
             }
@@ -357,7 +312,7 @@ pub async fn run_strategy(
             advance_clock(&stack.standin.url, left).await;
             clock.advance(left);
         }
-        let (status, raw) = post(&stack, &turn.text).await;
+        let (status, raw) = post(stack, &turn.text).await;
         if status != 200 {
             eprintln!(
                 "  [{} {total}] turn {index}: status {status} {}",
@@ -378,68 +333,11 @@ pub async fn run_strategy(
             );
         }
     }
-    let memory = stack.memory(TENANT, CONTACT).await;
-    let steps = memory["session"]["steps"].as_u64().unwrap_or(0);
-    let fold_outcomes = fold_outcomes(&stack.compactor.output());
-    if policy.pause_fold() == "on" {
-        let outcomes: Vec<String> = fold_outcomes
-            .iter()
-            .map(|(outcome, n)| format!("{outcome} {n}"))
-            .collect();
-        eprintln!(
-            "  [{} {total}] pause folds requested by the sweep: {folds} ({}; steps in all, folds applied included: {steps})",
-            policy.name(),
-            outcomes.join(", ")
-        );
-    }
-    let summary_chars = memory["session"]["summary"]
-        .as_str()
-        .map_or(0, |s| s.chars().count());
-    let elapsed_seconds = started.elapsed().as_secs_f64();
-    let calls = tap.calls();
-    let log_check = if settings.check_log {
-        Some(check_log(&stack.standin.url, &calls).await)
-    } else {
-        None
-    };
-    let per_turn = per_turn(conversation, &gaps, &calls, &statuses);
-    drop(stack);
-    drop(moto);
-    StrategyRun {
-        policy,
-        profile: settings.profile,
-        turns: total,
-        calls,
-        per_turn,
-        steps,
-        summary_chars,
-        recall_turn: conversation.recall_turn,
+    Played {
+        statuses,
         compactor_failures,
-        elapsed_seconds,
-        log_check,
-        fold_outcomes,
+        folds,
     }
-}
-
-/// The scheduled sweep's period (`template.yaml`: `rate(15 minutes)`).
-pub const SWEEP_PERIOD_SECONDS: u64 = 15 * 60;
-
-/// How long into a gap a sweep can still find a pause fold due: an hour's
-/// entries expire an hour after the round, and the next tick comes within a
-/// period. Later ticks find nothing due (the next due time is the session's
-/// idle timeout, which no gap reaches), so the benchmark skips them.
-pub const FOLD_HORIZON_SECONDS: u64 = 3600 + SWEEP_PERIOD_SECONDS;
-
-/// The times (seconds on the benchmark's clock) at which the scheduled sweep
-/// runs within a gap of `gap` seconds starting at `from`: every multiple of the
-/// period strictly inside the gap, up to [`FOLD_HORIZON_SECONDS`] into it.
-pub fn sweep_ticks(from: u64, gap: u64) -> Vec<u64> {
-    let end = from + gap.min(FOLD_HORIZON_SECONDS);
-    let first = (from / SWEEP_PERIOD_SECONDS + 1) * SWEEP_PERIOD_SECONDS;
-    (0..)
-        .map(|n| first + n * SWEEP_PERIOD_SECONDS)
-        .take_while(|&tick| tick < end && tick < from + gap)
-        .collect()
 }
 
 /// Runs the compactor's scheduled sweep, then the jobs it queued (a pause
@@ -483,67 +381,6 @@ async fn post(stack: &FullStack, text: &str) -> (u16, String) {
             (reply.status, reply.raw)
         }
         Err(error) => (0, error.to_string()),
-    }
-}
-
-/// The file the functions' clock reads its offset from (`CLOCK_OFFSET_FILE`):
-/// the seconds the benchmark has moved time forward, removed with the run.
-struct ClockOffset {
-    path: std::path::PathBuf,
-    seconds: u64,
-}
-
-impl ClockOffset {
-    fn new() -> ClockOffset {
-        let path = std::env::temp_dir().join(format!(
-            "degrau-bench-clock-{}-{}",
-            std::process::id(),
-            fastrand::u64(..)
-        ));
-        let offset = ClockOffset { path, seconds: 0 };
-        offset.write();
-        offset
-    }
-
-    fn path_string(&self) -> String {
-        self.path.to_string_lossy().into_owned()
-    }
-
-    fn advance(&mut self, seconds: u64) {
-        self.seconds += seconds;
-        self.write();
-    }
-
-    /// Written whole to a temporary file and renamed, so a reading never sees
-    /// half a number. A clock that did not move would make every gap after it
-    /// wrong: panics.
-    fn write(&self) {
-        let partial = self.path.with_extension("partial");
-        let written = std::fs::write(&partial, self.seconds.to_string())
-            .and_then(|()| std::fs::rename(&partial, &self.path));
-        if let Err(error) = written {
-            panic!("the functions' clock did not move: {error}");
-        }
-    }
-}
-
-impl Drop for ClockOffset {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
-    }
-}
-
-/// Moves the stand-in's cache clock (time passing between two messages). A
-/// clock that did not move would make every figure after it wrong: panics.
-async fn advance_clock(standin_url: &str, seconds: u64) {
-    let answer = reqwest::Client::new()
-        .post(format!("{standin_url}/stand-in/clock"))
-        .json(&serde_json::json!({ "advance_seconds": seconds }))
-        .send()
-        .await
-        .and_then(reqwest::Response::error_for_status);
-    if let Err(error) = answer {
-        panic!("the stand-in's clock did not move: {error}");
     }
 }
 
@@ -615,42 +452,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn degraus_three_runs_differ_only_in_their_cache_ttl() {
-        for policy in Policy::ALL {
-            assert_eq!(Policy::parse(policy.name()), Some(policy));
-            assert_eq!(
-                serde_json::to_value(policy).unwrap(),
-                serde_json::json!(policy.name())
-            );
-            degrau::cache_ttl::CacheTtlPolicy::parse(policy.cache_ttl()).unwrap();
-        }
-        let stepped: Vec<(&str, &str)> = Policy::ALL
-            .into_iter()
-            .filter(|p| p.is_stepped())
-            .map(|p| (p.env_value(), p.cache_ttl()))
-            .collect();
-        assert_eq!(
-            stepped,
-            [
-                ("stepped", "5m"),
-                ("stepped", "1h"),
-                ("stepped", "auto"),
-                ("stepped", "auto"),
-                ("stepped", "5m")
-            ]
-        );
-        let folds: Vec<Policy> = Policy::ALL
-            .into_iter()
-            .filter(|p| p.pause_fold() == "on")
-            .collect();
-        assert_eq!(folds, [Policy::SteppedFold, Policy::SteppedFiveFold]);
-        assert!(!Policy::DEFAULT.contains(&Policy::SteppedFiveFold));
-        assert_eq!(Policy::Full.cache_ttl(), "5m");
-        assert_eq!(Policy::Sliding.cache_ttl(), "5m");
-        assert_eq!(Policy::parse("stepped-2h"), None);
-    }
-
-    #[test]
     fn fold_outcomes_are_counted_from_the_compactors_metrics_lines() {
         let lines: Vec<String> = [
             r#"{"_aws":{},"Kind":"fold","StepsApplied":1.0,"MessagesPruned":0.0}"#,
@@ -678,18 +479,5 @@ mod tests {
         .map(|(k, v)| (k.to_owned(), v))
         .collect();
         assert_eq!(outcomes, expected);
-    }
-
-    #[test]
-    fn the_sweep_runs_at_its_period_within_the_fold_horizon() {
-        // A gap from 100 s to 2,100 s holds the ticks at 900 and 1,800.
-        assert_eq!(sweep_ticks(100, 2_000), [900, 1_800]);
-        // A tick at the gap's end is the turn's own time: not in the gap.
-        assert_eq!(sweep_ticks(0, 900), Vec::<u64>::new());
-        assert!(sweep_ticks(10, 30).is_empty());
-        // A next-day gap: only the ticks within the horizon.
-        let night = sweep_ticks(0, 20 * 3600);
-        assert_eq!(night, [900, 1_800, 2_700, 3_600]);
-        assert!(night.iter().all(|&t| t < FOLD_HORIZON_SECONDS));
     }
 }

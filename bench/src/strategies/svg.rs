@@ -84,26 +84,69 @@ pub fn chart(
     rules: &[Rule<'_>],
     marks: Option<&Marks<'_>>,
 ) -> String {
-    let turns = series
-        .iter()
-        .map(|s| s.values.len())
-        .max()
-        .unwrap_or(1)
-        .max(2);
-    let data_max = series
-        .iter()
-        .flat_map(|s| s.values.iter().copied())
-        .chain(rules.iter().map(|r| r.value))
-        .max()
-        .unwrap_or(1) as f64;
-    let y_step = nice_step(data_max, 6.0);
-    let y_max = (data_max / y_step).ceil() * y_step;
-    let plot_w = WIDTH - LEFT - RIGHT;
-    let plot_h = HEIGHT - TOP - BOTTOM;
-    let x = |turn: f64| LEFT + (turn - 1.0) / (turns as f64 - 1.0) * plot_w;
-    let y = |value: f64| TOP + plot_h - value / y_max * plot_h;
-
+    let frame = Frame::of(series, rules);
     let mut svg = String::new();
+    header(&mut svg, title, subtitle);
+    y_ticks(&mut svg, &frame);
+    x_ticks(&mut svg, &frame);
+    axes(&mut svg, &frame, y_label);
+    // Shaded turns, under the lines.
+    shade(&mut svg, &frame, marks);
+    reference_lines(&mut svg, &frame, rules);
+    polylines(&mut svg, &frame, series);
+    legend(&mut svg, series, marks);
+    svg.push_str("</svg>\n");
+    svg
+}
+
+/// Where the plot's values go: the turns and the y axis's top and step, fitted
+/// to the series and the rules.
+struct Frame {
+    turns: usize,
+    y_max: f64,
+    y_step: f64,
+    plot_w: f64,
+    plot_h: f64,
+}
+
+impl Frame {
+    fn of(series: &[Series<'_>], rules: &[Rule<'_>]) -> Frame {
+        let turns = series
+            .iter()
+            .map(|s| s.values.len())
+            .max()
+            .unwrap_or(1)
+            .max(2);
+        let data_max = series
+            .iter()
+            .flat_map(|s| s.values.iter().copied())
+            .chain(rules.iter().map(|r| r.value))
+            .max()
+            .unwrap_or(1) as f64;
+        let y_step = nice_step(data_max, 6.0);
+        let y_max = (data_max / y_step).ceil() * y_step;
+        Frame {
+            turns,
+            y_max,
+            y_step,
+            plot_w: WIDTH - LEFT - RIGHT,
+            plot_h: HEIGHT - TOP - BOTTOM,
+        }
+    }
+
+    /// The x of a turn (1-based).
+    fn x(&self, turn: f64) -> f64 {
+        LEFT + (turn - 1.0) / (self.turns as f64 - 1.0) * self.plot_w
+    }
+
+    /// The y of a value.
+    fn y(&self, value: f64) -> f64 {
+        TOP + self.plot_h - value / self.y_max * self.plot_h
+    }
+}
+
+/// The document's opening, its background, the title and the subtitle lines.
+fn header(svg: &mut String, title: &str, subtitle: &[&str]) {
     let _ = writeln!(
         svg,
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="12">"#
@@ -125,11 +168,13 @@ pub fn chart(
             escape(line)
         );
     }
+}
 
-    // Grid and y ticks.
+/// The grid lines and the y ticks.
+fn y_ticks(svg: &mut String, frame: &Frame) {
     let mut tick = 0.0;
-    while tick <= y_max + 0.5 {
-        let ty = y(tick);
+    while tick <= frame.y_max + 0.5 {
+        let ty = frame.y(tick);
         let _ = writeln!(
             svg,
             r##"<line x1="{LEFT}" y1="{ty:.1}" x2="{:.1}" y2="{ty:.1}" stroke="#e5e5e5"/>"##,
@@ -142,66 +187,77 @@ pub fn chart(
             ty + 4.0,
             tick_label(tick)
         );
-        tick += y_step;
+        tick += frame.y_step;
     }
-    // X ticks.
-    let x_step = nice_step(turns as f64, 8.0);
+}
+
+/// The x ticks: turn 1, then every nice step.
+fn x_ticks(svg: &mut String, frame: &Frame) {
+    let x_step = nice_step(frame.turns as f64, 8.0);
     let mut turn = x_step;
     let mut x_ticks = vec![1.0];
-    while turn <= turns as f64 {
+    while turn <= frame.turns as f64 {
         x_ticks.push(turn);
         turn += x_step;
     }
     for t in x_ticks {
-        let tx = x(t);
+        let tx = frame.x(t);
         let _ = writeln!(
             svg,
             r##"<line x1="{tx:.1}" y1="{:.1}" x2="{tx:.1}" y2="{:.1}" stroke="#333333"/>"##,
-            TOP + plot_h,
-            TOP + plot_h + 5.0
+            TOP + frame.plot_h,
+            TOP + frame.plot_h + 5.0
         );
         let _ = writeln!(
             svg,
             r#"<text x="{tx:.1}" y="{:.1}" text-anchor="middle">{t}</text>"#,
-            TOP + plot_h + 19.0
+            TOP + frame.plot_h + 19.0
         );
     }
-    // Axes and their titles.
+}
+
+/// The axes and their titles.
+fn axes(svg: &mut String, frame: &Frame, y_label: &str) {
     let _ = writeln!(
         svg,
         r##"<path d="M{LEFT},{TOP} V{:.1} H{:.1}" fill="none" stroke="#333333"/>"##,
-        TOP + plot_h,
+        TOP + frame.plot_h,
         WIDTH - RIGHT
     );
     let _ = writeln!(
         svg,
         r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">turn</text>"#,
-        LEFT + plot_w / 2.0,
+        LEFT + frame.plot_w / 2.0,
         HEIGHT - 28.0
     );
     let _ = writeln!(
         svg,
         r#"<text transform="translate(20 {:.1}) rotate(-90)" text-anchor="middle">{}</text>"#,
-        TOP + plot_h / 2.0,
+        TOP + frame.plot_h / 2.0,
         escape(y_label)
     );
+}
 
-    // Shaded turns, under the lines.
-    let band = (plot_w / (turns as f64 - 1.0)).max(1.5);
+/// A band over each marked turn, kept inside the plot at the first and last.
+fn shade(svg: &mut String, frame: &Frame, marks: Option<&Marks<'_>>) {
+    let band = (frame.plot_w / (frame.turns as f64 - 1.0)).max(1.5);
     for &turn in marks.iter().flat_map(|m| &m.turns) {
         // Kept inside the plot at the first and last turns.
-        let from = (x(turn as f64) - band / 2.0).max(LEFT);
-        let to = (x(turn as f64) + band / 2.0).min(WIDTH - RIGHT);
+        let from = (frame.x(turn as f64) - band / 2.0).max(LEFT);
+        let to = (frame.x(turn as f64) + band / 2.0).min(WIDTH - RIGHT);
         let _ = writeln!(
             svg,
-            r##"<rect x="{from:.1}" y="{TOP}" width="{:.1}" height="{plot_h:.1}" fill="#f2c14e" fill-opacity="0.35"/>"##,
-            to - from
+            r##"<rect x="{from:.1}" y="{TOP}" width="{:.1}" height="{:.1}" fill="#f2c14e" fill-opacity="0.35"/>"##,
+            to - from,
+            frame.plot_h
         );
     }
+}
 
-    // Reference lines.
+/// The reference lines (a threshold, a limit), dashed, each with its label.
+fn reference_lines(svg: &mut String, frame: &Frame, rules: &[Rule<'_>]) {
     for rule in rules {
-        let ry = y(rule.value as f64);
+        let ry = frame.y(rule.value as f64);
         let _ = writeln!(
             svg,
             r##"<line x1="{LEFT}" y1="{ry:.1}" x2="{:.1}" y2="{ry:.1}" stroke="#888888" stroke-dasharray="6 4"/>"##,
@@ -215,14 +271,22 @@ pub fn chart(
             escape(rule.label)
         );
     }
+}
 
+/// One polyline per series.
+fn polylines(svg: &mut String, frame: &Frame, series: &[Series<'_>]) {
     // The series, the first ones wider, so that a line drawn over another (degrau
     // equals full history until its first step) leaves it visible.
     for (index, s) in series.iter().enumerate() {
         let width = (3.4 - 0.9 * index as f64).max(1.4);
         let mut points = String::new();
         for (i, value) in s.values.iter().enumerate() {
-            let _ = write!(points, "{:.1},{:.1} ", x(i as f64 + 1.0), y(*value as f64));
+            let _ = write!(
+                points,
+                "{:.1},{:.1} ",
+                frame.x(i as f64 + 1.0),
+                frame.y(*value as f64)
+            );
         }
         let _ = writeln!(
             svg,
@@ -231,8 +295,10 @@ pub fn chart(
             points.trim_end()
         );
     }
+}
 
-    // Legend, top left inside the plot.
+/// The legend, top left inside the plot: the marks first if any, then each series.
+fn legend(svg: &mut String, series: &[Series<'_>], marks: Option<&Marks<'_>>) {
     let entries = series.len() + usize::from(marks.is_some());
     let legend_h = 20.0 * entries as f64 + 10.0;
     let _ = writeln!(
@@ -274,8 +340,6 @@ pub fn chart(
             escape(s.label)
         );
     }
-    svg.push_str("</svg>\n");
-    svg
 }
 
 #[cfg(test)]

@@ -161,6 +161,50 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     !needle.is_empty() && haystack.windows(needle.len()).any(|w| w == needle)
 }
 
+/// The record of one `POST /v1/messages`: who made it (the compactor's `system[0]`
+/// starts with `degrau:`), its model, status and usage, the tools the answer
+/// called, whether the request held the watched string.
+fn call_of(
+    turn: usize,
+    watch: Option<String>,
+    body: &[u8],
+    status: StatusCode,
+    bytes: &[u8],
+) -> Call {
+    let lean: Option<Lean> = serde_json::from_slice(body).ok();
+    let response: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
+    let usage = (status == StatusCode::OK)
+        .then(|| serde_json::from_value::<Usage>(response["usage"].clone()).ok())
+        .flatten();
+    let tools_called = response["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|b| b["type"] == "tool_use")
+        .filter_map(|b| b["name"].as_str().map(str::to_owned))
+        .collect();
+    let caller = if lean
+        .as_ref()
+        .is_some_and(|l| l.first_system_text().starts_with("degrau:"))
+    {
+        Caller::Compactor
+    } else {
+        Caller::Ask
+    };
+    Call {
+        turn,
+        caller,
+        model: lean.map(|l| l.model).unwrap_or_default(),
+        status: status.as_u16(),
+        usage,
+        tools_called,
+        held_watched: watch.is_some_and(|w| contains(body, w.as_bytes())),
+        request_bytes: body.len(),
+    }
+}
+
+/// Passes a request to the upstream and its answer back unchanged (hop-by-hop
+/// headers aside), recording each `POST /v1/messages` as a [`Call`].
 async fn forward(
     State((state, client)): State<Shared>,
     method: Method,
@@ -194,36 +238,7 @@ async fn forward(
     let bytes = answer.bytes().await.unwrap_or_default();
 
     if method == Method::POST && uri.path() == "/v1/messages" {
-        let lean: Option<Lean> = serde_json::from_slice(&body).ok();
-        let response: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-        let usage = (status == StatusCode::OK)
-            .then(|| serde_json::from_value::<Usage>(response["usage"].clone()).ok())
-            .flatten();
-        let tools_called = response["content"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|b| b["type"] == "tool_use")
-            .filter_map(|b| b["name"].as_str().map(str::to_owned))
-            .collect();
-        let caller = if lean
-            .as_ref()
-            .is_some_and(|l| l.first_system_text().starts_with("degrau:"))
-        {
-            Caller::Compactor
-        } else {
-            Caller::Ask
-        };
-        let call = Call {
-            turn,
-            caller,
-            model: lean.map(|l| l.model).unwrap_or_default(),
-            status: status.as_u16(),
-            usage,
-            tools_called,
-            held_watched: watch.is_some_and(|w| contains(&body, w.as_bytes())),
-            request_bytes: body.len(),
-        };
+        let call = call_of(turn, watch, &body, status, &bytes);
         lock(&state).calls.push(call);
     }
 

@@ -45,7 +45,7 @@ pub(crate) fn dropped_response(status: StatusCode, headers: HeaderMap, body: Byt
 
 /// A body that yields one chunk, waits a moment, then fails.
 ///
-/// The stand-in has the same small stream (`infra/standin/src/http.rs`), on
+/// The stand-in has the same small stream (`infra/standin/src/http/respond.rs`), on
 /// purpose: the two local tools share no crate, and twenty lines do not make one.
 struct Truncated {
     chunk: Option<Bytes>,

@@ -155,9 +155,10 @@ impl Outcome {
 /// The usage of one call. `read_back` gives the size read back for an action
 /// index of [`read_backs`], if it was read.
 ///
-/// Long on purpose: one arm per operation degrau calls, each with DynamoDB's own
-/// sizing and rounding rule, side by side so they can be checked against the
-/// documentation together.
+/// One arm per operation degrau calls, each function below it with DynamoDB's own
+/// sizing and rounding rule, in this order, so they can be checked against the
+/// documentation together. Reads count only when done; a write refused by its
+/// condition is charged its units but writes nothing.
 pub fn account(
     operation: &str,
     request: &Value,
@@ -169,141 +170,196 @@ pub fn account(
         return Usage::default();
     }
     let done = outcome == Outcome::Done;
-    let mut usage = Usage::default();
     match operation {
-        "GetItem" if done => {
-            let item = response.get("Item");
-            let size = item.map_or(0, item_size);
-            usage.items_read = u64::from(item.is_some());
-            usage.bytes_read = size;
-            usage.rcu = read_units(size, consistent(request));
+        "GetItem" if done => get_item(request, response),
+        "BatchGetItem" if done => batch_get_item(request, response),
+        "Query" | "Scan" if done => query(request, response),
+        "TransactGetItems" if done => transact_get_items(response),
+        "PutItem" => put_item(request, response, done),
+        "UpdateItem" => update_item(request, response, done, read_back),
+        "DeleteItem" => delete_item(request, response, done),
+        "BatchWriteItem" => batch_write_item(request, done),
+        "TransactWriteItems" => transact_write_items(request, done, read_back),
+        _ => Usage::default(),
+    }
+}
+
+/// GetItem: the item found, strongly or eventually consistent.
+fn get_item(request: &Value, response: &Value) -> Usage {
+    let mut usage = Usage::default();
+    let item = response.get("Item");
+    let size = item.map_or(0, item_size);
+    usage.items_read = u64::from(item.is_some());
+    usage.bytes_read = size;
+    usage.rcu = read_units(size, consistent(request));
+    usage
+}
+
+/// BatchGetItem: each item found, rounded on its own, each table consistent or not.
+fn batch_get_item(request: &Value, response: &Value) -> Usage {
+    let mut usage = Usage::default();
+    let tables = response.get("Responses").and_then(Value::as_object);
+    for (table, items) in tables.into_iter().flatten() {
+        let consistent = request
+            .get("RequestItems")
+            .and_then(|r| r.get(table))
+            .is_some_and(consistent);
+        for item in items.as_array().into_iter().flatten() {
+            let size = item_size(item);
+            usage.items_read += 1;
+            usage.bytes_read += size;
+            usage.rcu += read_units(size, consistent);
         }
-        "BatchGetItem" if done => {
-            let tables = response.get("Responses").and_then(Value::as_object);
-            for (table, items) in tables.into_iter().flatten() {
-                let consistent = request
-                    .get("RequestItems")
-                    .and_then(|r| r.get(table))
-                    .is_some_and(consistent);
-                for item in items.as_array().into_iter().flatten() {
-                    let size = item_size(item);
-                    usage.items_read += 1;
-                    usage.bytes_read += size;
-                    usage.rcu += read_units(size, consistent);
-                }
+    }
+    usage
+}
+
+/// Query and Scan: the items returned, their sizes summed before rounding.
+fn query(request: &Value, response: &Value) -> Usage {
+    let mut usage = Usage::default();
+    let items = response.get("Items").and_then(Value::as_array);
+    let sizes: u64 = items.into_iter().flatten().map(item_size).sum();
+    usage.items_read = items.map_or(0, |i| i.len() as u64);
+    usage.bytes_read = sizes;
+    usage.rcu = read_units(sizes, consistent(request));
+    // Filtered-out or projected-away bytes are charged but unseen.
+    let scanned = response.get("ScannedCount").and_then(Value::as_u64);
+    usage.estimated = scanned.is_some_and(|s| s > usage.items_read)
+        || request.get("ProjectionExpression").is_some()
+        || request.get("Select").and_then(Value::as_str) == Some("COUNT");
+    usage
+}
+
+/// TransactGetItems: each item found, strongly consistent, at twice the units.
+fn transact_get_items(response: &Value) -> Usage {
+    let mut usage = Usage::default();
+    for entry in response
+        .get("Responses")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let item = entry.get("Item");
+        let size = item.map_or(0, item_size);
+        usage.items_read += u64::from(item.is_some());
+        usage.bytes_read += size;
+        usage.rcu += 2.0 * read_units(size, true);
+    }
+    usage
+}
+
+/// PutItem: the larger of the new item and the one it replaced (when returned).
+fn put_item(request: &Value, response: &Value, done: bool) -> Usage {
+    let mut usage = Usage::default();
+    let mut size = request.get("Item").map_or(0, item_size);
+    if let Some(old) = response.get("Attributes") {
+        size = size.max(item_size(old));
+    }
+    usage.wcu = write_units(size);
+    if done {
+        usage.items_written = 1;
+        usage.bytes_written = request.get("Item").map_or(0, item_size);
+    }
+    usage
+}
+
+/// UpdateItem: the item after the update, returned or read back; else estimated
+/// from the request.
+fn update_item(
+    request: &Value,
+    response: &Value,
+    done: bool,
+    read_back: &dyn Fn(usize) -> Option<u64>,
+) -> Usage {
+    let mut usage = Usage::default();
+    let (size, estimated) = match response.get("Attributes") {
+        Some(new) if done && returns_all_new(request) => (item_size(new), false),
+        _ => match read_back(0) {
+            Some(size) if done => (size, false),
+            _ => (update_estimate(request), true),
+        },
+    };
+    usage.wcu = write_units(size);
+    usage.estimated = estimated;
+    if done {
+        usage.items_written = 1;
+        usage.bytes_written = size;
+    }
+    usage
+}
+
+/// DeleteItem: the item deleted when returned; else estimated from its key.
+fn delete_item(request: &Value, response: &Value, done: bool) -> Usage {
+    let mut usage = Usage::default();
+    let (size, estimated) = match response.get("Attributes") {
+        Some(old) => (item_size(old), false),
+        None => (request.get("Key").map_or(0, item_size), true),
+    };
+    usage.wcu = write_units(size);
+    usage.estimated = estimated;
+    if done {
+        usage.items_written = 1;
+        usage.bytes_written = size;
+    }
+    usage
+}
+
+/// BatchWriteItem: each put at its item's size, each delete estimated from its key.
+fn batch_write_item(request: &Value, done: bool) -> Usage {
+    let mut usage = Usage::default();
+    let tables = request.get("RequestItems").and_then(Value::as_object);
+    for request in tables
+        .into_iter()
+        .flatten()
+        .flat_map(|(_, r)| r.as_array().map_or(&[] as &[Value], Vec::as_slice).iter())
+    {
+        let (size, estimated) = if let Some(put) = request.get("PutRequest") {
+            (put.get("Item").map_or(0, item_size), false)
+        } else if let Some(delete) = request.get("DeleteRequest") {
+            (delete.get("Key").map_or(0, item_size), true)
+        } else {
+            continue;
+        };
+        usage.wcu += write_units(size);
+        usage.estimated |= estimated;
+        if done {
+            usage.items_written += 1;
+            usage.bytes_written += size;
+        }
+    }
+    usage
+}
+
+/// TransactWriteItems: each action at twice the units; an update read back or
+/// estimated, a delete or a condition check estimated from its key (a check
+/// writes nothing).
+fn transact_write_items(
+    request: &Value,
+    done: bool,
+    read_back: &dyn Fn(usize) -> Option<u64>,
+) -> Usage {
+    let mut usage = Usage::default();
+    for (index, action) in transact_items(request).iter().enumerate() {
+        let (size, estimated, writes) = if let Some(put) = action.get("Put") {
+            (put.get("Item").map_or(0, item_size), false, true)
+        } else if let Some(update) = action.get("Update") {
+            match read_back(index) {
+                Some(size) if done => (size, false, true),
+                _ => (update_estimate(update), true, true),
             }
+        } else if let Some(delete) = action.get("Delete") {
+            (delete.get("Key").map_or(0, item_size), true, true)
+        } else if let Some(check) = action.get("ConditionCheck") {
+            (check.get("Key").map_or(0, item_size), true, false)
+        } else {
+            continue;
+        };
+        usage.wcu += 2.0 * write_units(size);
+        usage.estimated |= estimated;
+        if done && writes {
+            usage.items_written += 1;
+            usage.bytes_written += size;
         }
-        "Query" | "Scan" if done => {
-            let items = response.get("Items").and_then(Value::as_array);
-            let sizes: u64 = items.into_iter().flatten().map(item_size).sum();
-            usage.items_read = items.map_or(0, |i| i.len() as u64);
-            usage.bytes_read = sizes;
-            usage.rcu = read_units(sizes, consistent(request));
-            // Filtered-out or projected-away bytes are charged but unseen.
-            let scanned = response.get("ScannedCount").and_then(Value::as_u64);
-            usage.estimated = scanned.is_some_and(|s| s > usage.items_read)
-                || request.get("ProjectionExpression").is_some()
-                || request.get("Select").and_then(Value::as_str) == Some("COUNT");
-        }
-        "TransactGetItems" if done => {
-            for entry in response
-                .get("Responses")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                let item = entry.get("Item");
-                let size = item.map_or(0, item_size);
-                usage.items_read += u64::from(item.is_some());
-                usage.bytes_read += size;
-                usage.rcu += 2.0 * read_units(size, true);
-            }
-        }
-        "PutItem" => {
-            let mut size = request.get("Item").map_or(0, item_size);
-            if let Some(old) = response.get("Attributes") {
-                size = size.max(item_size(old));
-            }
-            usage.wcu = write_units(size);
-            if done {
-                usage.items_written = 1;
-                usage.bytes_written = request.get("Item").map_or(0, item_size);
-            }
-        }
-        "UpdateItem" => {
-            let (size, estimated) = match response.get("Attributes") {
-                Some(new) if done && returns_all_new(request) => (item_size(new), false),
-                _ => match read_back(0) {
-                    Some(size) if done => (size, false),
-                    _ => (update_estimate(request), true),
-                },
-            };
-            usage.wcu = write_units(size);
-            usage.estimated = estimated;
-            if done {
-                usage.items_written = 1;
-                usage.bytes_written = size;
-            }
-        }
-        "DeleteItem" => {
-            let (size, estimated) = match response.get("Attributes") {
-                Some(old) => (item_size(old), false),
-                None => (request.get("Key").map_or(0, item_size), true),
-            };
-            usage.wcu = write_units(size);
-            usage.estimated = estimated;
-            if done {
-                usage.items_written = 1;
-                usage.bytes_written = size;
-            }
-        }
-        "BatchWriteItem" => {
-            let tables = request.get("RequestItems").and_then(Value::as_object);
-            for request in tables
-                .into_iter()
-                .flatten()
-                .flat_map(|(_, r)| r.as_array().map_or(&[] as &[Value], Vec::as_slice).iter())
-            {
-                let (size, estimated) = if let Some(put) = request.get("PutRequest") {
-                    (put.get("Item").map_or(0, item_size), false)
-                } else if let Some(delete) = request.get("DeleteRequest") {
-                    (delete.get("Key").map_or(0, item_size), true)
-                } else {
-                    continue;
-                };
-                usage.wcu += write_units(size);
-                usage.estimated |= estimated;
-                if done {
-                    usage.items_written += 1;
-                    usage.bytes_written += size;
-                }
-            }
-        }
-        "TransactWriteItems" => {
-            for (index, action) in transact_items(request).iter().enumerate() {
-                let (size, estimated, writes) = if let Some(put) = action.get("Put") {
-                    (put.get("Item").map_or(0, item_size), false, true)
-                } else if let Some(update) = action.get("Update") {
-                    match read_back(index) {
-                        Some(size) if done => (size, false, true),
-                        _ => (update_estimate(update), true, true),
-                    }
-                } else if let Some(delete) = action.get("Delete") {
-                    (delete.get("Key").map_or(0, item_size), true, true)
-                } else if let Some(check) = action.get("ConditionCheck") {
-                    (check.get("Key").map_or(0, item_size), true, false)
-                } else {
-                    continue;
-                };
-                usage.wcu += 2.0 * write_units(size);
-                usage.estimated |= estimated;
-                if done && writes {
-                    usage.items_written += 1;
-                    usage.bytes_written += size;
-                }
-            }
-        }
-        _ => {}
     }
     usage
 }

@@ -7,15 +7,16 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use crate::answers::{dropped_response, error_response};
-use crate::dynamodb::{self, Outcome, ReadBack};
+use crate::dynamodb::{self, Outcome, ReadBack, Usage};
 use crate::record::SQS_BILLING_CHUNK_BYTES;
-use crate::{Call, DropPoint, MAX_BODY_BYTES, Proxy, lock, size};
+use crate::{Call, DropPoint, Fault, MAX_BODY_BYTES, Proxy, lock, size};
 
 /// Headers that belong to one connection, not to the message.
 const HOP_BY_HOP: &[&str] = &[
@@ -78,8 +79,8 @@ fn millis(since: Instant) -> f64 {
 }
 
 /// One forwarded call from start to end: read the body, classify it, apply a queued
-/// fault, forward it, account and record it, answer. Long because it fills one
-/// [`Call`] record step by step; split, the record would travel through every piece.
+/// fault, forward it, account and record it, answer. Each step fills its part of
+/// the one [`Call`] record, which is recorded once, on whichever path ends the call.
 pub(crate) async fn forward(State(proxy): State<Proxy>, request: Request) -> Response {
     let started = Instant::now();
     let seq = proxy.0.next_seq.fetch_add(1, Ordering::SeqCst);
@@ -105,37 +106,146 @@ pub(crate) async fn forward(State(proxy): State<Proxy>, request: Request) -> Res
         ..Call::default()
     };
     let request_json: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    call.resource = match service.as_str() {
-        "dynamodb" => dynamodb::table_of(&request_json),
+    call.resource = resource(&service, &request_json);
+
+    if let Some(fault) = &fault {
+        match inject(fault, call, started).await {
+            Injected::Answer(call, answer) => {
+                proxy.record(call);
+                return answer;
+            }
+            Injected::Forward(unchanged) => call = unchanged,
+        }
+    }
+
+    let upstream = match ask_upstream(&proxy, &parts, &body).await {
+        Ok(upstream) => upstream,
+        Err(failure) => return upstream_failed(&proxy, call, failure, started),
+    };
+    let response_json = upstream.read_into(&mut call);
+    match service.as_str() {
+        "dynamodb" => {
+            let outcome = Outcome::of(call.status, call.error_type.as_deref());
+            call.usage = dynamodb_usage(
+                &proxy,
+                &parts.headers,
+                outcome,
+                &operation,
+                &request_json,
+                &response_json,
+            )
+            .await;
+        }
+        "sqs" => {
+            call.sqs_billed_requests = (body.len() as u64).div_ceil(SQS_BILLING_CHUNK_BYTES).max(1);
+            if upstream.status.is_success() {
+                call.messages = sqs_messages(&operation, &request_json, &response_json);
+            }
+        }
+        _ => {}
+    }
+    call.duration_ms = millis(started);
+    proxy.record(call);
+    upstream.answer(fault.as_ref().and_then(|f| f.drop))
+}
+
+/// The resource a call names: a DynamoDB table, or the SQS queue at the end of
+/// its URL.
+fn resource(service: &str, request_json: &Value) -> Option<String> {
+    match service {
+        "dynamodb" => dynamodb::table_of(request_json),
         "sqs" => request_json
             .get("QueueUrl")
             .and_then(Value::as_str)
             .and_then(|url| url.rsplit('/').next())
             .map(str::to_owned),
         _ => None,
-    };
+    }
+}
 
-    if let Some(fault) = &fault {
-        if let Some(delay) = fault.delay_ms {
-            tokio::time::sleep(Duration::from_millis(delay)).await;
+/// What a queued fault did to a call.
+enum Injected {
+    /// The fault answered in the upstream's place: record the call, send this.
+    Answer(Call, Response),
+    /// The call goes on to the upstream (after the fault's delay, if any).
+    Forward(Call),
+}
+
+/// Applies `fault` before the upstream: its delay, then its error answer or its
+/// drop before forwarding, if it has one.
+async fn inject(fault: &Fault, mut call: Call, started: Instant) -> Injected {
+    if let Some(delay) = fault.delay_ms {
+        tokio::time::sleep(Duration::from_millis(delay)).await;
+    }
+    if let Some(status) = fault.status {
+        let kind = fault.qualified_type(&call.service);
+        let body = json!({"__type": kind, "message": fault.message_text()}).to_string();
+        call.status = status;
+        call.error_type = kind.rsplit('#').next().map(str::to_owned);
+        call.response_bytes = body.len() as u64;
+        call.duration_ms = millis(started);
+        return Injected::Answer(call, error_response(status, body));
+    }
+    if fault.drop == Some(DropPoint::Before) {
+        call.duration_ms = millis(started);
+        return Injected::Answer(
+            call,
+            dropped_response(StatusCode::OK, HeaderMap::new(), Bytes::new()),
+        );
+    }
+    Injected::Forward(call)
+}
+
+/// The upstream's answer, read whole, hop-by-hop headers removed.
+struct Upstream {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+impl Upstream {
+    /// Fills the call's status, answer size and error type; returns the answer as
+    /// JSON (null for a service other than DynamoDB and SQS, or not JSON).
+    fn read_into(&self, call: &mut Call) -> Value {
+        call.status = self.status.as_u16();
+        call.response_bytes = self.body.len() as u64;
+        let response_json: Value = if call.service == "other" {
+            Value::Null
+        } else {
+            serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+        };
+        if !self.status.is_success() {
+            call.error_type = error_type(&self.headers, &response_json);
         }
-        if let Some(status) = fault.status {
-            let kind = fault.qualified_type(&service);
-            let body = json!({"__type": kind, "message": fault.message_text()}).to_string();
-            call.status = status;
-            call.error_type = kind.rsplit('#').next().map(str::to_owned);
-            call.response_bytes = body.len() as u64;
-            call.duration_ms = millis(started);
-            proxy.record(call);
-            return error_response(status, body);
-        }
-        if fault.drop == Some(DropPoint::Before) {
-            call.duration_ms = millis(started);
-            proxy.record(call);
-            return dropped_response(StatusCode::OK, HeaderMap::new(), Bytes::new());
-        }
+        response_json
     }
 
+    /// The answer passed on unchanged, or broken halfway when the fault says
+    /// [`DropPoint::After`].
+    fn answer(self, drop: Option<DropPoint>) -> Response {
+        if drop == Some(DropPoint::After) {
+            return dropped_response(self.status, self.headers, self.body);
+        }
+        let mut response = Response::new(Body::from(self.body));
+        *response.status_mut() = self.status;
+        *response.headers_mut() = self.headers;
+        response
+    }
+}
+
+/// Why the upstream gave no answer to pass on: its `__type` (after the proxy's
+/// namespace) and message.
+struct UpstreamFailure {
+    kind: &'static str,
+    message: String,
+}
+
+/// Forwards the request unchanged (hop-by-hop headers aside) and reads the answer.
+async fn ask_upstream(
+    proxy: &Proxy,
+    parts: &Parts,
+    body: &Bytes,
+) -> Result<Upstream, UpstreamFailure> {
     let upstream = format!(
         "{}{}",
         proxy.0.config.upstream,
@@ -150,99 +260,74 @@ pub(crate) async fn forward(State(proxy): State<Proxy>, request: Request) -> Res
         .headers(headers)
         .body(body.clone())
         .send()
-        .await;
-    let answer = match answer {
-        Ok(answer) => answer,
-        Err(err) => {
-            let body = json!({
-                "__type": "com.amazonaws.degrau.awsproxy#UpstreamUnreachable",
-                "message": format!("degrau-awsproxy: {upstream}: {err}"),
-            })
-            .to_string();
-            call.status = 502;
-            call.error_type = Some("UpstreamUnreachable".into());
-            call.duration_ms = millis(started);
-            proxy.record(call);
-            return error_response(502, body);
-        }
-    };
+        .await
+        .map_err(|err| UpstreamFailure {
+            kind: "UpstreamUnreachable",
+            message: format!("degrau-awsproxy: {upstream}: {err}"),
+        })?;
     let status = answer.status();
     let mut response_headers = answer.headers().clone();
     strip_hop_by_hop(&mut response_headers);
-    let response_body = match answer.bytes().await {
-        Ok(bytes) => bytes,
-        Err(err) => {
-            call.status = 502;
-            call.error_type = Some("UpstreamBodyError".into());
-            call.duration_ms = millis(started);
-            proxy.record(call);
-            return error_response(
-                502,
-                json!({
-                    "__type": "com.amazonaws.degrau.awsproxy#UpstreamBodyError",
-                    "message": format!("degrau-awsproxy: reading the answer: {err}"),
-                })
-                .to_string(),
-            );
-        }
-    };
+    let response_body = answer.bytes().await.map_err(|err| UpstreamFailure {
+        kind: "UpstreamBodyError",
+        message: format!("degrau-awsproxy: reading the answer: {err}"),
+    })?;
+    Ok(Upstream {
+        status,
+        headers: response_headers,
+        body: response_body,
+    })
+}
 
-    call.status = status.as_u16();
-    call.response_bytes = response_body.len() as u64;
-    let response_json: Value = if service == "other" {
-        Value::Null
-    } else {
-        serde_json::from_slice(&response_body).unwrap_or(Value::Null)
-    };
-    if !status.is_success() {
-        call.error_type = error_type(&response_headers, &response_json);
-    }
-    match service.as_str() {
-        "dynamodb" => {
-            let outcome = Outcome::of(call.status, call.error_type.as_deref());
-            let read_backs = if outcome == Outcome::Done && proxy.0.config.shadow_reads {
-                dynamodb::read_backs(&operation, &request_json)
-            } else {
-                Vec::new()
-            };
-            let mut sizes = Vec::with_capacity(read_backs.len());
-            for read_back in &read_backs {
-                sizes.push((
-                    read_back.index,
-                    shadow_read(&proxy, &parts.headers, read_back).await,
-                ));
-            }
-            call.usage = dynamodb::account(
-                &operation,
-                &request_json,
-                &response_json,
-                outcome,
-                &|index| {
-                    sizes
-                        .iter()
-                        .find(|(i, _)| *i == index)
-                        .and_then(|(_, size)| *size)
-                },
-            );
-        }
-        "sqs" => {
-            call.sqs_billed_requests = (body.len() as u64).div_ceil(SQS_BILLING_CHUNK_BYTES).max(1);
-            if status.is_success() {
-                call.messages = sqs_messages(&operation, &request_json, &response_json);
-            }
-        }
-        _ => {}
-    }
+/// Records a call the upstream did not answer and answers 502 in its place.
+fn upstream_failed(
+    proxy: &Proxy,
+    mut call: Call,
+    failure: UpstreamFailure,
+    started: Instant,
+) -> Response {
+    call.status = 502;
+    call.error_type = Some(failure.kind.into());
     call.duration_ms = millis(started);
     proxy.record(call);
+    error_response(
+        502,
+        json!({
+            "__type": format!("com.amazonaws.degrau.awsproxy#{}", failure.kind),
+            "message": failure.message,
+        })
+        .to_string(),
+    )
+}
 
-    if fault.as_ref().and_then(|f| f.drop) == Some(DropPoint::After) {
-        return dropped_response(status, response_headers, response_body);
+/// DynamoDB's sizes and units of a call, with the updated items read back
+/// upstream first when the call went through and shadow reads are on.
+async fn dynamodb_usage(
+    proxy: &Proxy,
+    headers: &HeaderMap,
+    outcome: Outcome,
+    operation: &str,
+    request_json: &Value,
+    response_json: &Value,
+) -> Usage {
+    let read_backs = if outcome == Outcome::Done && proxy.0.config.shadow_reads {
+        dynamodb::read_backs(operation, request_json)
+    } else {
+        Vec::new()
+    };
+    let mut sizes = Vec::with_capacity(read_backs.len());
+    for read_back in &read_backs {
+        sizes.push((
+            read_back.index,
+            shadow_read(proxy, headers, read_back).await,
+        ));
     }
-    let mut response = Response::new(Body::from(response_body));
-    *response.status_mut() = status;
-    *response.headers_mut() = response_headers;
-    response
+    dynamodb::account(operation, request_json, response_json, outcome, &|index| {
+        sizes
+            .iter()
+            .find(|(i, _)| *i == index)
+            .and_then(|(_, size)| *size)
+    })
 }
 
 /// Messages an SQS call moved.

@@ -7,20 +7,13 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use aws_config::BehaviorVersion;
-use degrau_bridge::cli::{self, Command, USAGE};
+use degrau_bridge::cli::{self, Command, Settings, USAGE};
 use degrau_bridge::{HttpInvoke, QueueConfig, poll_once};
 use tracing::{info, warn};
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("degrau_bridge=info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
-
+    init_tracing();
     let settings = match cli::parse(std::env::args().skip(1)) {
         Ok(Command::Run(settings)) => settings,
         Ok(Command::Help) => {
@@ -32,10 +25,35 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let (sqs, queue, invoke) = match connect(&settings).await {
+        Ok(wired) => wired,
+        Err(code) => return code,
+    };
+    info!(queue = %queue.queue_arn, function = %invoke.url, "polling");
+    poll_forever(&sqs, &queue, &invoke).await
+}
+
+/// Logs to stderr, `degrau_bridge=info` unless `RUST_LOG` says otherwise.
+fn init_tracing() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("degrau_bridge=info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+/// The SQS client, the queue (discovered, then given the settings' batch, wait and
+/// retry visibility) and the function to invoke; on a problem, it is printed and
+/// the exit code returned.
+async fn connect(
+    settings: &Settings,
+) -> Result<(aws_sdk_sqs::Client, QueueConfig, HttpInvoke), ExitCode> {
     let sdk = aws_config::load_defaults(BehaviorVersion::latest()).await;
     if sdk.region().is_none() {
         eprintln!("degrau-bridge: AWS_REGION is not set");
-        return ExitCode::from(2);
+        return Err(ExitCode::from(2));
     }
     let sqs = aws_sdk_sqs::Client::new(&sdk);
     let invoke = match HttpInvoke::new(
@@ -46,7 +64,7 @@ async fn main() -> ExitCode {
         Ok(invoke) => invoke,
         Err(message) => {
             eprintln!("degrau-bridge: {message}");
-            return ExitCode::FAILURE;
+            return Err(ExitCode::FAILURE);
         }
     };
     let queue = match QueueConfig::discover(&sqs, &settings.queue_url).await {
@@ -58,13 +76,17 @@ async fn main() -> ExitCode {
         },
         Err(e) => {
             eprintln!("degrau-bridge: {e}");
-            return ExitCode::FAILURE;
+            return Err(ExitCode::FAILURE);
         }
     };
-    info!(queue = %queue.queue_arn, function = %invoke.url, "polling");
+    Ok((sqs, queue, invoke))
+}
 
+/// Loops [`poll_once`], logging each settled batch's counts; backs off 1 s after
+/// an error or a failed invocation.
+async fn poll_forever(sqs: &aws_sdk_sqs::Client, queue: &QueueConfig, invoke: &HttpInvoke) -> ! {
     loop {
-        match poll_once(&sqs, &queue, &invoke).await {
+        match poll_once(sqs, queue, invoke).await {
             Ok(report) if report.received == 0 => {}
             Ok(report) => {
                 info!(

@@ -24,7 +24,7 @@
 
 use std::collections::HashMap;
 
-use crate::prompt::{PrefixHash, Prompt, Ttl};
+use crate::prompt::{Position, PrefixHash, Prompt, Ttl};
 use crate::wire::{CacheCreation, Usage};
 
 /// How far back a read looks from each breakpoint, the breakpoint included.
@@ -97,34 +97,13 @@ impl Cache {
             return uncached;
         }
 
-        let hits: Vec<usize> = breakpoints
-            .iter()
-            .filter_map(|&(b, _)| {
-                (b.saturating_sub(LOOKBACK - 1)..=b)
-                    .rev()
-                    .find(|&j| cacheable(j) && self.entries.contains_key(&positions[j].prefix_hash))
-            })
-            .collect();
-        for &hit in &hits {
-            if let Some(entry) = self.entries.get_mut(&positions[hit].prefix_hash) {
-                entry.expires_ms = now_ms + entry.ttl.ms();
-            }
-        }
-        let read_end = hits.iter().copied().max();
+        let read_end = self.read(positions, &breakpoints, &cacheable, now_ms);
         let written: Vec<(usize, Ttl)> = breakpoints
             .iter()
             .copied()
             .filter(|&(b, _)| read_end.is_none_or(|r| b > r))
             .collect();
-        for &(b, ttl) in written.iter().filter(|&&(b, _)| cacheable(b)) {
-            self.entries.insert(
-                positions[b].prefix_hash,
-                Entry {
-                    expires_ms: now_ms + ttl.ms(),
-                    ttl,
-                },
-            );
-        }
+        self.write(positions, &written, &cacheable, now_ms);
         let read = read_end.map_or(0, |r| cumulative[r]);
         let one_hour_end = written
             .iter()
@@ -143,12 +122,55 @@ impl Cache {
             },
         }
     }
+
+    /// Looks back from each breakpoint for the latest cacheable prefix already
+    /// written, renews every entry found, and returns where the longest read ends.
+    fn read(
+        &mut self,
+        positions: &[Position],
+        breakpoints: &[(usize, Ttl)],
+        cacheable: &dyn Fn(usize) -> bool,
+        now_ms: u64,
+    ) -> Option<usize> {
+        let hits: Vec<usize> = breakpoints
+            .iter()
+            .filter_map(|&(b, _)| {
+                (b.saturating_sub(LOOKBACK - 1)..=b)
+                    .rev()
+                    .find(|&j| cacheable(j) && self.entries.contains_key(&positions[j].prefix_hash))
+            })
+            .collect();
+        for &hit in &hits {
+            if let Some(entry) = self.entries.get_mut(&positions[hit].prefix_hash) {
+                entry.expires_ms = now_ms + entry.ttl.ms();
+            }
+        }
+        hits.iter().copied().max()
+    }
+
+    /// Writes each cacheable breakpoint of `written` with its lifetime.
+    fn write(
+        &mut self,
+        positions: &[Position],
+        written: &[(usize, Ttl)],
+        cacheable: &dyn Fn(usize) -> bool,
+        now_ms: u64,
+    ) {
+        for &(b, ttl) in written.iter().filter(|&&(b, _)| cacheable(b)) {
+            self.entries.insert(
+                positions[b].prefix_hash,
+                Entry {
+                    expires_ms: now_ms + ttl.ms(),
+                    ttl,
+                },
+            );
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::prompt::Position;
 
     const H: Option<Ttl> = Some(Ttl::OneHour);
     const M: Option<Ttl> = Some(Ttl::FiveMinutes);

@@ -10,14 +10,26 @@
 //! string, `tool_result.content` as a string or text blocks (or absent), a tool
 //! without `description`. Bedrock's `InvokeModel` body is read by
 //! [`from_bedrock`] first.
+//!
+//! # Layout
+//!
+//! This file: the request's top-level fields, `system`, `tools`, `tool_choice`
+//! and `thinking`. `parse/messages.rs` reads the messages and their blocks,
+//! `parse/path.rs` holds the JSON path and its checks, `parse/bedrock.rs` Bedrock's
+//! body.
 
 use serde_json::{Map, Value, json};
 
+mod bedrock;
+mod messages;
+mod path;
+
 use crate::error::ApiError;
-use crate::wire::{
-    Block, Content, Message, MessagesRequest, Role, SystemBlock, Thinking, Tool, ToolChoice,
-    ToolResultContent, Ttl, request::TextBlock,
-};
+use crate::wire::{MessagesRequest, SystemBlock, Thinking, Tool, ToolChoice};
+use messages::{messages, text_blocks};
+use path::{Path, optional};
+
+pub use bedrock::{BEDROCK_ANTHROPIC_VERSION, from_bedrock};
 
 /// A request that passed every check.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,15 +58,6 @@ const REQUEST_FIELDS: &[&str] = &[
     "top_k",
     "top_p",
     "service_tier",
-];
-
-/// The block types the stand-in reads, in the order its error lists them.
-const BLOCK_TYPES: &[&str] = &[
-    "text",
-    "tool_use",
-    "tool_result",
-    "thinking",
-    "redacted_thinking",
 ];
 
 /// Parses and checks a body; the error is the 400 the API would answer.
@@ -104,19 +107,6 @@ pub fn parse_value(value: &Value) -> Result<ParsedRequest, ApiError> {
     crate::rules::check(&request)?;
     crate::thinking::verify(&request)?;
     Ok(ParsedRequest { request, prelude })
-}
-
-/// A field that may be absent (or null), read by `read` when present.
-fn optional<T>(
-    object: &Map<String, Value>,
-    field: &str,
-    read: impl FnOnce(&Value) -> Result<T, ApiError>,
-) -> Result<Option<T>, ApiError> {
-    object
-        .get(field)
-        .filter(|v| !v.is_null())
-        .map(read)
-        .transpose()
 }
 
 /// The options the stand-in does not act on, checked for their type only.
@@ -172,156 +162,6 @@ fn system(value: &Value) -> Result<Vec<SystemBlock>, ApiError> {
             ..SystemBlock::text(text)
         })
         .collect())
-}
-
-/// A list of `{"type": "text", "text", "cache_control"?}` blocks (`system`, a
-/// `tool_result`'s `content`), as (text, breakpoint) pairs. The API takes images
-/// in a `tool_result` too; degrau sends none, so the stand-in reads text only.
-fn text_blocks(at: &Path, value: &Value) -> Result<Vec<(String, Option<Ttl>)>, ApiError> {
-    let mut blocks = Vec::new();
-    for (index, block) in at.array(value)?.iter().enumerate() {
-        let at = at.index(index);
-        let object = at.fields(block, &["type", "text"], &["cache_control"])?;
-        if object["type"].as_str() != Some("text") {
-            return Err(at.field("type").invalid("Input should be 'text'"));
-        }
-        let text = at.field("text").string(&object["text"])?.to_owned();
-        blocks.push((text, at.cache_control(object)?));
-    }
-    Ok(blocks)
-}
-
-fn messages(value: &Value) -> Result<Vec<Message>, ApiError> {
-    let at = Path::root().field("messages");
-    let mut messages = Vec::new();
-    for (number, message) in at.array(value)?.iter().enumerate() {
-        let at = at.index(number);
-        let object = at.fields(message, &["role", "content"], &[])?;
-        let role = match object["role"].as_str() {
-            Some("user") => Role::User,
-            Some("assistant") => Role::Assistant,
-            _ => {
-                return Err(at
-                    .field("role")
-                    .invalid("Input should be 'user' or 'assistant'"));
-            }
-        };
-        let at = at.field("content");
-        let content = match &object["content"] {
-            Value::String(text) if text.is_empty() => Vec::new(),
-            Value::String(text) => vec![Block {
-                content: Content::Text { text: text.clone() },
-                cache_control: None,
-            }],
-            value => at
-                .array(value)?
-                .iter()
-                .enumerate()
-                .map(|(index, block)| content_block(&at.index(index), block))
-                .collect::<Result<_, _>>()?,
-        };
-        messages.push(Message { role, content });
-    }
-    Ok(messages)
-}
-
-/// One content block, by its `type`, each with its own fields.
-fn content_block(at: &Path, value: &Value) -> Result<Block, ApiError> {
-    let object = at.object(value)?;
-    at.required(object, "type")?;
-    let kind = at.field("type").string(&object["type"])?;
-    let (fields, required): (&[&str], &[&str]) = match kind {
-        "text" => (&["type", "text", "cache_control", "citations"], &["text"]),
-        // `caller` is on every `tool_use` the API answers now (`{"type": "direct"}`,
-        // the official SDKs' types), and taken back.
-        "tool_use" => (
-            &["type", "id", "name", "input", "cache_control", "caller"],
-            &["id", "name", "input"],
-        ),
-        "tool_result" => (
-            &[
-                "type",
-                "tool_use_id",
-                "content",
-                "is_error",
-                "cache_control",
-            ],
-            &["tool_use_id"],
-        ),
-        "thinking" => (
-            &["type", "thinking", "signature"],
-            &["thinking", "signature"],
-        ),
-        "redacted_thinking" => (&["type", "data"], &["data"]),
-        other => {
-            let expected = BLOCK_TYPES
-                .iter()
-                .map(|t| format!("'{t}'"))
-                .collect::<Vec<_>>()
-                .join(", ");
-            return Err(at.invalid(&format!(
-                "Input tag '{other}' found using 'type' does not match any of the expected tags: {expected}"
-            )));
-        }
-    };
-    for field in required {
-        at.required(object, field)?;
-    }
-    at.only(object, fields)?;
-    if let Some(caller) = object.get("caller").filter(|v| !v.is_null()) {
-        let at = at.field("caller");
-        at.required(at.object(caller)?, "type")?;
-    }
-    let text = |field: &str| -> Result<String, ApiError> {
-        Ok(at.field(field).string(&object[field])?.to_owned())
-    };
-    let content = match kind {
-        "text" => Content::Text {
-            text: text("text")?,
-        },
-        "tool_use" => Content::ToolUse {
-            id: text("id")?,
-            name: text("name")?,
-            input: {
-                at.field("input").object(&object["input"])?;
-                object["input"].clone()
-            },
-        },
-        "tool_result" => Content::ToolResult {
-            tool_use_id: text("tool_use_id")?,
-            content: optional(object, "content", |v| {
-                tool_result_content(&at.field("content"), v)
-            })?,
-            is_error: optional(object, "is_error", |v| at.field("is_error").boolean(v))?
-                .unwrap_or(false),
-        },
-        "thinking" => Content::Thinking {
-            thinking: text("thinking")?,
-            signature: text("signature")?,
-        },
-        _ => Content::RedactedThinking {
-            data: text("data")?,
-        },
-    };
-    Ok(Block {
-        content,
-        cache_control: at.cache_control(object)?,
-    })
-}
-
-/// `tool_result.content`: a string, or a list of text blocks.
-fn tool_result_content(at: &Path, value: &Value) -> Result<ToolResultContent, ApiError> {
-    if let Value::String(text) = value {
-        return Ok(ToolResultContent::Text(text.clone()));
-    }
-    let blocks = text_blocks(at, value)?;
-    Ok(ToolResultContent::Blocks(
-        blocks
-            .into_iter()
-            // A breakpoint inside a result is read but not simulated.
-            .map(|(text, _)| TextBlock { kind: "text", text })
-            .collect(),
-    ))
 }
 
 fn tools(value: &Value) -> Result<Vec<Tool>, ApiError> {
@@ -415,182 +255,6 @@ fn thinking(value: &Value) -> Result<Thinking, ApiError> {
             .field("type")
             .invalid("Input should be 'enabled' or 'disabled'")),
     }
-}
-
-/// A JSON path, as the API's messages start (`messages.2.content.0`), and the
-/// checks that name it.
-#[derive(Debug, Clone)]
-struct Path(String);
-
-impl Path {
-    fn root() -> Self {
-        Path(String::new())
-    }
-
-    fn field(&self, name: &str) -> Self {
-        if self.0.is_empty() {
-            Path(name.to_owned())
-        } else {
-            Path(format!("{}.{name}", self.0))
-        }
-    }
-
-    fn index(&self, index: usize) -> Self {
-        self.field(&index.to_string())
-    }
-
-    fn invalid(&self, problem: &str) -> ApiError {
-        ApiError::invalid(format!("{}: {problem}", self.0))
-    }
-
-    /// Refuses an absent field.
-    fn required(&self, object: &Map<String, Value>, field: &str) -> Result<(), ApiError> {
-        if object.contains_key(field) {
-            Ok(())
-        } else {
-            Err(self.field(field).invalid("Field required"))
-        }
-    }
-
-    /// Refuses a field the API does not know (the first, in key order).
-    fn only(&self, object: &Map<String, Value>, known: &[&str]) -> Result<(), ApiError> {
-        match object.keys().find(|key| !known.contains(&key.as_str())) {
-            Some(extra) => Err(self.field(extra).invalid("Extra inputs are not permitted")),
-            None => Ok(()),
-        }
-    }
-
-    /// `value` as an object holding every `required` field and nothing outside
-    /// `required` and `optional`.
-    fn fields<'a>(
-        &self,
-        value: &'a Value,
-        required: &[&str],
-        optional: &[&str],
-    ) -> Result<&'a Map<String, Value>, ApiError> {
-        let object = self.object(value)?;
-        for field in required {
-            self.required(object, field)?;
-        }
-        let known: Vec<&str> = required.iter().chain(optional).copied().collect();
-        self.only(object, &known)?;
-        Ok(object)
-    }
-
-    fn object<'a>(&self, value: &'a Value) -> Result<&'a Map<String, Value>, ApiError> {
-        value
-            .as_object()
-            .ok_or_else(|| self.invalid("Input should be a valid dictionary"))
-    }
-
-    fn array<'a>(&self, value: &'a Value) -> Result<&'a Vec<Value>, ApiError> {
-        value
-            .as_array()
-            .ok_or_else(|| self.invalid("Input should be a valid list"))
-    }
-
-    fn string<'a>(&self, value: &'a Value) -> Result<&'a str, ApiError> {
-        value
-            .as_str()
-            .ok_or_else(|| self.invalid("Input should be a valid string"))
-    }
-
-    fn integer(&self, value: &Value) -> Result<u64, ApiError> {
-        if value.as_i64().is_some_and(|n| n < 0) {
-            return Err(self.invalid("Input should be greater than or equal to 0"));
-        }
-        value
-            .as_u64()
-            .ok_or_else(|| self.invalid("Input should be a valid integer"))
-    }
-
-    fn boolean(&self, value: &Value) -> Result<bool, ApiError> {
-        value
-            .as_bool()
-            .ok_or_else(|| self.invalid("Input should be a valid boolean"))
-    }
-
-    /// A block's `cache_control`, by its lifetime: `{"type": "ephemeral", "ttl"?}`
-    /// with `ttl` `"5m"` (the default) or `"1h"`.
-    fn cache_control(&self, object: &Map<String, Value>) -> Result<Option<Ttl>, ApiError> {
-        let Some(value) = object.get("cache_control").filter(|v| !v.is_null()) else {
-            return Ok(None);
-        };
-        let at = self.field("cache_control");
-        let control = at.fields(value, &["type"], &["ttl"])?;
-        if control["type"].as_str() != Some("ephemeral") {
-            return Err(at.field("type").invalid("Input should be 'ephemeral'"));
-        }
-        match control.get("ttl") {
-            None | Some(Value::Null) => Ok(Some(Ttl::FiveMinutes)),
-            Some(ttl) => ttl
-                .as_str()
-                .and_then(Ttl::parse)
-                .map(Some)
-                .ok_or_else(|| at.field("ttl").invalid("Input should be '5m' or '1h'")),
-        }
-    }
-}
-
-/// The `anthropic_version` Bedrock's Claude models take in the body.
-pub const BEDROCK_ANTHROPIC_VERSION: &str = "bedrock-2023-05-31";
-
-/// The fields of an `InvokeModel` body for Claude: the Messages API's, with
-/// `anthropic_version` (and `anthropic_beta`) instead of `model`, and neither
-/// `stream` (a separate operation) nor the first-party-only `service_tier` and
-/// `metadata`.
-const BEDROCK_FIELDS: &[&str] = &[
-    "anthropic_version",
-    "anthropic_beta",
-    "max_tokens",
-    "messages",
-    "system",
-    "tools",
-    "tool_choice",
-    "thinking",
-    "output_config",
-    "stop_sequences",
-    "temperature",
-    "top_k",
-    "top_p",
-];
-
-/// An `InvokeModel` body made a Messages API body, the way Bedrock reads it:
-/// `anthropic_version` required and `bedrock-2023-05-31`, no field Bedrock does not
-/// know (`model` among them: the path names it), then the model from the path put
-/// in. The rest is checked by [`parse_value`] as for the Messages API. The errors
-/// are Bedrock's `ValidationException` texts.
-pub fn from_bedrock(body: &[u8], model: &str) -> Result<Value, ApiError> {
-    let malformed = |detail: &str| {
-        ApiError::invalid(format!(
-            "Malformed input request: {detail}, please reformat your input and try again."
-        ))
-    };
-    let value: Value =
-        serde_json::from_slice(body).map_err(|_| malformed("#: expected a JSON object"))?;
-    let Value::Object(mut object) = value else {
-        return Err(malformed("#: expected type: JSONObject"));
-    };
-    if let Some(extra) = object
-        .keys()
-        .find(|key| !BEDROCK_FIELDS.contains(&key.as_str()))
-    {
-        return Err(malformed(&format!(
-            "#: extraneous key [{extra}] is not permitted"
-        )));
-    }
-    match object.remove("anthropic_version") {
-        None => return Err(malformed("#: required key [anthropic_version] not found")),
-        Some(Value::String(version)) if version == BEDROCK_ANTHROPIC_VERSION => {}
-        Some(_) => {
-            return Err(malformed(&format!(
-                "#/anthropic_version: expected {BEDROCK_ANTHROPIC_VERSION}"
-            )));
-        }
-    }
-    object.remove("anthropic_beta");
-    object.insert("model".to_owned(), Value::String(model.to_owned()));
-    Ok(Value::Object(object))
 }
 
 #[cfg(test)]

@@ -76,55 +76,7 @@ pub fn events(response: &MessagesResponse) -> Vec<Value> {
         "output_tokens": usage.output_tokens.min(1),
     }}})];
     for (index, block) in response.content.iter().enumerate() {
-        let delta =
-            |delta: Value| json!({"type": "content_block_delta", "index": index, "delta": delta});
-        let (start, deltas): (Value, Vec<Value>) = match block {
-            ResponseBlock::Text { text } => (
-                json!({"type": "text", "text": ""}),
-                pieces(text, TEXT_PIECE)
-                    .into_iter()
-                    .map(|text| delta(json!({"type": "text_delta", "text": text})))
-                    .collect(),
-            ),
-            ResponseBlock::ToolUse { id, name, input } => {
-                let json = if input.as_object().is_some_and(serde_json::Map::is_empty) {
-                    String::new()
-                } else {
-                    input.to_string()
-                };
-                (
-                    json!({"type": "tool_use", "id": id, "name": name, "input": {}}),
-                    pieces(&json, INPUT_PIECE)
-                        .into_iter()
-                        .map(|partial_json| {
-                            delta(json!({"type": "input_json_delta", "partial_json": partial_json}))
-                        })
-                        .collect(),
-                )
-            }
-            ResponseBlock::Thinking {
-                thinking,
-                signature,
-            } => {
-                let mut deltas: Vec<Value> = pieces(thinking, THINKING_PIECE)
-                    .into_iter()
-                    .map(|thinking| delta(json!({"type": "thinking_delta", "thinking": thinking})))
-                    .collect();
-                if !signature.is_empty() {
-                    deltas.push(delta(
-                        json!({"type": "signature_delta", "signature": signature}),
-                    ));
-                }
-                (
-                    json!({"type": "thinking", "thinking": "", "signature": ""}),
-                    deltas,
-                )
-            }
-            ResponseBlock::RedactedThinking { data } => (
-                json!({"type": "redacted_thinking", "data": data}),
-                Vec::new(),
-            ),
-        };
+        let (start, deltas) = block_events(index, block);
         events.push(json!({"type": "content_block_start", "index": index, "content_block": start}));
         if index == 0 {
             events.push(json!({"type": "ping"}));
@@ -137,6 +89,61 @@ pub fn events(response: &MessagesResponse) -> Vec<Value> {
         "usage": {"output_tokens": usage.output_tokens}}));
     events.push(json!({"type": "message_stop"}));
     events
+}
+
+/// A block's `content_block_start` (its empty shell) and its deltas: text and
+/// thinking in pieces (a thinking's signature last), a tool's input as pieces of
+/// its JSON (none when empty), a redacted thinking whole in its start.
+fn block_events(index: usize, block: &ResponseBlock) -> (Value, Vec<Value>) {
+    let delta =
+        |delta: Value| json!({"type": "content_block_delta", "index": index, "delta": delta});
+    match block {
+        ResponseBlock::Text { text } => (
+            json!({"type": "text", "text": ""}),
+            pieces(text, TEXT_PIECE)
+                .into_iter()
+                .map(|text| delta(json!({"type": "text_delta", "text": text})))
+                .collect(),
+        ),
+        ResponseBlock::ToolUse { id, name, input } => {
+            let json = if input.as_object().is_some_and(serde_json::Map::is_empty) {
+                String::new()
+            } else {
+                input.to_string()
+            };
+            (
+                json!({"type": "tool_use", "id": id, "name": name, "input": {}}),
+                pieces(&json, INPUT_PIECE)
+                    .into_iter()
+                    .map(|partial_json| {
+                        delta(json!({"type": "input_json_delta", "partial_json": partial_json}))
+                    })
+                    .collect(),
+            )
+        }
+        ResponseBlock::Thinking {
+            thinking,
+            signature,
+        } => {
+            let mut deltas: Vec<Value> = pieces(thinking, THINKING_PIECE)
+                .into_iter()
+                .map(|thinking| delta(json!({"type": "thinking_delta", "thinking": thinking})))
+                .collect();
+            if !signature.is_empty() {
+                deltas.push(delta(
+                    json!({"type": "signature_delta", "signature": signature}),
+                ));
+            }
+            (
+                json!({"type": "thinking", "thinking": "", "signature": ""}),
+                deltas,
+            )
+        }
+        ResponseBlock::RedactedThinking { data } => (
+            json!({"type": "redacted_thinking", "data": data}),
+            Vec::new(),
+        ),
+    }
 }
 
 /// The `error` event of an injected mid-stream error.

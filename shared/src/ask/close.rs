@@ -4,8 +4,8 @@
 //! this person": the session is closed as the idle timeout would close it, and
 //! the contact's facts stay.
 //!
-//! The close is the commit of a round of no message ([`AskService::prepare_commit`]
-//! with the plan [`super::turn::closing_plan`]): in one conditional transaction the
+//! The close is the commit of a round of no message (`AskService::prepare_commit`
+//! with the plan `turn::closing_plan`): in one conditional transaction the
 //! closed session's archive and recall record are written and the head moves to
 //! the next session, empty (no window, no summary); then the closed session's fact
 //! extraction is requested, as after a round that closes one. The next round

@@ -74,7 +74,7 @@ pub struct RecordedRound {
     /// True when the round's context passed the threshold and a step was requested.
     pub compaction_queued: bool,
     /// True when the usage reported no context and `usage` is degrau's estimate
-    /// ([`super::estimate`]).
+    /// (`ask/estimate.rs`).
     pub usage_estimated: bool,
 }
 

@@ -1,5 +1,5 @@
 //! The ranking of a contact's sessions for a query: Okapi BM25 over each
-//! session's whole text (its counts, [`super::SessionIndex`]), plus the same over
+//! session's whole text (its counts, [`super::index::SessionIndex`]), plus the same over
 //! its search summary as a field of its own, weighted [`SUMMARY_WEIGHT`]; ids and
 //! dates match whole as exact terms; ties go to the newer session. Pure: the same
 //! indexes and query always rank the same.

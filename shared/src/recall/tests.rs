@@ -218,7 +218,10 @@ fn the_search_summary_is_a_field_of_its_own_weighed_below_the_text() {
         summarised.summary.as_deref(),
         Some("The customer moved the appointment to Friday.")
     );
-    assert_eq!(best(&[summarised.clone()], "appointment"), Some(1));
+    assert_eq!(
+        best(std::slice::from_ref(&summarised), "appointment"),
+        Some(1)
+    );
     assert_eq!(
         best(&[summarised, said], "appointment"),
         Some(2),

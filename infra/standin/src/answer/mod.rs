@@ -118,10 +118,9 @@ fn last_user_text(request: &MessagesRequest) -> String {
 }
 
 /// The heuristic answer: a forced tool, a summary, a fact extraction, a tool loop's
-/// closing summary, a first-message quote, the demo tools, or an echo, in that order
-/// of precedence. Long because the precedence is the point: it reads top to bottom.
+/// closing summary, a first-message quote, a tool call (recall, the demo tools), or
+/// an echo, in that order of precedence: it reads top to bottom.
 fn plain_answer(request: &MessagesRequest, id_seed: &str) -> Answer {
-    let choice = &request.tool_choice;
     let system0 = request.system.first().map_or("", |b| b.text.as_str());
     let last_turn = last_user_turn(request);
     let text = last_turn
@@ -141,38 +140,8 @@ fn plain_answer(request: &MessagesRequest, id_seed: &str) -> Answer {
     } else {
         None
     };
-    let forced = match choice {
-        ToolChoice::Tool(name) => Some(name.as_str()),
-        ToolChoice::Any => Some(
-            demo_calls
-                .as_ref()
-                .and_then(|calls| calls.first())
-                .map(|(name, _)| *name)
-                .or_else(|| request.tools.first().map(|t| t.name.as_str()))
-                .unwrap_or_default(),
-        ),
-        ToolChoice::Auto | ToolChoice::None => None,
-    };
-    if let Some(name) = forced {
-        let input = if system0.contains(EXTRACT_FACTS_MARKER) {
-            json!({"facts": []})
-        } else if system0.contains(SUMMARIZE_MARKER) {
-            json!({"summary": summarize_conversation(&text)})
-        } else {
-            demo_calls
-                .into_iter()
-                .flatten()
-                .find(|(called, _)| *called == name)
-                .map_or_else(|| json!({}), |(_, input)| input)
-        };
-        return Answer {
-            content: vec![ResponseBlock::tool_use(
-                tool_use_id(id_seed, 0),
-                name,
-                input,
-            )],
-            stop_reason: StopReason::ToolUse,
-        };
+    if let Some(name) = forced_tool(request, demo_calls.as_deref()) {
+        return forced_answer(name, system0, &text, demo_calls, id_seed);
     }
     if system0.contains(SUMMARIZE_MARKER) || system0.contains(SEARCH_SUMMARY_MARKER) {
         return Answer::text(summarize_conversation(&text));
@@ -195,11 +164,80 @@ fn plain_answer(request: &MessagesRequest, id_seed: &str) -> Answer {
             seen_and_remembered(request)
         ));
     }
+    if let Some(answer) = tool_calls(request, &text, demo_calls, id_seed) {
+        return answer;
+    }
+    Answer::text(format!(
+        "{MARKER} You said: «{}». {}",
+        clip(&text, 120),
+        seen_and_remembered(request)
+    ))
+}
+
+/// The tool a forced `tool_choice` names: `tool`'s name, or for `any` the demo
+/// heuristics' first call, else the first tool defined.
+fn forced_tool<'a>(
+    request: &'a MessagesRequest,
+    demo_calls: Option<&[(&'static str, Value)]>,
+) -> Option<&'a str> {
+    match &request.tool_choice {
+        ToolChoice::Tool(name) => Some(name.as_str()),
+        ToolChoice::Any => Some(
+            demo_calls
+                .and_then(|calls| calls.first())
+                .map(|(name, _)| *name)
+                .or_else(|| request.tools.first().map(|t| t.name.as_str()))
+                .unwrap_or_default(),
+        ),
+        ToolChoice::Auto | ToolChoice::None => None,
+    }
+}
+
+/// A forced call of `name`, alone: `{"facts": []}` for a fact extraction,
+/// `{"summary": …}` for a summary, the demo heuristics' input for that tool, else
+/// `{}`.
+fn forced_answer(
+    name: &str,
+    system0: &str,
+    text: &str,
+    demo_calls: Option<Vec<(&'static str, Value)>>,
+    id_seed: &str,
+) -> Answer {
+    let input = if system0.contains(EXTRACT_FACTS_MARKER) {
+        json!({"facts": []})
+    } else if system0.contains(SUMMARIZE_MARKER) {
+        json!({"summary": summarize_conversation(text)})
+    } else {
+        demo_calls
+            .into_iter()
+            .flatten()
+            .find(|(called, _)| *called == name)
+            .map_or_else(|| json!({}), |(_, input)| input)
+    };
+    Answer {
+        content: vec![ResponseBlock::tool_use(
+            tool_use_id(id_seed, 0),
+            name,
+            input,
+        )],
+        stop_reason: StopReason::ToolUse,
+    }
+}
+
+/// Unless tools are off (`tool_choice` `none`): a `recall` call when the text
+/// points back in time and the tool is defined, else the demo tools' calls.
+fn tool_calls(
+    request: &MessagesRequest,
+    text: &str,
+    demo_calls: Option<Vec<(&'static str, Value)>>,
+    id_seed: &str,
+) -> Option<Answer> {
+    let choice = &request.tool_choice;
     if *choice != ToolChoice::None
         && request.tools.iter().any(|t| t.name == recall::RECALL)
-        && let Some(input) = recall::recall_call(&text)
+        && let Some(input) = recall::recall_call(text)
     {
-        return Answer {
+        return Some(Answer {
             content: vec![
                 ResponseBlock::text(format!(
                     "{MARKER} Let me look at our earlier conversations."
@@ -207,7 +245,7 @@ fn plain_answer(request: &MessagesRequest, id_seed: &str) -> Answer {
                 ResponseBlock::tool_use(tool_use_id(id_seed, 0), recall::RECALL, input),
             ],
             stop_reason: StopReason::ToolUse,
-        };
+        });
     }
     if *choice != ToolChoice::None
         && let Some(calls) = demo_calls
@@ -220,16 +258,12 @@ fn plain_answer(request: &MessagesRequest, id_seed: &str) -> Answer {
                 input,
             ));
         }
-        return Answer {
+        return Some(Answer {
             content,
             stop_reason: StopReason::ToolUse,
-        };
+        });
     }
-    Answer::text(format!(
-        "{MARKER} You said: «{}». {}",
-        clip(&text, 120),
-        seen_and_remembered(request)
-    ))
+    None
 }
 
 /// `toolu_standin_` and 16 hex digits of a hash of the request and the call's place:

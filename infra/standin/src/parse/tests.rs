@@ -1,5 +1,5 @@
 use super::*;
-use crate::wire::ToolResultContent;
+use crate::wire::{Content, ToolResultContent, Ttl};
 
 fn parse(body: &Value) -> Result<ParsedRequest, ApiError> {
     parse_request(body.to_string().as_bytes())

@@ -54,7 +54,7 @@ pub(super) async fn a_closed_sessions_index_is_written_under_the_heads_incarnati
     );
     assert_eq!(
         store.session_indexes(&key, NOW).await.unwrap(),
-        [index.clone()]
+        std::slice::from_ref(&index)
     );
     // Written again with its search summary and without its text: the index
     // replaced, the text kept, nothing added.
