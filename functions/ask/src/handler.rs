@@ -21,6 +21,7 @@ use degrau::model::ModelError;
 use degrau::store::{ContactKey, Cursor, StoreError};
 use degrau_adapters::config::{AuthConfig, ScopeConfig};
 use lambda_http::aws_lambda_events::query_map::QueryMap;
+use lambda_http::request::RequestContext;
 use lambda_http::{Body, Context, Request, RequestExt, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -282,10 +283,17 @@ struct Matched<'a> {
     tenant: Option<&'a str>,
 }
 
-/// The request's path as the client sent it (HTTP API's raw path, else the URI's).
+/// The request's path as the client sent it: HTTP API's raw path, else the URI's.
+/// The streaming REST API's resources start below its stage (`v1`), so its raw
+/// path lacks the `/v1` the client sent; the URI's has it (lambda_http adds the
+/// stage), and one base URL serves both APIs.
 fn request_path(request: &Request) -> &str {
     let raw = request.raw_http_path();
-    if raw.is_empty() {
+    let rest_api = matches!(
+        request.request_context_ref(),
+        Some(RequestContext::ApiGatewayV1(_))
+    );
+    if raw.is_empty() || rest_api {
         request.uri().path()
     } else {
         raw

@@ -310,7 +310,7 @@ fn the_streaming_route_streams_through_a_rest_api_that_checks_the_user_pools_tok
     let template = template();
     let resources = &template["Resources"];
     let api = &resources["StreamApi"]["Properties"];
-    let route = &api["DefinitionBody"]["paths"]["/v1/contacts/{contact}/messages/stream"];
+    let route = &api["DefinitionBody"]["paths"]["/contacts/{contact}/messages/stream"];
     let integration = &route["post"]["x-amazon-apigateway-integration"];
     assert_eq!(integration["type"], "aws_proxy");
     assert_eq!(integration["responseTransferMode"], "STREAM");
@@ -361,7 +361,7 @@ fn the_streaming_route_streams_through_a_rest_api_that_checks_the_user_pools_tok
         permission["SourceArn"]["Fn::Sub"]
             .as_str()
             .unwrap()
-            .ends_with("${StreamApi}/*/POST/v1/contacts/*/messages/stream")
+            .ends_with("${StreamApi}/*/POST/contacts/*/messages/stream")
     );
 }
 
@@ -374,4 +374,76 @@ fn no_trace_holds_a_contact_id_or_a_client_address() {
     assert_eq!(stream_api["TracingEnabled"], false);
     // The functions' own segments (Lambda's) hold neither.
     assert_eq!(template["Globals"]["Function"]["Tracing"], "Active");
+}
+
+#[test]
+fn a_first_deploy_sees_its_parameters_grouped_and_gets_one_base_url_per_api() {
+    let template = template();
+    let groups = template["Metadata"]["AWS::CloudFormation::Interface"]["ParameterGroups"]
+        .as_array()
+        .unwrap();
+    let mut grouped: Vec<String> = groups
+        .iter()
+        .flat_map(|group| strings(&group["Parameters"]))
+        .collect();
+    // The first group is what a first deploy decides.
+    let first = strings(&groups[0]["Parameters"]);
+    for named in [
+        "ModelProvider",
+        "Model",
+        "AnthropicApiKeyParameter",
+        "PseudonymKeyParameter",
+        "AlarmEmail",
+    ] {
+        assert!(first.iter().any(|p| p == named), "{named} in {first:?}");
+    }
+    grouped.sort();
+    let total = grouped.len();
+    grouped.dedup();
+    assert_eq!(grouped.len(), total, "a parameter in two groups");
+    let mut parameters: Vec<String> = template["Parameters"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    parameters.sort();
+    assert_eq!(grouped, parameters, "every parameter in one group");
+
+    // Both APIs take the same paths from their base URL: the streaming REST API's
+    // stage is the `/v1` its resources leave out.
+    let outputs = &template["Outputs"];
+    let base = |name: &str| {
+        outputs[name]["Value"]["Fn::Sub"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert!(
+        base("ApiUrl").ends_with("${AWS::URLSuffix}"),
+        "{}",
+        base("ApiUrl")
+    );
+    assert!(
+        base("StreamApiUrl").ends_with("${AWS::URLSuffix}"),
+        "{}",
+        base("StreamApiUrl")
+    );
+    let api = &template["Resources"]["StreamApi"]["Properties"];
+    let stage = api["StageName"].as_str().unwrap();
+    let paths: Vec<&String> = api["DefinitionBody"]["paths"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .collect();
+    for path in paths {
+        let served = format!("/{stage}{path}");
+        assert!(
+            served.starts_with("/v1/contacts/") && !served.starts_with("/v1/v1/"),
+            "{served}"
+        );
+    }
+    for output in ["InspectorUrl", "DashboardUrl", "AlarmsTopic"] {
+        assert!(outputs.get(output).is_some(), "output {output}");
+    }
 }
