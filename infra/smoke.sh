@@ -30,3 +30,21 @@ with urllib.request.urlopen(toolserver + "/bookings", timeout=10) as response:
 assert [(b["day"], b["time"]) for b in bookings] == [("2026-12-04", "10:30")], bookings
 print("smoke: the demo tenant booked through its webhook:", body["reply"]["text"])
 PY
+# The getting-started page's curl block, as a reader would paste it (its `./dev.sh
+# start` and `stop` are this script's own): every request answers 2xx with JSON.
+python3 - "$api" <<'PY'
+import json, re, shlex, subprocess, sys
+api = sys.argv[1]
+text = open("docs/getting-started.md", encoding="utf-8").read()
+blocks = re.findall(r"```sh\n(.*?)```", text, re.S)
+block = next(b for b in blocks if "./dev.sh start" in b)
+commands = [c for c in block.replace("\\\n", " ").splitlines() if c.startswith("curl ")]
+assert len(commands) >= 2, commands
+for command in commands:
+    args = shlex.split(command.replace("http://127.0.0.1:9000", api))
+    out = subprocess.run(args + ["-f", "-w", "\n%{http_code}"], capture_output=True, text=True, timeout=60)
+    body, _, code = out.stdout.rpartition("\n")
+    assert out.returncode == 0 and code.startswith("2"), (command, out.returncode, code, body, out.stderr)
+    json.loads(body)
+print(f"smoke: the getting-started page's {len(commands)} requests answered")
+PY

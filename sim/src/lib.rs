@@ -17,7 +17,7 @@
 //! FIFO and the compactor's batches), [`oracle`] (the invariants); this file runs a
 //! plan and shrinks a failing one.
 //!
-//! (`docs/DESIGN.md`, "The simulator"; README, "Reliability".)
+//! (`docs/DESIGN.md`, "The simulator"; docs/reliability.md.)
 
 mod client;
 pub mod events;

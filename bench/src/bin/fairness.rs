@@ -10,7 +10,7 @@
 //! Figures are printed, never asserted: the machine is shared.
 //!
 //! It also measures what one `whatsapp-webhook` instance refuses a second of
-//! unsigned posts (the sizing of the webhook route's throttle, README: Floods).
+//! unsigned posts (the sizing of the webhook route's throttle, docs/deploy.md).
 //!
 //! `DEGRAU_TEST_AWS_ENDPOINT=http://127.0.0.1:5005 cargo run -p degrau-bench --bin
 //! fairness [-- --seconds 30 --instances 8]` (binaries built first: `cargo build

@@ -2,7 +2,7 @@
  * Verifying degrau's webhook-tool calls, for a tenant's receiver (Node 20+, Deno,
  * Workers, browsers: Web Crypto only).
  *
- * degrau signs every call of a webhook tool (README, "Webhook tools") with
+ * degrau signs every call of a webhook tool (docs/webhook-tools.md) with
  * `Degrau-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">`
  * under the tool's signing secret (Stripe's scheme; each attempt signed afresh).
  * {@link verifySignature} checks it over the raw bytes received, in constant time,

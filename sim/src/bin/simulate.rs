@@ -4,7 +4,7 @@
 //! shrinks the plan, prints the shortest failing list and writes it to
 //! `sim-failure.json`. `simulate --replay FILE` plays a plan written so, and
 //! `simulate --seed S` plays one seed (both print every event of a failure).
-//! (README, "Reliability": replaying a failing seed.)
+//! (docs/reliability.md: replaying a failing seed.)
 
 use std::process::ExitCode;
 use std::time::Instant;

@@ -1,6 +1,6 @@
 //! `template.yaml` read as a deployer gets it: what a deploy that takes the
 //! defaults is, against what a tenant's user, a flood or the data-protection law
-//! would try (README: Deploy, Erasure, "Connect a WhatsApp number"). Each test reads
+//! would try (docs/deploy.md, Erasure, "Connect a WhatsApp number"). Each test reads
 //! the template through the local provisioning's own loader
 //! ([`crate::helpers::template`]).
 
@@ -231,7 +231,7 @@ fn erased_items_leave_the_backups_within_the_recovery_period_and_the_worker_read
         json!({"Ref": "PointInTimeRecoveryDays"})
     );
     // The README's erasure section says so, and what to do after a restore.
-    let readme = include_str!("../../../README.md");
+    let readme = include_str!("../../../docs/data-protection.md");
     let erasure = &readme[readme.find("**Erasure.**").unwrap()..];
     let erasure = &erasure[..erasure.find("## ").unwrap()];
     for said in ["PointInTimeRecoveryDays", "restore"] {

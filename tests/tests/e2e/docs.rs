@@ -192,3 +192,134 @@ fn anchors_are_made_as_a_forge_makes_them() {
         ["docs/x.md#y"]
     );
 }
+
+/// README.md and every page of `docs/`, with their paths.
+fn pages() -> Vec<(PathBuf, String)> {
+    let mut paths = vec![root().join("README.md")];
+    for entry in std::fs::read_dir(root().join("docs")).unwrap().flatten() {
+        if entry.path().extension().is_some_and(|ext| ext == "md") {
+            paths.push(entry.path());
+        }
+    }
+    paths
+        .into_iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(&path).unwrap();
+            (path, text)
+        })
+        .collect()
+}
+
+/// A count as the docs write it: digits, or a word up to twelve.
+const NUMBER: &str = r"\d+|zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve";
+
+fn number(word: &str) -> Option<usize> {
+    const WORDS: [&str; 13] = [
+        "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+        "eleven", "twelve",
+    ];
+    word.parse()
+        .ok()
+        .or_else(|| WORDS.iter().position(|w| w.eq_ignore_ascii_case(word)))
+}
+
+/// Every count `pattern` finds in the docs (its first group a number, as a digit
+/// or a word), with where it was said.
+fn counts_said(pattern: &str) -> Vec<(usize, String)> {
+    let pattern = regex::Regex::new(pattern).unwrap();
+    let mut said = Vec::new();
+    for (path, text) in pages() {
+        let shown = path.strip_prefix(root()).unwrap().display().to_string();
+        let flat = text.replace('\n', " ");
+        for found in pattern.captures_iter(&flat) {
+            let count = number(&found[1]).unwrap_or_else(|| panic!("{shown}: {}", &found[0]));
+            said.push((count, format!("{shown}: \"{}\"", &found[0])));
+        }
+    }
+    said
+}
+
+fn assert_all(said: &[(usize, String)], actual: usize, what: &str) {
+    assert!(
+        !said.is_empty(),
+        "the docs state the number of {what} somewhere"
+    );
+    let wrong: Vec<&String> = said
+        .iter()
+        .filter(|(count, _)| *count != actual)
+        .map(|(_, at)| at)
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "the template has {actual} {what}, but: {wrong:?}"
+    );
+}
+
+#[test]
+fn the_counts_the_docs_state_are_the_templates_and_the_api_documents() {
+    let template = crate::helpers::template();
+    let resources = template["Resources"].as_object().unwrap();
+    let of_type = |kind: &str| resources.values().filter(|r| r["Type"] == kind).count();
+
+    // "the five functions" (a phrase naming all of them; "two functions of its own"
+    // and a dated measurement's "the four functions it had then" are not counts of
+    // the template's).
+    let functions = counts_said(&format!(r"(?i)\bthe ({NUMBER}) functions\b(?: it had then)?"))
+        .into_iter()
+        .filter(|(_, at)| !at.ends_with("it had then\""))
+        .collect::<Vec<_>>();
+    assert_all(
+        &functions,
+        of_type("AWS::Serverless::Function"),
+        "functions",
+    );
+    assert_all(
+        &counts_said(r"(?i)\b(\w+) (?:Lambda )?functions, one table"),
+        of_type("AWS::Serverless::Function"),
+        "functions",
+    );
+    assert_all(
+        &counts_said(r"declares (\w+) alarms"),
+        of_type("AWS::CloudWatch::Alarm"),
+        "alarms",
+    );
+    assert_all(
+        &counts_said(r"takes (\w+) parameters"),
+        template["Parameters"].as_object().unwrap().len(),
+        "parameters",
+    );
+    let groups = template["Metadata"]["AWS::CloudFormation::Interface"]["ParameterGroups"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert_all(
+        &counts_said(r"parameters in (\w+) groups"),
+        groups,
+        "parameter groups",
+    );
+
+    let openapi: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root().join("docs/openapi.json")).unwrap())
+            .unwrap();
+    let paths = openapi["paths"].as_object().unwrap();
+    let operations = paths
+        .values()
+        .flat_map(|methods| methods.as_object().unwrap().keys())
+        .filter(|method| ["get", "put", "post", "delete", "patch"].contains(&method.as_str()))
+        .count();
+    assert_all(
+        &counts_said(r"(\w+) operations on \w+ paths"),
+        operations,
+        "operations",
+    );
+    assert_all(
+        &counts_said(r"\w+ operations on (\w+) paths"),
+        paths.len(),
+        "paths",
+    );
+    // Every path of the API is documented on some page.
+    let all: String = pages().into_iter().map(|(_, text)| text).collect();
+    for path in paths.keys() {
+        assert!(all.contains(path.as_str()), "no page of docs/ names {path}");
+    }
+}

@@ -1,6 +1,6 @@
 """Verifying degrau's webhook-tool calls, for a tenant's receiver.
 
-degrau signs every call of a webhook tool (README, "Webhook tools") with
+degrau signs every call of a webhook tool (docs/webhook-tools.md) with
 ``Degrau-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">``
 under the tool's signing secret (Stripe's scheme; each attempt signed afresh).
 :func:`verify_signature` checks it over the raw bytes received, in constant time,
