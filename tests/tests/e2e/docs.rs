@@ -264,10 +264,12 @@ fn the_counts_the_docs_state_are_the_templates_and_the_api_documents() {
     // "the five functions" (a phrase naming all of them; "two functions of its own"
     // and a dated measurement's "the four functions it had then" are not counts of
     // the template's).
-    let functions = counts_said(&format!(r"(?i)\bthe ({NUMBER}) functions\b(?: it had then)?"))
-        .into_iter()
-        .filter(|(_, at)| !at.ends_with("it had then\""))
-        .collect::<Vec<_>>();
+    let functions = counts_said(&format!(
+        r"(?i)\bthe ({NUMBER}) functions\b(?: it had then)?"
+    ))
+    .into_iter()
+    .filter(|(_, at)| !at.ends_with("it had then\""))
+    .collect::<Vec<_>>();
     assert_all(
         &functions,
         of_type("AWS::Serverless::Function"),
