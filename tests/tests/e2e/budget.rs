@@ -330,7 +330,7 @@ fn the_template_sizes_each_function_to_fit_its_time_budget() {
     let stream_timeout = seconds(&stream["Timeout"]);
     let stream_budget = variable(&template, "AskStreamFunction", "STREAM_TIMEOUT_SECONDS")
         .unwrap_or(degrau_adapters::config::DEFAULT_STREAM_TIMEOUT_SECONDS);
-    let integration = &resources["StreamApi"]["Properties"]["DefinitionBody"]["paths"]["/v1/contacts/{contact}/messages/stream"]
+    let integration = &resources["StreamApi"]["Properties"]["DefinitionBody"]["paths"]["/contacts/{contact}/messages/stream"]
         ["post"]["x-amazon-apigateway-integration"];
     let waits = seconds(&integration["timeoutInMillis"]) / 1000;
     assert!(
