@@ -11,8 +11,8 @@ use super::MemoryStore;
 use crate::domain::{Incarnation, TenantId};
 use crate::store::{ContactKey, StoreError};
 use crate::whatsapp::store::{
-    InboundRecord, NewInbound, Outgoing, RecordState, Recorded, TurnId, TurnRecord, TurnStatus,
-    WhatsAppStore, validate_turn,
+    Handoff, InboundRecord, NewInbound, Outgoing, RecordState, Recorded, TurnId, TurnRecord,
+    TurnStatus, WhatsAppStore, validate_turn,
 };
 use crate::whatsapp::{PhoneNumberId, WaMessageId};
 
@@ -23,12 +23,17 @@ pub(super) struct Records {
     arrivals: u64,
     inbound: HashMap<WaMessageId, InboundRecord>,
     turns: BTreeMap<String, TurnRecord>,
+    /// A person has the conversation (an item of its own in DynamoDB).
+    handoff: Option<Handoff>,
 }
 
 impl Records {
     pub(super) fn item_count(&self) -> usize {
         // The arrival counter is an item of its own in DynamoDB.
-        usize::from(self.arrivals > 0) + self.inbound.len() + self.turns.len()
+        usize::from(self.arrivals > 0)
+            + self.inbound.len()
+            + self.turns.len()
+            + usize::from(self.handoff.is_some())
     }
 
     /// What an erase of the contact leaves: each record's tombstone, kept as long
@@ -236,6 +241,39 @@ impl WhatsAppStore for MemoryStore {
             };
         }
         Ok(true)
+    }
+
+    async fn handoff(&self, key: &ContactKey, now: i64) -> Result<Option<Handoff>, StoreError> {
+        let state = self.lock();
+        Ok(state
+            .contacts
+            .get(key)
+            .and_then(|c| c.whatsapp.handoff)
+            .filter(|handoff| handoff.until > now))
+    }
+
+    async fn set_handoff(
+        &self,
+        key: &ContactKey,
+        handoff: Option<&Handoff>,
+    ) -> Result<(), StoreError> {
+        let mut state = self.lock();
+        match handoff {
+            Some(handoff) => {
+                state
+                    .contacts
+                    .entry(key.clone())
+                    .or_default()
+                    .whatsapp
+                    .handoff = Some(*handoff);
+            }
+            None => {
+                if let Some(contact) = state.contacts.get_mut(key) {
+                    contact.whatsapp.handoff = None;
+                }
+            }
+        }
+        Ok(())
     }
 
     async fn mark_sent(

@@ -5,7 +5,7 @@
 
 use async_trait::async_trait;
 
-use super::{PhoneNumberId, WaId};
+use super::{PhoneNumberId, WaId, WaMessageId};
 use crate::deadline::Deadline;
 use crate::tenant::whatsapp::TemplateRef;
 
@@ -54,6 +54,16 @@ pub trait Sender: Send + Sync {
         from: &PhoneNumberId,
         to: &WaId,
         message: OutboundMessage<'_>,
+        deadline: Deadline,
+    ) -> Result<(), SendError>;
+
+    /// Marks the customer's message `message` (sent to `from`) read and shows the
+    /// typing indicator, by `deadline`. WhatsApp dismisses the indicator at the
+    /// next message from the business or after 25 seconds.
+    async fn mark_read(
+        &self,
+        from: &PhoneNumberId,
+        message: &WaMessageId,
         deadline: Deadline,
     ) -> Result<(), SendError>;
 }

@@ -28,6 +28,8 @@ use crate::domain::{Incarnation, TenantId};
 use crate::store::{ContactKey, StoreError};
 use crate::tenant::whatsapp::TemplateRef;
 
+pub use super::handoff::{Handoff, HandoffBy};
+
 /// Most records one turn takes (and so one transaction moves, with the turn): a
 /// longer burst makes more turns.
 pub const MAX_TURN_MESSAGES: usize = 20;
@@ -50,6 +52,8 @@ pub struct NewInbound {
     pub text: String,
     /// True for a bare media note (`[audio]`).
     pub bare_note: bool,
+    /// True for an echo: a person of the business wrote it to the customer.
+    pub by_business: bool,
     /// When the webhook received it, seconds since the epoch.
     pub received_at: i64,
     /// TTL.
@@ -211,6 +215,9 @@ pub struct TurnRecord {
     pub text: String,
     /// True when every record is a bare media note.
     pub bare_notes: bool,
+    /// True for a turn a person of the business answered (it holds their echoes):
+    /// recorded in the transcript, never asked of the model.
+    pub by_person: bool,
     /// The latest of its records' receive times: the customer service window runs
     /// from it.
     pub last_inbound_at: i64,
@@ -287,6 +294,18 @@ pub trait WhatsAppStore: Send + Sync {
         turn: &TurnRecord,
         outgoing: &Outgoing,
     ) -> Result<bool, StoreError>;
+
+    /// Who has the contact's conversation: a person until [`Handoff::until`], or
+    /// the agent (`None`, also once that time passed).
+    async fn handoff(&self, key: &ContactKey, now: i64) -> Result<Option<Handoff>, StoreError>;
+
+    /// Hands the contact's conversation to a person (`Some`, replacing any
+    /// handoff), or back to the agent (`None`).
+    async fn set_handoff(
+        &self,
+        key: &ContactKey,
+        handoff: Option<&Handoff>,
+    ) -> Result<(), StoreError>;
 
     /// Records that `sent` of the turn's messages went out (`done`: all of them, or
     /// all that could); `Ok(false)` when the turn is gone.

@@ -133,6 +133,7 @@ impl WebhookService {
                 phone_number_id: message.phone_number_id.clone(),
                 text: message.body.turn_text(),
                 bare_note: message.body.is_bare_note(),
+                by_business: message.by_business,
                 received_at: now,
                 expires_at: now.saturating_add(life),
                 tombstone: Some(self.keys.tombstone(&key.tenant, &message.id)),

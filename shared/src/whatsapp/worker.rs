@@ -43,6 +43,7 @@ use std::time::Duration;
 
 use tracing::{error, info, warn};
 
+use super::handoff::{Pending, sort_pending};
 use super::inbox::QueuedMessage;
 use super::outbound::{OutboundMessage, SendError, Sender};
 use super::store::{
@@ -57,7 +58,7 @@ use crate::ask::{AskError, AskOutcome, AskResponse, AskService, MAX_TEXT_CHARS};
 use crate::deadline::Deadline;
 use crate::domain::IdempotencyKey;
 use crate::metering::UsageCounts;
-use crate::metrics::Event;
+use crate::metrics::{Event, Unit};
 use crate::model::ModelError;
 use crate::session::Clock;
 use crate::store::{ContactKey, StoreError};
@@ -116,6 +117,9 @@ pub enum Outcome {
     NoRecord,
     /// The record is handled and its turn's reply out (by now or by earlier work).
     Handled,
+    /// A person of the business has the conversation: the record waits, pending,
+    /// for their answer or the hand-back ([`super::handoff`]).
+    Paused,
 }
 
 /// A failure a later delivery may get past: the record is reported and comes back.
@@ -197,8 +201,12 @@ impl Worker {
                 }
                 RecordState::Taken(turn) => self.resume(&key, &turn, deadline).await?,
                 RecordState::Pending => {
-                    self.make_turn(&key, &record.message.phone_number_id, deadline)
+                    if let Some(outcome) = self
+                        .make_turn(&key, &record.message.phone_number_id, deadline)
                         .await?
+                    {
+                        return Ok(outcome);
+                    }
                 }
             }
         }
@@ -271,33 +279,50 @@ impl Worker {
     /// Makes one turn of the contact's pending records sent to the business number
     /// `phone` (after the debounce), or resumes an unfinished one. A turn is one
     /// contact's and one number's: each number has its own customer service window
-    /// and sends its own reply.
+    /// and sends its own reply. `Some(Paused)` when a person has the conversation
+    /// and the records wait.
     async fn make_turn(
         &self,
         key: &ContactKey,
         phone: &PhoneNumberId,
         deadline: Deadline,
-    ) -> Result<(), WorkerError> {
+    ) -> Result<Option<Outcome>, WorkerError> {
         let unhandled = self.debounce(key, deadline).await?;
         if let Some(turn) = unhandled.iter().find_map(|r| match &r.state {
             RecordState::Taken(turn) => Some(turn.clone()),
             _ => None,
         }) {
-            return self.resume(key, &turn, deadline).await;
+            return self.resume(key, &turn, deadline).await.map(|()| None);
         }
         let pending: Vec<&InboundRecord> = unhandled
             .iter()
             .filter(|r| r.state == RecordState::Pending && r.message.phone_number_id == *phone)
             .collect();
-        let life = record_life_seconds(self.ask.tenants.tenant_config(&key.tenant).await?.as_ref());
-        let Some(turn) = self.turn_of(&pending, life) else {
-            return Ok(());
+        let paused = self.store.handoff(key, (self.clock)()).await?.is_some();
+        let settings = self.settings(key).await?;
+        let hands_back = |text: &str| settings.is_handback(text);
+        let (pending, by_person) = match sort_pending(&pending, paused, hands_back) {
+            Pending::Agent => (pending, false),
+            Pending::Person(taken) => (taken, true),
+            Pending::Paused => {
+                info!("a person has the conversation: the message waits for them");
+                Event::new(FUNCTION).count("MessagesWaiting", 1).emit();
+                return Ok(Some(Outcome::Paused));
+            }
         };
-        self.admit_turn(key, phone, turn.messages.len(), deadline)
-            .await?;
+        let life = record_life_seconds(self.ask.tenants.tenant_config(&key.tenant).await?.as_ref());
+        let Some(mut turn) = self.turn_of(&pending, life) else {
+            return Ok(None);
+        };
+        turn.by_person = by_person;
+        // The owner's own messages spend no budget of the public number.
+        if !by_person {
+            self.admit_turn(key, phone, turn.messages.len(), deadline)
+                .await?;
+        }
         if !self.store.take(key, &turn).await? {
             info!("a record changed before the turn took it; looking again");
-            return Ok(());
+            return Ok(None);
         }
         info!(messages = turn.messages.len(), "turn taken");
         // Counted once: only the worker that took the turn counts its messages.
@@ -306,7 +331,7 @@ impl Worker {
             ..UsageCounts::default()
         };
         self.ask.count_usage(&key.tenant, &taken, deadline).await;
-        self.run(key, turn, deadline).await
+        self.run(key, turn, deadline).await.map(|()| None)
     }
 
     /// The turn of the first pending records, in arrival order: at most
@@ -333,6 +358,7 @@ impl Worker {
             messages,
             text: text.join("\n"),
             bare_notes: taken.iter().all(|r| r.message.bare_note),
+            by_person: false,
             last_inbound_at: taken
                 .iter()
                 .map(|r| r.message.received_at)
@@ -371,7 +397,10 @@ impl Worker {
             TurnStatus::Done { .. } => return Ok(()),
             TurnStatus::Sending { outgoing, sent } => (outgoing.clone(), *sent),
             TurnStatus::Taken => {
-                let outgoing = self.answer(key, &turn, &settings, deadline).await?;
+                let outgoing = match turn.by_person {
+                    true => self.person_answer(key, &turn, deadline).await?,
+                    false => self.agent_answer(key, &turn, &settings, deadline).await?,
+                };
                 if !self.store.settle(key, &turn, &outgoing).await? {
                     info!("the turn changed before its reply was recorded (erased?): nothing sent");
                     return Ok(());
@@ -387,8 +416,43 @@ impl Worker {
             .await
     }
 
+    /// The agent's answer, the customer seeing their message read and the typing
+    /// indicator while the round runs.
+    async fn agent_answer(
+        &self,
+        key: &ContactKey,
+        turn: &TurnRecord,
+        settings: &WhatsAppSettings,
+        deadline: Deadline,
+    ) -> Result<Outgoing, WorkerError> {
+        let _typing = self.start_typing(turn, settings, deadline).await;
+        self.answer(key, turn, settings, deadline).await
+    }
+
+    /// Marks the turn's latest message read with the typing indicator, kept up
+    /// while the round runs, unless the tenant turned read receipts off.
+    async fn start_typing(
+        &self,
+        turn: &TurnRecord,
+        settings: &WhatsAppSettings,
+        deadline: Deadline,
+    ) -> super::typing::Typing {
+        match turn.messages.last() {
+            Some(latest) if settings.marks_read() => {
+                super::typing::start(
+                    self.sender.clone(),
+                    turn.phone_number_id.clone(),
+                    latest.clone(),
+                    deadline,
+                )
+                .await
+            }
+            _ => super::typing::Typing::none(),
+        }
+    }
+
     /// The tenant's WhatsApp settings (the defaults when its config has none).
-    async fn settings(&self, key: &ContactKey) -> Result<WhatsAppSettings, WorkerError> {
+    pub(super) async fn settings(&self, key: &ContactKey) -> Result<WhatsAppSettings, WorkerError> {
         Ok(self
             .ask
             .tenants
@@ -514,6 +578,9 @@ impl Worker {
                     self.store
                         .mark_sent(key, &turn.id, index + 1, index + 1 == total)
                         .await?;
+                    if index == 0 {
+                        self.reply_latency(key, turn);
+                    }
                 }
                 Err(SendError::OutsideWindow) => {
                     // Meta's clock says the window closed (a late delivery): the
@@ -547,6 +614,17 @@ impl Worker {
             self.store.mark_sent(key, &turn.id, sent, true).await?;
         }
         Ok(())
+    }
+
+    /// `ReplyLatency` of the tenant: from the turn's latest message received to
+    /// its reply's first message out (the customer's wait, the debounce included).
+    fn reply_latency(&self, key: &ContactKey, turn: &TurnRecord) {
+        let waited = (self.clock)().saturating_sub(turn.last_inbound_at).max(0);
+        Event::new(FUNCTION)
+            .dimension("Tenant", key.tenant.as_str())
+            .rollup()
+            .metric("ReplyLatency", waited as f64 * 1000.0, Unit::Milliseconds)
+            .emit();
     }
 
     /// One message sent, in the tenant's usage.

@@ -529,6 +529,20 @@ impl WhatsAppStore for SettleFails {
     ) -> Result<bool, StoreError> {
         self.inner.mark_sent(key, turn, sent, done).await
     }
+    async fn handoff(
+        &self,
+        key: &ContactKey,
+        now: i64,
+    ) -> Result<Option<degrau::whatsapp::store::Handoff>, StoreError> {
+        self.inner.handoff(key, now).await
+    }
+    async fn set_handoff(
+        &self,
+        key: &ContactKey,
+        handoff: Option<&degrau::whatsapp::store::Handoff>,
+    ) -> Result<(), StoreError> {
+        self.inner.set_handoff(key, handoff).await
+    }
 }
 
 #[tokio::test]
@@ -793,6 +807,7 @@ async fn records_move_forward_only() {
         messages: vec![record.message.id.clone()],
         text: "oi".into(),
         bare_notes: false,
+        by_person: false,
         last_inbound_at: START,
         status: degrau::whatsapp::store::TurnStatus::Taken,
         expires_at: START + 3600,
