@@ -121,7 +121,7 @@ async fn an_echo_pauses_the_agent_and_enters_the_transcript_and_the_keyword_hand
         .whatsapp_settings(json!({"handback_keyword": "voltar"}))
         .await;
     channel
-        .deliver_and_work(&delivery(PHONE, CUSTOMER, &[("wamid.C1", "queria marcar")]))
+        .deliver_and_work(&delivery(PHONE, CUSTOMER, &[("wamid.C1", "oi, tudo bem?")]))
         .await;
     assert_eq!(
         (channel.sent().await.len(), channel.model_calls().await),

@@ -98,11 +98,17 @@ fn requested_hours(request: &Request) -> Result<Option<HandoffHours>, HttpError>
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(None);
     }
-    let body: HandoffBody = serde_json::from_slice(bytes).map_err(|_| {
+    let refused = || {
         HttpError::invalid(format!(
             "the body must be empty or a JSON object {{\"hours\": n}} with n from 1 to {MAX_HANDOFF_HOURS}"
         ))
-    })?;
+    };
+    // Read as a value first: serde would take `[1]` for the struct's fields too.
+    let value: Value = serde_json::from_slice(bytes).map_err(|_| refused())?;
+    if !value.is_object() {
+        return Err(refused());
+    }
+    let body: HandoffBody = serde_json::from_value(value).map_err(|_| refused())?;
     Ok(body.hours)
 }
 
