@@ -342,4 +342,37 @@ mod tests {
         }
         assert!(version_ok("v23.0") && !version_ok("23.0") && !version_ok("v23"));
     }
+
+    #[test]
+    fn a_read_mark_is_recorded_in_order_with_the_sends_or_refused_clearly() {
+        let graph = Graph::default();
+        let mark = json!({"messaging_product": "whatsapp", "status": "read",
+                          "message_id": "wamid.IN1", "typing_indicator": {"type": "text"}});
+        assert_eq!(
+            mark_read(&graph, "1".into(), &mark).status(),
+            StatusCode::OK
+        );
+        assert_eq!(
+            graph.reads(),
+            [ReadMark {
+                seq: 1,
+                phone_number_id: "1".into(),
+                message_id: "wamid.IN1".into(),
+                typing: true
+            }]
+        );
+        for bad in [
+            json!({"status": "read", "message_id": "wamid.IN1"}),
+            json!({"messaging_product": "whatsapp", "status": "read"}),
+            json!({"messaging_product": "whatsapp", "status": "read", "message_id": "m",
+                   "typing_indicator": {"type": "audio"}}),
+        ] {
+            assert_eq!(
+                mark_read(&graph, "1".into(), &bad).status(),
+                StatusCode::BAD_REQUEST,
+                "{bad}"
+            );
+        }
+        assert_eq!(graph.reads().len(), 1);
+    }
 }

@@ -108,6 +108,20 @@ pub(super) fn sort_pending<'a>(
 }
 
 impl Worker {
+    /// Who answers the contact's pending records: the agent, nobody yet (a person
+    /// has the conversation), or the person whose echoes are among them.
+    pub(super) async fn who_answers<'a>(
+        &self,
+        key: &ContactKey,
+        pending: &[&'a InboundRecord],
+    ) -> Result<Pending<'a>, WorkerError> {
+        let paused = self.store.handoff(key, (self.clock)()).await?.is_some();
+        let settings = self.settings(key).await?;
+        Ok(sort_pending(pending, paused, |text| {
+            settings.is_handback(text)
+        }))
+    }
+
     /// Answers a person turn: records it in the transcript and hands the
     /// conversation to the person, or, for the hand-back word alone, hands it back
     /// to the agent. Nothing is sent either way.

@@ -16,10 +16,12 @@ use std::time::Duration;
 use tracing::{Instrument, warn};
 
 use super::outbound::Sender;
-use super::worker::FUNCTION;
+use super::store::TurnRecord;
+use super::worker::{FUNCTION, Worker};
 use super::{PhoneNumberId, WaMessageId};
 use crate::deadline::Deadline;
 use crate::metrics::Event;
+use crate::tenant::whatsapp::WhatsAppSettings;
 
 /// How often the indicator is shown again while a round runs: within WhatsApp's
 /// 25 seconds, with room for the mark's own round trip.
@@ -72,6 +74,30 @@ pub async fn start(
     Typing(Some(tokio::spawn(
         refresh.instrument(tracing::Span::current()),
     )))
+}
+
+impl Worker {
+    /// Marks the turn's latest message read with the typing indicator, kept up
+    /// while the round runs, unless the tenant turned read receipts off.
+    pub(super) async fn start_typing(
+        &self,
+        turn: &TurnRecord,
+        settings: &WhatsAppSettings,
+        deadline: Deadline,
+    ) -> Typing {
+        match turn.messages.last() {
+            Some(latest) if settings.marks_read() => {
+                start(
+                    self.sender.clone(),
+                    turn.phone_number_id.clone(),
+                    latest.clone(),
+                    deadline,
+                )
+                .await
+            }
+            _ => Typing::none(),
+        }
+    }
 }
 
 /// One mark; false (logged and counted) when it failed.

@@ -43,7 +43,7 @@ use std::time::Duration;
 
 use tracing::{error, info, warn};
 
-use super::handoff::{Pending, sort_pending};
+use super::handoff::Pending;
 use super::inbox::QueuedMessage;
 use super::outbound::{OutboundMessage, SendError, Sender};
 use super::store::{
@@ -298,10 +298,7 @@ impl Worker {
             .iter()
             .filter(|r| r.state == RecordState::Pending && r.message.phone_number_id == *phone)
             .collect();
-        let paused = self.store.handoff(key, (self.clock)()).await?.is_some();
-        let settings = self.settings(key).await?;
-        let hands_back = |text: &str| settings.is_handback(text);
-        let (pending, by_person) = match sort_pending(&pending, paused, hands_back) {
+        let (pending, by_person) = match self.who_answers(key, &pending).await? {
             Pending::Agent => (pending, false),
             Pending::Person(taken) => (taken, true),
             Pending::Paused => {
@@ -427,28 +424,6 @@ impl Worker {
     ) -> Result<Outgoing, WorkerError> {
         let _typing = self.start_typing(turn, settings, deadline).await;
         self.answer(key, turn, settings, deadline).await
-    }
-
-    /// Marks the turn's latest message read with the typing indicator, kept up
-    /// while the round runs, unless the tenant turned read receipts off.
-    async fn start_typing(
-        &self,
-        turn: &TurnRecord,
-        settings: &WhatsAppSettings,
-        deadline: Deadline,
-    ) -> super::typing::Typing {
-        match turn.messages.last() {
-            Some(latest) if settings.marks_read() => {
-                super::typing::start(
-                    self.sender.clone(),
-                    turn.phone_number_id.clone(),
-                    latest.clone(),
-                    deadline,
-                )
-                .await
-            }
-            _ => super::typing::Typing::none(),
-        }
     }
 
     /// The tenant's WhatsApp settings (the defaults when its config has none).

@@ -313,6 +313,14 @@ async fn an_operator_hands_off_and_back_and_each_bad_request_changes_nothing() {
         handoff["until"].as_i64().unwrap() - handoff["since"].as_i64().unwrap(),
         168 * 3600
     );
+    let context = channel
+        .handoff_route("GET", "context", "memory:read", None)
+        .await;
+    assert_eq!(context.status, 200, "{}", context.raw);
+    assert_eq!(
+        context.body["handoff"], *handoff,
+        "a loop of its own sees it"
+    );
     channel
         .deliver_and_work(&delivery(PHONE, CUSTOMER, &[("wamid.P1", "tem horário?")]))
         .await;
