@@ -133,6 +133,18 @@ mod tests {
     }
 
     #[test]
+    fn echoes_count_toward_the_deliverys_item_limit() {
+        use super::super::event::{DeliveryError, MAX_ITEMS_PER_DELIVERY};
+        let many: Vec<Value> = (0..=MAX_ITEMS_PER_DELIVERY)
+            .map(|i| json!({"to": "1", "id": format!("e{i}"), "type": "text", "text": {"body": "x"}}))
+            .collect();
+        assert_eq!(
+            parse_delivery(&echoes(Value::Array(many))),
+            Err(DeliveryError::TooLarge(MAX_ITEMS_PER_DELIVERY + 1))
+        );
+    }
+
+    #[test]
     fn a_malformed_echo_change_is_refused_alone() {
         let body = json!({"object": "whatsapp_business_account", "entry": [{"changes": [
             {"field": "smb_message_echoes", "value": {"message_echoes": []}}]}]});
