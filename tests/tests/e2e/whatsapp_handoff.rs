@@ -87,6 +87,22 @@ async fn the_message_is_marked_read_with_the_typing_indicator_before_the_reply()
         reads[0]["seq"].as_u64() < sent[0]["seq"].as_u64(),
         "read before the reply: {reads:?} {sent:?}"
     );
+
+    // The turn's lines name the tenant, never the customer; its reply latency is
+    // the tenant's.
+    let output = channel.worker.output();
+    let taken = output
+        .iter()
+        .find(|line| line.contains("turn taken"))
+        .expect("the turn's log line");
+    assert!(taken.contains(r#""tenant":"barber""#), "{taken}");
+    assert!(output.iter().all(|line| !line.contains(CUSTOMER)));
+    assert!(
+        output
+            .iter()
+            .any(|line| line.contains(r#""ReplyLatency""#) && line.contains(r#""Tenant":"barber""#)),
+        "{output:?}"
+    );
 }
 
 #[tokio::test]
