@@ -12,8 +12,8 @@ use degrau::domain::{Incarnation, TenantId};
 use degrau::store::{ContactKey, StoreError};
 use degrau::whatsapp::keyed::Tombstone;
 use degrau::whatsapp::store::{
-    Handoff, HandoffBy, InboundRecord, MAX_UNHANDLED, NewInbound, Outgoing, RecordState, Recorded,
-    TurnId, TurnRecord, TurnStatus, WhatsAppStore, validate_turn,
+    DeliveryRecord, Handoff, HandoffBy, InboundRecord, MAX_UNHANDLED, NewInbound, Outgoing,
+    RecordState, Recorded, TurnId, TurnRecord, TurnStatus, WhatsAppStore, validate_turn,
 };
 use degrau::whatsapp::{PhoneNumberId, WaMessageId};
 use serde::{Deserialize, Serialize};
@@ -487,6 +487,33 @@ impl WhatsAppStore for DynamoStore {
             ],
         )?);
         transact_if(&self.client, items).await
+    }
+
+    async fn record_delivery(
+        &self,
+        key: &ContactKey,
+        record: &DeliveryRecord,
+    ) -> Result<(), StoreError> {
+        self.put_delivery(key, record).await
+    }
+
+    async fn update_delivery(
+        &self,
+        key: &ContactKey,
+        id: &WaMessageId,
+        status: &str,
+        error_code: Option<i64>,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        self.move_delivery(key, id, (status, error_code), now).await
+    }
+
+    async fn deliveries(
+        &self,
+        key: &ContactKey,
+        now: i64,
+    ) -> Result<Vec<DeliveryRecord>, StoreError> {
+        self.delivery_records(key, now).await
     }
 
     async fn handoff(&self, key: &ContactKey, now: i64) -> Result<Option<Handoff>, StoreError> {

@@ -103,7 +103,8 @@ impl GraphSender {
 
 /// What one attempt came to.
 enum Attempt {
-    Sent,
+    /// Taken, with the message id the answer names (none for a read mark).
+    Sent(Option<WaMessageId>),
     Retry {
         after: Option<Duration>,
         why: String,
@@ -119,7 +120,9 @@ fn backoff(attempt: u32) -> Duration {
 async fn read_answer(response: reqwest::Response) -> Attempt {
     let status = response.status().as_u16();
     if (200..300).contains(&status) {
-        return Attempt::Sent;
+        let body: Value = response.json().await.unwrap_or(Value::Null);
+        let id = body["messages"][0]["id"].as_str();
+        return Attempt::Sent(id.and_then(|id| WaMessageId::parse(id).ok()));
     }
     let retry_after = response
         .headers()
@@ -150,7 +153,7 @@ impl Sender for GraphSender {
         to: &WaId,
         message: OutboundMessage<'_>,
         deadline: Deadline,
-    ) -> Result<(), SendError> {
+    ) -> Result<Option<WaMessageId>, SendError> {
         self.post(from, &Self::body(to, message), deadline).await
     }
 
@@ -167,7 +170,7 @@ impl Sender for GraphSender {
             "typing_indicator": {"type": "text"}
         });
         let deadline = deadline.earlier(Deadline::after(READ_MARK_BUDGET));
-        self.post(from, &body, deadline).await
+        self.post(from, &body, deadline).await.map(|_| ())
     }
 }
 
@@ -179,7 +182,7 @@ impl GraphSender {
         from: &PhoneNumberId,
         body: &Value,
         deadline: Deadline,
-    ) -> Result<(), SendError> {
+    ) -> Result<Option<WaMessageId>, SendError> {
         let url = format!("{}/{}/{}/messages", self.base_url, self.version, from);
         let mut last = String::from("no attempt fit the deadline");
         for attempt in 1..=MAX_ATTEMPTS {
@@ -205,7 +208,7 @@ impl GraphSender {
                 },
             };
             match outcome {
-                Attempt::Sent => return Ok(()),
+                Attempt::Sent(id) => return Ok(id),
                 Attempt::Final(error) => return Err(error),
                 Attempt::Retry { after, why } => {
                     warn!(

@@ -587,6 +587,8 @@ export interface components {
             usage: null | components["schemas"]["MessageUsage"];
             /** @description True for the business's message a person wrote (the owner answering from the WhatsApp Business app), not the model; sent to the model as any assistant message. */
             written_by_person: boolean;
+            /** @description A WhatsApp reply's delivery state, from Meta's status callbacks; null on every other message. */
+            delivery: null | components["schemas"]["DeliveryState"];
         };
         /** @description A content block of a recorded round as the Messages API or its SDKs return it: the fields degrau stores are checked, others read past; `null` counts as absent. */
         RoundContentBlock: ({
@@ -1053,6 +1055,17 @@ export interface components {
             since: number;
             /** @description When the agent answers again (Unix seconds). */
             until: number;
+        };
+        /** @description Where a WhatsApp reply stands. */
+        DeliveryState: {
+            /**
+             * @description `accepted`: the Graph API took it; then as Meta reports it, forward only (`failed` is final).
+             * @enum {string}
+             */
+            status: "accepted" | "sent" | "delivered" | "read" | "failed";
+            /** @description The Graph API's error code of a failure. */
+            error_code: number | null;
+            updated_at: number;
         };
     };
     responses: {

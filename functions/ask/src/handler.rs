@@ -398,6 +398,7 @@ async fn route(
                 .transcript(&key, query.session, query.limit, query.before)
                 .await
                 .map_err(from_service)?;
+            let deliveries = handoff::deliveries(app, &key).await?;
             let body = json!({
                 "messages": page.messages.iter().map(|m| json!({
                     "session": m.session,
@@ -408,6 +409,7 @@ async fn route(
                     "pruned": m.pruned.is_some(),
                     "usage": m.usage,
                     "written_by_person": m.written_by_person,
+                    "delivery": deliveries.get(&(m.session, m.seq)),
                 })).collect::<Vec<Value>>(),
                 "next_before": page.next_before.as_ref().map(format_cursor),
             });

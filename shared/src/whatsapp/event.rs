@@ -99,9 +99,15 @@ impl Body {
     }
 }
 
-/// A status callback of a message degrau sent: only what may be logged.
+/// A status callback of a message degrau sent (its `Debug` names no one).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Status {
+    /// The business number that sent the message.
+    pub phone_number_id: PhoneNumberId,
+    /// The sent message's id, when it reads.
+    pub id: Option<WaMessageId>,
+    /// The customer it went to (`recipient_id`), when it reads: never logged.
+    pub recipient: Option<WaId>,
     /// `sent`, `delivered`, `read`, `failed`, or `other` for anything else.
     pub status: &'static str,
     /// The error codes of a failure.
@@ -218,6 +224,10 @@ struct Media {
 #[derive(Deserialize)]
 struct RawStatus {
     #[serde(default)]
+    id: String,
+    #[serde(default)]
+    recipient_id: String,
+    #[serde(default)]
     status: String,
     #[serde(default)]
     errors: Vec<RawError>,
@@ -272,7 +282,7 @@ pub fn parse_delivery(body: &[u8]) -> Result<Delivery, DeliveryError> {
             read_message(&mut delivery, &phone, message);
         }
         for status in value.statuses {
-            delivery.statuses.push(read_status(status));
+            delivery.statuses.push(read_status(&phone, status));
         }
     }
     Ok(delivery)
@@ -376,12 +386,17 @@ pub(super) fn seconds(value: &Value) -> Option<i64> {
     }
 }
 
-fn read_status(status: Value) -> Status {
+fn read_status(phone: &PhoneNumberId, status: Value) -> Status {
     let raw = serde_json::from_value::<RawStatus>(status).unwrap_or(RawStatus {
+        id: String::new(),
+        recipient_id: String::new(),
         status: String::new(),
         errors: Vec::new(),
     });
     Status {
+        phone_number_id: phone.clone(),
+        id: WaMessageId::parse(&raw.id).ok(),
+        recipient: WaId::parse(&raw.recipient_id).ok(),
         status: match raw.status.as_str() {
             "sent" => "sent",
             "delivered" => "delivered",
@@ -483,6 +498,15 @@ mod tests {
         assert_eq!(parsed.statuses.len(), 2);
         assert_eq!(parsed.statuses[1].status, "failed");
         assert_eq!(parsed.statuses[1].error_codes, [131047]);
+        assert_eq!(
+            parsed.statuses[1].id.as_ref().map(WaMessageId::as_str),
+            Some("wamid.Y")
+        );
+        assert_eq!(
+            parsed.statuses[1].recipient.as_ref().map(WaId::as_str),
+            Some("15550000001")
+        );
+        assert!(!format!("{:?}", parsed.statuses[1]).contains("1555"));
         assert!(parsed.inbound.is_empty());
     }
 

@@ -34,6 +34,7 @@
 //! reply recorded but not sent is sent on redelivery. (`docs/DESIGN.md`: "The
 //! WhatsApp channel".)
 
+pub mod delivery;
 pub mod echo;
 pub mod event;
 pub mod handoff;

@@ -48,14 +48,15 @@ pub enum SendError {
 #[async_trait]
 pub trait Sender: Send + Sync {
     /// Sends `message` from the business number `from` to the customer `to`, by
-    /// `deadline` (retries included).
+    /// `deadline` (retries included); answers the sent message's id when the Graph
+    /// API gave one (its status callbacks name it).
     async fn send(
         &self,
         from: &PhoneNumberId,
         to: &WaId,
         message: OutboundMessage<'_>,
         deadline: Deadline,
-    ) -> Result<(), SendError>;
+    ) -> Result<Option<WaMessageId>, SendError>;
 
     /// Marks the customer's message `message` (sent to `from`) read and shows the
     /// typing indicator, by `deadline`. WhatsApp dismisses the indicator at the

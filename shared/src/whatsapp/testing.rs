@@ -113,7 +113,7 @@ impl Sender for ScriptedSender {
         to: &WaId,
         message: OutboundMessage<'_>,
         _deadline: Deadline,
-    ) -> Result<(), SendError> {
+    ) -> Result<Option<WaMessageId>, SendError> {
         lock(&self.script).pop_front().unwrap_or(Ok(()))?;
         let sent = match message {
             OutboundMessage::Text(text) => Sent::Text(text.to_owned()),
@@ -121,8 +121,9 @@ impl Sender for ScriptedSender {
                 Sent::Template(template.name.as_str().to_owned())
             }
         };
-        lock(&self.sent).push((from.clone(), to.clone(), sent));
-        Ok(())
+        let mut all = lock(&self.sent);
+        all.push((from.clone(), to.clone(), sent));
+        Ok(WaMessageId::parse(&format!("wamid.scripted.{}", all.len())).ok())
     }
 
     async fn mark_read(

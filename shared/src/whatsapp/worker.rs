@@ -446,13 +446,16 @@ impl Worker {
         settings: &WhatsAppSettings,
         deadline: Deadline,
     ) -> Result<Outgoing, WorkerError> {
-        let reply = match (&settings.media_reply, turn.bare_notes) {
+        let (reply, reply_at) = match (&settings.media_reply, turn.bare_notes) {
             (Some(reply), true) => {
                 Event::new(FUNCTION).count("MediaReplies", 1).emit();
-                reply.as_str().to_owned()
+                (reply.as_str().to_owned(), None)
             }
             _ => match self.ask_turn(key, turn, deadline).await? {
-                Ok(text) => text,
+                Ok(response) => (
+                    response.reply.text,
+                    Some((response.session, response.round.last_seq)),
+                ),
                 Err(nothing) => return Ok(nothing),
             },
         };
@@ -467,6 +470,7 @@ impl Worker {
         }
         Ok(Outgoing::Text {
             parts: split_reply(&reply, MAX_OUTBOUND_CHARS),
+            reply_at,
         })
     }
 
@@ -478,7 +482,7 @@ impl Worker {
         key: &ContactKey,
         turn: &TurnRecord,
         deadline: Deadline,
-    ) -> Result<Result<String, Outgoing>, WorkerError> {
+    ) -> Result<Result<AskResponse, Outgoing>, WorkerError> {
         let idempotency = IdempotencyKey::parse(turn.id.as_str())
             .unwrap_or_else(|_| unreachable!("64 hex digits are a valid key"));
         let ask_deadline = Deadline::after(self.ask_timeout).earlier(deadline.before(SEND_BUDGET));
@@ -489,11 +493,11 @@ impl Worker {
             .ask_for_channel(key, &turn.text, Some(&idempotency), ask_deadline)
             .await
         {
-            Ok(AskOutcome::Answered(response)) => Ok(Ok(response.reply.text)),
+            Ok(AskOutcome::Answered(response)) => Ok(Ok(response)),
             Ok(AskOutcome::Replayed(body)) => {
                 info!("the turn's answer was stored already: replayed");
                 match serde_json::from_str::<AskResponse>(&body) {
-                    Ok(response) => Ok(Ok(response.reply.text)),
+                    Ok(response) => Ok(Ok(response)),
                     Err(_) => Err(WorkerError::Store(StoreError::Corrupt(
                         "a stored answer did not read back".into(),
                     ))),
@@ -529,7 +533,9 @@ impl Worker {
             return Ok(());
         };
         let messages: Vec<OutboundMessage<'_>> = match outgoing {
-            Outgoing::Text { parts } => parts.iter().map(|p| OutboundMessage::Text(p)).collect(),
+            Outgoing::Text { parts, .. } => {
+                parts.iter().map(|p| OutboundMessage::Text(p)).collect()
+            }
             Outgoing::Template { template } => vec![OutboundMessage::Template(template)],
             Outgoing::Nothing { reason } => {
                 info!(reason = reason.as_str(), "the turn sends nothing");
@@ -543,7 +549,7 @@ impl Worker {
                 .send(&turn.phone_number_id, &to, message, deadline)
                 .await
             {
-                Ok(()) => {
+                Ok(id) => {
                     let metric = match message {
                         OutboundMessage::Text(_) => "RepliesSent",
                         OutboundMessage::Template(_) => "TemplatesSent",
@@ -555,6 +561,7 @@ impl Worker {
                         .await?;
                     if index == 0 {
                         self.reply_latency(key, turn);
+                        self.keep_delivery(key, turn, outgoing, id).await;
                     }
                 }
                 Err(SendError::OutsideWindow) => {
@@ -629,7 +636,7 @@ impl Worker {
             )
             .await
         {
-            Ok(()) => {
+            Ok(_) => {
                 Event::new(FUNCTION).count("TemplatesSent", 1).emit();
                 self.count_sent(key, deadline).await;
                 Ok(())

@@ -529,6 +529,32 @@ impl WhatsAppStore for SettleFails {
     ) -> Result<bool, StoreError> {
         self.inner.mark_sent(key, turn, sent, done).await
     }
+    async fn record_delivery(
+        &self,
+        key: &ContactKey,
+        record: &degrau::whatsapp::store::DeliveryRecord,
+    ) -> Result<(), StoreError> {
+        self.inner.record_delivery(key, record).await
+    }
+    async fn update_delivery(
+        &self,
+        key: &ContactKey,
+        id: &WaMessageId,
+        status: &str,
+        error_code: Option<i64>,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        self.inner
+            .update_delivery(key, id, status, error_code, now)
+            .await
+    }
+    async fn deliveries(
+        &self,
+        key: &ContactKey,
+        now: i64,
+    ) -> Result<Vec<degrau::whatsapp::store::DeliveryRecord>, StoreError> {
+        self.inner.deliveries(key, now).await
+    }
     async fn handoff(
         &self,
         key: &ContactKey,

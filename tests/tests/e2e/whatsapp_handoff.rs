@@ -360,3 +360,81 @@ async fn an_operator_hands_off_and_back_and_each_bad_request_changes_nothing() {
     let transcript = channel.transcript(CUSTOMER).await;
     assert_eq!(transcript[0], ("user".into(), "tem horário?\nalô?".into()));
 }
+
+/// A delivery of status callbacks `(sent message id, status, error code)` for
+/// messages to `to`.
+fn statuses(to: &str, callbacks: &[(&str, &str, Option<i64>)]) -> String {
+    let statuses: Vec<Value> = callbacks
+        .iter()
+        .map(|(id, status, code)| {
+            let mut callback = json!({"id": id, "status": status, "timestamp": "1800000001",
+                                      "recipient_id": to});
+            if let Some(code) = code {
+                callback["errors"] = json!([{"code": code, "title": "Message undeliverable"}]);
+            }
+            callback
+        })
+        .collect();
+    json!({"object": "whatsapp_business_account", "entry": [{"id": "0", "changes": [{
+        "field": "messages",
+        "value": {"messaging_product": "whatsapp",
+                  "metadata": {"display_phone_number": "15550009999", "phone_number_id": PHONE},
+                  "statuses": statuses}}]}]})
+    .to_string()
+}
+
+#[tokio::test]
+async fn a_failed_status_shows_on_the_reply_and_a_later_read_does_not_undo_it() {
+    let channel = Channel::start().await;
+    channel
+        .deliver_and_work(&delivery(PHONE, CUSTOMER, &[("wamid.D1", "oi")]))
+        .await;
+    let sent = channel.sent().await;
+    let id = sent[0]["id"].as_str().unwrap().to_owned();
+    let reply = |messages: &[Value]| messages.last().unwrap()["delivery"].clone();
+    assert_eq!(
+        reply(&channel.messages(CUSTOMER).await)["status"],
+        "accepted"
+    );
+
+    channel
+        .deliver_and_work(&statuses(CUSTOMER, &[(&id, "delivered", None)]))
+        .await;
+    assert_eq!(
+        reply(&channel.messages(CUSTOMER).await)["status"],
+        "delivered"
+    );
+    channel
+        .deliver_and_work(&statuses(
+            CUSTOMER,
+            &[
+                (&id, "failed", Some(131_026)),
+                (&id, "read", None),
+                ("wamid.unknown", "failed", Some(1)),
+            ],
+        ))
+        .await;
+    let messages = channel.messages(CUSTOMER).await;
+    let state = reply(&messages);
+    assert_eq!(
+        (state["status"].as_str(), state["error_code"].as_i64()),
+        (Some("failed"), Some(131_026))
+    );
+    assert!(
+        messages[0]["delivery"].is_null(),
+        "the customer's message has none"
+    );
+    assert_eq!(channel.webhook_metric("DeliveriesUpdated"), 2);
+}
+
+impl Channel {
+    /// The sum of the webhook's metric `name` over the EMF lines it printed.
+    fn webhook_metric(&self, name: &str) -> u64 {
+        self.webhook
+            .output()
+            .iter()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter_map(|event| event[name].as_f64())
+            .sum::<f64>() as u64
+    }
+}

@@ -305,6 +305,9 @@ class TranscriptMessage(TypedDict):
     #: WhatsApp Business app), not the model; sent to the model as any assistant
     #: message.
     written_by_person: bool
+    #: A WhatsApp reply's delivery state, from Meta's status callbacks; null on every
+    #: other message.
+    delivery: None | DeliveryState
 
 
 #: A ``oneOf`` (see the document): read by its ``type``.
@@ -803,6 +806,17 @@ class Handoff(TypedDict):
     since: int
     #: When the agent answers again (Unix seconds).
     until: int
+
+
+class DeliveryState(TypedDict):
+    """Where a WhatsApp reply stands."""
+
+    #: `accepted`: the Graph API took it; then as Meta reports it, forward only
+    #: (`failed` is final).
+    status: Literal["accepted", "sent", "delivered", "read", "failed"]
+    #: The Graph API's error code of a failure.
+    error_code: int | None
+    updated_at: int
 
 
 #: Every error type of the envelope (``components.schemas.Error``).

@@ -7,6 +7,8 @@
 //! `memory:write`). Each answers the state after it, and a bad body is 400 with
 //! nothing written.
 
+use std::collections::HashMap;
+
 use degrau::domain::TenantId;
 use degrau::store::ContactKey;
 use degrau::tenant::whatsapp::{HandoffHours, MAX_HANDOFF_HOURS};
@@ -90,6 +92,28 @@ pub(super) async fn current(app: &App, key: &ContactKey) -> Result<Value, HttpEr
         Value::Null,
         |h| json!({"by": h.by.as_str(), "since": h.since, "until": h.until}),
     ))
+}
+
+/// The contact's WhatsApp replies' delivery state, by the transcript message each
+/// carries (`GET .../messages` shows it on the reply).
+pub(super) async fn deliveries(
+    app: &App,
+    key: &ContactKey,
+) -> Result<HashMap<(u32, u64), Value>, HttpError> {
+    let now = (app.service.clock)();
+    let records = app
+        .whatsapp
+        .deliveries(key, now)
+        .await
+        .map_err(|e| from_service(e.into()))?;
+    Ok(records
+        .into_iter()
+        .map(|d| {
+            let shown =
+                json!({"status": d.status, "error_code": d.error_code, "updated_at": d.updated_at});
+            ((d.session, d.seq), shown)
+        })
+        .collect())
 }
 
 /// The body's `hours`, if any; an empty body asks for the tenant's default.
