@@ -76,6 +76,33 @@ def text_delivery(phone_number_id, sender, text, message_id=None, name="Local"):
     }
 
 
+def echo_delivery(phone_number_id, customer, text, message_id=None):
+    """A webhook delivery of one echo: what the owner sent the customer from the
+    WhatsApp Business app on a coexistence number (field `smb_message_echoes`)."""
+    return {
+        "object": "whatsapp_business_account",
+        "entry": [{
+            "id": "0",
+            "changes": [{
+                "field": "smb_message_echoes",
+                "value": {
+                    "messaging_product": "whatsapp",
+                    "metadata": {"display_phone_number": "15550000000",
+                                 "phone_number_id": phone_number_id},
+                    "message_echoes": [{
+                        "from": "15550000000",
+                        "to": customer,
+                        "id": message_id or f"wamid.local.{uuid.uuid4().hex}",
+                        "timestamp": str(int(time.time())),
+                        "type": "text",
+                        "text": {"body": text},
+                    }],
+                },
+            }],
+        }],
+    }
+
+
 def dynamodb(args):
     import boto3  # the local stack's venv has it (infra/requirements.txt)
     kwargs = {"region_name": os.environ.get("AWS_REGION", "us-east-1")}
@@ -121,11 +148,12 @@ def post(url, body, headers, timeout=30):
 
 def cmd_send(args):
     check(PHONE_NUMBER_ID, args.phone_number_id, "--phone-number-id")
-    check(WA_ID, args.sender, "--from")
+    check(WA_ID, args.sender, "--from" if args.command == "send" else "--to")
     if not args.text.strip():
         sys.exit("whatsapp: --text is empty")
-    body = json.dumps(text_delivery(args.phone_number_id, args.sender, args.text,
-                                    args.message_id)).encode()
+    delivery = text_delivery if args.command == "send" else echo_delivery
+    body = json.dumps(delivery(args.phone_number_id, args.sender, args.text,
+                               args.message_id)).encode()
     headers = {"content-type": "application/json"}
     if not args.unsigned:
         headers["x-hub-signature-256"] = sign(args.app_secret, body)
@@ -192,6 +220,15 @@ def main(argv=None):
     p.add_argument("--app-secret", default=os.environ.get("WHATSAPP_APP_SECRET", LOCAL_APP_SECRET))
     p.add_argument("--unsigned", action="store_true", help="send no signature (expect 401)")
 
+    p = sub.add_parser("echo", help="post a signed echo: the owner answering from the business app")
+    p.add_argument("--to", dest="sender", required=True, help="the customer's wa_id (digits)")
+    p.add_argument("--text", required=True)
+    p.add_argument("--phone-number-id", default=DEFAULT_PHONE_NUMBER_ID)
+    p.add_argument("--message-id", help="the wamid (default: a new one)")
+    p.add_argument("--api", default=os.environ.get("DEGRAU_API", LOCAL_API))
+    p.add_argument("--app-secret", default=os.environ.get("WHATSAPP_APP_SECRET", LOCAL_APP_SECRET))
+    p.add_argument("--unsigned", action="store_true", help="send no signature (expect 401)")
+
     p = sub.add_parser("verify", help="run the verification handshake")
     p.add_argument("--api", default=os.environ.get("DEGRAU_API", LOCAL_API))
     p.add_argument("--verify-token",
@@ -205,7 +242,7 @@ def main(argv=None):
     p.add_argument("--app-secret", default=os.environ.get("WHATSAPP_APP_SECRET", LOCAL_APP_SECRET))
 
     args = parser.parse_args(argv)
-    return {"bind": cmd_bind, "unbind": cmd_unbind, "send": cmd_send,
+    return {"bind": cmd_bind, "unbind": cmd_unbind, "send": cmd_send, "echo": cmd_send,
             "verify": cmd_verify, "sent": cmd_sent, "sign": cmd_sign}[args.command](args) or 0
 
 

@@ -65,6 +65,7 @@ mod commit;
 mod context;
 mod estimate;
 mod events;
+mod handoff_turn;
 mod life;
 mod operate;
 mod plausible;

@@ -194,6 +194,11 @@ pub struct StoredMessage {
     /// Commit time, seconds since the Unix epoch (informational: order is `seq`).
     #[serde(default)]
     pub created_at: i64,
+    /// True for the business's message a person wrote (the owner answering from the
+    /// WhatsApp Business app, or through `POST .../handoff`'s back office), not the
+    /// model: shown as such, sent to the model as any assistant message.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub written_by_person: bool,
 }
 
 impl StoredMessage {

@@ -16,6 +16,7 @@ pub fn msg(seq: u64, role: Role, content: Vec<ContentBlock>) -> StoredMessage {
         pruned: None,
         usage: None,
         created_at: 0,
+        written_by_person: false,
     }
 }
 

@@ -127,6 +127,9 @@ pub(super) struct MessageItem {
     pub(super) usage: Option<Usage>,
     #[serde(default)]
     pub(super) created_at: i64,
+    /// Absent on the model's messages and on messages from before people wrote any.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(super) written_by_person: bool,
     /// TTL; absent on messages stored before rounds carried one (kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) expires_at: Option<i64>,
@@ -148,6 +151,7 @@ impl MessageItem {
             pruned: message.pruned.as_deref().map(blocks_json).transpose()?,
             usage: message.usage,
             created_at: message.created_at,
+            written_by_person: message.written_by_person,
             expires_at,
         })
     }
@@ -173,6 +177,7 @@ pub(super) fn message_and_expiry(item: Item) -> Result<(StoredMessage, Option<i6
         pruned: item.pruned.as_deref().map(blocks).transpose()?,
         usage: item.usage,
         created_at: item.created_at,
+        written_by_person: item.written_by_person,
     };
     Ok((message, item.expires_at))
 }
@@ -503,6 +508,7 @@ mod tests {
                 ..Usage::default()
             }),
             created_at: 7,
+            written_by_person: false,
         };
         let item = to_item(&MessageItem::new("T#t#C#c", &message, Some(9)).unwrap()).unwrap();
         assert_eq!(item["content"], s(r#"[{"type":"text","text":""}]"#));

@@ -84,6 +84,8 @@ pub const PLATFORM_TENANT_PREFIX: &str = "TENANT#";
 /// `S`, so no message or archive read reaches it; an erase lists it with the rest
 /// of the partition).
 pub const WA_INBOUND_PREFIX: &str = "WA#IN#";
+/// The sort key of a contact's handoff: a person has the conversation.
+pub const WA_HANDOFF_SK: &str = "WA#HANDOFF";
 /// The sort key of a contact's WhatsApp arrival counter.
 pub const WA_ARRIVALS_SK: &str = "WA#ARRIVALS";
 /// The sort key of a number's binding to its tenant.

@@ -14,6 +14,7 @@
 //!
 //! (`docs/DESIGN.md`: "Key layout".)
 
+mod delivery;
 mod error;
 mod items;
 pub mod keys;

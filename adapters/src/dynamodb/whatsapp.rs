@@ -12,8 +12,8 @@ use degrau::domain::{Incarnation, TenantId};
 use degrau::store::{ContactKey, StoreError};
 use degrau::whatsapp::keyed::Tombstone;
 use degrau::whatsapp::store::{
-    InboundRecord, MAX_UNHANDLED, NewInbound, Outgoing, RecordState, Recorded, TurnId, TurnRecord,
-    TurnStatus, WhatsAppStore, validate_turn,
+    DeliveryRecord, Handoff, HandoffBy, InboundRecord, MAX_UNHANDLED, NewInbound, Outgoing,
+    RecordState, Recorded, TurnId, TurnRecord, TurnStatus, WhatsAppStore, validate_turn,
 };
 use degrau::whatsapp::{PhoneNumberId, WaMessageId};
 use serde::{Deserialize, Serialize};
@@ -22,8 +22,8 @@ use super::DynamoStore;
 use super::error::{transact_if, unless_condition_failed};
 use super::items::{IndexedKey, Item, from_item, n, s, to_item};
 use super::keys::{
-    BINDING_SK, INCARNATION_INDEX, TOMBSTONE_SK, WA_ARRIVALS_SK, WA_INBOUND_PREFIX, binding_pk,
-    contact_pk, parse_contact_pk, tombstone_pk, wa_inbound_sk, wa_turn_sk,
+    BINDING_SK, INCARNATION_INDEX, TOMBSTONE_SK, WA_ARRIVALS_SK, WA_HANDOFF_SK, WA_INBOUND_PREFIX,
+    binding_pk, contact_pk, parse_contact_pk, tombstone_pk, wa_inbound_sk, wa_turn_sk,
 };
 use super::queries::Pages;
 
@@ -53,6 +53,9 @@ struct InboundItem {
     phone_number_id: PhoneNumberId,
     text: String,
     bare_note: bool,
+    /// An echo of the business's app; absent on records from before echoes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    by_business: bool,
     received_at: i64,
     arrival: u64,
     state: String,
@@ -64,6 +67,17 @@ struct InboundItem {
     /// The record's tombstone (64 hex digits), what an erase leaves of it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     tombstone: Option<String>,
+}
+
+/// A person has the contact's conversation (`WA#HANDOFF`); it lives until then.
+#[derive(Serialize, Deserialize)]
+struct HandoffItem {
+    pk: String,
+    sk: String,
+    by: HandoffBy,
+    since: i64,
+    until: i64,
+    expires_at: i64,
 }
 
 /// What an erase leaves of an inbound record (`WA#ERASED#{hash}` / `TOMBSTONE`),
@@ -94,6 +108,7 @@ impl InboundItem {
                 phone_number_id: self.phone_number_id,
                 text: self.text,
                 bare_note: self.bare_note,
+                by_business: self.by_business,
                 received_at: self.received_at,
                 expires_at: self.expires_at,
                 tombstone: self.tombstone.as_deref().and_then(Tombstone::parse),
@@ -114,6 +129,9 @@ struct TurnItem {
     messages: Vec<WaMessageId>,
     text: String,
     bare_notes: bool,
+    /// A person turn; absent on the agent's turns and on turns from before.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    by_person: bool,
     last_inbound_at: i64,
     status: String,
     /// What it sends, as JSON, once settled.
@@ -150,6 +168,7 @@ impl TurnItem {
             messages: self.messages,
             text: self.text,
             bare_notes: self.bare_notes,
+            by_person: self.by_person,
             last_inbound_at: self.last_inbound_at,
             status,
             expires_at: self.expires_at,
@@ -254,6 +273,7 @@ impl WhatsAppStore for DynamoStore {
             phone_number_id: message.phone_number_id.clone(),
             text: message.text.clone(),
             bare_note: message.bare_note,
+            by_business: message.by_business,
             received_at: message.received_at,
             arrival,
             state: PENDING.into(),
@@ -396,6 +416,7 @@ impl WhatsAppStore for DynamoStore {
             messages: turn.messages.clone(),
             text: turn.text.clone(),
             bare_notes: turn.bare_notes,
+            by_person: turn.by_person,
             last_inbound_at: turn.last_inbound_at,
             status: TAKEN.into(),
             outgoing: None,
@@ -466,6 +487,79 @@ impl WhatsAppStore for DynamoStore {
             ],
         )?);
         transact_if(&self.client, items).await
+    }
+
+    async fn record_delivery(
+        &self,
+        key: &ContactKey,
+        record: &DeliveryRecord,
+    ) -> Result<(), StoreError> {
+        self.put_delivery(key, record).await
+    }
+
+    async fn update_delivery(
+        &self,
+        key: &ContactKey,
+        id: &WaMessageId,
+        status: &str,
+        error_code: Option<i64>,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        self.move_delivery(key, id, (status, error_code), now).await
+    }
+
+    async fn deliveries(
+        &self,
+        key: &ContactKey,
+        now: i64,
+    ) -> Result<Vec<DeliveryRecord>, StoreError> {
+        self.delivery_records(key, now).await
+    }
+
+    async fn handoff(&self, key: &ContactKey, now: i64) -> Result<Option<Handoff>, StoreError> {
+        let Some(item) = self.get(contact_pk(key), WA_HANDOFF_SK.to_owned()).await? else {
+            return Ok(None);
+        };
+        let item: HandoffItem = from_item(item)?;
+        Ok((item.until > now).then_some(Handoff {
+            by: item.by,
+            since: item.since,
+            until: item.until,
+        }))
+    }
+
+    async fn set_handoff(
+        &self,
+        key: &ContactKey,
+        handoff: Option<&Handoff>,
+    ) -> Result<(), StoreError> {
+        let Some(handoff) = handoff else {
+            self.client
+                .delete_item()
+                .table_name(&self.table)
+                .key("pk", s(contact_pk(key)))
+                .key("sk", s(WA_HANDOFF_SK))
+                .send()
+                .await
+                .map_err(|err| super::error::sdk_error("delete_item", err))?;
+            return Ok(());
+        };
+        let item = HandoffItem {
+            pk: contact_pk(key),
+            sk: WA_HANDOFF_SK.to_owned(),
+            by: handoff.by,
+            since: handoff.since,
+            until: handoff.until,
+            expires_at: handoff.until,
+        };
+        self.client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(to_item(&item)?))
+            .send()
+            .await
+            .map_err(|err| super::error::sdk_error("put_item", err))?;
+        Ok(())
     }
 
     async fn mark_sent(

@@ -15,7 +15,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use degrau::deadline::Deadline;
 use degrau::whatsapp::outbound::{OUTSIDE_WINDOW_CODE, OutboundMessage, SendError, Sender};
-use degrau::whatsapp::{PhoneNumberId, WaId};
+use degrau::whatsapp::{PhoneNumberId, WaId, WaMessageId};
 use serde_json::{Value, json};
 use tracing::warn;
 
@@ -33,6 +33,10 @@ const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(8);
 
 /// Least time an attempt needs to be worth starting.
 const MIN_ATTEMPT: Duration = Duration::from_millis(500);
+
+/// Longest a read mark may take, retries included: it must never hold up the
+/// turn it announces.
+const READ_MARK_BUDGET: Duration = Duration::from_secs(2);
 
 /// Graph API error codes that mean "too many, later": retried like a 429.
 const RATE_LIMIT_CODES: &[i64] = &[4, 80_007, 130_429, 131_056];
@@ -99,7 +103,8 @@ impl GraphSender {
 
 /// What one attempt came to.
 enum Attempt {
-    Sent,
+    /// Taken, with the message id the answer names (none for a read mark).
+    Sent(Option<WaMessageId>),
     Retry {
         after: Option<Duration>,
         why: String,
@@ -115,7 +120,9 @@ fn backoff(attempt: u32) -> Duration {
 async fn read_answer(response: reqwest::Response) -> Attempt {
     let status = response.status().as_u16();
     if (200..300).contains(&status) {
-        return Attempt::Sent;
+        let body: Value = response.json().await.unwrap_or(Value::Null);
+        let id = body["messages"][0]["id"].as_str();
+        return Attempt::Sent(id.and_then(|id| WaMessageId::parse(id).ok()));
     }
     let retry_after = response
         .headers()
@@ -146,9 +153,37 @@ impl Sender for GraphSender {
         to: &WaId,
         message: OutboundMessage<'_>,
         deadline: Deadline,
+    ) -> Result<Option<WaMessageId>, SendError> {
+        self.post(from, &Self::body(to, message), deadline).await
+    }
+
+    async fn mark_read(
+        &self,
+        from: &PhoneNumberId,
+        message: &WaMessageId,
+        deadline: Deadline,
     ) -> Result<(), SendError> {
+        let body = json!({
+            "messaging_product": "whatsapp",
+            "status": "read",
+            "message_id": message.as_str(),
+            "typing_indicator": {"type": "text"}
+        });
+        let deadline = deadline.earlier(Deadline::after(READ_MARK_BUDGET));
+        self.post(from, &body, deadline).await.map(|_| ())
+    }
+}
+
+impl GraphSender {
+    /// Posts `body` to the number's `messages` endpoint, retrying what may pass
+    /// while the deadline allows (see the module documentation).
+    async fn post(
+        &self,
+        from: &PhoneNumberId,
+        body: &Value,
+        deadline: Deadline,
+    ) -> Result<Option<WaMessageId>, SendError> {
         let url = format!("{}/{}/{}/messages", self.base_url, self.version, from);
-        let body = Self::body(to, message);
         let mut last = String::from("no attempt fit the deadline");
         for attempt in 1..=MAX_ATTEMPTS {
             if !deadline.allows(MIN_ATTEMPT) {
@@ -158,7 +193,7 @@ impl Sender for GraphSender {
                 .http
                 .post(&url)
                 .bearer_auth(&self.token)
-                .json(&body)
+                .json(body)
                 .timeout(ATTEMPT_TIMEOUT.min(deadline.remaining()))
                 .send();
             let outcome = match request.await {
@@ -173,7 +208,7 @@ impl Sender for GraphSender {
                 },
             };
             match outcome {
-                Attempt::Sent => return Ok(()),
+                Attempt::Sent(id) => return Ok(id),
                 Attempt::Final(error) => return Err(error),
                 Attempt::Retry { after, why } => {
                     warn!(
@@ -259,6 +294,23 @@ mod tests {
 
     fn minute() -> Deadline {
         Deadline::after(Duration::from_secs(60))
+    }
+
+    #[tokio::test]
+    async fn a_read_mark_posts_the_status_with_the_typing_indicator() {
+        let (url, seen) = fake_graph(vec![]).await;
+        let graph = GraphSender::new(url, "v23.0", "secret-token").unwrap();
+        let (from, _) = ids();
+        let message = WaMessageId::parse("wamid.IN1").unwrap();
+        graph.mark_read(&from, &message, minute()).await.unwrap();
+        let seen = seen.lock().unwrap().clone();
+        let (path, _, body) = &seen[0];
+        assert_eq!(path, "/v23.0/100000000000001/messages");
+        assert_eq!(
+            body,
+            &json!({"messaging_product": "whatsapp", "status": "read",
+                    "message_id": "wamid.IN1", "typing_indicator": {"type": "text"}})
+        );
     }
 
     #[tokio::test]

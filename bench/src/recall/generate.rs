@@ -227,6 +227,7 @@ fn message(
         pruned: None,
         usage: None,
         created_at: at,
+        written_by_person: false,
     }
 }
 

@@ -325,6 +325,56 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/contacts/{contact}/handoff": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A contact id (a phone number in E.164, an e-mail address, a CRM id), percent-encoded in the path; the schema is of the decoded value. */
+                contact: components["parameters"]["Contact"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Who has the contact's WhatsApp conversation: the agent, or a person until when (scope `memory:read`)
+         * @description A person has it after the owner answered from the WhatsApp Business app (an `smb_message_echoes` delivery) or after `POST .../handoff`; until then the agent does not answer the contact: their messages are stored and wait for the person's answer. A contact never seen is with the agent.
+         */
+        get: operations["getHandoff"];
+        put?: never;
+        /**
+         * Hand the contact's conversation to a person (scope `memory:write`)
+         * @description For an operator, or a business that answers through its own back office: the agent stops answering the contact for `hours` (1 to 168; the tenant's `whatsapp.handoff_hours`, 12 by default, when the body is empty or has no `hours`), replacing any handoff. A body that is not that object is 400 with nothing written.
+         */
+        post: operations["handOff"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/contacts/{contact}/handback": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A contact id (a phone number in E.164, an e-mail address, a CRM id), percent-encoded in the path; the schema is of the decoded value. */
+                contact: components["parameters"]["Contact"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Give the contact's conversation back to the agent now (scope `memory:write`)
+         * @description Ends any handoff (the inspector's button): the contact's next message is answered by the agent, with the messages that waited.
+         */
+        post: operations["handBack"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -469,6 +519,8 @@ export interface components {
             messages: components["schemas"]["Message"][];
             /** @description The breakpoint for the last block of the message you append: the lifetime the tenant's cache_ttl policy chose for the messages (with `ttl: 1h` when the conversation's pauses make an hour cheaper). */
             cache_control: components["schemas"]["CacheControl"];
+            /** @description Who has the contact's WhatsApp conversation: null for the agent; while a person has it (see GET .../handoff), a client's own loop should not answer. */
+            handoff?: null | components["schemas"]["Handoff"];
         };
         /** @description A round the client ran itself. At most 256 KiB. */
         RoundBody: {
@@ -533,6 +585,10 @@ export interface components {
             pruned: boolean;
             /** @description An assistant message's model call usage; null on user messages (and on a round recorded without it). */
             usage: null | components["schemas"]["MessageUsage"];
+            /** @description True for the business's message a person wrote (the owner answering from the WhatsApp Business app), not the model; sent to the model as any assistant message. */
+            written_by_person: boolean;
+            /** @description A WhatsApp reply's delivery state, from Meta's status callbacks; null on every other message. */
+            delivery: null | components["schemas"]["DeliveryState"];
         };
         /** @description A content block of a recorded round as the Messages API or its SDKs return it: the fields degrau stores are checked, others read past; `null` counts as absent. */
         RoundContentBlock: ({
@@ -761,6 +817,12 @@ export interface components {
                     language: string;
                 };
                 media_reply?: string;
+                /** @description Mark a customer's message read, with the typing indicator, when the worker takes it for a turn (default true). */
+                read_receipts?: boolean;
+                /** @description How long a person's answer (an echo from the business app, or POST .../handoff) pauses the agent for the contact (default 12). */
+                handoff_hours?: number;
+                /** @description A word the owner sends from the business app to hand the conversation back to the agent at once. */
+                handback_keyword?: string;
             };
             /** @description Rounds and summary calls per hour, each at most the platform's ceiling for the tenant (its default); 0 allows none. A tenant may lower its own; only the platform suspends or raises it. */
             quota?: {
@@ -970,6 +1032,40 @@ export interface components {
             tenants: components["schemas"]["TenantSummary"][];
             /** @description Pass as `cursor` for the next page; null on the last. */
             next_cursor: string | null;
+        };
+        /** @description An empty body, or this object. */
+        HandoffRequest: {
+            /** @description How long the person has the conversation. */
+            hours?: number;
+        };
+        /** @description Who has the contact's conversation. */
+        HandoffState: {
+            contact: string;
+            /** @enum {string} */
+            with: "agent" | "person";
+            handoff: null | components["schemas"]["Handoff"];
+        };
+        /** @description A person has the contact's WhatsApp conversation: the agent answers nothing until `until`. */
+        Handoff: {
+            /**
+             * @description `business_app`: the owner answered from the WhatsApp Business app; `operator`: `POST .../handoff`.
+             * @enum {string}
+             */
+            by: "business_app" | "operator";
+            since: number;
+            /** @description When the agent answers again (Unix seconds). */
+            until: number;
+        };
+        /** @description Where a WhatsApp reply stands. */
+        DeliveryState: {
+            /**
+             * @description `accepted`: the Graph API took it; then as Meta reports it, forward only (`failed` is final).
+             * @enum {string}
+             */
+            status: "accepted" | "sent" | "delivered" | "read" | "failed";
+            /** @description The Graph API's error code of a failure. */
+            error_code: number | null;
+            updated_at: number;
         };
     };
     responses: {
@@ -1999,6 +2095,127 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["PolicyView"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            412: components["responses"]["PreconditionFailed"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyMismatch"];
+            428: components["responses"]["PreconditionRequired"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["BadGateway"];
+            503: components["responses"]["Unavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    getHandoff: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A contact id (a phone number in E.164, an e-mail address, a CRM id), percent-encoded in the path; the schema is of the decoded value. */
+                contact: components["parameters"]["Contact"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Who has the conversation now. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HandoffState"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            412: components["responses"]["PreconditionFailed"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyMismatch"];
+            428: components["responses"]["PreconditionRequired"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["BadGateway"];
+            503: components["responses"]["Unavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    handOff: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A contact id (a phone number in E.164, an e-mail address, a CRM id), percent-encoded in the path; the schema is of the decoded value. */
+                contact: components["parameters"]["Contact"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["HandoffRequest"];
+            };
+        };
+        responses: {
+            /** @description Who has the conversation now. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HandoffState"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            412: components["responses"]["PreconditionFailed"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyMismatch"];
+            428: components["responses"]["PreconditionRequired"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["BadGateway"];
+            503: components["responses"]["Unavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    handBack: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A contact id (a phone number in E.164, an e-mail address, a CRM id), percent-encoded in the path; the schema is of the decoded value. */
+                contact: components["parameters"]["Contact"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Who has the conversation now. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HandoffState"];
                 };
             };
             400: components["responses"]["BadRequest"];

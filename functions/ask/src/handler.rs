@@ -58,6 +58,8 @@ pub struct App {
     pub scopes: ScopeConfig,
     /// The platform's routes' service.
     pub platform: degrau::platform_admin::PlatformAdmin,
+    /// Who has a WhatsApp conversation (the handoff routes).
+    pub whatsapp: std::sync::Arc<dyn degrau::whatsapp::store::WhatsAppStore>,
     /// `ASK_TIMEOUT_SECONDS`: the longest a request may take, from its arrival to its
     /// answer.
     pub ask_timeout: Duration,
@@ -67,6 +69,7 @@ pub struct App {
 /// time budget of a request.
 pub fn app(deps: degrau_adapters::wiring::Dependencies, timeout: Duration) -> App {
     App {
+        whatsapp: deps.store.clone(),
         platform: degrau::platform_admin::PlatformAdmin {
             policies: deps.store.clone(),
             usage: deps.store.clone(),
@@ -395,6 +398,7 @@ async fn route(
                 .transcript(&key, query.session, query.limit, query.before)
                 .await
                 .map_err(from_service)?;
+            let deliveries = handoff::deliveries(app, &key).await?;
             let body = json!({
                 "messages": page.messages.iter().map(|m| json!({
                     "session": m.session,
@@ -404,6 +408,8 @@ async fn route(
                     "created_at": m.created_at,
                     "pruned": m.pruned.is_some(),
                     "usage": m.usage,
+                    "written_by_person": m.written_by_person,
+                    "delivery": deliveries.get(&(m.session, m.seq)),
                 })).collect::<Vec<Value>>(),
                 "next_before": page.next_before.as_ref().map(format_cursor),
             });
@@ -418,7 +424,12 @@ async fn route(
                 .context(&key, deadline)
                 .await
                 .map_err(from_service)?;
-            json_body(&view)
+            // A client's own loop should not answer while a person has the
+            // conversation: the context says who has it.
+            let mut body = serde_json::to_value(&view)
+                .map_err(|e| HttpError::new(ErrorType::InternalError, e.to_string()))?;
+            body["handoff"] = handoff::current(app, &key).await?;
+            Ok(json_response(200, body.to_string()))
         }
         (Endpoint::Rounds, _) => post_round(service, &key, request, deadline).await,
         (Endpoint::Contact, _) => {
@@ -448,7 +459,9 @@ async fn route(
             | Endpoint::Inspector
             | Endpoint::MessageStream
             | Endpoint::PlatformTenants
-            | Endpoint::PlatformPolicy,
+            | Endpoint::PlatformPolicy
+            | Endpoint::Handoff
+            | Endpoint::Handback,
             _,
         ) => Err(HttpError::new(
             ErrorType::InternalError,
@@ -609,6 +622,7 @@ fn contact_id(segment: &str) -> Result<ContactId, HttpError> {
 
 mod auth;
 mod errors;
+mod handoff;
 mod operate;
 mod platform;
 mod routes;

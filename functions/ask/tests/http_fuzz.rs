@@ -41,6 +41,7 @@ fn app(auth: AuthConfig) -> (App, Arc<MemoryStore>) {
     };
     (
         App {
+            whatsapp: store.clone(),
             platform: degrau::platform_admin::PlatformAdmin::on(
                 store.clone(),
                 Defaults::default(),

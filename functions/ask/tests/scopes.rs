@@ -25,6 +25,7 @@ const EVENT: &str = include_str!("../../../events/ask-post-message.json");
 fn app(scope_claim: &str) -> App {
     let store = Arc::new(MemoryStore::new());
     App {
+        whatsapp: store.clone(),
         platform: degrau::platform_admin::PlatformAdmin::on(
             store.clone(),
             Defaults::default(),

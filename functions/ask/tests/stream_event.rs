@@ -29,6 +29,7 @@ const EVENT: &str = include_str!("../../../events/ask-stream-message.json");
 
 fn app(store: Arc<MemoryStore>, model: Arc<ScriptedModel>) -> Arc<App> {
     Arc::new(App {
+        whatsapp: store.clone(),
         platform: degrau::platform_admin::PlatformAdmin::on(
             store.clone(),
             Defaults::default(),

@@ -22,7 +22,7 @@ use degrau::whatsapp::inbox::Hold;
 use degrau::whatsapp::inbox::QueuedMessage;
 use degrau::whatsapp::worker::{FUNCTION, Worker, WorkerError};
 use lambda_runtime::{Error, LambdaEvent};
-use tracing::{error, warn};
+use tracing::{Instrument, error, info_span, warn};
 
 /// Time a record keeps besides its turn: the debounce's waits (at most three
 /// debounces) and its reads and writes.
@@ -130,7 +130,23 @@ async fn run_record(
             return false;
         }
     };
-    match worker.handle(&queued, deadline).await {
+    // Every line of the turn names its tenant (never the contact: the queued
+    // message names no one, and the turn's own lines carry no number).
+    let span = info_span!("turn", tenant = queued.tenant.as_str());
+    handle_queued(worker, (record, receipt), holding, &queued, deadline)
+        .instrument(span)
+        .await
+}
+
+/// Runs the queued message's turn and settles the record by the outcome.
+async fn handle_queued(
+    worker: &Worker,
+    (record, receipt): (&Record, Option<&str>),
+    holding: &Holding<'_>,
+    queued: &QueuedMessage,
+    deadline: Deadline,
+) -> bool {
+    match worker.handle(queued, deadline).await {
         Ok(outcome) => {
             tracing::info!(?outcome, "record done");
             true

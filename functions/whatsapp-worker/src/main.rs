@@ -2,6 +2,10 @@
 //! service's dependencies ([`Dependencies::from_env`]) and the Graph API client
 //! ([`WorkerDependencies::from_env`]) once, then serves.
 
+// A turn's future holds the ask's commit (a person's answer recorded as a round)
+// nested several async layers deep: its layout needs more than the default 128.
+#![recursion_limit = "256"]
+
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -4,7 +4,9 @@
 //! | endpoint | does |
 //! |---|---|
 //! | `POST /{version}/{phone-number-id}/messages` | checks the bearer token and the body (a `text` or `template` message), records it, answers the message id in the Graph API's shape |
+//! | `POST /{version}/{phone-number-id}/messages` with `"status": "read"` | a read mark (`message_id`, and `typing_indicator: {"type": "text"}` when given): recorded, answered `{"success": true}` |
 //! | `GET /stand-in/graph/sent` | what was sent, oldest first ([`SentMessage`]) |
+//! | `GET /stand-in/graph/reads` | the read marks, oldest first ([`ReadMark`]); `seq` orders them with the sends |
 //! | `POST /stand-in/graph/faults` | queue faults for the next sends (a JSON array of [`GraphFault`]); answers `{"queued": n}` |
 //! | `POST /stand-in/graph/reset` | forget what was sent and the queued faults |
 //!
@@ -42,9 +44,24 @@ pub struct GraphFault {
     pub retry_after: Option<u64>,
 }
 
+/// One accepted read mark.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReadMark {
+    /// Its place among the sends and read marks, from 1.
+    pub seq: u64,
+    /// The business number.
+    pub phone_number_id: String,
+    /// The customer's message marked read.
+    pub message_id: String,
+    /// True when the typing indicator was asked for.
+    pub typing: bool,
+}
+
 /// One accepted send.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SentMessage {
+    /// Its place among the sends and read marks, from 1.
+    pub seq: u64,
     /// The id answered (`wamid.standin.N`).
     pub id: String,
     /// The version in the path (`v23.0`).
@@ -66,6 +83,7 @@ pub struct SentMessage {
 struct Inner {
     faults: VecDeque<GraphFault>,
     sent: Vec<SentMessage>,
+    reads: Vec<ReadMark>,
     next_id: u64,
 }
 
@@ -83,6 +101,11 @@ impl Graph {
     /// What was sent, oldest first.
     pub fn sent(&self) -> Vec<SentMessage> {
         self.with(|inner| inner.sent.clone())
+    }
+
+    /// The read marks, oldest first.
+    pub fn reads(&self) -> Vec<ReadMark> {
+        self.with(|inner| inner.reads.clone())
     }
 
     /// Queues faults; answers how many are queued.
@@ -104,6 +127,7 @@ pub fn router(graph: Graph) -> Router {
     Router::new()
         .route("/{version}/{phone}/messages", post(send))
         .route("/stand-in/graph/sent", get(sent))
+        .route("/stand-in/graph/reads", get(reads))
         .route("/stand-in/graph/faults", post(faults))
         .route("/stand-in/graph/reset", post(reset))
         .with_state(graph)
@@ -205,6 +229,9 @@ async fn send(
     let Ok(body) = serde_json::from_slice::<Value>(&body) else {
         return invalid("the body is not JSON");
     };
+    if body["status"] == "read" {
+        return mark_read(&graph, phone, &body);
+    }
     let (to, kind, content) = match read_message(&body) {
         Ok(read) => read,
         Err(message) => return invalid(&message),
@@ -213,6 +240,7 @@ async fn send(
         inner.next_id += 1;
         let id = format!("wamid.standin.{}", inner.next_id);
         inner.sent.push(SentMessage {
+            seq: inner.next_id,
             id: id.clone(),
             version,
             phone_number_id: phone,
@@ -229,6 +257,36 @@ async fn send(
         "messages": [{"id": id}],
     }))
     .into_response()
+}
+
+/// Records a read mark, or refuses it as the API would.
+fn mark_read(graph: &Graph, phone: String, body: &Value) -> Response {
+    if body["messaging_product"] != "whatsapp" {
+        return invalid("messaging_product must be \"whatsapp\"");
+    }
+    let Some(message_id) = body["message_id"].as_str().filter(|id| !id.is_empty()) else {
+        return invalid("message_id is required");
+    };
+    let typing = match &body["typing_indicator"] {
+        Value::Null => false,
+        indicator if indicator["type"] == "text" => true,
+        _ => return invalid("typing_indicator.type must be \"text\""),
+    };
+    graph.with(|inner| {
+        inner.next_id += 1;
+        let seq = inner.next_id;
+        inner.reads.push(ReadMark {
+            seq,
+            phone_number_id: phone,
+            message_id: message_id.to_owned(),
+            typing,
+        });
+    });
+    axum::Json(json!({"success": true})).into_response()
+}
+
+async fn reads(State(graph): State<Graph>) -> Response {
+    axum::Json(graph.reads()).into_response()
 }
 
 async fn sent(State(graph): State<Graph>) -> Response {
@@ -283,5 +341,38 @@ mod tests {
             assert!(read_message(&bad).is_err(), "{bad}");
         }
         assert!(version_ok("v23.0") && !version_ok("23.0") && !version_ok("v23"));
+    }
+
+    #[test]
+    fn a_read_mark_is_recorded_in_order_with_the_sends_or_refused_clearly() {
+        let graph = Graph::default();
+        let mark = json!({"messaging_product": "whatsapp", "status": "read",
+                          "message_id": "wamid.IN1", "typing_indicator": {"type": "text"}});
+        assert_eq!(
+            mark_read(&graph, "1".into(), &mark).status(),
+            StatusCode::OK
+        );
+        assert_eq!(
+            graph.reads(),
+            [ReadMark {
+                seq: 1,
+                phone_number_id: "1".into(),
+                message_id: "wamid.IN1".into(),
+                typing: true
+            }]
+        );
+        for bad in [
+            json!({"status": "read", "message_id": "wamid.IN1"}),
+            json!({"messaging_product": "whatsapp", "status": "read"}),
+            json!({"messaging_product": "whatsapp", "status": "read", "message_id": "m",
+                   "typing_indicator": {"type": "audio"}}),
+        ] {
+            assert_eq!(
+                mark_read(&graph, "1".into(), &bad).status(),
+                StatusCode::BAD_REQUEST,
+                "{bad}"
+            );
+        }
+        assert_eq!(graph.reads().len(), 1);
     }
 }

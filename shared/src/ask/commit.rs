@@ -130,15 +130,25 @@ fn stored_messages(round: Vec<RoundMessage>, plan: &TurnPlan, now: i64) -> Vec<S
     round
         .into_iter()
         .zip(plan.base_seq + 1..)
-        .map(|(RoundMessage { message, usage }, seq)| StoredMessage {
-            session: plan.session,
-            seq,
-            role: message.role,
-            content: message.content,
-            pruned: None,
-            usage,
-            created_at: now,
-        })
+        .map(
+            |(
+                RoundMessage {
+                    message,
+                    usage,
+                    by_person,
+                },
+                seq,
+            )| StoredMessage {
+                session: plan.session,
+                seq,
+                role: message.role,
+                content: message.content,
+                pruned: None,
+                usage,
+                created_at: now,
+                written_by_person: by_person,
+            },
+        )
         .collect()
 }
 

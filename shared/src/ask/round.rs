@@ -39,6 +39,8 @@ const TOOL_TIME_SPENT: &str =
 pub(super) struct RoundMessage {
     pub(super) message: Message,
     pub(super) usage: Option<Usage>,
+    /// A person of the business wrote it (an assistant message only).
+    pub(super) by_person: bool,
 }
 
 /// What a round measured besides usage.
@@ -86,6 +88,15 @@ impl Round {
         self.messages.len() > 2
     }
 
+    /// Marks the round's assistant messages as written by a person of the
+    /// business (a handoff turn), not the model.
+    pub(super) fn by_person(mut self) -> Round {
+        for message in &mut self.messages {
+            message.by_person = message.message.role == Role::Assistant;
+        }
+        self
+    }
+
     /// A round a client ran itself, as validated ([`super::RoundRequest`]): its
     /// messages, the last model call's usage (kept on the final answer, the one
     /// call the client reported, unless it was `estimated`: a message's usage is
@@ -111,6 +122,7 @@ impl Round {
                 .map(|(index, message)| RoundMessage {
                     message,
                     usage: (index == last && !estimated).then_some(usage),
+                    by_person: false,
                 })
                 .collect(),
             usage: round_usage,
@@ -219,6 +231,7 @@ impl AskService {
             state.round.messages.push(RoundMessage {
                 message: response.message(),
                 usage: Some(response.usage),
+                by_person: false,
             });
             // A response holding tool calls needs their results whatever the stop
             // reason says, or the next request would be refused.
@@ -242,6 +255,7 @@ impl AskService {
                     content: results,
                 },
                 usage: None,
+                by_person: false,
             });
         }
     }
@@ -350,6 +364,7 @@ impl<'a> RoundLoop<'a> {
                 messages: vec![RoundMessage {
                     message: Message::user_text(text),
                     usage: None,
+                    by_person: false,
                 }],
                 usage: RoundUsage::default(),
                 stats: RoundStats::default(),

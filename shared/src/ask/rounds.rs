@@ -59,7 +59,29 @@ pub struct RoundRequest {
     /// The last model call's usage: its context drives compaction as in `ask`.
     /// All zeros when the body had none.
     pub usage: Usage,
+    /// True when a person of the business wrote its answer (a WhatsApp handoff
+    /// turn, or `POST .../handoff`), not a model: its assistant messages are
+    /// stored marked so.
+    pub written_by_person: bool,
     hash: String,
+}
+
+impl RoundRequest {
+    /// A round a person of the business answered: the customer's text, then the
+    /// person's, against `head`. Its hash names only the texts, so a retry after the
+    /// round landed (the head moved) replays it instead of refusing it.
+    pub(super) fn by_person(head: HeadToken, customer: &str, answer: &str) -> RoundRequest {
+        RoundRequest {
+            head,
+            messages: vec![
+                Message::user_text(customer),
+                Message::assistant_text(answer),
+            ],
+            usage: Usage::default(),
+            written_by_person: true,
+            hash: payload_hash(&format!("person {customer}\n{answer}")),
+        }
+    }
 }
 
 /// The answer to a recorded round (and the body an idempotent retry replays).
@@ -177,6 +199,7 @@ impl RoundRequest {
             head,
             messages,
             usage: wire.usage.as_ref().map_or(Ok(Usage::default()), usage)?,
+            written_by_person: false,
             hash: payload_hash(&format!("rounds {body}")),
         })
     }
@@ -644,7 +667,10 @@ impl AskService {
             .await?;
         self.give_back(admitted, deadline).await;
         let hard_capped = first_cut(&settings, &turn).hard_capped;
-        let round = Round::recorded(request.messages.clone(), usage, estimated, hard_capped);
+        let mut round = Round::recorded(request.messages.clone(), usage, estimated, hard_capped);
+        if request.written_by_person {
+            round = round.by_person();
+        }
         match self
             .store_round(key, &settings, &turn, round, idempotency, deadline)
             .await?

@@ -10,9 +10,10 @@ use async_trait::async_trait;
 use super::MemoryStore;
 use crate::domain::{Incarnation, TenantId};
 use crate::store::{ContactKey, StoreError};
+use crate::whatsapp::delivery::rank;
 use crate::whatsapp::store::{
-    InboundRecord, NewInbound, Outgoing, RecordState, Recorded, TurnId, TurnRecord, TurnStatus,
-    WhatsAppStore, validate_turn,
+    DeliveryRecord, Handoff, InboundRecord, NewInbound, Outgoing, RecordState, Recorded, TurnId,
+    TurnRecord, TurnStatus, WhatsAppStore, validate_turn,
 };
 use crate::whatsapp::{PhoneNumberId, WaMessageId};
 
@@ -23,12 +24,20 @@ pub(super) struct Records {
     arrivals: u64,
     inbound: HashMap<WaMessageId, InboundRecord>,
     turns: BTreeMap<String, TurnRecord>,
+    /// A person has the conversation (an item of its own in DynamoDB).
+    handoff: Option<Handoff>,
+    /// The replies' delivery records, by sent message id.
+    deliveries: HashMap<WaMessageId, DeliveryRecord>,
 }
 
 impl Records {
     pub(super) fn item_count(&self) -> usize {
         // The arrival counter is an item of its own in DynamoDB.
-        usize::from(self.arrivals > 0) + self.inbound.len() + self.turns.len()
+        usize::from(self.arrivals > 0)
+            + self.inbound.len()
+            + self.turns.len()
+            + usize::from(self.handoff.is_some())
+            + self.deliveries.len()
     }
 
     /// What an erase of the contact leaves: each record's tombstone, kept as long
@@ -236,6 +245,99 @@ impl WhatsAppStore for MemoryStore {
             };
         }
         Ok(true)
+    }
+
+    async fn handoff(&self, key: &ContactKey, now: i64) -> Result<Option<Handoff>, StoreError> {
+        let state = self.lock();
+        Ok(state
+            .contacts
+            .get(key)
+            .and_then(|c| c.whatsapp.handoff)
+            .filter(|handoff| handoff.until > now))
+    }
+
+    async fn set_handoff(
+        &self,
+        key: &ContactKey,
+        handoff: Option<&Handoff>,
+    ) -> Result<(), StoreError> {
+        let mut state = self.lock();
+        match handoff {
+            Some(handoff) => {
+                state
+                    .contacts
+                    .entry(key.clone())
+                    .or_default()
+                    .whatsapp
+                    .handoff = Some(*handoff);
+            }
+            None => {
+                if let Some(contact) = state.contacts.get_mut(key) {
+                    contact.whatsapp.handoff = None;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn record_delivery(
+        &self,
+        key: &ContactKey,
+        record: &DeliveryRecord,
+    ) -> Result<(), StoreError> {
+        let mut state = self.lock();
+        let contact = state.contacts.entry(key.clone()).or_default();
+        contact
+            .whatsapp
+            .deliveries
+            .entry(record.id.clone())
+            .or_insert_with(|| record.clone());
+        Ok(())
+    }
+
+    async fn update_delivery(
+        &self,
+        key: &ContactKey,
+        id: &WaMessageId,
+        status: &str,
+        error_code: Option<i64>,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        let mut state = self.lock();
+        let Some(record) = state
+            .contacts
+            .get_mut(key)
+            .and_then(|c| c.whatsapp.deliveries.get_mut(id))
+        else {
+            return Ok(false);
+        };
+        if rank(status) <= rank(&record.status) {
+            return Ok(false);
+        }
+        record.status = status.to_owned();
+        record.error_code = error_code;
+        record.updated_at = now;
+        Ok(true)
+    }
+
+    async fn deliveries(
+        &self,
+        key: &ContactKey,
+        now: i64,
+    ) -> Result<Vec<DeliveryRecord>, StoreError> {
+        let state = self.lock();
+        Ok(state
+            .contacts
+            .get(key)
+            .map(|c| {
+                c.whatsapp
+                    .deliveries
+                    .values()
+                    .filter(|d| d.expires_at > now)
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default())
     }
 
     async fn mark_sent(

@@ -13,6 +13,7 @@ fn message(seq: u64, role: Role, content: Vec<ContentBlock>) -> StoredMessage {
         pruned: None,
         usage: None,
         created_at: 0,
+        written_by_person: false,
     }
 }
 

@@ -30,6 +30,78 @@ pub struct WhatsAppSettings {
     /// The short reply to a turn of bare media notes (no model call).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub media_reply: Option<MediaReply>,
+    /// Whether a taken message is marked read with the typing indicator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_receipts: Option<bool>,
+    /// How long a person's answer pauses the agent for the contact, in hours.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handoff_hours: Option<HandoffHours>,
+    /// The word the owner sends to hand the conversation back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handback_keyword: Option<HandbackKeyword>,
+}
+
+/// `handoff_hours` when the tenant set none.
+pub const DEFAULT_HANDOFF_HOURS: u32 = 12;
+
+/// Longest `handoff_hours`: a week.
+pub const MAX_HANDOFF_HOURS: u32 = 168;
+
+/// Longest `handback_keyword`, in characters.
+pub const MAX_HANDBACK_KEYWORD_CHARS: usize = 32;
+
+impl WhatsAppSettings {
+    /// True unless the tenant turned read receipts off.
+    pub fn marks_read(&self) -> bool {
+        self.read_receipts.unwrap_or(true)
+    }
+
+    /// How long a person's answer pauses the agent, in seconds.
+    pub fn handoff_seconds(&self) -> i64 {
+        let hours = self
+            .handoff_hours
+            .as_ref()
+            .map_or(DEFAULT_HANDOFF_HOURS, HandoffHours::get);
+        i64::from(hours) * 3600
+    }
+
+    /// True when `text` (an echo of the owner) is the tenant's hand-back word.
+    pub fn is_handback(&self, text: &str) -> bool {
+        self.handback_keyword
+            .as_ref()
+            .is_some_and(|word| word.as_str().trim().eq_ignore_ascii_case(text.trim()))
+    }
+}
+
+/// `handoff_hours`: 1–[`MAX_HANDOFF_HOURS`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "u32", into = "u32")]
+pub struct HandoffHours(u32);
+
+impl HandoffHours {
+    /// The hours.
+    pub fn get(&self) -> u32 {
+        self.0
+    }
+}
+
+impl TryFrom<u32> for HandoffHours {
+    type Error = String;
+    fn try_from(value: u32) -> Result<Self, String> {
+        if (1..=MAX_HANDOFF_HOURS).contains(&value) {
+            Ok(HandoffHours(value))
+        } else {
+            Err(format!(
+                "whatsapp.handoff_hours must be 1-{MAX_HANDOFF_HOURS}"
+            ))
+        }
+    }
+}
+
+impl From<HandoffHours> for u32 {
+    fn from(value: HandoffHours) -> u32 {
+        value.0
+    }
 }
 
 /// An approved message template: its name and language.
@@ -123,6 +195,20 @@ checked_text!(
     }
 );
 
+checked_text!(
+    /// The hand-back word: 1–32 characters, not only whitespace.
+    HandbackKeyword,
+    |text| {
+        if text.trim().is_empty() || text.chars().count() > MAX_HANDBACK_KEYWORD_CHARS {
+            Err(format!(
+                "whatsapp.handback_keyword must be 1-{MAX_HANDBACK_KEYWORD_CHARS} characters, not only whitespace"
+            ))
+        } else {
+            Ok(())
+        }
+    }
+);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -149,6 +235,10 @@ mod tests {
             r#"{"whatsapp": {"template": {"name": "hello", "language": "pt_"}}}"#,
             r#"{"whatsapp": {"template": {"name": "hello"}}}"#,
             r#"{"whatsapp": {"media_reply": "   "}}"#,
+            r#"{"whatsapp": {"handoff_hours": 0}}"#,
+            r#"{"whatsapp": {"handoff_hours": 169}}"#,
+            r#"{"whatsapp": {"handback_keyword": " "}}"#,
+            r#"{"whatsapp": {"read_receipts": "no"}}"#,
         ] {
             assert!(serde_json::from_str::<TenantConfig>(bad).is_err(), "{bad}");
         }
@@ -157,6 +247,18 @@ mod tests {
             "a".repeat(MAX_MEDIA_REPLY_CHARS + 1)
         );
         assert!(serde_json::from_str::<TenantConfig>(&long).is_err());
+        let handoff: TenantConfig = serde_json::from_str(
+            r#"{"whatsapp": {"handoff_hours": 2, "handback_keyword": "voltar", "read_receipts": false}}"#,
+        )
+        .unwrap();
+        let handoff = handoff.whatsapp.unwrap();
+        assert_eq!(handoff.handoff_seconds(), 7200);
+        assert!(!handoff.marks_read());
+        assert!(handoff.is_handback(" VOLTAR "));
+        assert!(!handoff.is_handback("voltar já"));
+        let plain = WhatsAppSettings::default();
+        assert_eq!(plain.handoff_seconds(), 12 * 3600);
+        assert!(plain.marks_read() && !plain.is_handback("voltar"));
         for good in ["es", "en_US", "fil"] {
             assert!(LanguageCode::try_from(good.to_owned()).is_ok(), "{good}");
         }

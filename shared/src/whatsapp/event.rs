@@ -54,6 +54,9 @@ pub struct Inbound {
     /// When the customer sent it, by Meta's `timestamp` (seconds since the epoch;
     /// Meta writes it as a string, a number is read too); `None` when absent.
     pub sent_at: Option<i64>,
+    /// True for an echo: a person of the business wrote it to the customer from
+    /// the WhatsApp Business app ([`super::echo`]).
+    pub by_business: bool,
 }
 
 /// What an inbound message contributes to a turn.
@@ -96,9 +99,15 @@ impl Body {
     }
 }
 
-/// A status callback of a message degrau sent: only what may be logged.
+/// A status callback of a message degrau sent (its `Debug` names no one).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Status {
+    /// The business number that sent the message.
+    pub phone_number_id: PhoneNumberId,
+    /// The sent message's id, when it reads.
+    pub id: Option<WaMessageId>,
+    /// The customer it went to (`recipient_id`), when it reads: never logged.
+    pub recipient: Option<WaId>,
     /// `sent`, `delivered`, `read`, `failed`, or `other` for anything else.
     pub status: &'static str,
     /// The error codes of a failure.
@@ -157,10 +166,15 @@ struct Metadata {
 struct RawMessage {
     from: String,
     id: String,
-    #[serde(rename = "type", default)]
-    kind: String,
     #[serde(default)]
     timestamp: Option<Value>,
+}
+
+/// A message's typed content, as a customer's message or an echo carries it.
+#[derive(Deserialize)]
+struct RawContent {
+    #[serde(rename = "type", default)]
+    kind: String,
     #[serde(default)]
     text: Option<Text>,
     #[serde(default)]
@@ -210,6 +224,10 @@ struct Media {
 #[derive(Deserialize)]
 struct RawStatus {
     #[serde(default)]
+    id: String,
+    #[serde(default)]
+    recipient_id: String,
+    #[serde(default)]
     status: String,
     #[serde(default)]
     errors: Vec<RawError>,
@@ -235,6 +253,13 @@ pub fn parse_delivery(body: &[u8]) -> Result<Delivery, DeliveryError> {
     let mut delivery = Delivery::default();
     let mut items = 0usize;
     for change in notification.entry.into_iter().flat_map(|e| e.changes) {
+        if change.field == super::echo::ECHO_FIELD {
+            items += super::echo::read_echoes(&mut delivery, change.value);
+            if items > MAX_ITEMS_PER_DELIVERY {
+                return Err(DeliveryError::TooLarge(items));
+            }
+            continue;
+        }
         if change.field != "messages" {
             delivery
                 .ignored
@@ -257,7 +282,7 @@ pub fn parse_delivery(body: &[u8]) -> Result<Delivery, DeliveryError> {
             read_message(&mut delivery, &phone, message);
         }
         for status in value.statuses {
-            delivery.statuses.push(read_status(status));
+            delivery.statuses.push(read_status(&phone, status));
         }
     }
     Ok(delivery)
@@ -278,14 +303,39 @@ fn short(name: &str) -> String {
 }
 
 fn read_message(delivery: &mut Delivery, phone: &PhoneNumberId, message: Value) {
-    let Ok(raw) = serde_json::from_value::<RawMessage>(message) else {
+    let Ok(raw) = serde_json::from_value::<RawMessage>(message.clone()) else {
         delivery.refused.push("malformed_message");
         return;
+    };
+    let Some(body) = read_body(delivery, &message) else {
+        return;
+    };
+    match (WaId::parse(&raw.from), WaMessageId::parse(&raw.id)) {
+        (Ok(from), Ok(id)) => delivery.inbound.push(Inbound {
+            phone_number_id: phone.clone(),
+            from,
+            id,
+            body,
+            sent_at: raw.timestamp.as_ref().and_then(seconds),
+            by_business: false,
+        }),
+        (Err(_), _) => delivery.refused.push("bad_sender"),
+        (_, Err(_)) => delivery.refused.push("bad_message_id"),
+    }
+}
+
+/// What a message (or an echo) says in a turn; `None` for what never makes one
+/// (a reaction, a system message: counted as ignored) or content that does not
+/// read (refused).
+pub(super) fn read_body(delivery: &mut Delivery, message: &Value) -> Option<Body> {
+    let Ok(raw) = RawContent::deserialize(message) else {
+        delivery.refused.push("malformed_message");
+        return None;
     };
     let body = match raw.kind.as_str() {
         "reaction" | "system" => {
             delivery.ignored.push(raw.kind);
-            return;
+            return None;
         }
         "text" => Body::Text(raw.text.map(|t| t.body).unwrap_or_default()),
         "button" => Body::Text(raw.button.map(|b| b.text).unwrap_or_default()),
@@ -319,40 +369,34 @@ fn read_message(delivery: &mut Delivery, phone: &PhoneNumberId, message: Value) 
     };
     // A text with nothing in it (an empty button title) says nothing: a note
     // instead, so a turn is never empty.
-    let body = match body {
+    Some(match body {
         Body::Text(text) if text.trim().is_empty() => Body::Note {
             kind: "empty".into(),
             caption: None,
         },
         other => other,
-    };
-    match (WaId::parse(&raw.from), WaMessageId::parse(&raw.id)) {
-        (Ok(from), Ok(id)) => delivery.inbound.push(Inbound {
-            phone_number_id: phone.clone(),
-            from,
-            id,
-            body,
-            sent_at: raw.timestamp.as_ref().and_then(seconds),
-        }),
-        (Err(_), _) => delivery.refused.push("bad_sender"),
-        (_, Err(_)) => delivery.refused.push("bad_message_id"),
-    }
+    })
 }
 
 /// A timestamp in seconds, as Meta writes it (`"1700000000"`) or as a number.
-fn seconds(value: &Value) -> Option<i64> {
+pub(super) fn seconds(value: &Value) -> Option<i64> {
     match value {
         Value::String(text) => text.trim().parse().ok(),
         other => other.as_i64(),
     }
 }
 
-fn read_status(status: Value) -> Status {
+fn read_status(phone: &PhoneNumberId, status: Value) -> Status {
     let raw = serde_json::from_value::<RawStatus>(status).unwrap_or(RawStatus {
+        id: String::new(),
+        recipient_id: String::new(),
         status: String::new(),
         errors: Vec::new(),
     });
     Status {
+        phone_number_id: phone.clone(),
+        id: WaMessageId::parse(&raw.id).ok(),
+        recipient: WaId::parse(&raw.recipient_id).ok(),
         status: match raw.status.as_str() {
             "sent" => "sent",
             "delivered" => "delivered",
@@ -454,6 +498,15 @@ mod tests {
         assert_eq!(parsed.statuses.len(), 2);
         assert_eq!(parsed.statuses[1].status, "failed");
         assert_eq!(parsed.statuses[1].error_codes, [131047]);
+        assert_eq!(
+            parsed.statuses[1].id.as_ref().map(WaMessageId::as_str),
+            Some("wamid.Y")
+        );
+        assert_eq!(
+            parsed.statuses[1].recipient.as_ref().map(WaId::as_str),
+            Some("15550000001")
+        );
+        assert!(!format!("{:?}", parsed.statuses[1]).contains("1555"));
         assert!(parsed.inbound.is_empty());
     }
 

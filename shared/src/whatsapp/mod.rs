@@ -34,7 +34,10 @@
 //! reply recorded but not sent is sent on redelivery. (`docs/DESIGN.md`: "The
 //! WhatsApp channel".)
 
+pub mod delivery;
+pub mod echo;
 pub mod event;
+pub mod handoff;
 pub mod inbox;
 pub mod keyed;
 pub mod limits;
@@ -43,6 +46,7 @@ pub mod signature;
 pub mod store;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing;
+pub mod typing;
 pub mod webhook;
 pub mod worker;
 

@@ -5,7 +5,7 @@
 
 use async_trait::async_trait;
 
-use super::{PhoneNumberId, WaId};
+use super::{PhoneNumberId, WaId, WaMessageId};
 use crate::deadline::Deadline;
 use crate::tenant::whatsapp::TemplateRef;
 
@@ -48,12 +48,23 @@ pub enum SendError {
 #[async_trait]
 pub trait Sender: Send + Sync {
     /// Sends `message` from the business number `from` to the customer `to`, by
-    /// `deadline` (retries included).
+    /// `deadline` (retries included); answers the sent message's id when the Graph
+    /// API gave one (its status callbacks name it).
     async fn send(
         &self,
         from: &PhoneNumberId,
         to: &WaId,
         message: OutboundMessage<'_>,
+        deadline: Deadline,
+    ) -> Result<Option<WaMessageId>, SendError>;
+
+    /// Marks the customer's message `message` (sent to `from`) read and shows the
+    /// typing indicator, by `deadline`. WhatsApp dismisses the indicator at the
+    /// next message from the business or after 25 seconds.
+    async fn mark_read(
+        &self,
+        from: &PhoneNumberId,
+        message: &WaMessageId,
         deadline: Deadline,
     ) -> Result<(), SendError>;
 }

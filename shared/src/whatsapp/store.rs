@@ -28,6 +28,9 @@ use crate::domain::{Incarnation, TenantId};
 use crate::store::{ContactKey, StoreError};
 use crate::tenant::whatsapp::TemplateRef;
 
+pub use super::delivery::DeliveryRecord;
+pub use super::handoff::{Handoff, HandoffBy};
+
 /// Most records one turn takes (and so one transaction moves, with the turn): a
 /// longer burst makes more turns.
 pub const MAX_TURN_MESSAGES: usize = 20;
@@ -50,6 +53,8 @@ pub struct NewInbound {
     pub text: String,
     /// True for a bare media note (`[audio]`).
     pub bare_note: bool,
+    /// True for an echo: a person of the business wrote it to the customer.
+    pub by_business: bool,
     /// When the webhook received it, seconds since the epoch.
     pub received_at: i64,
     /// TTL.
@@ -149,6 +154,10 @@ pub enum Outgoing {
     Text {
         /// The parts, in order.
         parts: Vec<String>,
+        /// The transcript message the reply is (its delivery state is shown on
+        /// it); absent on turns from before, and on a media reply.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reply_at: Option<(u32, u64)>,
     },
     /// The tenant's template (the window was closed).
     Template {
@@ -167,7 +176,7 @@ impl Outgoing {
     /// How many messages it sends.
     pub fn len(&self) -> usize {
         match self {
-            Outgoing::Text { parts } => parts.len(),
+            Outgoing::Text { parts, .. } => parts.len(),
             Outgoing::Template { .. } => 1,
             Outgoing::Nothing { .. } => 0,
         }
@@ -211,6 +220,9 @@ pub struct TurnRecord {
     pub text: String,
     /// True when every record is a bare media note.
     pub bare_notes: bool,
+    /// True for a turn a person of the business answered (it holds their echoes):
+    /// recorded in the transcript, never asked of the model.
+    pub by_person: bool,
     /// The latest of its records' receive times: the customer service window runs
     /// from it.
     pub last_inbound_at: i64,
@@ -287,6 +299,45 @@ pub trait WhatsAppStore: Send + Sync {
         turn: &TurnRecord,
         outgoing: &Outgoing,
     ) -> Result<bool, StoreError>;
+
+    /// Who has the contact's conversation: a person until [`Handoff::until`], or
+    /// the agent (`None`, also once that time passed).
+    async fn handoff(&self, key: &ContactKey, now: i64) -> Result<Option<Handoff>, StoreError>;
+
+    /// Hands the contact's conversation to a person (`Some`, replacing any
+    /// handoff), or back to the agent (`None`).
+    async fn set_handoff(
+        &self,
+        key: &ContactKey,
+        handoff: Option<&Handoff>,
+    ) -> Result<(), StoreError>;
+
+    /// Keeps a reply's delivery record (once: a redelivery leaves it as it is).
+    async fn record_delivery(
+        &self,
+        key: &ContactKey,
+        record: &DeliveryRecord,
+    ) -> Result<(), StoreError>;
+
+    /// Moves the delivery record of the sent message `id` to `status` (with the
+    /// failure's `error_code`) when that is further along ([`super::delivery::rank`]);
+    /// `Ok(false)` when there is no record or it is as far already.
+    async fn update_delivery(
+        &self,
+        key: &ContactKey,
+        id: &WaMessageId,
+        status: &str,
+        error_code: Option<i64>,
+        now: i64,
+    ) -> Result<bool, StoreError>;
+
+    /// The contact's delivery records, in no particular order; those past their TTL
+    /// are left out.
+    async fn deliveries(
+        &self,
+        key: &ContactKey,
+        now: i64,
+    ) -> Result<Vec<DeliveryRecord>, StoreError>;
 
     /// Records that `sent` of the turn's messages went out (`done`: all of them, or
     /// all that could); `Ok(false)` when the turn is gone.

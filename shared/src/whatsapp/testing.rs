@@ -71,6 +71,8 @@ pub enum Sent {
 pub struct ScriptedSender {
     script: Mutex<VecDeque<Result<(), SendError>>>,
     sent: Mutex<Vec<(PhoneNumberId, WaId, Sent)>>,
+    reads: Mutex<Vec<WaMessageId>>,
+    fail_reads: Mutex<usize>,
 }
 
 impl ScriptedSender {
@@ -82,6 +84,16 @@ impl ScriptedSender {
     /// What went out (answered `Ok`), in order.
     pub fn sent(&self) -> Vec<Sent> {
         lock(&self.sent).iter().map(|(_, _, s)| s.clone()).collect()
+    }
+
+    /// The messages marked read (with the typing indicator), in order.
+    pub fn reads(&self) -> Vec<WaMessageId> {
+        lock(&self.reads).clone()
+    }
+
+    /// Makes the next `count` read marks fail.
+    pub fn fail_reads(&self, count: usize) {
+        *lock(&self.fail_reads) = count;
     }
 
     /// Who each message went out from and to.
@@ -101,7 +113,7 @@ impl Sender for ScriptedSender {
         to: &WaId,
         message: OutboundMessage<'_>,
         _deadline: Deadline,
-    ) -> Result<(), SendError> {
+    ) -> Result<Option<WaMessageId>, SendError> {
         lock(&self.script).pop_front().unwrap_or(Ok(()))?;
         let sent = match message {
             OutboundMessage::Text(text) => Sent::Text(text.to_owned()),
@@ -109,7 +121,23 @@ impl Sender for ScriptedSender {
                 Sent::Template(template.name.as_str().to_owned())
             }
         };
-        lock(&self.sent).push((from.clone(), to.clone(), sent));
+        let mut all = lock(&self.sent);
+        all.push((from.clone(), to.clone(), sent));
+        Ok(WaMessageId::parse(&format!("wamid.scripted.{}", all.len())).ok())
+    }
+
+    async fn mark_read(
+        &self,
+        _from: &PhoneNumberId,
+        message: &WaMessageId,
+        _deadline: Deadline,
+    ) -> Result<(), SendError> {
+        let mut fail = lock(&self.fail_reads);
+        if *fail > 0 {
+            *fail -= 1;
+            return Err(SendError::Unavailable("scripted read failure".into()));
+        }
+        lock(&self.reads).push(message.clone());
         Ok(())
     }
 }

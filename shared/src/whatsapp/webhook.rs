@@ -133,6 +133,7 @@ impl WebhookService {
                 phone_number_id: message.phone_number_id.clone(),
                 text: message.body.turn_text(),
                 bare_note: message.body.is_bare_note(),
+                by_business: message.by_business,
                 received_at: now,
                 expires_at: now.saturating_add(life),
                 tombstone: Some(self.keys.tombstone(&key.tenant, &message.id)),
@@ -166,6 +167,7 @@ impl WebhookService {
                 }
             }
         }
+        self.follow_statuses(delivery).await?;
         info!(
             recorded = accepted.recorded,
             duplicates = accepted.duplicates,
@@ -184,6 +186,41 @@ impl WebhookService {
             .count("MessagesErased", accepted.erased as u64);
         event.emit();
         Ok(accepted)
+    }
+
+    /// Moves the delivery records the status callbacks name (a callback for a
+    /// message degrau keeps no record of, or one already further along, changes
+    /// nothing). A failed callback is counted by the caller either way.
+    async fn follow_statuses(&self, delivery: &Delivery) -> Result<(), WebhookError> {
+        let mut moved = 0u64;
+        for status in &delivery.statuses {
+            let (Some(id), Some(recipient)) = (&status.id, &status.recipient) else {
+                continue;
+            };
+            if !matches!(status.status, "sent" | "delivered" | "read" | "failed") {
+                continue;
+            }
+            let Some(tenant) = self.store.binding(&status.phone_number_id).await? else {
+                continue;
+            };
+            let key = ContactKey {
+                tenant,
+                contact: recipient.contact(),
+            };
+            let code = status.error_codes.first().copied();
+            let now = (self.clock)();
+            if self
+                .store
+                .update_delivery(&key, id, status.status, code, now)
+                .await?
+            {
+                moved += 1;
+            }
+        }
+        Event::new(FUNCTION)
+            .count("DeliveriesUpdated", moved)
+            .emit();
+        Ok(())
     }
 
     /// Status callbacks by status (failures logged with their codes, nothing

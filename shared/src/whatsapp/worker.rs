@@ -43,6 +43,7 @@ use std::time::Duration;
 
 use tracing::{error, info, warn};
 
+use super::handoff::Pending;
 use super::inbox::QueuedMessage;
 use super::outbound::{OutboundMessage, SendError, Sender};
 use super::store::{
@@ -57,7 +58,7 @@ use crate::ask::{AskError, AskOutcome, AskResponse, AskService, MAX_TEXT_CHARS};
 use crate::deadline::Deadline;
 use crate::domain::IdempotencyKey;
 use crate::metering::UsageCounts;
-use crate::metrics::Event;
+use crate::metrics::{Event, Unit};
 use crate::model::ModelError;
 use crate::session::Clock;
 use crate::store::{ContactKey, StoreError};
@@ -116,6 +117,9 @@ pub enum Outcome {
     NoRecord,
     /// The record is handled and its turn's reply out (by now or by earlier work).
     Handled,
+    /// A person of the business has the conversation: the record waits, pending,
+    /// for their answer or the hand-back ([`super::handoff`]).
+    Paused,
 }
 
 /// A failure a later delivery may get past: the record is reported and comes back.
@@ -197,8 +201,12 @@ impl Worker {
                 }
                 RecordState::Taken(turn) => self.resume(&key, &turn, deadline).await?,
                 RecordState::Pending => {
-                    self.make_turn(&key, &record.message.phone_number_id, deadline)
+                    if let Some(outcome) = self
+                        .make_turn(&key, &record.message.phone_number_id, deadline)
                         .await?
+                    {
+                        return Ok(outcome);
+                    }
                 }
             }
         }
@@ -271,33 +279,47 @@ impl Worker {
     /// Makes one turn of the contact's pending records sent to the business number
     /// `phone` (after the debounce), or resumes an unfinished one. A turn is one
     /// contact's and one number's: each number has its own customer service window
-    /// and sends its own reply.
+    /// and sends its own reply. `Some(Paused)` when a person has the conversation
+    /// and the records wait.
     async fn make_turn(
         &self,
         key: &ContactKey,
         phone: &PhoneNumberId,
         deadline: Deadline,
-    ) -> Result<(), WorkerError> {
+    ) -> Result<Option<Outcome>, WorkerError> {
         let unhandled = self.debounce(key, deadline).await?;
         if let Some(turn) = unhandled.iter().find_map(|r| match &r.state {
             RecordState::Taken(turn) => Some(turn.clone()),
             _ => None,
         }) {
-            return self.resume(key, &turn, deadline).await;
+            return self.resume(key, &turn, deadline).await.map(|()| None);
         }
         let pending: Vec<&InboundRecord> = unhandled
             .iter()
             .filter(|r| r.state == RecordState::Pending && r.message.phone_number_id == *phone)
             .collect();
-        let life = record_life_seconds(self.ask.tenants.tenant_config(&key.tenant).await?.as_ref());
-        let Some(turn) = self.turn_of(&pending, life) else {
-            return Ok(());
+        let (pending, by_person) = match self.who_answers(key, &pending).await? {
+            Pending::Agent => (pending, false),
+            Pending::Person(taken) => (taken, true),
+            Pending::Paused => {
+                info!("a person has the conversation: the message waits for them");
+                Event::new(FUNCTION).count("MessagesWaiting", 1).emit();
+                return Ok(Some(Outcome::Paused));
+            }
         };
-        self.admit_turn(key, phone, turn.messages.len(), deadline)
-            .await?;
+        let life = record_life_seconds(self.ask.tenants.tenant_config(&key.tenant).await?.as_ref());
+        let Some(mut turn) = self.turn_of(&pending, life) else {
+            return Ok(None);
+        };
+        turn.by_person = by_person;
+        // The owner's own messages spend no budget of the public number.
+        if !by_person {
+            self.admit_turn(key, phone, turn.messages.len(), deadline)
+                .await?;
+        }
         if !self.store.take(key, &turn).await? {
             info!("a record changed before the turn took it; looking again");
-            return Ok(());
+            return Ok(None);
         }
         info!(messages = turn.messages.len(), "turn taken");
         // Counted once: only the worker that took the turn counts its messages.
@@ -306,7 +328,7 @@ impl Worker {
             ..UsageCounts::default()
         };
         self.ask.count_usage(&key.tenant, &taken, deadline).await;
-        self.run(key, turn, deadline).await
+        self.run(key, turn, deadline).await.map(|()| None)
     }
 
     /// The turn of the first pending records, in arrival order: at most
@@ -333,6 +355,7 @@ impl Worker {
             messages,
             text: text.join("\n"),
             bare_notes: taken.iter().all(|r| r.message.bare_note),
+            by_person: false,
             last_inbound_at: taken
                 .iter()
                 .map(|r| r.message.received_at)
@@ -371,7 +394,10 @@ impl Worker {
             TurnStatus::Done { .. } => return Ok(()),
             TurnStatus::Sending { outgoing, sent } => (outgoing.clone(), *sent),
             TurnStatus::Taken => {
-                let outgoing = self.answer(key, &turn, &settings, deadline).await?;
+                let outgoing = match turn.by_person {
+                    true => self.person_answer(key, &turn, deadline).await?,
+                    false => self.agent_answer(key, &turn, &settings, deadline).await?,
+                };
                 if !self.store.settle(key, &turn, &outgoing).await? {
                     info!("the turn changed before its reply was recorded (erased?): nothing sent");
                     return Ok(());
@@ -387,8 +413,21 @@ impl Worker {
             .await
     }
 
+    /// The agent's answer, the customer seeing their message read and the typing
+    /// indicator while the round runs.
+    async fn agent_answer(
+        &self,
+        key: &ContactKey,
+        turn: &TurnRecord,
+        settings: &WhatsAppSettings,
+        deadline: Deadline,
+    ) -> Result<Outgoing, WorkerError> {
+        let _typing = self.start_typing(turn, settings, deadline).await;
+        self.answer(key, turn, settings, deadline).await
+    }
+
     /// The tenant's WhatsApp settings (the defaults when its config has none).
-    async fn settings(&self, key: &ContactKey) -> Result<WhatsAppSettings, WorkerError> {
+    pub(super) async fn settings(&self, key: &ContactKey) -> Result<WhatsAppSettings, WorkerError> {
         Ok(self
             .ask
             .tenants
@@ -407,13 +446,16 @@ impl Worker {
         settings: &WhatsAppSettings,
         deadline: Deadline,
     ) -> Result<Outgoing, WorkerError> {
-        let reply = match (&settings.media_reply, turn.bare_notes) {
+        let (reply, reply_at) = match (&settings.media_reply, turn.bare_notes) {
             (Some(reply), true) => {
                 Event::new(FUNCTION).count("MediaReplies", 1).emit();
-                reply.as_str().to_owned()
+                (reply.as_str().to_owned(), None)
             }
             _ => match self.ask_turn(key, turn, deadline).await? {
-                Ok(text) => text,
+                Ok(response) => (
+                    response.reply.text,
+                    Some((response.session, response.round.last_seq)),
+                ),
                 Err(nothing) => return Ok(nothing),
             },
         };
@@ -428,6 +470,7 @@ impl Worker {
         }
         Ok(Outgoing::Text {
             parts: split_reply(&reply, MAX_OUTBOUND_CHARS),
+            reply_at,
         })
     }
 
@@ -439,7 +482,7 @@ impl Worker {
         key: &ContactKey,
         turn: &TurnRecord,
         deadline: Deadline,
-    ) -> Result<Result<String, Outgoing>, WorkerError> {
+    ) -> Result<Result<AskResponse, Outgoing>, WorkerError> {
         let idempotency = IdempotencyKey::parse(turn.id.as_str())
             .unwrap_or_else(|_| unreachable!("64 hex digits are a valid key"));
         let ask_deadline = Deadline::after(self.ask_timeout).earlier(deadline.before(SEND_BUDGET));
@@ -450,11 +493,11 @@ impl Worker {
             .ask_for_channel(key, &turn.text, Some(&idempotency), ask_deadline)
             .await
         {
-            Ok(AskOutcome::Answered(response)) => Ok(Ok(response.reply.text)),
+            Ok(AskOutcome::Answered(response)) => Ok(Ok(response)),
             Ok(AskOutcome::Replayed(body)) => {
                 info!("the turn's answer was stored already: replayed");
                 match serde_json::from_str::<AskResponse>(&body) {
-                    Ok(response) => Ok(Ok(response.reply.text)),
+                    Ok(response) => Ok(Ok(response)),
                     Err(_) => Err(WorkerError::Store(StoreError::Corrupt(
                         "a stored answer did not read back".into(),
                     ))),
@@ -490,7 +533,9 @@ impl Worker {
             return Ok(());
         };
         let messages: Vec<OutboundMessage<'_>> = match outgoing {
-            Outgoing::Text { parts } => parts.iter().map(|p| OutboundMessage::Text(p)).collect(),
+            Outgoing::Text { parts, .. } => {
+                parts.iter().map(|p| OutboundMessage::Text(p)).collect()
+            }
             Outgoing::Template { template } => vec![OutboundMessage::Template(template)],
             Outgoing::Nothing { reason } => {
                 info!(reason = reason.as_str(), "the turn sends nothing");
@@ -504,7 +549,7 @@ impl Worker {
                 .send(&turn.phone_number_id, &to, message, deadline)
                 .await
             {
-                Ok(()) => {
+                Ok(id) => {
                     let metric = match message {
                         OutboundMessage::Text(_) => "RepliesSent",
                         OutboundMessage::Template(_) => "TemplatesSent",
@@ -514,6 +559,10 @@ impl Worker {
                     self.store
                         .mark_sent(key, &turn.id, index + 1, index + 1 == total)
                         .await?;
+                    if index == 0 {
+                        self.reply_latency(key, turn);
+                        self.keep_delivery(key, turn, outgoing, id).await;
+                    }
                 }
                 Err(SendError::OutsideWindow) => {
                     // Meta's clock says the window closed (a late delivery): the
@@ -549,6 +598,17 @@ impl Worker {
         Ok(())
     }
 
+    /// `ReplyLatency` of the tenant: from the turn's latest message received to
+    /// its reply's first message out (the customer's wait, the debounce included).
+    fn reply_latency(&self, key: &ContactKey, turn: &TurnRecord) {
+        let waited = (self.clock)().saturating_sub(turn.last_inbound_at).max(0);
+        Event::new(FUNCTION)
+            .dimension("Tenant", key.tenant.as_str())
+            .rollup()
+            .metric("ReplyLatency", waited as f64 * 1000.0, Unit::Milliseconds)
+            .emit();
+    }
+
     /// One message sent, in the tenant's usage.
     async fn count_sent(&self, key: &ContactKey, deadline: Deadline) {
         let sent = UsageCounts {
@@ -576,7 +636,7 @@ impl Worker {
             )
             .await
         {
-            Ok(()) => {
+            Ok(_) => {
                 Event::new(FUNCTION).count("TemplatesSent", 1).emit();
                 self.count_sent(key, deadline).await;
                 Ok(())

@@ -26,3 +26,4 @@ mod structure;
 mod sweep;
 mod tools;
 mod whatsapp;
+mod whatsapp_handoff;

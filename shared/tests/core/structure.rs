@@ -53,6 +53,7 @@ fn message(seq: u64, role: Role, text: String) -> StoredMessage {
         pruned: None,
         usage: None,
         created_at: 0,
+        written_by_person: false,
     }
 }
 

@@ -35,8 +35,8 @@ use serde_json::{Value, json};
 
 use crate::helpers::{START, ask_service, minute, test_clock};
 
-const PHONE: &str = "100000000000001";
-const CUSTOMER: &str = "15550000001";
+pub(crate) const PHONE: &str = "100000000000001";
+pub(crate) const CUSTOMER: &str = "15550000001";
 const TENANT: &str = "barber";
 
 fn usage() -> Usage {
@@ -47,14 +47,14 @@ fn usage() -> Usage {
     }
 }
 
-fn customer() -> ContactKey {
+pub(crate) fn customer() -> ContactKey {
     ContactKey {
         tenant: TenantId::parse(TENANT).unwrap(),
         contact: ContactId::parse(CUSTOMER).unwrap(),
     }
 }
 
-fn text(id: &str, body: &str) -> Value {
+pub(crate) fn text(id: &str, body: &str) -> Value {
     json!({"from": CUSTOMER, "id": id, "timestamp": "1800000000", "type": "text", "text": {"body": body}})
 }
 
@@ -62,7 +62,7 @@ fn audio(id: &str) -> Value {
     json!({"from": CUSTOMER, "id": id, "type": "audio", "audio": {"id": "1", "mime_type": "audio/ogg"}})
 }
 
-fn delivery_to(phone: &str, messages: &[Value]) -> Vec<u8> {
+pub(crate) fn delivery_to(phone: &str, messages: &[Value]) -> Vec<u8> {
     json!({"object": "whatsapp_business_account", "entry": [{"id": "0", "changes": [{
         "field": "messages",
         "value": {"messaging_product": "whatsapp",
@@ -73,18 +73,18 @@ fn delivery_to(phone: &str, messages: &[Value]) -> Vec<u8> {
 }
 
 /// The channel on the in-memory store: the webhook, the worker, and what they talk to.
-struct Channel {
-    store: Arc<MemoryStore>,
-    model: Arc<ScriptedModel>,
-    inbox: Arc<RecordingInbox>,
-    sender: Arc<ScriptedSender>,
-    webhook: WebhookService,
-    worker: Worker,
+pub(crate) struct Channel {
+    pub(crate) store: Arc<MemoryStore>,
+    pub(crate) model: Arc<ScriptedModel>,
+    pub(crate) inbox: Arc<RecordingInbox>,
+    pub(crate) sender: Arc<ScriptedSender>,
+    pub(crate) webhook: WebhookService,
+    pub(crate) worker: Worker,
     /// Queue messages the worker already handled.
-    worked: AtomicUsize,
+    pub(crate) worked: AtomicUsize,
 }
 
-async fn channel() -> (Channel, Arc<AtomicI64>) {
+pub(crate) async fn channel() -> (Channel, Arc<AtomicI64>) {
     let (now, clock) = test_clock();
     let model = Arc::new(ScriptedModel::default());
     (channel_with(model.clone(), model, clock, 0).await, now)
@@ -157,17 +157,17 @@ async fn channel_on(
 }
 
 impl Channel {
-    async fn deliver(&self, messages: &[Value]) -> Accepted {
+    pub(crate) async fn deliver(&self, messages: &[Value]) -> Accepted {
         self.deliver_to(PHONE, messages).await
     }
 
-    async fn deliver_to(&self, phone: &str, messages: &[Value]) -> Accepted {
+    pub(crate) async fn deliver_to(&self, phone: &str, messages: &[Value]) -> Accepted {
         let delivery = parse_delivery(&delivery_to(phone, messages)).unwrap();
         self.webhook.accept(&delivery).await.unwrap()
     }
 
     /// Runs the worker on every queued message not handled yet, in order.
-    async fn work(&self) -> Vec<Result<Outcome, WorkerError>> {
+    pub(crate) async fn work(&self) -> Vec<Result<Outcome, WorkerError>> {
         let mut results = Vec::new();
         loop {
             let queued = self.inbox.queued();
@@ -181,7 +181,7 @@ impl Channel {
     }
 
     /// The texts of the user messages stored in the conversation.
-    async fn user_texts(&self) -> Vec<String> {
+    pub(crate) async fn user_texts(&self) -> Vec<String> {
         let page = self
             .store
             .transcript(&customer(), SessionFilter::All, 200, None)
@@ -194,12 +194,12 @@ impl Channel {
             .collect()
     }
 
-    fn model_calls(&self) -> usize {
+    pub(crate) fn model_calls(&self) -> usize {
         self.model.requests().len()
     }
 }
 
-fn answers(model: &ScriptedModel, texts: &[&str]) {
+pub(crate) fn answers(model: &ScriptedModel, texts: &[&str]) {
     for text in texts {
         model.push(ScriptedModel::text(text, usage()));
     }
@@ -529,6 +529,46 @@ impl WhatsAppStore for SettleFails {
     ) -> Result<bool, StoreError> {
         self.inner.mark_sent(key, turn, sent, done).await
     }
+    async fn record_delivery(
+        &self,
+        key: &ContactKey,
+        record: &degrau::whatsapp::store::DeliveryRecord,
+    ) -> Result<(), StoreError> {
+        self.inner.record_delivery(key, record).await
+    }
+    async fn update_delivery(
+        &self,
+        key: &ContactKey,
+        id: &WaMessageId,
+        status: &str,
+        error_code: Option<i64>,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        self.inner
+            .update_delivery(key, id, status, error_code, now)
+            .await
+    }
+    async fn deliveries(
+        &self,
+        key: &ContactKey,
+        now: i64,
+    ) -> Result<Vec<degrau::whatsapp::store::DeliveryRecord>, StoreError> {
+        self.inner.deliveries(key, now).await
+    }
+    async fn handoff(
+        &self,
+        key: &ContactKey,
+        now: i64,
+    ) -> Result<Option<degrau::whatsapp::store::Handoff>, StoreError> {
+        self.inner.handoff(key, now).await
+    }
+    async fn set_handoff(
+        &self,
+        key: &ContactKey,
+        handoff: Option<&degrau::whatsapp::store::Handoff>,
+    ) -> Result<(), StoreError> {
+        self.inner.set_handoff(key, handoff).await
+    }
 }
 
 #[tokio::test]
@@ -793,6 +833,7 @@ async fn records_move_forward_only() {
         messages: vec![record.message.id.clone()],
         text: "oi".into(),
         bare_notes: false,
+        by_person: false,
         last_inbound_at: START,
         status: degrau::whatsapp::store::TurnStatus::Taken,
         expires_at: START + 3600,

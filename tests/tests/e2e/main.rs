@@ -36,3 +36,4 @@ mod sweep;
 mod tool_server;
 mod webhooks;
 mod whatsapp;
+mod whatsapp_handoff;

@@ -28,8 +28,8 @@ use crate::helpers::ClockOffset;
 const APP_SECRET: &str = "e2e-app-secret";
 const VERIFY_TOKEN: &str = "e2e-verify-token";
 const PSEUDONYM_SECRET: &str = "e2e-pseudonym-secret";
-const PHONE: &str = "100000000000001";
-const TENANT: &str = "barber";
+pub(crate) const PHONE: &str = "100000000000001";
+pub(crate) const TENANT: &str = "barber";
 
 /// HMAC-SHA256 (RFC 2104), written out: `H((K ^ opad) || H((K ^ ipad) || m))`.
 fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
@@ -51,7 +51,7 @@ fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
         .into()
 }
 
-fn signature(body: &str) -> String {
+pub(crate) fn signature(body: &str) -> String {
     format!(
         "sha256={}",
         hex::encode(hmac_sha256(APP_SECRET.as_bytes(), body.as_bytes()))
@@ -68,7 +68,7 @@ fn the_independent_hmac_matches_rfc_4231() {
 }
 
 /// A delivery of text messages `(id, text)` from `from` to `phone`.
-fn delivery(phone: &str, from: &str, messages: &[(&str, &str)]) -> String {
+pub(crate) fn delivery(phone: &str, from: &str, messages: &[(&str, &str)]) -> String {
     let messages: Vec<Value> = messages
         .iter()
         .map(|(id, text)| {
@@ -86,26 +86,26 @@ fn delivery(phone: &str, from: &str, messages: &[(&str, &str)]) -> String {
 }
 
 /// The webhook, the worker and `ask` (for erasure) on one table and queue.
-struct Channel {
-    webhook: LocalLambda,
-    worker: LocalLambda,
-    ask: LocalLambda,
-    standin: StandIn,
-    dynamodb: aws_sdk_dynamodb::Client,
-    sqs: aws_sdk_sqs::Client,
-    table: String,
-    queue: QueueConfig,
-    dlq_url: String,
+pub(crate) struct Channel {
+    pub(crate) webhook: LocalLambda,
+    pub(crate) worker: LocalLambda,
+    pub(crate) ask: LocalLambda,
+    pub(crate) standin: StandIn,
+    pub(crate) dynamodb: aws_sdk_dynamodb::Client,
+    pub(crate) sqs: aws_sdk_sqs::Client,
+    pub(crate) table: String,
+    pub(crate) queue: QueueConfig,
+    pub(crate) dlq_url: String,
     _serial: OneAtATime,
 }
 
 impl Channel {
-    async fn start() -> Channel {
+    pub(crate) async fn start() -> Channel {
         Channel::start_with(&[]).await
     }
 
     /// The channel with `worker_env` added to the worker's environment only.
-    async fn start_with(worker_env: &[(&str, &str)]) -> Channel {
+    pub(crate) async fn start_with(worker_env: &[(&str, &str)]) -> Channel {
         let moto_url = moto::endpoint();
         let config = moto::sdk_config_at(&moto_url).await;
         let dynamodb = aws_sdk_dynamodb::Client::new(&config);
@@ -163,25 +163,25 @@ impl Channel {
         }
     }
 
-    async fn post(&self, body: &str, signature: Option<&str>) -> HttpReply {
+    pub(crate) async fn post(&self, body: &str, signature: Option<&str>) -> HttpReply {
         let mut headers = vec![("content-type", "application/json")];
         headers.extend(signature.map(|s| ("x-hub-signature-256", s)));
         let event = api_event("POST", "/whatsapp/webhook", "", &headers, Some(body), None);
         HttpReply::from_lambda(&self.webhook.invoke(event).await.unwrap())
     }
 
-    async fn deliver(&self, body: &str) -> HttpReply {
+    pub(crate) async fn deliver(&self, body: &str) -> HttpReply {
         self.post(body, Some(&signature(body))).await
     }
 
     /// Feeds the queue to the worker until it is empty; panics on a failed record.
-    async fn work(&self) {
+    pub(crate) async fn work(&self) {
         for report in drain(&self.sqs, &self.queue, &LocalInvoke(&self.worker)).await {
             assert_eq!(report.failed, 0, "{report:?}\n{:?}", self.worker.output());
         }
     }
 
-    async fn queued(&self) -> u64 {
+    pub(crate) async fn queued(&self) -> u64 {
         let attributes = self
             .sqs
             .get_queue_attributes()
@@ -200,7 +200,7 @@ impl Channel {
     }
 
     /// The sort keys of a contact's items.
-    async fn contact_items(&self, contact: &str) -> Vec<String> {
+    pub(crate) async fn contact_items(&self, contact: &str) -> Vec<String> {
         let key = ContactKey {
             tenant: TenantId::parse(TENANT).unwrap(),
             contact: ContactId::parse(contact).unwrap(),
@@ -221,7 +221,7 @@ impl Channel {
     }
 
     /// The bodies of the messages in the inbound queue, left in it.
-    async fn queue_bodies(&self) -> Vec<String> {
+    pub(crate) async fn queue_bodies(&self) -> Vec<String> {
         let received = self
             .sqs
             .receive_message()
@@ -239,7 +239,7 @@ impl Channel {
     }
 
     /// The messages in the dead-letter queue, left in it.
-    async fn dead_letters(&self) -> Vec<String> {
+    pub(crate) async fn dead_letters(&self) -> Vec<String> {
         let received = self
             .sqs
             .receive_message()
@@ -256,7 +256,7 @@ impl Channel {
             .collect()
     }
 
-    async fn sent(&self) -> Vec<Value> {
+    pub(crate) async fn sent(&self) -> Vec<Value> {
         reqwest::get(format!("{}/stand-in/graph/sent", self.standin.url))
             .await
             .unwrap()
@@ -266,7 +266,7 @@ impl Channel {
     }
 
     /// Queues Graph API faults; answers how many are queued.
-    async fn graph_faults(&self, faults: Value) -> u64 {
+    pub(crate) async fn graph_faults(&self, faults: Value) -> u64 {
         let queued: Value = reqwest::Client::new()
             .post(format!("{}/stand-in/graph/faults", self.standin.url))
             .json(&faults)
@@ -281,7 +281,7 @@ impl Channel {
 
     /// The contact's conversation as `ask` answers it: `(role, text)` of every
     /// message of every session, oldest first.
-    async fn transcript(&self, contact: &str) -> Vec<(String, String)> {
+    pub(crate) async fn transcript(&self, contact: &str) -> Vec<(String, String)> {
         let event = api_event(
             "GET",
             &format!("/v1/contacts/{contact}/messages"),
@@ -310,7 +310,7 @@ impl Channel {
     }
 
     /// Writes the tenant's `whatsapp` settings.
-    async fn whatsapp_settings(&self, settings: Value) {
+    pub(crate) async fn whatsapp_settings(&self, settings: Value) {
         put_tenant_config(
             &self.dynamodb,
             &self.table,
@@ -324,7 +324,7 @@ impl Channel {
     }
 
     /// Queues model faults (a hang, an error) on the stand-in.
-    async fn model_faults(&self, faults: Value) {
+    pub(crate) async fn model_faults(&self, faults: Value) {
         let reply = reqwest::Client::new()
             .post(format!("{}/stand-in/faults", self.standin.url))
             .json(&faults)
@@ -335,7 +335,7 @@ impl Channel {
     }
 
     /// The sum of the worker's metric `name` over the EMF lines it printed.
-    fn worker_metric(&self, name: &str) -> u64 {
+    pub(crate) fn worker_metric(&self, name: &str) -> u64 {
         self.worker
             .output()
             .iter()
@@ -345,7 +345,7 @@ impl Channel {
     }
 
     /// How many model calls the stand-in received.
-    async fn model_calls(&self) -> usize {
+    pub(crate) async fn model_calls(&self) -> usize {
         self.standin.requests().await.len()
     }
 }

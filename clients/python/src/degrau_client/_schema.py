@@ -171,11 +171,7 @@ class MemoryView(TypedDict):
     facts: list[Fact]
 
 
-class ContextView(TypedDict):
-    """What the contact's next model request should carry. Append the user's message,
-    add your tools, call the model, then commit the round with POST .../rounds.
-    """
-
+class _ContextViewRequired(TypedDict):
     #: The session the next round belongs to.
     session: int
     #: An opaque token naming the stored state this context was read from; send it back
@@ -197,6 +193,16 @@ class ContextView(TypedDict):
     #: tenant's cache_ttl policy chose for the messages (with `ttl: 1h` when the
     #: conversation's pauses make an hour cheaper).
     cache_control: CacheControl
+
+
+class ContextView(_ContextViewRequired, total=False):
+    """What the contact's next model request should carry. Append the user's message,
+    add your tools, call the model, then commit the round with POST .../rounds.
+    """
+
+    #: Who has the contact's WhatsApp conversation: null for the agent; while a person
+    #: has it (see GET .../handoff), a client's own loop should not answer.
+    handoff: None | Handoff
 
 
 class _RoundBodyRequired(TypedDict):
@@ -295,6 +301,13 @@ class TranscriptMessage(TypedDict):
     #: An assistant message's model call usage; null on user messages (and on a round
     #: recorded without it).
     usage: None | MessageUsage
+    #: True for the business's message a person wrote (the owner answering from the
+    #: WhatsApp Business app), not the model; sent to the model as any assistant
+    #: message.
+    written_by_person: bool
+    #: A WhatsApp reply's delivery state, from Meta's status callbacks; null on every
+    #: other message.
+    delivery: None | DeliveryState
 
 
 #: A ``oneOf`` (see the document): read by its ``type``.
@@ -769,6 +782,41 @@ class TenantSummary(TypedDict):
 
 #: ``TenantList``.
 TenantList = TypedDict("TenantList", {"from": "str", "to": "str", "tenants": "list[TenantSummary]", "next_cursor": "str | None"})
+
+
+class HandoffRequest(TypedDict, total=False):
+    """An empty body, or this object."""
+
+    #: How long the person has the conversation.
+    hours: int
+
+
+#: Who has the contact's conversation.
+HandoffState = TypedDict("HandoffState", {"contact": "str", "with": "Literal["agent", "person"]", "handoff": "None | Handoff"})
+
+
+class Handoff(TypedDict):
+    """A person has the contact's WhatsApp conversation: the agent answers nothing
+    until `until`.
+    """
+
+    #: `business_app`: the owner answered from the WhatsApp Business app; `operator`:
+    #: `POST .../handoff`.
+    by: Literal["business_app", "operator"]
+    since: int
+    #: When the agent answers again (Unix seconds).
+    until: int
+
+
+class DeliveryState(TypedDict):
+    """Where a WhatsApp reply stands."""
+
+    #: `accepted`: the Graph API took it; then as Meta reports it, forward only
+    #: (`failed` is final).
+    status: Literal["accepted", "sent", "delivered", "read", "failed"]
+    #: The Graph API's error code of a failure.
+    error_code: int | None
+    updated_at: int
 
 
 #: Every error type of the envelope (``components.schemas.Error``).

@@ -1,6 +1,7 @@
 //! The operator routes: the tenant's contacts, a contact's facts (read, set,
 //! delete), the tenant's configuration (read; replaced under `If-Match`), its usage
-//! per day, and the memory inspector page. Each route needs its scope
+//! per day, who has a WhatsApp conversation (handoff, handback), and the memory
+//! inspector page. Each route needs its scope
 //! ([`ScopeConfig`](degrau_adapters::config::ScopeConfig)); a request without it is
 //! 403 with nothing read or written.
 
@@ -13,6 +14,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::auth::{operator, require_scope};
+use super::handoff::Move;
 use super::{
     App, Endpoint, ErrorType, HttpError, INSPECTOR, MAX_BODY_BYTES, contact_id, from_service,
     json_body, json_body_within, json_response,
@@ -61,6 +63,11 @@ pub(super) async fn route(
         }
         Endpoint::TenantConfig => (&scopes.tenant_admin, Op::GetConfig),
         Endpoint::Usage => (&scopes.tenant_admin, Op::Usage),
+        Endpoint::Handoff if request.method() == "POST" => {
+            (&scopes.memory_write, Op::Handoff(Move::HandOff))
+        }
+        Endpoint::Handoff => (&scopes.memory_read, Op::Handoff(Move::Show)),
+        Endpoint::Handback => (&scopes.memory_write, Op::Handoff(Move::HandBack)),
         _ => return None,
     };
     let result = match require_scope(&app.auth, scopes, request, scope) {
@@ -78,6 +85,7 @@ enum Op {
     GetConfig,
     PutConfig,
     Usage,
+    Handoff(Move),
 }
 
 impl Op {
@@ -138,6 +146,7 @@ impl Op {
             }
             Op::PutConfig => put_config(service, tenant, request).await,
             Op::Usage => usage(service, tenant, request).await,
+            Op::Handoff(how) => super::handoff::answer(app, &contact_key()?, how, request).await,
         }
     }
 }

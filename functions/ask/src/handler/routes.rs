@@ -38,6 +38,11 @@ pub enum Endpoint {
     PlatformTenants,
     /// A tenant's policy, read or replaced (platform).
     PlatformPolicy,
+    /// Who has the contact's WhatsApp conversation; `POST` hands it to a person
+    /// (operator; `handler/handoff.rs`).
+    Handoff,
+    /// Gives the contact's conversation back to the agent (operator).
+    Handback,
 }
 
 /// A route: its path as API Gateway writes it (`{contact}` is one path segment),
@@ -99,6 +104,16 @@ pub const ROUTES: &[RouteSpec] = &[
         path: "/v1/contacts",
         endpoint: Endpoint::Contacts,
         methods: &["GET"],
+    },
+    RouteSpec {
+        path: "/v1/contacts/{contact}/handoff",
+        endpoint: Endpoint::Handoff,
+        methods: &["GET", "POST"],
+    },
+    RouteSpec {
+        path: "/v1/contacts/{contact}/handback",
+        endpoint: Endpoint::Handback,
+        methods: &["POST"],
     },
     RouteSpec {
         path: "/v1/contacts/{contact}/facts",

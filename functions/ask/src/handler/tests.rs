@@ -78,6 +78,7 @@ fn app(auth: AuthConfig) -> (App, Arc<MemoryStore>, Arc<ScriptedModel>) {
     };
     (
         App {
+            whatsapp: store.clone(),
             platform: degrau::platform_admin::PlatformAdmin::on(
                 store.clone(),
                 Defaults::default(),

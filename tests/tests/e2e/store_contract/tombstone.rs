@@ -21,6 +21,7 @@ fn inbound(keys: &ChannelKeys, tenant: &TenantId, id: &str, at: i64) -> NewInbou
         phone_number_id: PhoneNumberId::parse("100000000000001").unwrap(),
         text: "oi".into(),
         bare_note: false,
+        by_business: false,
         received_at: at,
         expires_at: NOW + 3600,
     }
