@@ -498,9 +498,11 @@ impl AskService {
     }
 
     /// Frees the idempotency key of an attempt that failed, so the client may retry
-    /// (nothing of it was stored, or, when the outcome is not known, the completed
-    /// record stays: only a key still in progress is released). With the deadline
-    /// gone it is left to its lease.
+    /// (nothing of it was stored; only a key still in progress is released). An
+    /// attempt whose commit may yet land ([`AskError::Indeterminate`]) keeps its
+    /// key to its lease: a retry meanwhile is told the request is in progress, and
+    /// one after it replays the round if it landed. With the deadline gone it is
+    /// left to its lease.
     async fn release_failed<T>(
         &self,
         key: &ContactKey,
@@ -508,9 +510,12 @@ impl AskService {
         result: &Result<T, AskError>,
         deadline: Deadline,
     ) {
-        let (Err(_), Some(idem)) = (result, idempotency) else {
+        let (Err(error), Some(idem)) = (result, idempotency) else {
             return;
         };
+        if matches!(error, AskError::Indeterminate) {
+            return;
+        }
         if let Err(error) = by(deadline, self.store.release_request(key, idem)).await {
             warn!(%error, "could not release an idempotency key; it frees itself when its lease ends");
         }

@@ -97,6 +97,17 @@ pub enum Event {
         store: u8,
         /// The queue's.
         queue: u8,
+        /// Operations whose process dies at one of its awaits (plans from before
+        /// crashes have none).
+        #[serde(default)]
+        crash: u8,
+    },
+    /// A tenant's operator changes its configuration while everything runs.
+    Reconfigure {
+        /// Which tenant ([`crate::world::TENANTS`]).
+        tenant: usize,
+        /// Its new settings.
+        settings: crate::world::Live,
     },
     /// An operator moves the dead-letter queue back into the queue.
     Redrive,
@@ -213,8 +224,13 @@ fn event(rng: &mut fastrand::Rng) -> Event {
             model: if rng.bool() { rng.u8(0..30) } else { 0 },
             store: if rng.bool() { rng.u8(0..12) } else { 0 },
             queue: if rng.bool() { rng.u8(0..20) } else { 0 },
+            crash: if rng.bool() { rng.u8(0..25) } else { 0 },
         },
-        980..=989 => Event::Redrive,
+        980..=984 => Event::Redrive,
+        985..=989 => Event::Reconfigure {
+            tenant: rng.usize(..crate::world::TENANTS.len()),
+            settings: crate::world::Live::drawn(rng),
+        },
         _ => Event::BreakTenant { on: rng.bool() },
     }
 }

@@ -414,8 +414,18 @@ impl AskService {
                 Event::new("ask").count("RoundConflicts", 1).emit();
                 Ok(Committed::Lost)
             }
-            (Landed::No, other) => Err(other.into()),
-            (Landed::Unknown, error) => {
+            // A refusal the store gave in words: nothing was written, and
+            // nothing will be.
+            (
+                Landed::No,
+                other @ (StoreError::InvalidConfig(_)
+                | StoreError::Corrupt(_)
+                | StoreError::Other(_)),
+            ) => Err(other.into()),
+            // Unavailable (a throttle, a timeout, a dropped connection): DynamoDB
+            // may still apply the transaction after the head was read as loaded,
+            // so the round may be stored yet.
+            (Landed::No | Landed::Unknown, error) => {
                 warn!(%error, "the commit failed and whether it landed is not known");
                 Event::new("ask").count("CommitsIndeterminate", 1).emit();
                 Err(AskError::Indeterminate)

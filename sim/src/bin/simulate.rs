@@ -54,14 +54,7 @@ fn main() -> ExitCode {
     for seed in from..from + seeds {
         let plan = generate(seed, events);
         match run(&plan) {
-            Ok(stats) => {
-                total.events += stats.events;
-                total.checks += stats.checks;
-                total.messages += stats.messages;
-                total.rounds += stats.rounds;
-                total.model_calls += stats.model_calls;
-                total.seconds += stats.seconds;
-            }
+            Ok(stats) => total.add(&stats),
             Err(failure) => {
                 eprintln!(
                     "seed {seed} failed at event {}: {}",
@@ -86,7 +79,8 @@ fn main() -> ExitCode {
         "{seeds} seeds (from {from}), {events} events each: all invariants held\n\
          {:.1} seeds/s, {:.0} events/s, {:.1} s in all\n\
          {} events, {} invariant checks, {} messages sent, {} rounds stored, {} model calls\n\
-         {:.1} simulated days ({:.2} a seed)",
+         {:.1} simulated days ({:.2} a seed)\n\
+         faults: {} crashes, {} late writes, {} store faults, {} quirky answers, {} config changes",
         seeds as f64 / elapsed,
         total.events as f64 / elapsed,
         elapsed,
@@ -97,6 +91,11 @@ fn main() -> ExitCode {
         total.model_calls,
         total.seconds as f64 / 86_400.0,
         total.seconds as f64 / 86_400.0 / seeds.max(1) as f64,
+        total.crashes,
+        total.late_writes,
+        total.store_faults,
+        total.quirks,
+        total.config_changes,
     );
     ExitCode::SUCCESS
 }

@@ -1,0 +1,106 @@
+//! What a round's client is told when its commit fails: "nothing was stored" only
+//! when nothing was, or can be. A transaction whose connection dropped may still be
+//! applied by DynamoDB after the round looked at the head and found it as loaded
+//! (the simulator's late writes found a round told 503 "nothing was stored" and
+//! then stored, `sim/regressions/a-commit-that-lands-late-was-told-nothing-stored.json`).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use degrau::ask::{AskError, AskOutcome};
+use degrau::domain::IdempotencyKey;
+use degrau::jobs::NoJobs;
+use degrau::memory::MemoryStore;
+use degrau::model::scripted::ScriptedModel;
+use degrau::store::{RoundStore, StoreError};
+use degrau::tenant::Defaults;
+use degrau::testing::hooked::{Call, Hook, Hooked};
+use degrau::tools::ToolDispatch;
+use degrau::usage::Usage;
+
+use crate::helpers::{key, minute, test_clock};
+
+/// Drops the first commit's connection: the caller gets an error at once, and
+/// the transaction is applied a moment later.
+struct DroppedOnce {
+    memory: Arc<MemoryStore>,
+    dropped: AtomicBool,
+}
+
+#[async_trait]
+impl Hook for DroppedOnce {
+    async fn before(&self, call: Call<'_>) -> Result<(), StoreError> {
+        if let Call::CommitRound(commit) = call
+            && !self.dropped.swap(true, Ordering::SeqCst)
+        {
+            let (memory, commit) = (self.memory.clone(), commit.clone());
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                memory.commit_round(&commit).await.unwrap();
+            });
+            return Err(StoreError::Unavailable("connection dropped".into()));
+        }
+        Ok(())
+    }
+}
+
+fn usage() -> Usage {
+    Usage {
+        input_tokens: 10,
+        output_tokens: 10,
+        ..Usage::default()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_commit_whose_connection_dropped_is_never_told_nothing_was_stored() {
+    let memory = Arc::new(MemoryStore::new());
+    let store = Arc::new(Hooked::new(
+        memory.clone(),
+        DroppedOnce {
+            memory: memory.clone(),
+            dropped: AtomicBool::new(false),
+        },
+    ));
+    let model = Arc::new(ScriptedModel::default());
+    model.push(ScriptedModel::text("hello", usage()));
+    model.push(ScriptedModel::text("hello again", usage()));
+    let (_clock, now) = test_clock();
+    let service = degrau::ask::AskService {
+        store,
+        tenants: memory.clone(),
+        model,
+        tools: Arc::new(ToolDispatch::built_in_only()),
+        jobs: Arc::new(NoJobs),
+        quotas: Arc::new(degrau::quota::memory::MemoryQuotas::new()),
+        defaults: Defaults::default(),
+        clock: now,
+    };
+    let idem = IdempotencyKey::parse("key-1").unwrap();
+    let error = service
+        .ask(&key(), "hi", Some(&idem), minute())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, AskError::Indeterminate),
+        "the round may be stored, so it is not told nothing was: {error:?}"
+    );
+    // The transaction lands after the answer.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        memory.item_count(&key()) > 0,
+        true,
+        "the late commit landed"
+    );
+    // The same request again gets the stored round, never a second one.
+    let again = service
+        .ask(&key(), "hi", Some(&idem), minute())
+        .await
+        .unwrap();
+    assert!(
+        matches!(again, AskOutcome::Replayed(_)),
+        "the retry replays the round that landed: {again:?}"
+    );
+}
