@@ -580,10 +580,16 @@ impl AskService {
                 return Err(out_of_time("before the commit"));
             }
             let tool_ran = round.tool_ran();
-            match self
+            let mut stored = self
                 .store_round(key, settings, &turn, round, idempotency, deadline)
-                .await?
-            {
+                .await?;
+            if stored.is_none() {
+                stored = self.replay_of(key, idempotency, deadline).await;
+                if let Some(replayed) = &stored {
+                    shown.replaced_by(&replayed.reply.text);
+                }
+            }
+            match stored {
                 Some(response) => return Ok(response),
                 None if lost == 0 && !tool_ran => {
                     lost += 1;

@@ -124,11 +124,18 @@ pub enum Event {
 pub fn generate(seed: u64, events: usize) -> Plan {
     let mut rng = fastrand::Rng::with_seed(seed);
     let mut steps = Vec::with_capacity(events + 1);
+    // One seed in ten spans months: its silences of an hour or more are weeks.
+    let months = seed % 10 == 0;
     for index in 0..events {
         let event = if index > 0 && index % 80 == 0 {
             Event::Quiesce
         } else {
-            event(&mut rng)
+            match event(&mut rng) {
+                Event::Advance { seconds } if months && seconds >= 3_600 => Event::Advance {
+                    seconds: rng.i64(5 * 86_400..30 * 86_400),
+                },
+                other => other,
+            }
         };
         steps.push(Step {
             seed: rng.u64(..),

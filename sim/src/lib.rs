@@ -293,6 +293,9 @@ async fn together(
     ops: &[Event],
     stats: &mut Stats,
 ) -> Result<(), Violation> {
+    let floors: Vec<u64> = (0..events::CONTACTS)
+        .map(|contact| oracle.next_number(contact))
+        .collect();
     let tokens: Vec<Option<String>> = ops
         .iter()
         .map(|op| match op {
@@ -328,7 +331,7 @@ async fn together(
                 contact,
                 token,
                 landed,
-            } => oracle.corrected(contact, &token, landed),
+            } => oracle.corrected(contact, &token, landed, floors[contact]),
             Done::Nothing => {}
         }
     }
@@ -594,7 +597,10 @@ async fn forgotten(world: &World, oracle: &mut Oracle) -> Result<(), Violation> 
                 .into_iter()
                 .collect();
         for (message, expires) in &snapshot.messages {
-            if message.session != head.session || expires.is_some_and(|at| at <= now) {
+            if message.session != head.session
+                || expires.is_some_and(|at| at <= now)
+                || !head.of_this_life(message.created_at)
+            {
                 continue;
             }
             if let Some(token) = user_token(message)

@@ -23,7 +23,7 @@ use crate::pause_fold::fold_due_at;
 use crate::request::Lifetimes;
 use crate::session::idle_seconds;
 use crate::store::{
-    CompletedRequest, ContactKey, MAX_REFRESH_PER_ROUND, MAX_ROUND_ITEMS, RoundCommit,
+    Claim, CompletedRequest, ContactKey, MAX_REFRESH_PER_ROUND, MAX_ROUND_ITEMS, RoundCommit,
     SessionArchive, StoreError, SweepSlot,
 };
 use crate::sweep::{next_sweep_due, sweep_bucket};
@@ -430,6 +430,27 @@ impl AskService {
                 Event::new("ask").count("CommitsIndeterminate", 1).emit();
                 Err(AskError::Indeterminate)
             }
+        }
+    }
+
+    /// After a race lost, the answer of an earlier attempt of this very request,
+    /// when that is what it lost to: a commit told "may be stored" that landed
+    /// while the retry ran, after an erase had taken the key's claim (so the
+    /// retry could claim it again). Running again would store the message twice.
+    pub(super) async fn replay_of(
+        &self,
+        key: &ContactKey,
+        idempotency: Option<(&IdempotencyKey, &str)>,
+        deadline: Deadline,
+    ) -> Option<AskResponse> {
+        let (idem, hash) = idempotency?;
+        let lease = super::lease_seconds(deadline);
+        let claim = self
+            .store
+            .claim_request(key, idem, hash, (self.clock)(), lease);
+        match by(deadline, claim).await {
+            Ok(Claim::Completed { response }) => serde_json::from_str(&response).ok(),
+            _ => None,
         }
     }
 

@@ -12,8 +12,9 @@ use crate::store::{
     TurnState,
 };
 
-/// A round's conditions: the head as loaded (or none for a new contact), and no
-/// message of the round stored yet.
+/// A round's conditions: the head as loaded (or none for a new contact), no
+/// message of the round stored yet, and its idempotency key not completed by
+/// another attempt.
 pub(super) fn round_conditions(contact: &Contact, commit: &RoundCommit) -> Result<(), StoreError> {
     // An item past its TTL may be replaced: DynamoDB deletes it eventually anyway.
     let now = commit.head.last_activity;
@@ -42,6 +43,18 @@ pub(super) fn round_conditions(contact: &Contact, commit: &RoundCommit) -> Resul
             })
     }) {
         return Err(StoreError::Conflict("a message of the round exists".into()));
+    }
+    // A key another attempt of the request completed: that attempt's round
+    // stands, and this one would store the message twice.
+    if let Some(done) = &commit.idempotency
+        && contact
+            .requests
+            .get(done.key.as_str())
+            .is_some_and(|request| request.completed && request.expires_at > now)
+    {
+        return Err(StoreError::Conflict(
+            "another attempt of the request completed it".into(),
+        ));
     }
     let items = RoundWrite::all(commit).len();
     if items > MAX_ROUND_ITEMS {

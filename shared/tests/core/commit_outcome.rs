@@ -14,7 +14,7 @@ use degrau::domain::IdempotencyKey;
 use degrau::jobs::NoJobs;
 use degrau::memory::MemoryStore;
 use degrau::model::scripted::ScriptedModel;
-use degrau::store::{RoundStore, StoreError};
+use degrau::store::{RecordStore, RoundStore, StoreError};
 use degrau::tenant::Defaults;
 use degrau::testing::hooked::{Call, Hook, Hooked};
 use degrau::tools::ToolDispatch;
@@ -102,5 +102,86 @@ async fn a_commit_whose_connection_dropped_is_never_told_nothing_was_stored() {
     assert!(
         matches!(again, AskOutcome::Replayed(_)),
         "the retry replays the round that landed: {again:?}"
+    );
+}
+
+/// Holds the first commit back (its caller told the connection dropped) and
+/// lands it just before the next commit: the earlier attempt's transaction
+/// applied while a retry of the same request runs.
+struct LandsBeforeTheNext {
+    memory: Arc<MemoryStore>,
+    held: std::sync::Mutex<Option<Option<degrau::store::RoundCommit>>>,
+}
+
+#[async_trait]
+impl Hook for LandsBeforeTheNext {
+    async fn before(&self, call: Call<'_>) -> Result<(), StoreError> {
+        let Call::CommitRound(commit) = call else {
+            return Ok(());
+        };
+        let held = {
+            let mut held = self.held.lock().unwrap();
+            match held.take() {
+                None => {
+                    *held = Some(Some(commit.clone()));
+                    return Err(StoreError::Unavailable("connection dropped".into()));
+                }
+                Some(first) => {
+                    *held = Some(None);
+                    first
+                }
+            }
+        };
+        if let Some(first) = held {
+            self.memory.commit_round(&first).await.unwrap();
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_that_loses_to_its_own_earlier_attempt_replays_it_even_after_an_erase_freed_its_key()
+ {
+    let memory = Arc::new(MemoryStore::new());
+    let store = Arc::new(Hooked::new(
+        memory.clone(),
+        LandsBeforeTheNext {
+            memory: memory.clone(),
+            held: std::sync::Mutex::new(None),
+        },
+    ));
+    let model = Arc::new(ScriptedModel::default());
+    for answer in ["first", "second", "third"] {
+        model.push(ScriptedModel::text(answer, usage()));
+    }
+    let (_clock, now) = test_clock();
+    let service = degrau::ask::AskService {
+        store,
+        tenants: memory.clone(),
+        model,
+        tools: Arc::new(ToolDispatch::built_in_only()),
+        jobs: Arc::new(NoJobs),
+        quotas: Arc::new(degrau::quota::memory::MemoryQuotas::new()),
+        defaults: Defaults::default(),
+        clock: now,
+    };
+    let idem = IdempotencyKey::parse("key-1").unwrap();
+    let first = service.ask(&key(), "hi", Some(&idem), minute()).await;
+    assert!(matches!(first, Err(AskError::Indeterminate)), "{first:?}");
+    // An erase racing the request takes its claim with everything else.
+    service.erase(&key()).await.unwrap();
+    // The retry's round loses to the first attempt's commit, landing late.
+    let again = service
+        .ask(&key(), "hi", Some(&idem), minute())
+        .await
+        .unwrap();
+    let page = memory
+        .transcript(&key(), degrau::store::SessionFilter::All, 50, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        page.messages.len(),
+        2,
+        "the message is stored once, by the attempt that landed: {again:?}"
     );
 }
