@@ -587,6 +587,11 @@ async fn forgotten(world: &World, oracle: &mut Oracle) -> Result<(), Violation> 
         let Some(head) = snapshot.head.filter(|head| !head.expired_at(now)) else {
             continue;
         };
+        // A session idle past its tenant's timeout (as configured now) is
+        // closed: the next request opens another, and the closed one is recall's.
+        if now - head.last_activity >= world.idle_seconds(index) {
+            continue;
+        }
         let context = world
             .ask
             .context(key, Deadline::after(ASK_BUDGET))

@@ -334,6 +334,15 @@ impl World {
             .store(u64::from(percent), Ordering::Relaxed);
     }
 
+    /// The idle timeout of contact `index`'s tenant now, in seconds.
+    pub fn idle_seconds(&self, index: usize) -> i64 {
+        let tenant = TENANTS
+            .iter()
+            .position(|t| *t == tenant_of(index))
+            .unwrap_or(0);
+        self.live[tenant].idle_minutes as i64 * 60
+    }
+
     /// Whether contact `index` belongs to a tenant whose configuration is broken.
     pub fn unusable(&self, index: usize) -> bool {
         self.broken && tenant_of(index) == FRAGILE

@@ -310,8 +310,16 @@ impl RoundStore for MemoryStore {
         fastrand::shuffle(&mut writes);
         let rest = writes.split_off(fastrand::usize(..=writes.len()));
         self.apply_half(commit, writes, true);
+        // Accepted is accepted: the second half lands even when the caller goes
+        // away in between (its process died), as DynamoDB finishes a
+        // transaction whatever became of the connection that sent it.
+        let landing = Landing {
+            store: self,
+            commit,
+            rest: Some(rest),
+        };
         sim::interleave().await;
-        self.apply_half(commit, rest, false);
+        drop(landing);
         Ok(())
     }
 
@@ -350,5 +358,21 @@ impl RoundStore for MemoryStore {
             }
         }
         Ok(true)
+    }
+}
+
+/// The rest of a torn round's transaction, applied when dropped: after the
+/// interleaving point, or when the caller's future is dropped there.
+struct Landing<'a> {
+    store: &'a MemoryStore,
+    commit: &'a RoundCommit,
+    rest: Option<Vec<RoundWrite>>,
+}
+
+impl Drop for Landing<'_> {
+    fn drop(&mut self) {
+        if let Some(rest) = self.rest.take() {
+            self.store.apply_half(self.commit, rest, false);
+        }
     }
 }

@@ -430,7 +430,7 @@ pub(super) async fn a_round_whose_key_another_attempt_completed_conflicts(backen
     let store = backend.store();
     let key = ana();
     let request = idem("0b5f6a52-3c1e-4b7e-9a4e-5d2f1c0e7a11");
-    let completed = |text: &str, expected: Option<&Head>, seq: u64| {
+    let completed = |text: &str, expected: Option<&Head>, seq: u32| {
         let mut done = round(&key, expected, exchange(seq, None, text));
         done.idempotency = Some(CompletedRequest {
             key: request.clone(),
