@@ -125,7 +125,7 @@ pub fn generate(seed: u64, events: usize) -> Plan {
     let mut rng = fastrand::Rng::with_seed(seed);
     let mut steps = Vec::with_capacity(events + 1);
     // One seed in ten spans months: its silences of an hour or more are weeks.
-    let months = seed % 10 == 0;
+    let months = seed.is_multiple_of(10);
     for index in 0..events {
         let event = if index > 0 && index % 80 == 0 {
             Event::Quiesce
