@@ -62,6 +62,7 @@ pub(crate) async fn ask(
     if key.is_none() || matches!(first, Told::Stored { .. }) {
         return Ok(first);
     }
+    world.model.new_attempt(token);
     let retry = ask_once(world, contact, text, key.as_ref(), streamed).await?;
     Ok(Told::after_retry(first, retry))
 }

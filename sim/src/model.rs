@@ -140,6 +140,12 @@ impl SimModel {
         state.slow = rate > 0.0;
     }
 
+    /// A client's new attempt at the message of `token` (its retry after an
+    /// error): it learns of the window from its own refusals, as the first did.
+    pub fn new_attempt(&self, token: &str) {
+        lock(&self.state).over.remove(token);
+    }
+
     /// The broken invariants seen so far, taken.
     pub fn take_violations(&self) -> Vec<String> {
         std::mem::take(&mut lock(&self.state).violations)
