@@ -247,6 +247,7 @@ async fn play_step(
     event: &Event,
     stats: &mut Stats,
 ) -> Result<(), Violation> {
+    world.model.set_quirks(true);
     match event {
         Event::Advance { seconds } => world.advance(*seconds),
         Event::Expire { count } => {
@@ -538,6 +539,7 @@ async fn drain(world: &World) {
 ///   configuration, has its facts requested within the sweep's longest backoff.
 async fn quiesce(world: &World, oracle: &mut Oracle, stats: &mut Stats) -> Result<(), Violation> {
     world.set_faults(0, 0, 0);
+    world.model.set_quirks(false);
     world.queue.set_outage(false);
     world.queue.redrive();
     drain(world).await;

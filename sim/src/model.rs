@@ -102,6 +102,8 @@ struct State {
     violations: Vec<String>,
     next_tool_id: u64,
     calls: u64,
+    /// No quirky answers (see [`SimModel::set_quirks`]).
+    quirks_off: bool,
 }
 
 /// A request's size in tokens as the simulated API counts it: its JSON's
@@ -138,6 +140,13 @@ impl SimModel {
         let mut state = lock(&self.state);
         state.fault_rate = rate;
         state.slow = rate > 0.0;
+    }
+
+    /// Quirky answers on (as real answers come) or off (while the liveness
+    /// invariants are checked: a refusal is the model's to give, not a stuck
+    /// contact).
+    pub fn set_quirks(&self, on: bool) {
+        lock(&self.state).quirks_off = !on;
     }
 
     /// A client's new attempt at the message of `token` (its retry after an
@@ -296,6 +305,9 @@ impl SimModel {
             .first()
             .map_or("", |block| block.text.as_str());
         if system.starts_with(SUMMARY_MARKER) || system.starts_with(FACTS_MARKER) {
+            return answer;
+        }
+        if lock(&self.state).quirks_off {
             return answer;
         }
         let Some(wire) = to_wire(&answer) else {
