@@ -499,9 +499,11 @@ impl AskService {
     }
 
     /// Frees the idempotency key of an attempt that failed, so the client may retry
-    /// (nothing of it was stored, or, when the outcome is not known, the completed
-    /// record stays: only a key still in progress is released). With the deadline
-    /// gone it is left to its lease.
+    /// (nothing of it was stored; only a key still in progress is released). An
+    /// attempt whose commit may yet land ([`AskError::Indeterminate`]) keeps its
+    /// key to its lease: a retry meanwhile is told the request is in progress, and
+    /// one after it replays the round if it landed. With the deadline gone it is
+    /// left to its lease.
     async fn release_failed<T>(
         &self,
         key: &ContactKey,
@@ -509,9 +511,12 @@ impl AskService {
         result: &Result<T, AskError>,
         deadline: Deadline,
     ) {
-        let (Err(_), Some(idem)) = (result, idempotency) else {
+        let (Err(error), Some(idem)) = (result, idempotency) else {
             return;
         };
+        if matches!(error, AskError::Indeterminate) {
+            return;
+        }
         if let Err(error) = by(deadline, self.store.release_request(key, idem)).await {
             warn!(%error, "could not release an idempotency key; it frees itself when its lease ends");
         }
@@ -576,10 +581,16 @@ impl AskService {
                 return Err(out_of_time("before the commit"));
             }
             let tool_ran = round.tool_ran();
-            match self
+            let mut stored = self
                 .store_round(key, settings, &turn, round, idempotency, deadline)
-                .await?
-            {
+                .await?;
+            if stored.is_none() {
+                stored = self.replay_of(key, idempotency, deadline).await;
+                if let Some(replayed) = &stored {
+                    shown.replaced_by(&replayed.reply.text);
+                }
+            }
+            match stored {
                 Some(response) => return Ok(response),
                 None if lost == 0 && !tool_ran => {
                     lost += 1;

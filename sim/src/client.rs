@@ -14,6 +14,7 @@ use degrau::ask::{
 };
 use degrau::deadline::Deadline;
 use degrau::domain::IdempotencyKey;
+use degrau::store::StoreError;
 use serde_json::json;
 
 use crate::model::{estimate_json, filler};
@@ -21,11 +22,20 @@ use crate::oracle::{Told, Violation};
 use crate::world::World;
 use crate::{ASK_BUDGET, GATEWAY_TIMEOUT};
 
-/// What an error tells the client: nothing stored, or not known. A 500 is never
-/// an answer (but for a tenant whose configuration was broken by hand).
+/// What an error tells the client, held to its word as the handlers word it
+/// (`functions/ask/src/handler.rs`): a storage error answers "nothing was
+/// stored" (503 busy, 409 conflict), so it is [`Told::Failed`]; only
+/// [`AskError::Indeterminate`] says the round may be stored. A 500 is never an
+/// answer (but for a tenant whose configuration was broken by hand).
 pub(crate) fn told_of(world: &World, contact: usize, error: AskError) -> Result<Told, Violation> {
     match error {
-        AskError::Store(error) => Ok(Told::Unknown(error.to_string())),
+        AskError::Store(error @ (StoreError::Unavailable(_) | StoreError::Conflict(_))) => {
+            Ok(Told::Failed(format!("nothing was stored: {error}")))
+        }
+        AskError::Store(error) if !world.unusable(contact) => Err(Violation::new(
+            "no request answers 500",
+            format!("contact {contact}: storage error: {error}"),
+        )),
         AskError::Indeterminate => Ok(Told::Unknown("the commit's outcome is not known".into())),
         AskError::Internal(why) | AskError::TenantConfig(why) if !world.unusable(contact) => {
             Err(Violation::new(
@@ -52,6 +62,7 @@ pub(crate) async fn ask(
     if key.is_none() || matches!(first, Told::Stored { .. }) {
         return Ok(first);
     }
+    world.model.new_attempt(token);
     let retry = ask_once(world, contact, text, key.as_ref(), streamed).await?;
     Ok(Told::after_retry(first, retry))
 }

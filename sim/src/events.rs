@@ -97,6 +97,17 @@ pub enum Event {
         store: u8,
         /// The queue's.
         queue: u8,
+        /// Operations whose process dies at one of its awaits (plans from before
+        /// crashes have none).
+        #[serde(default)]
+        crash: u8,
+    },
+    /// A tenant's operator changes its configuration while everything runs.
+    Reconfigure {
+        /// Which tenant ([`crate::world::TENANTS`]).
+        tenant: usize,
+        /// Its new settings.
+        settings: crate::world::Live,
     },
     /// An operator moves the dead-letter queue back into the queue.
     Redrive,
@@ -113,11 +124,18 @@ pub enum Event {
 pub fn generate(seed: u64, events: usize) -> Plan {
     let mut rng = fastrand::Rng::with_seed(seed);
     let mut steps = Vec::with_capacity(events + 1);
+    // One seed in ten spans months: its silences of an hour or more are weeks.
+    let months = seed.is_multiple_of(10);
     for index in 0..events {
         let event = if index > 0 && index % 80 == 0 {
             Event::Quiesce
         } else {
-            event(&mut rng)
+            match event(&mut rng) {
+                Event::Advance { seconds } if months && seconds >= 3_600 => Event::Advance {
+                    seconds: rng.i64(5 * 86_400..30 * 86_400),
+                },
+                other => other,
+            }
         };
         steps.push(Step {
             seed: rng.u64(..),
@@ -213,8 +231,13 @@ fn event(rng: &mut fastrand::Rng) -> Event {
             model: if rng.bool() { rng.u8(0..30) } else { 0 },
             store: if rng.bool() { rng.u8(0..12) } else { 0 },
             queue: if rng.bool() { rng.u8(0..20) } else { 0 },
+            crash: if rng.bool() { rng.u8(0..25) } else { 0 },
         },
-        980..=989 => Event::Redrive,
+        980..=984 => Event::Redrive,
+        985..=989 => Event::Reconfigure {
+            tenant: rng.usize(..crate::world::TENANTS.len()),
+            settings: crate::world::Live::drawn(rng),
+        },
         _ => Event::BreakTenant { on: rng.bool() },
     }
 }

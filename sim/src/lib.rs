@@ -65,6 +65,33 @@ pub struct Stats {
     pub model_calls: u64,
     /// Simulated seconds.
     pub seconds: i64,
+    /// Operations whose process died at an await.
+    pub crashes: u64,
+    /// Writes that landed after their caller was told they failed.
+    pub late_writes: u64,
+    /// Store calls refused or whose answers were lost.
+    pub store_faults: u64,
+    /// Model answers with a quirk of the corpus.
+    pub quirks: u64,
+    /// Live changes of a tenant's configuration.
+    pub config_changes: u64,
+}
+
+impl Stats {
+    /// `other` added to these.
+    pub fn add(&mut self, other: &Stats) {
+        self.events += other.events;
+        self.checks += other.checks;
+        self.messages += other.messages;
+        self.rounds += other.rounds;
+        self.model_calls += other.model_calls;
+        self.seconds += other.seconds;
+        self.crashes += other.crashes;
+        self.late_writes += other.late_writes;
+        self.store_faults += other.store_faults;
+        self.quirks += other.quirks;
+        self.config_changes += other.config_changes;
+    }
 }
 
 /// A plan that broke an invariant.
@@ -116,6 +143,13 @@ async fn play(plan: &Plan) -> Result<Stats, Failure> {
     stats.checks = oracle.checks;
     stats.model_calls = world.model.calls();
     stats.seconds = world.now() - world::START;
+    [
+        stats.crashes,
+        stats.late_writes,
+        stats.store_faults,
+        stats.quirks,
+        stats.config_changes,
+    ] = world.counts.read();
     Ok(stats)
 }
 
@@ -213,6 +247,7 @@ async fn play_step(
     event: &Event,
     stats: &mut Stats,
 ) -> Result<(), Violation> {
+    world.model.set_quirks(true);
     match event {
         Event::Advance { seconds } => world.advance(*seconds),
         Event::Expire { count } => {
@@ -231,7 +266,12 @@ async fn play_step(
             model,
             store,
             queue,
-        } => world.set_faults(*model, *store, *queue),
+            crash,
+        } => {
+            world.set_faults(*model, *store, *queue);
+            world.set_crashes(*crash);
+        }
+        Event::Reconfigure { tenant, settings } => world.reconfigure(*tenant, *settings).await,
         Event::Redrive => {
             world.queue.redrive();
         }
@@ -254,6 +294,9 @@ async fn together(
     ops: &[Event],
     stats: &mut Stats,
 ) -> Result<(), Violation> {
+    let floors: Vec<u64> = (0..events::CONTACTS)
+        .map(|contact| oracle.next_number(contact))
+        .collect();
     let tokens: Vec<Option<String>> = ops
         .iter()
         .map(|op| match op {
@@ -268,7 +311,7 @@ async fn together(
     let futures: Vec<Operation<'_>> = ops
         .iter()
         .zip(&tokens)
-        .map(|(op, token)| Box::pin(operate(world, op, token.clone())) as Operation<'_>)
+        .map(|(op, token)| Box::pin(mortal(world, op, token.clone())) as Operation<'_>)
         .collect();
     let done = join_all(futures).await;
     let mut erased = Vec::new();
@@ -289,7 +332,7 @@ async fn together(
                 contact,
                 token,
                 landed,
-            } => oracle.corrected(contact, &token, landed),
+            } => oracle.corrected(contact, &token, landed, floors[contact]),
             Done::Nothing => {}
         }
     }
@@ -332,6 +375,46 @@ async fn join_all<'a, T>(mut futures: Vec<Pin<Box<dyn Future<Output = T> + 'a>>>
     })
     .await;
     results.into_iter().flatten().collect()
+}
+
+/// Whether the next operation's process dies, and after how long: the chance
+/// the plan set, at a moment drawn over the time an operation takes.
+fn dies(world: &World) -> Option<Duration> {
+    let percent = world
+        .crash_percent
+        .load(std::sync::atomic::Ordering::Relaxed);
+    (percent > 0 && fastrand::u64(0..100) < percent)
+        .then(|| Duration::from_millis(fastrand::u64(0..8_000)))
+}
+
+/// `op`, whose process may die at any of its awaits: what it left (claims,
+/// leases, a half-done round, a batch in flight) stays as it is, and its client
+/// gets no answer.
+async fn mortal(world: &World, op: &Event, token: Option<String>) -> Result<Done, Violation> {
+    let Some(after) = dies(world).filter(|_| !matches!(op, Event::Erase { .. })) else {
+        return operate(world, op, token).await;
+    };
+    match tokio::time::timeout(after, operate(world, op, token.clone())).await {
+        Ok(done) => done,
+        Err(_) => {
+            world::Counts::bump(&world.counts.crashes);
+            Ok(match (op, token) {
+                (Event::Ask { contact, .. } | Event::Record { contact, .. }, Some(token)) => {
+                    Done::Sent {
+                        contact: *contact,
+                        token,
+                        told: Told::Unknown("its process died".into()),
+                    }
+                }
+                (Event::Correct { contact }, Some(token)) => Done::Corrected {
+                    contact: *contact,
+                    token,
+                    landed: Landed::Unknown,
+                },
+                _ => Done::Nothing,
+            })
+        }
+    }
 }
 
 async fn operate(world: &World, op: &Event, token: Option<String>) -> Result<Done, Violation> {
@@ -402,9 +485,21 @@ async fn operate(world: &World, op: &Event, token: Option<String>) -> Result<Don
             Ok(Done::Nothing)
         }
         (Event::Erase { contact }, _) => {
-            // A client retries an erase until it answers: it is idempotent.
+            // A client retries an erase until it answers: it is idempotent. An
+            // attempt's process may die half-way.
             for _ in 0..20 {
-                if world.ask.erase(&world.contacts[*contact]).await.is_ok() {
+                let attempt = world.ask.erase(&world.contacts[*contact]);
+                let answered = match dies(world) {
+                    Some(after) => match tokio::time::timeout(after, attempt).await {
+                        Ok(answer) => answer,
+                        Err(_) => {
+                            world::Counts::bump(&world.counts.crashes);
+                            continue;
+                        }
+                    },
+                    None => attempt.await,
+                };
+                if answered.is_ok() {
                     return Ok(Done::Erased { contact: *contact });
                 }
             }
@@ -444,6 +539,7 @@ async fn drain(world: &World) {
 ///   configuration, has its facts requested within the sweep's longest backoff.
 async fn quiesce(world: &World, oracle: &mut Oracle, stats: &mut Stats) -> Result<(), Violation> {
     world.set_faults(0, 0, 0);
+    world.model.set_quirks(false);
     world.queue.set_outage(false);
     world.queue.redrive();
     drain(world).await;
@@ -493,6 +589,11 @@ async fn forgotten(world: &World, oracle: &mut Oracle) -> Result<(), Violation> 
         let Some(head) = snapshot.head.filter(|head| !head.expired_at(now)) else {
             continue;
         };
+        // A session idle past its tenant's timeout (as configured now) is
+        // closed: the next request opens another, and the closed one is recall's.
+        if now - head.last_activity >= world.idle_seconds(index) {
+            continue;
+        }
         let context = world
             .ask
             .context(key, Deadline::after(ASK_BUDGET))
@@ -503,7 +604,10 @@ async fn forgotten(world: &World, oracle: &mut Oracle) -> Result<(), Violation> 
                 .into_iter()
                 .collect();
         for (message, expires) in &snapshot.messages {
-            if message.session != head.session || expires.is_some_and(|at| at <= now) {
+            if message.session != head.session
+                || expires.is_some_and(|at| at <= now)
+                || !head.of_this_life(message.created_at)
+            {
                 continue;
             }
             if let Some(token) = user_token(message)
@@ -528,7 +632,7 @@ async fn forgotten(world: &World, oracle: &mut Oracle) -> Result<(), Violation> 
 /// requests) every fifteen minutes.
 async fn swept(world: &World, oracle: &mut Oracle) -> Result<(), Violation> {
     let period = degrau::sweep::SWEEP_RETRY_MIN_SECONDS;
-    let span = degrau::sweep::SWEEP_RETRY_MAX_SECONDS + world::IDLE_MINUTES as i64 * 60;
+    let span = degrau::sweep::SWEEP_RETRY_MAX_SECONDS + world::MAX_IDLE_MINUTES as i64 * 60;
     for _ in 0..span / period {
         world.advance(period);
         let _ = world

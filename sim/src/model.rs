@@ -1,6 +1,11 @@
 //! The simulated model: answers every request the core sends, as the Messages API
-//! would, from the seed. It refuses what the API refuses (through the core's own
-//! request validator) and records the refusal as a broken invariant; it answers
+//! would, from the seed. It refuses what the API refuses, judged by the stand-in's
+//! reading of the API's rules (`degrau_standin::parse`, its own wire types, not
+//! the core's validator), and records the refusal as a broken invariant; a tenth
+//! of its answers come with a quirk of the corpus real answers show
+//! (`degrau_standin::quirks`: an empty or whitespace text beside a `tool_use`, a
+//! whitespace-only final text, text after the calls, an empty input, a cut); every
+//! call takes time (a few hundred milliseconds to seconds); it answers
 //! "prompt is too long" past a context window the seed chose; it calls the tenant's
 //! tools now and then; and while faults are on it fails as the API does (overload,
 //! timeouts, refusals, answers cut at `max_tokens`, a context filled while writing).
@@ -21,8 +26,11 @@ use degrau::model::{
 };
 use degrau::request::ModelRequest;
 use degrau::usage::Usage;
-use degrau::validate::validate_request;
+use degrau_standin::quirks::{Quirk, Rng as QuirkRng, draw};
 use serde_json::json;
+
+use crate::world::Counts;
+use std::sync::Arc;
 
 /// A contact's token for its `n`th message.
 pub fn token(contact: usize, n: u64) -> String {
@@ -71,7 +79,11 @@ const FACTS_MARKER: &str = "degrau:extract-facts";
 #[derive(Debug)]
 pub struct SimModel {
     state: Mutex<State>,
+    counts: Arc<Counts>,
 }
+
+/// Answers out of a thousand that come with a quirk.
+const QUIRKS_PER_MILLE: u16 = 100;
 
 #[derive(Debug, Default)]
 struct State {
@@ -90,6 +102,8 @@ struct State {
     violations: Vec<String>,
     next_tool_id: u64,
     calls: u64,
+    /// No quirky answers (see [`SimModel::set_quirks`]).
+    quirks_off: bool,
 }
 
 /// A request's size in tokens as the simulated API counts it: its JSON's
@@ -111,12 +125,13 @@ fn lock(mutex: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
 
 impl SimModel {
     /// A model whose context window is `window` estimated tokens.
-    pub fn new(window: u64) -> Self {
+    pub fn new(window: u64, counts: Arc<Counts>) -> Self {
         SimModel {
             state: Mutex::new(State {
                 window,
                 ..State::default()
             }),
+            counts,
         }
     }
 
@@ -125,6 +140,19 @@ impl SimModel {
         let mut state = lock(&self.state);
         state.fault_rate = rate;
         state.slow = rate > 0.0;
+    }
+
+    /// Quirky answers on (as real answers come) or off (while the liveness
+    /// invariants are checked: a refusal is the model's to give, not a stuck
+    /// contact).
+    pub fn set_quirks(&self, on: bool) {
+        lock(&self.state).quirks_off = !on;
+    }
+
+    /// A client's new attempt at the message of `token` (its retry after an
+    /// error): it learns of the window from its own refusals, as the first did.
+    pub fn new_attempt(&self, token: &str) {
+        lock(&self.state).over.remove(token);
     }
 
     /// The broken invariants seen so far, taken.
@@ -160,10 +188,11 @@ impl SimModel {
     /// The time a call takes while calls are slow: up to six seconds, or until the
     /// deadline, which is then a timeout.
     async fn take_time(&self, deadline: Deadline) -> Result<(), ModelError> {
-        if !lock(&self.state).slow {
-            return Ok(());
-        }
-        let took = Duration::from_millis(fastrand::u64(0..6_000));
+        let took = Duration::from_millis(if lock(&self.state).slow {
+            fastrand::u64(0..6_000)
+        } else {
+            fastrand::u64(150..2_500)
+        });
         if took >= deadline.remaining() {
             tokio::time::sleep(deadline.remaining()).await;
             return Err(ModelError::Timeout);
@@ -267,6 +296,70 @@ impl SimModel {
     }
 }
 
+impl SimModel {
+    /// `answer`, maybe with one quirk of the corpus that applies to it (a main
+    /// round's answers only: the summary and the facts calls read their own).
+    fn with_quirk(&self, request: &ModelRequest, answer: ModelResponse) -> ModelResponse {
+        let system = request
+            .system
+            .first()
+            .map_or("", |block| block.text.as_str());
+        if system.starts_with(SUMMARY_MARKER) || system.starts_with(FACTS_MARKER) {
+            return answer;
+        }
+        if lock(&self.state).quirks_off {
+            return answer;
+        }
+        let Some(wire) = to_wire(&answer) else {
+            return answer;
+        };
+        let mut rng = QuirkRng::new(fastrand::u64(..));
+        let Some(quirk) = draw(&mut rng, QUIRKS_PER_MILLE, &wire, false, false) else {
+            return answer;
+        };
+        if matches!(quirk, Quirk::UnknownFields | Quirk::NullCitations) {
+            // The JSON alone differs: the adapters' reading, not the core's.
+            return answer;
+        }
+        let Some(quirky) = from_wire(quirk.apply(wire), answer.clone()) else {
+            return answer;
+        };
+        Counts::bump(&self.counts.quirks);
+        quirky
+    }
+}
+
+/// The answer as the stand-in's wire types hold it.
+fn to_wire(answer: &ModelResponse) -> Option<degrau_standin::answer::Answer> {
+    let content = serde_json::from_value(serde_json::to_value(&answer.content).ok()?).ok()?;
+    let stop_reason =
+        serde_json::from_value(serde_json::to_value(answer.stop_reason.as_ref()?).ok()?).ok()?;
+    Some(degrau_standin::answer::Answer {
+        content,
+        stop_reason,
+    })
+}
+
+/// `answer` with the blocks and stop reason of `wire`.
+fn from_wire(
+    wire: degrau_standin::answer::Answer,
+    mut answer: ModelResponse,
+) -> Option<ModelResponse> {
+    answer.content = serde_json::from_value(serde_json::to_value(&wire.content).ok()?).ok()?;
+    answer.stop_reason =
+        Some(serde_json::from_value(serde_json::to_value(wire.stop_reason).ok()?).ok()?);
+    Some(answer)
+}
+
+/// The request as the Messages API reads it, by the stand-in's own rules: the
+/// 400 it would answer, if any.
+fn judge(request: &ModelRequest) -> Result<(), String> {
+    let body = serde_json::to_value(request).map_err(|e| e.to_string())?;
+    degrau_standin::parse::parse_value(&body)
+        .map(|_| ())
+        .map_err(|error| error.message)
+}
+
 enum Fault {
     Error(ModelError),
     Timeout,
@@ -281,14 +374,11 @@ impl Model for SimModel {
         deadline: Deadline,
     ) -> Result<ModelResponse, ModelError> {
         lock(&self.state).calls += 1;
-        if let Err(violation) = validate_request(request) {
-            lock(&self.state).violations.push(format!(
-                "a request the Messages API refuses: {}",
-                violation.message
-            ));
-            return Err(ModelError::InvalidRequest {
-                message: violation.message,
-            });
+        if let Err(refused) = judge(request) {
+            lock(&self.state)
+                .violations
+                .push(format!("a request the Messages API refuses: {refused}"));
+            return Err(ModelError::InvalidRequest { message: refused });
         }
         // Every request that reaches the API counts, whatever befalls it after
         // (a fault, the answer): two over the window in a row is the violation.
@@ -298,7 +388,10 @@ impl Model for SimModel {
         // fault could answer instead.
         self.check_window(request)?;
         match self.fault() {
-            None => self.answer(request),
+            None => {
+                let answer = self.answer(request)?;
+                Ok(self.with_quirk(request, answer))
+            }
             Some(Fault::Error(error)) => Err(error),
             Some(Fault::Timeout) => {
                 tokio::time::sleep(deadline.remaining()).await;

@@ -97,6 +97,10 @@ struct Sent {
     told: Told,
     /// The TTL of its user message when last seen.
     expires: Option<i64>,
+    /// When the life it was stored in ends: its head's TTL when last seen
+    /// beside it. A head that expires first (its tenant lowered the retention
+    /// since) ends the life, and the next life's writes replace what is left.
+    life_ends: Option<i64>,
 }
 
 /// Whether an operator's correction landed.
@@ -153,6 +157,7 @@ impl Oracle {
             Sent {
                 told: Told::Unknown("in flight".into()),
                 expires: None,
+                life_ends: None,
             },
         );
         token
@@ -167,13 +172,22 @@ impl Oracle {
         token
     }
 
-    /// Records whether a correction landed.
-    pub fn corrected(&mut self, contact: usize, token: &str, landed: Landed) {
+    /// The number the contact's next token will have: every message of a lower
+    /// number was sent before an operation issued from here on.
+    pub fn next_number(&self, contact: usize) -> u64 {
+        self.contacts[contact].next + 1
+    }
+
+    /// Records whether a correction landed. `sent_before` is the lowest token
+    /// number of the burst it ran in: messages of lower numbers were answered
+    /// before it began, those of its burst ran beside it (the core orders them by
+    /// time, and either order is right).
+    pub fn corrected(&mut self, contact: usize, token: &str, landed: Landed, sent_before: u64) {
         let log = &mut self.contacts[contact];
         log.corrections.insert(token.to_owned(), landed);
-        if let (Landed::Yes { expires_at }, Some(number)) = (landed, token_number(token)) {
-            log.corrected = Some(log.corrected.map_or((number, expires_at), |before| {
-                before.max((number, expires_at))
+        if let Landed::Yes { expires_at } = landed {
+            log.corrected = Some(log.corrected.map_or((sent_before, expires_at), |before| {
+                before.max((sent_before, expires_at))
             }));
         }
     }
@@ -282,7 +296,9 @@ impl Oracle {
                 continue;
             };
             let Some(&index) = found.get(token).and_then(|places| places.first()) else {
-                if sent.expires.is_some_and(|at| at <= now) {
+                if sent.expires.is_some_and(|at| at <= now)
+                    || sent.life_ends.is_some_and(|at| at <= now)
+                {
                     continue;
                 }
                 return Err(Violation::new(
@@ -295,6 +311,14 @@ impl Oracle {
             };
             let (message, expires) = &snapshot.messages[index];
             sent.expires = *expires;
+            // Once a newer life began, the message's own life ended as last seen.
+            if let Some(head) = snapshot
+                .head
+                .as_ref()
+                .filter(|head| head.of_this_life(message.created_at))
+            {
+                sent.life_ends = head.expires_at;
+            }
             if (message.session, message.seq) != (session, first_seq) {
                 return Err(Violation::new(
                     "told and stored agree",
@@ -340,7 +364,10 @@ impl Oracle {
                 ));
             }
             if let Some((beyond, _)) = snapshot.messages.iter().find(|(m, expires)| {
-                m.session == head.session && m.seq > head.last_seq && live(*expires)
+                m.session == head.session
+                    && m.seq > head.last_seq
+                    && live(*expires)
+                    && head.of_this_life(m.created_at)
             }) {
                 return Err(Violation::new(
                     "the head is consistent",
@@ -363,6 +390,7 @@ impl Oracle {
                     if message.session != head.session
                         || message.seq > head.summarized_until
                         || !live(*expires)
+                        || !head.of_this_life(message.created_at)
                     {
                         continue;
                     }

@@ -12,7 +12,6 @@
 //! holding back the later records of its group.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -20,6 +19,8 @@ use async_trait::async_trait;
 use degrau::compactor::{Compactor, JobOutcome};
 use degrau::deadline::Deadline;
 use degrau::jobs::{EnqueueError, Job, Jobs};
+
+use crate::world::SimClock;
 
 /// SQS FIFO's de-duplication interval.
 pub const DEDUP_SECONDS: i64 = 5 * 60;
@@ -74,7 +75,7 @@ pub struct Delivery {
 
 /// The simulated FIFO queue.
 pub struct SimQueue {
-    clock: Arc<AtomicI64>,
+    clock: Arc<SimClock>,
     state: Mutex<State>,
 }
 
@@ -121,7 +122,7 @@ fn dedup(job: &Job) -> String {
 
 impl SimQueue {
     /// An empty queue on the simulation's clock.
-    pub fn new(clock: Arc<AtomicI64>) -> Self {
+    pub fn new(clock: Arc<SimClock>) -> Self {
         SimQueue {
             clock,
             state: Mutex::new(State::default()),
@@ -129,7 +130,7 @@ impl SimQueue {
     }
 
     fn now(&self) -> i64 {
-        self.clock.load(Ordering::SeqCst)
+        self.clock.now()
     }
 
     /// Faults on (`rate` of the sends refused and deletes lost) or off (0).
@@ -310,6 +311,8 @@ impl SimQueue {
 #[async_trait]
 impl Jobs for SimQueue {
     async fn enqueue(&self, job: &Job) -> Result<bool, EnqueueError> {
+        // A send is a network call: a scheduling point that takes time.
+        tokio::time::sleep(Duration::from_millis(fastrand::u64(2..40))).await;
         let now = self.now();
         let mut state = lock(&self.state);
         if state.fault_rate > 0.0 && fastrand::f64() < state.fault_rate {

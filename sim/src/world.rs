@@ -9,7 +9,7 @@
 //! has work within a few simulated days.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use degrau::ask::AskService;
 use degrau::compactor::Compactor;
@@ -35,15 +35,129 @@ pub const FRAGILE: &str = "fragile";
 /// crowd the others out.
 pub const SWEEP_LIMIT: usize = 2;
 
+/// The tenants, in the order [`crate::Event::Reconfigure`] names them.
+pub const TENANTS: [&str; 3] = ["shop", "plain", FRAGILE];
+
+/// What an operator may change in a tenant's configuration while it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Live {
+    /// `transcript_retention_days`.
+    pub retention_days: u32,
+    /// `session_idle_minutes`.
+    pub idle_minutes: u64,
+    /// `compaction_threshold_tokens` (none: the deployment's).
+    pub threshold: Option<u64>,
+    /// Whether the built-in tools are on (`plain` starts without).
+    pub tools: bool,
+}
+
+impl Live {
+    /// A tenant's settings at the start.
+    pub fn initial(tenant: &str) -> Live {
+        Live {
+            retention_days: 1,
+            idle_minutes: IDLE_MINUTES,
+            threshold: None,
+            tools: tenant != "plain",
+        }
+    }
+
+    /// Settings an operator might choose.
+    pub fn drawn(rng: &mut fastrand::Rng) -> Live {
+        Live {
+            retention_days: rng.u32(1..=3),
+            idle_minutes: [30, IDLE_MINUTES, MAX_IDLE_MINUTES][rng.usize(..3)],
+            threshold: rng.bool().then(|| rng.u64(800..2_400)),
+            tools: rng.bool(),
+        }
+    }
+}
+
+/// The longest idle timeout a tenant is given.
+pub const MAX_IDLE_MINUTES: u64 = 120;
+
 /// The tenant of contact `index`.
 pub fn tenant_of(index: usize) -> &'static str {
     ["shop", "shop", "plain", "shop", "plain", FRAGILE, FRAGILE][index % 7]
 }
 
+/// The simulation's clock: the plan's jumps ([`SimClock::advance`]) plus the
+/// paused runtime's own time, so every latency a store, model or queue call
+/// sleeps moves it too, inside an event (a lease or an idle boundary can run out
+/// between a round's read and its commit).
+pub struct SimClock {
+    jumped: AtomicI64,
+    base: tokio::time::Instant,
+}
+
+impl SimClock {
+    /// A clock at [`START`], from the runtime's now.
+    pub fn new() -> Self {
+        SimClock {
+            jumped: AtomicI64::new(START),
+            base: tokio::time::Instant::now(),
+        }
+    }
+
+    /// Now, in seconds since the epoch.
+    pub fn now(&self) -> i64 {
+        self.jumped.load(Ordering::SeqCst) + self.base.elapsed().as_secs() as i64
+    }
+
+    /// Jumps `seconds` on (time between events, which nobody waits through).
+    pub fn advance(&self, seconds: i64) {
+        self.jumped.fetch_add(seconds, Ordering::SeqCst);
+    }
+}
+
+impl Default for SimClock {
+    fn default() -> Self {
+        SimClock::new()
+    }
+}
+
+/// What a run's world did to the code, by kind of fault (`simulate` prints
+/// them).
+#[derive(Debug, Default)]
+pub struct Counts {
+    /// Operations abandoned at an await, their process gone.
+    pub crashes: AtomicU64,
+    /// Writes that landed after their caller was told they failed.
+    pub late_writes: AtomicU64,
+    /// Store calls refused or whose answer was lost.
+    pub store_faults: AtomicU64,
+    /// Model answers from the quirks corpus (empty or whitespace text beside a
+    /// tool call, and the like).
+    pub quirks: AtomicU64,
+    /// Live changes of a tenant's configuration.
+    pub config_changes: AtomicU64,
+}
+
+impl Counts {
+    /// One more of `counter`.
+    pub fn bump(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The counts now, in the order of the fields.
+    pub fn read(&self) -> [u64; 5] {
+        [
+            &self.crashes,
+            &self.late_writes,
+            &self.store_faults,
+            &self.quirks,
+            &self.config_changes,
+        ]
+        .map(|counter| counter.load(Ordering::Relaxed))
+    }
+}
+
 /// The simulated deployment.
 pub struct World {
-    /// The simulation's clock (seconds since the epoch).
-    pub clock: Arc<AtomicI64>,
+    /// The simulation's clock.
+    pub clock: Arc<SimClock>,
+    /// What the world did, by kind of fault.
+    pub counts: Arc<Counts>,
     /// The store, as the oracle reads it.
     pub memory: Arc<MemoryStore>,
     /// The store, as the services meet it.
@@ -60,6 +174,10 @@ pub struct World {
     pub contacts: Vec<ContactKey>,
     /// Whether the fragile tenant's configuration is broken now.
     pub broken: bool,
+    /// The chance (in percent) that an operation dies at an await.
+    pub crash_percent: AtomicU64,
+    /// Each tenant's settings now, in the order of [`TENANTS`].
+    pub live: [Live; 3],
 }
 
 /// The deployment's defaults here (see the module documentation).
@@ -86,17 +204,18 @@ pub fn defaults() -> Defaults {
     }
 }
 
-/// A tenant's configuration; `tools: []` for `plain`, an unusable retention when
-/// `broken`.
-pub fn config(tenant: &str, broken: bool) -> TenantConfig {
-    let tools = (tenant == "plain").then(|| {
+/// A tenant's configuration from its live settings (`tools: []` when off), an
+/// unusable retention when `broken`.
+pub fn config(live: &Live, broken: bool) -> TenantConfig {
+    let tools = (!live.tools).then(|| {
         serde_json::from_value(serde_json::json!([])).expect("an empty tool list is valid")
     });
     TenantConfig {
         allowed_fact_keys: Some(vec![FactKey::parse("name").expect("a valid key")]),
         tools,
-        session_idle_minutes: Some(IDLE_MINUTES),
-        transcript_retention_days: Some(if broken { 0 } else { 1 }),
+        session_idle_minutes: Some(live.idle_minutes),
+        transcript_retention_days: Some(if broken { 0 } else { live.retention_days }),
+        compaction_threshold_tokens: live.threshold,
         ..TenantConfig::default()
     }
 }
@@ -104,22 +223,26 @@ pub fn config(tenant: &str, broken: bool) -> TenantConfig {
 impl World {
     /// A deployment whose model has a context window of `window` tokens.
     pub async fn new(window: u64, contacts: usize) -> World {
-        let clock = Arc::new(AtomicI64::new(START));
+        let clock = Arc::new(SimClock::new());
+        let counts = Arc::new(Counts::default());
         let now = clock.clone();
-        let service_clock: Clock = Arc::new(move || now.load(Ordering::SeqCst));
+        let service_clock: Clock = Arc::new(move || now.now());
         let memory = Arc::new(MemoryStore::new());
         memory.set_semantics(Semantics {
             index_lag: true,
             torn: true,
         });
-        for tenant in ["shop", "plain", FRAGILE] {
+        for tenant in TENANTS {
             memory
-                .put_tenant_config(&tenant_id(tenant), &config(tenant, false))
+                .put_tenant_config(&tenant_id(tenant), &config(&Live::initial(tenant), false))
                 .await
                 .expect("the in-memory store takes a config");
         }
-        let store = Arc::new(FaultyStore::new(memory.clone(), Faults::default()));
-        let model = Arc::new(SimModel::new(window));
+        let store = Arc::new(FaultyStore::new(
+            memory.clone(),
+            Faults::new(memory.clone(), counts.clone()),
+        ));
+        let model = Arc::new(SimModel::new(window, counts.clone()));
         let queue = Arc::new(SimQueue::new(clock.clone()));
         let defaults = defaults();
         let ask = AskService {
@@ -148,6 +271,7 @@ impl World {
             .collect();
         World {
             clock,
+            counts,
             memory,
             store,
             model,
@@ -156,24 +280,42 @@ impl World {
             compactor,
             contacts,
             broken: false,
+            crash_percent: AtomicU64::new(0),
+            live: TENANTS.map(Live::initial),
         }
     }
 
     /// Now, on the simulation's clock.
     pub fn now(&self) -> i64 {
-        self.clock.load(Ordering::SeqCst)
+        self.clock.now()
     }
 
     /// Moves the clock on.
     pub fn advance(&self, seconds: i64) {
-        self.clock.fetch_add(seconds, Ordering::SeqCst);
+        self.clock.advance(seconds);
     }
 
     /// Breaks the fragile tenant's configuration (written by hand), or fixes it.
     pub async fn break_tenant(&mut self, broken: bool) {
         self.broken = broken;
+        self.write_config(FRAGILE).await;
+    }
+
+    /// An operator gives `tenant` new settings.
+    pub async fn reconfigure(&mut self, tenant: usize, settings: Live) {
+        let Some(&name) = TENANTS.get(tenant) else {
+            return;
+        };
+        self.live[tenant] = settings;
+        Counts::bump(&self.counts.config_changes);
+        self.write_config(name).await;
+    }
+
+    async fn write_config(&self, tenant: &str) {
+        let index = TENANTS.iter().position(|t| *t == tenant).unwrap_or(0);
+        let broken = self.broken && tenant == FRAGILE;
         self.memory
-            .put_tenant_config(&tenant_id(FRAGILE), &config(FRAGILE, broken))
+            .put_tenant_config(&tenant_id(tenant), &config(&self.live[index], broken))
             .await
             .expect("the in-memory store takes a config");
     }
@@ -183,6 +325,22 @@ impl World {
         self.model.set_faults(f64::from(model) / 100.0);
         self.store.hook.set_faults(f64::from(store) / 100.0);
         self.queue.set_faults(f64::from(queue) / 100.0);
+    }
+
+    /// The chance (in percent) that an operation's process dies at one of its
+    /// awaits (0: none).
+    pub fn set_crashes(&self, percent: u8) {
+        self.crash_percent
+            .store(u64::from(percent), Ordering::Relaxed);
+    }
+
+    /// The idle timeout of contact `index`'s tenant now, in seconds.
+    pub fn idle_seconds(&self, index: usize) -> i64 {
+        let tenant = TENANTS
+            .iter()
+            .position(|t| *t == tenant_of(index))
+            .unwrap_or(0);
+        self.live[tenant].idle_minutes as i64 * 60
     }
 
     /// Whether contact `index` belongs to a tenant whose configuration is broken.

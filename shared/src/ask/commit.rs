@@ -23,7 +23,7 @@ use crate::pause_fold::fold_due_at;
 use crate::request::Lifetimes;
 use crate::session::idle_seconds;
 use crate::store::{
-    CompletedRequest, ContactKey, MAX_REFRESH_PER_ROUND, MAX_ROUND_ITEMS, RoundCommit,
+    Claim, CompletedRequest, ContactKey, MAX_REFRESH_PER_ROUND, MAX_ROUND_ITEMS, RoundCommit,
     SessionArchive, StoreError, SweepSlot,
 };
 use crate::sweep::{next_sweep_due, sweep_bucket};
@@ -424,12 +424,43 @@ impl AskService {
                 Event::new("ask").count("RoundConflicts", 1).emit();
                 Ok(Committed::Lost)
             }
-            (Landed::No, other) => Err(other.into()),
-            (Landed::Unknown, error) => {
+            // A refusal the store gave in words: nothing was written, and
+            // nothing will be.
+            (
+                Landed::No,
+                other @ (StoreError::InvalidConfig(_)
+                | StoreError::Corrupt(_)
+                | StoreError::Other(_)),
+            ) => Err(other.into()),
+            // Unavailable (a throttle, a timeout, a dropped connection): DynamoDB
+            // may still apply the transaction after the head was read as loaded,
+            // so the round may be stored yet.
+            (Landed::No | Landed::Unknown, error) => {
                 warn!(%error, "the commit failed and whether it landed is not known");
                 Event::new("ask").count("CommitsIndeterminate", 1).emit();
                 Err(AskError::Indeterminate)
             }
+        }
+    }
+
+    /// After a race lost, the answer of an earlier attempt of this very request,
+    /// when that is what it lost to: a commit told "may be stored" that landed
+    /// while the retry ran, after an erase had taken the key's claim (so the
+    /// retry could claim it again). Running again would store the message twice.
+    pub(super) async fn replay_of(
+        &self,
+        key: &ContactKey,
+        idempotency: Option<(&IdempotencyKey, &str)>,
+        deadline: Deadline,
+    ) -> Option<AskResponse> {
+        let (idem, hash) = idempotency?;
+        let lease = super::lease_seconds(deadline);
+        let claim = self
+            .store
+            .claim_request(key, idem, hash, (self.clock)(), lease);
+        match by(deadline, claim).await {
+            Ok(Claim::Completed { response }) => serde_json::from_str(&response).ok(),
+            _ => None,
         }
     }
 

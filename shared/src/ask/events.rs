@@ -182,6 +182,22 @@ impl<'a> Shown<'a> {
         });
     }
 
+    /// What was shown is void, and an earlier attempt's stored reply stands
+    /// instead (see `AskService::replay_of`): a restart, then that reply.
+    pub(super) fn replaced_by(&self, reply: &str) {
+        self.restart(
+            "an earlier attempt of this message was stored; its answer stands",
+            &[],
+        );
+        self.delta(
+            ModelDelta::Text {
+                index: 0,
+                text: reply.to_owned(),
+            },
+            0,
+        );
+    }
+
     /// What was shown is void: a restart, when anything was shown, then the
     /// round's `kept` messages shown again (their text and tool calls, the first
     /// being the user's message).

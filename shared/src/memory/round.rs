@@ -12,8 +12,9 @@ use crate::store::{
     TurnState,
 };
 
-/// A round's conditions: the head as loaded (or none for a new contact), and no
-/// message of the round stored yet.
+/// A round's conditions: the head as loaded (or none for a new contact), no
+/// message of the round stored yet, and its idempotency key not completed by
+/// another attempt.
 pub(super) fn round_conditions(contact: &Contact, commit: &RoundCommit) -> Result<(), StoreError> {
     // An item past its TTL may be replaced: DynamoDB deletes it eventually anyway.
     let now = commit.head.last_activity;
@@ -42,6 +43,18 @@ pub(super) fn round_conditions(contact: &Contact, commit: &RoundCommit) -> Resul
             })
     }) {
         return Err(StoreError::Conflict("a message of the round exists".into()));
+    }
+    // A key another attempt of the request completed: that attempt's round
+    // stands, and this one would store the message twice.
+    if let Some(done) = &commit.idempotency
+        && contact
+            .requests
+            .get(done.key.as_str())
+            .is_some_and(|request| request.completed && request.expires_at > now)
+    {
+        return Err(StoreError::Conflict(
+            "another attempt of the request completed it".into(),
+        ));
     }
     let items = RoundWrite::all(commit).len();
     if items > MAX_ROUND_ITEMS {
@@ -297,8 +310,16 @@ impl RoundStore for MemoryStore {
         fastrand::shuffle(&mut writes);
         let rest = writes.split_off(fastrand::usize(..=writes.len()));
         self.apply_half(commit, writes, true);
+        // Accepted is accepted: the second half lands even when the caller goes
+        // away in between (its process died), as DynamoDB finishes a
+        // transaction whatever became of the connection that sent it.
+        let landing = Landing {
+            store: self,
+            commit,
+            rest: Some(rest),
+        };
         sim::interleave().await;
-        self.apply_half(commit, rest, false);
+        drop(landing);
         Ok(())
     }
 
@@ -337,5 +358,21 @@ impl RoundStore for MemoryStore {
             }
         }
         Ok(true)
+    }
+}
+
+/// The rest of a torn round's transaction, applied when dropped: after the
+/// interleaving point, or when the caller's future is dropped there.
+struct Landing<'a> {
+    store: &'a MemoryStore,
+    commit: &'a RoundCommit,
+    rest: Option<Vec<RoundWrite>>,
+}
+
+impl Drop for Landing<'_> {
+    fn drop(&mut self) {
+        if let Some(rest) = self.rest.take() {
+            self.store.apply_half(self.commit, rest, false);
+        }
     }
 }

@@ -133,11 +133,70 @@ impl RoundCommit {
     /// Never a live message of the head's own life: a round writes sequence
     /// numbers past the head's only, and under unchanged settings a message older
     /// than the round's own life has expired (a window message a round refreshed
-    /// is at or below the head's `last_seq`).
+    /// is at or below the head's `last_seq`). A message written before the
+    /// head's life began ([`Head::born_at`]) is of an earlier life too, whatever
+    /// the settings are now: a retention lowered and then raised again must not
+    /// leave the new life conflicting on it (the simulator's live config changes
+    /// wedged a contact so for a day and a half).
     pub fn stale_before(&self) -> Option<i64> {
         let now = self.head.last_activity;
         let life = self.messages_expire_at.checked_sub(now)?;
-        (life > 0).then(|| now.saturating_sub(life))
+        let by_settings = (life > 0).then(|| now.saturating_sub(life));
+        match (by_settings, self.head.born_at) {
+            (Some(at), Some(born)) => Some(at.max(born)),
+            (at, born) => at.or(born),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::{ContactId, TenantId};
+
+    fn commit(now: i64, life: i64, born_at: Option<i64>) -> RoundCommit {
+        RoundCommit {
+            key: ContactKey {
+                tenant: TenantId::parse("shop").unwrap(),
+                contact: ContactId::parse("ana").unwrap(),
+            },
+            expected: None,
+            head: Head {
+                last_activity: now,
+                born_at,
+                ..Head::default()
+            },
+            sweep: SweepSlot {
+                bucket: 0,
+                due: now,
+            },
+            messages: Vec::new(),
+            idempotency: None,
+            archive: None,
+            refresh: Vec::new(),
+            messages_expire_at: now + life,
+        }
+    }
+
+    #[test]
+    fn a_message_from_before_the_heads_life_is_stale_whatever_the_retention_now() {
+        // Three days of retention now; the life began a day ago: a message of
+        // a day and a half ago is of the earlier life.
+        let now = 1_000_000;
+        assert_eq!(
+            commit(now, 3 * 86_400, Some(now - 86_400)).stale_before(),
+            Some(now - 86_400)
+        );
+        // Without a dated life, by the settings alone.
+        assert_eq!(
+            commit(now, 3 * 86_400, None).stale_before(),
+            Some(now - 3 * 86_400)
+        );
+        // A life older than the settings' reach: the settings decide.
+        assert_eq!(
+            commit(now, 3_600, Some(now - 86_400)).stale_before(),
+            Some(now - 3_600)
+        );
     }
 }
 

@@ -9,6 +9,7 @@
 mod ask_limits;
 mod ask_service;
 mod cache_ttl;
+mod commit_outcome;
 mod compactor;
 mod fairshare;
 mod fifo;

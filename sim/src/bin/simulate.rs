@@ -1,6 +1,7 @@
 //! The simulator's long runs: `simulate --seeds N [--from S] [--events E]` plays
-//! seeds S..S+N, each a plan of E events, and prints what it covered (events and
-//! seeds a second, simulated days, invariant checks); on the first failing seed it
+//! seeds S..S+N, each a plan of E events, on every core, and prints what it
+//! covered (events and seeds a second, simulated days, invariant checks, the
+//! faults played by kind); on the lowest failing seed found it
 //! shrinks the plan, prints the shortest failing list and writes it to
 //! `sim-failure.json`. `simulate --replay FILE` plays a plan written so, and
 //! `simulate --seed S` plays one seed (both print every event of a failure).
@@ -9,7 +10,10 @@
 use std::process::ExitCode;
 use std::time::Instant;
 
-use degrau_sim::{Plan, generate, run, shrink};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
+
+use degrau_sim::{Failure, Plan, Stats, generate, run, shrink};
 
 /// Events a plan holds unless `--events` says otherwise (as `./dev.sh test`).
 const DEFAULT_EVENTS: usize = 400;
@@ -50,43 +54,31 @@ fn main() -> ExitCode {
     let seeds = number("--seeds", 100);
     let from = number("--from", 1);
     let started = Instant::now();
-    let mut total = degrau_sim::Stats::default();
-    for seed in from..from + seeds {
-        let plan = generate(seed, events);
-        match run(&plan) {
-            Ok(stats) => {
-                total.events += stats.events;
-                total.checks += stats.checks;
-                total.messages += stats.messages;
-                total.rounds += stats.rounds;
-                total.model_calls += stats.model_calls;
-                total.seconds += stats.seconds;
-            }
-            Err(failure) => {
-                eprintln!(
-                    "seed {seed} failed at event {}: {}",
-                    failure.step, failure.violation
-                );
-                let (shrunk, failure) = shrink(&plan, &failure, SHRINK_BUDGET);
-                print_failure(&shrunk, &failure);
-                let json = serde_json::to_string_pretty(&shrunk).expect("a plan serialises");
-                match std::fs::write("sim-failure.json", json) {
-                    Ok(()) => eprintln!(
-                        "the shortest failing plan is in sim-failure.json; replay it with \
-                         `./dev.sh simulate --replay sim-failure.json`"
-                    ),
-                    Err(err) => eprintln!("could not write sim-failure.json: {err}"),
-                }
-                return ExitCode::FAILURE;
-            }
+    let (total, failed) = play_all(from, seeds, events);
+    if let Some((seed, plan, failure)) = failed {
+        eprintln!(
+            "seed {seed} failed at event {}: {}",
+            failure.step, failure.violation
+        );
+        let (shrunk, failure) = shrink(&plan, &failure, SHRINK_BUDGET);
+        print_failure(&shrunk, &failure);
+        let json = serde_json::to_string_pretty(&shrunk).expect("a plan serialises");
+        match std::fs::write("sim-failure.json", json) {
+            Ok(()) => eprintln!(
+                "the shortest failing plan is in sim-failure.json; replay it with \
+                 `./dev.sh simulate --replay sim-failure.json`"
+            ),
+            Err(err) => eprintln!("could not write sim-failure.json: {err}"),
         }
+        return ExitCode::FAILURE;
     }
     let elapsed = started.elapsed().as_secs_f64();
     println!(
         "{seeds} seeds (from {from}), {events} events each: all invariants held\n\
          {:.1} seeds/s, {:.0} events/s, {:.1} s in all\n\
          {} events, {} invariant checks, {} messages sent, {} rounds stored, {} model calls\n\
-         {:.1} simulated days ({:.2} a seed)",
+         {:.1} simulated days ({:.2} a seed)\n\
+         faults: {} crashes, {} late writes, {} store faults, {} quirky answers, {} config changes",
         seeds as f64 / elapsed,
         total.events as f64 / elapsed,
         elapsed,
@@ -97,8 +89,56 @@ fn main() -> ExitCode {
         total.model_calls,
         total.seconds as f64 / 86_400.0,
         total.seconds as f64 / 86_400.0 / seeds.max(1) as f64,
+        total.crashes,
+        total.late_writes,
+        total.store_faults,
+        total.quirks,
+        total.config_changes,
     );
     ExitCode::SUCCESS
+}
+
+/// Plays seeds `from..from + seeds` on every core (each seed on one thread, its
+/// own runtime: a seed's history is the same whichever thread plays it): the
+/// totals, or the lowest failing seed found.
+fn play_all(from: u64, seeds: u64, events: usize) -> (Stats, Option<(u64, Plan, Failure)>) {
+    let next = AtomicU64::new(from);
+    let stop = AtomicBool::new(false);
+    let total = Mutex::new(Stats::default());
+    let failed: Mutex<Option<(u64, Plan, Failure)>> = Mutex::new(None);
+    let threads = std::thread::available_parallelism().map_or(1, usize::from);
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                while !stop.load(Ordering::Relaxed) {
+                    let seed = next.fetch_add(1, Ordering::Relaxed);
+                    if seed >= from + seeds {
+                        return;
+                    }
+                    let plan = generate(seed, events);
+                    match run(&plan) {
+                        Ok(stats) => lock(&total).add(&stats),
+                        Err(failure) => {
+                            stop.store(true, Ordering::Relaxed);
+                            let mut failed = lock(&failed);
+                            if failed.as_ref().is_none_or(|(first, ..)| seed < *first) {
+                                *failed = Some((seed, plan, failure));
+                            }
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let total = *lock(&total);
+    (
+        total,
+        failed.into_inner().unwrap_or_else(PoisonError::into_inner),
+    )
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 fn replay(plan: &Plan) -> ExitCode {
@@ -117,7 +157,7 @@ fn replay(plan: &Plan) -> ExitCode {
     }
 }
 
-fn print_failure(plan: &Plan, failure: &degrau_sim::Failure) {
+fn print_failure(plan: &Plan, failure: &Failure) {
     eprintln!(
         "seed {} (window {} tokens), {} events, broken after event {}: {}",
         plan.seed,

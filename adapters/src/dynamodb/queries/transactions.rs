@@ -146,8 +146,16 @@ pub(in crate::dynamodb) fn round_items(
         )?);
     }
     if let Some(done) = &commit.idempotency {
+        // Over nothing or a claim in progress (it has a lease), never over a key
+        // another attempt completed: that round stands, and this one would store
+        // the message twice (an erase may have taken the claim meanwhile).
         let record = RequestItem::completed(&pk, done);
-        items.push(put(table, to_item(&record)?, None, "request")?);
+        items.push(put(
+            table,
+            to_item(&record)?,
+            Some("attribute_not_exists(pk) OR attribute_exists(lease_until)"),
+            "request",
+        )?);
     }
     if let Some(archive) = &commit.archive {
         // Unconditional: the head's condition already lets only one round close

@@ -679,6 +679,7 @@ macro_rules! contract_tests {
             round::the_window_never_holds_messages_at_or_before_summarized_until,
             round::a_window_with_a_hole_starts_at_the_first_safe_start_after_the_last_one,
             round::an_idempotency_key_runs_once_and_then_replays_its_response,
+            round::a_round_whose_key_another_attempt_completed_conflicts,
             round::a_released_key_can_be_claimed_again,
             round::a_key_whose_lease_ran_out_can_be_claimed_again_by_the_same_payload,
             round::an_expired_idempotency_record_frees_its_key,

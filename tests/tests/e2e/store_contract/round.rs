@@ -20,7 +20,7 @@
 
 use std::sync::Arc;
 
-use degrau::domain::{ContentBlock, Incarnation, Role};
+use degrau::domain::{ContentBlock, Head, Incarnation, Role};
 use degrau::store::{
     Claim, CompletedRequest, JobStore, MAX_REFRESH_PER_ROUND, RecordStore, RoundCommit, RoundStore,
     SessionFilter, StoreError,
@@ -420,6 +420,45 @@ pub(super) async fn an_idempotency_key_runs_once_and_then_replays_its_response(
     // Releasing only frees keys in progress.
     store.release_request(&key, &request).await.unwrap();
     assert_eq!(claim("hash-a", NOW + 3).await, replay);
+}
+
+/// Two attempts of one request never both commit: the second round's commit
+/// conflicts once the first completed the key, even when its claim was taken
+/// meanwhile (an erase takes every item, the claim with them), so it replays the
+/// first instead of storing the message twice.
+pub(super) async fn a_round_whose_key_another_attempt_completed_conflicts(backend: impl Backend) {
+    let store = backend.store();
+    let key = ana();
+    let request = idem("0b5f6a52-3c1e-4b7e-9a4e-5d2f1c0e7a11");
+    let completed = |text: &str, expected: Option<&Head>, seq: u32| {
+        let mut done = round(&key, expected, exchange(seq, None, text));
+        done.idempotency = Some(CompletedRequest {
+            key: request.clone(),
+            payload_hash: "hash-a".into(),
+            response: format!(r#"{{"seq":{seq}}}"#),
+            expires_at: NOW + 86_400,
+        });
+        done
+    };
+    store
+        .commit_round(&completed("book me", None, 1))
+        .await
+        .unwrap();
+    let head = store.load_turn(&key, NOW).await.unwrap().head;
+    let again = store
+        .commit_round(&completed("book me", head.as_ref(), 3))
+        .await;
+    assert!(matches!(again, Err(StoreError::Conflict(_))), "{again:?}");
+    let replay = store
+        .claim_request(&key, &request, "hash-a", NOW + 1, 30)
+        .await
+        .unwrap();
+    assert_eq!(
+        replay,
+        Claim::Completed {
+            response: r#"{"seq":1}"#.into()
+        }
+    );
 }
 
 pub(super) async fn a_released_key_can_be_claimed_again(backend: impl Backend) {
