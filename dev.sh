@@ -75,9 +75,11 @@ case "${1:-}" in
     (cd clients/typescript && DEGRAU_API_URL="$(cat ../../.local/api.url)" \
       DEGRAU_STANDIN_URL="http://127.0.0.1:${DEGRAU_STANDIN_PORT:-4010}" npm run --silent test:stack)
     # The simulation's long run: generated histories beyond `cargo test`'s budget,
-    # at least 10^6 events (2,500 seeds of 401 events, on every core).
+    # at least 10^6 events (2,500 seeds of 401 events, on every core). The open
+    # defects' plans (sim/pending: found, fix still to come) must still fail, and
+    # their seeds are left out.
     say "the simulation's long run (2,500 seeds, release build)"
-    cargo run --release -q -p degrau-sim --bin simulate -- --seeds 2500
+    cargo run --release -q -p degrau-sim --bin simulate -- --seeds 2500 --open sim/pending
     ;;
   simulate)
     if [ $# -gt 1 ]; then set -- "${@:2}"; else set -- --seeds 1000; fi

@@ -5,6 +5,10 @@
 //! shrinks the plan, prints the shortest failing list and writes it to
 //! `sim-failure.json`. `simulate --replay FILE` plays a plan written so, and
 //! `simulate --seed S` plays one seed (both print every event of a failure).
+//! `--open DIR` names the open defects (`sim/pending/`: shrunk plans of defects
+//! found and not yet fixed): each must still fail, and their seeds are left out of
+//! the long run, so a known defect neither hides a new one nor passes unnoticed
+//! once fixed.
 //! (docs/reliability.md: replaying a failing seed.)
 
 use std::process::ExitCode;
@@ -53,8 +57,18 @@ fn main() -> ExitCode {
     }
     let seeds = number("--seeds", 100);
     let from = number("--from", 1);
+    let open = match value("--open") {
+        Some(dir) => match open_defects(&dir) {
+            Ok(seeds) => seeds,
+            Err(message) => {
+                eprintln!("{message}");
+                return ExitCode::FAILURE;
+            }
+        },
+        None => Vec::new(),
+    };
     let started = Instant::now();
-    let (total, failed) = play_all(from, seeds, events);
+    let (total, failed) = play_all(from, seeds, events, &open);
     if let Some((seed, plan, failure)) = failed {
         eprintln!(
             "seed {seed} failed at event {}: {}",
@@ -95,13 +109,28 @@ fn main() -> ExitCode {
         total.quirks,
         total.config_changes,
     );
+    let left_out = open
+        .iter()
+        .filter(|seed| (from..from + seeds).contains(seed));
+    let left_out: Vec<String> = left_out.map(u64::to_string).collect();
+    if !left_out.is_empty() {
+        println!(
+            "left out: seed {} (open defects, --open)",
+            left_out.join(", ")
+        );
+    }
     ExitCode::SUCCESS
 }
 
 /// Plays seeds `from..from + seeds` on every core (each seed on one thread, its
 /// own runtime: a seed's history is the same whichever thread plays it): the
 /// totals, or the lowest failing seed found.
-fn play_all(from: u64, seeds: u64, events: usize) -> (Stats, Option<(u64, Plan, Failure)>) {
+fn play_all(
+    from: u64,
+    seeds: u64,
+    events: usize,
+    skip: &[u64],
+) -> (Stats, Option<(u64, Plan, Failure)>) {
     let next = AtomicU64::new(from);
     let stop = AtomicBool::new(false);
     let total = Mutex::new(Stats::default());
@@ -114,6 +143,9 @@ fn play_all(from: u64, seeds: u64, events: usize) -> (Stats, Option<(u64, Plan, 
                     let seed = next.fetch_add(1, Ordering::Relaxed);
                     if seed >= from + seeds {
                         return;
+                    }
+                    if skip.contains(&seed) {
+                        continue;
                     }
                     let plan = generate(seed, events);
                     match run(&plan) {
@@ -135,6 +167,39 @@ fn play_all(from: u64, seeds: u64, events: usize) -> (Stats, Option<(u64, Plan, 
         total,
         failed.into_inner().unwrap_or_else(PoisonError::into_inner),
     )
+}
+
+/// Replays every plan in `dir` (an open defect each): the seeds they came from,
+/// or what is wrong (a plan that now holds belongs in `sim/regressions/`).
+fn open_defects(dir: &str) -> Result<Vec<u64>, String> {
+    let entries = std::fs::read_dir(dir).map_err(|err| format!("cannot read {dir}: {err}"))?;
+    let mut seeds = Vec::new();
+    for entry in entries {
+        let path = entry
+            .map_err(|err| format!("cannot read {dir}: {err}"))?
+            .path();
+        if path.extension().is_none_or(|ext| ext != "json") {
+            continue;
+        }
+        let name = path.display();
+        let text = std::fs::read_to_string(&path).map_err(|err| format!("{name}: {err}"))?;
+        let plan: Plan =
+            serde_json::from_str(&text).map_err(|err| format!("{name} is not a plan: {err}"))?;
+        match run(&plan) {
+            Ok(_) => {
+                return Err(format!(
+                    "{name} now holds every invariant: its defect is fixed, so move it to \
+                     sim/regressions/ (and its seed is played again)"
+                ));
+            }
+            Err(failure) => println!(
+                "open defect, seed {} left out: {name} still fails: {}",
+                plan.seed, failure.violation
+            ),
+        }
+        seeds.push(plan.seed);
+    }
+    Ok(seeds)
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
