@@ -20,7 +20,8 @@
 //!   conversation or a message outside the contact's partition.
 //! * The services: [`webhook`] (`WebhookService`: record and enqueue, fast) and
 //!   [`worker`] (`Worker`: a burst becomes one turn, the ask service answers it, the
-//!   reply is sent within the customer service window).
+//!   reply is sent within the customer service window); [`reply`]: a long reply
+//!   cut into the parts WhatsApp takes.
 //! * With `test-util`: `testing`, a recording queue and a scripted Graph API.
 //!
 //! **Once, and in order.** Meta delivers at least once. The webhook writes a durable
@@ -42,6 +43,7 @@ pub mod inbox;
 pub mod keyed;
 pub mod limits;
 pub mod outbound;
+pub mod reply;
 pub mod signature;
 pub mod store;
 #[cfg(any(test, feature = "test-util"))]
