@@ -162,7 +162,9 @@ pub(super) async fn a_new_life_replaces_what_an_older_life_left_past_the_rounds_
     again.head.last_activity = later;
     again.head.born_at = Some(later);
     again.messages_expire_at = later + 100;
-    assert_eq!(again.stale_before(), Some(later - 100));
+    // Stale: what was written before its life began (later than its settings'
+    // reach, `later - 100`).
+    assert_eq!(again.stale_before(), Some(later));
     store.commit_round(&again).await.unwrap();
     let turn = store.load_turn(&key, later).await.unwrap();
     let head = turn.head.unwrap();

@@ -495,8 +495,10 @@ fn round(key: &ContactKey, expected: Option<&Head>, messages: Vec<StoredMessage>
             expires_at: Some(RETAINED),
             recent_gaps: Vec::new(),
             cache_hour: false,
-            // A loaded head keeps its own; a new one's life begins with the round.
-            born_at: expected.map_or(Some(NOW + last.seq as i64), |head| head.born_at),
+            // A loaded head keeps its own; a new one's life begins with the round,
+            // when its messages were written (`created_at`: a message written
+            // before its head's life began is of an earlier life).
+            born_at: expected.map_or(Some(NOW), |head| head.born_at),
         },
         sweep: SweepSlot {
             bucket: sweep_bucket(key),
