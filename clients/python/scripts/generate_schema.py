@@ -96,6 +96,10 @@ def _comment(text: str, indent: str) -> list[str]:
     return [f"{indent}#: {line}" for line in textwrap.wrap(text, 84 - len(indent), break_on_hyphens=False)]
 
 
+def _quoted(text: str) -> str:
+    return f"'{text}'" if '"' in text else f'"{text}"'
+
+
 def typed_dict(name: str, schema: dict[str, Any], unions: set[str]) -> list[str]:
     """The class (or classes) of one object schema."""
     properties: dict[str, Any] = schema.get("properties", {})
@@ -114,7 +118,9 @@ def typed_dict(name: str, schema: dict[str, Any], unions: set[str]) -> list[str]
     if any(keyword.iskeyword(p) or not p.isidentifier() for p in properties):
         if required and optional:
             raise SystemExit(f"{name}: a keyword property and optional ones: not supported")
-        items = ", ".join(f'"{p}": "{annotation(properties[p], unions)}"' for p in properties)
+        # Each annotation a string literal, in single quotes when it holds double
+        # ones (a Literal's values), as ruff's formatter writes it.
+        items = ", ".join(f'"{p}": {_quoted(annotation(properties[p], unions))}' for p in properties)
         total = "" if required else ", total=False"
         return [*_comment(description, ""), f'{name} = TypedDict("{name}", {{{items}}}{total})']
     if required and optional:

@@ -792,7 +792,7 @@ class HandoffRequest(TypedDict, total=False):
 
 
 #: Who has the contact's conversation.
-HandoffState = TypedDict("HandoffState", {"contact": "str", "with": "Literal["agent", "person"]", "handoff": "None | Handoff"})
+HandoffState = TypedDict("HandoffState", {"contact": "str", "with": 'Literal["agent", "person"]', "handoff": "None | Handoff"})
 
 
 class Handoff(TypedDict):
