@@ -651,7 +651,7 @@ impl AskService {
 
     /// Erases every item about the contact; idempotent. Returns how many went.
     pub async fn erase(&self, key: &ContactKey) -> Result<usize, AskError> {
-        Ok(self.store.erase_contact(key).await?)
+        Ok(self.store.erase_contact(key, (self.clock)()).await?)
     }
 }
 

@@ -61,6 +61,10 @@ struct State {
     /// Erased WhatsApp messages' tombstones and when each expires (see
     /// `whatsapp`): outside every contact's partition, as in DynamoDB.
     tombstones: HashMap<String, i64>,
+    /// Each tenant's last erase by bucket (`T#{tenant}`, `ERASED#{bucket}`): a new
+    /// head's round that began at or before it is refused (see
+    /// [`RecordStore::erase_contact`]).
+    last_erase: HashMap<(TenantId, u8), i64>,
 }
 
 /// The items of one contact's partition.
@@ -583,9 +587,15 @@ impl RecordStore for MemoryStore {
         }))
     }
 
-    async fn erase_contact(&self, key: &ContactKey) -> Result<usize, StoreError> {
+    async fn erase_contact(&self, key: &ContactKey, now: i64) -> Result<usize, StoreError> {
         self.settled(key).await?;
         let mut state = self.lock();
+        let bucket = crate::store::erase_bucket(key);
+        let last = state
+            .last_erase
+            .entry((key.tenant.clone(), bucket))
+            .or_insert(now);
+        *last = (*last).max(now);
         let Some(contact) = state.contacts.remove(key) else {
             return Ok(0);
         };

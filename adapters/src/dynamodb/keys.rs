@@ -23,6 +23,7 @@
 //! | a tenant's fair-share counter | `T#{tenant}` | `RATE#{name}#{window start}` |
 //! | a contact's turn counter | `T#{tenant}#C#{contact}` | `RATE#{name}#{window start}` |
 //! | a tenant's leases | `T#{tenant}` | `LEASES` |
+//! | a tenant's last erase in one of 64 buckets (a time, naming no one) | `T#{tenant}` | `ERASED#{bucket:02}` |
 //!
 //! Within a contact's partition the sort keys order as `FACT#… < HEAD < IDX#… <
 //! REQ#… < S#… < SUM#… < TXT#… < WA#…`: the facts and the head come in one range query, and no message
@@ -171,6 +172,13 @@ pub fn rate_sk(name: &str, window: i64) -> String {
 
 /// The sort key of a tenant's leases (one item: each lease and its expiry).
 pub const LEASES_SK: &str = "LEASES";
+
+/// The sort key of a tenant's last erase in the contact's bucket (`erased_at`, in
+/// the tenant's partition; `degrau::store::erase_bucket`): a new head's round
+/// checks it in its transaction (see `RecordStore::erase_contact`).
+pub fn erased_sk(key: &ContactKey) -> String {
+    format!("ERASED#{:02}", degrau::store::erase_bucket(key))
+}
 
 /// A message's sort key: ordered by session, then sequence number.
 pub fn message_sk(session: u32, seq: u64) -> String {

@@ -43,8 +43,8 @@ use error::{sdk_error, transact, transact_if, unless_condition_failed};
 use items::{ArchiveItem, HeadItem, IndexedKey, RequestItem, RequestStatus, SweepEntry};
 use items::{from_item, message_and_expiry, n, s, to_item};
 use keys::{
-    HEAD_SK, MAX_SEQ, MAX_SESSION, archive_sk, contact_pk, message_sk, parse_contact_pk,
-    request_sk, sweep_pk, transcript_range,
+    HEAD_SK, MAX_SEQ, MAX_SESSION, archive_sk, contact_pk, erased_sk, message_sk, parse_contact_pk,
+    request_sk, sweep_pk, tenant_pk, transcript_range,
 };
 pub use keys::{INCARNATION_INDEX, SWEEP_INDEX, TENANT_INDEX};
 use queries::{
@@ -492,7 +492,23 @@ impl RecordStore for DynamoStore {
         Ok(records)
     }
 
-    async fn erase_contact(&self, key: &ContactKey) -> Result<usize, StoreError> {
+    async fn erase_contact(&self, key: &ContactKey, now: i64) -> Result<usize, StoreError> {
+        // The tenant's last erase before anything goes: from then on no new head's
+        // round begun before it lands (a transaction still in flight would bring
+        // the contact back after the passes below). A later erase already
+        // recorded stands.
+        let mark = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("pk", s(tenant_pk(&key.tenant)))
+            .key("sk", s(erased_sk(key)))
+            .update_expression("SET erased_at = :now")
+            .condition_expression("attribute_not_exists(erased_at) OR erased_at < :now")
+            .expression_attribute_values(":now", n(now))
+            .send()
+            .await;
+        unless_condition_failed("record the erase", mark)?;
         // The head goes first: from then on a round racing this erase fails its
         // `last_seq = :expected` condition instead of landing between the listing and
         // the deletes below (it would leave messages with no head). A round that

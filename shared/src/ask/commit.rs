@@ -343,7 +343,9 @@ impl AskService {
             expires_at: now + IDEMPOTENCY_TTL_SECONDS,
         });
         let archive = archive(turn, expires_at);
+        // The head, and for a new head the check of the tenant's last erase.
         let items = 1
+            + usize::from(turn.expected.is_none())
             + messages.len()
             + usize::from(idempotency.is_some())
             + usize::from(archive.is_some());

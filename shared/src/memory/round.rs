@@ -15,9 +15,22 @@ use crate::store::{
 /// A round's conditions: the head as loaded (or none for a new contact), no
 /// message of the round stored yet, and its idempotency key not completed by
 /// another attempt.
-pub(super) fn round_conditions(contact: &Contact, commit: &RoundCommit) -> Result<(), StoreError> {
+pub(super) fn round_conditions(
+    contact: &Contact,
+    last_erase: Option<i64>,
+    commit: &RoundCommit,
+) -> Result<(), StoreError> {
     // An item past its TTL may be replaced: DynamoDB deletes it eventually anyway.
     let now = commit.head.last_activity;
+    // A new life begins only after the tenant's last erase: a round begun before
+    // it may be of a contact the erase took (see `RecordStore::erase_contact`).
+    if commit.expected.is_none()
+        && last_erase.is_some_and(|erased| erased >= commit.head.born_at.unwrap_or(now))
+    {
+        return Err(StoreError::Conflict(
+            "a round begun before an erase cannot begin a contact's life after it".into(),
+        ));
+    }
     let head_matches = match (&contact.head, &commit.expected) {
         (None, None) => true,
         (Some(stored), None) => stored.expired_at(now),
@@ -56,7 +69,8 @@ pub(super) fn round_conditions(contact: &Contact, commit: &RoundCommit) -> Resul
             "another attempt of the request completed it".into(),
         ));
     }
-    let items = RoundWrite::all(commit).len();
+    // The new head's check of the tenant's last erase is one action too.
+    let items = RoundWrite::all(commit).len() + usize::from(commit.expected.is_none());
     if items > MAX_ROUND_ITEMS {
         return Err(StoreError::Other(format!(
             "a round of {items} items does not fit one transaction"
@@ -292,10 +306,15 @@ impl RoundStore for MemoryStore {
         let mut writes = {
             let mut state = self.lock();
             let torn = state.semantics.torn;
+            let bucket = (
+                commit.key.tenant.clone(),
+                crate::store::erase_bucket(&commit.key),
+            );
+            let last_erase = state.last_erase.get(&bucket).copied();
             let contact = state.contacts.entry(commit.key.clone()).or_default();
             // Every check first, as the transaction's conditions: nothing changes on
             // failure.
-            round_conditions(contact, commit)?;
+            round_conditions(contact, last_erase, commit)?;
             let writes = RoundWrite::all(commit);
             if !torn {
                 for write in writes {

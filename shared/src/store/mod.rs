@@ -69,7 +69,7 @@ pub use operator::{
     count_usage,
 };
 pub use recall::{FoundSession, MAX_INDEX_READ_BYTES, MAX_INDEXED_MESSAGES, RecallStore};
-pub use record::{Cursor, RecordStore, SessionFilter, TranscriptPage};
+pub use record::{Cursor, ERASE_BUCKETS, RecordStore, SessionFilter, TranscriptPage, erase_bucket};
 pub use round::{
     Claim, CompletedRequest, MAX_REFRESH_PER_ROUND, MAX_ROUND_ITEMS, RoundCommit, RoundStore,
     SessionArchive, SweepSlot, TURN_READS, TurnState, load_whole_turn,

@@ -9,6 +9,20 @@ use super::{ContactKey, StoreError};
 use crate::domain::{Fact, Head, StoredMessage};
 use crate::recall::SessionRecord;
 
+/// How many marks of its last erases a tenant keeps (see [`erase_bucket`]).
+pub const ERASE_BUCKETS: u8 = 64;
+
+/// Which of its tenant's erase marks a contact's new life checks: one of
+/// [`ERASE_BUCKETS`], by a hash of the contact (as the sweep's buckets). A mark holds only a
+/// time and names no one (a bucket holds one number in 64 of any numbering plan),
+/// yet a new contact's first round meets an unrelated erase only when it falls in
+/// the same bucket and began in the same second: then it is answered again, once.
+pub fn erase_bucket(key: &ContactKey) -> u8 {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(format!("T#{}#C#{}", key.tenant, key.contact).as_bytes());
+    digest[0] % ERASE_BUCKETS
+}
+
 /// What the memory view, the transcript and erasure need.
 #[async_trait]
 pub trait RecordStore: Send + Sync {
@@ -40,8 +54,14 @@ pub trait RecordStore: Send + Sync {
         now: i64,
     ) -> Result<Vec<SessionRecord>, StoreError>;
 
-    /// Erases every item of the contact; returns how many were deleted.
-    async fn erase_contact(&self, key: &ContactKey) -> Result<usize, StoreError>;
+    /// Erases every item of the contact; returns how many were deleted. `now` is
+    /// the erase's time: it becomes the last erase of the contact's
+    /// [`erase_bucket`], recorded before the first delete, and a new head's round
+    /// ([`RoundCommit::expected`](super::RoundCommit::expected) `None`) that began
+    /// at or before it is refused (a conflict), so a round's transaction still in
+    /// flight when the erase ran (its caller told it failed, or gone) cannot land
+    /// after it and bring the contact back.
+    async fn erase_contact(&self, key: &ContactKey, now: i64) -> Result<usize, StoreError>;
 }
 
 /// A page of the transcript.

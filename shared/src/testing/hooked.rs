@@ -304,9 +304,9 @@ impl<S: Store + TenantStore + ?Sized, H: Hook> RecordStore for Hooked<S, H> {
         self.inner.session_records(key, limit, now).await
     }
 
-    async fn erase_contact(&self, key: &ContactKey) -> Result<usize, StoreError> {
+    async fn erase_contact(&self, key: &ContactKey, now: i64) -> Result<usize, StoreError> {
         self.hook.before(Call::EraseContact).await?;
-        let result = self.inner.erase_contact(key).await;
+        let result = self.inner.erase_contact(key, now).await;
         self.written(Call::EraseContact, result)
     }
 }

@@ -786,7 +786,7 @@ async fn facts_are_skipped_without_allowed_keys_or_for_an_erased_contact() {
         .put_tenant_config(&key().tenant, &TenantConfig::default())
         .await
         .unwrap();
-    h.store.erase_contact(&key()).await.unwrap();
+    h.store.erase_contact(&key(), START - 1).await.unwrap();
     assert_eq!(
         h.compactor
             .run(&facts_job(&h, 1).await, minute())
@@ -839,7 +839,7 @@ fn gated(marker: &'static str) -> (Harness, Arc<GateModel>) {
 /// The new conversation after an erase: seven rounds as a new contact, so every
 /// sequence number the erased conversation's step names exists again.
 async fn start_over(h: &Harness) -> Head {
-    h.store.erase_contact(&key()).await.unwrap();
+    h.store.erase_contact(&key(), START - 1).await.unwrap();
     for i in 0..7 {
         h.model
             .push(ScriptedModel::text(&format!("new reply {i}"), usage(100)));

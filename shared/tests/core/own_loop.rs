@@ -739,6 +739,9 @@ async fn a_stale_head_is_a_conflict_that_names_why_and_changes_nothing() {
     // Erased, and started again by someone else.
     let read = context(&h).await;
     h.service.erase(&key()).await.unwrap();
+    // A second later (a new life begins after the erase; see
+    // `commit_outcome::an_attempt_landing_after_an_erase_is_refused…`).
+    h.clock.fetch_add(1, Ordering::SeqCst);
     let fresh = context(&h).await;
     record(
         &h,

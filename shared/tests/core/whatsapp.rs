@@ -761,7 +761,11 @@ async fn erasing_the_contact_removes_the_whatsapp_records_and_its_queued_message
     channel.deliver(&[text("m1", "oi")]).await;
     channel.work().await;
     channel.deliver(&[text("m2", "de novo")]).await;
-    let erased = channel.store.erase_contact(&customer()).await.unwrap();
+    let erased = channel
+        .store
+        .erase_contact(&customer(), START - 1)
+        .await
+        .unwrap();
     assert!(erased >= 5, "head, two messages, records, turn: {erased}");
     let id = WaMessageId::parse("m1").unwrap();
     assert!(
@@ -805,7 +809,11 @@ async fn a_delivery_replayed_after_the_contact_was_erased_stores_and_sends_nothi
     let first = channel.deliver(&[text("m1", "oi")]).await;
     assert_eq!(first.recorded, 1);
     channel.work().await;
-    channel.store.erase_contact(&customer()).await.unwrap();
+    channel
+        .store
+        .erase_contact(&customer(), START - 1)
+        .await
+        .unwrap();
     let queued = channel.inbox.queued().len();
     // Meta delivers the same signed message again (its own retry, or a replay).
     let replayed = channel.deliver(&[text("m1", "oi")]).await;

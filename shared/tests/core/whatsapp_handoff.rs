@@ -92,7 +92,11 @@ async fn an_erase_takes_the_handoff_with_the_contact() {
             .unwrap()
             .is_some()
     );
-    channel.store.erase_contact(&customer()).await.unwrap();
+    channel
+        .store
+        .erase_contact(&customer(), START - 1)
+        .await
+        .unwrap();
     assert!(
         channel
             .store

@@ -15,7 +15,9 @@ use crate::dynamodb::items::{
     ArchiveItem, FactItem, IndexItem, Item, MessageItem, RequestItem, TextItem, blocks_json, n, s,
     to_item,
 };
-use crate::dynamodb::keys::{HEAD_SK, contact_pk, fact_sk, message_sk, sweep_pk, tenant_pk};
+use crate::dynamodb::keys::{
+    HEAD_SK, contact_pk, erased_sk, fact_sk, message_sk, sweep_pk, tenant_pk,
+};
 
 /// `TransactWriteItems` takes at most this many actions.
 const MAX_TRANSACTION_ACTIONS: usize = 100;
@@ -82,6 +84,24 @@ fn head_check(
     Ok(TransactWriteItem::builder().condition_check(check).build())
 }
 
+/// The check, in a new head's transaction, that its round began after the
+/// tenant's last erase: a round's transaction still in flight when an erase ran
+/// (its caller told it failed, or gone) must not land after it and bring the
+/// erased contact back. The item names no one; it is absent until the tenant's
+/// first erase.
+fn erase_check(table: &str, commit: &RoundCommit) -> Result<TransactWriteItem, StoreError> {
+    let born = commit.head.born_at.unwrap_or(commit.head.last_activity);
+    let check = ConditionCheck::builder()
+        .table_name(table)
+        .key("pk", s(tenant_pk(&commit.key.tenant)))
+        .key("sk", s(erased_sk(&commit.key)))
+        .condition_expression("attribute_not_exists(erased_at) OR erased_at < :born")
+        .expression_attribute_values(":born", n(born))
+        .build()
+        .map_err(|err| StoreError::Other(format!("erase check: {err}")))?;
+    Ok(TransactWriteItem::builder().condition_check(check).build())
+}
+
 /// An update of an existing message (the condition keeps it from creating a stray
 /// item for an erased contact or a wrong sequence number, or recreating a message
 /// TTL deleted: it fails the whole transaction instead).
@@ -115,6 +135,7 @@ pub(in crate::dynamodb) fn round_items(
     commit: &RoundCommit,
 ) -> Result<Vec<TransactWriteItem>, StoreError> {
     let actions = 1
+        + usize::from(commit.expected.is_none())
         + commit.messages.len()
         + usize::from(commit.idempotency.is_some())
         + usize::from(commit.archive.is_some())
@@ -132,6 +153,9 @@ pub(in crate::dynamodb) fn round_items(
             .update(head_update(table, &pk, commit)?)
             .build(),
     );
+    if commit.expected.is_none() {
+        items.push(erase_check(table, commit)?);
+    }
     // A sequence number is never reused, but for an item past its TTL that
     // DynamoDB has not deleted yet (of a life of the contact whose memory expired).
     let now = commit.head.last_activity;

@@ -23,7 +23,7 @@ pub(super) async fn job_writes_for_an_erased_life_change_nothing_in_the_contacts
     tool_session(&*store, &key).await;
     let old = life_of(&*store, &key).await;
     let old_head = store.load_memory(&key, NOW).await.unwrap().0.unwrap();
-    store.erase_contact(&key).await.unwrap();
+    store.erase_contact(&key, NOW - 1).await.unwrap();
     // The contact writes again: same session, same `summarized_until`, same seqs.
     let fresh = tool_session(&*store, &key).await;
     assert_ne!(fresh.incarnation.as_ref(), Some(&old));

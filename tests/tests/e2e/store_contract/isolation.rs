@@ -37,7 +37,7 @@ pub(super) async fn tenants_are_isolated_even_with_the_same_contact_id(backend: 
     );
     // The other tenant's first round is a first round, not a conflict.
     commit(&*store, &other, exchange(1, None, "other's")).await;
-    assert_eq!(store.erase_contact(&other).await.unwrap(), 4);
+    assert_eq!(store.erase_contact(&other, NOW - 1).await.unwrap(), 4);
 
     let turn = store.load_turn(&acme, NOW).await.unwrap();
     assert_eq!(turn.window[0].to_message().text(), "acme's");

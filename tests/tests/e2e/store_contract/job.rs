@@ -155,7 +155,7 @@ pub(super) async fn a_step_on_an_erased_contact_changes_nothing_and_writes_no_it
     let store = backend.store();
     let key = ana();
     tool_session(&*store, &key).await;
-    store.erase_contact(&key).await.unwrap();
+    store.erase_contact(&key, NOW - 1).await.unwrap();
     assert!(
         !store
             .apply_step(&key, &stepped(&*store, &key, 1, 0, 2, "ghost", &[5]).await)
@@ -420,7 +420,7 @@ pub(super) async fn saving_facts_for_an_erased_or_unknown_contact_writes_nothing
     let store = backend.store();
     let key = ana();
     commit(&*store, &key, exchange(1, None, "hi")).await;
-    store.erase_contact(&key).await.unwrap();
+    store.erase_contact(&key, NOW - 1).await.unwrap();
     let name = fact_write("name", "Ana", 1, NOW + 3600);
     assert!(
         !store
@@ -593,6 +593,6 @@ pub(super) async fn a_new_head_gets_an_incarnation_that_finds_its_contact_and_on
     .await;
     assert_ne!(bob.incarnation, Some(life.clone()));
     // Erased, the contact is found no more.
-    store.erase_contact(&key).await.unwrap();
+    store.erase_contact(&key, NOW - 1).await.unwrap();
     assert_eq!(store.find_contact(&key.tenant, &life).await.unwrap(), None);
 }

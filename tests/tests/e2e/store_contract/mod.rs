@@ -711,6 +711,7 @@ macro_rules! contract_tests {
             record::erasing_a_contact_removes_every_item_and_a_second_erase_finds_none,
             record::erasing_pages_through_a_long_history,
             record::erasing_a_contact_removes_its_session_archives_too,
+            record::a_new_life_begun_before_an_erase_cannot_land_after_it,
             record::session_records_come_newest_first_and_every_one_is_kept,
             recall::a_closed_sessions_index_is_written_under_the_heads_incarnation_and_read_back,
             recall::indexes_come_newest_first_and_one_past_its_expiry_is_gone,

@@ -246,7 +246,7 @@ pub(super) async fn facts_outliving_their_head_are_saved_against_a_live_fact(
     let (_, records) = store.fact_records(&key, NOW).await.unwrap();
     assert_eq!(records.len(), 2);
     // Once every fact is gone (erased), nothing is written back.
-    store.erase_contact(&key).await.unwrap();
+    store.erase_contact(&key, NOW - 1).await.unwrap();
     let after = store
         .save_facts_headless(&key, &name, std::slice::from_ref(&new), &[])
         .await

@@ -77,7 +77,7 @@ pub(super) async fn a_closed_sessions_index_is_written_under_the_heads_incarnati
     // Another contact sees none of it; the erasure takes it.
     let bob = contact_key("acme", "bob");
     assert!(store.session_indexes(&bob, NOW).await.unwrap().is_empty());
-    assert!(store.erase_contact(&key).await.unwrap() > 0);
+    assert!(store.erase_contact(&key, NOW - 1).await.unwrap() > 0);
     assert!(store.session_indexes(&key, NOW).await.unwrap().is_empty());
     assert_eq!(backend.raw_item_count(&key).await, 0);
 }

@@ -7,14 +7,16 @@
 //! - **Erasure.** `erase_contact` deletes every item of the contact (head,
 //!   messages, facts, idempotency records, archives), pages through a long history,
 //!   answers how many it deleted (none the second time), and leaves other contacts
-//!   and the tenant's config alone.
+//!   and the tenant's config alone. A new head's round begun at or before an erase
+//!   of its contact's bucket is refused after it (a late transaction brings no one
+//!   back).
 //!
 //! `load_memory` is checked with the rounds and jobs that write what it reads
 //! (`round.rs`, `job.rs`) and with the TTL (`expiry.rs`).
 
 use degrau::store::{
     Claim, ClosedSession, CompletedRequest, Cursor, JobStore, RecordStore, RoundCommit, RoundStore,
-    SessionArchive, SessionFilter,
+    SessionArchive, SessionFilter, StoreError, erase_bucket,
 };
 use degrau::tenant::{TenantConfig, TenantStore};
 
@@ -220,9 +222,9 @@ pub(super) async fn erasing_a_contact_removes_every_item_and_a_second_erase_find
 
     // Head, 4 messages, 1 fact, 2 idempotency records.
     assert_eq!(backend.raw_item_count(&key).await, 8);
-    assert_eq!(store.erase_contact(&key).await.unwrap(), 8);
+    assert_eq!(store.erase_contact(&key, NOW - 1).await.unwrap(), 8);
     assert_eq!(backend.raw_item_count(&key).await, 0);
-    assert_eq!(store.erase_contact(&key).await.unwrap(), 0);
+    assert_eq!(store.erase_contact(&key, NOW - 1).await.unwrap(), 0);
 
     assert_eq!(
         store.load_turn(&key, NOW).await.unwrap(),
@@ -253,7 +255,7 @@ pub(super) async fn erasing_pages_through_a_long_history(backend: impl Backend) 
         head = Some(commit(&*store, &key, messages).await);
     }
     assert_eq!(head.unwrap().last_seq, 120);
-    assert_eq!(store.erase_contact(&key).await.unwrap(), 121);
+    assert_eq!(store.erase_contact(&key, NOW - 1).await.unwrap(), 121);
     assert_eq!(backend.raw_item_count(&key).await, 0);
 }
 
@@ -288,7 +290,7 @@ pub(super) async fn erasing_a_contact_removes_its_session_archives_too(backend: 
     );
     // Head, 4 messages, 1 archive, 1 fact.
     assert_eq!(backend.raw_item_count(&key).await, 7);
-    assert_eq!(store.erase_contact(&key).await.unwrap(), 7);
+    assert_eq!(store.erase_contact(&key, NOW - 1).await.unwrap(), 7);
     assert_eq!(backend.raw_item_count(&key).await, 0);
     assert_eq!(backend.raw_archive(&key, 1).await, None);
     assert_eq!(
@@ -356,7 +358,7 @@ pub(super) async fn session_records_come_newest_first_and_every_one_is_kept(back
             .unwrap()
             .is_empty()
     );
-    assert!(store.erase_contact(&key).await.unwrap() > 0);
+    assert!(store.erase_contact(&key, NOW - 1).await.unwrap() > 0);
     assert!(
         store
             .session_records(&key, 20, NOW)
@@ -364,4 +366,52 @@ pub(super) async fn session_records_come_newest_first_and_every_one_is_kept(back
             .unwrap()
             .is_empty()
     );
+}
+
+/// A round's transaction that lands after an erase of its contact (its caller was
+/// told it failed, or went away, and then the contact was erased) must not bring
+/// the contact back: a new head's round that began at or before the erase is
+/// refused as a conflict, with nothing written. One that began after it lands, and
+/// so does one of a contact in another erase bucket (the mark names no one), or of
+/// another tenant.
+pub(super) async fn a_new_life_begun_before_an_erase_cannot_land_after_it(backend: impl Backend) {
+    let store = backend.store();
+    let key = ana();
+    // The round began at NOW; it is still in flight when the contact is erased.
+    let late = round(&key, None, exchange(1, None, "sent before the erase"));
+    assert_eq!(late.head.born_at, Some(NOW));
+    store.erase_contact(&key, NOW).await.unwrap();
+    let refused = store.commit_round(&late).await;
+    assert!(
+        matches!(refused, Err(StoreError::Conflict(_))),
+        "{refused:?}"
+    );
+    assert_eq!(backend.raw_item_count(&key).await, 0, "nothing written");
+    assert_eq!(store.load_turn(&key, NOW + 1).await.unwrap().head, None);
+
+    // An erase dated earlier (a clock behind) does not move the mark back.
+    store.erase_contact(&key, NOW - 60).await.unwrap();
+    assert!(store.commit_round(&late).await.is_err());
+
+    // A round begun after the erase starts the contact's new life.
+    let mut after = round(&key, None, exchange(1, None, "sent after the erase"));
+    after.head.born_at = Some(NOW + 1);
+    store.commit_round(&after).await.unwrap();
+    assert!(store.load_turn(&key, NOW + 1).await.unwrap().head.is_some());
+
+    // Another contact of the tenant in another bucket, and the same contact id
+    // at another tenant, are not held back by this erase.
+    let other = (0..)
+        .map(|i| contact_key("acme", &format!("other-{i}")))
+        .find(|other| erase_bucket(other) != erase_bucket(&key))
+        .unwrap();
+    store
+        .commit_round(&round(&other, None, exchange(1, None, "hi")))
+        .await
+        .unwrap();
+    let elsewhere = contact_key("globex", key.contact.as_str());
+    store
+        .commit_round(&round(&elsewhere, None, exchange(1, None, "hi")))
+        .await
+        .unwrap();
 }

@@ -281,7 +281,7 @@ pub(super) async fn settling_a_head_that_moved_on_or_was_erased_writes_nothing(
     assert!(!store.settle_sweep(&stranger, &request).await.unwrap());
     assert_eq!(backend.raw_item_count(&stranger).await, 0, "no stray head");
 
-    store.erase_contact(&key).await.unwrap();
+    store.erase_contact(&key, NOW - 1).await.unwrap();
     assert!(!store.settle_sweep(&key, &request).await.unwrap());
     assert_eq!(backend.raw_item_count(&key).await, 0);
     assert!(
@@ -325,7 +325,7 @@ pub(super) async fn a_deferred_head_moves_only_its_entry_and_only_from_where_it_
     let nobody = contact_key("acme", "+5511900000000");
     assert!(!store.defer_sweep(&nobody, at, later).await.unwrap());
     assert_eq!(backend.raw_sweep(&nobody).await, None);
-    store.erase_contact(&key).await.unwrap();
+    store.erase_contact(&key, NOW - 1).await.unwrap();
     assert!(!store.defer_sweep(&key, later, later + 900).await.unwrap());
     assert_eq!(backend.raw_sweep(&key).await, None);
 }

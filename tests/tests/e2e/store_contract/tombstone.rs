@@ -38,7 +38,7 @@ pub(super) async fn an_erase_leaves_tombstones_that_refuse_a_replayed_message_fo
         store.record_inbound(&key, &first).await.unwrap(),
         Recorded::New
     );
-    let items = store.erase_contact(&key).await.unwrap();
+    let items = store.erase_contact(&key, NOW - 1).await.unwrap();
     assert!(items >= 2, "the record and the arrival counter: {items}");
     assert_eq!(
         backend.raw_item_count(&key).await,
