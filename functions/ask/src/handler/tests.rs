@@ -894,9 +894,23 @@ async fn the_routes_publish_their_events_after_the_change_and_only_for_a_tenant_
         async move { call(app, request(method, path, headers, body, None)).await }
     };
     model.push(ScriptedModel::text("Hi", Usage::default()));
-    assert_eq!(run("POST", "/v1/contacts/ana/messages", Some(r#"{"text":"hi"}"#)).await.0, 200);
+    assert_eq!(
+        run(
+            "POST",
+            "/v1/contacts/ana/messages",
+            Some(r#"{"text":"hi"}"#)
+        )
+        .await
+        .0,
+        200
+    );
     // Without an events webhook: nothing.
-    let (status, _) = run("PUT", "/v1/contacts/ana/facts/name", Some(r#"{"value":"Ana"}"#)).await;
+    let (status, _) = run(
+        "PUT",
+        "/v1/contacts/ana/facts/name",
+        Some(r#"{"value":"Ana"}"#),
+    )
+    .await;
     assert_eq!(status, 200);
     assert!(events.published().is_empty());
 
@@ -909,7 +923,11 @@ async fn the_routes_publish_their_events_after_the_change_and_only_for_a_tenant_
     let (status, _) = run("DELETE", "/v1/contacts/ana/facts/city", None).await;
     assert_eq!(status, 404);
     for (method, path, body) in [
-        ("PUT", "/v1/contacts/ana/facts/name", Some(r#"{"value":"Ana Maria"}"#)),
+        (
+            "PUT",
+            "/v1/contacts/ana/facts/name",
+            Some(r#"{"value":"Ana Maria"}"#),
+        ),
         ("POST", "/v1/contacts/ana/handoff", None),
         ("POST", "/v1/contacts/ana/handback", None),
         ("POST", "/v1/contacts/ana/handback", None),
