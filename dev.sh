@@ -93,12 +93,12 @@ case "${1:-}" in
     # cargo-lambda builder is still flagged beta (samconfig.toml turns it on too).
     version="$(python3 infra/release.py version)"
     out="dist/degrau-$version"
-    say "release $version: the five functions for arm64 (sam build with cargo-lambda and zig: about 12 minutes on 2 cores with nothing cached), then the Python client's wheel, into $out/"
+    say "release $version: the six functions for arm64 (sam build with cargo-lambda and zig: about 12 minutes on 2 cores with nothing cached), then the Python client's wheel, into $out/"
     bash infra/setup.sh
     bash infra/setup.sh sam
     rustup target add aarch64-unknown-linux-gnu
     rm -rf "$out"
-    run_logged .local/logs/release-sam-build.log "sam build (ask, ask-stream, compactor, whatsapp-webhook, whatsapp-worker for arm64)" \
+    run_logged .local/logs/release-sam-build.log "sam build (ask, ask-stream, compactor, whatsapp-webhook, whatsapp-worker, events-out for arm64)" \
       env PATH="$PWD/.venv/bin:$PATH" SAM_CLI_BETA_RUST_CARGO_LAMBDA=1 SAM_CLI_TELEMETRY=0 \
       .venv-sam/bin/sam build --template template.yaml "${@:2}"
     run_logged .local/logs/release-wheel.log "the Python client's wheel and sdist (degrau-client $version)" \

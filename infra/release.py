@@ -37,6 +37,7 @@ FUNCTIONS = {
     "CompactorFunction": "compactor",
     "WhatsAppWebhookFunction": "whatsapp-webhook",
     "WhatsAppWorkerFunction": "whatsapp-worker",
+    "EventsOutFunction": "events-out",
 }
 
 

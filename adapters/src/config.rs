@@ -7,7 +7,10 @@ use std::collections::HashMap;
 
 use degrau::tenant::Defaults;
 
+mod delivery;
 mod plan;
+
+pub use delivery::DeliveryConfig;
 
 use crate::ssm::SecretSource;
 use crate::webhook::SecretNames;
@@ -81,6 +84,8 @@ pub struct Config {
     pub table_name: String,
     /// `JOBS_QUEUE_URL` (optional until the compactor is deployed).
     pub jobs_queue_url: Option<String>,
+    /// The events queue's URL (`EVENTS_QUEUE_URL`; unset: no events are published).
+    pub events_queue_url: Option<String>,
     /// `MODEL_PROVIDER`: `anthropic` (the default) or `bedrock`.
     pub model_provider: ModelProvider,
     /// `ANTHROPIC_API_KEY` (the key itself; the local stack sets a dummy one) or
@@ -169,6 +174,7 @@ impl Config {
         Ok(Config {
             table_name,
             jobs_queue_url: vars.get("JOBS_QUEUE_URL").map(str::to_owned),
+            events_queue_url: vars.get("EVENTS_QUEUE_URL").map(str::to_owned),
             model_provider,
             anthropic_api_key: match model_provider {
                 ModelProvider::Anthropic => Some(api_key(&vars)?),

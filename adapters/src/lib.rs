@@ -18,6 +18,9 @@
 //!     `error` (SDK error mapping and the transaction-conflict retry), and the trait
 //!     implementations in `mod.rs`.
 //!   * [`sqs`]: the `Jobs` port on an SQS FIFO queue.
+//!   * [`events`]: the `EventsOut` port on an SQS FIFO queue (events to a tenant's
+//!     events webhook, the contact as its pseudonym); `webhook::deliver` sends
+//!     them, for the `events-out` function.
 //!   * [`anthropic`]: the `Model` port on the Anthropic Messages API, over `reqwest`.
 //!   * [`bedrock`]: the `Model` port on Claude through Amazon Bedrock Runtime's
 //!     `InvokeModel` (`MODEL_PROVIDER=bedrock`), signed with the function's role.
@@ -46,6 +49,7 @@ pub mod anthropic;
 pub mod bedrock;
 pub mod config;
 pub mod dynamodb;
+pub mod events;
 #[cfg(test)]
 mod model_contract;
 pub mod model_stream;

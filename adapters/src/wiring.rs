@@ -6,6 +6,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use degrau::events::{EventsOut, NoEvents};
 use degrau::jobs::{Jobs, NoJobs};
 use degrau::model::{Model, ModelError};
 use degrau::session::{Clock, system_clock, unix_now};
@@ -16,6 +17,7 @@ use crate::anthropic::{AnthropicConfig, AnthropicModel};
 use crate::bedrock::BedrockModel;
 use crate::config::{AuthConfig, Config, ConfigError, ModelProvider};
 use crate::dynamodb::DynamoStore;
+use crate::events::SqsEvents;
 use crate::retry::RetryPolicy;
 use crate::sqs::SqsJobs;
 use crate::webhook::WebhookCaller;
@@ -35,6 +37,9 @@ pub struct Dependencies {
     /// The compactor's queue; [`NoJobs`] without `JOBS_QUEUE_URL` (nothing is
     /// enqueued, and the sweep says so).
     pub jobs: Arc<dyn Jobs>,
+    /// The events queue; [`NoEvents`] without `EVENTS_QUEUE_URL` (nothing is
+    /// published, and no tenant's config is read for it).
+    pub events: Arc<dyn EventsOut>,
     /// The tools the model may call: the built-in demo tools, and each tenant's
     /// webhook tools (public addresses only; loopback too with `AUTH_MODE=dev`).
     pub tools: Arc<dyn Tools>,
@@ -125,17 +130,24 @@ impl Dependencies {
             AuthConfig::Dev => AddressPolicy::PublicAndLoopback,
             AuthConfig::Jwt { .. } => AddressPolicy::PublicOnly,
         };
-        let webhooks = WebhookCaller::new(
-            policy,
-            Arc::new(SsmSecrets::new(ssm)),
-            config.webhook_secrets.clone(),
-        )
-        .map_err(|e| WiringError::Webhooks(e.to_string()))?;
+        let secrets = Arc::new(SsmSecrets::new(ssm));
+        let events: Arc<dyn EventsOut> = match &config.events_queue_url {
+            Some(url) => Arc::new(SqsEvents::new(
+                aws_sdk_sqs::Client::new(&sdk),
+                url.clone(),
+                secrets.clone(),
+                config.webhook_secrets.clone(),
+            )),
+            None => Arc::new(NoEvents),
+        };
+        let webhooks = WebhookCaller::new(policy, secrets, config.webhook_secrets.clone())
+            .map_err(|e| WiringError::Webhooks(e.to_string()))?;
         Ok(Dependencies {
             config,
             store,
             model,
             jobs,
+            events,
             tools: Arc::new(ToolDispatch::new(Arc::new(webhooks))),
             clock,
         })

@@ -48,6 +48,8 @@
 //! * [`fifo`]: one runner for a FIFO queue's batch (the deadline before each
 //!   record, a failure holding back its own message group), for the functions
 //!   that read one.
+//! * [`events`]: events out (`EventsOut`, the port; the event a tenant's events
+//!   webhook receives, and the one rule for publishing it after a commit).
 //! * [`whatsapp`]: the WhatsApp channel, an edge in front of the `ask` service
 //!   (Meta's webhook events, the inbound records, bursts made one turn, the reply
 //!   within the customer service window).
@@ -61,6 +63,7 @@ pub mod cache_ttl;
 pub mod compactor;
 pub mod deadline;
 pub mod domain;
+pub mod events;
 pub mod facts;
 pub mod fairshare;
 pub mod fifo;

@@ -77,6 +77,10 @@ pub struct TenantConfig {
     /// `tool_started` event (absent: no; the input may quote the contact).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream_tool_input: Option<bool>,
+    /// Where the contacts' events go (`docs/events.md`, [`crate::events`]; absent:
+    /// no events).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events_webhook: Option<crate::tools::declared::EventsWebhook>,
 }
 
 use crate::validate::MIN_THINKING_BUDGET;

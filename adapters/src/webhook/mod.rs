@@ -34,6 +34,7 @@
 //! per tool are counted by the core's `ToolDispatch`.
 
 pub mod address;
+pub mod deliver;
 pub mod resolver;
 pub mod secrets;
 pub mod signature;
@@ -255,7 +256,14 @@ impl WebhookCaller {
             }
             *attempts += 1;
             let result = self
-                .attempt(&url, &secret, &body, context.tool_use_id, left)
+                .attempt(
+                    &url,
+                    &secret,
+                    &body,
+                    context.tool_use_id,
+                    left,
+                    USER_AGENT_VALUE,
+                )
                 .await;
             match result {
                 Err(error)
@@ -279,6 +287,7 @@ impl WebhookCaller {
         body: &[u8],
         tool_use_id: &str,
         timeout: Duration,
+        agent: &'static str,
     ) -> Result<String, CallError> {
         let now = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
@@ -288,7 +297,7 @@ impl WebhookCaller {
             .post(url.clone())
             .timeout(timeout)
             .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
-            .header(USER_AGENT, HeaderValue::from_static(USER_AGENT_VALUE))
+            .header(USER_AGENT, HeaderValue::from_static(agent))
             .header(SIGNATURE_HEADER, signature_header(secret, now, body))
             .header("Idempotency-Key", tool_use_id)
             .body(body.to_vec())

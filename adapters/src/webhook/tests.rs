@@ -542,3 +542,81 @@ async fn without_the_pseudonym_secret_no_call_is_made() {
     );
     assert_eq!(seen.calls.load(Ordering::SeqCst), 0);
 }
+
+fn delivery(url: &str, parameter: &str) -> degrau::events::Delivery {
+    degrau::events::Delivery {
+        webhook: degrau::tools::Webhook {
+            url: url.to_owned(),
+            secret_parameter: parameter.to_owned(),
+            timeout_ms: 2_000,
+        },
+        event: serde_json::from_value(json!({
+            "id": "0123456789abcdef0123456789abcdef",
+            "type": "handoff.ended",
+            "tenant": "shop",
+            "contact": "fedcba9876543210fedcba9876543210",
+            "at": 1_700_000_000,
+            "data": {},
+        }))
+        .unwrap(),
+    }
+}
+
+#[tokio::test]
+async fn an_event_is_one_signed_post_with_its_id_as_the_idempotency_key_and_no_retry() {
+    let (port, seen) = receiver(|n| match n {
+        0 => AxumStatus::INTERNAL_SERVER_ERROR.into_response(),
+        _ => ok(""),
+    })
+    .await;
+    let event = delivery(&format!("http://127.0.0.1:{port}/events"), PARAMETER);
+    let deadline = || Deadline::after(Duration::from_secs(5));
+    let failure = dev().deliver(&event, deadline()).await.unwrap_err();
+    assert_eq!(failure.to_string(), "status 500");
+    assert_eq!(
+        seen.calls.load(Ordering::SeqCst),
+        1,
+        "the queue retries, not the call"
+    );
+    dev().deliver(&event, deadline()).await.unwrap();
+
+    let seen = seen.seen.lock().unwrap().clone();
+    let Seen { headers, body } = &seen[1];
+    let header = |name: &str| headers.get(name).unwrap().to_str().unwrap().to_owned();
+    assert_eq!(
+        header("idempotency-key"),
+        "0123456789abcdef0123456789abcdef"
+    );
+    assert!(header("user-agent").ends_with("(events)"));
+    let sent: Value = serde_json::from_slice(body).unwrap();
+    assert_eq!(sent, serde_json::to_value(&event.event).unwrap());
+    let signature = header("degrau-signature");
+    let (t, v1) = signature
+        .strip_prefix("t=")
+        .and_then(|rest| rest.split_once(",v1="))
+        .unwrap();
+    let mut mac = Hmac::<Sha256>::new_from_slice(SECRET.as_bytes()).unwrap();
+    mac.update(format!("{t}.").as_bytes());
+    mac.update(body);
+    mac.verify_slice(&hex::decode(v1).unwrap()).unwrap();
+}
+
+#[tokio::test]
+async fn an_event_goes_only_where_a_tools_call_may_and_signs_only_with_its_tenants_secret() {
+    let (port, seen) = receiver(|_| ok("")).await;
+    let url = format!("http://127.0.0.1:{port}/events");
+    let deadline = || Deadline::after(Duration::from_secs(5));
+    let other = delivery(&url, "/degrau/webhooks/other-shop/calendar");
+    let failure = dev().deliver(&other, deadline()).await.unwrap_err();
+    assert_eq!(failure.kind, "refused");
+    let key = delivery(&url, "/degrau/anthropic-api-key");
+    assert_eq!(
+        dev().deliver(&key, deadline()).await.unwrap_err().kind,
+        "refused"
+    );
+    let production = jwt_with(StubLookup::of(&[]));
+    let loopback = delivery(&url, PARAMETER);
+    let failure = production.deliver(&loopback, deadline()).await.unwrap_err();
+    assert_eq!(failure.kind, "refused");
+    assert_eq!(seen.calls.load(Ordering::SeqCst), 0);
+}

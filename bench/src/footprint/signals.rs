@@ -190,11 +190,11 @@ mod tests {
         );
         assert!(ask > 200 && ask < 600, "{ask} bytes");
 
-        // 5 functions x 2 (ask-stream's included), the API's latency, two queue
-        // ages, two DLQs, the sends, a tenant's invalid config: 17 single-metric
-        // alarms; the two APIs' 5xx rates, the model's error rate and the WhatsApp
-        // deliveries' failure rate hold 2 metrics each.
-        assert_eq!(alarm_metrics(TEMPLATE), 17 + 2 + 2 + 2 + 2);
+        // 6 functions x 2 (ask-stream's and events-out's included), the API's
+        // latency, three queue ages, three DLQs, the sends, a tenant's invalid
+        // config: 21 single-metric alarms; the two APIs' 5xx rates, the model's
+        // error rate and the WhatsApp deliveries' failure rate hold 2 metrics each.
+        assert_eq!(alarm_metrics(TEMPLATE), 21 + 2 + 2 + 2 + 2);
         assert_eq!(
             TEMPLATE.matches("Type: AWS::CloudWatch::Dashboard").count(),
             1
@@ -254,6 +254,6 @@ mod tests {
         let p = Prices::default();
         let signals = Signals::of(&p, TEMPLATE, &lines);
         assert_eq!(signals.custom_metrics.len(), 4);
-        assert!((signals.total_per_month - (25.0 * 0.10 + 3.0 + 4.0 * 0.30)).abs() < 1e-9);
+        assert!((signals.total_per_month - (29.0 * 0.10 + 3.0 + 4.0 * 0.30)).abs() < 1e-9);
     }
 }

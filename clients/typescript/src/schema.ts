@@ -833,6 +833,15 @@ export interface components {
             recall_digest?: boolean;
             /** @description Whether a streamed round's tool_started events carry the call's input (absent: no; the input may quote the contact). */
             stream_tool_input?: boolean;
+            /** @description Where the contacts' events go (docs/events.md): a webhook tool's receiving end, under the same rules; the secret_parameter must lie under WEBHOOK_SECRETS_PATH and the tenant's id. Absent: no events. */
+            events_webhook?: {
+                /** @description https:// (http:// to loopback only under AUTH_MODE=dev), no credentials. */
+                url: string;
+                /** @description The SSM SecureString holding the signing secret. */
+                secret_parameter: string;
+                /** @default 5000 */
+                timeout_ms: number;
+            };
         };
         /** @description The usage of the model call that wrote an assistant message, as the API reported it. */
         MessageUsage: {

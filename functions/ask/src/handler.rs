@@ -7,6 +7,7 @@
 //! description (`docs/openapi.json`, served at `GET /v1/openapi.json`) is checked
 //! against both by the tests.
 
+mod events;
 mod recall;
 
 use std::time::Duration;
@@ -60,6 +61,8 @@ pub struct App {
     pub platform: degrau::platform_admin::PlatformAdmin,
     /// Who has a WhatsApp conversation (the handoff routes).
     pub whatsapp: std::sync::Arc<dyn degrau::whatsapp::store::WhatsAppStore>,
+    /// Where the routes' events go (`degrau::events`).
+    pub events: std::sync::Arc<dyn degrau::events::EventsOut>,
     /// `ASK_TIMEOUT_SECONDS`: the longest a request may take, from its arrival to its
     /// answer.
     pub ask_timeout: Duration,
@@ -70,6 +73,7 @@ pub struct App {
 pub fn app(deps: degrau_adapters::wiring::Dependencies, timeout: Duration) -> App {
     App {
         whatsapp: deps.store.clone(),
+        events: deps.events,
         platform: degrau::platform_admin::PlatformAdmin {
             policies: deps.store.clone(),
             usage: deps.store.clone(),
@@ -434,6 +438,7 @@ async fn route(
         (Endpoint::Rounds, _) => post_round(service, &key, request, deadline).await,
         (Endpoint::Contact, _) => {
             let items = service.erase(&key).await.map_err(from_service)?;
+            events::contact_erased(app, &key).await;
             Ok(json_response(
                 200,
                 json!({"erased": true, "items": items}).to_string(),

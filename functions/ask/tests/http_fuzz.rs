@@ -42,6 +42,7 @@ fn app(auth: AuthConfig) -> (App, Arc<MemoryStore>) {
     (
         App {
             whatsapp: store.clone(),
+            events: std::sync::Arc::new(degrau::events::NoEvents),
             platform: degrau::platform_admin::PlatformAdmin::on(
                 store.clone(),
                 Defaults::default(),

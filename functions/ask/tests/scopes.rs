@@ -26,6 +26,7 @@ fn app(scope_claim: &str) -> App {
     let store = Arc::new(MemoryStore::new());
     App {
         whatsapp: store.clone(),
+        events: std::sync::Arc::new(degrau::events::NoEvents),
         platform: degrau::platform_admin::PlatformAdmin::on(
             store.clone(),
             Defaults::default(),

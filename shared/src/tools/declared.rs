@@ -219,9 +219,15 @@ fn check_webhook_tool(tool: &WebhookTool) -> Result<(), String> {
     if tool.input_schema.get("type").and_then(Value::as_str) != Some("object") {
         return Err("input_schema must be a JSON Schema object with \"type\": \"object\"".into());
     }
-    check_url(&tool.webhook.url)?;
-    check_parameter_name(&tool.webhook.secret_parameter)?;
-    let timeout = tool.webhook.timeout_ms;
+    check_webhook(&tool.webhook)
+}
+
+/// The rules of a webhook's receiving end (a tool's, or a tenant's events
+/// webhook), first broken first.
+pub fn check_webhook(webhook: &Webhook) -> Result<(), String> {
+    check_url(&webhook.url)?;
+    check_parameter_name(&webhook.secret_parameter)?;
+    let timeout = webhook.timeout_ms;
     if !(MIN_WEBHOOK_TIMEOUT_MS..=MAX_WEBHOOK_TIMEOUT_MS).contains(&timeout) {
         return Err(format!(
             "webhook.timeout_ms must be from {MIN_WEBHOOK_TIMEOUT_MS} to {MAX_WEBHOOK_TIMEOUT_MS}, got {timeout}"
@@ -278,6 +284,35 @@ fn check_parameter_name(name: &str) -> Result<(), String> {
         );
     }
     Ok(())
+}
+
+/// A tenant's events webhook (`events_webhook` in its config, `crate::events`): a webhook tool's
+/// receiving end, under the same rules (checked when the config is read).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "Webhook", into = "Webhook")]
+pub struct EventsWebhook(Webhook);
+
+impl EventsWebhook {
+    /// The receiving end.
+    pub fn webhook(&self) -> &Webhook {
+        &self.0
+    }
+}
+
+impl TryFrom<Webhook> for EventsWebhook {
+    type Error = String;
+
+    fn try_from(webhook: Webhook) -> Result<Self, String> {
+        check_webhook(&webhook)
+            .map(|()| EventsWebhook(webhook))
+            .map_err(|e| e.replacen("webhook.", "events_webhook.", 1))
+    }
+}
+
+impl From<EventsWebhook> for Webhook {
+    fn from(events: EventsWebhook) -> Webhook {
+        events.0
+    }
 }
 
 #[cfg(test)]

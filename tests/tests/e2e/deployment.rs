@@ -300,8 +300,8 @@ fn every_queue_and_the_table_are_encrypted_pinned_and_a_key_of_yours_reaches_all
         }
     }
     assert_eq!(
-        queues, 4,
-        "the jobs and WhatsApp queues and their dead-letter queues"
+        queues, 6,
+        "the jobs, WhatsApp and events queues and their dead-letter queues"
     );
 }
 

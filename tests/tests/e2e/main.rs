@@ -14,6 +14,7 @@ mod cache_ttl;
 mod compaction;
 mod deployment;
 mod docs;
+mod events_out;
 mod first_run;
 mod floods;
 mod helpers;

@@ -114,7 +114,7 @@ fn alarms_on(
 fn the_alarms_watch_every_function_queue_dead_letter_queue_and_the_api() {
     let template = template();
     let functions = resources_of(&template, "AWS::Serverless::Function");
-    assert_eq!(functions.len(), 5);
+    assert_eq!(functions.len(), 6);
     for (name, _) in &functions {
         for metric in ["Errors", "Throttles"] {
             let alarms = alarms_on(
@@ -149,7 +149,7 @@ fn the_alarms_watch_every_function_queue_dead_letter_queue_and_the_api() {
             "the age of {name}'s oldest message: {alarms:?}"
         );
     }
-    assert_eq!(dead_letter.len(), 2, "{dead_letter:?}");
+    assert_eq!(dead_letter.len(), 3, "{dead_letter:?}");
     for name in &dead_letter {
         let name_of = json!({"Fn::GetAtt": [name, "QueueName"]});
         let alarms = alarms_on(

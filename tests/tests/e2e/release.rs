@@ -137,6 +137,7 @@ fn the_crates_the_python_client_and_the_changelog_name_one_version() {
         "functions/compactor",
         "functions/whatsapp-webhook",
         "functions/whatsapp-worker",
+        "functions/events-out",
         "infra/standin",
         "infra/bridge",
         "infra/awsproxy",
@@ -219,7 +220,7 @@ fn the_licence_file_is_the_apache_2_0_text_every_package_declares() {
 fn samconfig_turns_on_the_beta_flag_the_cargo_lambda_builder_needs() {
     let template = read("template.yaml");
     let functions = template.matches("BuildMethod: rust-cargolambda").count();
-    assert_eq!(functions, 5, "the five functions build with cargo-lambda");
+    assert_eq!(functions, 6, "the six functions build with cargo-lambda");
     let samconfig = read("samconfig.toml");
     assert!(
         samconfig.contains("\nversion = 0.1\n"),
@@ -259,7 +260,13 @@ fn there_is_a_sample_event_for_each_function_and_each_is_json() {
         let text = read(&format!("events/{name}"));
         serde_json::from_str::<Value>(&text).unwrap_or_else(|err| panic!("{name}: {err}"));
     }
-    for function in ["ask", "compactor", "whatsapp-webhook", "whatsapp-worker"] {
+    for function in [
+        "ask",
+        "compactor",
+        "whatsapp-webhook",
+        "whatsapp-worker",
+        "events-out",
+    ] {
         assert!(
             names.iter().any(|name| name.starts_with(function)),
             "no sample event for {function}: {names:?}"
@@ -297,6 +304,7 @@ fn the_release_script_names_the_version_and_packages_each_function_for_lambda() 
         ("CompactorFunction", "compactor"),
         ("WhatsAppWebhookFunction", "whatsapp-webhook"),
         ("WhatsAppWorkerFunction", "whatsapp-worker"),
+        ("EventsOutFunction", "events-out"),
     ];
     for (logical, name) in functions {
         std::fs::create_dir_all(dir.join("build").join(logical)).unwrap();
@@ -330,8 +338,8 @@ fn the_release_script_names_the_version_and_packages_each_function_for_lambda() 
     let sums = std::fs::read_to_string(out.join("SHA256SUMS")).unwrap();
     assert_eq!(
         sums.lines().count(),
-        6,
-        "five zips and the packaged template: {sums}"
+        7,
+        "six zips and the packaged template: {sums}"
     );
     let ask = std::fs::read(out.join("ask-arm64.zip")).unwrap();
     assert!(sums.contains(&format!(

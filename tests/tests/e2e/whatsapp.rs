@@ -32,7 +32,7 @@ pub(crate) const PHONE: &str = "100000000000001";
 pub(crate) const TENANT: &str = "barber";
 
 /// HMAC-SHA256 (RFC 2104), written out: `H((K ^ opad) || H((K ^ ipad) || m))`.
-fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
+pub(crate) fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
     let mut block = [0u8; 64];
     if key.len() > 64 {
         block[..32].copy_from_slice(&Sha256::digest(key));

@@ -514,6 +514,10 @@ class TenantConfig(TypedDict, total=False):
     #: Whether a streamed round's tool_started events carry the call's input (absent:
     #: no; the input may quote the contact).
     stream_tool_input: bool
+    #: Where the contacts' events go (docs/events.md): a webhook tool's receiving end,
+    #: under the same rules; the secret_parameter must lie under WEBHOOK_SECRETS_PATH
+    #: and the tenant's id. Absent: no events.
+    events_webhook: JSON
 
 
 class MessageUsage(TypedDict):

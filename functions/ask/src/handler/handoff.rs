@@ -62,12 +62,22 @@ pub(super) async fn answer(
                 .set_handoff(key, Some(&handoff))
                 .await
                 .map_err(|e| from_service(e.into()))?;
+            super::events::handoff_started(app, key, &handoff).await;
         }
         Move::HandBack => {
+            let had = app
+                .whatsapp
+                .handoff(key, now)
+                .await
+                .map_err(|e| from_service(e.into()))?;
             app.whatsapp
                 .set_handoff(key, None)
                 .await
                 .map_err(|e| from_service(e.into()))?;
+            // Only a handoff that was in force ends.
+            if had.is_some() {
+                super::events::handoff_ended(app, key).await;
+            }
         }
     }
     let handoff = current(app, key).await?;

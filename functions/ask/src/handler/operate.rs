@@ -127,6 +127,7 @@ impl Op {
                     .set_fact(&key, &fact, &body.value, &operator)
                     .await
                     .map_err(from_service)?;
+                super::events::fact_set(app, &key, &record).await;
                 Ok(json_response(200, fact_json(&record).to_string()))
             }
             Op::DeleteFact => {
@@ -135,6 +136,7 @@ impl Op {
                     .delete_fact(&key, &fact)
                     .await
                     .map_err(from_service)?;
+                super::events::fact_deleted(app, &key, &fact).await;
                 Ok(json_response(
                     200,
                     json!({"deleted": true, "key": fact.as_str()}).to_string(),

@@ -79,6 +79,7 @@ fn app(auth: AuthConfig) -> (App, Arc<MemoryStore>, Arc<ScriptedModel>) {
     (
         App {
             whatsapp: store.clone(),
+            events: std::sync::Arc::new(degrau::events::NoEvents),
             platform: degrau::platform_admin::PlatformAdmin::on(
                 store.clone(),
                 Defaults::default(),
@@ -874,4 +875,84 @@ fn routes_parse_with_and_without_the_local_prefix() {
         endpoint("/v1/contacts/"),
         Some((Endpoint::Contact, Some("")))
     );
+}
+
+#[tokio::test]
+async fn the_routes_publish_their_events_after_the_change_and_only_for_a_tenant_with_an_events_webhook()
+ {
+    use degrau::events::{EventType, MemoryEvents};
+    use degrau::tenant::{TenantConfig, TenantStore};
+
+    let (mut app, store, model) = app(AuthConfig::Dev);
+    let events = Arc::new(MemoryEvents::default());
+    app.events = events.clone();
+    let headers = json!({"content-type": "application/json", "x-tenant-id": "acme",
+                         "x-scopes": "memory:read memory:write", "x-operator": "ops-1"});
+    let run = |method: &'static str, path: &'static str, body: Option<&'static str>| {
+        let app = &app;
+        let headers = headers.clone();
+        async move { call(app, request(method, path, headers, body, None)).await }
+    };
+    model.push(ScriptedModel::text("Hi", Usage::default()));
+    assert_eq!(
+        run(
+            "POST",
+            "/v1/contacts/ana/messages",
+            Some(r#"{"text":"hi"}"#)
+        )
+        .await
+        .0,
+        200
+    );
+    // Without an events webhook: nothing.
+    let (status, _) = run(
+        "PUT",
+        "/v1/contacts/ana/facts/name",
+        Some(r#"{"value":"Ana"}"#),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert!(events.published().is_empty());
+
+    let config: TenantConfig = serde_json::from_value(json!({"events_webhook": {
+        "url": "https://crm.example.com/e", "secret_parameter": "/degrau/webhooks/acme/e"}}))
+    .unwrap();
+    let acme = degrau::domain::TenantId::parse("acme").unwrap();
+    store.put_tenant_config(&acme, &config).await.unwrap();
+    // A refused change publishes nothing.
+    let (status, _) = run("DELETE", "/v1/contacts/ana/facts/city", None).await;
+    assert_eq!(status, 404);
+    for (method, path, body) in [
+        (
+            "PUT",
+            "/v1/contacts/ana/facts/name",
+            Some(r#"{"value":"Ana Maria"}"#),
+        ),
+        ("POST", "/v1/contacts/ana/handoff", None),
+        ("POST", "/v1/contacts/ana/handback", None),
+        ("POST", "/v1/contacts/ana/handback", None),
+        ("DELETE", "/v1/contacts/ana/facts/name", None),
+        ("DELETE", "/v1/contacts/ana", None),
+    ] {
+        let (status, body) = run(method, path, body).await;
+        assert_eq!(status, 200, "{method} {path}: {body}");
+    }
+    let published = events.published();
+    let kinds: Vec<EventType> = published.iter().map(|(_, o)| o.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            EventType::FactSet,
+            EventType::HandoffStarted,
+            EventType::HandoffEnded,
+            EventType::FactDeleted,
+            EventType::ContactErased
+        ],
+        "a handback with no handoff in force ends nothing"
+    );
+    assert!(published.iter().all(|(webhook, o)| {
+        webhook.secret_parameter == "/degrau/webhooks/acme/e" && o.contact.as_str() == "ana"
+    }));
+    assert_eq!(published[0].1.data["value"], "Ana Maria");
+    assert_eq!(published[0].1.data["by"], "operator");
 }
