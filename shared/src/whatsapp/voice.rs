@@ -22,6 +22,7 @@
 //! is an error a later delivery may get past (the message comes back).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -41,8 +42,13 @@ use crate::metrics::Event;
 /// size Meta declares before the download, and while reading it.
 pub const MAX_VOICE_BYTES: u64 = 2 * 1024 * 1024;
 
-/// Longest voice note transcribed, in seconds.
-pub const MAX_VOICE_SECONDS: u64 = 180;
+/// Longest voice note transcribed, in seconds. Amazon Transcribe's streaming API
+/// hears about as fast as the audio plays, and a turn must fit the worker's time.
+pub const MAX_VOICE_SECONDS: u64 = 60;
+
+/// The time a turn keeps for hearing its voice notes (the fetch and a
+/// transcription of [`MAX_VOICE_SECONDS`]), when speech-to-text is on.
+pub const VOICE_BUDGET: Duration = Duration::from_secs(MAX_VOICE_SECONDS + 15);
 
 /// The languages a transcription listens for, in Amazon Transcribe's codes.
 pub const LANGUAGES: [&str; 2] = ["pt-BR", "en-US"];
@@ -365,7 +371,9 @@ impl Worker {
             };
             // The media endpoint is the Graph API's: unavailable, the message comes
             // back as when a send fails.
-            let heard = hear(voice, audio, deadline)
+            // The ask and the send keep their time.
+            let hearing = deadline.before(self.ask_timeout + super::worker::SEND_BUDGET);
+            let heard = hear(voice, audio, hearing)
                 .await
                 .map_err(|error| WorkerError::Send(SendError::Unavailable(error.to_string())))?;
             match heard {

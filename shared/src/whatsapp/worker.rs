@@ -52,7 +52,7 @@ use super::store::{
     InboundRecord, MAX_TURN_MESSAGES, Outgoing, RecordState, TurnId, TurnRecord, TurnStatus,
     WhatsAppStore,
 };
-use super::voice::VoiceTurn;
+use super::voice::{VOICE_BUDGET, VoiceTurn};
 use super::{
     MAX_OUTBOUND_CHARS, PhoneNumberId, SERVICE_WINDOW_SECONDS, WaId, WaMessageId,
     record_life_seconds,
@@ -61,7 +61,7 @@ use crate::ask::{AskError, AskOutcome, AskResponse, AskService, MAX_TEXT_CHARS};
 use crate::deadline::Deadline;
 use crate::domain::IdempotencyKey;
 use crate::metering::UsageCounts;
-use crate::metrics::{Event, Unit};
+use crate::metrics::Event;
 use crate::model::ModelError;
 use crate::session::Clock;
 use crate::store::{ContactKey, StoreError};
@@ -178,9 +178,11 @@ impl WorkerError {
 }
 
 impl Worker {
-    /// The time a turn needs once taken: its ask and its send.
+    /// The time a turn needs once taken: its ask and its send, and its voice notes'
+    /// hearing when speech-to-text is on.
     pub fn turn_budget(&self) -> Duration {
-        self.ask_timeout + SEND_BUDGET
+        let voice = self.voice.as_ref().map_or(Duration::ZERO, |_| VOICE_BUDGET);
+        self.ask_timeout + SEND_BUDGET + voice
     }
 
     /// Handles one queue message by `deadline` (see the module documentation).
@@ -613,26 +615,6 @@ impl Worker {
             self.store.mark_sent(key, &turn.id, sent, true).await?;
         }
         Ok(())
-    }
-
-    /// `ReplyLatency` of the tenant: from the turn's latest message received to
-    /// its reply's first message out (the customer's wait, the debounce included).
-    fn reply_latency(&self, key: &ContactKey, turn: &TurnRecord) {
-        let waited = (self.clock)().saturating_sub(turn.last_inbound_at).max(0);
-        Event::new(FUNCTION)
-            .dimension("Tenant", key.tenant.as_str())
-            .rollup()
-            .metric("ReplyLatency", waited as f64 * 1000.0, Unit::Milliseconds)
-            .emit();
-    }
-
-    /// One message sent, in the tenant's usage.
-    async fn count_sent(&self, key: &ContactKey, deadline: Deadline) {
-        let sent = UsageCounts {
-            whatsapp_out: 1,
-            ..UsageCounts::default()
-        };
-        self.ask.count_usage(&key.tenant, &sent, deadline).await;
     }
 
     async fn send_template(
