@@ -16,9 +16,13 @@
 //!   say, in the customer's language, that it cannot listen to audio).
 //! * `voice_reply`: sent, without a model call, when speech-to-text is on and a
 //!   voice note of the turn cannot be heard (too long, not a voice note, the
-//!   transcription failed). Absent: [`crate::whatsapp::voice::DEFAULT_VOICE_REPLY`].
+//!   transcription failed). Absent: [`DEFAULT_VOICE_REPLY`].
 
 use serde::{Deserialize, Serialize};
+
+/// The reply to a voice note that cannot be heard, when the tenant set none.
+pub const DEFAULT_VOICE_REPLY: &str = "Desculpe, não consegui ouvir seu áudio. Pode escrever? \
+     (Sorry, I could not listen to your voice note. Could you write it instead?)";
 
 /// Longest `media_reply`, in characters.
 pub const MAX_MEDIA_REPLY_CHARS: usize = 1024;
@@ -73,10 +77,9 @@ impl WhatsAppSettings {
 
     /// The reply to a voice note that cannot be heard: the tenant's, or the default.
     pub fn voice_reply(&self) -> &str {
-        self.voice_reply.as_ref().map_or(
-            crate::whatsapp::voice::DEFAULT_VOICE_REPLY,
-            VoiceReply::as_str,
-        )
+        self.voice_reply
+            .as_ref()
+            .map_or(DEFAULT_VOICE_REPLY, VoiceReply::as_str)
     }
 
     /// True when `text` (an echo of the owner) is the tenant's hand-back word.
@@ -289,10 +292,7 @@ mod tests {
         let plain = WhatsAppSettings::default();
         assert_eq!(plain.handoff_seconds(), 12 * 3600);
         assert!(plain.marks_read() && !plain.is_handback("voltar"));
-        assert_eq!(
-            plain.voice_reply(),
-            crate::whatsapp::voice::DEFAULT_VOICE_REPLY
-        );
+        assert_eq!(plain.voice_reply(), DEFAULT_VOICE_REPLY);
         let voice: TenantConfig =
             serde_json::from_str(r#"{"whatsapp": {"voice_reply": "Pode digitar?"}}"#).unwrap();
         assert_eq!(voice.whatsapp.unwrap().voice_reply(), "Pode digitar?");

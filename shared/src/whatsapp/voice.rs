@@ -53,9 +53,7 @@ pub const VOICE_BUDGET: Duration = Duration::from_secs(MAX_VOICE_SECONDS + 15);
 /// The languages a transcription listens for, in Amazon Transcribe's codes.
 pub const LANGUAGES: [&str; 2] = ["pt-BR", "en-US"];
 
-/// The reply to a voice note that cannot be heard, when the tenant set none.
-pub const DEFAULT_VOICE_REPLY: &str = "Desculpe, não consegui ouvir seu áudio. Pode escrever? \
-     (Sorry, I could not listen to your voice note. Could you write it instead?)";
+pub use crate::tenant::whatsapp::DEFAULT_VOICE_REPLY;
 
 /// Longest media id kept, in characters.
 const MAX_MEDIA_ID_CHARS: usize = 128;
