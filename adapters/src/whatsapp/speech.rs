@@ -218,6 +218,41 @@ impl SpeechToText for StandinSpeech {
 mod tests {
     use super::*;
 
+    /// Offline, Transcribe cannot answer: a service that does not answer is a
+    /// failed transcription (the voice reply), within the deadline, never a hang.
+    /// (moto has no streaming Transcribe; the request's shape is the SDK's.)
+    #[tokio::test]
+    async fn transcribe_unreachable_is_a_failed_transcription_by_the_deadline() {
+        use aws_sdk_transcribestreaming::config::{Credentials, Region};
+        let config = aws_sdk_transcribestreaming::Config::builder()
+            .behavior_version_latest()
+            .region(Region::new("us-east-1"))
+            .credentials_provider(Credentials::new("a", "b", None, None, "test"))
+            .endpoint_url("http://127.0.0.1:9")
+            .build();
+        let speech = TranscribeSpeech {
+            client: aws_sdk_transcribestreaming::Client::from_conf(config),
+        };
+        let bytes = degrau_ogg();
+        let audio = Audio {
+            bytes: &bytes,
+            mime: "audio/ogg",
+            seconds: 1,
+            sample_rate: 16_000,
+            languages: &degrau::whatsapp::voice::LANGUAGES,
+        };
+        let started = std::time::Instant::now();
+        let heard = speech
+            .transcribe(audio, Deadline::after(Duration::from_secs(5)))
+            .await;
+        assert!(matches!(heard, Err(SpeechError::Failed(_))), "{heard:?}");
+        assert!(started.elapsed() < Duration::from_secs(6));
+    }
+
+    fn degrau_ogg() -> Vec<u8> {
+        b"OggS not really audio".to_vec()
+    }
+
     #[test]
     fn the_sample_rate_is_the_headers_within_transcribes_range() {
         assert_eq!(sample_rate(16_000), 16_000);

@@ -10,6 +10,9 @@
 //! | `POST /stand-in/graph/faults` | queue faults for the next sends (a JSON array of [`GraphFault`]); answers `{"queued": n}` |
 //! | `POST /stand-in/graph/reset` | forget what was sent and the queued faults |
 //!
+//! The media of voice notes (`GET /{version}/{media-id}` and its download) are
+//! [`crate::graph_media`]'s.
+//!
 //! A refused send answers the Graph API's error envelope (`{"error": {"message",
 //! "type", "code", "fbtrace_id"}}`) and is not recorded. Faults come before any
 //! check, one per send, in order.
