@@ -110,6 +110,8 @@ start() {
     --env-var "WHATSAPP_VERIFY_TOKEN=$whatsapp_verify_token" \
     --env-var "WHATSAPP_ACCESS_TOKEN=degrau-local-access-token" \
     --env-var "GRAPH_API_BASE_URL=http://127.0.0.1:$standin_port" \
+    --env-var "SPEECH_TO_TEXT=standin" \
+    --env-var "SPEECH_TO_TEXT_URL=http://127.0.0.1:$standin_port" \
     "${model_env[@]}" > "$state/watch.log" 2>&1 &
   echo $! > "$state/watch.pid"
   # The first request starts the function (watch checks the build first): wait

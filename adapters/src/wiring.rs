@@ -73,6 +73,15 @@ impl fmt::Debug for WiringError {
     }
 }
 
+/// The addresses webhooks (and the WhatsApp media's URLs) may reach: public ones,
+/// and loopback too with `AUTH_MODE=dev`.
+pub fn address_policy(auth: &AuthConfig) -> AddressPolicy {
+    match auth {
+        AuthConfig::Dev => AddressPolicy::PublicAndLoopback,
+        AuthConfig::Jwt { .. } => AddressPolicy::PublicOnly,
+    }
+}
+
 /// How long one DynamoDB, SQS or SSM call may take: its connection, each attempt,
 /// and the whole operation with the SDK's retries. `ask` bounds its own calls by
 /// the request's deadline besides; the compactor, the sweep and the WhatsApp
@@ -126,10 +135,7 @@ impl Dependencies {
             Some(url) => Arc::new(SqsJobs::new(aws_sdk_sqs::Client::new(&sdk), url.clone())),
             None => Arc::new(NoJobs),
         };
-        let policy = match config.auth {
-            AuthConfig::Dev => AddressPolicy::PublicAndLoopback,
-            AuthConfig::Jwt { .. } => AddressPolicy::PublicOnly,
-        };
+        let policy = address_policy(&config.auth);
         let secrets = Arc::new(SsmSecrets::new(ssm));
         let events: Arc<dyn EventsOut> = match &config.events_queue_url {
             Some(url) => Arc::new(SqsEvents::new(

@@ -403,24 +403,25 @@ impl AskService {
         deadline: Deadline,
     ) -> Result<AskOutcome, AskError> {
         let shown = Shown::nothing();
-        self.ask_showing(key, text, idempotency, (deadline, RoundBudget::Api), shown)
-            .await
+        let asked = (deadline, RoundBudget::Api, false);
+        self.ask_showing(key, text, idempotency, asked, shown).await
     }
 
     /// [`AskService::ask`] for a channel that spent its own budget for the round
     /// (a WhatsApp number's turns): the tenant's API rounds for the hour are not
-    /// spent; its fair share is.
+    /// spent; its fair share is. A `transcribed` text (a voice note's) is stored
+    /// marked so.
     pub async fn ask_for_channel(
         &self,
         key: &ContactKey,
         text: &str,
         idempotency: Option<&IdempotencyKey>,
         deadline: Deadline,
+        transcribed: bool,
     ) -> Result<AskOutcome, AskError> {
         let shown = Shown::nothing();
-        let budget = RoundBudget::Channel;
-        self.ask_showing(key, text, idempotency, (deadline, budget), shown)
-            .await
+        let asked = (deadline, RoundBudget::Channel, transcribed);
+        self.ask_showing(key, text, idempotency, asked, shown).await
     }
 
     /// [`AskService::ask`], streamed: the model calls stream, and `listener` is
@@ -436,8 +437,8 @@ impl AskService {
         listener: &dyn RoundEvents,
     ) -> Result<AskOutcome, AskError> {
         let shown = Shown::to(listener);
-        self.ask_showing(key, text, idempotency, (deadline, RoundBudget::Api), shown)
-            .await
+        let asked = (deadline, RoundBudget::Api, false);
+        self.ask_showing(key, text, idempotency, asked, shown).await
     }
 
     async fn ask_showing(
@@ -445,7 +446,7 @@ impl AskService {
         key: &ContactKey,
         text: &str,
         idempotency: Option<&IdempotencyKey>,
-        (deadline, budget): (Deadline, RoundBudget),
+        (deadline, budget, transcribed): (Deadline, RoundBudget, bool),
         shown: Shown<'_>,
     ) -> Result<AskOutcome, AskError> {
         validate_text(text)?;
@@ -460,7 +461,7 @@ impl AskService {
                 key,
                 text,
                 idempotency.map(|idem| (idem, hash.as_str())),
-                (deadline, budget),
+                (deadline, budget, transcribed),
                 shown,
             )
             .await;
@@ -532,14 +533,20 @@ impl AskService {
         key: &ContactKey,
         text: &str,
         idempotency: Option<(&IdempotencyKey, &str)>,
-        (deadline, budget): (Deadline, RoundBudget),
+        (deadline, budget, transcribed): (Deadline, RoundBudget, bool),
         shown: Shown<'_>,
     ) -> Result<AskResponse, AskError> {
         let settings = self.settings(&key.tenant, deadline).await?;
         let shown = shown.with_tool_input(settings.stream_tool_input);
         let admitted = self.admit(key, &settings, (budget, true), deadline).await?;
         let answered = self
-            .answer_admitted(key, text, idempotency, (&settings, deadline), &shown)
+            .answer_admitted(
+                key,
+                (text, transcribed),
+                idempotency,
+                (&settings, deadline),
+                &shown,
+            )
             .await;
         self.give_back(admitted, deadline).await;
         answered
@@ -549,7 +556,7 @@ impl AskService {
     async fn answer_admitted(
         &self,
         key: &ContactKey,
-        text: &str,
+        (text, transcribed): (&str, bool),
         idempotency: Option<(&IdempotencyKey, &str)>,
         (settings, deadline): (&Settings, Deadline),
         shown: &Shown<'_>,
@@ -557,7 +564,7 @@ impl AskService {
         let (mut lost, mut broken) = (0, 0);
         loop {
             let turn = self.load_turn(key, settings, deadline).await?;
-            let round = match self
+            let mut round = match self
                 .run_round(
                     key,
                     settings,
@@ -580,6 +587,7 @@ impl AskService {
                 // Only a model or tool that overran its own deadline gets here.
                 return Err(out_of_time("before the commit"));
             }
+            round.transcribed = transcribed;
             let tool_ran = round.tool_ran();
             let mut stored = self
                 .store_round(key, settings, &turn, round, idempotency, deadline)

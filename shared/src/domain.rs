@@ -199,6 +199,10 @@ pub struct StoredMessage {
     /// model: shown as such, sent to the model as any assistant message.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub written_by_person: bool,
+    /// True for the customer's message transcribed from a WhatsApp voice note
+    /// (the audio itself is never stored).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub transcribed: bool,
 }
 
 impl StoredMessage {

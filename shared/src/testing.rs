@@ -17,6 +17,7 @@ pub fn msg(seq: u64, role: Role, content: Vec<ContentBlock>) -> StoredMessage {
         usage: None,
         created_at: 0,
         written_by_person: false,
+        transcribed: false,
     }
 }
 

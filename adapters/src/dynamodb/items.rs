@@ -130,6 +130,9 @@ pub(super) struct MessageItem {
     /// Absent on the model's messages and on messages from before people wrote any.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub(super) written_by_person: bool,
+    /// A voice note's transcript; absent on every other message.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(super) transcribed: bool,
     /// TTL; absent on messages stored before rounds carried one (kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) expires_at: Option<i64>,
@@ -152,6 +155,7 @@ impl MessageItem {
             usage: message.usage,
             created_at: message.created_at,
             written_by_person: message.written_by_person,
+            transcribed: message.transcribed,
             expires_at,
         })
     }
@@ -178,6 +182,7 @@ pub(super) fn message_and_expiry(item: Item) -> Result<(StoredMessage, Option<i6
         usage: item.usage,
         created_at: item.created_at,
         written_by_person: item.written_by_person,
+        transcribed: item.transcribed,
     };
     Ok((message, item.expires_at))
 }
@@ -509,6 +514,7 @@ mod tests {
             }),
             created_at: 7,
             written_by_person: false,
+            transcribed: false,
         };
         let item = to_item(&MessageItem::new("T#t#C#c", &message, Some(9)).unwrap()).unwrap();
         assert_eq!(item["content"], s(r#"[{"type":"text","text":""}]"#));

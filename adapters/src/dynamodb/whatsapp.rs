@@ -15,6 +15,7 @@ use degrau::whatsapp::store::{
     DeliveryRecord, Handoff, HandoffBy, InboundRecord, MAX_UNHANDLED, NewInbound, Outgoing,
     RecordState, Recorded, TurnId, TurnRecord, TurnStatus, WhatsAppStore, validate_turn,
 };
+use degrau::whatsapp::voice::{AudioRef, VoiceTurn};
 use degrau::whatsapp::{PhoneNumberId, WaMessageId};
 use serde::{Deserialize, Serialize};
 
@@ -56,6 +57,9 @@ struct InboundItem {
     /// An echo of the business's app; absent on records from before echoes.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     by_business: bool,
+    /// A voice note's media id and type (never its bytes); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    audio: Option<AudioRef>,
     received_at: i64,
     arrival: u64,
     state: String,
@@ -109,6 +113,7 @@ impl InboundItem {
                 text: self.text,
                 bare_note: self.bare_note,
                 by_business: self.by_business,
+                audio: self.audio,
                 received_at: self.received_at,
                 expires_at: self.expires_at,
                 tombstone: self.tombstone.as_deref().and_then(Tombstone::parse),
@@ -132,6 +137,9 @@ struct TurnItem {
     /// A person turn; absent on the agent's turns and on turns from before.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     by_person: bool,
+    /// What its voice notes came to; absent without any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    voice: Option<VoiceTurn>,
     last_inbound_at: i64,
     status: String,
     /// What it sends, as JSON, once settled.
@@ -169,6 +177,7 @@ impl TurnItem {
             text: self.text,
             bare_notes: self.bare_notes,
             by_person: self.by_person,
+            voice: self.voice,
             last_inbound_at: self.last_inbound_at,
             status,
             expires_at: self.expires_at,
@@ -274,6 +283,7 @@ impl WhatsAppStore for DynamoStore {
             text: message.text.clone(),
             bare_note: message.bare_note,
             by_business: message.by_business,
+            audio: message.audio.clone(),
             received_at: message.received_at,
             arrival,
             state: PENDING.into(),
@@ -417,6 +427,7 @@ impl WhatsAppStore for DynamoStore {
             text: turn.text.clone(),
             bare_notes: turn.bare_notes,
             by_person: turn.by_person,
+            voice: turn.voice,
             last_inbound_at: turn.last_inbound_at,
             status: TAKEN.into(),
             outgoing: None,

@@ -10,16 +10,20 @@
 
 pub mod graph;
 pub mod inbox;
+pub mod media;
+pub mod speech;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use degrau::whatsapp::keyed::ChannelKeys;
+use degrau::whatsapp::voice::{SpeechToText, Voice};
 use degrau::whatsapp::worker::{DEFAULT_DEBOUNCE_SECONDS, MAX_DEBOUNCE_SECONDS};
 
 use crate::config::ConfigError;
 use crate::dynamodb::DynamoStore;
 use crate::ssm::SecretSource;
+use crate::webhook::address::AddressPolicy;
 
 fn get<'a>(vars: &'a HashMap<String, String>, name: &str) -> Option<&'a str> {
     vars.get(name).map(|v| v.trim()).filter(|v| !v.is_empty())
@@ -102,6 +106,36 @@ pub struct WorkerConfig {
     /// `WHATSAPP_MAX_RECEIVES`: the queue's `maxReceiveCount` (5 by default, as in
     /// the template): a message held on its last receive is sent again fresh.
     pub max_receives: u32,
+    /// `SPEECH_TO_TEXT` (and `SPEECH_TO_TEXT_URL`): who transcribes voice notes.
+    pub speech: SpeechConfig,
+}
+
+/// `SPEECH_TO_TEXT`: who transcribes voice notes ([`speech`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SpeechConfig {
+    /// `off` (the default): voice notes stay `[audio]` notes.
+    Off,
+    /// `transcribe`: Amazon Transcribe's streaming API.
+    Transcribe,
+    /// `standin`: the stand-in at `SPEECH_TO_TEXT_URL`.
+    Standin(String),
+}
+
+impl SpeechConfig {
+    fn from_map(vars: &HashMap<String, String>) -> Result<Self, ConfigError> {
+        match get(vars, "SPEECH_TO_TEXT").unwrap_or("off") {
+            "off" => Ok(SpeechConfig::Off),
+            "transcribe" => Ok(SpeechConfig::Transcribe),
+            "standin" => get(vars, "SPEECH_TO_TEXT_URL")
+                .map(|url| SpeechConfig::Standin(url.to_owned()))
+                .ok_or_else(|| {
+                    ConfigError("SPEECH_TO_TEXT=standin needs SPEECH_TO_TEXT_URL".into())
+                }),
+            other => Err(ConfigError(format!(
+                "SPEECH_TO_TEXT must be off, transcribe or standin, got {other:?}"
+            ))),
+        }
+    }
 }
 
 impl WorkerConfig {
@@ -150,6 +184,7 @@ impl WorkerConfig {
             )?,
             debounce_seconds,
             queue_url: get(vars, "WHATSAPP_QUEUE_URL").map(str::to_owned),
+            speech: SpeechConfig::from_map(vars)?,
             max_receives: match get(vars, "WHATSAPP_MAX_RECEIVES") {
                 None => DEFAULT_MAX_RECEIVES,
                 Some(text) => text.parse().ok().filter(|n| *n >= 1).ok_or_else(|| {
@@ -225,12 +260,14 @@ pub struct WorkerDependencies {
     pub sender: Arc<graph::GraphSender>,
     /// Where a held message waits.
     pub hold: Arc<dyn degrau::whatsapp::inbox::Hold>,
+    /// Voice notes' media and transcription; `None` with `SPEECH_TO_TEXT=off`.
+    pub voice: Option<Voice>,
 }
 
 impl WorkerDependencies {
     /// Reads the environment and builds the Graph API client (the token from SSM
-    /// when named so).
-    pub async fn from_env() -> Result<Self, ConfigError> {
+    /// when named so); the media's URLs may reach what `policy` allows.
+    pub async fn from_env(policy: AddressPolicy) -> Result<Self, ConfigError> {
         let config = WorkerConfig::from_map(&std::env::vars().collect())?;
         let sdk = crate::wiring::sdk_config().await;
         let token = config
@@ -238,8 +275,24 @@ impl WorkerDependencies {
             .read("WHATSAPP_ACCESS_TOKEN", &aws_sdk_ssm::Client::new(&sdk))
             .await
             .map_err(ConfigError)?;
-        let sender = graph::GraphSender::new(&config.graph_base_url, &config.graph_version, token)
-            .map_err(ConfigError)?;
+        let (base, version) = (&config.graph_base_url, &config.graph_version);
+        let speech: Option<Arc<dyn SpeechToText>> = match &config.speech {
+            SpeechConfig::Off => None,
+            SpeechConfig::Transcribe => Some(Arc::new(speech::TranscribeSpeech::new(&sdk))),
+            SpeechConfig::Standin(url) => Some(Arc::new(
+                speech::StandinSpeech::new(url).map_err(ConfigError)?,
+            )),
+        };
+        let voice = match speech {
+            Some(speech) => Some(Voice {
+                media: Arc::new(
+                    media::GraphMedia::new(base, version, &token, policy).map_err(ConfigError)?,
+                ),
+                speech,
+            }),
+            None => None,
+        };
+        let sender = graph::GraphSender::new(base, version, token).map_err(ConfigError)?;
         let hold: Arc<dyn degrau::whatsapp::inbox::Hold> = match &config.queue_url {
             Some(url) => Arc::new(inbox::SqsHold::new(aws_sdk_sqs::Client::new(&sdk), url)),
             None => Arc::new(inbox::NoHold),
@@ -248,6 +301,7 @@ impl WorkerDependencies {
             config,
             sender: Arc::new(sender),
             hold,
+            voice,
         })
     }
 }
@@ -319,6 +373,28 @@ mod tests {
             all.insert(name.into(), value.into());
             let error = WorkerConfig::from_map(&all).unwrap_err();
             assert!(error.to_string().contains(name), "{error}");
+        }
+        assert_eq!(config.speech, SpeechConfig::Off);
+        for (value, url, speech) in [
+            ("transcribe", None, Some(SpeechConfig::Transcribe)),
+            (
+                "standin",
+                Some("http://127.0.0.1:4010"),
+                Some(SpeechConfig::Standin("http://127.0.0.1:4010".into())),
+            ),
+            ("standin", None, None),
+            ("whisper", None, None),
+        ] {
+            let mut all = vars(&base);
+            all.insert("SPEECH_TO_TEXT".into(), value.into());
+            if let Some(url) = url {
+                all.insert("SPEECH_TO_TEXT_URL".into(), url.into());
+            }
+            let read = WorkerConfig::from_map(&all).map(|c| c.speech);
+            assert_eq!(read.as_ref().ok(), speech.as_ref(), "{value}");
+            if let Err(error) = read {
+                assert!(error.to_string().contains("SPEECH_TO_TEXT"), "{error}");
+            }
         }
         let error = WorkerConfig::from_map(&HashMap::new()).unwrap_err();
         assert!(error.to_string().contains("WHATSAPP_ACCESS_TOKEN"));

@@ -228,6 +228,7 @@ fn message(
         usage: None,
         created_at: at,
         written_by_person: false,
+        transcribed: false,
     }
 }
 

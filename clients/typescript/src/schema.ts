@@ -587,6 +587,8 @@ export interface components {
             usage: null | components["schemas"]["MessageUsage"];
             /** @description True for the business's message a person wrote (the owner answering from the WhatsApp Business app), not the model; sent to the model as any assistant message. */
             written_by_person: boolean;
+            /** @description True for the customer's message transcribed from a WhatsApp voice note (speech-to-text on); the audio itself is never stored. */
+            transcribed: boolean;
             /** @description A WhatsApp reply's delivery state, from Meta's status callbacks; null on every other message. */
             delivery: null | components["schemas"]["DeliveryState"];
         };

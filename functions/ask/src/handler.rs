@@ -413,6 +413,7 @@ async fn route(
                     "pruned": m.pruned.is_some(),
                     "usage": m.usage,
                     "written_by_person": m.written_by_person,
+                    "transcribed": m.transcribed,
                     "delivery": deliveries.get(&(m.session, m.seq)),
                 })).collect::<Vec<Value>>(),
                 "next_before": page.next_before.as_ref().map(format_cursor),

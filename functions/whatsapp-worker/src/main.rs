@@ -13,7 +13,7 @@ use degrau::ask::AskService;
 use degrau::metrics::record_cold_start;
 use degrau::whatsapp::worker::{FUNCTION, Worker};
 use degrau_adapters::whatsapp::WorkerDependencies;
-use degrau_adapters::wiring::Dependencies;
+use degrau_adapters::wiring::{Dependencies, address_policy};
 use lambda_runtime::{Error, run, service_fn};
 use whatsapp_worker::handler::{Holding, handle_batch, record_budget};
 
@@ -21,7 +21,7 @@ use whatsapp_worker::handler::{Holding, handle_batch, record_budget};
 async fn main() -> Result<(), Error> {
     lambda_runtime::tracing::init_default_subscriber();
     let deps = Dependencies::from_env().await?;
-    let whatsapp = WorkerDependencies::from_env().await?;
+    let whatsapp = WorkerDependencies::from_env(address_policy(&deps.config.auth)).await?;
     let worker = Arc::new(Worker {
         store: deps.store.clone(),
         ask: AskService {
@@ -38,6 +38,7 @@ async fn main() -> Result<(), Error> {
         clock: deps.clock,
         debounce: Duration::from_secs(whatsapp.config.debounce_seconds),
         ask_timeout: Duration::from_secs(deps.config.ask_timeout_seconds),
+        voice: whatsapp.voice,
     });
     let budget = record_budget(&worker);
     let (hold, max_receives) = (whatsapp.hold, whatsapp.config.max_receives);

@@ -99,6 +99,7 @@ async fn the_sample_batch_is_the_webhooks_sample_message_and_makes_one_reply() {
         clock,
         debounce: Duration::ZERO,
         ask_timeout: Duration::from_secs(25),
+        voice: None,
     };
     let budget = record_budget(&worker);
     let response = handle_batch(

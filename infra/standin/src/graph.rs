@@ -10,6 +10,9 @@
 //! | `POST /stand-in/graph/faults` | queue faults for the next sends (a JSON array of [`GraphFault`]); answers `{"queued": n}` |
 //! | `POST /stand-in/graph/reset` | forget what was sent and the queued faults |
 //!
+//! The media of voice notes (`GET /{version}/{media-id}` and its download) are
+//! [`crate::graph_media`]'s.
+//!
 //! A refused send answers the Graph API's error envelope (`{"error": {"message",
 //! "type", "code", "fbtrace_id"}}`) and is not recorded. Faults come before any
 //! check, one per send, in order.
@@ -133,7 +136,7 @@ pub fn router(graph: Graph) -> Router {
         .with_state(graph)
 }
 
-fn graph_error(status: u16, code: i64, message: &str) -> Response {
+pub(crate) fn graph_error(status: u16, code: i64, message: &str) -> Response {
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let body = json!({"error": {
         "message": message,
@@ -148,11 +151,11 @@ fn invalid(message: &str) -> Response {
     graph_error(400, 100, &format!("(#100) Invalid parameter: {message}"))
 }
 
-fn digits(text: &str, max: usize) -> bool {
+pub(crate) fn digits(text: &str, max: usize) -> bool {
     !text.is_empty() && text.len() <= max && text.bytes().all(|b| b.is_ascii_digit())
 }
 
-fn version_ok(version: &str) -> bool {
+pub(crate) fn version_ok(version: &str) -> bool {
     version
         .strip_prefix('v')
         .and_then(|rest| rest.split_once('.'))

@@ -28,7 +28,8 @@
 //! | `GET /stand-in/health` | `{"status": "ok"}` |
 //!
 //! The Graph API's send endpoint and its controls (`/stand-in/graph/…`) are
-//! [`crate::graph`]'s, merged in.
+//! [`crate::graph`]'s, merged in, with the media of voice notes
+//! ([`crate::graph_media`]) and speech-to-text ([`crate::speech`]).
 //!
 //! Handlers always answer; every error goes through [`ApiError::into_response`].
 //!
@@ -91,6 +92,10 @@ pub fn router(standin: StandIn) -> Router {
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(standin)
         .merge(crate::graph::router(crate::graph::Graph::default()))
+        .merge(crate::graph_media::router(
+            crate::graph_media::GraphMedia::default(),
+        ))
+        .merge(crate::speech::router())
 }
 
 async fn messages(

@@ -40,7 +40,8 @@
 //! envelope), [`prompt`] and [`cache`] (token
 //! counts and prompt caching), [`thinking`], [`answer`], [`quirks`], [`stream`]; then
 //! [`control`] (faults, scripts, quirks, the call log) and [`cli`] (the binary's flags). [`graph`] stands in for
-//! the Graph API's WhatsApp send endpoint, for the WhatsApp worker.
+//! the Graph API's WhatsApp send endpoint, for the WhatsApp worker, [`graph_media`] for its
+//! media (voice notes) and [`speech`] for speech-to-text.
 
 pub mod answer;
 pub mod cache;
@@ -48,11 +49,13 @@ pub mod cli;
 pub mod control;
 pub mod error;
 pub mod graph;
+pub mod graph_media;
 pub mod http;
 pub mod parse;
 pub mod prompt;
 pub mod quirks;
 pub mod rules;
+pub mod speech;
 pub mod stream;
 pub mod thinking;
 pub mod wire;

@@ -80,6 +80,7 @@ pub async fn close_session(
         usage: RoundUsage::default(),
         stats: RoundStats::default(),
         origin: Origin::Client,
+        transcribed: false,
     };
     let prepared = service.prepare_commit(key, &settings, &turn, nothing, None, false)?;
     if let Committed::Lost = service.commit(key, &prepared, deadline).await? {

@@ -125,8 +125,14 @@ impl PreparedRound {
     }
 }
 
-/// The round's messages as stored: dense sequence numbers after the plan's base.
-fn stored_messages(round: Vec<RoundMessage>, plan: &TurnPlan, now: i64) -> Vec<StoredMessage> {
+/// The round's messages as stored: dense sequence numbers after the plan's base;
+/// the first (the user's) marked `transcribed` when it is a voice note's.
+fn stored_messages(
+    round: Vec<RoundMessage>,
+    transcribed: bool,
+    plan: &TurnPlan,
+    now: i64,
+) -> Vec<StoredMessage> {
     round
         .into_iter()
         .zip(plan.base_seq + 1..)
@@ -147,6 +153,8 @@ fn stored_messages(round: Vec<RoundMessage>, plan: &TurnPlan, now: i64) -> Vec<S
                 usage,
                 created_at: now,
                 written_by_person: by_person,
+                // The user's message, first of the round.
+                transcribed: transcribed && seq == plan.base_seq + 1,
             },
         )
         .collect()
@@ -268,7 +276,7 @@ impl AskService {
         // retention after the session could close (this round plus the idle
         // timeout), so an open session's messages never expire under it.
         let expires_at = now.saturating_add(settings.retention_after_activity_seconds());
-        let messages = stored_messages(round.messages, plan, now);
+        let messages = stored_messages(round.messages, round.transcribed, plan, now);
         // A round of no message is a session closed on request (`close.rs`): the
         // session it opens holds nothing to extract, for the sweep or the round
         // that closes it in turn.

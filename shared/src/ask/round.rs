@@ -79,6 +79,8 @@ pub(super) struct Round {
     pub(super) usage: RoundUsage,
     pub(super) stats: RoundStats,
     pub(super) origin: Origin,
+    /// Its user message is a voice note's transcript (a WhatsApp turn).
+    pub(super) transcribed: bool,
 }
 
 impl Round {
@@ -133,6 +135,7 @@ impl Round {
                 ..RoundStats::default()
             },
             origin: Origin::Client,
+            transcribed: false,
         }
     }
 }
@@ -369,6 +372,7 @@ impl<'a> RoundLoop<'a> {
                 usage: RoundUsage::default(),
                 stats: RoundStats::default(),
                 origin: Origin::Model,
+                transcribed: false,
             },
         }
     }

@@ -89,6 +89,7 @@ fn stored_messages_send_their_pruned_copy() {
         usage: None,
         created_at: 0,
         written_by_person: false,
+        transcribed: false,
     };
     assert_eq!(stored.to_message().content, stored.content);
     stored.pruned = Some(vec![ContentBlock::tool_result("t", "[omitted]")]);

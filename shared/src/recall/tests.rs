@@ -14,6 +14,7 @@ fn message(seq: u64, role: Role, content: Vec<ContentBlock>) -> StoredMessage {
         usage: None,
         created_at: 0,
         written_by_person: false,
+        transcribed: false,
     }
 }
 

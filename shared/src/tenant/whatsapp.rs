@@ -14,8 +14,15 @@
 //!   customer typed nothing with (`[audio]`, `[sticker]`…). Absent (the default):
 //!   such a turn goes to the model as its notes, and the model answers it (it can
 //!   say, in the customer's language, that it cannot listen to audio).
+//! * `voice_reply`: sent, without a model call, when speech-to-text is on and a
+//!   voice note of the turn cannot be heard (too long, not a voice note, the
+//!   transcription failed). Absent: [`DEFAULT_VOICE_REPLY`].
 
 use serde::{Deserialize, Serialize};
+
+/// The reply to a voice note that cannot be heard, when the tenant set none.
+pub const DEFAULT_VOICE_REPLY: &str = "Desculpe, não consegui ouvir seu áudio. Pode escrever? \
+     (Sorry, I could not listen to your voice note. Could you write it instead?)";
 
 /// Longest `media_reply`, in characters.
 pub const MAX_MEDIA_REPLY_CHARS: usize = 1024;
@@ -30,6 +37,9 @@ pub struct WhatsAppSettings {
     /// The short reply to a turn of bare media notes (no model call).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub media_reply: Option<MediaReply>,
+    /// The reply to a voice note that cannot be heard (no model call).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub voice_reply: Option<VoiceReply>,
     /// Whether a taken message is marked read with the typing indicator.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub read_receipts: Option<bool>,
@@ -63,6 +73,13 @@ impl WhatsAppSettings {
             .as_ref()
             .map_or(DEFAULT_HANDOFF_HOURS, HandoffHours::get);
         i64::from(hours) * 3600
+    }
+
+    /// The reply to a voice note that cannot be heard: the tenant's, or the default.
+    pub fn voice_reply(&self) -> &str {
+        self.voice_reply
+            .as_ref()
+            .map_or(DEFAULT_VOICE_REPLY, VoiceReply::as_str)
     }
 
     /// True when `text` (an echo of the owner) is the tenant's hand-back word.
@@ -196,6 +213,21 @@ checked_text!(
 );
 
 checked_text!(
+    /// The reply to a voice note that cannot be heard: 1–1,024 characters, not
+    /// only whitespace.
+    VoiceReply,
+    |text| {
+        if text.trim().is_empty() || text.chars().count() > MAX_MEDIA_REPLY_CHARS {
+            Err(format!(
+                "whatsapp.voice_reply must be 1-{MAX_MEDIA_REPLY_CHARS} characters, not only whitespace"
+            ))
+        } else {
+            Ok(())
+        }
+    }
+);
+
+checked_text!(
     /// The hand-back word: 1–32 characters, not only whitespace.
     HandbackKeyword,
     |text| {
@@ -235,6 +267,7 @@ mod tests {
             r#"{"whatsapp": {"template": {"name": "hello", "language": "pt_"}}}"#,
             r#"{"whatsapp": {"template": {"name": "hello"}}}"#,
             r#"{"whatsapp": {"media_reply": "   "}}"#,
+            r#"{"whatsapp": {"voice_reply": ""}}"#,
             r#"{"whatsapp": {"handoff_hours": 0}}"#,
             r#"{"whatsapp": {"handoff_hours": 169}}"#,
             r#"{"whatsapp": {"handback_keyword": " "}}"#,
@@ -259,6 +292,10 @@ mod tests {
         let plain = WhatsAppSettings::default();
         assert_eq!(plain.handoff_seconds(), 12 * 3600);
         assert!(plain.marks_read() && !plain.is_handback("voltar"));
+        assert_eq!(plain.voice_reply(), DEFAULT_VOICE_REPLY);
+        let voice: TenantConfig =
+            serde_json::from_str(r#"{"whatsapp": {"voice_reply": "Pode digitar?"}}"#).unwrap();
+        assert_eq!(voice.whatsapp.unwrap().voice_reply(), "Pode digitar?");
         for good in ["es", "en_US", "fil"] {
             assert!(LanguageCode::try_from(good.to_owned()).is_ok(), "{good}");
         }

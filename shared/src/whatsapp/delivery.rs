@@ -12,7 +12,10 @@ use tracing::warn;
 
 use super::WaMessageId;
 use super::store::{Outgoing, TurnRecord};
-use super::worker::Worker;
+use super::worker::{FUNCTION, Worker};
+use crate::deadline::Deadline;
+use crate::metering::UsageCounts;
+use crate::metrics::{Event, Unit};
 use crate::store::ContactKey;
 
 /// Where a reply sent to the customer stands.
@@ -49,6 +52,26 @@ pub fn rank(status: &str) -> u8 {
 }
 
 impl Worker {
+    /// `ReplyLatency` of the tenant: from the turn's latest message received to
+    /// its reply's first message out (the customer's wait, the debounce included).
+    pub(super) fn reply_latency(&self, key: &ContactKey, turn: &TurnRecord) {
+        let waited = (self.clock)().saturating_sub(turn.last_inbound_at).max(0);
+        Event::new(FUNCTION)
+            .dimension("Tenant", key.tenant.as_str())
+            .rollup()
+            .metric("ReplyLatency", waited as f64 * 1000.0, Unit::Milliseconds)
+            .emit();
+    }
+
+    /// One message sent, in the tenant's usage.
+    pub(super) async fn count_sent(&self, key: &ContactKey, deadline: Deadline) {
+        let sent = UsageCounts {
+            whatsapp_out: 1,
+            ..UsageCounts::default()
+        };
+        self.ask.count_usage(&key.tenant, &sent, deadline).await;
+    }
+
     /// Keeps the delivery record of a reply whose first message the Graph API
     /// took as `id`. Best effort: a record that cannot be written is logged, and
     /// the reply (already sent) is not sent again for it.

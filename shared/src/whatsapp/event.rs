@@ -11,7 +11,8 @@
 //! | `text` | its body |
 //! | `button` (a template's quick reply), `interactive` (a button or list reply) | the title the customer tapped |
 //! | `image`, `video`, `document` | `[image]` (etc.), and the caption after it when there is one |
-//! | `audio`, `sticker`, `location`, `contacts` | `[audio]`, `[sticker]`, `[location]`, `[contacts]`: no media is downloaded, no coordinates or numbers are kept |
+//! | `audio` | `[audio]`, with its media id and type kept: the worker transcribes it when speech-to-text is on ([`super::voice`]) |
+//! | `sticker`, `location`, `contacts` | `[sticker]`, `[location]`, `[contacts]`: no media is downloaded, no coordinates or numbers are kept |
 //! | `order`, `unsupported`, anything else | `[order]`, `[unsupported]` |
 //! | `reaction`, `system` | nothing: never a turn |
 //!
@@ -21,6 +22,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::voice::AudioRef;
 use super::{MAX_INBOUND_CHARS, PhoneNumberId, WaId, WaMessageId, cut};
 
 /// Most inbound messages and statuses one delivery may hold; a larger one is
@@ -72,6 +74,8 @@ pub enum Body {
         /// The caption, when the customer wrote one.
         caption: Option<String>,
     },
+    /// A voice note or audio file: `[audio]` in the turn until the worker hears it.
+    Audio(AudioRef),
 }
 
 impl Body {
@@ -88,6 +92,7 @@ impl Body {
                 kind,
                 caption: Some(caption),
             } => format!("[{kind}] {caption}"),
+            Body::Audio(_) => "[audio]".to_owned(),
         };
         cut(&text, MAX_INBOUND_CHARS)
     }
@@ -95,7 +100,7 @@ impl Body {
     /// True for a note with nothing typed (a turn of only these may get the tenant's
     /// short reply instead of a model call).
     pub fn is_bare_note(&self) -> bool {
-        matches!(self, Body::Note { caption: None, .. })
+        matches!(self, Body::Note { caption: None, .. } | Body::Audio(_))
     }
 }
 
@@ -187,6 +192,16 @@ struct RawContent {
     video: Option<Media>,
     #[serde(default)]
     document: Option<Media>,
+    #[serde(default)]
+    audio: Option<RawAudio>,
+}
+
+#[derive(Deserialize)]
+struct RawAudio {
+    #[serde(default)]
+    id: String,
+    #[serde(default)]
+    mime_type: String,
 }
 
 #[derive(Deserialize)]
@@ -358,7 +373,17 @@ pub(super) fn read_body(delivery: &mut Delivery, message: &Value) -> Option<Body
                     .filter(|c| !c.trim().is_empty()),
             }
         }
-        kind @ ("audio" | "sticker" | "location" | "contacts" | "order") => Body::Note {
+        "audio" => match raw
+            .audio
+            .and_then(|a| AudioRef::parse(&a.id, &a.mime_type).ok())
+        {
+            Some(audio) => Body::Audio(audio),
+            None => Body::Note {
+                kind: "audio".into(),
+                caption: None,
+            },
+        },
+        kind @ ("sticker" | "location" | "contacts" | "order") => Body::Note {
             kind: kind.to_owned(),
             caption: None,
         },
@@ -461,6 +486,9 @@ mod tests {
         );
         assert_eq!(parsed.ignored, ["reaction"]);
         assert!(parsed.inbound[1].body.is_bare_note());
+        assert!(
+            matches!(&parsed.inbound[1].body, Body::Audio(a) if a.media_id.as_str() == "9" && a.mime == "audio/ogg")
+        );
         assert!(!parsed.inbound[2].body.is_bare_note());
         assert_eq!(
             parsed.inbound[0].phone_number_id.as_str(),

@@ -208,6 +208,7 @@ mod tests {
                 text: id.into(),
                 bare_note: false,
                 by_business,
+                audio: None,
                 received_at: 0,
                 expires_at: 1,
                 tombstone: None,

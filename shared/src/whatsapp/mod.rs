@@ -21,7 +21,9 @@
 //! * The services: [`webhook`] (`WebhookService`: record and enqueue, fast) and
 //!   [`worker`] (`Worker`: a burst becomes one turn, the ask service answers it, the
 //!   reply is sent within the customer service window); [`reply`]: a long reply
-//!   cut into the parts WhatsApp takes.
+//!   cut into the parts WhatsApp takes; [`voice`]: a voice note fetched, checked
+//!   and transcribed into the turn's text (the `SpeechToText` and `MediaSource`
+//!   ports).
 //! * With `test-util`: `testing`, a recording queue and a scripted Graph API.
 //!
 //! **Once, and in order.** Meta delivers at least once. The webhook writes a durable
@@ -49,6 +51,7 @@ pub mod store;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing;
 pub mod typing;
+pub mod voice;
 pub mod webhook;
 pub mod worker;
 

@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::keyed::Tombstone;
+use super::voice::{AudioRef, VoiceTurn};
 use super::{PhoneNumberId, WaMessageId};
 use crate::domain::{Incarnation, TenantId};
 use crate::store::{ContactKey, StoreError};
@@ -55,6 +56,9 @@ pub struct NewInbound {
     pub bare_note: bool,
     /// True for an echo: a person of the business wrote it to the customer.
     pub by_business: bool,
+    /// A voice note's media (its id and type, never its bytes): the worker
+    /// transcribes it ([`super::voice`]).
+    pub audio: Option<AudioRef>,
     /// When the webhook received it, seconds since the epoch.
     pub received_at: i64,
     /// TTL.
@@ -223,6 +227,9 @@ pub struct TurnRecord {
     /// True for a turn a person of the business answered (it holds their echoes):
     /// recorded in the transcript, never asked of the model.
     pub by_person: bool,
+    /// What its voice notes came to; `None` when it has none heard (or
+    /// speech-to-text is off).
+    pub voice: Option<VoiceTurn>,
     /// The latest of its records' receive times: the customer service window runs
     /// from it.
     pub last_inbound_at: i64,

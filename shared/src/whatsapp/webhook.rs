@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use tracing::{info, warn};
 
-use super::event::Delivery;
+use super::event::{Body, Delivery};
 use super::inbox::{Inbox, QueuedMessage};
 use super::keyed::ChannelKeys;
 use super::store::{NewInbound, Recorded, WhatsAppStore};
@@ -134,6 +134,10 @@ impl WebhookService {
                 text: message.body.turn_text(),
                 bare_note: message.body.is_bare_note(),
                 by_business: message.by_business,
+                audio: match &message.body {
+                    Body::Audio(audio) if !message.by_business => Some(audio.clone()),
+                    _ => None,
+                },
                 received_at: now,
                 expires_at: now.saturating_add(life),
                 tombstone: Some(self.keys.tombstone(&key.tenant, &message.id)),

@@ -23,7 +23,8 @@
 //!    this stays pending: its own queue message comes after this one (same group)
 //!    and makes the next turn.
 //! 5. **Answer**: a turn of bare media notes gets the tenant's `media_reply` when it
-//!    set one (no model call); any other turn is one ask of the joined texts, one a
+//!    set one, a voice note that cannot be heard its `voice_reply` ([`super::voice`],
+//!    heard before the turn is taken) (no model call); any other turn is one ask of the joined texts, one a
 //!    line, with the turn id as its `Idempotency-Key`.
 //! 6. **Record what to send, then send it.** Outside the 24-hour customer service
 //!    window (from the turn's latest message) free text cannot go out: the reply
@@ -51,6 +52,7 @@ use super::store::{
     InboundRecord, MAX_TURN_MESSAGES, Outgoing, RecordState, TurnId, TurnRecord, TurnStatus,
     WhatsAppStore,
 };
+use super::voice::{VOICE_BUDGET, VoiceTurn};
 use super::{
     MAX_OUTBOUND_CHARS, PhoneNumberId, SERVICE_WINDOW_SECONDS, WaId, WaMessageId,
     record_life_seconds,
@@ -59,7 +61,7 @@ use crate::ask::{AskError, AskOutcome, AskResponse, AskService, MAX_TEXT_CHARS};
 use crate::deadline::Deadline;
 use crate::domain::IdempotencyKey;
 use crate::metering::UsageCounts;
-use crate::metrics::{Event, Unit};
+use crate::metrics::Event;
 use crate::model::ModelError;
 use crate::session::Clock;
 use crate::store::{ContactKey, StoreError};
@@ -109,6 +111,8 @@ pub struct Worker {
     pub debounce: Duration,
     /// `ASK_TIMEOUT_SECONDS`: the budget of a turn's ask.
     pub ask_timeout: Duration,
+    /// Speech-to-text for voice notes; `None`: they stay `[audio]` notes.
+    pub voice: Option<super::voice::Voice>,
 }
 
 /// What a queue message came to.
@@ -174,9 +178,11 @@ impl WorkerError {
 }
 
 impl Worker {
-    /// The time a turn needs once taken: its ask and its send.
+    /// The time a turn needs once taken: its ask and its send, and its voice notes'
+    /// hearing when speech-to-text is on.
     pub fn turn_budget(&self) -> Duration {
-        self.ask_timeout + SEND_BUDGET
+        let voice = self.voice.as_ref().map_or(Duration::ZERO, |_| VOICE_BUDGET);
+        self.ask_timeout + SEND_BUDGET + voice
     }
 
     /// Handles one queue message by `deadline` (see the module documentation).
@@ -317,6 +323,7 @@ impl Worker {
         if !by_person {
             self.admit_turn(key, phone, turn.messages.len(), deadline)
                 .await?;
+            self.hear_turn(&pending, &mut turn, deadline).await?;
         }
         if !self.store.take(key, &turn).await? {
             info!("a record changed before the turn took it; looking again");
@@ -357,6 +364,7 @@ impl Worker {
             text: text.join("\n"),
             bare_notes: taken.iter().all(|r| r.message.bare_note),
             by_person: false,
+            voice: None,
             last_inbound_at: taken
                 .iter()
                 .map(|r| r.message.received_at)
@@ -448,6 +456,9 @@ impl Worker {
         deadline: Deadline,
     ) -> Result<Outgoing, WorkerError> {
         let (reply, reply_at) = match (&settings.media_reply, turn.bare_notes) {
+            _ if turn.voice == Some(VoiceTurn::Unheard) => {
+                (settings.voice_reply().to_owned(), None)
+            }
             (Some(reply), true) => {
                 Event::new(FUNCTION).count("MediaReplies", 1).emit();
                 (reply.as_str().to_owned(), None)
@@ -487,11 +498,18 @@ impl Worker {
         let idempotency = IdempotencyKey::parse(turn.id.as_str())
             .unwrap_or_else(|_| unreachable!("64 hex digits are a valid key"));
         let ask_deadline = Deadline::after(self.ask_timeout).earlier(deadline.before(SEND_BUDGET));
+        let transcribed = turn.voice == Some(VoiceTurn::Transcribed);
         // The number's budget was spent for the turn when it was taken
         // (`admit_turn`): not the tenant's API rounds.
         match self
             .ask
-            .ask_for_channel(key, &turn.text, Some(&idempotency), ask_deadline)
+            .ask_for_channel(
+                key,
+                &turn.text,
+                Some(&idempotency),
+                ask_deadline,
+                transcribed,
+            )
             .await
         {
             Ok(AskOutcome::Answered(response)) => Ok(Ok(response)),
@@ -597,26 +615,6 @@ impl Worker {
             self.store.mark_sent(key, &turn.id, sent, true).await?;
         }
         Ok(())
-    }
-
-    /// `ReplyLatency` of the tenant: from the turn's latest message received to
-    /// its reply's first message out (the customer's wait, the debounce included).
-    fn reply_latency(&self, key: &ContactKey, turn: &TurnRecord) {
-        let waited = (self.clock)().saturating_sub(turn.last_inbound_at).max(0);
-        Event::new(FUNCTION)
-            .dimension("Tenant", key.tenant.as_str())
-            .rollup()
-            .metric("ReplyLatency", waited as f64 * 1000.0, Unit::Milliseconds)
-            .emit();
-    }
-
-    /// One message sent, in the tenant's usage.
-    async fn count_sent(&self, key: &ContactKey, deadline: Deadline) {
-        let sent = UsageCounts {
-            whatsapp_out: 1,
-            ..UsageCounts::default()
-        };
-        self.ask.count_usage(&key.tenant, &sent, deadline).await;
     }
 
     async fn send_template(

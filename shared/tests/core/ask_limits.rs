@@ -678,6 +678,7 @@ fn the_summary_prompt_leaves_thinking_out() {
         usage: None,
         created_at: 0,
         written_by_person: false,
+        transcribed: false,
     };
     let request = degrau::compactor::summary_request("claude-haiku-4-5", None, &[message]);
     let text = serde_json::to_string(&request).unwrap();

@@ -28,3 +28,4 @@ mod sweep;
 mod tools;
 mod whatsapp;
 mod whatsapp_handoff;
+mod whatsapp_voice;

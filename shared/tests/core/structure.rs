@@ -54,6 +54,7 @@ fn message(seq: u64, role: Role, text: String) -> StoredMessage {
         usage: None,
         created_at: 0,
         written_by_person: false,
+        transcribed: false,
     }
 }
 

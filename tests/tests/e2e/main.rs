@@ -38,3 +38,4 @@ mod tool_server;
 mod webhooks;
 mod whatsapp;
 mod whatsapp_handoff;
+mod whatsapp_voice;

@@ -31,6 +31,9 @@ const PSEUDONYM_SECRET: &str = "e2e-pseudonym-secret";
 pub(crate) const PHONE: &str = "100000000000001";
 pub(crate) const TENANT: &str = "barber";
 
+/// In [`Channel::start_with`]'s `worker_env`: the stand-in's URL, once started.
+pub(crate) const STANDIN_URL: &str = "<the stand-in's URL>";
+
 /// HMAC-SHA256 (RFC 2104), written out: `H((K ^ opad) || H((K ^ ipad) || m))`.
 pub(crate) fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
     let mut block = [0u8; 64];
@@ -134,7 +137,12 @@ impl Channel {
             ("WHATSAPP_QUEUE_URL", queue_url.as_str()),
             ("WHATSAPP_MAX_RECEIVES", "3"),
         ];
-        worker_vars.extend_from_slice(worker_env);
+        // A value of `STANDIN_URL` in `worker_env` stands for this stand-in's URL.
+        let worker_env = worker_env.iter().map(|(name, value)| match *value {
+            STANDIN_URL => (*name, standin.url.as_str()),
+            _ => (*name, *value),
+        });
+        worker_vars.extend(worker_env);
         let worker = LocalLambda::start(binary("whatsapp-worker"), with(&worker_vars)).await;
         let ask = LocalLambda::start(binary("ask"), common.clone()).await;
         let mut queue = QueueConfig::discover(&sqs, &queue_url)
@@ -801,7 +809,7 @@ async fn outside_the_24_hour_window_without_a_template_nothing_is_sent_and_the_r
 }
 
 /// The text of the last user message of a logged model call.
-fn last_user_text(request: &Value) -> String {
+pub(crate) fn last_user_text(request: &Value) -> String {
     let messages = request["body"]["messages"].as_array().unwrap();
     let last = messages.last().unwrap();
     assert_eq!(last["role"], "user", "{request}");

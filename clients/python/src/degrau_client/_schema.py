@@ -305,6 +305,9 @@ class TranscriptMessage(TypedDict):
     #: WhatsApp Business app), not the model; sent to the model as any assistant
     #: message.
     written_by_person: bool
+    #: True for the customer's message transcribed from a WhatsApp voice note
+    #: (speech-to-text on); the audio itself is never stored.
+    transcribed: bool
     #: A WhatsApp reply's delivery state, from Meta's status callbacks; null on every
     #: other message.
     delivery: None | DeliveryState

@@ -66,6 +66,7 @@ async fn harness() -> Harness {
             clock: clock.clone(),
             debounce: Duration::ZERO,
             ask_timeout: Duration::from_secs(25),
+            voice: None,
         },
         webhook: WebhookService {
             store: store.clone(),

@@ -16,3 +16,4 @@ mod stream;
 mod stream_props;
 mod thinking;
 mod validation;
+mod voice;

@@ -433,6 +433,7 @@ fn message(session: u32, seq: u64, role: Role, content: Vec<ContentBlock>) -> St
         usage: None,
         created_at: NOW,
         written_by_person: false,
+        transcribed: false,
     }
 }
 

@@ -22,6 +22,7 @@ fn inbound(keys: &ChannelKeys, tenant: &TenantId, id: &str, at: i64) -> NewInbou
         text: "oi".into(),
         bare_note: false,
         by_business: false,
+        audio: None,
         received_at: at,
         expires_at: NOW + 3600,
     }
