@@ -28,7 +28,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use degrau::domain::{ContentBlock, Role, StoredMessage};
+use degrau::domain::{ContentBlock, Head, Role, StoredMessage};
 use degrau::memory::Snapshot;
 
 use crate::model::tokens;
@@ -377,6 +377,9 @@ impl Oracle {
                     ),
                 ));
             }
+            if !head.expired_at(now) {
+                dense(head, snapshot, now)?;
+            }
             let summary = head.summary.as_deref().unwrap_or("");
             if let Some(token) = erased_in(summary) {
                 return Err(Violation::new(
@@ -507,4 +510,34 @@ pub fn user_token(message: &StoredMessage) -> Option<String> {
 /// The number of a token (`tok{contact}x{number}`): the order it was issued in.
 fn token_number(token: &str) -> Option<u64> {
     token.rsplit_once('x')?.1.parse().ok()
+}
+
+/// Sequences are dense: the live messages of the head's session and life hold
+/// every sequence number from the first of them to the head's `last_seq` (TTL takes
+/// a session's oldest messages first; a round writes the numbers after `last_seq`
+/// and nothing else).
+fn dense(head: &Head, snapshot: &Snapshot, now: i64) -> Result<(), Violation> {
+    let seqs: BTreeSet<u64> = snapshot
+        .messages
+        .iter()
+        .filter(|(m, expires)| {
+            m.session == head.session
+                && expires.is_none_or(|at| at > now)
+                && head.of_this_life(m.created_at)
+        })
+        .map(|(m, _)| m.seq)
+        .collect();
+    let Some(&first) = seqs.first() else {
+        return Ok(());
+    };
+    match (first..=head.last_seq).find(|seq| !seqs.contains(seq)) {
+        Some(missing) => Err(Violation::new(
+            "sequences are dense",
+            format!(
+                "session {} holds messages {first}..={} but not {missing}",
+                head.session, head.last_seq
+            ),
+        )),
+        None => Ok(()),
+    }
 }

@@ -63,6 +63,14 @@ impl AskService {
     ) -> Result<Turn, AskError> {
         let now = (self.clock)();
         let state = by(deadline, load_whole_turn(self.store.as_ref(), key, now)).await?;
+        // A head written after the clock was read (the window read again while a
+        // round landed, or another instance's clock a little ahead) dates the turn:
+        // its messages are never dated before the head's last round, nor before
+        // their life began (a read of the life would hide them; the simulator's
+        // dense-sequence check found a round so dated, seed 106).
+        let now = state.head.as_ref().map_or(now, |head| {
+            now.max(head.last_activity).max(head.born_at.unwrap_or(now))
+        });
         // The session this turn closes, recorded from what the read holds of it: its
         // summary and the messages after it.
         let closing = state
