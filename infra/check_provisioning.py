@@ -91,7 +91,7 @@ def main() -> int:
             expect(f"{logical_id} dead-letter target", props["RedrivePolicy"]["deadLetterTargetArn"], redrive.get("deadLetterTargetArn"))
             expect(f"{logical_id} maxReceiveCount", int(props["RedrivePolicy"]["maxReceiveCount"]), int(redrive.get("maxReceiveCount", 0)))
     # The functions read the names the template wires into their environment.
-    expect("function environment", {"TABLE_NAME", "JOBS_QUEUE_URL", "WHATSAPP_QUEUE_URL"}, set(stack.environment()))
+    expect("function environment", {"TABLE_NAME", "JOBS_QUEUE_URL", "WHATSAPP_QUEUE_URL", "EVENTS_QUEUE_URL"}, set(stack.environment()))
 
     for problem in problems:
         print(f"check_provisioning: {problem}", file=sys.stderr)

@@ -9,7 +9,7 @@ Idempotent: what exists is reused and its attributes brought in line (a missing
 index is added).
 
 Prints, for each function environment variable of the template that references one
-of those resources (TABLE_NAME, JOBS_QUEUE_URL), a `NAME=value` line on stdout:
+of those resources (TABLE_NAME, JOBS_QUEUE_URL, WHATSAPP_QUEUE_URL, EVENTS_QUEUE_URL), a `NAME=value` line on stdout:
 
     eval "$(.venv/bin/python infra/provision.py --endpoint http://127.0.0.1:5005)"
     export TABLE_NAME JOBS_QUEUE_URL

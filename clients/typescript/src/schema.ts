@@ -825,6 +825,8 @@ export interface components {
                 handoff_hours?: number;
                 /** @description A word the owner sends from the business app to hand the conversation back to the agent at once. */
                 handback_keyword?: string;
+                /** @description Sent without a model call when speech-to-text is on and a voice note cannot be heard (too large or long, not Ogg Opus, the transcription failed); a default in Portuguese and English otherwise. */
+                voice_reply?: string;
             };
             /** @description Rounds and summary calls per hour, each at most the platform's ceiling for the tenant (its default); 0 allows none. A tenant may lower its own; only the platform suspends or raises it. */
             quota?: {
