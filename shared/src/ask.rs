@@ -129,9 +129,6 @@ pub const MIN_MODEL_CALL: Duration = Duration::from_secs(1);
 /// Reads of a turn whose window is broken (read while a round was landing) before
 /// the round answers as for a lost race.
 pub const WINDOW_READS: u32 = 3;
-/// How long an erase's answer waits after the erase, so the second it dated its
-/// contact's erase bucket with is over (see [`AskService::erase`]).
-pub const ERASE_SETTLES: Duration = Duration::from_secs(1);
 /// Largest `max_tokens` of the retry of a cut-off tool call (see the stop reasons in
 /// the module documentation).
 pub const MAX_RETRY_MAX_TOKENS: u32 = 16_384;
@@ -658,18 +655,6 @@ impl AskService {
                 })
                 .collect(),
         })
-    }
-
-    /// Erases every item about the contact; idempotent. Returns how many went.
-    /// The erase dates the contact's erase bucket with this second, and a new
-    /// head's round begun in it or before is refused (see
-    /// [`RecordStore::erase_contact`](crate::store::RecordStore::erase_contact));
-    /// the answer waits the second out, so a message the client sends once it is
-    /// answered begins the contact's new life instead of meeting that refusal.
-    pub async fn erase(&self, key: &ContactKey) -> Result<usize, AskError> {
-        let erased = self.store.erase_contact(key, (self.clock)()).await?;
-        tokio::time::sleep(ERASE_SETTLES).await;
-        Ok(erased)
     }
 }
 

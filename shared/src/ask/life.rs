@@ -8,7 +8,9 @@
 //! contact who comes back after the head expired starts over at once, never
 //! wedged on a sequence number an older message still holds.
 
-use super::AskService;
+use std::time::Duration;
+
+use super::{AskError, AskService};
 use crate::domain::Head;
 use crate::recall::{MAX_RECORDS, SessionRecord};
 use crate::store::{ContactKey, StoreError, TranscriptPage};
@@ -30,7 +32,23 @@ pub(super) fn page_of_life(mut page: TranscriptPage, born: Option<i64>) -> Trans
     page
 }
 
+/// How long an erase's answer waits after the erase, so the second it dated its
+/// contact's erase bucket with is over (see [`AskService::erase`]).
+pub const ERASE_SETTLES: Duration = Duration::from_secs(1);
+
 impl AskService {
+    /// Erases every item about the contact; idempotent. Returns how many went.
+    /// The erase dates the contact's erase bucket with this second, and a new
+    /// head's round begun in it or before is refused (see
+    /// [`RecordStore::erase_contact`](crate::store::RecordStore::erase_contact));
+    /// the answer waits the second out, so a message the client sends once it is
+    /// answered begins the contact's new life instead of meeting that refusal.
+    pub async fn erase(&self, key: &ContactKey) -> Result<usize, AskError> {
+        let erased = self.store.erase_contact(key, (self.clock)()).await?;
+        tokio::time::sleep(ERASE_SETTLES).await;
+        Ok(erased)
+    }
+
     /// The contact's session records of the life begun at `born`, newest first, at
     /// most `limit`: one read of `limit` records, and a second of every record
     /// only when the first held some of an earlier life.
