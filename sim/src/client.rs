@@ -26,7 +26,10 @@ use crate::{ASK_BUDGET, GATEWAY_TIMEOUT};
 /// (`functions/ask/src/handler.rs`): a storage error answers "nothing was
 /// stored" (503 busy, 409 conflict), so it is [`Told::Failed`]; only
 /// [`AskError::Indeterminate`] says the round may be stored. A 500 is never an
-/// answer (but for a tenant whose configuration was broken by hand).
+/// answer (but for a tenant whose configuration was broken by hand), and neither
+/// is [`AskError::UnsendableRound`]: a request degrau built after the model
+/// answered that the API would refuse is degrau's own defect (and a tool may
+/// have run for a round the client is then told failed).
 pub(crate) fn told_of(world: &World, contact: usize, error: AskError) -> Result<Told, Violation> {
     match error {
         AskError::Store(error @ (StoreError::Unavailable(_) | StoreError::Conflict(_))) => {
@@ -37,6 +40,10 @@ pub(crate) fn told_of(world: &World, contact: usize, error: AskError) -> Result<
             format!("contact {contact}: storage error: {error}"),
         )),
         AskError::Indeterminate => Ok(Told::Unknown("the commit's outcome is not known".into())),
+        AskError::UnsendableRound(why) => Err(Violation::new(
+            "a round stays sendable to its end",
+            format!("contact {contact}: a request after the model's answer: {why}"),
+        )),
         AskError::Internal(why) | AskError::TenantConfig(why) if !world.unusable(contact) => {
             Err(Violation::new(
                 "no request answers 500",

@@ -25,6 +25,7 @@ pub mod faults;
 pub mod model;
 pub mod oracle;
 pub mod queue;
+pub mod tools;
 pub mod world;
 
 use std::collections::BTreeSet;
@@ -211,8 +212,8 @@ fn describe(world: &World) -> String {
 
 /// The safety invariants over every contact, and what the model saw.
 fn check_all(world: &World, oracle: &mut Oracle) -> Result<(), Violation> {
-    if let Some(seen) = world.model.take_violations().into_iter().next() {
-        return Err(Violation::new("every request passes the API's rules", seen));
+    if let Some((invariant, seen)) = world.model.take_violations().into_iter().next() {
+        return Err(Violation::new(invariant, seen));
     }
     let now = world.now();
     for (index, key) in world.contacts.iter().enumerate() {

@@ -14,7 +14,7 @@
 //! the model can tell whose conversation a request is, and the summariser keeps
 //! every token it is shown: a token missing from a summary was never folded into it.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -75,6 +75,27 @@ const SUMMARY_MARKER: &str = "degrau:summarize";
 /// The marker of a fact-extraction request.
 const FACTS_MARKER: &str = "degrau:extract-facts";
 
+/// The invariant of the model's requests: every one passes the API's rules.
+pub const API_RULES: &str = "every request passes the API's rules";
+/// The invariant of the tools: one run per `tool_use` the model emitted, and a
+/// round that ran a tool is never run again without it.
+pub const TOOL_ONCE: &str = "a tool runs once per tool_use";
+
+/// The marker of a closed session's summary for recall.
+const SEARCH_MARKER: &str = "degrau:search-summary";
+
+/// Whether `request` is a round's (not a summary's, a fact extraction's or a
+/// recall summary's).
+fn answering(request: &ModelRequest) -> bool {
+    let system = request
+        .system
+        .first()
+        .map_or("", |block| block.text.as_str());
+    ![SUMMARY_MARKER, FACTS_MARKER, SEARCH_MARKER]
+        .iter()
+        .any(|marker| system.starts_with(marker))
+}
+
 /// The simulated Messages API.
 #[derive(Debug)]
 pub struct SimModel {
@@ -97,10 +118,19 @@ struct State {
     /// message (its token): concurrent rounds of one contact each learn of the
     /// window only from their own refusal.
     over: HashMap<String, bool>,
-    /// Broken invariants seen (requests the API would refuse, windows exceeded
-    /// twice in a row).
-    violations: Vec<String>,
+    /// Broken invariants seen, each with the invariant's name (requests the API
+    /// would refuse, windows exceeded twice in a row, a tool run twice).
+    violations: Vec<(&'static str, String)>,
     next_tool_id: u64,
+    /// Each message's attempt (by its token): a client's retry is a new one.
+    attempts: HashMap<String, u32>,
+    /// Every `tool_use` a main round's answer held, with the round (its
+    /// message's token) and attempt it was emitted in.
+    emitted: HashMap<String, (String, u32)>,
+    /// The tool calls that ran, by `tool_use` id.
+    ran: HashSet<String>,
+    /// The calls that ran in each round's attempt, in order.
+    ran_in: HashMap<(String, u32), Vec<String>>,
     calls: u64,
     /// No quirky answers (see [`SimModel::set_quirks`]).
     quirks_off: bool,
@@ -152,12 +182,87 @@ impl SimModel {
     /// A client's new attempt at the message of `token` (its retry after an
     /// error): it learns of the window from its own refusals, as the first did.
     pub fn new_attempt(&self, token: &str) {
-        lock(&self.state).over.remove(token);
+        let mut state = lock(&self.state);
+        state.over.remove(token);
+        *state.attempts.entry(token.to_owned()).or_default() += 1;
     }
 
-    /// The broken invariants seen so far, taken.
-    pub fn take_violations(&self) -> Vec<String> {
+    /// The broken invariants seen so far (the invariant's name, what broke it),
+    /// taken.
+    pub fn take_violations(&self) -> Vec<(&'static str, String)> {
         std::mem::take(&mut lock(&self.state).violations)
+    }
+
+    /// A tool ran the call `id` (the simulation's tools say so before running
+    /// it): a violation when that call ran before, or when no answer emitted it.
+    pub fn tool_ran(&self, id: &str) {
+        let mut state = lock(&self.state);
+        if !state.ran.insert(id.to_owned()) {
+            state
+                .violations
+                .push((TOOL_ONCE, format!("the tool call {id} ran twice")));
+            return;
+        }
+        match state.emitted.get(id).cloned() {
+            Some(round) => state.ran_in.entry(round).or_default().push(id.to_owned()),
+            None => state.violations.push((
+                TOOL_ONCE,
+                format!("a tool ran for the call {id}, which no answer of the model held"),
+            )),
+        }
+    }
+
+    /// A violation when `request` is a round's and leaves out a tool call that
+    /// already ran in the same attempt: the round was run again after a tool ran
+    /// (the tool then runs again for a call the model makes anew).
+    fn check_tools_kept(&self, request: &ModelRequest) {
+        if !answering(request) {
+            return;
+        }
+        let Some(token) = round_token(request) else {
+            return;
+        };
+        let mut state = lock(&self.state);
+        let attempt = state.attempts.get(&token).copied().unwrap_or(0);
+        let Some(ran) = state.ran_in.get(&(token.clone(), attempt)) else {
+            return;
+        };
+        let sent: HashSet<&str> = request
+            .messages
+            .iter()
+            .flat_map(|message| message.content.iter())
+            .filter_map(|block| match &block.block {
+                ContentBlock::ToolUse { id, .. } => Some(id.as_str()),
+                _ => None,
+            })
+            .collect();
+        if let Some(forgotten) = ran.iter().find(|id| !sent.contains(id.as_str())).cloned() {
+            state.violations.push((
+                TOOL_ONCE,
+                format!(
+                    "the round of {token} asked the model again without the call {forgotten}, \
+                     which had already run: the round was run again after a tool ran"
+                ),
+            ));
+        }
+    }
+
+    /// Records the `tool_use` blocks of a round's answer, with its round and
+    /// attempt.
+    fn record_calls(&self, request: &ModelRequest, answer: &ModelResponse) {
+        if !answering(request) {
+            return;
+        }
+        let Some(token) = round_token(request) else {
+            return;
+        };
+        let mut state = lock(&self.state);
+        let attempt = state.attempts.get(&token).copied().unwrap_or(0);
+        for block in &answer.content {
+            if let ContentBlock::ToolUse { id, .. } = block {
+                state.emitted.insert(id.clone(), (token.clone(), attempt));
+            }
+        }
     }
 
     /// Calls answered or refused so far.
@@ -220,9 +325,12 @@ impl SimModel {
         let over = size > window;
         let before = state.over.insert(round.clone(), over).unwrap_or(false);
         if over && before {
-            state.violations.push(format!(
-                "the requests of the round of {round} exceeded the model's window ({window} \
-                 tokens) twice in a row: {size} tokens",
+            state.violations.push((
+                API_RULES,
+                format!(
+                    "the requests of the round of {round} exceeded the model's window \
+                     ({window} tokens) twice in a row: {size} tokens",
+                ),
             ));
         }
     }
@@ -375,11 +483,13 @@ impl Model for SimModel {
     ) -> Result<ModelResponse, ModelError> {
         lock(&self.state).calls += 1;
         if let Err(refused) = judge(request) {
-            lock(&self.state)
-                .violations
-                .push(format!("a request the Messages API refuses: {refused}"));
+            lock(&self.state).violations.push((
+                API_RULES,
+                format!("a request the Messages API refuses: {refused}"),
+            ));
             return Err(ModelError::InvalidRequest { message: refused });
         }
+        self.check_tools_kept(request);
         // Every request that reaches the API counts, whatever befalls it after
         // (a fault, the answer): two over the window in a row is the violation.
         self.track_window(request);
@@ -387,7 +497,7 @@ impl Model for SimModel {
         // The API refuses a prompt too long when it reads it, before any capacity
         // fault could answer instead.
         self.check_window(request)?;
-        match self.fault() {
+        let answered = match self.fault() {
             None => {
                 let answer = self.answer(request)?;
                 Ok(self.with_quirk(request, answer))
@@ -409,7 +519,11 @@ impl Model for SimModel {
                 }
                 Ok(answer)
             }
+        };
+        if let Ok(answer) = &answered {
+            self.record_calls(request, answer);
         }
+        answered
     }
 
     /// A streamed call: the answer as [`Model::create`] gives it, handed over in

@@ -19,11 +19,11 @@ use degrau::session::Clock;
 use degrau::step_plan::CompactionPolicy;
 use degrau::store::ContactKey;
 use degrau::tenant::{Defaults, TenantConfig, TenantStore};
-use degrau::tools::ToolDispatch;
 
 use crate::faults::{Faults, FaultyStore};
 use crate::model::SimModel;
 use crate::queue::SimQueue;
+use crate::tools::SimTools;
 
 /// When every simulation starts (seconds since the epoch, in 2027).
 pub const START: i64 = 1_800_000_000;
@@ -249,7 +249,7 @@ impl World {
             store: store.clone(),
             tenants: store.clone(),
             model: model.clone(),
-            tools: Arc::new(ToolDispatch::built_in_only()),
+            tools: Arc::new(SimTools::new(model.clone())),
             jobs: queue.clone(),
             defaults: defaults.clone(),
             quotas: Arc::new(degrau::quota::memory::MemoryQuotas::new()),
