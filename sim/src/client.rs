@@ -159,6 +159,8 @@ fn stored(response: &AskResponse) -> Told {
 
 /// A round the client ran itself: the context, then the round with a usage its
 /// model could have measured (the context and the round, in estimated tokens).
+/// Its model's answers are recorded as they came, now and then with a quirk of
+/// what the Messages API sends ([`as_it_came`]).
 pub(crate) async fn record(
     world: &World,
     contact: usize,
@@ -175,14 +177,16 @@ pub(crate) async fn record(
     if tool {
         let id = format!("toolu_rec_{token}");
         messages.push(json!({"role": "assistant", "content": [
-            {"type": "text", "text": "Let me look."},
+            {"type": "text", "text": as_it_came(AnswerPart::BesideACall)},
             {"type": "tool_use", "id": id, "name": "lookup", "input": {}}
         ]}));
         messages.push(json!({"role": "user", "content": [
             {"type": "tool_result", "tool_use_id": id, "content": "found it"}
         ]}));
     }
-    messages.push(json!({"role": "assistant", "content": format!("done {}", filler(40))}));
+    messages.push(json!({"role": "assistant", "content": [
+        {"type": "text", "text": as_it_came(AnswerPart::Final)}
+    ]}));
     let input = estimate_json(&json!({"context": &context.context, "messages": &messages}));
     let body = json!({
         "head": context.head,
@@ -205,6 +209,29 @@ pub(crate) async fn record(
             Ok(recorded(&round))
         }
         Err(error) => told_of(world, contact, error),
+    }
+}
+
+/// Where a text of a recorded answer stands.
+enum AnswerPart {
+    /// Before the answer's tool call.
+    BesideACall,
+    /// The answer's only block, its last.
+    Final,
+}
+
+/// A text of the client's model's answer as the Messages API sent it: mostly
+/// words, and now and then what real answers hold (`degrau_standin::quirks`): an
+/// empty or `"\n\n"` text before a tool call, a final text that is a single
+/// space. A client records them as they came; degrau stores them as the API
+/// accepts them back.
+fn as_it_came(part: AnswerPart) -> String {
+    match (part, fastrand::u8(0..20)) {
+        (AnswerPart::BesideACall, 0) => String::new(),
+        (AnswerPart::BesideACall, 1) => "\n\n".into(),
+        (AnswerPart::BesideACall, _) => "Let me look.".into(),
+        (AnswerPart::Final, 0) => " ".into(),
+        (AnswerPart::Final, _) => format!("done {}", filler(40)),
     }
 }
 
