@@ -155,10 +155,15 @@ pub fn generate(seed: u64, events: usize) -> Plan {
     }
 }
 
+/// A message's length: mostly short, a few long, and one in forty a pasted text
+/// (a few thousand characters: two of them among a window's last messages pass
+/// the smaller windows, so a retry after "prompt is too long" must cut by what
+/// the API said, not only to the usual overflow cut).
 fn chars(rng: &mut fastrand::Rng) -> usize {
-    match rng.u8(0..10) {
-        0 => rng.usize(600..2_000),
-        1..=3 => rng.usize(150..600),
+    match rng.u8(0..40) {
+        0 => rng.usize(3_000..5_500),
+        1..=4 => rng.usize(600..2_000),
+        5..=16 => rng.usize(150..600),
         _ => rng.usize(10..150),
     }
 }
