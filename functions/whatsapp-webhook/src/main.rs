@@ -24,6 +24,7 @@ async fn main() -> Result<(), Error> {
             inbox: deps.inbox,
             clock: system_clock(),
             keys: deps.keys,
+            events: deps.events,
         },
         app_secret: deps.app_secret,
         verify_token: deps.verify_token,
