@@ -4,8 +4,9 @@
 # MODEL_PROVIDER=bedrock, reached as Bedrock Runtime's InvokeModel), the
 # example tool server (infra/toolserver.py) the demo tenant's webhook tools call,
 # the functions under `cargo lambda watch` with the API Gateway paths, and the
-# bridges (degrau-bridge) that feed the jobs queue to the compactor and the WhatsApp
-# queue to the WhatsApp worker the way the SQS event source mapping does in AWS.
+# bridges (degrau-bridge) that feed the jobs queue to the compactor, the WhatsApp
+# queue to the WhatsApp worker and the events queue to events-out the way the SQS
+# event source mapping does in AWS.
 # The stand-in also plays the Graph API for the WhatsApp worker (always, even with
 # an ANTHROPIC_API_KEY); `python3 infra/whatsapp.py send` posts signed deliveries.
 #   infra/stack.sh start   start everything in the background; prints the API URL
@@ -52,7 +53,7 @@ start() {
 
   # The stand-in: the model when there is no key, and the Graph API always.
   cargo_build "the functions, the model stand-in and the bridge" \
-    -p degrau-standin -p ask -p compactor -p whatsapp-webhook -p whatsapp-worker -p degrau-bridge
+    -p degrau-standin -p ask -p compactor -p whatsapp-webhook -p whatsapp-worker -p events-out -p degrau-bridge
   stop_pid standin
   say "starting the model stand-in on port $standin_port"
   setsid "$target/debug/degrau-standin" --port "$standin_port" > "$state/standin.log" 2>&1 &
@@ -97,6 +98,7 @@ start() {
   setsid cargo lambda watch --invoke-address 127.0.0.1 --invoke-port "$api_port" --ignore-changes \
     --env-var "TABLE_NAME=$TABLE_NAME" \
     --env-var "JOBS_QUEUE_URL=$JOBS_QUEUE_URL" \
+    --env-var "EVENTS_QUEUE_URL=$EVENTS_QUEUE_URL" \
     --env-var "AWS_ENDPOINT_URL=$endpoint" \
     --env-var "AWS_REGION=us-east-1" \
     --env-var "AWS_ACCESS_KEY_ID=local" \
@@ -140,12 +142,23 @@ start() {
     --retry-visibility 5 > "$state/bridge-whatsapp.log" 2>&1 &
   echo $! > "$state/bridge-whatsapp.pid"
   echo "degrau: bridge feeding the WhatsApp queue to the WhatsApp worker (log: .local/bridge-whatsapp.log)"
+  # A tenant's events (docs/events.md) to its events webhook, from the events queue.
+  stop_pid bridge-events
+  setsid env AWS_ENDPOINT_URL="$endpoint" AWS_REGION=us-east-1 \
+    AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local \
+    "$target/debug/degrau-bridge" \
+    --queue-url "$EVENTS_QUEUE_URL" \
+    --invoke-url "http://127.0.0.1:$api_port" --function events-out \
+    --retry-visibility 5 > "$state/bridge-events.log" 2>&1 &
+  echo $! > "$state/bridge-events.pid"
+  echo "degrau: bridge feeding the events queue to events-out (log: .local/bridge-events.log)"
   echo "degrau: WhatsApp webhook at http://127.0.0.1:$api_port/whatsapp/webhook (python3 infra/whatsapp.py --help)"
   echo "degrau: local API at http://127.0.0.1:$api_port (AUTH_MODE=dev: send X-Tenant-Id)"
 }
 
 stop() {
   stop_pid toolserver
+  stop_pid bridge-events
   stop_pid bridge-whatsapp
   stop_pid bridge
   stop_pid watch

@@ -1,7 +1,9 @@
 //! Events out: what a tenant's own systems are told about its contacts, when the
 //! tenant declares an `events_webhook` (`docs/events.md`). The producers (the
-//! operator's fact routes, the erase route, the handoff routes) call [`publish`]
-//! *after* their change is committed, never before; the [`EventsOut`] port puts
+//! operator's fact routes, the erase route, the handoff routes; the compactor's
+//! extractions and recall index; the WhatsApp webhook's failed statuses and the
+//! worker's handoffs) call [`publish`] *after* their change is committed, never
+//! before, each event built by [`occurrences`]; the [`EventsOut`] port puts
 //! the event on a queue (the SQS FIFO adapter, crate `degrau-adapters`,
 //! `events.rs`), and the `events-out` function delivers it, signed, from there:
 //! never from the request path.
@@ -249,13 +251,17 @@ pub async fn publish(tenants: &dyn TenantStore, out: &dyn EventsOut, occurrence:
     }
 }
 
-fn not_published(kind: &'static str) {
+/// Counts an event not published (`EventsNotPublished` by `Type`), for a
+/// producer that failed before it could call [`publish`].
+pub fn not_published(kind: &'static str) {
     metrics::Event::new("events")
         .dimension("Type", kind)
         .rollup()
         .count("EventsNotPublished", 1)
         .emit();
 }
+
+pub mod occurrences;
 
 #[cfg(test)]
 mod tests;

@@ -262,6 +262,7 @@ impl World {
             defaults,
             clock: service_clock,
             jobs: queue.clone(),
+            events: Arc::new(degrau::events::NoEvents),
         };
         let contacts = (0..contacts)
             .map(|index| ContactKey {

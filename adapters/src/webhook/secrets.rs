@@ -73,7 +73,8 @@ impl SigningSecrets for SsmSecrets {
     }
 }
 
-/// Fixed secrets (tests, and local tools without SSM).
+/// Fixed secrets (tests, local tools without SSM, and the WhatsApp webhook's
+/// events adapter, which names contacts with the pseudonym secret it read at init).
 #[derive(Debug, Clone, Default)]
 pub struct StaticSecrets(pub HashMap<String, String>);
 

@@ -16,14 +16,18 @@ pub mod speech;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use degrau::events::{EventsOut, NoEvents};
 use degrau::whatsapp::keyed::ChannelKeys;
 use degrau::whatsapp::voice::{SpeechToText, Voice};
 use degrau::whatsapp::worker::{DEFAULT_DEBOUNCE_SECONDS, MAX_DEBOUNCE_SECONDS};
 
 use crate::config::ConfigError;
 use crate::dynamodb::DynamoStore;
+use crate::events::SqsEvents;
 use crate::ssm::SecretSource;
+use crate::webhook::SecretNames;
 use crate::webhook::address::AddressPolicy;
+use crate::webhook::secrets::StaticSecrets;
 
 fn get<'a>(vars: &'a HashMap<String, String>, name: &str) -> Option<&'a str> {
     vars.get(name).map(|v| v.trim()).filter(|v| !v.is_empty())
@@ -57,6 +61,9 @@ pub struct WebhookConfig {
     /// neither is set, as `ask`'s): the deployment's pseudonym secret, which keys
     /// the queue's group and de-duplication ids and the records' tombstones.
     pub pseudonym_key: SecretSource,
+    /// `EVENTS_QUEUE_URL`: the events queue (a failed reply's `delivery.failed`);
+    /// unset: nothing is published.
+    pub events_queue_url: Option<String>,
 }
 
 impl WebhookConfig {
@@ -85,6 +92,7 @@ impl WebhookConfig {
                     crate::webhook::DEFAULT_PSEUDONYM_KEY_PARAMETER.to_owned(),
                 )
             }),
+            events_queue_url: get(vars, "EVENTS_QUEUE_URL").map(str::to_owned),
         })
     }
 }
@@ -212,6 +220,8 @@ pub struct WebhookDependencies {
     pub verify_token: String,
     /// The channel's keyed names, from the pseudonym secret.
     pub keys: Arc<ChannelKeys>,
+    /// The events queue ([`NoEvents`] without `EVENTS_QUEUE_URL`).
+    pub events: Arc<dyn EventsOut>,
 }
 
 impl WebhookDependencies {
@@ -227,7 +237,9 @@ impl WebhookDependencies {
             .await
             .map_err(ConfigError)?;
         let keys = Arc::new(ChannelKeys::derive(secret.as_bytes()));
+        let events = webhook_events(&sdk, config.events_queue_url, secret);
         Ok(WebhookDependencies {
+            events,
             store: Arc::new(DynamoStore::new(
                 aws_sdk_dynamodb::Client::new(&sdk),
                 config.table_name,
@@ -250,6 +262,28 @@ impl WebhookDependencies {
                 .map_err(ConfigError)?,
         })
     }
+}
+
+/// The webhook's events adapter: pseudonyms from the pseudonym secret it already
+/// read at init (the one `ask` reads from `PSEUDONYM_KEY_PARAMETER`), so that a
+/// failed reply names the contact as the API's events do, with no read of SSM
+/// per event and no role for the signing secrets (`events-out` signs).
+fn webhook_events(
+    sdk: &aws_config::SdkConfig,
+    queue_url: Option<String>,
+    pseudonym_secret: String,
+) -> Arc<dyn EventsOut> {
+    let Some(url) = queue_url else {
+        return Arc::new(NoEvents);
+    };
+    let names = SecretNames::default();
+    let held = HashMap::from([(names.pseudonym_key.clone(), pseudonym_secret)]);
+    Arc::new(SqsEvents::new(
+        aws_sdk_sqs::Client::new(sdk),
+        url,
+        Arc::new(StaticSecrets(held)),
+        names,
+    ))
 }
 
 /// What the worker needs beside the ask service's dependencies.

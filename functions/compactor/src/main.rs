@@ -25,6 +25,9 @@ async fn main() -> Result<(), Error> {
         defaults: deps.config.defaults,
         clock: deps.clock,
         jobs: jobs.clone(),
+        // An extraction's facts and a closed session's summary, to the tenant's
+        // events webhook (`EVENTS_QUEUE_URL`; unset: none).
+        events: deps.events,
     });
     let job_budget = job_budget(Duration::from_secs(deps.config.model_timeout_seconds));
     run(service_fn(move |event| {

@@ -31,6 +31,7 @@ fn compactor() -> Compactor {
         defaults: Defaults::default(),
         clock: system_clock(),
         jobs: Arc::new(NoJobs),
+        events: Arc::new(degrau::events::NoEvents),
     }
 }
 

@@ -168,6 +168,7 @@ mod tests {
                 keys: std::sync::Arc::new(degrau::whatsapp::keyed::ChannelKeys::derive(
                     b"a test's pseudonym secret",
                 )),
+                events: Arc::new(degrau::events::NoEvents),
             },
             app_secret: SECRET.into(),
             verify_token: "verify-me".into(),

@@ -1,7 +1,7 @@
 //! The `whatsapp-webhook` Lambda: Meta's webhook on the HTTP API, without the JWT
 //! authorizer (Meta signs its deliveries instead). Builds its dependencies once
-//! ([`WebhookDependencies::from_env`]: the table, the worker's queue, the app secret
-//! and the verify token; no model), then serves.
+//! ([`WebhookDependencies::from_env`]: the table, the worker's queue, the app secret,
+//! the verify token and the events queue; no model), then serves.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -24,6 +24,7 @@ async fn main() -> Result<(), Error> {
             inbox: deps.inbox,
             clock: system_clock(),
             keys: deps.keys,
+            events: deps.events,
         },
         app_secret: deps.app_secret,
         verify_token: deps.verify_token,

@@ -32,6 +32,7 @@ fn webhook(app_secret: &str) -> (App, Arc<RecordingInbox>, Arc<MemoryStore>) {
             keys: std::sync::Arc::new(degrau::whatsapp::keyed::ChannelKeys::derive(
                 b"a test's pseudonym secret",
             )),
+            events: Arc::new(degrau::events::NoEvents),
         },
         app_secret: app_secret.into(),
         verify_token: "degrau-local-verify-token".into(),

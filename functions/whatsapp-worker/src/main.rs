@@ -39,6 +39,7 @@ async fn main() -> Result<(), Error> {
         debounce: Duration::from_secs(whatsapp.config.debounce_seconds),
         ask_timeout: Duration::from_secs(deps.config.ask_timeout_seconds),
         voice: whatsapp.voice,
+        events: deps.events,
     });
     let budget = record_budget(&worker);
     let (hold, max_receives) = (whatsapp.hold, whatsapp.config.max_receives);

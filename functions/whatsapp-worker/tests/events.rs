@@ -56,6 +56,7 @@ async fn the_sample_batch_is_the_webhooks_sample_message_and_makes_one_reply() {
         keys: Arc::new(degrau::whatsapp::keyed::ChannelKeys::derive(
             b"a test's pseudonym secret",
         )),
+        events: Arc::new(degrau::events::NoEvents),
     };
     let body = delivery["body"].as_str().unwrap();
     webhook
@@ -100,6 +101,7 @@ async fn the_sample_batch_is_the_webhooks_sample_message_and_makes_one_reply() {
         debounce: Duration::ZERO,
         ask_timeout: Duration::from_secs(25),
         voice: None,
+        events: Arc::new(degrau::events::NoEvents),
     };
     let budget = record_budget(&worker);
     let response = handle_batch(

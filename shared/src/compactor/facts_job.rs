@@ -12,6 +12,8 @@ use crate::deadline::Deadline;
 use crate::domain::{
     ContentBlock, Fact, FactKey, FactSource, Head, Incarnation, Role, StoredMessage,
 };
+use crate::events::occurrences::{changed_facts, fact_set};
+use crate::events::publish;
 use crate::facts::FactPolicy;
 use crate::facts::reconcile::reconcile;
 use crate::model::{ModelResponse, StopReason};
@@ -166,6 +168,10 @@ impl Compactor {
                 .await?
         {
             return Ok(JobOutcome::FactsSkipped { reason: "erased" });
+        }
+        for fact in changed_facts(&existing, writes.iter().map(|write| &write.fact)) {
+            let occurrence = fact_set(key, fact);
+            publish(self.tenants.as_ref(), self.events.as_ref(), occurrence).await;
         }
         self.store.facts_done(key, incarnation, session).await?;
         info!(

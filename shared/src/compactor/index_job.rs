@@ -1,7 +1,9 @@
 //! A closed session's recall index ([`crate::recall::index`]): read the session
 //! whole, index its text, store the index and the text under the head's
 //! incarnation, then (when the job says so) ask the summary model for a search
-//! summary of the session and store it beside the index.
+//! summary of the session and store it beside the index. Once that last write
+//! stands, the session is published as `session.closed` with its summary (`null`
+//! when the job was to write none: the tenant's summary calls were spent).
 //!
 //! The index is stored before the summary is asked for: a session is findable by
 //! every word said in it as soon as this job runs, whatever the summary model
@@ -13,6 +15,8 @@ use tracing::info;
 use super::{Compactor, CompactorError, JobOutcome, response_text, text_request};
 use crate::deadline::Deadline;
 use crate::domain::{Incarnation, TenantId};
+use crate::events::occurrences::session_closed;
+use crate::events::publish;
 use crate::model::StopReason;
 use crate::recall::index::{SessionText, Speaker, index_session, with_summary};
 use crate::recall::tokenize::StemmingTokenizer;
@@ -80,16 +84,23 @@ impl Compactor {
             return skipped("erased");
         }
         let terms = index.terms.len();
-        let summarised = match summarise {
-            false => false,
+        let summary = match summarise {
+            false => None,
             true => {
                 let summary = self.search_summary(&key.tenant, &text, deadline).await?;
                 let index = with_summary(index, &summary, &tokenizer);
                 self.store
                     .save_session_index(key, incarnation, &index, None, expires_at)
                     .await?
+                    .then_some(summary)
             }
         };
+        let summarised = summary.is_some();
+        // Only a session whose index stands (its contact not erased meanwhile).
+        if summarised || !summarise {
+            let closed = session_closed(key, session, summary.as_deref(), (self.clock)());
+            publish(self.tenants.as_ref(), self.events.as_ref(), closed).await;
+        }
         info!(
             messages = messages.len(),
             terms,

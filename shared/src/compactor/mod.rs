@@ -15,6 +15,12 @@
 //!   then a search summary by the summary model, [`SEARCH_SUMMARY_INSTRUCTIONS`]);
 //! * `sweep.rs`: the scheduled sweep over the sweep index ([`Compactor::sweep`]).
 //!
+//! **Events out.** Once an extraction's facts are stored, each fact whose value
+//! changed is published as `fact.set` (`"by": "model"`); once a closed session's
+//! index (and its search summary) is stored, `session.closed` with that summary
+//! ([`crate::events`]). A tenant without an events webhook publishes nothing, and
+//! an event that cannot be queued is counted, never the job's failure.
+//!
 //! **Which contact.** A job names its contact only by the head's incarnation; the
 //! compactor finds the head through the incarnation index, and every write it makes
 //! is conditioned on that incarnation, so a job whose contact was erased (even one
@@ -70,6 +76,7 @@ use tracing::{info, instrument};
 
 use crate::deadline::Deadline;
 use crate::domain::{ContentBlock, Role};
+use crate::events::EventsOut;
 use crate::jobs::{Job, Jobs};
 use crate::model::{Model, ModelError, ModelResponse};
 use crate::request::{
@@ -232,6 +239,9 @@ pub struct Compactor {
     pub clock: Clock,
     /// The jobs queue, for the next step after a step that was capped.
     pub jobs: Arc<dyn Jobs>,
+    /// Events out: an extraction's changed facts (`fact.set`) and a closed
+    /// session's recall summary (`session.closed`), after each write.
+    pub events: Arc<dyn EventsOut>,
 }
 
 impl Compactor {

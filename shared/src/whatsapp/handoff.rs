@@ -22,15 +22,22 @@
 //! alone (the word itself is not stored in the transcript), an operator calls
 //! `POST .../handback` (the inspector's button), or the time runs out. The handoff
 //! is one item of the contact (`WA#HANDOFF`), so an erase takes it.
+//!
+//! **Events out.** An echo that hands the conversation to the owner publishes
+//! `handoff.started` (`"by": "business_app"`), each extension too, as the API's
+//! handoff route does; the hand-back word publishes `handoff.ended` when a handoff
+//! was in force ([`crate::events`]).
 
 use serde::{Deserialize, Serialize};
-use tracing::info;
+use tracing::{info, warn};
 
+use super::events::{handoff_ended, handoff_started};
 use super::store::{InboundRecord, Outgoing, TurnRecord};
 use super::worker::{FUNCTION, Worker, WorkerError};
 use crate::ask::MAX_TEXT_CHARS;
 use crate::deadline::Deadline;
 use crate::domain::IdempotencyKey;
+use crate::events::{self, EventType, Occurrence};
 use crate::metrics::Event;
 use crate::store::ContactKey;
 
@@ -145,9 +152,14 @@ impl Worker {
             }
         }
         if customer.is_empty() && business.len() == 1 && settings.is_handback(&business[0]) {
+            let had = self.handoff_in_force(key, now).await;
             self.store.set_handoff(key, None).await?;
             info!("the owner handed the conversation back");
             Event::new(FUNCTION).count("Handbacks", 1).emit();
+            // Only a handoff that was in force ends (as the API's handback).
+            if had {
+                self.publish(handoff_ended(key, now)).await;
+            }
             return Ok(Outgoing::Nothing {
                 reason: "handed_back".into(),
             });
@@ -177,6 +189,7 @@ impl Worker {
             until: now.saturating_add(settings.handoff_seconds()),
         };
         self.store.set_handoff(key, Some(&handoff)).await?;
+        self.publish(handoff_started(key, &handoff)).await;
         info!(
             hours = settings.handoff_seconds() / 3600,
             "a person answered: the agent waits"
@@ -185,6 +198,30 @@ impl Worker {
         Ok(Outgoing::Nothing {
             reason: "answered_by_a_person".into(),
         })
+    }
+}
+
+impl Worker {
+    /// Whether a handoff is in force, for the events out only: `false` without
+    /// a queue, and when it cannot be read (logged and counted; the hand-back
+    /// goes on).
+    async fn handoff_in_force(&self, key: &ContactKey, now: i64) -> bool {
+        if !self.events.enabled() {
+            return false;
+        }
+        match self.store.handoff(key, now).await {
+            Ok(handoff) => handoff.is_some(),
+            Err(error) => {
+                warn!(%error, "the handoff did not read; handoff.ended not published");
+                events::not_published(EventType::HandoffEnded.as_str());
+                false
+            }
+        }
+    }
+
+    /// Publishes `occurrence` to the tenant's events webhook, if it has one.
+    async fn publish(&self, occurrence: Occurrence) {
+        events::publish(self.ask.tenants.as_ref(), self.events.as_ref(), occurrence).await;
     }
 }
 

@@ -23,7 +23,8 @@
 //!   reply is sent within the customer service window); [`reply`]: a long reply
 //!   cut into the parts WhatsApp takes; [`voice`]: a voice note fetched, checked
 //!   and transcribed into the turn's text (the `SpeechToText` and `MediaSource`
-//!   ports).
+//!   ports); [`events`]: what they publish to the tenant's events webhook (a
+//!   failed reply, a handoff started or ended by the owner).
 //! * With `test-util`: `testing`, a recording queue and a scripted Graph API.
 //!
 //! **Once, and in order.** Meta delivers at least once. The webhook writes a durable
@@ -40,6 +41,7 @@
 pub mod delivery;
 pub mod echo;
 pub mod event;
+pub mod events;
 pub mod handoff;
 pub mod inbox;
 pub mod keyed;

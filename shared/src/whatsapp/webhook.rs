@@ -3,8 +3,10 @@
 //! a bound number it writes the record (once per message id), enqueues it for the
 //! worker and marks it enqueued, then answers. Meta's retries find the record and
 //! enqueue again only a message that never was (an earlier attempt died between the
-//! put and the send). Status callbacks are counted by status, failures logged with
-//! their error codes only; reactions and other events are counted and dropped.
+//! put and the send). Status callbacks move the replies' delivery records and are
+//! counted by status, failures logged with their error codes only and published
+//! to the tenant's events webhook (`delivery.failed`) when they fail a stored
+//! reply; reactions and other events are counted and dropped.
 //!
 //! A message to a number bound to no tenant is counted (`UnknownNumber`) and
 //! dropped: the delivery still answers 200, since a non-2xx is retried by Meta and
@@ -23,11 +25,13 @@ use std::sync::Arc;
 use tracing::{info, warn};
 
 use super::event::{Body, Delivery};
+use super::events::delivery_failed;
 use super::inbox::{Inbox, QueuedMessage};
 use super::keyed::ChannelKeys;
 use super::store::{NewInbound, Recorded, WhatsAppStore};
 use super::{MAX_CLOCK_SKEW_SECONDS, PhoneNumberId, record_life_seconds};
 use crate::domain::{Incarnation, TenantId};
+use crate::events::{self, EventType, EventsOut};
 use crate::jobs::EnqueueError;
 use crate::metrics::Event;
 use crate::session::Clock;
@@ -50,6 +54,8 @@ pub struct WebhookService {
     pub clock: Clock,
     /// The keyed names of the channel (each record's tombstone).
     pub keys: Arc<ChannelKeys>,
+    /// Events out: a reply Meta reports `failed` (`delivery.failed`).
+    pub events: Arc<dyn EventsOut>,
 }
 
 /// What a delivery came to.
@@ -219,12 +225,36 @@ impl WebhookService {
                 .await?
             {
                 moved += 1;
+                if status.status == "failed" {
+                    self.publish_failure(&key, id, now).await;
+                }
             }
         }
         Event::new(FUNCTION)
             .count("DeliveriesUpdated", moved)
             .emit();
         Ok(())
+    }
+
+    /// Publishes `delivery.failed` for the reply `id` that just moved to `failed`
+    /// (only then: Meta's redelivery of the callback moves nothing). Never the
+    /// delivery's failure: a record that cannot be read is logged and counted.
+    async fn publish_failure(&self, key: &ContactKey, id: &super::WaMessageId, now: i64) {
+        if !self.events.enabled() {
+            return;
+        }
+        let record = match self.store.deliveries(key, now).await {
+            Ok(records) => records.into_iter().find(|record| &record.id == id),
+            Err(error) => {
+                warn!(%error, "the failed reply's record did not read; event not published");
+                events::not_published(EventType::DeliveryFailed.as_str());
+                return;
+            }
+        };
+        if let Some(record) = record {
+            let failed = delivery_failed(key, &record);
+            events::publish(self.tenants.as_ref(), self.events.as_ref(), failed).await;
+        }
     }
 
     /// Status callbacks by status (failures logged with their codes, nothing

@@ -113,6 +113,8 @@ pub struct Worker {
     pub ask_timeout: Duration,
     /// Speech-to-text for voice notes; `None`: they stay `[audio]` notes.
     pub voice: Option<super::voice::Voice>,
+    /// Events out: the handoffs the owner starts and ends from the app.
+    pub events: Arc<dyn crate::events::EventsOut>,
 }
 
 /// What a queue message came to.

@@ -102,6 +102,7 @@ pub fn compactor(
         defaults,
         clock,
         jobs,
+        events: Arc::new(degrau::events::NoEvents),
     }
 }
 

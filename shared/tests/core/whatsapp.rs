@@ -82,6 +82,9 @@ pub(crate) struct Channel {
     pub(crate) worker: Worker,
     /// Queue messages the worker already handled.
     pub(crate) worked: AtomicUsize,
+    /// What the webhook and the worker published (for a tenant with an events
+    /// webhook; nothing otherwise).
+    pub(crate) events: Arc<degrau::events::MemoryEvents>,
 }
 
 pub(crate) async fn channel() -> (Channel, Arc<AtomicI64>) {
@@ -122,6 +125,7 @@ async fn channel_on(
         .unwrap();
     let inbox = Arc::new(RecordingInbox::default());
     let sender = Arc::new(ScriptedSender::default());
+    let events = Arc::new(degrau::events::MemoryEvents::default());
     let ask = ask_service(
         &store,
         model,
@@ -139,6 +143,7 @@ async fn channel_on(
             keys: std::sync::Arc::new(degrau::whatsapp::keyed::ChannelKeys::derive(
                 b"a test's pseudonym secret",
             )),
+            events: events.clone(),
         },
         worker: Worker {
             store: store.clone(),
@@ -148,12 +153,14 @@ async fn channel_on(
             debounce: Duration::from_secs(debounce),
             ask_timeout: Duration::from_secs(25),
             voice: None,
+            events: events.clone(),
         },
         store,
         model: scripted,
         inbox,
         sender,
         worked: AtomicUsize::new(0),
+        events,
     }
 }
 

@@ -27,7 +27,7 @@ use crate::helpers::ClockOffset;
 
 const APP_SECRET: &str = "e2e-app-secret";
 const VERIFY_TOKEN: &str = "e2e-verify-token";
-const PSEUDONYM_SECRET: &str = "e2e-pseudonym-secret";
+pub(crate) const PSEUDONYM_SECRET: &str = "e2e-pseudonym-secret";
 pub(crate) const PHONE: &str = "100000000000001";
 pub(crate) const TENANT: &str = "barber";
 
@@ -99,6 +99,8 @@ pub(crate) struct Channel {
     pub(crate) table: String,
     pub(crate) queue: QueueConfig,
     pub(crate) dlq_url: String,
+    /// The three functions' common environment (to start another beside them).
+    pub(crate) env: Vec<(String, String)>,
     _serial: OneAtATime,
 }
 
@@ -109,6 +111,12 @@ impl Channel {
 
     /// The channel with `worker_env` added to the worker's environment only.
     pub(crate) async fn start_with(worker_env: &[(&str, &str)]) -> Channel {
+        Channel::start_full(&[], worker_env).await
+    }
+
+    /// The channel with `env` added to every function's environment and
+    /// `worker_env` to the worker's.
+    pub(crate) async fn start_full(env: &[(&str, &str)], worker_env: &[(&str, &str)]) -> Channel {
         let moto_url = moto::endpoint();
         let config = moto::sdk_config_at(&moto_url).await;
         let dynamodb = aws_sdk_dynamodb::Client::new(&config);
@@ -119,6 +127,7 @@ impl Channel {
         let serial = one_at_a_time(&moto_url).await;
         let mut common = function_env(&table, None, &moto_url, &standin.url);
         common.push(("AWS_ENDPOINT_URL_DYNAMODB".into(), serial.url().to_owned()));
+        let common = degrau_tests::with_env(&common, env);
         let with = |extra: &[(&str, &str)]| degrau_tests::with_env(&common, extra);
         let webhook = LocalLambda::start(
             binary("whatsapp-webhook"),
@@ -167,6 +176,7 @@ impl Channel {
             table,
             queue,
             dlq_url,
+            env: common,
             _serial: serial,
         }
     }

@@ -12,7 +12,7 @@ const CUSTOMER: &str = "5511900000042";
 
 /// An `smb_message_echoes` delivery: the owner's texts `(id, text)` to `to`, as
 /// Meta posts what was sent from the WhatsApp Business app on a coexistence number.
-fn echoes(to: &str, texts: &[(&str, &str)]) -> String {
+pub(crate) fn echoes(to: &str, texts: &[(&str, &str)]) -> String {
     let echoes: Vec<Value> = texts
         .iter()
         .map(|(id, text)| {
@@ -363,7 +363,7 @@ async fn an_operator_hands_off_and_back_and_each_bad_request_changes_nothing() {
 
 /// A delivery of status callbacks `(sent message id, status, error code)` for
 /// messages to `to`.
-fn statuses(to: &str, callbacks: &[(&str, &str, Option<i64>)]) -> String {
+pub(crate) fn statuses(to: &str, callbacks: &[(&str, &str, Option<i64>)]) -> String {
     let statuses: Vec<Value> = callbacks
         .iter()
         .map(|(id, status, code)| {

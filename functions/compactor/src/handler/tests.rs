@@ -70,6 +70,7 @@ fn harness() -> Harness {
             defaults: defaults.clone(),
             clock: clock.clone(),
             jobs: Arc::new(NoJobs),
+            events: Arc::new(degrau::events::NoEvents),
         },
         ask: AskService {
             store: store.clone(),

@@ -67,6 +67,7 @@ async fn harness() -> Harness {
             debounce: Duration::ZERO,
             ask_timeout: Duration::from_secs(25),
             voice: None,
+            events: Arc::new(degrau::events::NoEvents),
         },
         webhook: WebhookService {
             store: store.clone(),
@@ -76,6 +77,7 @@ async fn harness() -> Harness {
             keys: std::sync::Arc::new(degrau::whatsapp::keyed::ChannelKeys::derive(
                 b"a test's pseudonym secret",
             )),
+            events: Arc::new(degrau::events::NoEvents),
         },
         model,
         inbox,
