@@ -538,6 +538,8 @@ async fn drain(world: &World) {
 /// - **Every idle session is swept**: while the clock runs on with a sweep every
 ///   fifteen minutes, each session that goes idle, of a tenant with a usable
 ///   configuration, has its facts requested within the sweep's longest backoff.
+/// - **Every due facts job ran**: and its extraction done (no facts job left
+///   pending) once jobs have flowed.
 async fn quiesce(world: &World, oracle: &mut Oracle, stats: &mut Stats) -> Result<(), Violation> {
     world.set_faults(0, 0, 0);
     world.model.set_quirks(false);
@@ -656,6 +658,17 @@ async fn swept(world: &World, oracle: &mut Oracle) -> Result<(), Violation> {
                 "every idle session is swept",
                 format!(
                     "contact {index}: session {} idle for {} s, its facts not requested",
+                    head.session,
+                    now - head.last_activity
+                ),
+            ));
+        }
+        if let Some(pending) = &head.facts_pending {
+            return Err(Violation::new(
+                "every due facts job ran",
+                format!(
+                    "contact {index}: session {} idle for {} s, its facts requested and not \
+                     extracted once jobs flowed ({pending:?})",
                     head.session,
                     now - head.last_activity
                 ),
