@@ -98,7 +98,7 @@ pub struct Config {
     /// `MODEL_TIMEOUT_SECONDS`: the limit of one model call attempt (60 by default).
     pub model_timeout_seconds: u64,
     /// `ASK_TIMEOUT_SECONDS`: the time budget of one ask, from its start to its answer
-    /// (25 by default, below API Gateway's 29 s); see [`degrau::ask::COMMIT_MARGIN`].
+    /// (25 by default, below API Gateway's 29 s); see [`degrau::converse::COMMIT_MARGIN`].
     pub ask_timeout_seconds: u64,
     /// `STREAM_TIMEOUT_SECONDS`: the time budget of one streamed round (the
     /// streaming route is not cut at API Gateway's 29 s; 120 by default).
@@ -196,10 +196,10 @@ impl Config {
             ask_timeout_seconds: match vars
                 .number("ASK_TIMEOUT_SECONDS", DEFAULT_ASK_TIMEOUT_SECONDS)?
             {
-                seconds if seconds <= degrau::ask::COMMIT_MARGIN.as_secs() => {
+                seconds if seconds <= degrau::converse::COMMIT_MARGIN.as_secs() => {
                     return Err(ConfigError(format!(
                         "ASK_TIMEOUT_SECONDS must be more than the {} s kept for the commit",
-                        degrau::ask::COMMIT_MARGIN.as_secs()
+                        degrau::converse::COMMIT_MARGIN.as_secs()
                     )));
                 }
                 seconds => seconds,
@@ -207,10 +207,10 @@ impl Config {
             stream_timeout_seconds: match vars
                 .number("STREAM_TIMEOUT_SECONDS", DEFAULT_STREAM_TIMEOUT_SECONDS)?
             {
-                seconds if seconds <= degrau::ask::COMMIT_MARGIN.as_secs() => {
+                seconds if seconds <= degrau::converse::COMMIT_MARGIN.as_secs() => {
                     return Err(ConfigError(format!(
                         "STREAM_TIMEOUT_SECONDS must be more than the {} s kept for the commit",
-                        degrau::ask::COMMIT_MARGIN.as_secs()
+                        degrau::converse::COMMIT_MARGIN.as_secs()
                     )));
                 }
                 seconds => seconds,
@@ -368,11 +368,12 @@ fn defaults(vars: &Vars<'_>) -> Result<Defaults, ConfigError> {
     defaults.compaction.keep_tokens =
         vars.number("WINDOW_KEEP_TOKENS", defaults.compaction.keep_tokens)?;
     if let Some(ttl) = vars.get("CACHE_TTL") {
-        defaults.cache_ttl = degrau::cache_ttl::CacheTtlPolicy::parse(ttl).ok_or_else(|| {
-            ConfigError(format!(
-                "CACHE_TTL must be `5m`, `1h` or `auto`, got {ttl:?}"
-            ))
-        })?;
+        defaults.cache_ttl =
+            degrau::plan::cache_ttl::CacheTtlPolicy::parse(ttl).ok_or_else(|| {
+                ConfigError(format!(
+                    "CACHE_TTL must be `5m`, `1h` or `auto`, got {ttl:?}"
+                ))
+            })?;
     }
     if let Some(fold) = vars.get("PAUSE_FOLD") {
         defaults.compaction.pause_fold = match fold {
@@ -562,7 +563,7 @@ mod tests {
         assert_eq!(config.defaults.compaction.fold_keep_messages, 6);
         assert_eq!(
             config.defaults.cache_ttl,
-            degrau::cache_ttl::CacheTtlPolicy::OneHour
+            degrau::plan::cache_ttl::CacheTtlPolicy::OneHour
         );
         assert_eq!(config.defaults.sweep_buckets, 64);
         assert_eq!(config.auth, AuthConfig::Dev);

@@ -23,7 +23,7 @@ use tokio::net::TcpListener;
 use degrau::deadline::Deadline;
 use degrau::domain::{ContentBlock, Role};
 use degrau::model::{Model, ModelError, ModelResponse, StopReason};
-use degrau::request::{ModelRequest, RequestBlock, RequestMessage};
+use degrau::plan::request::{ModelRequest, RequestBlock, RequestMessage};
 use degrau::usage::Usage;
 
 use crate::retry::RetryPolicy;

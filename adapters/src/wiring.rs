@@ -9,7 +9,7 @@ use std::time::Duration;
 use degrau::events::{EventsOut, NoEvents};
 use degrau::jobs::{Jobs, NoJobs};
 use degrau::model::{Model, ModelError};
-use degrau::session::{Clock, system_clock, unix_now};
+use degrau::plan::session::{Clock, system_clock, unix_now};
 use degrau::tools::ToolDispatch;
 use degrau::tools::Tools;
 

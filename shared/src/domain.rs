@@ -245,7 +245,7 @@ pub struct FactSource {
 pub struct Fact {
     /// The key, one of the tenant's allowed keys.
     pub key: FactKey,
-    /// The value, validated by [`crate::facts::FactPolicy::check`].
+    /// The value, validated by [`crate::plan::facts::FactPolicy::check`].
     pub value: String,
     /// The supporting message.
     pub source: FactSource,
@@ -255,7 +255,7 @@ pub struct Fact {
     /// The operator who set this value, when one did (`PUT .../facts/{key}`); then
     /// `source` is the contact's last message at that time, and an extraction
     /// replaces the value only citing a later message (see
-    /// [`crate::facts::reconcile`]).
+    /// [`crate::plan::facts::reconcile`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub operator: Option<String>,
     /// Earlier values, newest first: at most [`MAX_FACT_HISTORY`], none replaced
@@ -376,14 +376,14 @@ pub struct Head {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub incarnation: Option<Incarnation>,
     /// The gaps between the contact's last rounds, in seconds, oldest first (at
-    /// most [`crate::cache_ttl::GAP_RECORD_LEN`]), the last one the gap before the
+    /// most [`crate::plan::cache_ttl::GAP_RECORD_LEN`]), the last one the gap before the
     /// last round: the rhythm the `auto` cache TTL reads. Written by every round
     /// and kept across sessions; empty before a contact's second round.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub recent_gaps: Vec<u32>,
     /// Whether a breakpoint of the last round's request asked for a one-hour
     /// entry (else every entry lived five minutes): when the pause fold may run
-    /// ([`crate::pause_fold::entries_gone_at`]). Written by every round.
+    /// ([`crate::plan::pause_fold::entries_gone_at`]). Written by every round.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cache_hour: bool,
     /// When this life of the contact began: the round that created the head

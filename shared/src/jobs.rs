@@ -66,7 +66,7 @@ pub enum Job {
         #[serde(default)]
         last_seq: u64,
     },
-    /// A pause fold ([`crate::pause_fold`]): the sweep found the contact silent
+    /// A pause fold ([`crate::plan::pause_fold`]): the sweep found the contact silent
     /// past its cache entries' lifetime; fold the window down to what a step
     /// keeps if that pays, and only while no round came since (`last_seq`).
     Fold {
@@ -91,7 +91,7 @@ pub enum Job {
         /// The closed session.
         session: u32,
     },
-    /// Recall's index of a session that closed ([`crate::recall::index`]): its
+    /// Recall's index of a session that closed ([`crate::plan::recall::index`]): its
     /// whole text read and indexed, with a search summary when `summarise`.
     Index {
         /// The tenant.

@@ -58,13 +58,11 @@
 //! ([`memory`]), the scripted model (`model::scripted`), message helpers and a store
 //! wrapper that injects failures (`testing`).
 
-pub mod ask;
-pub mod cache_ttl;
-pub mod compactor;
+pub mod compaction;
+pub mod converse;
 pub mod deadline;
 pub mod domain;
 pub mod events;
-pub mod facts;
 pub mod fairshare;
 pub mod fifo;
 pub mod jobs;
@@ -73,25 +71,17 @@ pub mod memory;
 pub mod metering;
 pub mod metrics;
 pub mod model;
-pub mod pairing;
-pub mod pause_fold;
+pub mod operate;
+pub mod plan;
 pub mod platform;
-pub mod platform_admin;
-pub mod pruning;
 pub mod quota;
-pub mod recall;
-pub mod request;
-pub mod sendable;
-pub mod session;
-pub mod step_plan;
+pub mod records;
+pub mod service;
 pub mod store;
-pub mod sweep;
 pub mod tenant;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing;
 pub mod text;
 pub mod tools;
 pub mod usage;
-pub mod validate;
 pub mod whatsapp;
-pub mod window;

@@ -12,15 +12,15 @@ use async_trait::async_trait;
 
 use crate::domain::{Fact, FactKey, Head, Incarnation, StoredMessage, TenantId};
 use crate::metering::UsageCounts;
-use crate::recall::SessionRecord;
-use crate::session::unix_now;
+use crate::plan::recall::SessionRecord;
+use crate::plan::session::unix_now;
+use crate::plan::window::after_last_gap;
 use crate::store::{
     AppliedStep, ClosedSession, ContactKey, Cursor, DueHead, FactRemoval, FactWrite, JobStore,
     PendingChange, RecordStore, SessionArchive, SessionFilter, StoreError, SweepSettle, SweepSlot,
     SweepStore, TranscriptPage, validate_fact_changes, validate_step,
 };
 use crate::tenant::{StoredConfig, TenantConfig, TenantStore};
-use crate::window::after_last_gap;
 use round::RoundWrite;
 
 mod operator;

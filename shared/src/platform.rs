@@ -111,7 +111,7 @@ impl Default for Plan {
         Plan {
             models: None,
             max_thinking_budget_tokens: MAX_THINKING_BUDGET,
-            max_compaction_threshold_tokens: crate::step_plan::CompactionPolicy::default()
+            max_compaction_threshold_tokens: crate::plan::step_plan::CompactionPolicy::default()
                 .hard_limit_tokens,
             max_transcript_retention_days: DEFAULT_MAX_TRANSCRIPT_RETENTION_DAYS,
             max_fact_retention_days: DEFAULT_MAX_FACT_RETENTION_DAYS,
@@ -205,7 +205,10 @@ impl TenantPolicy {
             positive("whatsapp.new_senders_per_hour", number.new_senders_per_hour)?;
         }
         if let Some(budget) = self.max_thinking_budget_tokens {
-            let (min, max) = (crate::validate::MIN_THINKING_BUDGET, MAX_THINKING_BUDGET);
+            let (min, max) = (
+                crate::plan::validate::MIN_THINKING_BUDGET,
+                MAX_THINKING_BUDGET,
+            );
             if budget != 0 && !(min..=max).contains(&budget) {
                 return Err(format!(
                     "max_thinking_budget_tokens must be 0 (no thinking) or from {min} to {max}"

@@ -10,10 +10,10 @@ pub mod whatsapp;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use crate::cache_ttl::CacheTtlPolicy;
 use crate::domain::{FactKey, TenantId};
+use crate::plan::cache_ttl::CacheTtlPolicy;
+use crate::plan::step_plan::CompactionPolicy;
 use crate::platform::{Plan, Policy, TenantPolicy};
-use crate::step_plan::CompactionPolicy;
 use crate::store::StoreError;
 use crate::tools::{ToolDeclaration, ToolDeclarations};
 
@@ -46,7 +46,7 @@ pub struct TenantConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window_keep_tokens: Option<u64>,
     /// How long the cache entries live: `5m`, `1h` or `auto` (see
-    /// [`crate::cache_ttl`]); any other value is refused when read.
+    /// [`crate::plan::cache_ttl`]); any other value is refused when read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_ttl: Option<CacheTtlPolicy>,
     /// Minutes without messages after which a session closes.
@@ -70,7 +70,7 @@ pub struct TenantConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quota: Option<crate::quota::QuotaConfig>,
     /// Whether a new session's contact context carries a one-paragraph digest of
-    /// the contact's last session (see [`crate::recall::digest`]; absent: no).
+    /// the contact's last session (see [`crate::plan::recall::digest`]; absent: no).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recall_digest: Option<bool>,
     /// Whether a streamed round shows each tool call's input with its
@@ -83,7 +83,7 @@ pub struct TenantConfig {
     pub events_webhook: Option<crate::tools::declared::EventsWebhook>,
 }
 
-use crate::validate::MIN_THINKING_BUDGET;
+use crate::plan::validate::MIN_THINKING_BUDGET;
 
 pub use crate::platform::MAX_THINKING_BUDGET;
 
@@ -171,10 +171,10 @@ pub struct Defaults {
     /// `CONTEXT_POLICY` (benchmarks only; `stepped` in production).
     pub context_policy: ContextPolicy,
     /// `SWEEP_BUCKETS`: how many partitions of the sweep index heads spread over
-    /// (see [`crate::sweep::sweep_bucket`]).
+    /// (see [`crate::plan::sweep::sweep_bucket`]).
     pub sweep_buckets: u8,
     /// Most due heads one sweep reads per bucket
-    /// ([`crate::sweep::SWEEP_LIMIT_PER_BUCKET`]; a simulation sets fewer).
+    /// ([`crate::plan::sweep::SWEEP_LIMIT_PER_BUCKET`]; a simulation sets fewer).
     pub sweep_limit_per_bucket: usize,
     /// `CACHE_TTL`: how long the cache entries live.
     pub cache_ttl: CacheTtlPolicy,
@@ -220,8 +220,8 @@ impl Default for Defaults {
             fact_retention_days: 365,
             max_tokens: 1024,
             context_policy: ContextPolicy::Stepped,
-            sweep_buckets: crate::sweep::DEFAULT_SWEEP_BUCKETS,
-            sweep_limit_per_bucket: crate::sweep::SWEEP_LIMIT_PER_BUCKET,
+            sweep_buckets: crate::plan::sweep::DEFAULT_SWEEP_BUCKETS,
+            sweep_limit_per_bucket: crate::plan::sweep::SWEEP_LIMIT_PER_BUCKET,
             cache_ttl: CacheTtlPolicy::default(),
             quota: crate::quota::Limits::default(),
             prices: crate::metering::PriceTable::default(),

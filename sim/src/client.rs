@@ -8,7 +8,7 @@
 
 use std::sync::Mutex;
 
-use degrau::ask::{
+use degrau::converse::{
     AskError, AskOutcome, AskResponse, RecordedRound, RoundEvent, RoundEvents, RoundOutcome,
     RoundRequest, shown_reply,
 };

@@ -36,7 +36,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use client::{ask, record};
-use degrau::ask::AskError;
+use degrau::converse::AskError;
 
 pub use events::{Event, Plan, Step, generate};
 use model::filler;
@@ -455,7 +455,7 @@ async fn operate(world: &World, op: &Event, token: Option<String>) -> Result<Don
         (Event::Correct { contact }, Some(token)) => {
             let name = degrau::domain::FactKey::parse("name").expect("a valid key");
             let landed = match world
-                .ask
+                .operate
                 .set_fact(&world.contacts[*contact], &name, &token, "operator")
                 .await
             {
@@ -489,7 +489,7 @@ async fn operate(world: &World, op: &Event, token: Option<String>) -> Result<Don
             // A client retries an erase until it answers: it is idempotent. An
             // attempt's process may die half-way.
             for _ in 0..20 {
-                let attempt = world.ask.erase(&world.contacts[*contact]);
+                let attempt = world.records.erase(&world.contacts[*contact]);
                 let answered = match dies(world) {
                     Some(after) => match tokio::time::timeout(after, attempt).await {
                         Ok(answer) => answer,

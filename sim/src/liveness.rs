@@ -122,8 +122,8 @@ async fn forgotten(world: &World, oracle: &mut Oracle) -> Result<(), Violation> 
 /// sweep's longest backoff and an idle timeout, a sweep (and the jobs it
 /// requests) every fifteen minutes.
 async fn swept(world: &World, oracle: &mut Oracle) -> Result<(), Violation> {
-    let period = degrau::sweep::SWEEP_RETRY_MIN_SECONDS;
-    let span = degrau::sweep::SWEEP_RETRY_MAX_SECONDS + world::MAX_IDLE_MINUTES as i64 * 60;
+    let period = degrau::plan::sweep::SWEEP_RETRY_MIN_SECONDS;
+    let span = degrau::plan::sweep::SWEEP_RETRY_MAX_SECONDS + world::MAX_IDLE_MINUTES as i64 * 60;
     for _ in 0..span / period {
         world.advance(period);
         let _ = world

@@ -24,7 +24,7 @@ use degrau::domain::{ContentBlock, Role};
 use degrau::model::{
     DeltaSink, Model, ModelDelta, ModelError, ModelResponse, StopReason, deltas_of,
 };
-use degrau::request::ModelRequest;
+use degrau::plan::request::ModelRequest;
 use degrau::usage::Usage;
 use degrau_standin::quirks::{Quirk, Rng as QuirkRng, draw};
 use serde_json::json;

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use degrau::compactor::{Compactor, JobOutcome};
+use degrau::compaction::{Compactor, JobOutcome};
 use degrau::deadline::Deadline;
 use degrau::jobs::{EnqueueError, Job, Jobs};
 

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use degrau::request::ToolDef;
+use degrau::plan::request::ToolDef;
 use degrau::tools::{CallContext, ToolDeclaration, ToolDispatch, ToolOutput, Tools};
 use serde_json::Value;
 

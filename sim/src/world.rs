@@ -11,12 +11,14 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
-use degrau::ask::AskService;
-use degrau::compactor::Compactor;
+use degrau::compaction::Compactor;
+use degrau::converse::Converse;
 use degrau::domain::{ContactId, FactKey, TenantId};
 use degrau::memory::{MemoryStore, Semantics};
-use degrau::session::Clock;
-use degrau::step_plan::CompactionPolicy;
+use degrau::operate::Operate;
+use degrau::plan::session::Clock;
+use degrau::plan::step_plan::CompactionPolicy;
+use degrau::records::Records;
 use degrau::store::ContactKey;
 use degrau::tenant::{Defaults, TenantConfig, TenantStore};
 
@@ -166,8 +168,12 @@ pub struct World {
     pub model: Arc<SimModel>,
     /// The jobs queue.
     pub queue: Arc<SimQueue>,
-    /// `ask`.
-    pub ask: AskService,
+    /// `ask`: the conversation service.
+    pub ask: Converse,
+    /// What is kept about a contact (erasure).
+    pub records: Records,
+    /// The operator's routes (fact writes).
+    pub operate: Operate,
     /// The compactor.
     pub compactor: Compactor,
     /// The contacts, by index.
@@ -245,8 +251,11 @@ impl World {
         let model = Arc::new(SimModel::new(window, counts.clone()));
         let queue = Arc::new(SimQueue::new(clock.clone()));
         let defaults = defaults();
-        let ask = AskService {
+        let ask = Converse {
             store: store.clone(),
+            records: store.clone(),
+            recall: store.clone(),
+            usage: store.clone(),
             tenants: store.clone(),
             model: model.clone(),
             tools: Arc::new(SimTools::new(model.clone())),
@@ -255,6 +264,8 @@ impl World {
             quotas: Arc::new(degrau::quota::memory::MemoryQuotas::new()),
             clock: service_clock.clone(),
         };
+        let records = Records::on(store.clone(), defaults.clone(), service_clock.clone());
+        let operate = Operate::on(store.clone(), defaults.clone(), service_clock.clone());
         let compactor = Compactor {
             store: store.clone(),
             tenants: store.clone(),
@@ -278,6 +289,8 @@ impl World {
             model,
             queue,
             ask,
+            records,
+            operate,
             compactor,
             contacts,
             broken: false,

@@ -27,7 +27,7 @@ use serde::Deserialize;
 
 use degrau::deadline::Deadline;
 use degrau::model::{DeltaSink, Model, ModelError, ModelResponse};
-use degrau::request::ModelRequest;
+use degrau::plan::request::ModelRequest;
 
 use crate::model_stream::{Assembler, SseParser, Step};
 use crate::retry::{Answered, Failure, RetryPolicy, with_retries};

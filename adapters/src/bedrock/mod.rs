@@ -45,7 +45,7 @@ use serde_json::Value;
 
 use degrau::deadline::Deadline;
 use degrau::model::{DeltaSink, Model, ModelError, ModelResponse};
-use degrau::request::ModelRequest;
+use degrau::plan::request::ModelRequest;
 
 use crate::model_stream::{Assembler, Step};
 use crate::retry::{Answered, Failure, RetryPolicy, with_retries};

@@ -5,7 +5,7 @@
 
 use super::*;
 use degrau::domain::{ContentBlock, Role};
-use degrau::request::{CacheControl, RequestBlock, RequestMessage, SystemBlock};
+use degrau::plan::request::{CacheControl, RequestBlock, RequestMessage, SystemBlock};
 
 use aws_sdk_bedrockruntime::config::{BehaviorVersion, Credentials, Region};
 use serde_json::json;

@@ -47,7 +47,7 @@ pub(super) fn plan(
         base.max_thinking_budget_tokens,
     )?;
     let (min, max) = (
-        degrau::validate::MIN_THINKING_BUDGET,
+        degrau::plan::validate::MIN_THINKING_BUDGET,
         degrau::tenant::MAX_THINKING_BUDGET,
     );
     if thinking != 0 && !(min..=max).contains(&thinking) {

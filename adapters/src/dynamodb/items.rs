@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use degrau::ask::IDEMPOTENCY_TTL_SECONDS;
+use degrau::converse::IDEMPOTENCY_TTL_SECONDS;
 use degrau::domain::IdempotencyKey;
 use degrau::domain::{
     ContentBlock, Fact, FactKey, FactRevision, FactSource, Head, Incarnation, PendingFacts, Role,
@@ -18,7 +18,7 @@ use degrau::tenant::TenantConfig;
 use degrau::usage::Usage;
 use serde::{Deserialize, Serialize};
 
-use degrau::recall::index::{SessionIndex, SessionText, decode_terms, encode_terms};
+use degrau::plan::recall::index::{SessionIndex, SessionText, decode_terms, encode_terms};
 
 use super::keys::{archive_sk, fact_sk, index_sk, message_sk, request_sk, text_sk};
 
@@ -212,8 +212,8 @@ pub(super) struct ArchiveItem {
 
 impl ArchiveItem {
     /// What recall reads of it.
-    pub(super) fn record(self) -> degrau::recall::SessionRecord {
-        degrau::recall::SessionRecord {
+    pub(super) fn record(self) -> degrau::plan::recall::SessionRecord {
+        degrau::plan::recall::SessionRecord {
             session: self.session,
             summary: self.summary,
             excerpt: self.excerpt,
@@ -240,7 +240,7 @@ impl ArchiveItem {
 }
 
 /// A closed session's recall index (`IDX#{session:06}`): its term counts as one
-/// string each ([`degrau::recall::index::encode_terms`]), so the item stays small;
+/// string each ([`degrau::plan::recall::index::encode_terms`]), so the item stays small;
 /// `expires_at` is its TTL.
 #[derive(Serialize, Deserialize)]
 pub(super) struct IndexItem {

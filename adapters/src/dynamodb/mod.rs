@@ -29,15 +29,15 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use degrau::domain::{Fact, Head, IdempotencyKey, Incarnation, StoredMessage, TenantId};
-use degrau::recall::{MAX_RECORDS, SessionRecord};
-use degrau::session::unix_now;
+use degrau::plan::recall::{MAX_RECORDS, SessionRecord};
+use degrau::plan::session::unix_now;
+use degrau::plan::window::after_last_gap;
 use degrau::store::{
     AppliedStep, Claim, ClosedSession, ContactKey, Cursor, DueHead, FactRemoval, FactWrite,
     JobStore, MAX_REFRESH_PER_ROUND, RecordStore, RoundCommit, RoundStore, SessionFilter,
     StoreError, SweepSettle, SweepStore, TranscriptPage, TurnState, validate_fact_changes,
     validate_step,
 };
-use degrau::window::after_last_gap;
 
 use error::{sdk_error, transact, transact_if, unless_condition_failed};
 use items::{ArchiveItem, HeadItem, IndexedKey, RequestItem, RequestStatus, SweepEntry};

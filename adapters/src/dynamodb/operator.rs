@@ -27,7 +27,7 @@ use degrau::metering::{TokenCounts, UsageCounts};
 use degrau::platform::TenantPolicy;
 use degrau::store::{
     ContactCursor, ContactEntry, ContactKey, ContactPage, FactRecord, FactRemoval, FactWrite,
-    OperatorStore, StoreError, validate_fact_changes,
+    OperatorStore, StoreError, UsageStore, validate_fact_changes,
 };
 use degrau::tenant::{StoredConfig, TenantConfig, TenantStore};
 
@@ -179,7 +179,10 @@ impl OperatorStore for DynamoStore {
         }
         Ok(true)
     }
+}
 
+#[async_trait]
+impl UsageStore for DynamoStore {
     async fn add_usage(
         &self,
         tenant: &TenantId,

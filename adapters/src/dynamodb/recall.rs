@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
 use degrau::domain::{Incarnation, StoredMessage};
-use degrau::recall::index::{SessionIndex, SessionText};
+use degrau::plan::recall::index::{SessionIndex, SessionText};
 use degrau::store::{ContactKey, FoundSession, MAX_INDEXED_MESSAGES, RecallStore, StoreError};
 
 use super::DynamoStore;

@@ -20,8 +20,8 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use degrau::recall::record_of;
-use degrau::recall::tokenize::StemmingTokenizer;
+use degrau::plan::recall::record_of;
+use degrau::plan::recall::tokenize::StemmingTokenizer;
 use degrau::store::SessionArchive;
 use degrau_awsproxy::size::{read_units, write_units};
 use degrau_bench::recall::generate::{self, DAY, KINDS, START, Shape};
@@ -45,7 +45,7 @@ fn percent(part: usize, whole: usize) -> String {
 fn main() {
     let mut args = std::env::args().skip(1);
     let (mut contacts, mut seed, mut out) = (60usize, 2026u64, None::<PathBuf>);
-    let mut weight = degrau::recall::rank::SUMMARY_WEIGHT;
+    let mut weight = degrau::plan::recall::rank::SUMMARY_WEIGHT;
     while let Some(arg) = args.next() {
         let mut value = || {
             args.next()

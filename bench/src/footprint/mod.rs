@@ -106,8 +106,8 @@ impl Default for Options {
         Options {
             checkpoints: vec![10, 100, 300],
             seed: 2026,
-            threshold: degrau::step_plan::CompactionPolicy::default().threshold_tokens,
-            keep: degrau::step_plan::CompactionPolicy::default().keep_messages,
+            threshold: degrau::plan::step_plan::CompactionPolicy::default().threshold_tokens,
+            keep: degrau::plan::step_plan::CompactionPolicy::default().keep_messages,
             cold_starts: 5,
             langchain: true,
             langchain_patterns: "separate,runnable".into(),

@@ -22,9 +22,11 @@ use std::collections::HashMap;
 use aws_sdk_dynamodb::types::AttributeValue;
 use bm25::{Document, SearchEngineBuilder};
 use degrau::domain::{ContactId, StoredMessage, TenantId};
-use degrau::recall::index::{SessionIndex, SessionText, index_session, lines_of, with_summary};
-use degrau::recall::rank::rank_weighted;
-use degrau::recall::tokenize::StemmingTokenizer;
+use degrau::plan::recall::index::{
+    SessionIndex, SessionText, index_session, lines_of, with_summary,
+};
+use degrau::plan::recall::rank::rank_weighted;
+use degrau::plan::recall::tokenize::StemmingTokenizer;
 use degrau::store::{ContactKey, MAX_INDEX_READ_BYTES};
 use serde_json::{Value, json};
 
@@ -112,9 +114,9 @@ fn conversation(text: &SessionText) -> String {
         .iter()
         .map(|line| {
             let who = match line.speaker {
-                degrau::recall::index::Speaker::Customer => "customer",
-                degrau::recall::index::Speaker::Agent => "agent",
-                degrau::recall::index::Speaker::Tool => "tool",
+                degrau::plan::recall::index::Speaker::Customer => "customer",
+                degrau::plan::recall::index::Speaker::Agent => "agent",
+                degrau::plan::recall::index::Speaker::Tool => "tool",
             };
             format!("{who}: {}", line.text)
         })
@@ -148,7 +150,7 @@ pub fn answers(
     summary_weight: f64,
 ) -> [Vec<u32>; 5] {
     let count = texts.len();
-    let sessions = |found: Vec<degrau::recall::rank::Scored>| {
+    let sessions = |found: Vec<degrau::plan::recall::rank::Scored>| {
         found.into_iter().map(|found| found.session).collect()
     };
     let recency = (1..=count as u32).rev().take(k).collect();

@@ -83,7 +83,7 @@ fn against_full(c: &Comparison<'_>, full: &Metrics) -> String {
 /// degrau's main-model cache read ratio against its target, for the thresholds
 /// that have one, on conversations long enough to step.
 fn cache_read_goals(comparisons: &[Comparison<'_>], settings: &RunSettings) -> String {
-    let default_threshold = degrau::step_plan::CompactionPolicy::default().threshold_tokens;
+    let default_threshold = degrau::plan::step_plan::CompactionPolicy::default().threshold_tokens;
     let mut out = String::new();
     let read_target = if settings.threshold_tokens == 3000 {
         Some(0.90)
@@ -180,7 +180,7 @@ fn how_played(settings: &RunSettings) -> String {
         thousands(
             settings
                 .keep_tokens
-                .unwrap_or(degrau::step_plan::CompactionPolicy::default().keep_tokens)
+                .unwrap_or(degrau::plan::step_plan::CompactionPolicy::default().keep_tokens)
                 as f64
         ),
         if settings.standin_args.is_empty() {

@@ -149,7 +149,7 @@ mod tests {
                 serde_json::to_value(policy).unwrap(),
                 serde_json::json!(policy.name())
             );
-            degrau::cache_ttl::CacheTtlPolicy::parse(policy.cache_ttl()).unwrap();
+            degrau::plan::cache_ttl::CacheTtlPolicy::parse(policy.cache_ttl()).unwrap();
         }
         let stepped: Vec<(&str, &str)> = Policy::ALL
             .into_iter()

@@ -12,13 +12,12 @@ mod recall;
 
 use std::time::Duration;
 
-use degrau::ask::{
-    AskError, AskOutcome, AskService, PageSize, RoundOutcome, RoundRequest, SessionSelector,
-    close_session, format_cursor, parse_cursor,
-};
+use degrau::converse::{AskError, AskOutcome, Converse, RoundOutcome, RoundRequest, close_session};
 use degrau::deadline::Deadline;
 use degrau::domain::{ContactId, IdempotencyKey};
 use degrau::model::ModelError;
+use degrau::operate::Operate;
+use degrau::records::{PageSize, Records, SessionSelector, format_cursor, parse_cursor};
 use degrau::store::{ContactKey, Cursor, StoreError};
 use degrau_adapters::config::{AuthConfig, ScopeConfig};
 use lambda_http::aws_lambda_events::query_map::QueryMap;
@@ -51,14 +50,18 @@ pub use errors::ErrorType;
 
 /// The handler's dependencies, built once at init.
 pub struct App {
-    /// The service.
-    pub service: AskService,
+    /// The conversation service (messages, rounds, context, sessions closed).
+    pub converse: Converse,
+    /// What is kept about a contact (memory, transcript, sessions, erasure).
+    pub records: Records,
+    /// The operator routes' service.
+    pub operate: Operate,
     /// How the tenant is found.
     pub auth: AuthConfig,
     /// The scopes the operator routes need.
     pub scopes: ScopeConfig,
     /// The platform's routes' service.
-    pub platform: degrau::platform_admin::PlatformAdmin,
+    pub platform: degrau::operate::platform::PlatformAdmin,
     /// Who has a WhatsApp conversation (the handoff routes).
     pub whatsapp: std::sync::Arc<dyn degrau::whatsapp::store::WhatsAppStore>,
     /// Where the routes' events go (`degrau::events`).
@@ -74,14 +77,27 @@ pub fn app(deps: degrau_adapters::wiring::Dependencies, timeout: Duration) -> Ap
     App {
         whatsapp: deps.store.clone(),
         events: deps.events,
-        platform: degrau::platform_admin::PlatformAdmin {
+        platform: degrau::operate::platform::PlatformAdmin {
             policies: deps.store.clone(),
             usage: deps.store.clone(),
             defaults: deps.config.defaults.clone(),
             clock: deps.clock.clone(),
         },
-        service: AskService {
+        records: Records::on(
+            deps.store.clone(),
+            deps.config.defaults.clone(),
+            deps.clock.clone(),
+        ),
+        operate: Operate::on(
+            deps.store.clone(),
+            deps.config.defaults.clone(),
+            deps.clock.clone(),
+        ),
+        converse: Converse {
             store: deps.store.clone(),
+            records: deps.store.clone(),
+            recall: deps.store.clone(),
+            usage: deps.store.clone(),
             quotas: deps.store.clone(),
             tenants: deps.store,
             model: deps.model,
@@ -393,12 +409,13 @@ async fn route(
     }
     let contact = contact_id(contact.unwrap_or_default())?;
     let key = ContactKey { tenant, contact };
-    let service = &app.service;
+    let service = &app.converse;
     match (spec.endpoint, method) {
         (Endpoint::Messages, "POST") => post_message(service, &key, request, deadline).await,
         (Endpoint::Messages, _) => {
             let query = TranscriptQuery::try_from(request.query_string_parameters_ref())?;
-            let page = service
+            let page = app
+                .records
                 .transcript(&key, query.session, query.limit, query.before)
                 .await
                 .map_err(from_service)?;
@@ -421,7 +438,7 @@ async fn route(
             Ok(json_response(200, body.to_string()))
         }
         (Endpoint::Memory, _) => {
-            let view = service.memory(&key).await.map_err(from_service)?;
+            let view = app.records.memory(&key).await.map_err(from_service)?;
             json_body(&view)
         }
         (Endpoint::Context, _) => {
@@ -438,7 +455,7 @@ async fn route(
         }
         (Endpoint::Rounds, _) => post_round(service, &key, request, deadline).await,
         (Endpoint::Contact, _) => {
-            let items = service.erase(&key).await.map_err(from_service)?;
+            let items = app.records.erase(&key).await.map_err(from_service)?;
             events::contact_erased(app, &key).await;
             Ok(json_response(
                 200,
@@ -452,7 +469,7 @@ async fn route(
             json_body(&closed)
         }
         (Endpoint::Sessions, _) => {
-            recall::get_sessions(service, &key, request.query_string_parameters_ref()).await
+            recall::get_sessions(&app.records, &key, request.query_string_parameters_ref()).await
         }
         (Endpoint::OpenApi, _) => Ok(json_response(200, OPENAPI.to_owned())),
         // Answered above.
@@ -527,7 +544,7 @@ struct PostBody {
 }
 
 async fn post_message(
-    service: &AskService,
+    service: &Converse,
     key: &ContactKey,
     request: &Request,
     deadline: Deadline,
@@ -551,7 +568,7 @@ async fn post_message(
 
 /// Commits a round the client ran itself (`POST .../rounds`).
 async fn post_round(
-    service: &AskService,
+    service: &Converse,
     key: &ContactKey,
     request: &Request,
     deadline: Deadline,

@@ -8,11 +8,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ask::handler::{App, handle};
-use degrau::ask::AskService;
+use degrau::converse::Converse;
 use degrau::jobs::NoJobs;
 use degrau::memory::MemoryStore;
 use degrau::model::scripted::ScriptedModel;
-use degrau::session::system_clock;
+use degrau::plan::session::system_clock;
 use degrau::tenant::Defaults;
 use degrau::tools::ToolDispatch;
 use degrau::usage::Usage;
@@ -29,13 +29,18 @@ async fn the_sample_event_is_an_http_api_request_the_handler_answers() {
     let app = App {
         whatsapp: store.clone(),
         events: std::sync::Arc::new(degrau::events::NoEvents),
-        platform: degrau::platform_admin::PlatformAdmin::on(
+        platform: degrau::operate::platform::PlatformAdmin::on(
             store.clone(),
             Defaults::default(),
             system_clock(),
         ),
-        service: AskService {
+        records: degrau::records::Records::on(store.clone(), Defaults::default(), system_clock()),
+        operate: degrau::operate::Operate::on(store.clone(), Defaults::default(), system_clock()),
+        converse: Converse {
             store: store.clone(),
+            records: store.clone(),
+            recall: store.clone(),
+            usage: store.clone(),
             tenants: store,
             model: model.clone(),
             tools: Arc::new(ToolDispatch::built_in_only()),

@@ -9,12 +9,12 @@
 use std::sync::Arc;
 
 use ask::handler::{App, handle};
-use degrau::ask::AskService;
+use degrau::converse::Converse;
 use degrau::domain::{ContactId, TenantId};
 use degrau::jobs::NoJobs;
 use degrau::memory::MemoryStore;
 use degrau::model::scripted::ScriptedModel;
-use degrau::session::system_clock;
+use degrau::plan::session::system_clock;
 use degrau::store::ContactKey;
 use degrau::tenant::Defaults;
 use degrau::tools::ToolDispatch;
@@ -27,8 +27,11 @@ const DOCUMENTED: [u16; 10] = [200, 400, 401, 404, 405, 409, 413, 415, 422, 502]
 
 fn app(auth: AuthConfig) -> (App, Arc<MemoryStore>) {
     let store = Arc::new(MemoryStore::new());
-    let service = AskService {
+    let service = Converse {
         store: store.clone(),
+        records: store.clone(),
+        recall: store.clone(),
+        usage: store.clone(),
         tenants: store.clone(),
         // An empty script: any request that reaches the model fails, so nothing may
         // ever be written.
@@ -43,12 +46,22 @@ fn app(auth: AuthConfig) -> (App, Arc<MemoryStore>) {
         App {
             whatsapp: store.clone(),
             events: std::sync::Arc::new(degrau::events::NoEvents),
-            platform: degrau::platform_admin::PlatformAdmin::on(
+            platform: degrau::operate::platform::PlatformAdmin::on(
                 store.clone(),
                 Defaults::default(),
                 system_clock(),
             ),
-            service,
+            records: degrau::records::Records::on(
+                store.clone(),
+                Defaults::default(),
+                system_clock(),
+            ),
+            operate: degrau::operate::Operate::on(
+                store.clone(),
+                Defaults::default(),
+                system_clock(),
+            ),
+            converse: service,
             auth,
             scopes: degrau_adapters::config::ScopeConfig::default(),
             ask_timeout: std::time::Duration::from_secs(25),

@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use ask::handler::{ErrorType, OPENAPI, ROUTES, service_error_type};
-use degrau::ask::AskError;
+use degrau::converse::AskError;
 use degrau::model::ModelError;
 use degrau::store::StoreError;
 use serde_json::Value;

@@ -10,11 +10,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ask::handler::{App, handle};
-use degrau::ask::AskService;
+use degrau::converse::Converse;
 use degrau::jobs::NoJobs;
 use degrau::memory::MemoryStore;
 use degrau::model::scripted::ScriptedModel;
-use degrau::session::system_clock;
+use degrau::plan::session::system_clock;
 use degrau::tenant::Defaults;
 use degrau::tools::ToolDispatch;
 use degrau_adapters::config::{AuthConfig, ScopeConfig};
@@ -27,13 +27,18 @@ fn app(scope_claim: &str) -> App {
     App {
         whatsapp: store.clone(),
         events: std::sync::Arc::new(degrau::events::NoEvents),
-        platform: degrau::platform_admin::PlatformAdmin::on(
+        platform: degrau::operate::platform::PlatformAdmin::on(
             store.clone(),
             Defaults::default(),
             system_clock(),
         ),
-        service: AskService {
+        records: degrau::records::Records::on(store.clone(), Defaults::default(), system_clock()),
+        operate: degrau::operate::Operate::on(store.clone(), Defaults::default(), system_clock()),
+        converse: Converse {
             store: store.clone(),
+            records: store.clone(),
+            recall: store.clone(),
+            usage: store.clone(),
             tenants: store,
             model: Arc::new(ScriptedModel::default()),
             tools: Arc::new(ToolDispatch::built_in_only()),

@@ -12,11 +12,11 @@ use std::time::Duration;
 
 use ask::handler::App;
 use ask::handler::stream::{Cors, invocation};
-use degrau::ask::AskService;
+use degrau::converse::Converse;
 use degrau::jobs::NoJobs;
 use degrau::memory::MemoryStore;
 use degrau::model::scripted::ScriptedModel;
-use degrau::session::system_clock;
+use degrau::plan::session::system_clock;
 use degrau::store::{RecordStore, SessionFilter};
 use degrau::tenant::Defaults;
 use degrau::tools::ToolDispatch;
@@ -31,13 +31,18 @@ fn app(store: Arc<MemoryStore>, model: Arc<ScriptedModel>) -> Arc<App> {
     Arc::new(App {
         whatsapp: store.clone(),
         events: std::sync::Arc::new(degrau::events::NoEvents),
-        platform: degrau::platform_admin::PlatformAdmin::on(
+        platform: degrau::operate::platform::PlatformAdmin::on(
             store.clone(),
             Defaults::default(),
             system_clock(),
         ),
-        service: AskService {
+        records: degrau::records::Records::on(store.clone(), Defaults::default(), system_clock()),
+        operate: degrau::operate::Operate::on(store.clone(), Defaults::default(), system_clock()),
+        converse: Converse {
             store: store.clone(),
+            records: store.clone(),
+            recall: store.clone(),
+            usage: store.clone(),
             tenants: store,
             model,
             tools: Arc::new(ToolDispatch::built_in_only()),

@@ -8,13 +8,13 @@
 //! back its own message group (one conversation) only; what no longer fits the
 //! invocation comes back in a later batch. A body that is not a [`Job`] is a
 //! failure too, and ends in the DLQ. Every failure is reported, retryable or not;
-//! [`degrau::compactor::CompactorError::retryable`] only sets the log level, since
+//! [`degrau::compaction::CompactorError::retryable`] only sets the log level, since
 //! the DLQ is where a job that cannot succeed should end up.
 
 use std::time::Duration;
 
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
-use degrau::compactor::{Compactor, CompactorError, JobOutcome, SweepReport};
+use degrau::compaction::{Compactor, CompactorError, JobOutcome, SweepReport};
 use degrau::deadline::Deadline;
 use degrau::fifo::{self, Outcome, Record};
 use degrau::jobs::{Job, Jobs};

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use compactor::handler::{handle, job_budget};
-use degrau::compactor::Compactor;
+use degrau::compaction::Compactor;
 use degrau::metrics::record_cold_start;
 use degrau_adapters::wiring::Dependencies;
 use lambda_runtime::{Error, run, service_fn};

@@ -10,11 +10,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use compactor::handler::{handle, job_budget};
-use degrau::compactor::{Compactor, NOT_FOUND_RECEIVES};
+use degrau::compaction::{Compactor, NOT_FOUND_RECEIVES};
 use degrau::jobs::NoJobs;
 use degrau::memory::MemoryStore;
 use degrau::model::scripted::ScriptedModel;
-use degrau::session::system_clock;
+use degrau::plan::session::system_clock;
 use degrau::tenant::Defaults;
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::Value;

@@ -7,7 +7,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use degrau::metrics::record_cold_start;
-use degrau::session::system_clock;
+use degrau::plan::session::system_clock;
 use degrau::whatsapp::webhook::{FUNCTION, WebhookService};
 use degrau_adapters::whatsapp::WebhookDependencies;
 use lambda_http::{Error, run, service_fn};

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use degrau::ask::AskService;
+use degrau::converse::Converse;
 use degrau::metrics::record_cold_start;
 use degrau::whatsapp::worker::{FUNCTION, Worker};
 use degrau_adapters::whatsapp::WorkerDependencies;
@@ -24,8 +24,11 @@ async fn main() -> Result<(), Error> {
     let whatsapp = WorkerDependencies::from_env(address_policy(&deps.config.auth)).await?;
     let worker = Arc::new(Worker {
         store: deps.store.clone(),
-        ask: AskService {
+        ask: Converse {
             store: deps.store.clone(),
+            records: deps.store.clone(),
+            recall: deps.store.clone(),
+            usage: deps.store.clone(),
             quotas: deps.store.clone(),
             tenants: deps.store,
             model: deps.model,

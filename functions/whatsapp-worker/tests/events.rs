@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aws_lambda_events::sqs::SqsEvent;
-use degrau::ask::AskService;
+use degrau::converse::Converse;
 use degrau::domain::TenantId;
 use degrau::jobs::NoJobs;
 use degrau::memory::MemoryStore;
@@ -43,7 +43,7 @@ async fn the_sample_batch_is_the_webhooks_sample_message_and_makes_one_reply() {
         )
         .await
         .unwrap();
-    let clock: degrau::session::Clock = Arc::new(|| 1_796_290_200);
+    let clock: degrau::plan::session::Clock = Arc::new(|| 1_796_290_200);
 
     // The webhook's sample delivery, recorded and enqueued as the webhook does.
     let delivery: Value = serde_json::from_str(DELIVERY).unwrap();
@@ -86,8 +86,11 @@ async fn the_sample_batch_is_the_webhooks_sample_message_and_makes_one_reply() {
     let sender = Arc::new(ScriptedSender::default());
     let worker = Worker {
         store: store.clone(),
-        ask: AskService {
+        ask: Converse {
             store: store.clone(),
+            records: store.clone(),
+            recall: store.clone(),
+            usage: store.clone(),
             tenants: store,
             model,
             tools: Arc::new(ToolDispatch::built_in_only()),

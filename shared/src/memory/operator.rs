@@ -8,7 +8,7 @@ use crate::domain::{Fact, Head, TenantId};
 use crate::metering::UsageCounts;
 use crate::store::{
     ContactCursor, ContactEntry, ContactKey, ContactPage, FactRecord, FactRemoval, FactWrite,
-    OperatorStore, StoreError, validate_fact_changes,
+    OperatorStore, StoreError, UsageStore, validate_fact_changes,
 };
 
 #[async_trait]
@@ -120,7 +120,10 @@ impl OperatorStore for MemoryStore {
         super::apply_fact_changes(contact, writes, removals)?;
         Ok(true)
     }
+}
 
+#[async_trait]
+impl UsageStore for MemoryStore {
     async fn add_usage(
         &self,
         tenant: &TenantId,

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 
 use super::MemoryStore;
 use crate::domain::{Incarnation, StoredMessage};
-use crate::recall::index::{SessionIndex, SessionText};
+use crate::plan::recall::index::{SessionIndex, SessionText};
 use crate::store::{
     ContactKey, FoundSession, MAX_INDEX_READ_BYTES, MAX_INDEXED_MESSAGES, RecallStore, StoreError,
 };

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::deadline::Deadline;
 use crate::domain::{ContentBlock, Message, Role};
-use crate::request::ModelRequest;
+use crate::plan::request::ModelRequest;
 use crate::usage::Usage;
 
 /// Why the model stopped.

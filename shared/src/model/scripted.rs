@@ -1,6 +1,6 @@
 //! A scripted model double for unit tests: answers from a queue, records every
 //! request and the deadline it came with, and refuses what the real API refuses
-//! (through [`crate::validate`]). It answers at once, so deadlines never bind it.
+//! (through [`crate::plan::validate`]). It answers at once, so deadlines never bind it.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -10,9 +10,9 @@ use async_trait::async_trait;
 use super::{Model, ModelError, ModelResponse, StopReason};
 use crate::deadline::Deadline;
 use crate::domain::{ContentBlock, Role};
-use crate::request::ModelRequest;
+use crate::plan::request::ModelRequest;
+use crate::plan::validate::validate_request;
 use crate::usage::Usage;
-use crate::validate::validate_request;
 
 /// One scripted step: an answer or an error.
 pub type Step = Result<ModelResponse, ModelError>;

@@ -76,7 +76,7 @@ pub struct AppliedStep {
     /// The merged summary.
     pub summary: String,
     /// Pruned copies for kept messages (at most [`MAX_PRUNES_PER_STEP`]).
-    pub prune: Vec<crate::pruning::PruneDecision>,
+    pub prune: Vec<crate::plan::pruning::PruneDecision>,
     /// A pause fold's condition: the head's `last_seq` when it was planned. A fold
     /// lands only while no round came since (a round that resumed wrote the whole
     /// context to the cache; folding it now would only write it again). `None`

@@ -1,4 +1,4 @@
-//! The store: everything degrau keeps about a contact, behind six small ports
+//! The store: everything degrau keeps about a contact, behind seven small ports
 //! split by caller, each a trait of a few methods with its own types:
 //!
 //! * [`RoundStore`] (`round.rs`): what a round needs: the turn's bounded read, the
@@ -10,11 +10,14 @@
 //! * [`RecordStore`] (`record.rs`): what the memory view, the transcript and
 //!   erasure need;
 //! * [`OperatorStore`] (`operator.rs`): what the operator routes need: the
-//!   tenant's contacts, facts with their expiry, the usage counts;
+//!   tenant's contacts, facts with their expiry;
+//! * [`UsageStore`] (`usage.rs`): the tenant's usage counts, added to by each
+//!   piece of work and read per day;
 //! * [`RecallStore`] (`recall.rs`): what recall needs: a closed session read whole
 //!   and its index written, the indexes and texts a recall reads.
 //!
-//! [`Store`] is the six together, as the services hold them. The DynamoDB adapter
+//! [`Store`] is the seven together, as an adapter implements them; each service
+//! holds only the ports it calls. The DynamoDB adapter
 //! (crate `degrau-adapters`, `dynamodb/`) is the one production uses; the in-memory
 //! one (`crate::memory`, behind the `test-util` feature) serves unit tests. One
 //! contract suite (`tests/`), split the same way, runs against both.
@@ -34,7 +37,7 @@
 //!   write only while the head still has the incarnation they were made for
 //!   (`Ok(false)` otherwise: nothing written).
 //! - **The sweep.** Every round files its head, by [`SweepSlot`], under one of
-//!   `SWEEP_BUCKETS` buckets ([`crate::sweep::sweep_bucket`]) at the time it is next *due*: when
+//!   `SWEEP_BUCKETS` buckets ([`crate::plan::sweep::sweep_bucket`]) at the time it is next *due*: when
 //!   its session goes idle by its tenant's timeout, or sooner when a requested fact
 //!   extraction should be checked on. [`SweepStore::due_heads`] reads one bucket's due
 //!   heads, earliest first, so heads not due yet are never read and cannot crowd
@@ -57,6 +60,7 @@ mod recall;
 mod record;
 mod round;
 mod sweep;
+mod usage;
 
 use crate::domain::{ContactId, TenantId};
 
@@ -66,7 +70,6 @@ pub use job::{
 };
 pub use operator::{
     ContactCursor, ContactEntry, ContactPage, FactRecord, MAX_CONTACT_PAGE, OperatorStore,
-    count_usage,
 };
 pub use recall::{FoundSession, MAX_INDEX_READ_BYTES, MAX_INDEXED_MESSAGES, RecallStore};
 pub use record::{Cursor, ERASE_BUCKETS, RecordStore, SessionFilter, TranscriptPage, erase_bucket};
@@ -75,6 +78,7 @@ pub use round::{
     SessionArchive, SweepSlot, TURN_READS, TurnState, load_whole_turn,
 };
 pub use sweep::{DueHead, PendingChange, SweepSettle, SweepStore};
+pub use usage::{UsageStore, count_usage};
 
 /// One contact of one tenant: the partition every item about the contact lives in.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -106,17 +110,25 @@ pub enum StoreError {
     Other(String),
 }
 
-/// Everything degrau keeps about a contact: the four ports by caller together, as
-/// the services hold them (an adapter implements each; this one comes with them).
+/// Everything degrau keeps about a contact: the seven ports by caller together, as
+/// an adapter implements them (a service holds only the ones it calls).
 /// The ports' signatures stand again in each adapter, as a trait's implementations
 /// must; what the adapters share beyond that lives here: [`validate_step`],
 /// [`validate_fact_changes`], [`TranscriptPage::from_newest_first`].
 pub trait Store:
-    RoundStore + JobStore + SweepStore + RecordStore + OperatorStore + RecallStore
+    RoundStore + JobStore + SweepStore + RecordStore + OperatorStore + RecallStore + UsageStore
 {
 }
 
-impl<T: RoundStore + JobStore + SweepStore + RecordStore + OperatorStore + RecallStore + ?Sized>
-    Store for T
+impl<
+    T: RoundStore
+        + JobStore
+        + SweepStore
+        + RecordStore
+        + OperatorStore
+        + RecallStore
+        + UsageStore
+        + ?Sized,
+> Store for T
 {
 }

@@ -1,19 +1,15 @@
 //! What the operator routes need: the tenant's contacts, most recently active
-//! first; a contact's facts with their expiry; and the tenant's usage counts, added
-//! to by each piece of work and read per day.
-
-use async_trait::async_trait;
-use tracing::warn;
+//! first, and a contact's facts with their expiry (the usage counts are
+//! [`super::UsageStore`]'s).
 
 use super::{ContactKey, StoreError};
 use crate::domain::{ContactId, Fact, Head, TenantId};
-use crate::metering::{DAY, UsageCounts};
-use crate::metrics::Event;
+use async_trait::async_trait;
 
 /// Largest page of contacts.
 pub const MAX_CONTACT_PAGE: usize = 100;
 
-/// What the operator routes read and the usage counts write.
+/// What the operator routes read and write of a tenant's contacts.
 #[async_trait]
 pub trait OperatorStore: Send + Sync {
     /// A page of the tenant's contacts with a live head, most recently active
@@ -48,24 +44,6 @@ pub trait OperatorStore: Send + Sync {
         writes: &[super::FactWrite],
         removals: &[super::FactRemoval],
     ) -> Result<bool, StoreError>;
-
-    /// Adds `counts` to the tenant's counts of `day` (one write; the counters are
-    /// created on first use).
-    async fn add_usage(
-        &self,
-        tenant: &TenantId,
-        day: i64,
-        counts: &UsageCounts,
-    ) -> Result<(), StoreError>;
-
-    /// The tenant's counts of each day from `from` to `to` (inclusive) that has
-    /// any, in order.
-    async fn usage(
-        &self,
-        tenant: &TenantId,
-        from: i64,
-        to: i64,
-    ) -> Result<Vec<(i64, UsageCounts)>, StoreError>;
 }
 
 /// A fact and when it expires.
@@ -125,24 +103,5 @@ impl ContactCursor {
             last_activity: at.parse().ok()?,
             contact: ContactId::parse(contact).ok()?,
         })
-    }
-}
-
-/// Adds `counts` to the tenant's usage of `now`'s day (UTC). A count that does not
-/// land is logged and counted (`UsageWriteFailures`, under `function`), never the
-/// failure of the work it counts.
-pub async fn count_usage(
-    store: &dyn OperatorStore,
-    tenant: &TenantId,
-    now: i64,
-    counts: &UsageCounts,
-    function: &str,
-) {
-    if counts.is_empty() {
-        return;
-    }
-    if let Err(error) = store.add_usage(tenant, now.div_euclid(DAY), counts).await {
-        warn!(%error, "could not count the usage; the day's figures miss this work");
-        Event::new(function).count("UsageWriteFailures", 1).emit();
     }
 }

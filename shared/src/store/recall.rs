@@ -7,8 +7,8 @@ use async_trait::async_trait;
 
 use super::{ContactKey, StoreError};
 use crate::domain::{Incarnation, StoredMessage};
-use crate::recall::SessionRecord;
-use crate::recall::index::{SessionIndex, SessionText};
+use crate::plan::recall::SessionRecord;
+use crate::plan::recall::index::{SessionIndex, SessionText};
 
 /// Most bytes of index items one recall reads (one DynamoDB query page): the
 /// newest sessions' indexes, about 150 to 250 sessions of 20 to 40 exchanges. A

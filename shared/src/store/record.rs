@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{ContactKey, StoreError};
 use crate::domain::{Fact, Head, StoredMessage};
-use crate::recall::SessionRecord;
+use crate::plan::recall::SessionRecord;
 
 /// How many marks of its last erases a tenant keeps (see [`erase_bucket`]).
 pub const ERASE_BUCKETS: u8 = 64;
@@ -44,8 +44,8 @@ pub trait RecordStore: Send + Sync {
         before: Option<Cursor>,
     ) -> Result<TranscriptPage, StoreError>;
 
-    /// The contact's session records ([`crate::recall`]), newest first, at most
-    /// `limit` (the contact keeps at most [`crate::recall::MAX_RECORDS`]); records
+    /// The contact's session records ([`crate::plan::recall`]), newest first, at most
+    /// `limit` (the contact keeps at most [`crate::plan::recall::MAX_RECORDS`]); records
     /// past their TTL are gone to this read.
     async fn session_records(
         &self,

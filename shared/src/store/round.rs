@@ -57,7 +57,7 @@ pub trait RoundStore: Send + Sync {
 /// Where a round puts its head in the sweep index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SweepSlot {
-    /// The bucket, [`crate::sweep::sweep_bucket`] of the contact.
+    /// The bucket, [`crate::plan::sweep::sweep_bucket`] of the contact.
     pub bucket: u8,
     /// When the head is due (`sweep_sk`), seconds since the epoch.
     pub due: i64,
@@ -72,7 +72,7 @@ pub struct TurnState {
     pub facts: Vec<Fact>,
     /// The head session's messages after `summarized_until` and up to the head's
     /// `last_seq`, oldest first, from the first safe start after the last hole when
-    /// one went missing (see [`crate::window::after_last_gap`]); messages past
+    /// one went missing (see [`crate::plan::window::after_last_gap`]); messages past
     /// their TTL count as gone.
     pub window: Vec<StoredMessage>,
     /// The TTL of each window message, in the same order (`None`: it has none).
@@ -214,9 +214,9 @@ pub struct SessionArchive {
     /// TTL: now plus the tenant's transcript retention.
     pub expires_at: i64,
     /// The record's excerpt of the messages after the summary
-    /// ([`crate::recall::SessionRecord::excerpt`]).
+    /// ([`crate::plan::recall::SessionRecord::excerpt`]).
     pub excerpt: String,
-    /// The ids found in the session ([`crate::recall::SessionRecord::ids`]).
+    /// The ids found in the session ([`crate::plan::recall::SessionRecord::ids`]).
     pub ids: Vec<String>,
     /// When the session's last round was, seconds since the epoch.
     pub ended_at: i64,
@@ -225,7 +225,7 @@ pub struct SessionArchive {
 impl SessionArchive {
     /// The archive of a closed session from its record, expiring at `expires_at`.
     pub fn from_record(
-        record: &crate::recall::SessionRecord,
+        record: &crate::plan::recall::SessionRecord,
         summarized_until: u64,
         expires_at: i64,
     ) -> SessionArchive {
@@ -242,8 +242,8 @@ impl SessionArchive {
     }
 
     /// What recall reads of it.
-    pub fn record(&self) -> crate::recall::SessionRecord {
-        crate::recall::SessionRecord {
+    pub fn record(&self) -> crate::plan::recall::SessionRecord {
+        crate::plan::recall::SessionRecord {
             session: self.session,
             summary: self.summary.clone(),
             excerpt: self.excerpt.clone(),
@@ -273,7 +273,7 @@ pub const TURN_READS: u32 = 3;
 /// and the window are two reads, and DynamoDB's Query is not a transactional read,
 /// so a round landing between them can leave the head counting messages the window
 /// does not show yet. A live head's last message expires with it, so one that
-/// stays missing is a hole ([`crate::window::after_last_gap`] then decides), never
+/// stays missing is a hole ([`crate::plan::window::after_last_gap`] then decides), never
 /// the TTL.
 pub async fn load_whole_turn(
     store: &dyn RoundStore,

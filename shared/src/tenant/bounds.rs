@@ -167,7 +167,7 @@ pub fn clamp(settings: &mut Settings, default_model: &str) -> Vec<String> {
         .filter(|b| *b > policy.max_thinking_budget_tokens)
     {
         let to = Some(policy.max_thinking_budget_tokens)
-            .filter(|max| *max >= crate::validate::MIN_THINKING_BUDGET);
+            .filter(|max| *max >= crate::plan::validate::MIN_THINKING_BUDGET);
         let shown = to.map_or_else(|| "off".to_owned(), |to| to.to_string());
         note(
             "thinking_budget_tokens",

@@ -299,7 +299,7 @@ impl<S: Store + TenantStore + ?Sized, H: Hook> RecordStore for Hooked<S, H> {
         key: &ContactKey,
         limit: usize,
         now: i64,
-    ) -> Result<Vec<crate::recall::SessionRecord>, StoreError> {
+    ) -> Result<Vec<crate::plan::recall::SessionRecord>, StoreError> {
         self.hook.before(Call::SessionRecords).await?;
         self.inner.session_records(key, limit, now).await
     }
@@ -384,7 +384,10 @@ impl<S: Store + TenantStore + ?Sized, H: Hook> crate::store::OperatorStore for H
             .save_facts_headless(key, anchor, writes, removals)
             .await
     }
+}
 
+#[async_trait]
+impl<S: Store + TenantStore + ?Sized, H: Hook> crate::store::UsageStore for Hooked<S, H> {
     async fn add_usage(
         &self,
         tenant: &TenantId,
@@ -420,8 +423,8 @@ impl<S: Store + TenantStore + ?Sized, H: Hook> crate::store::RecallStore for Hoo
         &self,
         key: &ContactKey,
         incarnation: &Incarnation,
-        index: &crate::recall::index::SessionIndex,
-        text: Option<&crate::recall::index::SessionText>,
+        index: &crate::plan::recall::index::SessionIndex,
+        text: Option<&crate::plan::recall::index::SessionText>,
         expires_at: i64,
     ) -> Result<bool, StoreError> {
         self.hook.before(Call::SaveSessionIndex).await?;
@@ -436,7 +439,7 @@ impl<S: Store + TenantStore + ?Sized, H: Hook> crate::store::RecallStore for Hoo
         &self,
         key: &ContactKey,
         now: i64,
-    ) -> Result<Vec<crate::recall::index::SessionIndex>, StoreError> {
+    ) -> Result<Vec<crate::plan::recall::index::SessionIndex>, StoreError> {
         self.hook.before(Call::SessionIndexes).await?;
         self.inner.session_indexes(key, now).await
     }

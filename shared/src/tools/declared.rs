@@ -170,7 +170,8 @@ fn declaration_value(tool: &ToolDeclaration) -> Result<Value, String> {
 fn declaration(index: usize, value: Value) -> Result<ToolDeclaration, String> {
     match value {
         Value::String(name)
-            if BUILT_IN_TOOLS.contains(&name.as_str()) || name == crate::recall::TOOL_NAME =>
+            if BUILT_IN_TOOLS.contains(&name.as_str())
+                || name == crate::plan::recall::TOOL_NAME =>
         {
             Ok(ToolDeclaration::BuiltIn(name))
         }
@@ -178,7 +179,7 @@ fn declaration(index: usize, value: Value) -> Result<ToolDeclaration, String> {
             "tools[{index}]: `{name}` is not a built-in tool (built-in: {}, {}); a webhook tool \
              is an object with name, description, input_schema and webhook",
             BUILT_IN_TOOLS.join(", "),
-            crate::recall::TOOL_NAME
+            crate::plan::recall::TOOL_NAME
         )),
         Value::Object(_) => {
             let tool: WebhookTool = serde_json::from_value(value)

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::ToolOutput;
-use crate::request::ToolDef;
+use crate::plan::request::ToolDef;
 
 const PROFESSIONALS: [&str; 3] = ["Ana", "Bruno", "Carla"];
 

@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use crate::deadline::Deadline;
 use crate::metrics::{Event, Unit};
-use crate::request::ToolDef;
+use crate::plan::request::ToolDef;
 use crate::store::ContactKey;
 pub use declared::{ToolDeclaration, ToolDeclarations, Webhook, WebhookTool};
 
@@ -171,7 +171,7 @@ impl Tools for ToolDispatch {
         declared
             .iter()
             .filter_map(|tool| match tool {
-                ToolDeclaration::BuiltIn(name) if name == crate::recall::TOOL_NAME => {
+                ToolDeclaration::BuiltIn(name) if name == crate::plan::recall::TOOL_NAME => {
                     Some(recall::definition())
                 }
                 ToolDeclaration::BuiltIn(name) => demo::definition(name),

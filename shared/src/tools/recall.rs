@@ -1,5 +1,5 @@
 //! The built-in `recall` tool: the model searches the contact's earlier sessions
-//! (their records, [`crate::recall`]). A tenant turns it on by declaring `"recall"`
+//! (their records, [`crate::plan::recall`]). A tenant turns it on by declaring `"recall"`
 //! in its `tools`; a tenant without a `tools` list does not get it. The `ask`
 //! service runs it (it reads the contact's records through the store); this module
 //! holds what the model sees of it and how its result reads.
@@ -7,8 +7,8 @@
 use serde_json::{Value, json};
 
 use super::ToolOutput;
-use crate::recall::{SessionHit, TOOL_NAME, check_query, date_of};
-use crate::request::ToolDef;
+use crate::plan::recall::{SessionHit, TOOL_NAME, check_query, date_of};
+use crate::plan::request::ToolDef;
 
 /// What the model sees of the tool.
 pub fn definition() -> ToolDef {
@@ -74,8 +74,8 @@ fn result(found: &SessionHit) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::recall::SessionRecord;
-    use crate::recall::passages::Passage;
+    use crate::plan::recall::SessionRecord;
+    use crate::plan::recall::passages::Passage;
 
     fn hit(session: u32, summary: Option<&str>) -> SessionHit {
         SessionHit {

@@ -34,7 +34,7 @@ use tracing::{info, warn};
 use super::events::{handoff_ended, handoff_started};
 use super::store::{InboundRecord, Outgoing, TurnRecord};
 use super::worker::{FUNCTION, Worker, WorkerError};
-use crate::ask::MAX_TEXT_CHARS;
+use crate::converse::MAX_TEXT_CHARS;
 use crate::deadline::Deadline;
 use crate::domain::IdempotencyKey;
 use crate::events::{self, EventType, Occurrence};

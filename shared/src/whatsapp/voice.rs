@@ -32,7 +32,7 @@ use tracing::{info, warn};
 use super::outbound::SendError;
 use super::store::{InboundRecord, TurnRecord};
 use super::worker::{FUNCTION, Worker, WorkerError};
-use crate::ask::MAX_TEXT_CHARS;
+use crate::converse::MAX_TEXT_CHARS;
 use crate::deadline::Deadline;
 use crate::domain::InvalidId;
 use crate::metrics::Event;

@@ -34,7 +34,7 @@ use crate::domain::{Incarnation, TenantId};
 use crate::events::{self, EventType, EventsOut};
 use crate::jobs::EnqueueError;
 use crate::metrics::Event;
-use crate::session::Clock;
+use crate::plan::session::Clock;
 use crate::store::{ContactKey, StoreError};
 use crate::tenant::TenantStore;
 

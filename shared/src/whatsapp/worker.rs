@@ -57,13 +57,13 @@ use super::{
     MAX_OUTBOUND_CHARS, PhoneNumberId, SERVICE_WINDOW_SECONDS, WaId, WaMessageId,
     record_life_seconds,
 };
-use crate::ask::{AskError, AskOutcome, AskResponse, AskService, MAX_TEXT_CHARS};
+use crate::converse::{AskError, AskOutcome, AskResponse, Converse, MAX_TEXT_CHARS};
 use crate::deadline::Deadline;
 use crate::domain::IdempotencyKey;
 use crate::metering::UsageCounts;
 use crate::metrics::Event;
 use crate::model::ModelError;
-use crate::session::Clock;
+use crate::plan::session::Clock;
 use crate::store::{ContactKey, StoreError};
 use crate::tenant::whatsapp::WhatsAppSettings;
 
@@ -102,7 +102,7 @@ pub struct Worker {
     /// Records and turns.
     pub store: Arc<dyn WhatsAppStore>,
     /// The ask service (and through it the tenants' settings).
-    pub ask: AskService,
+    pub ask: Converse,
     /// The Graph API.
     pub sender: Arc<dyn Sender>,
     /// The clock (receive times, the window).

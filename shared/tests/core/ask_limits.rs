@@ -7,14 +7,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use degrau::ask::{AskError, AskService, COMMIT_MARGIN};
+use degrau::converse::{AskError, COMMIT_MARGIN, Converse};
 use degrau::deadline::Deadline;
 use degrau::domain::{ContentBlock, IdempotencyKey, Role, StoredMessage};
 use degrau::jobs::NoJobs;
 use degrau::memory::MemoryStore;
 use degrau::model::scripted::{ScriptedModel, response};
 use degrau::model::{Model, ModelError, ModelResponse, StopReason};
-use degrau::request::{ModelRequest, Thinking, ToolDef};
+use degrau::plan::request::{ModelRequest, Thinking, ToolDef};
 use degrau::store::{RecordStore, SessionFilter};
 use degrau::tenant::{Defaults, TenantConfig, TenantStore};
 use degrau::tools::{CallContext, ToolDeclaration, ToolDispatch, ToolOutput, Tools};
@@ -29,7 +29,7 @@ const BUDGET: Duration = Duration::from_secs(25);
 struct Harness {
     store: Arc<MemoryStore>,
     model: Arc<ScriptedModel>,
-    service: AskService,
+    service: Converse,
 }
 
 fn harness_with(
@@ -680,7 +680,7 @@ fn the_summary_prompt_leaves_thinking_out() {
         written_by_person: false,
         transcribed: false,
     };
-    let request = degrau::compactor::summary_request("claude-haiku-4-5", None, &[message]);
+    let request = degrau::compaction::summary_request("claude-haiku-4-5", None, &[message]);
     let text = serde_json::to_string(&request).unwrap();
     assert!(text.contains("assistant: Booked for Friday."));
     assert!(!text.contains("secret reasoning") && !text.contains("opaque"));

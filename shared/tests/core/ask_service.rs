@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
 use async_trait::async_trait;
-use degrau::ask::{
-    AskError, AskOutcome, AskResponse, AskService, MAX_TEXT_CHARS, MAX_TOOL_ITERATIONS,
+use degrau::converse::{
+    AskError, AskOutcome, AskResponse, Converse, MAX_TEXT_CHARS, MAX_TOOL_ITERATIONS,
 };
 use degrau::deadline::Deadline;
 use degrau::domain::{ContentBlock, IdempotencyKey, Role};
@@ -14,7 +14,7 @@ use degrau::jobs::NoJobs;
 use degrau::memory::{ItemRef, MemoryStore};
 use degrau::model::scripted::ScriptedModel;
 use degrau::model::{Model, ModelError, ModelResponse};
-use degrau::request::ModelRequest;
+use degrau::plan::request::ModelRequest;
 use degrau::store::{RecordStore, SessionFilter};
 use degrau::tenant::Defaults;
 use degrau::tools::ToolDispatch;
@@ -27,7 +27,7 @@ struct Harness {
     store: Arc<MemoryStore>,
     model: Arc<ScriptedModel>,
     clock: Arc<AtomicI64>,
-    service: AskService,
+    service: Converse,
 }
 
 fn usage(input: u64) -> Usage {

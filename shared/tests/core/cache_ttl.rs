@@ -7,16 +7,16 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use degrau::cache_ttl::{
-    CacheTtlPolicy, FIVE_MINUTES, GAP_RECORD_LEN, MIN_CACHEABLE_TOKENS, ONE_HOUR, RequestSizes,
-};
 use degrau::domain::{ContentBlock, Head, Role, StoredMessage};
 use degrau::jobs::NoJobs;
 use degrau::memory::MemoryStore;
 use degrau::model::scripted::ScriptedModel;
-use degrau::pruning::{PruneDecision, apply};
-use degrau::request::{CacheTtl, Lifetimes, ModelRequest};
-use degrau::step_plan::{CompactionPolicy, plan_step, window_tokens};
+use degrau::plan::cache_ttl::{
+    CacheTtlPolicy, FIVE_MINUTES, GAP_RECORD_LEN, MIN_CACHEABLE_TOKENS, ONE_HOUR, RequestSizes,
+};
+use degrau::plan::pruning::{PruneDecision, apply};
+use degrau::plan::request::{CacheTtl, Lifetimes, ModelRequest};
+use degrau::plan::step_plan::{CompactionPolicy, plan_step, window_tokens};
 use degrau::store::RoundStore;
 use degrau::tenant::{Defaults, TenantConfig, TenantStore};
 use degrau::testing::msg;
@@ -24,7 +24,7 @@ use degrau::tools::ToolDispatch;
 use degrau::usage::Usage;
 use serde_json::json;
 
-use crate::helpers::{START, ask_service, key, minute, test_clock};
+use crate::helpers::{START, ask_service, key, minute, records_of, test_clock};
 
 const MINUTE: i64 = 60;
 /// 115 characters: 40 of them are 1,150 tokens at four characters a token.
@@ -52,7 +52,7 @@ struct Conversation {
     store: Arc<MemoryStore>,
     model: Arc<ScriptedModel>,
     clock: Arc<std::sync::atomic::AtomicI64>,
-    service: degrau::ask::AskService,
+    service: degrau::converse::Converse,
 }
 
 impl Conversation {
@@ -118,7 +118,7 @@ fn lifetimes_of(request: &ModelRequest) -> Lifetimes {
         messages.iter().all(|&ttl| ttl == messages[0]),
         "message breakpoints alike: {messages:?}"
     );
-    assert_eq!(degrau::validate::validate_request(request), Ok(()));
+    assert_eq!(degrau::plan::validate::validate_request(request), Ok(()));
     match (system[0], messages[0]) {
         (CacheTtl::FiveMinutes, CacheTtl::FiveMinutes) => Lifetimes::FiveMinutes,
         (CacheTtl::OneHour, CacheTtl::FiveMinutes) => Lifetimes::PrefixForAnHour,
@@ -273,7 +273,10 @@ async fn the_gap_record_is_bounded_outlives_a_session_and_goes_with_an_erase() {
     assert_eq!(head.recent_gaps.last(), Some(&(36 * 3600)));
     assert_eq!(head.recent_gaps[GAP_RECORD_LEN - 2], 12);
     // An erased contact starts over.
-    c.service.erase(&key()).await.unwrap();
+    records_of(&c.service, &c.store)
+        .erase(&key())
+        .await
+        .unwrap();
     let (ttl, head) = c.turn_after(20 * MINUTE).await;
     assert!(head.recent_gaps.is_empty());
     assert_eq!(ttl, Lifetimes::FiveMinutes);
@@ -322,7 +325,7 @@ fn life(ttl: CacheTtl) -> u32 {
 }
 
 /// What requests of `sizes` cost, in base input tokens, one after each of `gaps`
-/// under `lifetimes`, by the pricing `degrau::cache_ttl` uses (a read 0.1×, a
+/// under `lifetimes`, by the pricing `degrau::plan::cache_ttl` uses (a read 0.1×, a
 /// five-minute write 1.25×, a one-hour write 2×): the stable prefix's entry holds
 /// the prefix, which is read while the entry lives and written anew once it is
 /// gone; the messages' entry holds the rest, whose `new` tokens are written by

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use degrau::ask::{AskError, AskOutcome};
+use degrau::converse::{AskError, AskOutcome};
 use degrau::domain::IdempotencyKey;
 use degrau::jobs::NoJobs;
 use degrau::memory::MemoryStore;
@@ -20,7 +20,7 @@ use degrau::testing::hooked::{Call, Hook, Hooked};
 use degrau::tools::ToolDispatch;
 use degrau::usage::Usage;
 
-use crate::helpers::{key, minute, test_clock};
+use crate::helpers::{key, minute, records_of, test_clock};
 
 /// Drops the first commit's connection: the caller gets an error at once, and
 /// the transaction is applied a moment later.
@@ -68,8 +68,11 @@ async fn a_commit_whose_connection_dropped_is_never_told_nothing_was_stored() {
     model.push(ScriptedModel::text("hello", usage()));
     model.push(ScriptedModel::text("hello again", usage()));
     let (_clock, now) = test_clock();
-    let service = degrau::ask::AskService {
-        store,
+    let service = degrau::converse::Converse {
+        store: store.clone(),
+        records: store.clone(),
+        recall: store.clone(),
+        usage: store.clone(),
         tenants: memory.clone(),
         model,
         tools: Arc::new(ToolDispatch::built_in_only()),
@@ -157,8 +160,11 @@ async fn an_attempt_landing_after_an_erase_is_refused_and_its_retry_stores_the_m
         model.push(ScriptedModel::text(answer, usage()));
     }
     let (clock, now) = test_clock();
-    let service = degrau::ask::AskService {
-        store,
+    let service = degrau::converse::Converse {
+        store: store.clone(),
+        records: store.clone(),
+        recall: store.clone(),
+        usage: store.clone(),
         tenants: memory.clone(),
         model,
         tools: Arc::new(ToolDispatch::built_in_only()),
@@ -172,7 +178,7 @@ async fn an_attempt_landing_after_an_erase_is_refused_and_its_retry_stores_the_m
     assert!(matches!(first, Err(AskError::Indeterminate)), "{first:?}");
     // An erase after the failure takes its claim with everything else; the
     // retry comes a second later.
-    service.erase(&key()).await.unwrap();
+    records_of(&service, &store).erase(&key()).await.unwrap();
     clock.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     let again = service
         .ask(&key(), "hi", Some(&idem), minute())

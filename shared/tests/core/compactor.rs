@@ -6,19 +6,19 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
 use async_trait::async_trait;
-use degrau::ask::AskService;
-use degrau::compactor::{
+use degrau::compaction::{
     Compactor, CompactorError, JobOutcome, NOT_FOUND_RECEIVES, RECORD_FACTS_TOOL,
 };
+use degrau::converse::Converse;
 use degrau::deadline::Deadline;
 use degrau::domain::{ContentBlock, Fact, FactKey, FactSource, Head, Incarnation, StoredMessage};
 use degrau::jobs::{Job, NoJobs};
 use degrau::memory::{MemoryStore, Semantics};
 use degrau::model::scripted::ScriptedModel;
 use degrau::model::{Model, ModelError, ModelResponse, StopReason};
-use degrau::pruning::PLACEHOLDER_PREFIX;
-use degrau::request::ModelRequest;
-use degrau::step_plan::CompactionPolicy;
+use degrau::plan::pruning::PLACEHOLDER_PREFIX;
+use degrau::plan::request::ModelRequest;
+use degrau::plan::step_plan::CompactionPolicy;
 use degrau::store::{RecordStore, SessionFilter};
 use degrau::tenant::{Defaults, TenantConfig, TenantStore};
 use degrau::tools::ToolDispatch;
@@ -33,7 +33,7 @@ struct Harness {
     store: Arc<MemoryStore>,
     model: Arc<ScriptedModel>,
     clock: Arc<AtomicI64>,
-    ask: AskService,
+    ask: Converse,
     compactor: Compactor,
     /// What the compactor enqueued itself (the next step after a capped one).
     jobs: Arc<RecordingJobs>,

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use degrau::compactor::{Compactor, JobOutcome, RECORD_FACTS_TOOL};
+use degrau::compaction::{Compactor, JobOutcome, RECORD_FACTS_TOOL};
 use degrau::domain::{Fact, FactKey, FactSource, Incarnation};
 use degrau::events::{EventType, MemoryEvents};
 use degrau::jobs::{Job, NoJobs};

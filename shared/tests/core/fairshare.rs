@@ -9,15 +9,15 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use degrau::ask::{AskError, AskService};
+use degrau::converse::{AskError, Converse};
 use degrau::fairshare::Limited;
 use degrau::jobs::NoJobs;
 use degrau::memory::MemoryStore;
 use degrau::model::scripted::ScriptedModel;
+use degrau::plan::request::ToolDef;
 use degrau::platform::{FairShare, Plan};
 use degrau::quota::Quotas;
 use degrau::quota::memory::MemoryQuotas;
-use degrau::request::ToolDef;
 use degrau::tenant::Defaults;
 use degrau::tools::{CallContext, ToolDeclaration, ToolDispatch, ToolOutput, Tools};
 use degrau::usage::Usage;
@@ -47,7 +47,7 @@ struct Harness {
     store: Arc<MemoryStore>,
     model: Arc<ScriptedModel>,
     quotas: Arc<MemoryQuotas>,
-    service: AskService,
+    service: Converse,
 }
 
 fn harness(fair: FairShare, tools: Arc<dyn Tools>) -> Harness {

@@ -6,14 +6,14 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use degrau::ask::{AskOutcome, AskResponse, AskService};
-use degrau::compactor::Compactor;
+use degrau::compaction::Compactor;
+use degrau::converse::{AskOutcome, AskResponse, Converse};
 use degrau::deadline::Deadline;
 use degrau::domain::{ContactId, TenantId};
 use degrau::jobs::{EnqueueError, Job, Jobs};
 use degrau::memory::MemoryStore;
 use degrau::model::Model;
-use degrau::session::Clock;
+use degrau::plan::session::Clock;
 use degrau::store::ContactKey;
 use degrau::tenant::Defaults;
 use degrau::tools::Tools;
@@ -66,6 +66,33 @@ pub fn test_clock() -> (Arc<AtomicI64>, Clock) {
     (clock, Arc::new(move || now.load(Ordering::SeqCst)))
 }
 
+/// The records service beside `service`, on the in-memory store.
+pub fn records_of<S>(service: &Converse, store: &Arc<S>) -> degrau::records::Records
+where
+    S: degrau::store::RecordStore
+        + degrau::store::RecallStore
+        + degrau::tenant::TenantStore
+        + 'static,
+{
+    degrau::records::Records::on(
+        store.clone(),
+        service.defaults.clone(),
+        service.clock.clone(),
+    )
+}
+
+/// The operator routes' service beside `service`, on the in-memory store.
+pub fn operate_of<S>(service: &Converse, store: &Arc<S>) -> degrau::operate::Operate
+where
+    S: degrau::store::Store + degrau::tenant::TenantStore + 'static,
+{
+    degrau::operate::Operate::on(
+        store.clone(),
+        service.defaults.clone(),
+        service.clock.clone(),
+    )
+}
+
 /// The ask service on the in-memory store (also its tenant store).
 pub fn ask_service(
     store: &Arc<MemoryStore>,
@@ -74,9 +101,12 @@ pub fn ask_service(
     jobs: Arc<dyn Jobs>,
     defaults: Defaults,
     clock: Clock,
-) -> AskService {
-    AskService {
+) -> Converse {
+    Converse {
         store: store.clone(),
+        records: store.clone(),
+        recall: store.clone(),
+        usage: store.clone(),
         tenants: store.clone(),
         model,
         tools,

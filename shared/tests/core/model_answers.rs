@@ -7,13 +7,13 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use degrau::ask::{AskError, AskResponse, AskService, RoundEvent, RoundEvents};
+use degrau::converse::{AskError, AskResponse, Converse, RoundEvent, RoundEvents};
 use degrau::domain::{ContentBlock, Role};
 use degrau::jobs::NoJobs;
 use degrau::memory::MemoryStore;
 use degrau::model::StopReason;
 use degrau::model::scripted::{ScriptedModel, Step, response};
-use degrau::request::ToolDef;
+use degrau::plan::request::ToolDef;
 use degrau::store::{RecordStore, SessionFilter};
 use degrau::tenant::{Defaults, TenantConfig, TenantStore};
 use degrau::tools::{CallContext, ToolDeclaration, ToolDispatch, ToolOutput, Tools};
@@ -54,7 +54,7 @@ struct Harness {
     store: Arc<MemoryStore>,
     model: Arc<ScriptedModel>,
     tools: Arc<CountingTools>,
-    service: AskService,
+    service: Converse,
 }
 
 fn harness() -> Harness {
@@ -299,7 +299,7 @@ struct SlowModel {
 impl degrau::model::Model for SlowModel {
     async fn create(
         &self,
-        request: &degrau::request::ModelRequest,
+        request: &degrau::plan::request::ModelRequest,
         deadline: degrau::deadline::Deadline,
     ) -> Result<degrau::model::ModelResponse, degrau::model::ModelError> {
         tokio::time::sleep(std::time::Duration::from_secs(self.seconds)).await;
@@ -403,14 +403,17 @@ async fn a_slow_count_of_the_step_s_summary_call_defers_the_step_and_leaves_the_
     let model = Arc::new(ScriptedModel::default());
     let (_, clock) = test_clock();
     let defaults = Defaults {
-        compaction: degrau::step_plan::CompactionPolicy {
+        compaction: degrau::plan::step_plan::CompactionPolicy {
             threshold_tokens: 1_000,
-            ..degrau::step_plan::CompactionPolicy::default()
+            ..degrau::plan::step_plan::CompactionPolicy::default()
         },
         ..Defaults::default()
     };
-    let service = AskService {
+    let service = Converse {
         store: store.clone(),
+        records: store.clone(),
+        recall: store.clone(),
+        usage: store.clone(),
         tenants: store,
         model: model.clone(),
         tools: Arc::new(ToolDispatch::built_in_only()),

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use degrau::ask::{AskError, AskService};
-use degrau::compactor::{Compactor, JobOutcome, RECORD_FACTS_TOOL};
+use degrau::compaction::{Compactor, JobOutcome, RECORD_FACTS_TOOL};
+use degrau::converse::{AskError, Converse};
 use degrau::domain::{FactKey, TenantId};
 use degrau::jobs::{Job, NoJobs};
 use degrau::memory::MemoryStore;
@@ -19,14 +19,15 @@ use degrau::usage::Usage;
 use serde_json::json;
 
 use crate::helpers::{
-    RecordingJobs, START, ask_service, compactor, contact_key, key, minute, test_clock,
+    RecordingJobs, START, ask_service, compactor, contact_key, key, minute, operate_of, records_of,
+    test_clock,
 };
 
 struct Harness {
     store: Arc<MemoryStore>,
     model: Arc<ScriptedModel>,
     clock: Arc<AtomicI64>,
-    ask: AskService,
+    ask: Converse,
     compactor: Compactor,
 }
 
@@ -106,8 +107,7 @@ fn last_context(h: &Harness) -> String {
 async fn an_operators_correction_reaches_the_next_request_and_outlives_older_proposals() {
     let h = harness();
     say(&h, &key(), "Hi, I'm Rira.").await; // seq 1-2
-    let record = h
-        .ask
+    let record = operate_of(&h.ask, &h.store)
         .set_fact(&key(), &name(), "Rita", "ops-7")
         .await
         .unwrap();
@@ -131,7 +131,7 @@ async fn an_operators_correction_reaches_the_next_request_and_outlives_older_pro
             removed: 0
         }
     );
-    let facts = h.ask.facts(&key()).await.unwrap();
+    let facts = operate_of(&h.ask, &h.store).facts(&key()).await.unwrap();
     assert_eq!(facts[0].fact.value, "Rita");
 
     // A later message that says otherwise replaces it, and the history keeps it.
@@ -152,7 +152,7 @@ async fn an_operators_correction_reaches_the_next_request_and_outlives_older_pro
             removed: 0
         }
     );
-    let facts = h.ask.facts(&key()).await.unwrap();
+    let facts = operate_of(&h.ask, &h.store).facts(&key()).await.unwrap();
     let fact = &facts[0].fact;
     assert_eq!(
         (fact.value.as_str(), fact.operator.as_deref()),
@@ -178,8 +178,9 @@ async fn an_operators_value_goes_through_the_fact_policy_and_a_refusal_never_quo
         ("favorite_color", "blue", "key_not_allowed"),
     ] {
         let key_ = FactKey::parse(fact).unwrap();
-        let Err(AskError::InvalidRequest(message)) =
-            h.ask.set_fact(&key(), &key_, value, "ops").await
+        let Err(AskError::InvalidRequest(message)) = operate_of(&h.ask, &h.store)
+            .set_fact(&key(), &key_, value, "ops")
+            .await
         else {
             panic!("{value:?} must be refused");
         };
@@ -190,13 +191,19 @@ async fn an_operators_value_goes_through_the_fact_policy_and_a_refusal_never_quo
         );
     }
     assert!(
-        h.ask.facts(&key()).await.unwrap().is_empty(),
+        operate_of(&h.ask, &h.store)
+            .facts(&key())
+            .await
+            .unwrap()
+            .is_empty(),
         "nothing stored"
     );
     // A contact degrau knows nothing about gets a 404, not a fact.
     let stranger = contact_key("acme", "nobody");
     assert!(matches!(
-        h.ask.set_fact(&stranger, &name(), "Ana", "ops").await,
+        operate_of(&h.ask, &h.store)
+            .set_fact(&stranger, &name(), "Ana", "ops")
+            .await,
         Err(AskError::NotFound(_))
     ));
 }
@@ -205,18 +212,31 @@ async fn an_operators_value_goes_through_the_fact_policy_and_a_refusal_never_quo
 async fn a_deleted_fact_is_gone_with_its_history_and_a_second_delete_is_not_found() {
     let h = harness();
     say(&h, &key(), "Hi").await;
-    h.ask.set_fact(&key(), &name(), "Ana", "ops").await.unwrap();
+    operate_of(&h.ask, &h.store)
+        .set_fact(&key(), &name(), "Ana", "ops")
+        .await
+        .unwrap();
     h.clock.fetch_add(10, Ordering::SeqCst);
-    let record = h
-        .ask
+    let record = operate_of(&h.ask, &h.store)
         .set_fact(&key(), &name(), "Ana Lima", "ops")
         .await
         .unwrap();
     assert_eq!(record.fact.history.len(), 1);
-    h.ask.delete_fact(&key(), &name()).await.unwrap();
-    assert!(h.ask.facts(&key()).await.unwrap().is_empty());
+    operate_of(&h.ask, &h.store)
+        .delete_fact(&key(), &name())
+        .await
+        .unwrap();
+    assert!(
+        operate_of(&h.ask, &h.store)
+            .facts(&key())
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert!(matches!(
-        h.ask.delete_fact(&key(), &name()).await,
+        operate_of(&h.ask, &h.store)
+            .delete_fact(&key(), &name())
+            .await,
         Err(AskError::NotFound(_))
     ));
 }
@@ -225,9 +245,12 @@ async fn a_deleted_fact_is_gone_with_its_history_and_a_second_delete_is_not_foun
 async fn a_fact_write_that_expects_what_is_no_longer_stored_conflicts_and_writes_nothing() {
     let h = harness();
     say(&h, &key(), "Hi").await;
-    let first = h.ask.set_fact(&key(), &name(), "Ana", "ops").await.unwrap();
+    let first = operate_of(&h.ask, &h.store)
+        .set_fact(&key(), &name(), "Ana", "ops")
+        .await
+        .unwrap();
     h.clock.fetch_add(5, Ordering::SeqCst);
-    h.ask
+    operate_of(&h.ask, &h.store)
         .set_fact(&key(), &name(), "Ana Lima", "ops")
         .await
         .unwrap();
@@ -243,7 +266,12 @@ async fn a_fact_write_that_expects_what_is_no_longer_stored_conflicts_and_writes
         .save_facts(&key(), &head.unwrap().incarnation.unwrap(), &[stale], &[])
         .await;
     assert!(matches!(result, Err(StoreError::Conflict(_))), "{result:?}");
-    assert_eq!(h.ask.facts(&key()).await.unwrap()[0].fact.value, "Ana Lima");
+    assert_eq!(
+        operate_of(&h.ask, &h.store).facts(&key()).await.unwrap()[0]
+            .fact
+            .value,
+        "Ana Lima"
+    );
 }
 
 #[tokio::test]
@@ -262,12 +290,14 @@ async fn a_stored_config_that_no_longer_reads_answers_its_own_error_until_it_is_
         "{reason}"
     );
     assert!(h.model.requests().is_empty(), "no model call");
-    let state = h.ask.config_state(&tenant).await.unwrap();
+    let state = operate_of(&h.ask, &h.store)
+        .config_state(&tenant)
+        .await
+        .unwrap();
     assert_eq!(state.version(), 1);
     assert!(state.problem.is_some());
     // The operator fixes it from the version they read.
-    let fixed = h
-        .ask
+    let fixed = operate_of(&h.ask, &h.store)
         .replace_config(&tenant, r#"{"session_idle_minutes": 30}"#, 1)
         .await
         .unwrap();
@@ -292,30 +322,37 @@ async fn a_config_change_is_checked_in_full_and_only_lands_on_the_version_it_was
             "whatsapp.template.name",
         ),
     ] {
-        let Err(AskError::InvalidRequest(message)) = h.ask.replace_config(&tenant, text, 0).await
+        let Err(AskError::InvalidRequest(message)) = operate_of(&h.ask, &h.store)
+            .replace_config(&tenant, text, 0)
+            .await
         else {
             panic!("{text} must be refused");
         };
         assert!(message.contains(names), "{text}: {message}");
     }
     assert_eq!(
-        h.ask.config_state(&tenant).await.unwrap().stored,
+        operate_of(&h.ask, &h.store)
+            .config_state(&tenant)
+            .await
+            .unwrap()
+            .stored,
         None,
         "nothing stored"
     );
 
-    let first = h
-        .ask
+    let first = operate_of(&h.ask, &h.store)
         .replace_config(&tenant, r#"{"model": "a"}"#, 0)
         .await
         .unwrap();
     assert_eq!(first.version(), 1);
     // Two operators read version 1; the second to write is refused.
-    h.ask
+    operate_of(&h.ask, &h.store)
         .replace_config(&tenant, r#"{"model": "b"}"#, 1)
         .await
         .unwrap();
-    let lost = h.ask.replace_config(&tenant, r#"{"model": "c"}"#, 1).await;
+    let lost = operate_of(&h.ask, &h.store)
+        .replace_config(&tenant, r#"{"model": "c"}"#, 1)
+        .await;
     assert!(
         matches!(lost, Err(AskError::PreconditionFailed(_))),
         "{lost:?}"
@@ -334,7 +371,10 @@ async fn usage_is_counted_per_day_by_model_and_kind() {
     say(&h, &key(), "Hello again").await;
     extract(&h, 1, json!([{"key": "name", "value": "Ana", "seq": 1}])).await;
     let today = h.clock.load(Ordering::SeqCst).div_euclid(DAY);
-    let days = h.ask.usage(&tenant, today - 1, today).await.unwrap();
+    let days = operate_of(&h.ask, &h.store)
+        .usage(&tenant, today - 1, today)
+        .await
+        .unwrap();
     let summary: Vec<_> = days
         .iter()
         .map(|d| (d.rounds, d.model_calls, d.facts_calls, d.summary_calls))
@@ -361,17 +401,21 @@ async fn usage_is_counted_per_day_by_model_and_kind() {
             .any(|t| t.model == Defaults::default().summary_model)
     );
     assert!(matches!(
-        h.ask.usage(&tenant, today, today - 1).await,
+        operate_of(&h.ask, &h.store)
+            .usage(&tenant, today, today - 1)
+            .await,
         Err(AskError::InvalidRequest(_))
     ));
     assert!(matches!(
-        h.ask.usage(&tenant, today - 92, today).await,
+        operate_of(&h.ask, &h.store)
+            .usage(&tenant, today - 92, today)
+            .await,
         Err(AskError::InvalidRequest(_))
     ));
     // Another tenant's counts are its own.
     let other = TenantId::parse("other").unwrap();
     assert!(
-        h.ask
+        operate_of(&h.ask, &h.store)
             .usage(&other, today - 1, today)
             .await
             .unwrap()
@@ -388,11 +432,14 @@ async fn contacts_are_listed_newest_first_in_pages_and_an_erased_one_is_gone() {
         h.clock.fetch_add(60, Ordering::SeqCst);
     }
     say(&h, &contact_key("other", "dora"), "Hi").await;
-    h.ask
+    operate_of(&h.ask, &h.store)
         .set_fact(&contact_key(tenant.as_str(), "bia"), &name(), "Bia", "ops")
         .await
         .unwrap();
-    let first = h.ask.contacts(&tenant, Some(2), None).await.unwrap();
+    let first = operate_of(&h.ask, &h.store)
+        .contacts(&tenant, Some(2), None)
+        .await
+        .unwrap();
     let listed: Vec<_> = first
         .contacts
         .iter()
@@ -401,24 +448,28 @@ async fn contacts_are_listed_newest_first_in_pages_and_an_erased_one_is_gone() {
     assert_eq!(listed, vec![("caio", 2, 0), ("bia", 2, 1)]);
     let next = first.next.expect("a second page");
     let parsed = degrau::store::ContactCursor::parse(&next.format()).unwrap();
-    let second = h
-        .ask
+    let second = operate_of(&h.ask, &h.store)
         .contacts(&tenant, Some(2), Some(&parsed))
         .await
         .unwrap();
     let listed: Vec<_> = second.contacts.iter().map(|c| c.contact.as_str()).collect();
     assert_eq!((listed, second.next), (vec!["ana"], None));
 
-    h.ask
+    records_of(&h.ask, &h.store)
         .erase(&contact_key(tenant.as_str(), "caio"))
         .await
         .unwrap();
-    let page = h.ask.contacts(&tenant, None, None).await.unwrap();
+    let page = operate_of(&h.ask, &h.store)
+        .contacts(&tenant, None, None)
+        .await
+        .unwrap();
     let listed: Vec<_> = page.contacts.iter().map(|c| c.contact.as_str()).collect();
     assert_eq!(listed, vec!["bia", "ana"]);
     for limit in [0, 101] {
         assert!(matches!(
-            h.ask.contacts(&tenant, Some(limit), None).await,
+            operate_of(&h.ask, &h.store)
+                .contacts(&tenant, Some(limit), None)
+                .await,
             Err(AskError::InvalidRequest(_))
         ));
     }
@@ -429,36 +480,43 @@ async fn contacts_are_listed_newest_first_in_pages_and_an_erased_one_is_gone() {
 async fn the_fact_routes_work_while_facts_live_after_the_transcript_expired() {
     let h = harness();
     say(&h, &key(), "Hi, I'm Rita.").await;
-    h.ask
+    operate_of(&h.ask, &h.store)
         .set_fact(&key(), &name(), "Rita", "ops-7")
         .await
         .unwrap();
     // The transcript's retention (90 days after the session could close) passes;
     // the facts (365 days) live on.
     h.clock.fetch_add(100 * DAY, Ordering::SeqCst);
-    let memory = h.ask.memory(&key()).await;
+    let memory = records_of(&h.ask, &h.store).memory(&key()).await;
     assert!(matches!(memory, Err(AskError::NotFound(_))), "{memory:?}");
-    let facts = h.ask.facts(&key()).await.unwrap();
+    let facts = operate_of(&h.ask, &h.store).facts(&key()).await.unwrap();
     assert_eq!(facts[0].fact.value, "Rita");
-    let set = h
-        .ask
+    let set = operate_of(&h.ask, &h.store)
         .set_fact(&key(), &name(), "Rita Souza", "ops-7")
         .await
         .unwrap();
     assert_eq!((set.fact.source.session, set.fact.source.seq), (0, 0));
     let time = FactKey::parse("preferred_time").unwrap();
-    h.ask
+    operate_of(&h.ask, &h.store)
         .set_fact(&key(), &time, "mornings", "ops-7")
         .await
         .unwrap();
-    h.ask.delete_fact(&key(), &name()).await.unwrap();
-    let facts = h.ask.facts(&key()).await.unwrap();
+    operate_of(&h.ask, &h.store)
+        .delete_fact(&key(), &name())
+        .await
+        .unwrap();
+    let facts = operate_of(&h.ask, &h.store).facts(&key()).await.unwrap();
     let keys: Vec<&str> = facts.iter().map(|r| r.fact.key.as_str()).collect();
     assert_eq!(keys, ["preferred_time"]);
-    h.ask.delete_fact(&key(), &time).await.unwrap();
+    operate_of(&h.ask, &h.store)
+        .delete_fact(&key(), &time)
+        .await
+        .unwrap();
     // No head and no fact: nothing known of the contact.
-    let gone = h.ask.facts(&key()).await;
+    let gone = operate_of(&h.ask, &h.store).facts(&key()).await;
     assert!(matches!(gone, Err(AskError::NotFound(_))), "{gone:?}");
-    let refused = h.ask.set_fact(&key(), &name(), "Rita", "ops-7").await;
+    let refused = operate_of(&h.ask, &h.store)
+        .set_fact(&key(), &name(), "Rita", "ops-7")
+        .await;
     assert!(matches!(refused, Err(AskError::NotFound(_))), "{refused:?}");
 }

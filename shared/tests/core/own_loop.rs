@@ -5,30 +5,29 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use degrau::ask::{
-    AskError, AskService, ContextView, MAX_ROUND_MESSAGES, RecordedRound, RoundOutcome,
-    RoundRequest,
+use degrau::converse::{
+    AskError, ContextView, Converse, MAX_ROUND_MESSAGES, RecordedRound, RoundOutcome, RoundRequest,
 };
 use degrau::domain::{IdempotencyKey, Message, Role};
 use degrau::jobs::Job;
 use degrau::memory::MemoryStore;
 use degrau::model::scripted::ScriptedModel;
-use degrau::request::{ModelRequest, RequestMessage};
+use degrau::plan::request::{ModelRequest, RequestMessage};
+use degrau::plan::validate::validate_request;
 use degrau::store::{RecordStore, RoundStore, SessionFilter};
 use degrau::tenant::{Defaults, TenantConfig, TenantStore};
 use degrau::tools::{MAX_RESULTS_CHARS_PER_MESSAGE, MAX_TOOL_RESULT_CHARS, ToolDispatch};
 use degrau::usage::Usage;
-use degrau::validate::validate_request;
 use serde_json::{Value, json};
 
-use crate::helpers::{RecordingJobs, answered, ask_service, key, minute, test_clock};
+use crate::helpers::{RecordingJobs, answered, ask_service, key, minute, records_of, test_clock};
 
 struct Harness {
     store: Arc<MemoryStore>,
     model: Arc<ScriptedModel>,
     jobs: Arc<RecordingJobs>,
     clock: Arc<AtomicI64>,
-    service: AskService,
+    service: Converse,
 }
 
 fn harness() -> Harness {
@@ -738,7 +737,10 @@ async fn a_stale_head_is_a_conflict_that_names_why_and_changes_nothing() {
 
     // Erased, and started again by someone else.
     let read = context(&h).await;
-    h.service.erase(&key()).await.unwrap();
+    records_of(&h.service, &h.store)
+        .erase(&key())
+        .await
+        .unwrap();
     // A second later (a new life begins after the erase; see
     // `commit_outcome::an_attempt_landing_after_an_erase_is_refused…`).
     h.clock.fetch_add(1, Ordering::SeqCst);

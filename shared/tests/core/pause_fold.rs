@@ -8,12 +8,12 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use degrau::compactor::{Compactor, JobOutcome};
+use degrau::compaction::{Compactor, JobOutcome};
 use degrau::domain::Head;
 use degrau::jobs::{Job, NoJobs};
 use degrau::memory::MemoryStore;
 use degrau::model::scripted::ScriptedModel;
-use degrau::step_plan::CompactionPolicy;
+use degrau::plan::step_plan::CompactionPolicy;
 use degrau::store::RecordStore;
 use degrau::tenant::Defaults;
 use degrau::tools::ToolDispatch;
@@ -25,7 +25,7 @@ struct Harness {
     store: Arc<MemoryStore>,
     model: Arc<ScriptedModel>,
     clock: Arc<std::sync::atomic::AtomicI64>,
-    ask: degrau::ask::AskService,
+    ask: degrau::converse::Converse,
     compactor: Compactor,
 }
 
@@ -214,13 +214,13 @@ struct GatedSummaries {
 impl degrau::model::Model for GatedSummaries {
     async fn create(
         &self,
-        request: &degrau::request::ModelRequest,
+        request: &degrau::plan::request::ModelRequest,
         deadline: degrau::deadline::Deadline,
     ) -> Result<degrau::model::ModelResponse, degrau::model::ModelError> {
         let summary = request.system.first().is_some_and(|system| {
             system
                 .text
-                .starts_with(degrau::compactor::SUMMARY_INSTRUCTIONS)
+                .starts_with(degrau::compaction::SUMMARY_INSTRUCTIONS)
         });
         if summary {
             self.started.notify_one();
@@ -245,7 +245,7 @@ async fn a_fold_whose_summary_was_written_while_the_contact_came_back_lands_noth
         release: tokio::sync::Notify::new(),
     });
     let clock = h.clock.clone();
-    let now: degrau::session::Clock = Arc::new(move || clock.load(Ordering::SeqCst));
+    let now: degrau::plan::session::Clock = Arc::new(move || clock.load(Ordering::SeqCst));
     let folding = compactor(
         &h.store,
         gated.clone(),

@@ -7,21 +7,21 @@
 
 use std::sync::Arc;
 
-use degrau::ask::{AskError, AskService};
+use degrau::converse::{AskError, Converse};
 use degrau::domain::TenantId;
 use degrau::jobs::NoJobs;
 use degrau::memory::MemoryStore;
 use degrau::metering::{DAY, PriceTable};
 use degrau::model::scripted::ScriptedModel;
+use degrau::operate::platform::PlatformAdmin;
+use degrau::plan::session::Clock;
 use degrau::platform::{Plan, PolicyStore};
-use degrau::platform_admin::PlatformAdmin;
 use degrau::quota::Limits;
-use degrau::session::Clock;
 use degrau::tenant::{Defaults, TenantStore};
 use degrau::tools::ToolDispatch;
 use degrau::usage::Usage;
 
-use crate::helpers::{START, ask_service, key, minute, test_clock};
+use crate::helpers::{START, ask_service, key, minute, operate_of, test_clock};
 
 /// The deployment of the issue: five rounds an hour, one priced model.
 fn defaults() -> Defaults {
@@ -44,7 +44,7 @@ fn defaults() -> Defaults {
 struct Harness {
     store: Arc<MemoryStore>,
     model: Arc<ScriptedModel>,
-    ask: AskService,
+    ask: Converse,
     platform: PlatformAdmin,
 }
 
@@ -79,8 +79,7 @@ fn usage() -> Usage {
 async fn a_tenant_admin_cannot_lift_the_platforms_limits_and_nothing_changes() {
     let h = harness();
     let tenant = key().tenant;
-    let state = h
-        .ask
+    let state = operate_of(&h.ask, &h.store)
         .replace_config(&tenant, r#"{"quota": {"rounds_per_hour": 4}}"#, 0)
         .await
         .unwrap();
@@ -96,7 +95,10 @@ async fn a_tenant_admin_cannot_lift_the_platforms_limits_and_nothing_changes() {
             "max_transcript_retention_days",
         ),
     ] {
-        let error = h.ask.replace_config(&tenant, config, 1).await.unwrap_err();
+        let error = operate_of(&h.ask, &h.store)
+            .replace_config(&tenant, config, 1)
+            .await
+            .unwrap_err();
         let AskError::Forbidden(message) = &error else {
             panic!("{config}: {error:?}");
         };
@@ -120,7 +122,7 @@ async fn a_suspension_holds_whatever_the_tenant_writes_and_the_platform_lifts_it
         .replace_policy(&tenant, suspended, 0)
         .await
         .unwrap();
-    h.ask
+    operate_of(&h.ask, &h.store)
         .replace_config(&tenant, r#"{"quota": {"rounds_per_hour": 5}}"#, 0)
         .await
         .unwrap();
@@ -158,7 +160,10 @@ async fn the_platforms_policy_raises_a_tenants_ceiling_and_a_lowered_one_clamps_
     h.platform.replace_policy(&tenant, raised, 0).await.unwrap();
     let config = r#"{"quota": {"rounds_per_hour": 50}, "model": "claude-opus-5",
                      "transcript_retention_days": 60}"#;
-    let state = h.ask.replace_config(&tenant, config, 0).await.unwrap();
+    let state = operate_of(&h.ask, &h.store)
+        .replace_config(&tenant, config, 0)
+        .await
+        .unwrap();
     assert!(state.clamped.is_empty(), "{:?}", state.clamped);
     // The platform lowers the bounds: the stored config is clamped when read, and
     // its state says so.
@@ -167,7 +172,10 @@ async fn the_platforms_policy_raises_a_tenants_ceiling_and_a_lowered_one_clamps_
         .replace_policy(&tenant, lowered, 1)
         .await
         .unwrap();
-    let state = h.ask.config_state(&tenant).await.unwrap();
+    let state = operate_of(&h.ask, &h.store)
+        .config_state(&tenant)
+        .await
+        .unwrap();
     assert_eq!(state.problem, None);
     let said = state.clamped.join("; ");
     for bound in ["rounds_per_hour", "models", "max_transcript_retention_days"] {
@@ -180,15 +188,13 @@ async fn the_platforms_policy_raises_a_tenants_ceiling_and_a_lowered_one_clamps_
 async fn a_config_put_answers_its_own_version() {
     let h = harness();
     let tenant = key().tenant;
-    let first = h
-        .ask
+    let first = operate_of(&h.ask, &h.store)
         .replace_config(&tenant, r#"{"session_idle_minutes": 60}"#, 0)
         .await
         .unwrap();
     assert_eq!(first.version(), 1);
     assert!(first.stored.unwrap().text.contains("60"));
-    let second = h
-        .ask
+    let second = operate_of(&h.ask, &h.store)
         .replace_config(&tenant, r#"{"session_idle_minutes": 90}"#, 1)
         .await
         .unwrap();
@@ -236,7 +242,10 @@ async fn the_platform_lists_its_tenants_with_their_usage_priced_for_every_allowe
         .await
         .unwrap();
     assert_ne!(page[0].tenant, rest[0].tenant);
-    let usage = h.ask.usage(&tenant, today, today).await.unwrap();
+    let usage = operate_of(&h.ask, &h.store)
+        .usage(&tenant, today, today)
+        .await
+        .unwrap();
     assert!(usage[0].cost_usd.is_some());
     // A policy is read back as written.
     assert!(h.store.stored_policy(&other).await.unwrap().is_some());

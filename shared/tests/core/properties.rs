@@ -2,16 +2,16 @@
 //! `tool_use`/`tool_result` pairs per turn, parallel calls, text beside calls).
 
 use degrau::domain::{ContentBlock, Fact, Head, Message, Role, StoredMessage};
-use degrau::pruning::{PLACEHOLDER_PREFIX, apply};
-use degrau::request::{
+use degrau::plan::pruning::{PLACEHOLDER_PREFIX, apply};
+use degrau::plan::request::{
     FENCE_CLOSE, FENCE_OPEN, ModelRequest, RequestParts, ToolDef, build_request,
     render_contact_context,
 };
-use degrau::step_plan::{
+use degrau::plan::step_plan::{
     CompactionPolicy, kept_window_start, overflow_cut, plan_step, window_tokens,
 };
-use degrau::validate::validate_request;
-use degrau::window::safe_window_start;
+use degrau::plan::validate::validate_request;
+use degrau::plan::window::safe_window_start;
 use proptest::prelude::*;
 use serde_json::json;
 
@@ -115,7 +115,7 @@ fn request(
         last_session: None,
         window,
         round,
-        lifetimes: degrau::request::Lifetimes::FiveMinutes,
+        lifetimes: degrau::plan::request::Lifetimes::FiveMinutes,
     })
     .expect("a valid window builds")
 }

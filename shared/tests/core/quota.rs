@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use degrau::ask::{
-    AskError, AskOutcome, AskService, CLIENT_ALLOWANCE_TOKENS, RoundOutcome, RoundRequest,
+use degrau::converse::{
+    AskError, AskOutcome, CLIENT_ALLOWANCE_TOKENS, Converse, RoundOutcome, RoundRequest,
 };
 use degrau::domain::{IdempotencyKey, TenantId};
 use degrau::jobs::Job;
@@ -28,7 +28,7 @@ struct Harness {
     jobs: Arc<RecordingJobs>,
     quotas: Arc<MemoryQuotas>,
     clock: Arc<AtomicI64>,
-    service: AskService,
+    service: Converse,
 }
 
 /// The barber tenant with `quota` in its config.

@@ -1,4 +1,4 @@
-//! Streamed rounds (`AskService::ask_streamed`): what a listener is shown while a
+//! Streamed rounds (`Converse::ask_streamed`): what a listener is shown while a
 //! round runs — text as the model writes it, tool calls as they run, a restart when
 //! what was shown no longer holds — and that what is stored is exactly what a round
 //! that is not streamed stores: the whole round, or nothing.
@@ -7,14 +7,14 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use degrau::ask::{AskError, AskService, RoundEvent, RoundEvents, shown_reply};
+use degrau::converse::{AskError, Converse, RoundEvent, RoundEvents, shown_reply};
 use degrau::deadline::Deadline;
 use degrau::domain::{ContentBlock, Role};
 use degrau::jobs::NoJobs;
 use degrau::memory::MemoryStore;
 use degrau::model::scripted::{ScriptedModel, response};
 use degrau::model::{DeltaSink, Model, ModelDelta, ModelError, ModelResponse, StopReason};
-use degrau::request::ModelRequest;
+use degrau::plan::request::ModelRequest;
 use degrau::store::{RecordStore, SessionFilter};
 use degrau::tenant::{Defaults, TenantConfig, TenantStore};
 use degrau::tools::ToolDispatch;
@@ -99,7 +99,7 @@ struct Harness {
     store: Arc<MemoryStore>,
     script: Arc<ScriptedModel>,
     model: Arc<WordByWord>,
-    service: AskService,
+    service: Converse,
 }
 
 fn usage(input: u64) -> Usage {

@@ -4,9 +4,9 @@
 //! facts request. Lines are counted the way a reader of the text would count them:
 //! at every Unicode line break, not at `\n` alone.
 
-use degrau::compactor::{facts_request, summary_request};
+use degrau::compaction::{facts_request, summary_request};
 use degrau::domain::{ContentBlock, Fact, FactKey, Role, StoredMessage};
-use degrau::request::render_contact_context;
+use degrau::plan::request::render_contact_context;
 use proptest::prelude::*;
 
 use crate::helpers::fact;
@@ -59,7 +59,7 @@ fn message(seq: u64, role: Role, text: String) -> StoredMessage {
 }
 
 /// The one user message of a summary or facts request.
-fn user_text(request: &degrau::request::ModelRequest) -> String {
+fn user_text(request: &degrau::plan::request::ModelRequest) -> String {
     let value = serde_json::to_value(request).unwrap();
     value["messages"][0]["content"][0]["text"]
         .as_str()

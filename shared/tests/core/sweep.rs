@@ -7,24 +7,24 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
 use async_trait::async_trait;
-use degrau::ask::AskService;
-use degrau::compactor::{Compactor, CompactorError, SweepReport};
+use degrau::compaction::{Compactor, CompactorError, SweepReport};
+use degrau::converse::Converse;
 use degrau::deadline::Deadline;
 use degrau::domain::{Incarnation, TenantId};
 use degrau::jobs::{Job, NoJobs};
 use degrau::memory::MemoryStore;
 use degrau::model::scripted::ScriptedModel;
+use degrau::plan::sweep::{DEFAULT_SWEEP_BUCKETS, FACTS_RETRY_SECONDS};
 use degrau::store::{
     ContactKey, JobStore, PendingChange, RecordStore, StoreError, SweepSettle, SweepStore,
 };
-use degrau::sweep::{DEFAULT_SWEEP_BUCKETS, FACTS_RETRY_SECONDS};
 use degrau::tenant::{Defaults, TenantConfig, TenantStore};
 use degrau::testing::hooked::{Call, Hook, Hooked};
 use degrau::tools::ToolDispatch;
 use degrau::usage::Usage;
 
 use crate::helpers::{
-    RecordingJobs, START, ask_service, compactor, contact_key as key, test_clock,
+    RecordingJobs, START, ask_service, compactor, contact_key as key, records_of, test_clock,
 };
 
 const MINUTE: i64 = 60;
@@ -39,7 +39,7 @@ struct Harness {
     ask_jobs: Arc<RecordingJobs>,
     /// What the sweep enqueued.
     sweep_jobs: RecordingJobs,
-    ask: AskService,
+    ask: Converse,
     compactor: Compactor,
 }
 
@@ -74,7 +74,7 @@ fn harness() -> Harness {
 
 /// The contact's sweep bucket at the default bucket count.
 fn bucket_of(key: &ContactKey) -> u8 {
-    degrau::sweep::sweep_bucket(key, DEFAULT_SWEEP_BUCKETS)
+    degrau::plan::sweep::sweep_bucket(key, DEFAULT_SWEEP_BUCKETS)
 }
 
 impl Harness {
@@ -98,7 +98,7 @@ impl Harness {
             .await
             .unwrap()
         {
-            degrau::ask::AskOutcome::Answered(response) => response.session,
+            degrau::converse::AskOutcome::Answered(response) => response.session,
             other => panic!("expected an answer, got {other:?}"),
         }
     }
@@ -131,7 +131,7 @@ impl Harness {
         for job in recorded.iter().filter(|job| job.kind() == "facts") {
             self.model.push(ScriptedModel::tool_call(
                 "facts",
-                degrau::compactor::RECORD_FACTS_TOOL,
+                degrau::compaction::RECORD_FACTS_TOOL,
                 serde_json::json!({"facts": []}),
                 Usage::default(),
             ));
@@ -285,7 +285,7 @@ async fn an_erased_contact_is_not_swept() {
     let bruno = key("barber", "bruno");
     h.say(&ana, "hi").await;
     h.say(&bruno, "hi").await;
-    h.ask.erase(&ana).await.unwrap();
+    records_of(&h.ask, &h.store).erase(&ana).await.unwrap();
 
     assert_eq!(h.sweep(h.at(IDLE)).await, report(1, 1, 0, 0));
     assert_eq!(h.facts(&h.sweep_jobs).await, vec![(bruno, 1)]);
@@ -379,7 +379,7 @@ async fn a_failed_bucket_read_holds_up_only_that_bucket_and_all_failing_is_an_er
 
 #[tokio::test]
 async fn each_bucket_is_read_up_to_its_limit_per_run_oldest_first() {
-    use degrau::sweep::SWEEP_LIMIT_PER_BUCKET;
+    use degrau::plan::sweep::SWEEP_LIMIT_PER_BUCKET;
     let h = harness();
     // More idle contacts in one bucket than a run takes, one minute apart.
     let bucket = bucket_of(&key("barber", "c0"));
@@ -432,7 +432,7 @@ async fn facts_of_a_swept_session_read_its_summary_and_only_the_messages_after_i
     let job = h.sweep_jobs.jobs.lock().unwrap().last().cloned().unwrap();
     h.model.push(ScriptedModel::tool_call(
         "facts",
-        degrau::compactor::RECORD_FACTS_TOOL,
+        degrau::compaction::RECORD_FACTS_TOOL,
         serde_json::json!({"facts": []}),
         Usage::default(),
     ));
@@ -459,7 +459,7 @@ async fn facts_of_a_swept_session_read_its_summary_and_only_the_messages_after_i
 
 #[tokio::test]
 async fn heads_not_yet_idle_by_their_tenants_longer_timeout_never_hold_up_the_idle_ones() {
-    use degrau::sweep::SWEEP_LIMIT_PER_BUCKET;
+    use degrau::plan::sweep::SWEEP_LIMIT_PER_BUCKET;
     let h = harness();
     let patient = TenantConfig {
         session_idle_minutes: Some(3 * 24 * 60),

@@ -55,7 +55,7 @@ struct Harness {
     store: Arc<MemoryStore>,
     model: Arc<ScriptedModel>,
     webhooks: Arc<RecordingWebhooks>,
-    service: degrau::ask::AskService,
+    service: degrau::converse::Converse,
 }
 
 async fn harness(tools: Value, reply: ToolOutput) -> Harness {

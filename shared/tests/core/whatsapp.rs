@@ -14,8 +14,8 @@ use degrau::jobs::NoJobs;
 use degrau::memory::MemoryStore;
 use degrau::model::scripted::ScriptedModel;
 use degrau::model::{Model, ModelError, ModelResponse};
-use degrau::request::ModelRequest;
-use degrau::session::Clock;
+use degrau::plan::request::ModelRequest;
+use degrau::plan::session::Clock;
 use degrau::store::{ContactKey, RecordStore, SessionFilter, StoreError};
 use degrau::tenant::whatsapp::WhatsAppSettings;
 use degrau::tenant::{Defaults, TenantConfig, TenantStore};
@@ -33,7 +33,7 @@ use degrau::whatsapp::worker::{Outcome, Worker, WorkerError};
 use degrau::whatsapp::{PhoneNumberId, WaMessageId};
 use serde_json::{Value, json};
 
-use crate::helpers::{START, ask_service, minute, test_clock};
+use crate::helpers::{START, ask_service, minute, operate_of, test_clock};
 
 pub(crate) const PHONE: &str = "100000000000001";
 pub(crate) const CUSTOMER: &str = "15550000001";
@@ -304,7 +304,10 @@ async fn whatsapp_usage(channel: &Channel) -> (u64, u64) {
     let ask = &channel.worker.ask;
     let day = (ask.clock)().div_euclid(degrau::metering::DAY);
     let tenant = TenantId::parse(TENANT).unwrap();
-    let days = ask.usage(&tenant, day - 1, day).await.unwrap();
+    let days = operate_of(ask, &channel.store)
+        .usage(&tenant, day - 1, day)
+        .await
+        .unwrap();
     days.iter()
         .fold((0, 0), |(i, o), d| (i + d.whatsapp_in, o + d.whatsapp_out))
 }
@@ -758,7 +761,7 @@ async fn a_long_burst_makes_turns_within_the_text_limit() {
     assert!(
         texts
             .iter()
-            .all(|t| t.chars().count() <= degrau::ask::MAX_TEXT_CHARS)
+            .all(|t| t.chars().count() <= degrau::converse::MAX_TEXT_CHARS)
     );
 }
 
@@ -1077,6 +1080,9 @@ async fn a_flood_of_strangers_waits_on_the_numbers_limits_while_the_api_and_know
     assert!(api.ask(&other, "status?", None, minute()).await.is_ok());
     // And the business sees how many messages were held.
     let today = START.div_euclid(degrau::metering::DAY);
-    let usage = api.usage(&customer().tenant, today, today).await.unwrap();
+    let usage = operate_of(api, &channel.store)
+        .usage(&customer().tenant, today, today)
+        .await
+        .unwrap();
     assert_eq!(usage[0].whatsapp_held, 5);
 }

@@ -2,7 +2,7 @@
 //! `CLOCK_OFFSET_FILE` and the stand-in's cache on a manual clock moved by the
 //! same gaps, so that a pause expires the entries it would expire.
 
-use degrau::cache_ttl::CacheTtlPolicy;
+use degrau::plan::cache_ttl::CacheTtlPolicy;
 use degrau::tenant::TenantConfig;
 use degrau_tests::stack::is_compactor_call;
 use serde_json::Value;

@@ -6,7 +6,7 @@
 //! one whose one-hour entry still lives is left alone; one whose rhythm says it
 //! comes back the next day keeps fewer messages than one back within the hour.
 
-use degrau::cache_ttl::CacheTtlPolicy;
+use degrau::plan::cache_ttl::CacheTtlPolicy;
 use degrau::tenant::TenantConfig;
 use degrau_tests::stack::{FullStack, is_compactor_call};
 use serde_json::{Value, json};

@@ -298,7 +298,7 @@ async fn a_client_that_goes_away_mid_stream_leaves_the_round_stored_and_its_key_
 async fn bad_input_on_the_streaming_route_is_the_json_routes_4xx_and_changes_nothing() {
     let (stack, function) = streaming_stack().await;
     let tenant = unique("stream-bad");
-    let too_long = "x".repeat(degrau::ask::MAX_TEXT_CHARS + 1);
+    let too_long = "x".repeat(degrau::converse::MAX_TEXT_CHARS + 1);
     let cases: Vec<(Value, u16, &str)> = vec![
         (
             event(&tenant, "c-1", &message("   "), &[]),

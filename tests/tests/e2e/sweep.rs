@@ -40,7 +40,7 @@ async fn compactor_calls(stack: &FullStack) -> usize {
         .filter(|entry| {
             entry["body"]["system"][0]["text"]
                 .as_str()
-                .is_some_and(|text| text.starts_with(degrau::compactor::FACTS_INSTRUCTIONS))
+                .is_some_and(|text| text.starts_with(degrau::compaction::FACTS_INSTRUCTIONS))
         })
         .count()
 }

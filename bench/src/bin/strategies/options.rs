@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use degrau::step_plan::CompactionPolicy;
+use degrau::plan::step_plan::CompactionPolicy;
 use degrau_bench::strategies::policy::Policy;
 use degrau_bench::strategies::run::RunSettings;
 use degrau_bench::strategies::timing::Profile;

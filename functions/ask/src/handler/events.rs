@@ -21,7 +21,7 @@ async fn out(app: &App, key: &ContactKey, kind: EventType, at: i64, data: Value)
         data,
     };
     publish(
-        app.service.tenants.as_ref(),
+        app.converse.tenants.as_ref(),
         app.events.as_ref(),
         occurrence,
     )
@@ -37,14 +37,14 @@ pub(super) async fn fact_set(app: &App, key: &ContactKey, record: &FactRecord) {
 
 /// `fact.deleted`: the fact and its history are gone.
 pub(super) async fn fact_deleted(app: &App, key: &ContactKey, fact: &FactKey) {
-    let now = (app.service.clock)();
+    let now = (app.converse.clock)();
     let data = json!({"key": fact.as_str()});
     out(app, key, EventType::FactDeleted, now, data).await;
 }
 
 /// `contact.erased`: every item about the contact went (the pseudonym's last use).
 pub(super) async fn contact_erased(app: &App, key: &ContactKey) {
-    let now = (app.service.clock)();
+    let now = (app.converse.clock)();
     out(app, key, EventType::ContactErased, now, json!({})).await;
 }
 
@@ -56,6 +56,6 @@ pub(super) async fn handoff_started(app: &App, key: &ContactKey, handoff: &Hando
 
 /// `handoff.ended`: the agent has the conversation again.
 pub(super) async fn handoff_ended(app: &App, key: &ContactKey) {
-    let now = (app.service.clock)();
+    let now = (app.converse.clock)();
     out(app, key, EventType::HandoffEnded, now, json!({})).await;
 }

@@ -44,7 +44,7 @@ pub(super) async fn answer(
     how: Move,
     request: &Request,
 ) -> Result<Response<Body>, HttpError> {
-    let now = (app.service.clock)();
+    let now = (app.converse.clock)();
     match how {
         Move::Show => {}
         Move::HandOff => {
@@ -92,7 +92,7 @@ pub(super) async fn answer(
 /// The contact's handoff as the API shows it: `{"by", "since", "until"}`, or null
 /// when the agent has the conversation.
 pub(super) async fn current(app: &App, key: &ContactKey) -> Result<Value, HttpError> {
-    let now = (app.service.clock)();
+    let now = (app.converse.clock)();
     let handoff = app
         .whatsapp
         .handoff(key, now)
@@ -110,7 +110,7 @@ pub(super) async fn deliveries(
     app: &App,
     key: &ContactKey,
 ) -> Result<HashMap<(u32, u64), Value>, HttpError> {
-    let now = (app.service.clock)();
+    let now = (app.converse.clock)();
     let records = app
         .whatsapp
         .deliveries(key, now)
@@ -148,7 +148,7 @@ fn requested_hours(request: &Request) -> Result<Option<HandoffHours>, HttpError>
 
 async fn tenant_handoff_seconds(app: &App, tenant: &TenantId) -> Result<i64, HttpError> {
     let config = app
-        .service
+        .converse
         .tenants
         .tenant_config(tenant)
         .await

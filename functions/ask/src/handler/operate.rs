@@ -5,9 +5,9 @@
 //! ([`ScopeConfig`](degrau_adapters::config::ScopeConfig)); a request without it is
 //! 403 with nothing read or written.
 
-use degrau::ask::{AskService, ConfigState};
 use degrau::domain::{FactKey, TenantId};
 use degrau::metering::{DAY, parse_day};
+use degrau::operate::{ConfigState, Operate};
 use degrau::store::{ContactCursor, ContactKey, FactRecord};
 use lambda_http::{Body, Request, RequestExt, Response};
 use serde::Deserialize;
@@ -97,7 +97,7 @@ impl Op {
         key: Option<&str>,
         request: &Request,
     ) -> Result<Response<Body>, HttpError> {
-        let service = &app.service;
+        let service = &app.operate;
         let contact_key = || -> Result<ContactKey, HttpError> {
             Ok(ContactKey {
                 tenant: tenant.clone(),
@@ -160,7 +160,7 @@ struct FactBody {
 }
 
 async fn contacts(
-    service: &AskService,
+    service: &Operate,
     tenant: &TenantId,
     request: &Request,
 ) -> Result<Response<Body>, HttpError> {
@@ -276,7 +276,7 @@ fn bounds_json(policy: &degrau::platform::Policy) -> Value {
 }
 
 async fn put_config(
-    service: &AskService,
+    service: &Operate,
     tenant: &TenantId,
     request: &Request,
 ) -> Result<Response<Body>, HttpError> {
@@ -344,7 +344,7 @@ fn check_tool_schemas(config: &Value) -> Result<(), HttpError> {
 }
 
 async fn usage(
-    service: &AskService,
+    service: &Operate,
     tenant: &TenantId,
     request: &Request,
 ) -> Result<Response<Body>, HttpError> {

@@ -8,7 +8,7 @@
 
 use degrau::domain::TenantId;
 use degrau::metering::{format_day, parse_day};
-use degrau::platform_admin::{PlatformAdmin, PolicyState};
+use degrau::operate::platform::{PlatformAdmin, PolicyState};
 use lambda_http::{Body, Request, RequestExt, Response};
 use serde_json::{Value, json};
 

@@ -1,10 +1,9 @@
 //! `GET /v1/contacts/{contact}/sessions?q=&limit=`: the contact's session records
-//! (recall over earlier sessions, [`degrau::recall`]), best match first for a query
+//! (recall over earlier sessions, [`degrau::plan::recall`]), best match first for a query
 //! `q`, newest first without one. The parameters are typed at the edge; a bad one
 //! is 400 `invalid_request` with its documented message (`limit` first, then `q`).
 
-use degrau::ask::AskService;
-use degrau::ask::recall::{RecallQuery, RecordLimit};
+use degrau::records::{RecallQuery, RecordLimit, Records};
 use degrau::store::ContactKey;
 use lambda_http::aws_lambda_events::query_map::QueryMap;
 use lambda_http::{Body, Response};
@@ -38,7 +37,7 @@ impl TryFrom<Option<&QueryMap>> for SessionsQuery {
 
 /// Answers the route.
 pub(super) async fn get_sessions(
-    service: &AskService,
+    service: &Records,
     key: &ContactKey,
     query: Option<&QueryMap>,
 ) -> Result<Response<Body>, HttpError> {

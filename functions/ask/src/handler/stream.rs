@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use degrau::ask::{AskError, AskOutcome, RoundEvent, RoundEvents};
+use degrau::converse::{AskError, AskOutcome, RoundEvent, RoundEvents};
 use degrau::deadline::Deadline;
 use lambda_http::http::{HeaderMap, HeaderValue, StatusCode};
 use lambda_http::lambda_runtime::{MetadataPrelude, StreamResponse};
@@ -229,7 +229,7 @@ async fn start(app: &App, request: &Request, deadline: Deadline) -> Result<Strea
     let idempotency = idempotency_key(request)?;
 
     let (pieces, mut received) = mpsc::unbounded_channel();
-    let service = app.service.clone();
+    let service = app.converse.clone();
     tokio::spawn(async move {
         let listener = ToChannel(pieces.clone());
         let outcome = service

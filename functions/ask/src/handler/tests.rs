@@ -9,7 +9,7 @@ use degrau::domain::TenantId;
 use degrau::jobs::NoJobs;
 use degrau::memory::MemoryStore;
 use degrau::model::scripted::ScriptedModel;
-use degrau::session::system_clock;
+use degrau::plan::session::system_clock;
 use degrau::tenant::Defaults;
 use degrau::tools::ToolDispatch;
 use degrau::usage::Usage;
@@ -66,8 +66,11 @@ fn transcript_queries_are_typed_at_the_edge_with_the_documented_errors() {
 fn app(auth: AuthConfig) -> (App, Arc<MemoryStore>, Arc<ScriptedModel>) {
     let store = Arc::new(MemoryStore::new());
     let model = Arc::new(ScriptedModel::default());
-    let service = AskService {
+    let service = Converse {
         store: store.clone(),
+        records: store.clone(),
+        recall: store.clone(),
+        usage: store.clone(),
         tenants: store.clone(),
         model: model.clone(),
         tools: Arc::new(ToolDispatch::built_in_only()),
@@ -80,12 +83,22 @@ fn app(auth: AuthConfig) -> (App, Arc<MemoryStore>, Arc<ScriptedModel>) {
         App {
             whatsapp: store.clone(),
             events: std::sync::Arc::new(degrau::events::NoEvents),
-            platform: degrau::platform_admin::PlatformAdmin::on(
+            platform: degrau::operate::platform::PlatformAdmin::on(
                 store.clone(),
                 Defaults::default(),
                 system_clock(),
             ),
-            service,
+            records: degrau::records::Records::on(
+                store.clone(),
+                Defaults::default(),
+                system_clock(),
+            ),
+            operate: degrau::operate::Operate::on(
+                store.clone(),
+                Defaults::default(),
+                system_clock(),
+            ),
+            converse: service,
             auth,
             scopes: degrau_adapters::config::ScopeConfig::default(),
             ask_timeout: Duration::from_secs(25),

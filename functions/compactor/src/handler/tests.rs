@@ -6,15 +6,15 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use degrau::ask::AskService;
-use degrau::compactor::NOT_FOUND_RECEIVES;
+use degrau::compaction::NOT_FOUND_RECEIVES;
+use degrau::converse::Converse;
 use degrau::domain::{ContactId, Incarnation, TenantId};
 use degrau::jobs::{EnqueueError, NoJobs};
 use degrau::memory::MemoryStore;
 use degrau::model::scripted::ScriptedModel;
 use degrau::model::{Model, ModelError, ModelResponse};
-use degrau::request::ModelRequest;
-use degrau::step_plan::CompactionPolicy;
+use degrau::plan::request::ModelRequest;
+use degrau::plan::step_plan::CompactionPolicy;
 use degrau::store::{ContactKey, RecordStore};
 use degrau::tenant::Defaults;
 use degrau::tools::ToolDispatch;
@@ -32,7 +32,7 @@ struct Harness {
     model: Arc<ScriptedModel>,
     clock: Arc<AtomicI64>,
     compactor: Compactor,
-    ask: AskService,
+    ask: Converse,
 }
 
 /// A queue that records the jobs it is given.
@@ -60,7 +60,7 @@ fn harness() -> Harness {
     };
     let now = Arc::new(AtomicI64::new(NOW));
     let read = now.clone();
-    let clock: degrau::session::Clock = Arc::new(move || read.load(Ordering::SeqCst));
+    let clock: degrau::plan::session::Clock = Arc::new(move || read.load(Ordering::SeqCst));
     Harness {
         clock: now,
         compactor: Compactor {
@@ -72,8 +72,11 @@ fn harness() -> Harness {
             jobs: Arc::new(NoJobs),
             events: Arc::new(degrau::events::NoEvents),
         },
-        ask: AskService {
+        ask: Converse {
             store: store.clone(),
+            records: store.clone(),
+            recall: store.clone(),
+            usage: store.clone(),
             tenants: store.clone(),
             model: model.clone(),
             tools: Arc::new(ToolDispatch::built_in_only()),

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use aws_lambda_events::sqs::SqsEvent;
-use degrau::ask::AskService;
+use degrau::converse::Converse;
 use degrau::domain::TenantId;
 use degrau::jobs::NoJobs;
 use degrau::memory::MemoryStore;
@@ -48,12 +48,15 @@ async fn harness() -> Harness {
     let model = Arc::new(ScriptedModel::default());
     let inbox = Arc::new(RecordingInbox::default());
     let sender = Arc::new(ScriptedSender::default());
-    let clock: degrau::session::Clock = Arc::new(|| 1_800_000_000);
+    let clock: degrau::plan::session::Clock = Arc::new(|| 1_800_000_000);
     Harness {
         worker: Worker {
             store: store.clone(),
-            ask: AskService {
+            ask: Converse {
                 store: store.clone(),
+                records: store.clone(),
+                recall: store.clone(),
+                usage: store.clone(),
                 tenants: store.clone(),
                 model: model.clone(),
                 tools: Arc::new(ToolDispatch::built_in_only()),

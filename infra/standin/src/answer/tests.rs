@@ -3,7 +3,7 @@
 
 use super::*;
 use degrau::domain::{ContentBlock as CoreBlock, Message, Role as CoreRole, StoredMessage};
-use degrau::request::{RequestParts, ToolDef, build_request};
+use degrau::plan::request::{RequestParts, ToolDef, build_request};
 use degrau::testing::stored;
 
 use crate::parse::parse_request;
@@ -36,7 +36,7 @@ fn request_with(
         last_session: None,
         window,
         round,
-        lifetimes: degrau::request::Lifetimes::FiveMinutes,
+        lifetimes: degrau::plan::request::Lifetimes::FiveMinutes,
     })
     .unwrap();
     let body = serde_json::to_vec(&request).unwrap();

@@ -6,7 +6,7 @@ use std::time::Duration;
 use degrau::deadline::Deadline;
 use degrau::domain::{ContentBlock, Message};
 use degrau::model::{Model, ModelError, StopReason};
-use degrau::request::{ModelRequest, RequestParts, build_request};
+use degrau::plan::request::{ModelRequest, RequestParts, build_request};
 use degrau_adapters::anthropic::{AnthropicConfig, AnthropicModel};
 use degrau_standin::Config;
 use serde_json::json;
@@ -42,7 +42,7 @@ fn request(text: &str) -> ModelRequest {
         last_session: None,
         window: &[],
         round: &[Message::user_text(text)],
-        lifetimes: degrau::request::Lifetimes::FiveMinutes,
+        lifetimes: degrau::plan::request::Lifetimes::FiveMinutes,
     })
     .expect("a valid request")
 }

@@ -1,7 +1,7 @@
 //! Spawning a stand-in per test and building requests the way degrau does.
 
 use degrau::domain::{Message, StoredMessage};
-use degrau::request::{RequestParts, ToolDef, build_request};
+use degrau::plan::request::{RequestParts, ToolDef, build_request};
 use degrau_standin::parse::parse_request;
 use degrau_standin::prompt::Prompt;
 use degrau_standin::{Config, Running, StandIn, spawn};
@@ -142,7 +142,7 @@ pub fn degrau_request(
         last_session: None,
         window: &window,
         round,
-        lifetimes: degrau::request::Lifetimes::FiveMinutes,
+        lifetimes: degrau::plan::request::Lifetimes::FiveMinutes,
     })
     .expect("a valid request");
     serde_json::to_value(&request).expect("serialises")

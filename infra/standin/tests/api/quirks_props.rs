@@ -1,14 +1,14 @@
 //! For any answer the quirks corpus can make, read by degrau's own clients (the
 //! whole JSON body, or the stream through degrau's stream reader), kept as
-//! degrau keeps an answer (`degrau::sendable`) and sent back as history in the
+//! degrau keeps an answer (`degrau::plan::sendable`) and sent back as history in the
 //! next request degrau builds, that request passes the stand-in's own rules,
 //! which are written apart from the core's: what degrau stores of a real answer
 //! never wedges its contact (issue 38).
 
 use degrau::domain::{ContentBlock, Message, Role, StoredMessage};
 use degrau::model::{ModelResponse, StopReason as CoreStop};
-use degrau::request::{Lifetimes, RequestParts, ToolDef, build_request};
-use degrau::sendable::{readable, sendable};
+use degrau::plan::request::{Lifetimes, RequestParts, ToolDef, build_request};
+use degrau::plan::sendable::{readable, sendable};
 use degrau_adapters::model_stream::{Assembler, SseParser, Step};
 use degrau_standin::answer::Answer;
 use degrau_standin::quirks::Quirk;

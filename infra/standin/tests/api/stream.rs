@@ -11,7 +11,7 @@ use aws_sdk_bedrockruntime::config::{BehaviorVersion, Credentials, Region};
 use degrau::deadline::Deadline;
 use degrau::domain::{ContentBlock, Message};
 use degrau::model::{Model, ModelDelta, ModelError, ModelResponse};
-use degrau::request::{ModelRequest, RequestParts, build_request};
+use degrau::plan::request::{ModelRequest, RequestParts, build_request};
 use degrau_adapters::anthropic::{AnthropicConfig, AnthropicModel};
 use degrau_adapters::bedrock::BedrockModel;
 use degrau_adapters::retry::RetryPolicy;
@@ -87,7 +87,7 @@ pub(crate) fn request(text: &str, thinking: Option<u32>) -> ModelRequest {
         last_session: None,
         window: &[],
         round: &[Message::user_text(text)],
-        lifetimes: degrau::request::Lifetimes::FiveMinutes,
+        lifetimes: degrau::plan::request::Lifetimes::FiveMinutes,
     })
     .expect("a valid request")
 }

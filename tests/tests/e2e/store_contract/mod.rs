@@ -23,12 +23,12 @@ use degrau::domain::{
     StoredMessage, TenantId,
 };
 use degrau::memory::{ItemRef, MemoryStore};
-use degrau::pruning::PruneDecision;
+use degrau::plan::pruning::PruneDecision;
+use degrau::plan::sweep::DEFAULT_SWEEP_BUCKETS;
 use degrau::store::{
     AppliedStep, ContactKey, FactWrite, PendingChange, RecordStore, RoundCommit, RoundStore,
     SessionArchive, Store, SweepSettle, SweepSlot,
 };
-use degrau::sweep::DEFAULT_SWEEP_BUCKETS;
 use degrau::tenant::TenantStore;
 use degrau::usage::Usage;
 use degrau_adapters::dynamodb::{DynamoStore, keys};
@@ -48,7 +48,7 @@ const DUE_AFTER: i64 = 3_600;
 
 /// A contact's sweep bucket at the default bucket count.
 fn sweep_bucket(key: &ContactKey) -> u8 {
-    degrau::sweep::sweep_bucket(key, DEFAULT_SWEEP_BUCKETS)
+    degrau::plan::sweep::sweep_bucket(key, DEFAULT_SWEEP_BUCKETS)
 }
 
 /// An adapter under test, with the few raw writes and reads the contract needs that

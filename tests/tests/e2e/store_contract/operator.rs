@@ -7,6 +7,7 @@ use degrau::domain::{Fact, FactKey, FactRevision, FactSource, TenantId};
 use degrau::metering::{TokenCounts, UsageCounts};
 use degrau::store::{
     FactExpectation, FactRemoval, FactWrite, JobStore, OperatorStore, RecordStore, StoreError,
+    UsageStore,
 };
 use degrau::tenant::{TenantConfig, TenantStore};
 

@@ -7,7 +7,7 @@
 use degrau::domain::TenantId;
 use degrau::metering::UsageCounts;
 use degrau::platform::{FairShare, PolicyStore, TenantPolicy};
-use degrau::store::{OperatorStore, StoreError};
+use degrau::store::{StoreError, UsageStore};
 use degrau::tenant::{TenantConfig, TenantStore};
 
 use super::Backend;

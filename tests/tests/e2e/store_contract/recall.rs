@@ -9,8 +9,8 @@
 //! - **What a recall shows**: `found_sessions` returns the texts and archived
 //!   records of the sessions asked, one entry each, empty once gone.
 
-use degrau::recall::index::{SessionIndex, SessionText, index_session, with_summary};
-use degrau::recall::tokenize::StemmingTokenizer;
+use degrau::plan::recall::index::{SessionIndex, SessionText, index_session, with_summary};
+use degrau::plan::recall::tokenize::StemmingTokenizer;
 use degrau::store::{RecallStore, RecordStore, RoundCommit, RoundStore, SessionArchive};
 
 use super::{Backend, NOW, RETAINED, ana, contact_key, exchange, life_of, round, tool_session};
@@ -129,7 +129,7 @@ pub(super) async fn found_sessions_bring_the_texts_and_records_asked_for(backend
             .unwrap()
     );
     // Session 2 opens, archiving session 1's record.
-    let record = degrau::recall::record_of(1, None, &[], head.last_seq, NOW);
+    let record = degrau::plan::recall::record_of(1, None, &[], head.last_seq, NOW);
     let opening = RoundCommit {
         archive: Some(SessionArchive::from_record(&record, 0, RETAINED)),
         ..round(&key, Some(&head), exchange(2, None, "again"))

@@ -300,7 +300,7 @@ pub(super) async fn erasing_a_contact_removes_its_session_archives_too(backend: 
 }
 
 pub(super) async fn session_records_come_newest_first_and_every_one_is_kept(backend: impl Backend) {
-    use degrau::recall::{MAX_RECORDS, SessionRecord};
+    use degrau::plan::recall::{MAX_RECORDS, SessionRecord};
     let store = backend.store();
     let key = ana();
     let bob = contact_key("shop", "bob");

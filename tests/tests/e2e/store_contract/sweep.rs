@@ -15,10 +15,10 @@
 //! `ensure_incarnation` is checked in `incarnation.rs`.
 
 use degrau::domain::{Head, Incarnation, PendingFacts};
+use degrau::plan::sweep::DEFAULT_SWEEP_BUCKETS;
 use degrau::store::{
     ContactKey, DueHead, PendingChange, RecordStore, RoundStore, SweepSettle, SweepSlot, SweepStore,
 };
-use degrau::sweep::DEFAULT_SWEEP_BUCKETS;
 
 use super::{
     Backend, DUE_AFTER, NOW, ana, commit, contact_key, exchange, idem, round, settle, sweep_bucket,

@@ -1,0 +1,702 @@
+//! The commit path of every round, answered by degrau's model loop or recorded from
+//! a client's own: the round prepared as one transaction ([`PreparedRound`]),
+//! committed under the head's condition (a commit whose answer was lost is
+//! recognised by the head's round token), its metrics, then the work after it:
+//! the window's TTL beyond what the commit held, the closed session's facts and a
+//! due step.
+
+use tracing::{info, warn};
+
+use super::round::{Origin, Round, RoundMessage, RoundStats};
+use super::turn::{Turn, TurnPlan};
+use super::{
+    AskError, AskResponse, Converse, IDEMPOTENCY_TTL_SECONDS, RecordedRound, Reply, RoundSpan,
+    UsageSummary, by,
+};
+use crate::deadline::Deadline;
+use crate::domain::{Head, IdempotencyKey, Incarnation, PendingFacts, StoredMessage, TenantId};
+use crate::jobs::Job;
+use crate::metering::UsageCounts;
+use crate::metrics::{Event, Unit};
+use crate::model::StopReason;
+use crate::plan::pause_fold::fold_due_at;
+use crate::plan::request::Lifetimes;
+use crate::plan::session::idle_seconds;
+use crate::plan::sweep::{next_sweep_due, sweep_bucket};
+use crate::store::{
+    Claim, CompletedRequest, ContactKey, MAX_REFRESH_PER_ROUND, MAX_ROUND_ITEMS, RoundCommit,
+    SessionArchive, StoreError, SweepSlot,
+};
+use crate::tenant::{ContextPolicy, Settings};
+use crate::usage::RoundUsage;
+
+/// A round ready to commit, with what the steps after the commit need.
+pub(super) struct PreparedRound {
+    commit: RoundCommit,
+    response: AskResponse,
+    /// A random id written on the head, to recognise this round's commit when its
+    /// answer was lost.
+    round_token: String,
+    incarnation: Incarnation,
+    /// Window messages due a new TTL that the commit's transaction could not hold.
+    refresh_rest: Vec<u64>,
+    step_due: bool,
+    usage: RoundUsage,
+    stats: RoundStats,
+    origin: Origin,
+}
+
+/// Whether a commit whose answer was lost landed.
+pub(super) enum Landed {
+    Yes,
+    No,
+    Unknown,
+}
+
+/// How a commit went, when it did not fail.
+pub(super) enum Committed {
+    /// The round is stored.
+    Stored,
+    /// Another round landed first: nothing of this one is stored. What happens
+    /// next is the route's policy (`ask` may answer again; a recorded round is a
+    /// conflict).
+    Lost,
+}
+
+impl PreparedRound {
+    /// What the round adds to its tenant's usage: a round, its model and tool
+    /// calls, its tokens under `model` (under `client` for a round a client ran
+    /// with its own model).
+    fn usage_counts(&self, model: &str) -> UsageCounts {
+        let mut counts = UsageCounts {
+            rounds: 1,
+            model_calls: u64::from(self.usage.calls),
+            tool_calls: self.stats.tool_calls,
+            ..UsageCounts::default()
+        };
+        let model = match self.origin {
+            Origin::Client => "client",
+            _ => model,
+        };
+        // An estimate is no consumption: the round and its calls count, not tokens.
+        if !self.stats.usage_estimated {
+            counts.add_tokens(model, &self.usage.total);
+        }
+        counts
+    }
+
+    /// Logs the committed round and emits its metrics.
+    fn record(&self) {
+        let usage = &self.usage;
+        info!(
+            session = self.response.session,
+            first_seq = self.response.round.first_seq,
+            last_seq = self.response.round.last_seq,
+            context_tokens = usage.context_tokens(),
+            cache_read_ratio = usage.cache_read_ratio(),
+            calls = usage.calls,
+            cache_ttl = self.stats.lifetimes.as_str(),
+            "round committed"
+        );
+        Event::new("ask")
+            .count("RoundsCommitted", 1)
+            .count("ContextTokens", usage.context_tokens())
+            .metric("CacheReadRatio", usage.cache_read_ratio(), Unit::None)
+            .count("InputTokens", usage.total.input_tokens)
+            .count("CacheReadInputTokens", usage.total.cache_read_input_tokens)
+            .count(
+                "CacheCreationInputTokens",
+                usage.total.cache_creation_input_tokens,
+            )
+            .count("OutputTokens", usage.total.output_tokens)
+            .count("ModelCalls", u64::from(usage.calls))
+            .count("ToolCalls", self.stats.tool_calls)
+            .metric("ModelLatency", self.stats.model_ms, Unit::Milliseconds)
+            .count("CompactionQueued", u64::from(self.step_due))
+            .count(
+                "RoundsRecorded",
+                u64::from(matches!(self.origin, Origin::Client)),
+            )
+            .count(
+                "RepliesTruncated",
+                u64::from(self.stats.stop_reason == Some(StopReason::MaxTokens)),
+            )
+            .emit();
+    }
+}
+
+/// The round's messages as stored: dense sequence numbers after the plan's base;
+/// the first (the user's) marked `transcribed` when it is a voice note's.
+fn stored_messages(
+    round: Vec<RoundMessage>,
+    transcribed: bool,
+    plan: &TurnPlan,
+    now: i64,
+) -> Vec<StoredMessage> {
+    round
+        .into_iter()
+        .zip(plan.base_seq + 1..)
+        .map(
+            |(
+                RoundMessage {
+                    message,
+                    usage,
+                    by_person,
+                },
+                seq,
+            )| StoredMessage {
+                session: plan.session,
+                seq,
+                role: message.role,
+                content: message.content,
+                pruned: None,
+                usage,
+                created_at: now,
+                written_by_person: by_person,
+                // The user's message, first of the round.
+                transcribed: transcribed && seq == plan.base_seq + 1,
+            },
+        )
+        .collect()
+}
+
+/// The answer to the client (and the body an idempotent retry replays).
+fn response(
+    plan: &TurnPlan,
+    messages: &[StoredMessage],
+    usage: &RoundUsage,
+    stats: &RoundStats,
+    step_due: bool,
+) -> AskResponse {
+    AskResponse {
+        session: plan.session,
+        reply: messages.last().map_or_else(
+            || Reply {
+                text: String::new(),
+                content: Vec::new(),
+                stop_reason: None,
+            },
+            |m| Reply {
+                text: m.to_message().text(),
+                content: m.content.clone(),
+                stop_reason: stats.stop_reason.clone(),
+            },
+        ),
+        round: RoundSpan {
+            first_seq: plan.base_seq + 1,
+            last_seq: plan.base_seq + messages.len() as u64,
+        },
+        usage: UsageSummary {
+            input_tokens: usage.total.input_tokens,
+            cache_read_input_tokens: usage.total.cache_read_input_tokens,
+            cache_creation_input_tokens: usage.total.cache_creation_input_tokens,
+            output_tokens: usage.total.output_tokens,
+            context_tokens: usage.context_tokens(),
+        },
+        compaction_queued: step_due,
+    }
+}
+
+/// The archive of the session this round closes, with its record (not when the
+/// head's retention ran out).
+fn archive(turn: &Turn, expires_at: i64) -> Option<SessionArchive> {
+    let closed = turn
+        .expected
+        .as_ref()
+        .filter(|_| turn.plan.closed_session.is_some())?;
+    let record = turn.closing.clone().unwrap_or_else(|| {
+        crate::plan::recall::record_of(
+            closed.session,
+            closed.summary.as_deref(),
+            &[],
+            closed.last_seq,
+            closed.last_activity,
+        )
+    });
+    Some(SessionArchive::from_record(
+        &record,
+        closed.summarized_until,
+        expires_at,
+    ))
+}
+
+impl Converse {
+    /// The commit path of every round, answered by degrau's model loop or recorded
+    /// from a client's own: prepare the commit, commit it in one transaction
+    /// (recognising a commit whose answer was lost), record its metrics, then the
+    /// work that follows a commit (the window's TTL beyond what the commit held, the
+    /// closed session's facts, a due step), each only while the deadline allows: a
+    /// client whose round is stored is answered in time. `None` when another round
+    /// landed first: nothing was written.
+    pub(super) async fn store_round(
+        &self,
+        key: &ContactKey,
+        settings: &Settings,
+        turn: &Turn,
+        round: Round,
+        idempotency: Option<(&IdempotencyKey, &str)>,
+        deadline: Deadline,
+    ) -> Result<Option<AskResponse>, AskError> {
+        let step_allowed = self.step_allowed(key, settings, &round, deadline).await;
+        let prepared =
+            self.prepare_commit(key, settings, turn, round, idempotency, step_allowed)?;
+        if let Committed::Lost = self.commit(key, &prepared, deadline).await? {
+            return Ok(None);
+        }
+        prepared.record();
+        self.count_usage(
+            &key.tenant,
+            &prepared.usage_counts(&settings.model),
+            deadline,
+        )
+        .await;
+        self.refresh_rest(key, &prepared, deadline).await;
+        self.after_commit(key, settings, &prepared, &turn.plan, deadline)
+            .await;
+        Ok(Some(prepared.response))
+    }
+
+    /// The round as one transaction: its messages with dense sequence numbers, the
+    /// new head (filed in the sweep index at its next due time), the idempotency
+    /// record holding the response to replay, the closed session's archive, and
+    /// the window messages whose TTL the round extends (as many as the transaction
+    /// holds).
+    pub(super) fn prepare_commit(
+        &self,
+        key: &ContactKey,
+        settings: &Settings,
+        turn: &Turn,
+        round: Round,
+        idempotency: Option<(&IdempotencyKey, &str)>,
+        step_allowed: bool,
+    ) -> Result<PreparedRound, AskError> {
+        let (now, plan) = (turn.now, &turn.plan);
+        let round_token = format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..));
+        // Messages, the archive of a session closed now and the head expire a
+        // retention after the session could close (this round plus the idle
+        // timeout), so an open session's messages never expire under it.
+        let expires_at = now.saturating_add(settings.retention_after_activity_seconds());
+        let messages = stored_messages(round.messages, round.transcribed, plan, now);
+        // A round of no message is a session closed on request (`close.rs`): the
+        // session it opens holds nothing to extract, for the sweep or the round
+        // that closes it in turn.
+        let empty = messages.is_empty();
+        // Due (or cut at the hard cap), and a summary call of the tenant's quota
+        // spent for it.
+        let step_due = step_allowed;
+        let response = response(plan, &messages, &round.usage, &round.stats, step_due);
+        // What an idempotent retry replays: the route's own answer.
+        let body = match round.origin {
+            Origin::Model => serde_json::to_string(&response),
+            Origin::Client => {
+                serde_json::to_string(&RecordedRound::of(&response, round.stats.usage_estimated))
+            }
+        }
+        .map_err(|e| AskError::Internal(e.to_string()))?;
+        // A new head's life starts here; a loaded one keeps its own (one from
+        // before incarnations receives this one).
+        let incarnation = turn
+            .expected
+            .as_ref()
+            .and_then(|head| head.incarnation.clone())
+            .unwrap_or_else(Incarnation::random);
+        // Requesting a closed session's facts makes them pending until the
+        // facts job is done; the sweep requests them again otherwise.
+        let requested = plan.request_facts.map(|session| PendingFacts {
+            session,
+            since: now,
+            attempts: 1,
+        });
+        // A round of degrau's own model calls, stepped: its head is due for a
+        // pause fold once every cache entry of its request is gone.
+        let cache_hour = round.stats.lifetimes != Lifetimes::FiveMinutes;
+        let fold_due = fold_due_at(
+            settings.compaction.pause_fold
+                && settings.context_policy == ContextPolicy::Stepped
+                && round.origin == Origin::Model,
+            now,
+            cache_hour,
+            round.usage.context_tokens(),
+            settings.compaction.keep_tokens,
+        );
+        let sweep = self.sweep_slot(key, settings, turn, requested, fold_due, empty);
+        let head = Head {
+            session: plan.session,
+            last_seq: response.round.last_seq,
+            summarized_until: plan.summarized_until,
+            summary: plan.summary.clone(),
+            last_context_tokens: round.usage.context_tokens(),
+            last_activity: now,
+            steps: plan.steps,
+            // Cleared by every round: a new session has had no extraction, and a
+            // continued one has messages the requested one missed.
+            facts_requested: empty.then_some(plan.session),
+            last_round: Some(round_token.clone()),
+            incarnation: Some(incarnation.clone()),
+            facts_pending: requested,
+            hard_cap_at: round.stats.hard_capped.then_some(plan.summarized_until),
+            expires_at: Some(expires_at),
+            recent_gaps: plan.gaps.clone(),
+            cache_hour,
+            // A new head's life begins now; a loaded one keeps its own.
+            born_at: turn
+                .expected
+                .as_ref()
+                .map_or(Some(now), |head| head.born_at),
+        };
+        let idempotency = idempotency.map(|(idem, hash)| CompletedRequest {
+            key: idem.clone(),
+            payload_hash: hash.to_owned(),
+            response: body,
+            expires_at: now + IDEMPOTENCY_TTL_SECONDS,
+        });
+        let archive = archive(turn, expires_at);
+        // The head, and for a new head the check of the tenant's last erase.
+        let items = 1
+            + usize::from(turn.expected.is_none())
+            + messages.len()
+            + usize::from(idempotency.is_some())
+            + usize::from(archive.is_some());
+        let mut refresh = refresh_due(turn, settings);
+        let refresh_rest =
+            refresh.split_off(refresh.len().min(MAX_ROUND_ITEMS.saturating_sub(items)));
+        let commit = RoundCommit {
+            key: key.clone(),
+            expected: turn.expected.clone(),
+            head,
+            sweep,
+            messages,
+            idempotency,
+            archive,
+            refresh,
+            messages_expire_at: expires_at,
+        };
+        Ok(PreparedRound {
+            commit,
+            response,
+            round_token,
+            incarnation,
+            refresh_rest,
+            step_due,
+            usage: round.usage,
+            stats: round.stats,
+            origin: round.origin,
+        })
+    }
+
+    /// Where the round files its head in the sweep index: its bucket, and when it is
+    /// next due (its session going idle unless `nothing_to_extract`, its pending
+    /// extraction to check on, or its pause fold, `fold_due`, whichever comes
+    /// first).
+    pub(super) fn sweep_slot(
+        &self,
+        key: &ContactKey,
+        settings: &Settings,
+        turn: &Turn,
+        requested: Option<PendingFacts>,
+        fold_due: Option<i64>,
+        nothing_to_extract: bool,
+    ) -> SweepSlot {
+        let pending = requested.or(turn.expected.as_ref().and_then(|head| head.facts_pending));
+        let idle_minutes = settings.session_idle_minutes;
+        let due =
+            next_sweep_due(turn.now, idle_minutes, nothing_to_extract, pending).unwrap_or(turn.now);
+        SweepSlot {
+            bucket: sweep_bucket(key, self.defaults.sweep_buckets),
+            due: fold_due.map_or(due, |fold| fold.min(due)),
+        }
+    }
+
+    /// Commits the round by `deadline`: a commit whose answer was lost (an error,
+    /// or no answer in time) but which landed counts as stored; a race lost is
+    /// [`Committed::Lost`], for the route's policy (see the module documentation);
+    /// a commit that may or may not have landed is [`AskError::Indeterminate`].
+    pub(super) async fn commit(
+        &self,
+        key: &ContactKey,
+        prepared: &PreparedRound,
+        deadline: Deadline,
+    ) -> Result<Committed, AskError> {
+        let committed = match by(deadline, self.store.commit_round(&prepared.commit)).await {
+            Ok(()) => return Ok(Committed::Stored),
+            Err(error) => error,
+        };
+        match (self.landed(key, prepared, deadline).await, committed) {
+            (Landed::Yes, _) => {
+                // DynamoDB applied the transaction but its answer was lost (a
+                // timeout, or an SDK retry whose condition then failed): stored,
+                // exactly once.
+                warn!("the commit's answer was lost, but the round is stored");
+                Ok(Committed::Stored)
+            }
+            // A failed condition: another round landed first.
+            (_, StoreError::Conflict(_)) => {
+                Event::new("ask").count("RoundConflicts", 1).emit();
+                Ok(Committed::Lost)
+            }
+            // A refusal the store gave in words: nothing was written, and
+            // nothing will be.
+            (
+                Landed::No,
+                other @ (StoreError::InvalidConfig(_)
+                | StoreError::Corrupt(_)
+                | StoreError::Other(_)),
+            ) => Err(other.into()),
+            // Unavailable (a throttle, a timeout, a dropped connection): DynamoDB
+            // may still apply the transaction after the head was read as loaded,
+            // so the round may be stored yet.
+            (Landed::No | Landed::Unknown, error) => {
+                warn!(%error, "the commit failed and whether it landed is not known");
+                Event::new("ask").count("CommitsIndeterminate", 1).emit();
+                Err(AskError::Indeterminate)
+            }
+        }
+    }
+
+    /// After a race lost, the answer of an earlier attempt of this very request,
+    /// when that is what it lost to: a commit told "may be stored" that landed
+    /// while the retry ran, after an erase had taken the key's claim (so the
+    /// retry could claim it again). Running again would store the message twice.
+    pub(super) async fn replay_of(
+        &self,
+        key: &ContactKey,
+        idempotency: Option<(&IdempotencyKey, &str)>,
+        deadline: Deadline,
+    ) -> Option<AskResponse> {
+        let (idem, hash) = idempotency?;
+        let lease = super::lease_seconds(deadline);
+        let claim = self
+            .store
+            .claim_request(key, idem, hash, (self.clock)(), lease);
+        match by(deadline, claim).await {
+            Ok(Claim::Completed { response }) => serde_json::from_str(&response).ok(),
+            _ => None,
+        }
+    }
+
+    /// Whether this round's commit landed: the head (read strongly, by the
+    /// deadline) names its token, or is still as the round loaded it (it did not),
+    /// or moved on otherwise (not known: another round may have followed it).
+    pub(super) async fn landed(
+        &self,
+        key: &ContactKey,
+        prepared: &PreparedRound,
+        deadline: Deadline,
+    ) -> Landed {
+        match by(deadline, self.store.load_head(key)).await {
+            Ok(Some(head)) if head.last_round.as_deref() == Some(&prepared.round_token) => {
+                Landed::Yes
+            }
+            Ok(head)
+                if as_loaded(
+                    head.as_ref()
+                        .filter(|head| !head.expired_at(prepared.commit.head.last_activity)),
+                    prepared.commit.expected.as_ref(),
+                ) =>
+            {
+                Landed::No
+            }
+            _ => Landed::Unknown,
+        }
+    }
+
+    /// Gives the window messages the commit could not hold the round's TTL, in a
+    /// transaction of their own, while the deadline allows. A failure is only
+    /// logged: the next round tries again, and the window loader survives a
+    /// message gone meanwhile.
+    pub(super) async fn refresh_rest(
+        &self,
+        key: &ContactKey,
+        prepared: &PreparedRound,
+        deadline: Deadline,
+    ) {
+        let seqs = &prepared.refresh_rest;
+        if seqs.is_empty() {
+            return;
+        }
+        let seqs = &seqs[..seqs.len().min(MAX_REFRESH_PER_ROUND)];
+        let refresh = self.store.refresh_expiry(
+            key,
+            &prepared.incarnation,
+            prepared.commit.head.session,
+            seqs,
+            prepared.commit.messages_expire_at,
+        );
+        match by(deadline, refresh).await {
+            Ok(true) => info!(
+                refreshed = seqs.len(),
+                "window messages kept for the open session"
+            ),
+            Ok(false) => warn!(
+                "the window changed before its expiry was refreshed; the next round tries again"
+            ),
+            Err(error) => {
+                warn!(%error, "could not refresh the window's expiry; the next round tries again")
+            }
+        }
+    }
+
+    /// Requests the closed session's facts and a due step, each while the deadline
+    /// allows (a facts request stays pending on the head for the sweep; a step is
+    /// requested again by the next round that needs it).
+    pub(super) async fn after_commit(
+        &self,
+        key: &ContactKey,
+        settings: &Settings,
+        prepared: &PreparedRound,
+        plan: &TurnPlan,
+        deadline: Deadline,
+    ) {
+        let incarnation = &prepared.incarnation;
+        if let (Some(session), None) = (plan.closed_session, plan.request_facts) {
+            info!(
+                session,
+                "session closed: the sweep already requested its fact extraction"
+            );
+        }
+        if let Some(closed) = plan.request_facts
+            && deadline
+                .run(self.spend_summary_call(key, settings, "facts"))
+                .await
+                .unwrap_or(false)
+        {
+            let job = Job::Facts {
+                tenant: key.tenant.clone(),
+                incarnation: incarnation.clone(),
+                session: closed,
+            };
+            match deadline.run(self.jobs.enqueue(&job)).await {
+                Some(Ok(queued)) => info!(
+                    session = closed,
+                    queued, "session closed: fact extraction requested"
+                ),
+                Some(Err(error)) => {
+                    warn!(%error, session = closed, "could not request fact extraction; the sweep requests it again")
+                }
+                None => warn!(
+                    session = closed,
+                    "no time left to request fact extraction; the sweep requests it again"
+                ),
+            }
+        }
+        if let Some(closed) = plan.closed_session {
+            self.request_index(key, settings, incarnation, closed, deadline)
+                .await;
+        }
+        if !prepared.step_due {
+            return;
+        }
+        let step = Job::Step {
+            tenant: key.tenant.clone(),
+            incarnation: incarnation.clone(),
+            session: plan.session,
+            summarized_until: plan.summarized_until,
+            last_seq: prepared.commit.head.last_seq,
+        };
+        match deadline.run(self.jobs.enqueue(&step)).await {
+            Some(Ok(_)) => {}
+            Some(Err(error)) => {
+                warn!(%error, "could not enqueue a compaction step; the next round retries")
+            }
+            None => warn!("no time left to enqueue a compaction step; the next round retries"),
+        }
+    }
+}
+
+impl Converse {
+    /// Requests the recall index of `closed`, the session this round archived,
+    /// while the deadline allows: with a search summary when one of the tenant's
+    /// summary calls is left for it. A request the queue did not take is logged and
+    /// counted (`IndexRequestsLost`): that session is then left out of recall (its
+    /// record, in its archive, still lists it and feeds the digest).
+    async fn request_index(
+        &self,
+        key: &ContactKey,
+        settings: &Settings,
+        incarnation: &Incarnation,
+        closed: u32,
+        deadline: Deadline,
+    ) {
+        let summarise = deadline
+            .run(self.spend_summary_call(key, settings, "index"))
+            .await
+            .unwrap_or(false);
+        let job = Job::Index {
+            tenant: key.tenant.clone(),
+            incarnation: incarnation.clone(),
+            session: closed,
+            summarise,
+        };
+        match deadline.run(self.jobs.enqueue(&job)).await {
+            Some(Ok(_)) => info!(
+                session = closed,
+                summarise, "session closed: index requested"
+            ),
+            Some(Err(error)) => {
+                warn!(%error, session = closed, "could not request the session's index");
+                Event::new("ask").count("IndexRequestsLost", 1).emit();
+            }
+            None => {
+                warn!(
+                    session = closed,
+                    "no time left to request the session's index"
+                );
+                Event::new("ask").count("IndexRequestsLost", 1).emit();
+            }
+        }
+    }
+}
+
+/// Whether `head` (read after a failed commit; `None` when it is gone or past its
+/// retention) is still as the round loaded it: the commit did not land.
+fn as_loaded(head: Option<&Head>, expected: Option<&Head>) -> bool {
+    match (head, expected) {
+        (None, None) => true,
+        (Some(head), Some(expected)) => {
+            (
+                head.session,
+                head.last_seq,
+                &head.incarnation,
+                &head.last_round,
+            ) == (
+                expected.session,
+                expected.last_seq,
+                &expected.incarnation,
+                &expected.last_round,
+            )
+        }
+        _ => false,
+    }
+}
+
+/// The window messages a round gives its TTL: those that would expire before the
+/// session can close (`expires_at` no later than now plus the idle timeout), oldest
+/// first, so an open session's window never expires under it; none when the
+/// session closed.
+fn refresh_due(turn: &Turn, settings: &Settings) -> Vec<u64> {
+    let (plan, now) = (&turn.plan, turn.now);
+    if plan.closed_session.is_some() {
+        return Vec::new();
+    }
+    let soon = now.saturating_add(idle_seconds(settings.session_idle_minutes));
+    plan.window
+        .iter()
+        .zip(&plan.window_expires_at)
+        .filter(|(_, ttl)| ttl.is_some_and(|ttl| ttl <= soon))
+        .map(|(message, _)| message.seq)
+        .collect()
+}
+
+impl Converse {
+    /// Adds a piece of work's usage to the tenant's count of today, while the
+    /// deadline allows; a count that does not land is logged and counted, never
+    /// the work's failure.
+    pub async fn count_usage(&self, tenant: &TenantId, counts: &UsageCounts, deadline: Deadline) {
+        let now = (self.clock)();
+        let counted = crate::store::count_usage(self.usage.as_ref(), tenant, now, counts, "ask");
+        if deadline.run(counted).await.is_none() {
+            warn!("no time left to count the usage; the day's figures miss this work");
+            Event::new("ask").count("UsageWriteFailures", 1).emit();
+        }
+    }
+}
