@@ -12,20 +12,16 @@ mod recall;
 
 use std::time::Duration;
 
-use degrau::converse::{AskError, AskOutcome, Converse, RoundOutcome, RoundRequest, close_session};
+use degrau::converse::Converse;
 use degrau::deadline::Deadline;
 use degrau::domain::{ContactId, IdempotencyKey};
-use degrau::model::ModelError;
 use degrau::operate::Operate;
-use degrau::records::{PageSize, Records, SessionSelector, format_cursor, parse_cursor};
-use degrau::store::{ContactKey, Cursor, StoreError};
+use degrau::records::Records;
+use degrau::store::ContactKey;
 use degrau_adapters::config::{AuthConfig, ScopeConfig};
-use lambda_http::aws_lambda_events::query_map::QueryMap;
 use lambda_http::request::RequestContext;
 use lambda_http::{Body, Context, Request, RequestExt, Response};
-use serde::Deserialize;
-use serde_json::{Value, json};
-use tracing::{error, warn};
+use serde_json::json;
 
 /// Largest request body accepted, in bytes (the text limit is far below it).
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
@@ -46,7 +42,11 @@ pub use routes::{Endpoint, ROUTES, RouteSpec};
 /// The memory inspector, served at `GET /v1/inspector`.
 pub const INSPECTOR: &str = include_str!("../inspector/index.html");
 
-pub use errors::ErrorType;
+use contact::PostBody;
+#[cfg(test)]
+use contact::TranscriptQuery;
+pub use errors::{ErrorType, service_error_type};
+use errors::{HttpError, from_service};
 
 /// The handler's dependencies, built once at init.
 pub struct App {
@@ -120,136 +120,6 @@ pub fn request_deadline(budget: Duration, context: Option<&Context>) -> Deadline
     match context.and_then(|c| Deadline::from_epoch_millis(c.deadline)) {
         Some(invocation) => own.earlier(invocation),
         None => own,
-    }
-}
-
-/// An HTTP error: status, type and message, rendered as the error envelope.
-#[derive(Debug)]
-struct HttpError {
-    status: u16,
-    kind: &'static str,
-    message: String,
-    retry_after: Option<u64>,
-}
-
-impl HttpError {
-    fn new(kind: ErrorType, message: impl Into<String>) -> Self {
-        HttpError {
-            status: kind.status(),
-            kind: kind.as_str(),
-            message: message.into(),
-            retry_after: None,
-        }
-    }
-
-    fn invalid(message: impl Into<String>) -> Self {
-        Self::new(ErrorType::InvalidRequest, message)
-    }
-}
-
-/// The status and envelope type a service error is answered with (what the OpenAPI
-/// test enumerates).
-pub fn service_error_type(error: AskError) -> (u16, &'static str) {
-    let error = from_service(error);
-    (error.status, error.kind)
-}
-
-/// The one place a service error becomes an HTTP status.
-fn from_service(error: AskError) -> HttpError {
-    match error {
-        AskError::InvalidRequest(message) => HttpError::invalid(message),
-        AskError::TooLarge(message) => HttpError::new(ErrorType::TooLarge, message),
-        AskError::NotFound(message) => HttpError::new(ErrorType::NotFound, message),
-        AskError::Conflict(message) => HttpError::new(ErrorType::Conflict, message),
-        AskError::Forbidden(message) => HttpError::new(ErrorType::Forbidden, message),
-        error @ AskError::Suspended => HttpError::new(ErrorType::Forbidden, error.to_string()),
-        AskError::PreconditionFailed(message) => {
-            HttpError::new(ErrorType::PreconditionFailed, message)
-        }
-        error @ AskError::TenantConfig(_) => {
-            HttpError::new(ErrorType::TenantConfigInvalid, error.to_string())
-        }
-        AskError::Store(StoreError::InvalidConfig(reason)) => HttpError::new(
-            ErrorType::TenantConfigInvalid,
-            format!("the tenant's configuration is not usable: {reason}"),
-        ),
-        error @ AskError::BrokenWindow(_) => {
-            warn!(%error, "window read broken");
-            HttpError::new(
-                ErrorType::Conflict,
-                "the conversation was being written while it was read; nothing was stored, send \
-                 it again",
-            )
-        }
-        error @ AskError::Indeterminate => {
-            warn!("commit outcome not known");
-            HttpError {
-                retry_after: Some(1),
-                ..HttpError::new(ErrorType::Unavailable, error.to_string())
-            }
-        }
-        error @ AskError::IdempotencyMismatch => {
-            HttpError::new(ErrorType::IdempotencyMismatch, error.to_string())
-        }
-        AskError::Model(ModelError::RateLimited { retry_after }) => HttpError {
-            retry_after: Some(retry_after.unwrap_or(10)),
-            ..HttpError::new(
-                ErrorType::RateLimited,
-                "the model is rate limiting; nothing was stored, retry later",
-            )
-        },
-        AskError::Throttled(throttle) => HttpError {
-            retry_after: Some(throttle.retry_after),
-            ..HttpError::new(ErrorType::RateLimited, throttle.to_string())
-        },
-        error @ AskError::QuotaExceeded(exhausted) => HttpError {
-            retry_after: Some(exhausted.retry_after),
-            ..HttpError::new(ErrorType::RateLimited, error.to_string())
-        },
-        AskError::Model(ModelError::Timeout) => HttpError::new(
-            ErrorType::ModelTimeout,
-            "the model did not answer in time; nothing was stored",
-        ),
-        AskError::Model(error) => {
-            warn!(%error, "model error");
-            let message = match error {
-                ModelError::Unavailable { .. } | ModelError::Connection(_) => {
-                    "the model is unavailable; nothing was stored, retry later"
-                }
-                ModelError::PromptTooLong { .. } => {
-                    "the conversation is too long for the model; nothing was stored"
-                }
-                _ => "the model call failed; nothing was stored",
-            };
-            HttpError::new(ErrorType::ModelError, message)
-        }
-        error @ AskError::Refused => HttpError::new(ErrorType::ModelRefused, error.to_string()),
-        error @ (AskError::ToolLoop
-        | AskError::EmptyAnswer
-        | AskError::UnsendableRound(_)
-        | AskError::TruncatedToolCall
-        | AskError::UnexpectedStop(_)) => HttpError::new(ErrorType::ModelError, error.to_string()),
-        AskError::Store(StoreError::Unavailable(detail)) => {
-            warn!(%detail, "storage unavailable");
-            HttpError {
-                retry_after: Some(1),
-                ..HttpError::new(
-                    ErrorType::Unavailable,
-                    "storage is busy; nothing was stored, retry shortly",
-                )
-            }
-        }
-        AskError::Store(StoreError::Conflict(_)) => HttpError::new(
-            ErrorType::Conflict,
-            "another request for this contact changed it at the same time; retry",
-        ),
-        error @ (AskError::Store(_) | AskError::Internal(_)) => {
-            error!(%error, "internal error");
-            HttpError::new(
-                ErrorType::InternalError,
-                "internal error; nothing was stored",
-            )
-        }
     }
 }
 
@@ -409,88 +279,7 @@ async fn route(
     }
     let contact = contact_id(contact.unwrap_or_default())?;
     let key = ContactKey { tenant, contact };
-    let service = &app.converse;
-    match (spec.endpoint, method) {
-        (Endpoint::Messages, "POST") => post_message(service, &key, request, deadline).await,
-        (Endpoint::Messages, _) => {
-            let query = TranscriptQuery::try_from(request.query_string_parameters_ref())?;
-            let page = app
-                .records
-                .transcript(&key, query.session, query.limit, query.before)
-                .await
-                .map_err(from_service)?;
-            let deliveries = handoff::deliveries(app, &key).await?;
-            let body = json!({
-                "messages": page.messages.iter().map(|m| json!({
-                    "session": m.session,
-                    "seq": m.seq,
-                    "role": m.role,
-                    "content": m.content,
-                    "created_at": m.created_at,
-                    "pruned": m.pruned.is_some(),
-                    "usage": m.usage,
-                    "written_by_person": m.written_by_person,
-                    "transcribed": m.transcribed,
-                    "delivery": deliveries.get(&(m.session, m.seq)),
-                })).collect::<Vec<Value>>(),
-                "next_before": page.next_before.as_ref().map(format_cursor),
-            });
-            Ok(json_response(200, body.to_string()))
-        }
-        (Endpoint::Memory, _) => {
-            let view = app.records.memory(&key).await.map_err(from_service)?;
-            json_body(&view)
-        }
-        (Endpoint::Context, _) => {
-            let view = service
-                .context(&key, deadline)
-                .await
-                .map_err(from_service)?;
-            // A client's own loop should not answer while a person has the
-            // conversation: the context says who has it.
-            let mut body = serde_json::to_value(&view)
-                .map_err(|e| HttpError::new(ErrorType::InternalError, e.to_string()))?;
-            body["handoff"] = handoff::current(app, &key).await?;
-            Ok(json_response(200, body.to_string()))
-        }
-        (Endpoint::Rounds, _) => post_round(service, &key, request, deadline).await,
-        (Endpoint::Contact, _) => {
-            let items = app.records.erase(&key).await.map_err(from_service)?;
-            events::contact_erased(app, &key).await;
-            Ok(json_response(
-                200,
-                json!({"erased": true, "items": items}).to_string(),
-            ))
-        }
-        (Endpoint::Sessions, "POST") => {
-            let closed = close_session(service, &key, deadline)
-                .await
-                .map_err(from_service)?;
-            json_body(&closed)
-        }
-        (Endpoint::Sessions, _) => {
-            recall::get_sessions(&app.records, &key, request.query_string_parameters_ref()).await
-        }
-        (Endpoint::OpenApi, _) => Ok(json_response(200, OPENAPI.to_owned())),
-        // Answered above.
-        (
-            Endpoint::Contacts
-            | Endpoint::Facts
-            | Endpoint::Fact
-            | Endpoint::TenantConfig
-            | Endpoint::Usage
-            | Endpoint::Inspector
-            | Endpoint::MessageStream
-            | Endpoint::PlatformTenants
-            | Endpoint::PlatformPolicy
-            | Endpoint::Handoff
-            | Endpoint::Handback,
-            _,
-        ) => Err(HttpError::new(
-            ErrorType::InternalError,
-            "unrouted operator route",
-        )),
-    }
+    contact::route(app, (spec.endpoint, method), &key, request, deadline).await
 }
 
 /// A 200 with `value` as its JSON body.
@@ -498,94 +287,6 @@ fn json_body(value: &impl serde::Serialize) -> Result<Response<Body>, HttpError>
     let body = serde_json::to_string(value)
         .map_err(|e| HttpError::new(ErrorType::InternalError, e.to_string()))?;
     Ok(json_response(200, body))
-}
-
-/// The transcript's query parameters (`session`, `limit`, `before`), parsed at the
-/// edge; each bad one is 400 `invalid_request` with its documented message (`limit`
-/// is checked first, then `before`, then `session`).
-#[derive(Debug, PartialEq, Eq)]
-struct TranscriptQuery {
-    session: SessionSelector,
-    limit: PageSize,
-    before: Option<Cursor>,
-}
-
-impl TryFrom<Option<&QueryMap>> for TranscriptQuery {
-    type Error = HttpError;
-
-    fn try_from(query: Option<&QueryMap>) -> Result<Self, HttpError> {
-        let param = |name: &str| query.and_then(|q| q.first(name));
-        let limit = param("limit")
-            .map(PageSize::parse)
-            .transpose()
-            .map_err(from_service)?
-            .unwrap_or_default();
-        let before = param("before")
-            .map(parse_cursor)
-            .transpose()
-            .map_err(from_service)?;
-        let session = param("session")
-            .map(SessionSelector::parse)
-            .transpose()
-            .map_err(from_service)?
-            .unwrap_or_default();
-        Ok(TranscriptQuery {
-            session,
-            limit,
-            before,
-        })
-    }
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PostBody {
-    text: String,
-}
-
-async fn post_message(
-    service: &Converse,
-    key: &ContactKey,
-    request: &Request,
-    deadline: Deadline,
-) -> Result<Response<Body>, HttpError> {
-    let bytes = json_body_within(request, MAX_BODY_BYTES)?;
-    let body: PostBody = serde_json::from_slice(bytes).map_err(|e| {
-        HttpError::invalid(format!(
-            "the body must be a JSON object {{\"text\": \"...\"}}: {e}"
-        ))
-    })?;
-    let idempotency = idempotency_key(request)?;
-    match service
-        .ask(key, &body.text, idempotency.as_ref(), deadline)
-        .await
-        .map_err(from_service)?
-    {
-        AskOutcome::Answered(response) => json_body(&response),
-        AskOutcome::Replayed(body) => Ok(replayed(body)),
-    }
-}
-
-/// Commits a round the client ran itself (`POST .../rounds`).
-async fn post_round(
-    service: &Converse,
-    key: &ContactKey,
-    request: &Request,
-    deadline: Deadline,
-) -> Result<Response<Body>, HttpError> {
-    let bytes = json_body_within(request, MAX_ROUND_BODY_BYTES)?;
-    let value: Value = serde_json::from_slice(bytes)
-        .map_err(|e| HttpError::invalid(format!("the body is not valid JSON: {e}")))?;
-    let round = RoundRequest::parse(&value).map_err(from_service)?;
-    let idempotency = idempotency_key(request)?;
-    match service
-        .record_round(key, &round, idempotency.as_ref(), deadline)
-        .await
-        .map_err(from_service)?
-    {
-        RoundOutcome::Recorded(recorded) => json_body(&recorded),
-        RoundOutcome::Replayed(body) => Ok(replayed(body)),
-    }
 }
 
 /// The body of a JSON request, when it is declared JSON (or not declared) and
@@ -644,6 +345,7 @@ fn contact_id(segment: &str) -> Result<ContactId, HttpError> {
 }
 
 mod auth;
+mod contact;
 mod errors;
 mod handoff;
 mod operate;

@@ -8,12 +8,12 @@ use tracing::info;
 
 use super::{Compactor, CompactorError, JobOutcome};
 use crate::deadline::Deadline;
-use crate::domain::Incarnation;
+use crate::domain::{Fact, Head, Incarnation, StoredMessage};
 use crate::plan::pause_fold::{
     FoldSizes, MIN_SUMMARY_TOKENS, fold_due_at, fold_keep, fold_pays, fold_window, return_chance,
 };
 use crate::plan::request::render_contact_context;
-use crate::plan::step_plan::{CompactionPolicy, plan_fold, text_tokens};
+use crate::plan::step_plan::{CompactionPolicy, StepPlan, plan_fold, text_tokens};
 use crate::store::{AppliedStep, ContactKey, load_whole_turn};
 use crate::tenant::Settings;
 
@@ -47,74 +47,14 @@ impl Compactor {
         else {
             return skipped("erased");
         };
-        if head.session != job.session {
-            return skipped("session_changed");
+        if let Some(reason) = not_due(&head, &job, settings, now) {
+            return skipped(reason);
         }
-        if head.summarized_until != job.summarized_until {
-            return skipped("stale");
-        }
-        if head.last_seq != job.last_seq {
-            return skipped("resumed");
-        }
-        let policy = &settings.compaction;
-        if !policy.pause_fold {
-            return skipped("off");
-        }
-        let due = fold_due_at(
-            true,
-            head.last_activity,
-            head.cache_hour,
-            head.last_context_tokens,
-            policy.keep_tokens,
-        );
-        if !fold_window(due, head.last_activity, now, settings.session_idle_minutes) {
-            return skipped("alive");
-        }
-        let summary_tokens = head.summary.as_deref().map_or(0, text_tokens);
-        let prefix_tokens = text_tokens(&settings.instructions).saturating_add(text_tokens(
-            &render_contact_context(&state.facts, head.summary.as_deref()),
-        ));
-        // The rhythm chooses the kept window: fewer messages for a contact
-        // likely to be away past the hour.
-        let silence = now.saturating_sub(head.last_activity);
-        let keep = fold_keep(&head.recent_gaps, silence, policy);
-        let kept = CompactionPolicy {
-            keep_messages: keep,
-            ..*policy
-        };
-        let Some((plan, estimate)) = plan_fold(&head, &state.window, prefix_tokens, &kept) else {
-            return skipped("not_due");
-        };
-        // The request after the fold: the last one without what the fold takes
-        // off, with the summary grown by a new record when there was none.
-        let growth = if summary_tokens == 0 {
-            MIN_SUMMARY_TOKENS
-        } else {
-            0
-        };
-        let sizes = FoldSizes {
-            context: head.last_context_tokens,
-            after: head
-                .last_context_tokens
-                .saturating_sub(estimate.removed)
-                .saturating_add(growth),
-            summary: summary_tokens,
-            folded: estimate.folded,
-            hour: head.cache_hour,
-        };
-        let chance = return_chance(&head.recent_gaps, silence, settings.session_idle_minutes);
-        if !fold_pays(sizes, chance) {
-            info!(
-                context = sizes.context,
-                after = sizes.after,
-                folded = sizes.folded,
-                keep,
-                returns = chance.0,
-                cases = chance.1,
-                "pause fold: does not pay"
-            );
-            return skipped("does_not_pay");
-        }
+        let (plan, keep, sizes) =
+            match fold_plan(&head, (&state.facts, &state.window), settings, now) {
+                Ok(fold) => fold,
+                Err(reason) => return skipped(reason),
+            };
         let (summary, _) = self
             .summarize(
                 &key.tenant,
@@ -154,4 +94,90 @@ impl Compactor {
             pruned,
         })
     }
+}
+
+/// Why the fold asked for is not due on `head`, if it is not: the head moved since
+/// the sweep asked (`session_changed`, `stale`, `resumed`), the tenant turned the
+/// fold off (`off`), or an entry of the last request still lives, or the session
+/// went idle (`alive`).
+fn not_due(head: &Head, job: &FoldJob<'_>, settings: &Settings, now: i64) -> Option<&'static str> {
+    if head.session != job.session {
+        return Some("session_changed");
+    }
+    if head.summarized_until != job.summarized_until {
+        return Some("stale");
+    }
+    if head.last_seq != job.last_seq {
+        return Some("resumed");
+    }
+    let policy = &settings.compaction;
+    if !policy.pause_fold {
+        return Some("off");
+    }
+    let due = fold_due_at(
+        true,
+        head.last_activity,
+        head.cache_hour,
+        head.last_context_tokens,
+        policy.keep_tokens,
+    );
+    (!fold_window(due, head.last_activity, now, settings.session_idle_minutes)).then_some("alive")
+}
+
+/// The fold of a due head: its plan, the messages kept (the contact's rhythm chooses
+/// them) and the request's sizes before and after; or why none (`not_due`: nothing
+/// to fold; `does_not_pay`: the expected cost says no).
+fn fold_plan(
+    head: &Head,
+    (facts, window): (&[Fact], &[StoredMessage]),
+    settings: &Settings,
+    now: i64,
+) -> Result<(StepPlan, usize, FoldSizes), &'static str> {
+    let policy = &settings.compaction;
+    let summary_tokens = head.summary.as_deref().map_or(0, text_tokens);
+    let prefix_tokens = text_tokens(&settings.instructions).saturating_add(text_tokens(
+        &render_contact_context(facts, head.summary.as_deref()),
+    ));
+    // The rhythm chooses the kept window: fewer messages for a contact
+    // likely to be away past the hour.
+    let silence = now.saturating_sub(head.last_activity);
+    let keep = fold_keep(&head.recent_gaps, silence, policy);
+    let kept = CompactionPolicy {
+        keep_messages: keep,
+        ..*policy
+    };
+    let Some((plan, estimate)) = plan_fold(head, window, prefix_tokens, &kept) else {
+        return Err("not_due");
+    };
+    // The request after the fold: the last one without what the fold takes
+    // off, with the summary grown by a new record when there was none.
+    let growth = if summary_tokens == 0 {
+        MIN_SUMMARY_TOKENS
+    } else {
+        0
+    };
+    let sizes = FoldSizes {
+        context: head.last_context_tokens,
+        after: head
+            .last_context_tokens
+            .saturating_sub(estimate.removed)
+            .saturating_add(growth),
+        summary: summary_tokens,
+        folded: estimate.folded,
+        hour: head.cache_hour,
+    };
+    let chance = return_chance(&head.recent_gaps, silence, settings.session_idle_minutes);
+    if !fold_pays(sizes, chance) {
+        info!(
+            context = sizes.context,
+            after = sizes.after,
+            folded = sizes.folded,
+            keep,
+            returns = chance.0,
+            cases = chance.1,
+            "pause fold: does not pay"
+        );
+        return Err("does_not_pay");
+    }
+    Ok((plan, keep, sizes))
 }

@@ -64,6 +64,7 @@
 //! (`docs/DESIGN.md`: "The flows" (a step, a facts job, the sweep).)
 
 mod facts_job;
+mod facts_request;
 mod fold;
 mod index_job;
 mod step;
@@ -86,7 +87,7 @@ use crate::plan::session::Clock;
 use crate::store::{Store, StoreError};
 use crate::tenant::{Defaults, InvalidSettings, TenantStore};
 
-pub use facts_job::{FACTS_INSTRUCTIONS, RECORD_FACTS_TOOL, facts_request, record_facts_tool};
+pub use facts_request::{FACTS_INSTRUCTIONS, RECORD_FACTS_TOOL, facts_request, record_facts_tool};
 pub use index_job::{MAX_SUMMARY_INPUT_CHARS, SEARCH_SUMMARY_INSTRUCTIONS};
 pub use step::{SUMMARY_INSTRUCTIONS, summary_request};
 pub use sweep::SweepReport;

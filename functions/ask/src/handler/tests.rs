@@ -15,6 +15,11 @@ use degrau::tools::ToolDispatch;
 use degrau::usage::Usage;
 
 use super::*;
+use degrau::model::ModelError;
+use degrau::records::{PageSize, SessionSelector};
+use degrau::store::Cursor;
+use lambda_http::aws_lambda_events::query_map::QueryMap;
+use serde_json::Value;
 
 #[test]
 fn transcript_queries_are_typed_at_the_edge_with_the_documented_errors() {
