@@ -1,4 +1,5 @@
-//! Tests of the tenant's settings: defaults, overrides, bounds and how a `CONFIG` item reads.
+//! Tests of the tenant's settings: defaults, overrides, bounds, and how a
+//! `CONFIG` item reads.
 
 use super::*;
 
