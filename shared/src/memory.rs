@@ -1,4 +1,4 @@
-//! The in-memory adapter of the [`Store`](crate::store::Store), [`TenantStore`],
+//! The in-memory adapter of the [`Store`](crate::store::Store), [`TenantStore`](crate::tenant::TenantStore),
 //! `PolicyStore` and `WhatsAppStore` ports (feature `test-util`), for unit tests, the simulator and
 //! local experiments: the same conditions as the DynamoDB adapter, checked under
 //! one mutex so a commit is all or nothing. The mutex is never held across an
@@ -8,26 +8,22 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use async_trait::async_trait;
-
-use crate::domain::{Fact, FactKey, Head, Incarnation, StoredMessage, TenantId};
+use crate::domain::{Fact, FactKey, Head, StoredMessage, TenantId};
 use crate::metering::UsageCounts;
-use crate::plan::recall::SessionRecord;
-use crate::plan::session::unix_now;
 use crate::plan::window::after_last_gap;
-use crate::store::{
-    AppliedStep, ClosedSession, ContactKey, Cursor, DueHead, FactRemoval, FactWrite, JobStore,
-    PendingChange, RecordStore, SessionArchive, SessionFilter, StoreError, SweepSettle, SweepSlot,
-    SweepStore, TranscriptPage, validate_fact_changes, validate_step,
-};
-use crate::tenant::{StoredConfig, TenantConfig, TenantStore};
+use crate::store::{ContactKey, FactRemoval, FactWrite, SessionArchive, StoreError, SweepSlot};
+use crate::tenant::StoredConfig;
 use round::RoundWrite;
 
+mod config;
+mod jobs;
 mod operator;
 mod platform;
 mod recall;
+mod records;
 mod round;
 pub mod sim;
+mod sweep;
 mod whatsapp;
 
 pub use sim::{ItemRef, Semantics, Snapshot};
@@ -63,7 +59,7 @@ struct State {
     tombstones: HashMap<String, i64>,
     /// Each tenant's last erase by bucket (`T#{tenant}`, `ERASED#{bucket}`): a new
     /// head's round that began at or before it is refused (see
-    /// [`RecordStore::erase_contact`]).
+    /// [`RecordStore::erase_contact`](crate::store::RecordStore::erase_contact)).
     last_erase: HashMap<(TenantId, u8), i64>,
 }
 
@@ -283,391 +279,6 @@ fn window_of(
     )
 }
 
-#[async_trait]
-impl JobStore for MemoryStore {
-    async fn find_contact(
-        &self,
-        tenant: &TenantId,
-        incarnation: &Incarnation,
-    ) -> Result<Option<ContactKey>, StoreError> {
-        // Several heads can show one incarnation while the index lags (an erase and
-        // a new head not copied yet): the first in key order, as a Query would.
-        let mut found: Vec<ContactKey> = self
-            .lock()
-            .indexed()
-            .into_iter()
-            .filter(|(key, indexed)| {
-                key.tenant == *tenant && indexed.incarnation.as_ref() == Some(incarnation)
-            })
-            .map(|(key, _)| key)
-            .collect();
-        found.sort_by(|a, b| a.contact.cmp(&b.contact));
-        Ok(found.into_iter().next())
-    }
-
-    async fn apply_step(&self, key: &ContactKey, step: &AppliedStep) -> Result<bool, StoreError> {
-        validate_step(step)?;
-        self.settled(key).await?;
-        let mut state = self.lock();
-        let Some(contact) = state.contacts.get_mut(key) else {
-            return Ok(false);
-        };
-        // The transaction's conditions, all checked before anything changes.
-        let head_holds = contact.head.as_ref().is_some_and(|head| {
-            head.incarnation.as_ref() == Some(&step.incarnation)
-                && head.session == step.session
-                && head.summarized_until == step.seen_summarized_until
-                && step.last_seq.is_none_or(|seq| head.last_seq == seq)
-        });
-        let messages_exist = step
-            .prune
-            .iter()
-            .all(|decision| contact.messages.contains_key(&(step.session, decision.seq)));
-        if !head_holds || !messages_exist {
-            return Ok(false);
-        }
-        if let Some(head) = contact.head.as_mut() {
-            head.summary = Some(step.summary.clone());
-            head.summarized_until = step.new_summarized_until;
-            head.steps += 1;
-        }
-        for decision in &step.prune {
-            if let Some(entry) = contact.messages.get_mut(&(step.session, decision.seq)) {
-                entry.message.pruned = Some(decision.pruned.clone());
-            }
-        }
-        Ok(true)
-    }
-
-    async fn load_closed_session(
-        &self,
-        key: &ContactKey,
-        session: u32,
-        now: i64,
-    ) -> Result<ClosedSession, StoreError> {
-        let state = self.lock();
-        let Some(contact) = state.contacts.get(key) else {
-            return Ok(ClosedSession::default());
-        };
-        let (summary, summarized_until) = match contact.archives.get(&session) {
-            // Past its retention the archive is gone, and so is every message of
-            // the session (they expired no later): nothing to read.
-            Some(archive) if archive.expires_at <= now => {
-                return Ok(ClosedSession::default());
-            }
-            Some(archive) => (archive.summary.clone(), archive.summarized_until),
-            None => (None, 0),
-        };
-        let messages = contact
-            .messages
-            .range((session, summarized_until.saturating_add(1))..=(session, u64::MAX))
-            .map(|(_, entry)| entry)
-            .filter(|entry| entry.live_at(now))
-            .map(|entry| entry.message.clone())
-            .collect();
-        Ok(ClosedSession { summary, messages })
-    }
-
-    async fn save_facts(
-        &self,
-        key: &ContactKey,
-        incarnation: &Incarnation,
-        writes: &[FactWrite],
-        removals: &[FactRemoval],
-    ) -> Result<bool, StoreError> {
-        validate_fact_changes(writes, removals)?;
-        self.settled(key).await?;
-        let mut state = self.lock();
-        let Some(contact) = state.contacts.get_mut(key).filter(|contact| {
-            contact
-                .head
-                .as_ref()
-                .is_some_and(|head| head.incarnation.as_ref() == Some(incarnation))
-        }) else {
-            return Ok(false);
-        };
-        apply_fact_changes(contact, writes, removals)?;
-        Ok(true)
-    }
-
-    async fn facts_done(
-        &self,
-        key: &ContactKey,
-        incarnation: &Incarnation,
-        session: u32,
-    ) -> Result<bool, StoreError> {
-        self.settled(key).await?;
-        let mut state = self.lock();
-        let Some(head) = state
-            .contacts
-            .get_mut(key)
-            .and_then(|contact| contact.head.as_mut())
-            .filter(|head| {
-                head.incarnation.as_ref() == Some(incarnation)
-                    && head.facts_pending.is_some_and(|p| p.session == session)
-            })
-        else {
-            return Ok(false);
-        };
-        head.facts_pending = None;
-        Ok(true)
-    }
-}
-
-#[async_trait]
-impl SweepStore for MemoryStore {
-    async fn due_heads(
-        &self,
-        bucket: u8,
-        due_by: i64,
-        limit: usize,
-    ) -> Result<Vec<DueHead>, StoreError> {
-        let mut found: Vec<DueHead> = self
-            .lock()
-            .indexed()
-            .into_iter()
-            .filter_map(|(key, indexed)| {
-                let slot = indexed.sweep?;
-                (slot.bucket == bucket && slot.due <= due_by)
-                    .then_some(DueHead { key, due: slot.due })
-            })
-            .collect();
-        // The index's order: by `sweep_sk`; ties in a stable order of their own.
-        found.sort_by(|a, b| {
-            a.due
-                .cmp(&b.due)
-                .then_with(|| a.key.tenant.cmp(&b.key.tenant))
-                .then_with(|| a.key.contact.cmp(&b.key.contact))
-        });
-        found.truncate(limit);
-        Ok(found)
-    }
-
-    async fn ensure_incarnation(
-        &self,
-        key: &ContactKey,
-        candidate: &Incarnation,
-    ) -> Result<Option<Incarnation>, StoreError> {
-        self.settled(key).await?;
-        let mut state = self.lock();
-        Ok(state
-            .contacts
-            .get_mut(key)
-            .and_then(|contact| contact.head.as_mut())
-            .map(|head| {
-                head.incarnation
-                    .get_or_insert_with(|| candidate.clone())
-                    .clone()
-            }))
-    }
-
-    async fn settle_sweep(
-        &self,
-        key: &ContactKey,
-        settle: &SweepSettle,
-    ) -> Result<bool, StoreError> {
-        self.settled(key).await?;
-        let mut state = self.lock();
-        let Some(contact) = state.contacts.get_mut(key) else {
-            return Ok(false);
-        };
-        let (Some(head), Some(slot)) = (contact.head.as_mut(), contact.sweep.as_mut()) else {
-            return Ok(false);
-        };
-        if head.incarnation.as_ref() != Some(&settle.incarnation)
-            || head.last_activity != settle.last_activity
-            || slot.due != settle.due
-            || head.facts_pending.map(|pending| pending.since) != settle.pending_since
-        {
-            return Ok(false);
-        }
-        if let Some(session) = settle.facts_requested {
-            head.facts_requested = Some(session);
-        }
-        match settle.pending {
-            PendingChange::Keep => {}
-            PendingChange::Set(pending) => head.facts_pending = Some(pending),
-            PendingChange::Clear => head.facts_pending = None,
-        }
-        match settle.next_due {
-            Some(due) => slot.due = due,
-            None => contact.sweep = None,
-        }
-        Ok(true)
-    }
-
-    async fn defer_sweep(
-        &self,
-        key: &ContactKey,
-        due: i64,
-        next_due: i64,
-    ) -> Result<bool, StoreError> {
-        self.settled(key).await?;
-        let mut state = self.lock();
-        let Some(slot) = state
-            .contacts
-            .get_mut(key)
-            .filter(|contact| contact.head.is_some())
-            .and_then(|contact| contact.sweep.as_mut())
-            .filter(|slot| slot.due == due)
-        else {
-            return Ok(false);
-        };
-        slot.due = next_due;
-        Ok(true)
-    }
-}
-
-#[async_trait]
-impl RecordStore for MemoryStore {
-    async fn load_memory(
-        &self,
-        key: &ContactKey,
-        now: i64,
-    ) -> Result<(Option<Head>, Vec<Fact>), StoreError> {
-        let state = self.lock();
-        Ok(state
-            .contacts
-            .get(key)
-            .map_or((None, Vec::new()), |contact| {
-                let head = contact.head.clone().filter(|head| !head.expired_at(now));
-                (head, facts_at(contact, now))
-            }))
-    }
-
-    async fn transcript(
-        &self,
-        key: &ContactKey,
-        sessions: SessionFilter,
-        limit: usize,
-        before: Option<Cursor>,
-    ) -> Result<TranscriptPage, StoreError> {
-        let state = self.lock();
-        let Some(contact) = state.contacts.get(key) else {
-            return Ok(TranscriptPage::default());
-        };
-        let now = unix_now();
-        let newest_first: Vec<StoredMessage> = contact
-            .messages
-            .values()
-            .rev()
-            .filter(|entry| entry.live_at(now))
-            .map(|entry| &entry.message)
-            .filter(|message| match sessions {
-                SessionFilter::All => true,
-                SessionFilter::Only(session) => message.session == session,
-            })
-            .filter(|message| {
-                before.is_none_or(|before| {
-                    (message.session, message.seq) < (before.session, before.seq)
-                })
-            })
-            .take(limit.saturating_add(1))
-            .cloned()
-            .collect();
-        Ok(TranscriptPage::from_newest_first(newest_first, limit))
-    }
-
-    async fn session_records(
-        &self,
-        key: &ContactKey,
-        limit: usize,
-        now: i64,
-    ) -> Result<Vec<SessionRecord>, StoreError> {
-        let state = self.lock();
-        Ok(state.contacts.get(key).map_or_else(Vec::new, |contact| {
-            contact
-                .archives
-                .values()
-                .rev()
-                .filter(|archive| archive.expires_at > now)
-                .take(limit)
-                .map(SessionArchive::record)
-                .collect()
-        }))
-    }
-
-    async fn erase_contact(&self, key: &ContactKey, now: i64) -> Result<usize, StoreError> {
-        self.settled(key).await?;
-        let mut state = self.lock();
-        let bucket = crate::store::erase_bucket(key);
-        let last = state
-            .last_erase
-            .entry((key.tenant.clone(), bucket))
-            .or_insert(now);
-        *last = (*last).max(now);
-        let Some(contact) = state.contacts.remove(key) else {
-            return Ok(0);
-        };
-        let tombstones: Vec<(String, i64)> = contact.whatsapp.tombstones().collect();
-        state.tombstones.extend(tombstones);
-        Ok(contact.item_count())
-    }
-}
-
-#[async_trait]
-impl TenantStore for MemoryStore {
-    async fn stored_config(&self, tenant: &TenantId) -> Result<Option<StoredConfig>, StoreError> {
-        Ok(self.lock().tenants.get(tenant).cloned())
-    }
-
-    async fn put_tenant_config(
-        &self,
-        tenant: &TenantId,
-        config: &TenantConfig,
-    ) -> Result<(), StoreError> {
-        let text = config_text(config)?;
-        let mut state = self.lock();
-        let version = state.tenants.get(tenant).map_or(0, |stored| stored.version) + 1;
-        state
-            .tenants
-            .insert(tenant.clone(), StoredConfig { text, version });
-        Ok(())
-    }
-
-    async fn replace_config(
-        &self,
-        tenant: &TenantId,
-        config: &TenantConfig,
-        expected: u64,
-    ) -> Result<Option<u64>, StoreError> {
-        let text = config_text(config)?;
-        let mut state = self.lock();
-        let stored = state.tenants.get(tenant).map_or(0, |stored| stored.version);
-        if stored != expected {
-            return Ok(None);
-        }
-        let version = expected + 1;
-        state
-            .tenants
-            .insert(tenant.clone(), StoredConfig { text, version });
-        Ok(Some(version))
-    }
-
-    async fn tenant_policy(
-        &self,
-        tenant: &TenantId,
-    ) -> Result<Option<crate::platform::TenantPolicy>, StoreError> {
-        self.read_policy(tenant)
-    }
-}
-
-impl MemoryStore {
-    /// Stores `text` as the tenant's `CONFIG` item as it is, read or not: a test's
-    /// hand-written item (one that no longer reads, say).
-    pub fn put_config_text(&self, tenant: &TenantId, text: &str) {
-        let mut state = self.lock();
-        let version = state.tenants.get(tenant).map_or(0, |stored| stored.version) + 1;
-        state.tenants.insert(
-            tenant.clone(),
-            StoredConfig {
-                text: text.to_owned(),
-                version,
-            },
-        );
-    }
-}
-
 /// A fact batch on `contact`, like a transaction: every write's and removal's
 /// expectation holds, or nothing is written (a conflict). A fact past its TTL
 /// counts as absent (DynamoDB may not have deleted it yet).
@@ -706,8 +317,4 @@ fn apply_fact_changes(
         contact.facts.remove(removal.key.as_str());
     }
     Ok(())
-}
-
-fn config_text(config: &TenantConfig) -> Result<String, StoreError> {
-    serde_json::to_string(config).map_err(|err| StoreError::Other(format!("tenant config: {err}")))
 }

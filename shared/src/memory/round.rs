@@ -22,8 +22,23 @@ pub(super) fn round_conditions(
 ) -> Result<(), StoreError> {
     // An item past its TTL may be replaced: DynamoDB deletes it eventually anyway.
     let now = commit.head.last_activity;
-    // A new life begins only after the tenant's last erase: a round begun before
-    // it may be of a contact the erase took (see `RecordStore::erase_contact`).
+    after_last_erase(last_erase, commit, now)?;
+    if !head_matches(contact, commit, now) {
+        return Err(StoreError::Conflict("the contact's head changed".into()));
+    }
+    no_message_stored(contact, commit, now)?;
+    not_completed_elsewhere(contact, commit, now)?;
+    fits_one_transaction(commit)?;
+    refreshed_messages_exist(contact, commit)
+}
+
+/// A new life begins only after the tenant's last erase: a round begun before
+/// it may be of a contact the erase took (see `RecordStore::erase_contact`).
+fn after_last_erase(
+    last_erase: Option<i64>,
+    commit: &RoundCommit,
+    now: i64,
+) -> Result<(), StoreError> {
     if commit.expected.is_none()
         && last_erase.is_some_and(|erased| erased >= commit.head.born_at.unwrap_or(now))
     {
@@ -31,7 +46,13 @@ pub(super) fn round_conditions(
             "a round begun before an erase cannot begin a contact's life after it".into(),
         ));
     }
-    let head_matches = match (&contact.head, &commit.expected) {
+    Ok(())
+}
+
+/// Whether the stored head is the one the round loaded: none (or one past its
+/// TTL) for a new contact, else the same session, last seq and incarnation.
+fn head_matches(contact: &Contact, commit: &RoundCommit, now: i64) -> bool {
+    match (&contact.head, &commit.expected) {
         (None, None) => true,
         (Some(stored), None) => stored.expired_at(now),
         (Some(stored), Some(expected)) => {
@@ -40,12 +61,12 @@ pub(super) fn round_conditions(
                 && stored.incarnation == expected.incarnation
         }
         _ => false,
-    };
-    if !head_matches {
-        return Err(StoreError::Conflict("the contact's head changed".into()));
     }
-    // A message older than the round's own retention may be replaced too (see
-    // `RoundCommit::stale_before`).
+}
+
+/// No message of the round is stored and live. A message older than the round's
+/// own retention may be replaced too (see `RoundCommit::stale_before`).
+fn no_message_stored(contact: &Contact, commit: &RoundCommit, now: i64) -> Result<(), StoreError> {
     let stale = commit.stale_before();
     if commit.messages.iter().any(|message| {
         contact
@@ -57,8 +78,16 @@ pub(super) fn round_conditions(
     }) {
         return Err(StoreError::Conflict("a message of the round exists".into()));
     }
-    // A key another attempt of the request completed: that attempt's round
-    // stands, and this one would store the message twice.
+    Ok(())
+}
+
+/// A key another attempt of the request completed: that attempt's round
+/// stands, and this one would store the message twice.
+fn not_completed_elsewhere(
+    contact: &Contact,
+    commit: &RoundCommit,
+    now: i64,
+) -> Result<(), StoreError> {
     if let Some(done) = &commit.idempotency
         && contact
             .requests
@@ -69,6 +98,11 @@ pub(super) fn round_conditions(
             "another attempt of the request completed it".into(),
         ));
     }
+    Ok(())
+}
+
+/// The round's items fit one transaction.
+fn fits_one_transaction(commit: &RoundCommit) -> Result<(), StoreError> {
     // The new head's check of the tenant's last erase is one action too.
     let items = RoundWrite::all(commit).len() + usize::from(commit.expected.is_none());
     if items > MAX_ROUND_ITEMS {
@@ -76,6 +110,11 @@ pub(super) fn round_conditions(
             "a round of {items} items does not fit one transaction"
         )));
     }
+    Ok(())
+}
+
+/// Every window message whose TTL the round refreshes is still stored.
+fn refreshed_messages_exist(contact: &Contact, commit: &RoundCommit) -> Result<(), StoreError> {
     if let Some(seq) = commit
         .refresh
         .iter()
@@ -121,45 +160,7 @@ impl RoundWrite {
     /// Writes this item of `commit` into `contact`.
     pub(super) fn apply(self, contact: &mut Contact, commit: &RoundCommit) {
         match self {
-            RoundWrite::Head => {
-                if commit.expected.is_none() {
-                    // A new head, or one over a head past its TTL: nothing of it stays,
-                    // and the new life is dated.
-                    contact.head = Some(Head {
-                        born_at: commit.head.born_at,
-                        ..Head::default()
-                    });
-                }
-                let new_session = commit
-                    .expected
-                    .as_ref()
-                    .is_none_or(|expected| expected.session != commit.head.session);
-                let head = contact.head.get_or_insert_with(Head::default);
-                head.session = commit.head.session;
-                head.last_seq = commit.head.last_seq;
-                head.last_context_tokens = commit.head.last_context_tokens;
-                head.last_activity = commit.head.last_activity;
-                head.facts_requested = commit.head.facts_requested;
-                head.last_round.clone_from(&commit.head.last_round);
-                head.hard_cap_at = commit.head.hard_cap_at;
-                head.expires_at = commit.head.expires_at;
-                head.recent_gaps.clone_from(&commit.head.recent_gaps);
-                head.cache_hour = commit.head.cache_hour;
-                if commit.head.facts_pending.is_some() {
-                    head.facts_pending = commit.head.facts_pending;
-                }
-                // Set once, when the head has none (a new head, or one from before
-                // incarnations): the condition already holds it equal otherwise.
-                if head.incarnation.is_none() {
-                    head.incarnation.clone_from(&commit.head.incarnation);
-                }
-                if new_session {
-                    head.summarized_until = 0;
-                    head.steps = 0;
-                    head.summary = None;
-                }
-                contact.sweep = Some(commit.sweep);
-            }
+            RoundWrite::Head => write_head(contact, commit),
             RoundWrite::Message(index) => {
                 let message = &commit.messages[index];
                 contact.messages.insert(
@@ -181,21 +182,65 @@ impl RoundWrite {
                     entry.expires_at = Some(commit.messages_expire_at);
                 }
             }
-            RoundWrite::Request => {
-                if let Some(done) = &commit.idempotency {
-                    contact.requests.insert(
-                        done.key.as_str().to_owned(),
-                        Request {
-                            completed: true,
-                            payload_hash: done.payload_hash.clone(),
-                            lease_until: 0,
-                            response: Some(done.response.clone()),
-                            expires_at: done.expires_at,
-                        },
-                    );
-                }
-            }
+            RoundWrite::Request => write_request(contact, commit),
         }
+    }
+}
+
+/// Writes the round's head (and its sweep index entry) into `contact`.
+fn write_head(contact: &mut Contact, commit: &RoundCommit) {
+    if commit.expected.is_none() {
+        // A new head, or one over a head past its TTL: nothing of it stays,
+        // and the new life is dated.
+        contact.head = Some(Head {
+            born_at: commit.head.born_at,
+            ..Head::default()
+        });
+    }
+    let new_session = commit
+        .expected
+        .as_ref()
+        .is_none_or(|expected| expected.session != commit.head.session);
+    let head = contact.head.get_or_insert_with(Head::default);
+    head.session = commit.head.session;
+    head.last_seq = commit.head.last_seq;
+    head.last_context_tokens = commit.head.last_context_tokens;
+    head.last_activity = commit.head.last_activity;
+    head.facts_requested = commit.head.facts_requested;
+    head.last_round.clone_from(&commit.head.last_round);
+    head.hard_cap_at = commit.head.hard_cap_at;
+    head.expires_at = commit.head.expires_at;
+    head.recent_gaps.clone_from(&commit.head.recent_gaps);
+    head.cache_hour = commit.head.cache_hour;
+    if commit.head.facts_pending.is_some() {
+        head.facts_pending = commit.head.facts_pending;
+    }
+    // Set once, when the head has none (a new head, or one from before
+    // incarnations): the condition already holds it equal otherwise.
+    if head.incarnation.is_none() {
+        head.incarnation.clone_from(&commit.head.incarnation);
+    }
+    if new_session {
+        head.summarized_until = 0;
+        head.steps = 0;
+        head.summary = None;
+    }
+    contact.sweep = Some(commit.sweep);
+}
+
+/// Writes the round's completed idempotency record into `contact`.
+fn write_request(contact: &mut Contact, commit: &RoundCommit) {
+    if let Some(done) = &commit.idempotency {
+        contact.requests.insert(
+            done.key.as_str().to_owned(),
+            Request {
+                completed: true,
+                payload_hash: done.payload_hash.clone(),
+                lease_until: 0,
+                response: Some(done.response.clone()),
+                expires_at: done.expires_at,
+            },
+        );
     }
 }
 

@@ -27,35 +27,52 @@ pub struct Breach(pub String);
 /// Refuses `config` when a value it sets is outside `policy`, naming the first
 /// such field and its bound.
 pub fn check(config: &TenantConfig, policy: &Policy) -> Result<(), Breach> {
-    let over = |field: &str, value: u64, bound: &str, max: u64| {
-        Err(Breach(format!(
-            "config: {field} ({value}) is over the platform's `{bound}` of {max} for this tenant"
-        )))
+    check_quota(config, policy)?;
+    check_model(config, policy)?;
+    check_thinking_and_threshold(config, policy)?;
+    check_retention(config, policy)?;
+    check_webhooks(config, policy)
+}
+
+/// The breach of a number over its bound.
+fn over(field: &str, value: u64, bound: &str, max: u64) -> Breach {
+    Breach(format!(
+        "config: {field} ({value}) is over the platform's `{bound}` of {max} for this tenant"
+    ))
+}
+
+/// The tenant's own quota: at most the policy's rounds and summary calls per hour.
+fn check_quota(config: &TenantConfig, policy: &Policy) -> Result<(), Breach> {
+    let Some(quota) = &config.quota else {
+        return Ok(());
     };
-    if let Some(quota) = &config.quota {
-        if let Some(value) = quota
-            .rounds_per_hour
-            .filter(|v| *v > policy.rounds_per_hour)
-        {
-            return over(
-                "quota.rounds_per_hour",
-                value.into(),
-                "rounds_per_hour",
-                policy.rounds_per_hour.into(),
-            );
-        }
-        if let Some(value) = quota
-            .summary_calls_per_hour
-            .filter(|v| *v > policy.summary_calls_per_hour)
-        {
-            return over(
-                "quota.summary_calls_per_hour",
-                value.into(),
-                "summary_calls_per_hour",
-                policy.summary_calls_per_hour.into(),
-            );
-        }
+    if let Some(value) = quota
+        .rounds_per_hour
+        .filter(|v| *v > policy.rounds_per_hour)
+    {
+        return Err(over(
+            "quota.rounds_per_hour",
+            value.into(),
+            "rounds_per_hour",
+            policy.rounds_per_hour.into(),
+        ));
     }
+    if let Some(value) = quota
+        .summary_calls_per_hour
+        .filter(|v| *v > policy.summary_calls_per_hour)
+    {
+        return Err(over(
+            "quota.summary_calls_per_hour",
+            value.into(),
+            "summary_calls_per_hour",
+            policy.summary_calls_per_hour.into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The model: one the policy allows.
+fn check_model(config: &TenantConfig, policy: &Policy) -> Result<(), Breach> {
     if let Some(model) = config.model.as_deref().filter(|m| !policy.allows_model(m)) {
         let allowed = policy.models.as_deref().unwrap_or_default().join(", ");
         return Err(Breach(format!(
@@ -63,27 +80,37 @@ pub fn check(config: &TenantConfig, policy: &Policy) -> Result<(), Breach> {
              ({allowed})"
         )));
     }
+    Ok(())
+}
+
+/// The thinking budget and the compaction threshold: at most the policy's.
+fn check_thinking_and_threshold(config: &TenantConfig, policy: &Policy) -> Result<(), Breach> {
     if let Some(budget) = config.thinking_budget_tokens.map(|b| b.tokens())
         && budget > policy.max_thinking_budget_tokens
     {
-        return over(
+        return Err(over(
             "thinking_budget_tokens",
             budget.into(),
             "max_thinking_budget_tokens",
             policy.max_thinking_budget_tokens.into(),
-        );
+        ));
     }
     if let Some(threshold) = config
         .compaction_threshold_tokens
         .filter(|t| *t > policy.max_compaction_threshold_tokens)
     {
-        return over(
+        return Err(over(
             "compaction_threshold_tokens",
             threshold,
             "max_compaction_threshold_tokens",
             policy.max_compaction_threshold_tokens,
-        );
+        ));
     }
+    Ok(())
+}
+
+/// The transcript's and the facts' retention: at most the policy's days.
+fn check_retention(config: &TenantConfig, policy: &Policy) -> Result<(), Breach> {
     for (field, days, bound, max) in [
         (
             "transcript_retention_days",
@@ -99,20 +126,25 @@ pub fn check(config: &TenantConfig, policy: &Policy) -> Result<(), Breach> {
         ),
     ] {
         if let Some(days) = days.filter(|d| *d > max) {
-            return over(field, days.into(), bound, max.into());
+            return Err(over(field, days.into(), bound, max.into()));
         }
     }
+    Ok(())
+}
+
+/// The webhook tools: at most the policy's number of them.
+fn check_webhooks(config: &TenantConfig, policy: &Policy) -> Result<(), Breach> {
     let webhooks = config
         .tools
         .as_ref()
         .map_or(0, |tools| webhook_count(tools.as_slice()));
     if webhooks > policy.max_webhook_tools as usize {
-        return over(
+        return Err(over(
             "tools (webhook tools)",
             webhooks as u64,
             "max_webhook_tools",
             policy.max_webhook_tools.into(),
-        );
+        ));
     }
     Ok(())
 }

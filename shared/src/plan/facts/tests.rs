@@ -1,3 +1,4 @@
+use super::documents::all_same;
 use super::*;
 use proptest::prelude::*;
 
