@@ -60,6 +60,7 @@
 //! (`docs/DESIGN.md`: "The flows" (a round), "The time budget".)
 
 mod admit;
+mod after;
 pub mod close;
 mod commit;
 mod context;

@@ -14,8 +14,7 @@ use super::{
     UsageSummary, by,
 };
 use crate::deadline::Deadline;
-use crate::domain::{Head, IdempotencyKey, Incarnation, PendingFacts, StoredMessage, TenantId};
-use crate::jobs::Job;
+use crate::domain::{Head, IdempotencyKey, Incarnation, PendingFacts, StoredMessage};
 use crate::metering::UsageCounts;
 use crate::metrics::{Event, Unit};
 use crate::model::StopReason;
@@ -24,26 +23,26 @@ use crate::plan::request::Lifetimes;
 use crate::plan::session::idle_seconds;
 use crate::plan::sweep::{next_sweep_due, sweep_bucket};
 use crate::store::{
-    Claim, CompletedRequest, ContactKey, MAX_REFRESH_PER_ROUND, MAX_ROUND_ITEMS, RoundCommit,
-    SessionArchive, StoreError, SweepSlot,
+    Claim, CompletedRequest, ContactKey, MAX_ROUND_ITEMS, RoundCommit, SessionArchive, StoreError,
+    SweepSlot,
 };
 use crate::tenant::{ContextPolicy, Settings};
 use crate::usage::RoundUsage;
 
 /// A round ready to commit, with what the steps after the commit need.
 pub(super) struct PreparedRound {
-    commit: RoundCommit,
-    response: AskResponse,
+    pub(super) commit: RoundCommit,
+    pub(super) response: AskResponse,
     /// A random id written on the head, to recognise this round's commit when its
     /// answer was lost.
-    round_token: String,
-    incarnation: Incarnation,
+    pub(super) round_token: String,
+    pub(super) incarnation: Incarnation,
     /// Window messages due a new TTL that the commit's transaction could not hold.
-    refresh_rest: Vec<u64>,
-    step_due: bool,
-    usage: RoundUsage,
-    stats: RoundStats,
-    origin: Origin,
+    pub(super) refresh_rest: Vec<u64>,
+    pub(super) step_due: bool,
+    pub(super) usage: RoundUsage,
+    pub(super) stats: RoundStats,
+    pub(super) origin: Origin,
 }
 
 /// Whether a commit whose answer was lost landed.
@@ -61,6 +60,18 @@ pub(super) enum Committed {
     /// next is the route's policy (`ask` may answer again; a recorded round is a
     /// conflict).
     Lost,
+}
+
+/// What a round's commit gives its new head besides the turn's plan.
+struct Fresh {
+    /// The round's own token (how a lost commit's answer is recognised).
+    round_token: String,
+    /// The round's last sequence number.
+    last_seq: u64,
+    /// When the head expires.
+    expires_at: i64,
+    /// The round holds no message (a session closed on request).
+    empty: bool,
 }
 
 impl PreparedRound {
@@ -293,57 +304,15 @@ impl Converse {
             }
         }
         .map_err(|e| AskError::Internal(e.to_string()))?;
-        // A new head's life starts here; a loaded one keeps its own (one from
-        // before incarnations receives this one).
-        let incarnation = turn
-            .expected
-            .as_ref()
-            .and_then(|head| head.incarnation.clone())
-            .unwrap_or_else(Incarnation::random);
-        // Requesting a closed session's facts makes them pending until the
-        // facts job is done; the sweep requests them again otherwise.
-        let requested = plan.request_facts.map(|session| PendingFacts {
-            session,
-            since: now,
-            attempts: 1,
-        });
-        // A round of degrau's own model calls, stepped: its head is due for a
-        // pause fold once every cache entry of its request is gone.
-        let cache_hour = round.stats.lifetimes != Lifetimes::FiveMinutes;
-        let fold_due = fold_due_at(
-            settings.compaction.pause_fold
-                && settings.context_policy == ContextPolicy::Stepped
-                && round.origin == Origin::Model,
-            now,
-            cache_hour,
-            round.usage.context_tokens(),
-            settings.compaction.keep_tokens,
-        );
-        let sweep = self.sweep_slot(key, settings, turn, requested, fold_due, empty);
-        let head = Head {
-            session: plan.session,
+        let fresh = Fresh {
+            round_token: round_token.clone(),
             last_seq: response.round.last_seq,
-            summarized_until: plan.summarized_until,
-            summary: plan.summary.clone(),
-            last_context_tokens: round.usage.context_tokens(),
-            last_activity: now,
-            steps: plan.steps,
-            // Cleared by every round: a new session has had no extraction, and a
-            // continued one has messages the requested one missed.
-            facts_requested: empty.then_some(plan.session),
-            last_round: Some(round_token.clone()),
-            incarnation: Some(incarnation.clone()),
-            facts_pending: requested,
-            hard_cap_at: round.stats.hard_capped.then_some(plan.summarized_until),
-            expires_at: Some(expires_at),
-            recent_gaps: plan.gaps.clone(),
-            cache_hour,
-            // A new head's life begins now; a loaded one keeps its own.
-            born_at: turn
-                .expected
-                .as_ref()
-                .map_or(Some(now), |head| head.born_at),
+            expires_at,
+            empty,
         };
+        let ran = (&round.usage, &round.stats, round.origin);
+        let (head, sweep) = self.next_head(key, settings, turn, ran, fresh);
+        let incarnation = head.incarnation.clone().unwrap_or_else(Incarnation::random);
         let idempotency = idempotency.map(|(idem, hash)| CompletedRequest {
             key: idem.clone(),
             payload_hash: hash.to_owned(),
@@ -382,6 +351,73 @@ impl Converse {
             stats: round.stats,
             origin: round.origin,
         })
+    }
+
+    /// The head the round leaves, filed in the sweep index at its next due time
+    /// ([`Converse::sweep_slot`]): the session's plan with the round's sequence
+    /// number, activity and context size, its facts request pending, and its pause
+    /// fold due once every cache entry of a stepped round of the model's is gone.
+    fn next_head(
+        &self,
+        key: &ContactKey,
+        settings: &Settings,
+        turn: &Turn,
+        (usage, stats, origin): (&RoundUsage, &RoundStats, Origin),
+        fresh: Fresh,
+    ) -> (Head, SweepSlot) {
+        let (now, plan) = (turn.now, &turn.plan);
+        // A new head's life starts here; a loaded one keeps its own (one from
+        // before incarnations receives this one).
+        let incarnation = turn
+            .expected
+            .as_ref()
+            .and_then(|head| head.incarnation.clone())
+            .unwrap_or_else(Incarnation::random);
+        // Requesting a closed session's facts makes them pending until the
+        // facts job is done; the sweep requests them again otherwise.
+        let requested = plan.request_facts.map(|session| PendingFacts {
+            session,
+            since: now,
+            attempts: 1,
+        });
+        // A round of degrau's own model calls, stepped: its head is due for a
+        // pause fold once every cache entry of its request is gone.
+        let cache_hour = stats.lifetimes != Lifetimes::FiveMinutes;
+        let fold_due = fold_due_at(
+            settings.compaction.pause_fold
+                && settings.context_policy == ContextPolicy::Stepped
+                && origin == Origin::Model,
+            now,
+            cache_hour,
+            usage.context_tokens(),
+            settings.compaction.keep_tokens,
+        );
+        let sweep = self.sweep_slot(key, settings, turn, requested, fold_due, fresh.empty);
+        let head = Head {
+            session: plan.session,
+            last_seq: fresh.last_seq,
+            summarized_until: plan.summarized_until,
+            summary: plan.summary.clone(),
+            last_context_tokens: usage.context_tokens(),
+            last_activity: now,
+            steps: plan.steps,
+            // Cleared by every round: a new session has had no extraction, and a
+            // continued one has messages the requested one missed.
+            facts_requested: fresh.empty.then_some(plan.session),
+            last_round: Some(fresh.round_token),
+            incarnation: Some(incarnation),
+            facts_pending: requested,
+            hard_cap_at: stats.hard_capped.then_some(plan.summarized_until),
+            expires_at: Some(fresh.expires_at),
+            recent_gaps: plan.gaps.clone(),
+            cache_hour,
+            // A new head's life begins now; a loaded one keeps its own.
+            born_at: turn
+                .expected
+                .as_ref()
+                .map_or(Some(now), |head| head.born_at),
+        };
+        (head, sweep)
     }
 
     /// Where the round files its head in the sweep index: its bucket, and when it is
@@ -499,152 +535,6 @@ impl Converse {
             _ => Landed::Unknown,
         }
     }
-
-    /// Gives the window messages the commit could not hold the round's TTL, in a
-    /// transaction of their own, while the deadline allows. A failure is only
-    /// logged: the next round tries again, and the window loader survives a
-    /// message gone meanwhile.
-    pub(super) async fn refresh_rest(
-        &self,
-        key: &ContactKey,
-        prepared: &PreparedRound,
-        deadline: Deadline,
-    ) {
-        let seqs = &prepared.refresh_rest;
-        if seqs.is_empty() {
-            return;
-        }
-        let seqs = &seqs[..seqs.len().min(MAX_REFRESH_PER_ROUND)];
-        let refresh = self.store.refresh_expiry(
-            key,
-            &prepared.incarnation,
-            prepared.commit.head.session,
-            seqs,
-            prepared.commit.messages_expire_at,
-        );
-        match by(deadline, refresh).await {
-            Ok(true) => info!(
-                refreshed = seqs.len(),
-                "window messages kept for the open session"
-            ),
-            Ok(false) => warn!(
-                "the window changed before its expiry was refreshed; the next round tries again"
-            ),
-            Err(error) => {
-                warn!(%error, "could not refresh the window's expiry; the next round tries again")
-            }
-        }
-    }
-
-    /// Requests the closed session's facts and a due step, each while the deadline
-    /// allows (a facts request stays pending on the head for the sweep; a step is
-    /// requested again by the next round that needs it).
-    pub(super) async fn after_commit(
-        &self,
-        key: &ContactKey,
-        settings: &Settings,
-        prepared: &PreparedRound,
-        plan: &TurnPlan,
-        deadline: Deadline,
-    ) {
-        let incarnation = &prepared.incarnation;
-        if let (Some(session), None) = (plan.closed_session, plan.request_facts) {
-            info!(
-                session,
-                "session closed: the sweep already requested its fact extraction"
-            );
-        }
-        if let Some(closed) = plan.request_facts
-            && deadline
-                .run(self.spend_summary_call(key, settings, "facts"))
-                .await
-                .unwrap_or(false)
-        {
-            let job = Job::Facts {
-                tenant: key.tenant.clone(),
-                incarnation: incarnation.clone(),
-                session: closed,
-            };
-            match deadline.run(self.jobs.enqueue(&job)).await {
-                Some(Ok(queued)) => info!(
-                    session = closed,
-                    queued, "session closed: fact extraction requested"
-                ),
-                Some(Err(error)) => {
-                    warn!(%error, session = closed, "could not request fact extraction; the sweep requests it again")
-                }
-                None => warn!(
-                    session = closed,
-                    "no time left to request fact extraction; the sweep requests it again"
-                ),
-            }
-        }
-        if let Some(closed) = plan.closed_session {
-            self.request_index(key, settings, incarnation, closed, deadline)
-                .await;
-        }
-        if !prepared.step_due {
-            return;
-        }
-        let step = Job::Step {
-            tenant: key.tenant.clone(),
-            incarnation: incarnation.clone(),
-            session: plan.session,
-            summarized_until: plan.summarized_until,
-            last_seq: prepared.commit.head.last_seq,
-        };
-        match deadline.run(self.jobs.enqueue(&step)).await {
-            Some(Ok(_)) => {}
-            Some(Err(error)) => {
-                warn!(%error, "could not enqueue a compaction step; the next round retries")
-            }
-            None => warn!("no time left to enqueue a compaction step; the next round retries"),
-        }
-    }
-}
-
-impl Converse {
-    /// Requests the recall index of `closed`, the session this round archived,
-    /// while the deadline allows: with a search summary when one of the tenant's
-    /// summary calls is left for it. A request the queue did not take is logged and
-    /// counted (`IndexRequestsLost`): that session is then left out of recall (its
-    /// record, in its archive, still lists it and feeds the digest).
-    async fn request_index(
-        &self,
-        key: &ContactKey,
-        settings: &Settings,
-        incarnation: &Incarnation,
-        closed: u32,
-        deadline: Deadline,
-    ) {
-        let summarise = deadline
-            .run(self.spend_summary_call(key, settings, "index"))
-            .await
-            .unwrap_or(false);
-        let job = Job::Index {
-            tenant: key.tenant.clone(),
-            incarnation: incarnation.clone(),
-            session: closed,
-            summarise,
-        };
-        match deadline.run(self.jobs.enqueue(&job)).await {
-            Some(Ok(_)) => info!(
-                session = closed,
-                summarise, "session closed: index requested"
-            ),
-            Some(Err(error)) => {
-                warn!(%error, session = closed, "could not request the session's index");
-                Event::new("ask").count("IndexRequestsLost", 1).emit();
-            }
-            None => {
-                warn!(
-                    session = closed,
-                    "no time left to request the session's index"
-                );
-                Event::new("ask").count("IndexRequestsLost", 1).emit();
-            }
-        }
-    }
 }
 
 /// Whether `head` (read after a failed commit; `None` when it is gone or past its
@@ -685,18 +575,4 @@ fn refresh_due(turn: &Turn, settings: &Settings) -> Vec<u64> {
         .filter(|(_, ttl)| ttl.is_some_and(|ttl| ttl <= soon))
         .map(|(message, _)| message.seq)
         .collect()
-}
-
-impl Converse {
-    /// Adds a piece of work's usage to the tenant's count of today, while the
-    /// deadline allows; a count that does not land is logged and counted, never
-    /// the work's failure.
-    pub async fn count_usage(&self, tenant: &TenantId, counts: &UsageCounts, deadline: Deadline) {
-        let now = (self.clock)();
-        let counted = crate::store::count_usage(self.usage.as_ref(), tenant, now, counts, "ask");
-        if deadline.run(counted).await.is_none() {
-            warn!("no time left to count the usage; the day's figures miss this work");
-            Event::new("ask").count("UsageWriteFailures", 1).emit();
-        }
-    }
 }
