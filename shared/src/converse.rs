@@ -71,6 +71,7 @@ mod message;
 mod plausible;
 mod quota;
 mod recall;
+mod response;
 mod round;
 mod rounds;
 mod turn;
@@ -83,10 +84,10 @@ use sha2::{Digest, Sha256};
 use tracing::{info, warn};
 
 use crate::deadline::Deadline;
-use crate::domain::{ContentBlock, IdempotencyKey, TenantId};
+use crate::domain::{IdempotencyKey, TenantId};
 use crate::jobs::Jobs;
 use crate::metrics::Event;
-use crate::model::{Model, ModelError, StopReason};
+use crate::model::{Model, ModelError};
 use crate::plan::session::Clock;
 use crate::store::{Claim, ContactKey, RecallStore, RecordStore, RoundStore, UsageStore};
 use crate::tenant::{Defaults, Settings, TenantStore};
@@ -97,6 +98,7 @@ pub use context::{ContextView, HeadToken};
 use events::Shown;
 pub use events::{RoundEvent, RoundEvents, shown_reply};
 pub use plausible::CLIENT_ALLOWANCE_TOKENS;
+pub use response::{AskOutcome, AskResponse, Reply, RoundSpan, UsageSummary};
 pub use rounds::{MAX_ROUND_MESSAGES, MAX_USAGE_TOKENS, RecordedRound, RoundOutcome, RoundRequest};
 use turn::Turn;
 
@@ -126,67 +128,6 @@ pub const WINDOW_READS: u32 = 3;
 /// Largest `max_tokens` of the retry of a cut-off tool call (see the stop reasons in
 /// the module documentation).
 pub const MAX_RETRY_MAX_TOKENS: u32 = 16_384;
-
-/// The body of a successful ask (stored as-is for idempotent replays).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct AskResponse {
-    /// Session the round belongs to.
-    pub session: u32,
-    /// The final answer.
-    pub reply: Reply,
-    /// Sequence numbers of the round's first and last messages.
-    pub round: RoundSpan,
-    /// Usage over the round's model calls; `context_tokens` is the last call's.
-    pub usage: UsageSummary,
-    /// True when the round's context passed the threshold and a step was requested.
-    pub compaction_queued: bool,
-}
-
-/// The final answer of a round.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Reply {
-    /// Text blocks joined.
-    pub text: String,
-    /// All blocks of the final assistant message.
-    pub content: Vec<ContentBlock>,
-    /// Why the model stopped: `end_turn`, or `max_tokens` when the text was cut off
-    /// by the output limit (stored as it is); `null` when the API did not say.
-    #[serde(default)]
-    pub stop_reason: Option<StopReason>,
-}
-
-/// Sequence numbers of a round.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RoundSpan {
-    /// The user's message.
-    pub first_seq: u64,
-    /// The final reply.
-    pub last_seq: u64,
-}
-
-/// Usage of a round.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct UsageSummary {
-    /// Uncached input tokens, summed.
-    pub input_tokens: u64,
-    /// Cache reads, summed.
-    pub cache_read_input_tokens: u64,
-    /// Cache writes, summed.
-    pub cache_creation_input_tokens: u64,
-    /// Output tokens, summed.
-    pub output_tokens: u64,
-    /// Context size of the round's last request.
-    pub context_tokens: u64,
-}
-
-/// The outcome of an ask.
-#[derive(Debug, Clone, PartialEq)]
-pub enum AskOutcome {
-    /// A new round was answered and stored.
-    Answered(AskResponse),
-    /// An idempotent retry: the stored response, byte for byte.
-    Replayed(String),
-}
 
 /// The conversation service (a round asked, streamed, recorded or closed; the
 /// context a client's own loop reads) and the ports it calls.
