@@ -11,25 +11,25 @@ use tracing::{info, warn};
 
 use super::events::Shown;
 pub(super) use super::message::RoundMessage;
-use super::{AskError, Converse, MAX_RETRY_MAX_TOKENS, MAX_TOOL_ITERATIONS, MIN_MODEL_CALL};
+
+mod round_loop;
+
+use super::{AskError, Converse, MIN_MODEL_CALL};
 use super::{Turn, out_of_time};
 use crate::deadline::Deadline;
 use crate::domain::{ContentBlock, Message, Role};
 use crate::metrics::Event;
 use crate::model::{ModelError, ModelResponse, StopReason, prompt_over_by};
-use crate::plan::request::{
-    BuildError, Lifetimes, ModelRequest, RequestParts, ToolDef, build_request,
-};
-use crate::plan::sendable::{readable, sendable};
-use crate::plan::step_plan::{WindowCut, request_window, retry_cut};
-use crate::plan::validate::validate_request;
-use crate::plan::window::safe_window_start;
+use crate::plan::request::{Lifetimes, ModelRequest, ToolDef};
+use crate::plan::sendable::sendable;
 use crate::store::ContactKey;
-use crate::tenant::{ContextPolicy, Settings};
+use crate::tenant::Settings;
 use crate::tools::{
     CallContext, MAX_RESULTS_CHARS_PER_MESSAGE, ToolDeclaration, ToolOutput, cap_to,
 };
 use crate::usage::{RoundUsage, Usage};
+pub(super) use round_loop::first_cut;
+use round_loop::{AfterStop, RoundLoop};
 
 /// What the model reads for a tool call made past the round's tool time
 /// (`fair_share.tool_seconds_per_round`): not run.
@@ -134,43 +134,10 @@ impl Round {
 }
 
 /// A tool call of the model's answer.
-struct ToolCall {
+pub(super) struct ToolCall {
     id: String,
     name: String,
     input: Value,
-}
-
-/// What the loop does after reading an answer's stop reason.
-enum AfterStop {
-    /// Send the request again (on a cut window, or with a larger `max_tokens`).
-    AskAgain,
-    /// Go on with the answer: store it, and run its tool calls if it has any.
-    Continue,
-}
-
-/// The loop's state between model calls.
-struct RoundLoop<'a> {
-    settings: &'a Settings,
-    turn: &'a Turn,
-    /// Where the window sent starts, and whether the hard cap cut it.
-    cut: WindowCut,
-    /// The window was cut once after "prompt is too long" (or a context window
-    /// filled up while the model wrote): a second time is an error.
-    overflow_retried: bool,
-    /// The output limit of the next request: thinking tokens count against it, so
-    /// the answer keeps its own budget on top of the thinking budget.
-    max_tokens: u32,
-    /// A tool call cut off at `max_tokens` was asked again once.
-    truncation_retried: bool,
-    /// An empty answer was asked again once.
-    empty_retried: bool,
-    /// The model has answered once: from here on the round is never read again
-    /// (a tool may have run), and a request that breaks the API's rules is
-    /// degrau's own defect ([`AskError::UnsendableRound`]), not a torn read.
-    answered: bool,
-    /// Model answers with tool calls so far.
-    tool_rounds: usize,
-    round: Round,
 }
 
 impl Converse {
@@ -191,38 +158,12 @@ impl Converse {
         let fair = &settings.policy.fair_share;
         let mut tool_time = ToolTime::new(fair.tool_seconds_per_round);
         loop {
-            let call = state.calls();
-            let (request, lifetimes) = state.request(&tools)?;
-            state.round.stats.lifetimes = lifetimes;
-            if !deadline.allows(MIN_MODEL_CALL) {
-                return Err(out_of_time("before a model call"));
-            }
-            let response = match self
-                .call_model(&request, deadline, &mut state.round.stats, shown, call)
-                .await
-            {
-                Ok(response) => response,
-                Err(ModelError::PromptTooLong { message }) if !state.overflow_retried => {
-                    warn!(%message, "prompt too long: cutting the window once and retrying");
-                    state.cut_overflow(prompt_over_by(&message));
-                    continue;
-                }
-                Err(error) => return Err(error.into()),
-            };
-            state.answered = true;
-            state.round.usage.record(response.usage);
-            // What is stored and shown from here on is what the API accepts back.
-            let response = ModelResponse {
-                content: sendable(response.content),
-                ..response
-            };
-            if let AfterStop::AskAgain = state.after_stop(&response, deadline)? {
-                shown.restart(
-                    "the model's answer is asked for again",
-                    &state.round.messages,
-                );
+            let Some(response) = self
+                .next_answer(&mut state, &tools, deadline, shown)
+                .await?
+            else {
                 continue;
-            }
+            };
             let calls = tool_calls(&response);
             state.round.messages.push(RoundMessage {
                 message: response.message(),
@@ -254,6 +195,51 @@ impl Converse {
                 by_person: false,
             });
         }
+    }
+
+    /// The model's next answer in the round, made sendable; `None` when the round
+    /// asks again (a window cut once after "prompt is too long", or an answer asked
+    /// for again: [`RoundLoop::after_stop`]).
+    async fn next_answer(
+        &self,
+        state: &mut RoundLoop<'_>,
+        tools: &[ToolDef],
+        deadline: Deadline,
+        shown: &Shown<'_>,
+    ) -> Result<Option<ModelResponse>, AskError> {
+        let call = state.calls();
+        let (request, lifetimes) = state.request(tools)?;
+        state.round.stats.lifetimes = lifetimes;
+        if !deadline.allows(MIN_MODEL_CALL) {
+            return Err(out_of_time("before a model call"));
+        }
+        let response = match self
+            .call_model(&request, deadline, &mut state.round.stats, shown, call)
+            .await
+        {
+            Ok(response) => response,
+            Err(ModelError::PromptTooLong { message }) if !state.overflow_retried => {
+                warn!(%message, "prompt too long: cutting the window once and retrying");
+                state.cut_overflow(prompt_over_by(&message));
+                return Ok(None);
+            }
+            Err(error) => return Err(error.into()),
+        };
+        state.answered = true;
+        state.round.usage.record(response.usage);
+        // What is stored and shown from here on is what the API accepts back.
+        let response = ModelResponse {
+            content: sendable(response.content),
+            ..response
+        };
+        if let AfterStop::AskAgain = state.after_stop(&response, deadline)? {
+            shown.restart(
+                "the model's answer is asked for again",
+                &state.round.messages,
+            );
+            return Ok(None);
+        }
+        Ok(Some(response))
     }
 
     /// One model call, timed and, when it fails, counted by kind (`ModelErrors`).
@@ -342,235 +328,6 @@ impl Converse {
     }
 }
 
-impl<'a> RoundLoop<'a> {
-    fn new(settings: &'a Settings, turn: &'a Turn, text: &str) -> Self {
-        RoundLoop {
-            settings,
-            turn,
-            cut: first_cut(settings, turn),
-            overflow_retried: false,
-            max_tokens: settings
-                .max_tokens
-                .saturating_add(settings.thinking_budget_tokens.unwrap_or(0)),
-            truncation_retried: false,
-            empty_retried: false,
-            answered: false,
-            tool_rounds: 0,
-            round: Round {
-                messages: vec![RoundMessage {
-                    message: Message::user_text(text),
-                    usage: None,
-                    by_person: false,
-                }],
-                usage: RoundUsage::default(),
-                stats: RoundStats::default(),
-                origin: Origin::Model,
-                transcribed: false,
-            },
-        }
-    }
-
-    /// The next request: the window from the cut, then the round so far, its
-    /// breakpoints' lifetimes chosen by the tenant's cache TTL policy over the
-    /// contact's recent gaps (this round's included) and the request's sizes (see
-    /// [`crate::plan::cache_ttl`]).
-    fn request(&self, tools: &[ToolDef]) -> Result<(ModelRequest, Lifetimes), AskError> {
-        if self.cut.hard_capped {
-            warn!(
-                start = self.cut.start,
-                "window cut at the hard cap: a compaction step is late"
-            );
-        }
-        let plan = &self.turn.plan;
-        let messages: Vec<Message> = self
-            .round
-            .messages
-            .iter()
-            .map(|m| m.message.clone())
-            .collect();
-        let mut request = build_request(&RequestParts {
-            model: &self.settings.model,
-            max_tokens: self.max_tokens,
-            thinking: self.settings.thinking_budget_tokens,
-            tools,
-            instructions: &self.settings.instructions,
-            facts: &self.turn.facts,
-            summary: plan.summary.as_deref(),
-            last_session: self.turn.digest.as_deref(),
-            window: &plan.window[self.cut.start..],
-            round: &messages,
-            lifetimes: Lifetimes::FiveMinutes,
-        })
-        .map_err(|e| match e {
-            BuildError::EmptyInstructions | BuildError::EmptyRound => {
-                AskError::Internal(e.to_string())
-            }
-            broken => self.broken(broken.to_string()),
-        })?;
-        let lifetimes = self
-            .settings
-            .cache_ttl
-            .lifetimes(&plan.gaps, request.sizes());
-        request.set_lifetimes(lifetimes);
-        // The head and the window are two reads: between them an erase and a new
-        // first round can land, and the window read is then another incarnation's,
-        // cut at the old head's last message (a tool call without its result, say).
-        // Checked as the API checks, the request is never sent so; read again.
-        validate_request(&request).map_err(|v| self.broken(v.message))?;
-        Ok((request, lifetimes))
-    }
-
-    /// A request that breaks the API's rules. Before the model answered, the
-    /// window was read while a round landed: `ask` reads it again. After, the
-    /// round holds what the model said and may hold what a tool did: it is never
-    /// run again, and the request is degrau's own defect.
-    fn broken(&self, why: String) -> AskError {
-        if self.answered {
-            warn!(reason = %why, "a request after the model's answer breaks the API's rules");
-            Event::new("ask").count("UnsendableRounds", 1).emit();
-            AskError::UnsendableRound(why)
-        } else {
-            AskError::BrokenWindow(why)
-        }
-    }
-
-    /// Cuts the window once at the overflow cut (a safe start near its end), and
-    /// further when the API said by how much the prompt was over ([`retry_cut`]).
-    fn cut_overflow(&mut self, over_by: Option<u64>) {
-        self.overflow_retried = true;
-        self.cut = retry_cut(
-            &self.turn.plan.window,
-            &self.settings.compaction,
-            self.cut.start,
-            over_by,
-        );
-    }
-
-    /// What the answer's stop reason asks for: a cut window after the context
-    /// filled up, an error for a refusal or a pause, a larger `max_tokens` for a
-    /// tool call cut off (see the stop reasons in [`crate::converse`]); and an answer
-    /// with something a person can read.
-    fn after_stop(
-        &mut self,
-        response: &ModelResponse,
-        deadline: Deadline,
-    ) -> Result<AfterStop, AskError> {
-        match response.stop_reason {
-            Some(StopReason::ModelContextWindowExceeded) if !self.overflow_retried => {
-                // The context filled up while the model wrote: like a prompt that
-                // is too long, cut the window once and ask again.
-                warn!("the context window filled up: cutting the window once and retrying");
-                self.cut_overflow(None);
-                return Ok(AfterStop::AskAgain);
-            }
-            Some(StopReason::ModelContextWindowExceeded) => {
-                return Err(AskError::Model(ModelError::PromptTooLong {
-                    message: "the context window filled up during generation \
-                              (stop_reason model_context_window_exceeded)"
-                        .to_owned(),
-                }));
-            }
-            Some(StopReason::Refusal) => {
-                warn!("the model declined to answer; nothing is stored");
-                Event::new("ask").count("ModelRefusals", 1).emit();
-                return Err(AskError::Refused);
-            }
-            Some(StopReason::PauseTurn) => {
-                warn!("the model paused its turn; degrau defines no server tools");
-                return Err(AskError::UnexpectedStop("pause_turn"));
-            }
-            _ => {}
-        }
-        let has_tool_use = response
-            .content
-            .iter()
-            .any(|b| matches!(b, ContentBlock::ToolUse { .. }));
-        if response.stop_reason == Some(StopReason::MaxTokens) && has_tool_use {
-            self.retry_cut_off_tool_call(deadline)?;
-            return Ok(AfterStop::AskAgain);
-        }
-        if !readable(&response.content) {
-            // Nothing, thinking alone, or only whitespace: nothing a person could
-            // read. Asked once more (the model samples again), then the error.
-            Event::new("ask").count("EmptyAnswers", 1).emit();
-            if self.empty_retried || !deadline.allows(MIN_MODEL_CALL) {
-                return Err(AskError::EmptyAnswer);
-            }
-            warn!("the model's answer is empty: asking again once");
-            self.empty_retried = true;
-            return Ok(AfterStop::AskAgain);
-        }
-        Ok(AfterStop::Continue)
-    }
-
-    /// The output limit cut a tool call: its input may be incomplete, so it never
-    /// runs. The request goes once more with twice the budget, when there is one
-    /// and time for it; else the cut-off call is the error.
-    fn retry_cut_off_tool_call(&mut self, deadline: Deadline) -> Result<(), AskError> {
-        Event::new("ask").count("TruncatedToolCalls", 1).emit();
-        let larger = retry_max_tokens(self.max_tokens);
-        if self.truncation_retried || larger <= self.max_tokens {
-            return Err(AskError::TruncatedToolCall);
-        }
-        if !deadline.allows(MIN_MODEL_CALL) {
-            return Err(AskError::TruncatedToolCall);
-        }
-        warn!(
-            max_tokens = self.max_tokens,
-            larger, "a tool call was cut off at max_tokens: asking again"
-        );
-        self.truncation_retried = true;
-        self.max_tokens = larger;
-        Ok(())
-    }
-
-    /// The model calls the round keeps so far: the next one's number.
-    fn calls(&self) -> u32 {
-        let answers = self.round.messages.iter();
-        answers
-            .filter(|m| m.message.role == Role::Assistant)
-            .count() as u32
-    }
-
-    /// Counts a model answer with tool calls; more than [`MAX_TOOL_ITERATIONS`] is
-    /// an endless loop.
-    fn count_tool_round(&mut self) -> Result<(), AskError> {
-        self.tool_rounds += 1;
-        if self.tool_rounds > MAX_TOOL_ITERATIONS {
-            return Err(AskError::ToolLoop);
-        }
-        Ok(())
-    }
-
-    /// The finished round, with why the model stopped and whether the window it saw
-    /// was cut at the hard cap.
-    fn finish(mut self, stop_reason: Option<StopReason>) -> Round {
-        self.round.stats.stop_reason = stop_reason;
-        self.round.stats.hard_capped = self.cut.hard_capped;
-        self.round
-    }
-}
-
-/// Where the window sent starts before any retry: a sliding window keeps its last
-/// messages; degrau's steps send the window since the last step, cut at the hard
-/// cap when a step is late; a full history, or a new session, sends it all.
-pub(super) fn first_cut(settings: &Settings, turn: &Turn) -> WindowCut {
-    let plan = &turn.plan;
-    match (settings.context_policy, turn.expected.as_ref()) {
-        (ContextPolicy::SlidingWindow, _) => WindowCut {
-            start: safe_window_start(&plan.window, settings.compaction.keep_messages),
-            hard_capped: false,
-        },
-        (ContextPolicy::Stepped, Some(head)) if head.session == plan.session => {
-            request_window(head, &plan.window, &settings.compaction)
-        }
-        _ => WindowCut {
-            start: 0,
-            hard_capped: false,
-        },
-    }
-}
-
 /// The tool calls of an answer, in order.
 fn tool_calls(response: &ModelResponse) -> Vec<ToolCall> {
     response
@@ -585,10 +342,4 @@ fn tool_calls(response: &ModelResponse) -> Vec<ToolCall> {
             _ => None,
         })
         .collect()
-}
-
-/// `max_tokens` of the one retry of a tool call cut off at `max_tokens`: twice as
-/// much, at most [`MAX_RETRY_MAX_TOKENS`].
-fn retry_max_tokens(max_tokens: u32) -> u32 {
-    max_tokens.saturating_mul(2).min(MAX_RETRY_MAX_TOKENS)
 }
