@@ -5,29 +5,25 @@
 //! the window's TTL beyond what the commit held, the closed session's facts and a
 //! due step.
 
+mod parts;
+
 use tracing::{info, warn};
 
-use super::round::{Origin, Round, RoundMessage, RoundStats};
-use super::turn::{Turn, TurnPlan};
-use super::{
-    AskError, AskResponse, Converse, IDEMPOTENCY_TTL_SECONDS, RecordedRound, Reply, RoundSpan,
-    UsageSummary, by,
-};
+use super::round::{Origin, Round, RoundStats};
+use super::turn::Turn;
+use super::{AskError, AskResponse, Converse, IDEMPOTENCY_TTL_SECONDS, by};
 use crate::deadline::Deadline;
-use crate::domain::{Head, IdempotencyKey, Incarnation, PendingFacts, StoredMessage};
+use crate::domain::{Head, IdempotencyKey, Incarnation, PendingFacts};
 use crate::metering::UsageCounts;
 use crate::metrics::{Event, Unit};
 use crate::model::StopReason;
 use crate::plan::pause_fold::fold_due_at;
 use crate::plan::request::Lifetimes;
-use crate::plan::session::idle_seconds;
 use crate::plan::sweep::{next_sweep_due, sweep_bucket};
-use crate::store::{
-    Claim, CompletedRequest, ContactKey, MAX_ROUND_ITEMS, RoundCommit, SessionArchive, StoreError,
-    SweepSlot,
-};
+use crate::store::{Claim, CompletedRequest, ContactKey, RoundCommit, StoreError, SweepSlot};
 use crate::tenant::{ContextPolicy, Settings};
 use crate::usage::RoundUsage;
+use parts::{archive, refresh_split, replay_body, response, stored_messages};
 
 /// A round ready to commit, with what the steps after the commit need.
 pub(super) struct PreparedRound {
@@ -136,101 +132,6 @@ impl PreparedRound {
     }
 }
 
-/// The round's messages as stored: dense sequence numbers after the plan's base;
-/// the first (the user's) marked `transcribed` when it is a voice note's.
-fn stored_messages(
-    round: Vec<RoundMessage>,
-    transcribed: bool,
-    plan: &TurnPlan,
-    now: i64,
-) -> Vec<StoredMessage> {
-    round
-        .into_iter()
-        .zip(plan.base_seq + 1..)
-        .map(
-            |(
-                RoundMessage {
-                    message,
-                    usage,
-                    by_person,
-                },
-                seq,
-            )| StoredMessage {
-                session: plan.session,
-                seq,
-                role: message.role,
-                content: message.content,
-                pruned: None,
-                usage,
-                created_at: now,
-                written_by_person: by_person,
-                // The user's message, first of the round.
-                transcribed: transcribed && seq == plan.base_seq + 1,
-            },
-        )
-        .collect()
-}
-
-/// The answer to the client (and the body an idempotent retry replays).
-fn response(
-    plan: &TurnPlan,
-    messages: &[StoredMessage],
-    usage: &RoundUsage,
-    stats: &RoundStats,
-    step_due: bool,
-) -> AskResponse {
-    AskResponse {
-        session: plan.session,
-        reply: messages.last().map_or_else(
-            || Reply {
-                text: String::new(),
-                content: Vec::new(),
-                stop_reason: None,
-            },
-            |m| Reply {
-                text: m.to_message().text(),
-                content: m.content.clone(),
-                stop_reason: stats.stop_reason.clone(),
-            },
-        ),
-        round: RoundSpan {
-            first_seq: plan.base_seq + 1,
-            last_seq: plan.base_seq + messages.len() as u64,
-        },
-        usage: UsageSummary {
-            input_tokens: usage.total.input_tokens,
-            cache_read_input_tokens: usage.total.cache_read_input_tokens,
-            cache_creation_input_tokens: usage.total.cache_creation_input_tokens,
-            output_tokens: usage.total.output_tokens,
-            context_tokens: usage.context_tokens(),
-        },
-        compaction_queued: step_due,
-    }
-}
-
-/// The archive of the session this round closes, with its record (not when the
-/// head's retention ran out).
-fn archive(turn: &Turn, expires_at: i64) -> Option<SessionArchive> {
-    let closed = turn
-        .expected
-        .as_ref()
-        .filter(|_| turn.plan.closed_session.is_some())?;
-    let record = turn.closing.clone().unwrap_or_else(|| {
-        crate::plan::recall::record_of(
-            closed.session,
-            closed.summary.as_deref(),
-            &[],
-            closed.last_seq,
-            closed.last_activity,
-        )
-    });
-    Some(SessionArchive::from_record(
-        &record,
-        closed.summarized_until,
-        expires_at,
-    ))
-}
-
 impl Converse {
     /// The commit path of every round, answered by degrau's model loop or recorded
     /// from a client's own: prepare the commit, commit it in one transaction
@@ -297,13 +198,7 @@ impl Converse {
         let step_due = step_allowed;
         let response = response(plan, &messages, &round.usage, &round.stats, step_due);
         // What an idempotent retry replays: the route's own answer.
-        let body = match round.origin {
-            Origin::Model => serde_json::to_string(&response),
-            Origin::Client => {
-                serde_json::to_string(&RecordedRound::of(&response, round.stats.usage_estimated))
-            }
-        }
-        .map_err(|e| AskError::Internal(e.to_string()))?;
+        let body = replay_body(round.origin, &response, round.stats.usage_estimated)?;
         let fresh = Fresh {
             round_token: round_token.clone(),
             last_seq: response.round.last_seq,
@@ -320,15 +215,11 @@ impl Converse {
             expires_at: now + IDEMPOTENCY_TTL_SECONDS,
         });
         let archive = archive(turn, expires_at);
-        // The head, and for a new head the check of the tenant's last erase.
-        let items = 1
-            + usize::from(turn.expected.is_none())
-            + messages.len()
-            + usize::from(idempotency.is_some())
-            + usize::from(archive.is_some());
-        let mut refresh = refresh_due(turn, settings);
-        let refresh_rest =
-            refresh.split_off(refresh.len().min(MAX_ROUND_ITEMS.saturating_sub(items)));
+        let (refresh, refresh_rest) = refresh_split(
+            turn,
+            settings,
+            messages.len() + usize::from(idempotency.is_some()) + usize::from(archive.is_some()),
+        );
         let commit = RoundCommit {
             key: key.clone(),
             expected: turn.expected.clone(),
@@ -557,22 +448,4 @@ fn as_loaded(head: Option<&Head>, expected: Option<&Head>) -> bool {
         }
         _ => false,
     }
-}
-
-/// The window messages a round gives its TTL: those that would expire before the
-/// session can close (`expires_at` no later than now plus the idle timeout), oldest
-/// first, so an open session's window never expires under it; none when the
-/// session closed.
-fn refresh_due(turn: &Turn, settings: &Settings) -> Vec<u64> {
-    let (plan, now) = (&turn.plan, turn.now);
-    if plan.closed_session.is_some() {
-        return Vec::new();
-    }
-    let soon = now.saturating_add(idle_seconds(settings.session_idle_minutes));
-    plan.window
-        .iter()
-        .zip(&plan.window_expires_at)
-        .filter(|(_, ttl)| ttl.is_some_and(|ttl| ttl <= soon))
-        .map(|(message, _)| message.seq)
-        .collect()
 }
