@@ -12,7 +12,6 @@ use crate::domain::{Fact, Head, Incarnation, StoredMessage};
 use crate::plan::pause_fold::{
     FoldSizes, MIN_SUMMARY_TOKENS, fold_due_at, fold_keep, fold_pays, fold_window, return_chance,
 };
-use crate::plan::request::render_contact_context;
 use crate::plan::step_plan::{CompactionPolicy, StepPlan, plan_fold, text_tokens};
 use crate::store::{AppliedStep, ContactKey, load_whole_turn};
 use crate::tenant::Settings;
@@ -135,9 +134,7 @@ fn fold_plan(
 ) -> Result<(StepPlan, usize, FoldSizes), &'static str> {
     let policy = &settings.compaction;
     let summary_tokens = head.summary.as_deref().map_or(0, text_tokens);
-    let prefix_tokens = text_tokens(&settings.instructions).saturating_add(text_tokens(
-        &render_contact_context(facts, head.summary.as_deref()),
-    ));
+    let prefix_tokens = super::step::prefix_tokens(settings, facts, head.summary.as_deref());
     // The rhythm chooses the kept window: fewer messages for a contact
     // likely to be away past the hour.
     let silence = now.saturating_sub(head.last_activity);

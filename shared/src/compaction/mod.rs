@@ -84,8 +84,8 @@ use crate::plan::request::{
     ModelRequest, RequestBlock, RequestMessage, SystemBlock, ToolDef, neutralize,
 };
 use crate::plan::session::Clock;
-use crate::store::{Store, StoreError};
-use crate::tenant::{Defaults, InvalidSettings, TenantStore};
+use crate::store::{ContactKey, Store, StoreError};
+use crate::tenant::{Defaults, InvalidSettings, Settings, TenantStore};
 
 pub use facts_request::{FACTS_INSTRUCTIONS, RECORD_FACTS_TOOL, facts_request, record_facts_tool};
 pub use index_job::{MAX_SUMMARY_INPUT_CHARS, SEARCH_SUMMARY_INSTRUCTIONS};
@@ -302,6 +302,20 @@ impl Compactor {
             // A head created a moment ago may not show in the index yet.
             return Err(CompactorError::NotFound);
         }
+        let outcome = self.dispatch(job, key, &settings, deadline).await?;
+        info!(?outcome, "job done");
+        Ok(outcome)
+    }
+
+    /// Runs `job` on the contact found (`None`: erased, the job skips).
+    async fn dispatch(
+        &self,
+        job: &Job,
+        key: Option<ContactKey>,
+        settings: &Settings,
+        deadline: Deadline,
+    ) -> Result<JobOutcome, CompactorError> {
+        let incarnation = job.incarnation();
         let outcome = match (job, key) {
             (Job::Step { .. }, None) => JobOutcome::StepSkipped { reason: "erased" },
             (Job::Fold { .. }, None) => JobOutcome::StepSkipped { reason: "erased" },
@@ -317,7 +331,7 @@ impl Compactor {
             ) => {
                 self.step(
                     &key,
-                    &settings,
+                    settings,
                     incarnation,
                     *session,
                     *summarized_until,
@@ -340,10 +354,10 @@ impl Compactor {
                     summarized_until: *summarized_until,
                     last_seq: *last_seq,
                 };
-                self.fold(&key, &settings, job, deadline).await?
+                self.fold(&key, settings, job, deadline).await?
             }
             (Job::Facts { session, .. }, Some(key)) => {
-                self.facts(&key, &settings, incarnation, *session, deadline)
+                self.facts(&key, settings, incarnation, *session, deadline)
                     .await?
             }
             (
@@ -352,11 +366,10 @@ impl Compactor {
                 },
                 Some(key),
             ) => {
-                self.index(&key, &settings, incarnation, *session, *summarise, deadline)
+                self.index(&key, settings, incarnation, *session, *summarise, deadline)
                     .await?
             }
         };
-        info!(?outcome, "job done");
         Ok(outcome)
     }
 }

@@ -8,12 +8,12 @@ use tracing::{info, warn};
 
 use super::{Compactor, CompactorError, JobOutcome, one_line, response_text, text_request};
 use crate::deadline::Deadline;
-use crate::domain::{ContentBlock, Incarnation, Role, StoredMessage, TenantId};
+use crate::domain::{ContentBlock, Fact, Incarnation, Role, StoredMessage, TenantId};
 use crate::jobs::Job;
 use crate::model::{ModelResponse, StopReason};
 use crate::plan::pruning::PruneDecision;
 use crate::plan::request::{ModelRequest, neutralize, render_contact_context};
-use crate::plan::step_plan::{MAX_SHOWN_TOOL_OUTPUT_CHARS, plan_step, text_tokens};
+use crate::plan::step_plan::{MAX_SHOWN_TOOL_OUTPUT_CHARS, StepPlan, plan_step, text_tokens};
 use crate::store::{AppliedStep, ContactKey, MAX_PRUNES_PER_STEP, load_whole_turn};
 use crate::tenant::Settings;
 
@@ -74,19 +74,10 @@ impl Compactor {
         if head.summarized_until != summarized_until {
             return skipped("stale");
         }
-        // What comes before the window in the request after the step, for the
-        // token-sized keep: the instructions and the contact context (the tools,
-        // not known here, only add).
-        let prefix_tokens = text_tokens(&settings.instructions).saturating_add(text_tokens(
-            &render_contact_context(&state.facts, head.summary.as_deref()),
-        ));
-        let Some(plan) = plan_step(
-            &head,
-            &state.window,
-            head.last_context_tokens,
-            prefix_tokens,
-            &settings.compaction,
-        ) else {
+        let prefix = prefix_tokens(settings, &state.facts, head.summary.as_deref());
+        let tokens = head.last_context_tokens;
+        let Some(plan) = plan_step(&head, &state.window, tokens, prefix, &settings.compaction)
+        else {
             return skipped("not_due");
         };
         let (summary, response) = self
@@ -97,7 +88,7 @@ impl Compactor {
                 deadline,
             )
             .await?;
-        let prune = capped(plan.prune);
+        let prune = capped(plan.prune.clone());
         let pruned = prune.len();
         let step = AppliedStep {
             incarnation: incarnation.clone(),
@@ -111,32 +102,50 @@ impl Compactor {
         if !self.store.apply_step(key, &step).await? {
             return skipped("lost_race");
         }
+        self.stepped(
+            key,
+            (incarnation, session, head.last_seq),
+            &plan,
+            &step,
+            &response,
+        )
+        .await;
+        Ok(JobOutcome::StepApplied {
+            new_summarized_until: plan.new_summarized_until,
+            pruned,
+        })
+    }
+
+    /// After a step applied: logged, and the next step requested now when this
+    /// one stopped at its budget, short of the kept window (from where it stopped).
+    async fn stepped(
+        &self,
+        key: &ContactKey,
+        (incarnation, session, last_seq): (&Incarnation, u32, u64),
+        plan: &StepPlan,
+        step: &AppliedStep,
+        response: &ModelResponse,
+    ) {
         info!(
             folded = plan.fold_count,
             from = plan.seen_summarized_until,
             to = plan.new_summarized_until,
-            pruned,
+            pruned = step.prune.len(),
             summary_chars = step.summary.chars().count(),
             context_tokens = response.usage.context_tokens(),
             capped = plan.capped,
             "compaction step applied"
         );
         if plan.capped {
-            // The step stopped at its budget, short of the kept window: the next
-            // one is due now, from where this one stopped.
             self.request_next_step(
                 key,
                 incarnation,
                 session,
                 plan.new_summarized_until,
-                head.last_seq,
+                last_seq,
             )
             .await;
         }
-        Ok(JobOutcome::StepApplied {
-            new_summarized_until: plan.new_summarized_until,
-            pruned,
-        })
     }
 
     /// The previous summary merged with the folded messages by the summary model,
@@ -399,4 +408,12 @@ mod tests {
         let none = summary_request("haiku", None, &folded[..1]);
         assert!(user_text(&none).starts_with("<previous_record>\n(none)\n"));
     }
+}
+
+/// What comes before the window in the request after a step, for the token-sized
+/// keep: the instructions and the contact context (the tools, not known here, only
+/// add).
+pub(super) fn prefix_tokens(settings: &Settings, facts: &[Fact], summary: Option<&str>) -> u64 {
+    text_tokens(&settings.instructions)
+        .saturating_add(text_tokens(&render_contact_context(facts, summary)))
 }

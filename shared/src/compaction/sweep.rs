@@ -139,16 +139,9 @@ impl Compactor {
         tenants: &mut HashMap<TenantId, Settings>,
     ) -> Swept {
         let key = &due.key;
-        let head = match self.store.load_head(key).await {
-            Ok(Some(head)) => head,
-            // Erased since the index was read: its entry goes with it.
-            Ok(None) => return Swept::Skipped(false),
-            Err(error) => {
-                warn!(bucket, %error, "sweep: could not read a head");
-                self.defer(bucket, key, due.due, now + SWEEP_RETRY_MIN_SECONDS)
-                    .await;
-                return Swept::Failed;
-            }
+        let head = match self.due_head(bucket, due, now).await {
+            Ok(head) => head,
+            Err(swept) => return swept,
         };
         let Some(settings) = self.sweep_settings(bucket, &key.tenant, tenants).await else {
             self.back_off(bucket, key, &head, due, now, None).await;
@@ -163,36 +156,18 @@ impl Compactor {
                 return Swept::Failed;
             }
         };
-        let fold_due = fold_due_at(
-            settings.compaction.pause_fold && settings.context_policy == ContextPolicy::Stepped,
-            head.last_activity,
-            head.cache_hour,
-            head.last_context_tokens,
-            settings.compaction.keep_tokens,
+        let decision = sweep_decision_folding(
+            &head,
+            now,
+            settings.session_idle_minutes,
+            fold_due(&settings, &head),
         );
-        let decision = sweep_decision_folding(&head, now, settings.session_idle_minutes, fold_due);
         let folded = decision.fold
             && self
                 .request_fold(jobs, bucket, key, &head, &incarnation)
                 .await;
         if let Some(session) = decision.request {
-            let job = Job::Facts {
-                tenant: key.tenant.clone(),
-                incarnation: incarnation.clone(),
-                session,
-            };
-            let failed = match jobs.enqueue(&job).await {
-                Ok(true) => false,
-                Ok(false) => {
-                    warn!(bucket, session, "sweep: no jobs queue is configured");
-                    true
-                }
-                Err(error) => {
-                    warn!(bucket, session, %error, "sweep: could not enqueue a facts job");
-                    true
-                }
-            };
-            if failed {
+            if !request_facts(jobs, bucket, key, &incarnation, session).await {
                 let settings = settings.clone();
                 self.back_off(bucket, key, &head, due, now, Some(&settings))
                     .await;
@@ -220,6 +195,21 @@ impl Compactor {
         match (decision.request, folded) {
             (Some(_), fold) => Swept::Enqueued(fold),
             (None, fold) => Swept::Skipped(fold),
+        }
+    }
+
+    /// The due head, read; or what the sweep did about it: an erased contact's
+    /// entry goes with it, a head that could not be read is deferred.
+    async fn due_head(&self, bucket: u8, due: &DueHead, now: i64) -> Result<Head, Swept> {
+        match self.store.load_head(&due.key).await {
+            Ok(Some(head)) => Ok(head),
+            Ok(None) => Err(Swept::Skipped(false)),
+            Err(error) => {
+                warn!(bucket, %error, "sweep: could not read a head");
+                self.defer(bucket, &due.key, due.due, now + SWEEP_RETRY_MIN_SECONDS)
+                    .await;
+                Err(Swept::Failed)
+            }
         }
     }
 
@@ -354,6 +344,44 @@ impl Compactor {
                 %error,
                 "sweep: could not update a head; the next sweep looks at it again"
             ),
+        }
+    }
+}
+
+/// When a head's pause fold is due, if the tenant's settings fold (a stepped
+/// context with the pause fold on) and its context is past what a step keeps.
+fn fold_due(settings: &Settings, head: &Head) -> Option<i64> {
+    fold_due_at(
+        settings.compaction.pause_fold && settings.context_policy == ContextPolicy::Stepped,
+        head.last_activity,
+        head.cache_hour,
+        head.last_context_tokens,
+        settings.compaction.keep_tokens,
+    )
+}
+
+/// Enqueues the closed session's facts job; false (logged) when it could not be.
+async fn request_facts(
+    jobs: &dyn Jobs,
+    bucket: u8,
+    key: &ContactKey,
+    incarnation: &Incarnation,
+    session: u32,
+) -> bool {
+    let job = Job::Facts {
+        tenant: key.tenant.clone(),
+        incarnation: incarnation.clone(),
+        session,
+    };
+    match jobs.enqueue(&job).await {
+        Ok(true) => true,
+        Ok(false) => {
+            warn!(bucket, session, "sweep: no jobs queue is configured");
+            false
+        }
+        Err(error) => {
+            warn!(bucket, session, %error, "sweep: could not enqueue a facts job");
+            false
         }
     }
 }
