@@ -128,36 +128,44 @@ where
             Err(failure) => failure,
         };
 
-        let status = failure.status;
-        let request_id = failure.request_id.as_deref();
-        let error = failure.error.kind();
-        if !failure.retry || retries >= policy.max_retries {
-            tracing::warn!(
-                status,
-                attempt = number,
-                request_id,
-                latency_ms,
-                error,
-                "model call failed"
-            );
-            return Err(failure.error);
+        match next_delay(policy, deadline, &failure, retries, number, latency_ms) {
+            Some(delay) => tokio::time::sleep(delay).await,
+            None => return Err(failure.error),
         }
-        let delay = failure
-            .retry_after
-            .filter(|wait| *wait <= policy.max_retry_after)
-            .unwrap_or_else(|| policy.backoff(retries));
-        if !deadline.allows(delay.saturating_add(policy.min_attempt)) {
-            tracing::warn!(
-                status,
-                attempt = number,
-                request_id,
-                latency_ms,
-                error,
-                delay_ms = millis(delay),
-                "model call failed; no time left to retry"
-            );
-            return Err(failure.error);
-        }
+        retries += 1;
+    }
+}
+
+/// The wait before the next attempt after `failure` (the server's requested wait
+/// when within `max_retry_after`, else the backoff), logged; `None` (logged too)
+/// when the failure is final, the retries are spent or the deadline leaves no room.
+fn next_delay(
+    policy: &RetryPolicy,
+    deadline: Deadline,
+    failure: &Failure,
+    retries: u32,
+    number: u32,
+    latency_ms: u64,
+) -> Option<Duration> {
+    let status = failure.status;
+    let request_id = failure.request_id.as_deref();
+    let error = failure.error.kind();
+    if !failure.retry || retries >= policy.max_retries {
+        tracing::warn!(
+            status,
+            attempt = number,
+            request_id,
+            latency_ms,
+            error,
+            "model call failed"
+        );
+        return None;
+    }
+    let delay = failure
+        .retry_after
+        .filter(|wait| *wait <= policy.max_retry_after)
+        .unwrap_or_else(|| policy.backoff(retries));
+    if !deadline.allows(delay.saturating_add(policy.min_attempt)) {
         tracing::warn!(
             status,
             attempt = number,
@@ -165,11 +173,20 @@ where
             latency_ms,
             error,
             delay_ms = millis(delay),
-            "model call failed; retrying"
+            "model call failed; no time left to retry"
         );
-        tokio::time::sleep(delay).await;
-        retries += 1;
+        return None;
     }
+    tracing::warn!(
+        status,
+        attempt = number,
+        request_id,
+        latency_ms,
+        error,
+        delay_ms = millis(delay),
+        "model call failed; retrying"
+    );
+    Some(delay)
 }
 
 /// A duration in whole milliseconds, for logs.

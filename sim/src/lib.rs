@@ -14,8 +14,8 @@
 //!
 //! Layout: [`events`] (the plan), [`world`] (the deployment), [`model`] (the
 //! simulated Messages API), [`faults`] (the store's failures), [`queue`] (SQS
-//! FIFO and the compactor's batches), [`oracle`] (the invariants); this file runs a
-//! plan and shrinks a failing one.
+//! FIFO and the compactor's batches), [`oracle`] (the invariants), `operations` (a
+//! step's operations at once); this file runs a plan and shrinks a failing one.
 //!
 //! (`docs/DESIGN.md`, "The simulator"; docs/reliability.md.)
 
@@ -24,24 +24,17 @@ pub mod events;
 pub mod faults;
 mod liveness;
 pub mod model;
+mod operations;
 pub mod oracle;
 pub mod queue;
 pub mod tools;
 pub mod world;
 
-use std::collections::BTreeSet;
-use std::future::Future;
-use std::pin::Pin;
-use std::task::Poll;
 use std::time::Duration;
 
-use client::{ask, record};
-use degrau::converse::AskError;
-
 pub use events::{Event, Plan, Step, generate};
-use model::filler;
 pub use oracle::Violation;
-use oracle::{Landed, Oracle, Told, user_token};
+use oracle::{Oracle, user_token};
 use world::World;
 
 /// `ask`'s own time budget (`ASK_TIMEOUT_SECONDS`).
@@ -222,26 +215,6 @@ fn check_all(world: &World, oracle: &mut Oracle) -> Result<(), Violation> {
     Ok(())
 }
 
-/// What one operation of a step came to, for the oracle.
-enum Done {
-    /// A message and what its client was told.
-    Sent {
-        contact: usize,
-        token: String,
-        told: Told,
-    },
-    /// An erase that succeeded.
-    Erased { contact: usize },
-    /// An operator's correction and whether it landed.
-    Corrected {
-        contact: usize,
-        token: String,
-        landed: Landed,
-    },
-    /// Nothing the oracle records.
-    Nothing,
-}
-
 async fn play_step(
     world: &mut World,
     oracle: &mut Oracle,
@@ -278,239 +251,10 @@ async fn play_step(
         }
         Event::BreakTenant { on } => world.break_tenant(*on).await,
         Event::Quiesce => liveness::quiesce(world, oracle, stats).await?,
-        Event::Together { ops } => together(world, oracle, ops, stats).await?,
-        op => together(world, oracle, std::slice::from_ref(op), stats).await?,
+        Event::Together { ops } => operations::together(world, oracle, ops, stats).await?,
+        op => operations::together(world, oracle, std::slice::from_ref(op), stats).await?,
     }
     Ok(())
-}
-
-/// Operations at once: their tokens issued first, then the futures joined in
-/// order, then what each came to recorded.
-/// One operation of a [`together`] burst, boxed to be polled beside the others.
-type Operation<'a> = Pin<Box<dyn Future<Output = Result<Done, Violation>> + 'a>>;
-
-async fn together(
-    world: &World,
-    oracle: &mut Oracle,
-    ops: &[Event],
-    stats: &mut Stats,
-) -> Result<(), Violation> {
-    let floors: Vec<u64> = (0..events::CONTACTS)
-        .map(|contact| oracle.next_number(contact))
-        .collect();
-    let tokens: Vec<Option<String>> = ops
-        .iter()
-        .map(|op| match op {
-            Event::Ask { contact, .. } | Event::Record { contact, .. } => {
-                stats.messages += 1;
-                Some(oracle.issue(*contact))
-            }
-            Event::Correct { contact } => Some(oracle.issue_correction(*contact)),
-            _ => None,
-        })
-        .collect();
-    let futures: Vec<Operation<'_>> = ops
-        .iter()
-        .zip(&tokens)
-        .map(|(op, token)| Box::pin(mortal(world, op, token.clone())) as Operation<'_>)
-        .collect();
-    let done = join_all(futures).await;
-    let mut erased = Vec::new();
-    for result in done {
-        match result? {
-            Done::Sent {
-                contact,
-                token,
-                told,
-            } => {
-                if matches!(told, Told::Stored { .. }) {
-                    stats.rounds += 1;
-                }
-                oracle.tell(contact, &token, told);
-            }
-            Done::Erased { contact } => erased.push(contact),
-            Done::Corrected {
-                contact,
-                token,
-                landed,
-            } => oracle.corrected(contact, &token, landed, floors[contact]),
-            Done::Nothing => {}
-        }
-    }
-    for contact in erased {
-        let racing: BTreeSet<String> = ops
-            .iter()
-            .zip(&tokens)
-            .filter_map(|(op, token)| match op {
-                Event::Ask { contact: c, .. }
-                | Event::Record { contact: c, .. }
-                | Event::Correct { contact: c }
-                    if *c == contact =>
-                {
-                    token.clone()
-                }
-                _ => None,
-            })
-            .collect();
-        oracle.erase(contact, &racing);
-    }
-    Ok(())
-}
-
-/// Polls every future in order until all are ready: one thread, one order.
-async fn join_all<'a, T>(mut futures: Vec<Pin<Box<dyn Future<Output = T> + 'a>>>) -> Vec<T> {
-    let mut results: Vec<Option<T>> = futures.iter().map(|_| None).collect();
-    std::future::poll_fn(|context| {
-        for (future, result) in futures.iter_mut().zip(results.iter_mut()) {
-            if result.is_none()
-                && let Poll::Ready(value) = future.as_mut().poll(context)
-            {
-                *result = Some(value);
-            }
-        }
-        if results.iter().all(Option::is_some) {
-            Poll::Ready(())
-        } else {
-            Poll::Pending
-        }
-    })
-    .await;
-    results.into_iter().flatten().collect()
-}
-
-/// Whether the next operation's process dies, and after how long: the chance
-/// the plan set, at a moment drawn over the time an operation takes.
-fn dies(world: &World) -> Option<Duration> {
-    let percent = world
-        .crash_percent
-        .load(std::sync::atomic::Ordering::Relaxed);
-    (percent > 0 && fastrand::u64(0..100) < percent)
-        .then(|| Duration::from_millis(fastrand::u64(0..8_000)))
-}
-
-/// `op`, whose process may die at any of its awaits: what it left (claims,
-/// leases, a half-done round, a batch in flight) stays as it is, and its client
-/// gets no answer.
-async fn mortal(world: &World, op: &Event, token: Option<String>) -> Result<Done, Violation> {
-    let Some(after) = dies(world).filter(|_| !matches!(op, Event::Erase { .. })) else {
-        return operate(world, op, token).await;
-    };
-    match tokio::time::timeout(after, operate(world, op, token.clone())).await {
-        Ok(done) => done,
-        Err(_) => {
-            world::Counts::bump(&world.counts.crashes);
-            Ok(match (op, token) {
-                (Event::Ask { contact, .. } | Event::Record { contact, .. }, Some(token)) => {
-                    Done::Sent {
-                        contact: *contact,
-                        token,
-                        told: Told::Unknown("its process died".into()),
-                    }
-                }
-                (Event::Correct { contact }, Some(token)) => Done::Corrected {
-                    contact: *contact,
-                    token,
-                    landed: Landed::Unknown,
-                },
-                _ => Done::Nothing,
-            })
-        }
-    }
-}
-
-async fn operate(world: &World, op: &Event, token: Option<String>) -> Result<Done, Violation> {
-    match (op, token) {
-        (
-            Event::Ask {
-                contact,
-                idempotent,
-                chars,
-            },
-            Some(token),
-        ) => {
-            let text = format!("{token} {}", filler(*chars));
-            let told = ask(world, *contact, &token, &text, *idempotent).await?;
-            Ok(Done::Sent {
-                contact: *contact,
-                token,
-                told,
-            })
-        }
-        (
-            Event::Record {
-                contact,
-                tool,
-                chars,
-            },
-            Some(token),
-        ) => {
-            let text = format!("{token} {}", filler(*chars));
-            let told = record(world, *contact, &token, &text, *tool).await?;
-            Ok(Done::Sent {
-                contact: *contact,
-                token,
-                told,
-            })
-        }
-        (Event::Correct { contact }, Some(token)) => {
-            let name = degrau::domain::FactKey::parse("name").expect("a valid key");
-            let landed = match world
-                .operate
-                .set_fact(&world.contacts[*contact], &name, &token, "operator")
-                .await
-            {
-                Ok(record) => Landed::Yes {
-                    expires_at: record.expires_at.unwrap_or(i64::MAX),
-                },
-                // The store failed around the write: it may have landed.
-                Err(AskError::Store(_)) => Landed::Unknown,
-                // No contact yet, a race lost, a broken tenant: nothing written.
-                Err(_) => Landed::No,
-            };
-            Ok(Done::Corrected {
-                contact: *contact,
-                token,
-                landed,
-            })
-        }
-        (Event::Deliver, _) => {
-            world.queue.deliver(&world.compactor).await;
-            Ok(Done::Nothing)
-        }
-        (Event::Sweep, _) => {
-            // A failed sweep is logged and retried by the schedule: nothing to record.
-            let _ = world
-                .compactor
-                .sweep(world.queue.as_ref(), world.now())
-                .await;
-            Ok(Done::Nothing)
-        }
-        (Event::Erase { contact }, _) => {
-            // A client retries an erase until it answers: it is idempotent. An
-            // attempt's process may die half-way.
-            for _ in 0..20 {
-                let attempt = world.records.erase(&world.contacts[*contact]);
-                let answered = match dies(world) {
-                    Some(after) => match tokio::time::timeout(after, attempt).await {
-                        Ok(answer) => answer,
-                        Err(_) => {
-                            world::Counts::bump(&world.counts.crashes);
-                            continue;
-                        }
-                    },
-                    None => attempt.await,
-                };
-                if answered.is_ok() {
-                    return Ok(Done::Erased { contact: *contact });
-                }
-            }
-            Err(Violation::new(
-                "a contact is never stuck",
-                format!("contact {contact} could not be erased in 20 attempts"),
-            ))
-        }
-        _ => Ok(Done::Nothing),
-    }
 }
 
 /// Jobs flow until the queue is empty (moving the clock to the next visible job

@@ -14,87 +14,36 @@
 //! the model can tell whose conversation a request is, and the summariser keeps
 //! every token it is shown: a token missing from a summary was never folded into it.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
-use std::sync::Mutex;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use degrau::deadline::Deadline;
-use degrau::domain::{ContentBlock, Role};
-use degrau::model::{
-    DeltaSink, Model, ModelDelta, ModelError, ModelResponse, StopReason, deltas_of,
-};
+use degrau::domain::ContentBlock;
+use degrau::model::{DeltaSink, Model, ModelError, ModelResponse, StopReason};
 use degrau::plan::request::ModelRequest;
 use degrau::usage::Usage;
 use degrau_standin::quirks::{Quirk, Rng as QuirkRng, draw};
 use serde_json::json;
 
 use crate::world::Counts;
-use std::sync::Arc;
 
-/// A contact's token for its `n`th message.
-pub fn token(contact: usize, n: u64) -> String {
-    format!("tok{contact}x{n}")
-}
+mod answers;
+mod request;
+mod tool_calls;
 
-/// Every token in `text`, in order.
-pub fn tokens(text: &str) -> Vec<String> {
-    let bytes = text.as_bytes();
-    let mut found = Vec::new();
-    let mut at = 0;
-    while let Some(offset) = text[at..].find("tok") {
-        let start = at + offset;
-        let mut end = start + 3;
-        let digits = |from: usize| {
-            let mut to = from;
-            while to < bytes.len() && bytes[to].is_ascii_digit() {
-                to += 1;
-            }
-            to
-        };
-        let contact_end = digits(end);
-        if contact_end > end && bytes.get(contact_end) == Some(&b'x') {
-            let n_end = digits(contact_end + 1);
-            if n_end > contact_end + 1 {
-                end = n_end;
-                found.push(text[start..end].to_owned());
-            }
-        }
-        at = end.max(start + 3);
-    }
-    found
-}
+pub use answers::filler;
+pub use request::{estimate, estimate_json, token, token_contact, tokens};
 
-/// The contact a token belongs to.
-pub fn token_contact(token: &str) -> Option<usize> {
-    token.strip_prefix("tok")?.split('x').next()?.parse().ok()
-}
-
-/// The marker the first line of a summary request's system prompt carries.
-const SUMMARY_MARKER: &str = "degrau:summarize";
-/// The marker of a fact-extraction request.
-const FACTS_MARKER: &str = "degrau:extract-facts";
+use answers::{facts, from_wire, judge, pieces, response, summary, to_wire};
+use request::{Kind, kind, round_token};
 
 /// The invariant of the model's requests: every one passes the API's rules.
 pub const API_RULES: &str = "every request passes the API's rules";
 /// The invariant of the tools: one run per `tool_use` the model emitted, and a
 /// round that ran a tool is never run again without it.
 pub const TOOL_ONCE: &str = "a tool runs once per tool_use";
-
-/// The marker of a closed session's summary for recall.
-const SEARCH_MARKER: &str = "degrau:search-summary";
-
-/// Whether `request` is a round's (not a summary's, a fact extraction's or a
-/// recall summary's).
-fn answering(request: &ModelRequest) -> bool {
-    let system = request
-        .system
-        .first()
-        .map_or("", |block| block.text.as_str());
-    ![SUMMARY_MARKER, FACTS_MARKER, SEARCH_MARKER]
-        .iter()
-        .any(|marker| system.starts_with(marker))
-}
 
 /// The simulated Messages API.
 #[derive(Debug)]
@@ -134,17 +83,6 @@ struct State {
     calls: u64,
     /// No quirky answers (see [`SimModel::set_quirks`]).
     quirks_off: bool,
-}
-
-/// A request's size in tokens as the simulated API counts it: its JSON's
-/// characters over four.
-pub fn estimate(request: &ModelRequest) -> u64 {
-    serde_json::to_string(request).map_or(0, |json| json.len() as u64 / 4)
-}
-
-/// A JSON value's size in tokens, as [`estimate`] counts.
-pub fn estimate_json(value: &serde_json::Value) -> u64 {
-    value.to_string().len() as u64 / 4
 }
 
 fn lock(mutex: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
@@ -193,78 +131,6 @@ impl SimModel {
         std::mem::take(&mut lock(&self.state).violations)
     }
 
-    /// A tool ran the call `id` (the simulation's tools say so before running
-    /// it): a violation when that call ran before, or when no answer emitted it.
-    pub fn tool_ran(&self, id: &str) {
-        let mut state = lock(&self.state);
-        if !state.ran.insert(id.to_owned()) {
-            state
-                .violations
-                .push((TOOL_ONCE, format!("the tool call {id} ran twice")));
-            return;
-        }
-        match state.emitted.get(id).cloned() {
-            Some(round) => state.ran_in.entry(round).or_default().push(id.to_owned()),
-            None => state.violations.push((
-                TOOL_ONCE,
-                format!("a tool ran for the call {id}, which no answer of the model held"),
-            )),
-        }
-    }
-
-    /// A violation when `request` is a round's and leaves out a tool call that
-    /// already ran in the same attempt: the round was run again after a tool ran
-    /// (the tool then runs again for a call the model makes anew).
-    fn check_tools_kept(&self, request: &ModelRequest) {
-        if !answering(request) {
-            return;
-        }
-        let Some(token) = round_token(request) else {
-            return;
-        };
-        let mut state = lock(&self.state);
-        let attempt = state.attempts.get(&token).copied().unwrap_or(0);
-        let Some(ran) = state.ran_in.get(&(token.clone(), attempt)) else {
-            return;
-        };
-        let sent: HashSet<&str> = request
-            .messages
-            .iter()
-            .flat_map(|message| message.content.iter())
-            .filter_map(|block| match &block.block {
-                ContentBlock::ToolUse { id, .. } => Some(id.as_str()),
-                _ => None,
-            })
-            .collect();
-        if let Some(forgotten) = ran.iter().find(|id| !sent.contains(id.as_str())).cloned() {
-            state.violations.push((
-                TOOL_ONCE,
-                format!(
-                    "the round of {token} asked the model again without the call {forgotten}, \
-                     which had already run: the round was run again after a tool ran"
-                ),
-            ));
-        }
-    }
-
-    /// Records the `tool_use` blocks of a round's answer, with its round and
-    /// attempt.
-    fn record_calls(&self, request: &ModelRequest, answer: &ModelResponse) {
-        if !answering(request) {
-            return;
-        }
-        let Some(token) = round_token(request) else {
-            return;
-        };
-        let mut state = lock(&self.state);
-        let attempt = state.attempts.get(&token).copied().unwrap_or(0);
-        for block in &answer.content {
-            if let ContentBlock::ToolUse { id, .. } = block {
-                state.emitted.insert(id.clone(), (token.clone(), attempt));
-            }
-        }
-    }
-
     /// Calls answered or refused so far.
     pub fn calls(&self) -> u64 {
         lock(&self.state).calls
@@ -309,11 +175,7 @@ impl SimModel {
     /// Records whether `request` is over the window for its contact, and a
     /// violation when the contact's previous request was over too.
     fn track_window(&self, request: &ModelRequest) {
-        let system = request
-            .system
-            .first()
-            .map_or("", |block| block.text.as_str());
-        if system.starts_with(SUMMARY_MARKER) || system.starts_with(FACTS_MARKER) {
+        if kind(request).compacting() {
             return;
         }
         let Some(round) = round_token(request) else {
@@ -337,11 +199,7 @@ impl SimModel {
 
     /// "prompt is too long" for an answering request over the window.
     fn check_window(&self, request: &ModelRequest) -> Result<(), ModelError> {
-        let system = request
-            .system
-            .first()
-            .map_or("", |block| block.text.as_str());
-        if system.starts_with(SUMMARY_MARKER) || system.starts_with(FACTS_MARKER) {
+        if kind(request).compacting() {
             return Ok(());
         }
         let size = estimate(request);
@@ -355,15 +213,10 @@ impl SimModel {
     }
 
     fn answer(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
-        let system = request
-            .system
-            .first()
-            .map_or("", |block| block.text.as_str());
-        if system.starts_with(SUMMARY_MARKER) {
-            return Ok(summary(request));
-        }
-        if system.starts_with(FACTS_MARKER) {
-            return Ok(facts(request));
+        match kind(request) {
+            Kind::Summary => return Ok(summary(request)),
+            Kind::Facts => return Ok(facts(request)),
+            Kind::Round | Kind::Search => {}
         }
         let size = estimate(request);
         let usage = |output: u64| Usage {
@@ -408,11 +261,7 @@ impl SimModel {
     /// `answer`, maybe with one quirk of the corpus that applies to it (a main
     /// round's answers only: the summary and the facts calls read their own).
     fn with_quirk(&self, request: &ModelRequest, answer: ModelResponse) -> ModelResponse {
-        let system = request
-            .system
-            .first()
-            .map_or("", |block| block.text.as_str());
-        if system.starts_with(SUMMARY_MARKER) || system.starts_with(FACTS_MARKER) {
+        if kind(request).compacting() {
             return answer;
         }
         if lock(&self.state).quirks_off {
@@ -435,37 +284,6 @@ impl SimModel {
         Counts::bump(&self.counts.quirks);
         quirky
     }
-}
-
-/// The answer as the stand-in's wire types hold it.
-fn to_wire(answer: &ModelResponse) -> Option<degrau_standin::answer::Answer> {
-    let content = serde_json::from_value(serde_json::to_value(&answer.content).ok()?).ok()?;
-    let stop_reason =
-        serde_json::from_value(serde_json::to_value(answer.stop_reason.as_ref()?).ok()?).ok()?;
-    Some(degrau_standin::answer::Answer {
-        content,
-        stop_reason,
-    })
-}
-
-/// `answer` with the blocks and stop reason of `wire`.
-fn from_wire(
-    wire: degrau_standin::answer::Answer,
-    mut answer: ModelResponse,
-) -> Option<ModelResponse> {
-    answer.content = serde_json::from_value(serde_json::to_value(&wire.content).ok()?).ok()?;
-    answer.stop_reason =
-        Some(serde_json::from_value(serde_json::to_value(wire.stop_reason).ok()?).ok()?);
-    Some(answer)
-}
-
-/// The request as the Messages API reads it, by the stand-in's own rules: the
-/// 400 it would answer, if any.
-fn judge(request: &ModelRequest) -> Result<(), String> {
-    let body = serde_json::to_value(request).map_err(|e| e.to_string())?;
-    degrau_standin::parse::parse_value(&body)
-        .map(|_| ())
-        .map_err(|error| error.message)
 }
 
 enum Fault {
@@ -546,146 +364,5 @@ impl Model for SimModel {
             }
         }
         Ok(answer)
-    }
-}
-
-/// An answer's pieces as a stream hands them over: each text in two halves.
-fn pieces(answer: &ModelResponse) -> Vec<ModelDelta> {
-    deltas_of(answer)
-        .into_iter()
-        .flat_map(|delta| match delta {
-            ModelDelta::Text { index, text } => {
-                let half = text
-                    .char_indices()
-                    .map(|(at, _)| at)
-                    .nth(text.chars().count() / 2)
-                    .unwrap_or(text.len());
-                let (first, second) = text.split_at(half);
-                [first, second]
-                    .into_iter()
-                    .filter(|part| !part.is_empty())
-                    .map(|part| ModelDelta::Text {
-                        index,
-                        text: part.to_owned(),
-                    })
-                    .collect::<Vec<_>>()
-            }
-            other => vec![other],
-        })
-        .collect()
-}
-
-/// The contact whose conversation a main request is: the token of its last user
-/// text.
-/// The token of the round's own message: the request's newest user text that
-/// carries one.
-fn round_token(request: &ModelRequest) -> Option<String> {
-    request
-        .messages
-        .iter()
-        .rev()
-        .filter(|message| message.role == Role::User)
-        .flat_map(|message| message.content.iter())
-        .find_map(|block| match &block.block {
-            ContentBlock::Text { text } => tokens(text).first().cloned(),
-            _ => None,
-        })
-}
-
-/// The request's user text, joined.
-fn user_text(request: &ModelRequest) -> String {
-    request
-        .messages
-        .iter()
-        .flat_map(|message| message.content.iter())
-        .filter_map(|block| match &block.block {
-            ContentBlock::Text { text } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// A summary that keeps every token of the previous record and the new messages.
-fn summary(request: &ModelRequest) -> ModelResponse {
-    let kept: BTreeSet<String> = tokens(&user_text(request)).into_iter().collect();
-    let text = format!("record: {}", kept.into_iter().collect::<Vec<_>>().join(" "));
-    let output = text.len() as u64 / 4;
-    response(
-        vec![ContentBlock::text(text)],
-        StopReason::EndTurn,
-        Usage {
-            input_tokens: estimate(request),
-            output_tokens: output,
-            ..Usage::default()
-        },
-    )
-}
-
-/// A `record_facts` call naming the first customer message with a token: its
-/// token as the `name` fact, citing its sequence number.
-fn facts(request: &ModelRequest) -> ModelResponse {
-    let text = user_text(request);
-    let proposal = text.lines().find_map(|line| {
-        let rest = line.strip_prefix("[seq ")?;
-        let (seq, said) = rest.split_once("] user: ")?;
-        let token = tokens(said).into_iter().next()?;
-        Some(json!({"key": "name", "value": token, "seq": seq.parse::<u64>().ok()?}))
-    });
-    let facts: Vec<_> = proposal.into_iter().collect();
-    response(
-        vec![ContentBlock::tool_use(
-            "toolu_facts",
-            "record_facts",
-            json!({"facts": facts}),
-        )],
-        StopReason::ToolUse,
-        Usage {
-            input_tokens: estimate(request),
-            output_tokens: 20,
-            ..Usage::default()
-        },
-    )
-}
-
-fn response(content: Vec<ContentBlock>, stop: StopReason, usage: Usage) -> ModelResponse {
-    ModelResponse {
-        id: "msg_sim".into(),
-        model: "sim".into(),
-        role: Role::Assistant,
-        content,
-        stop_reason: Some(stop),
-        usage,
-    }
-}
-
-/// Words of lowercase letters, about `chars` long.
-pub fn filler(chars: usize) -> String {
-    const WORDS: &[&str] = &[
-        "corte", "barba", "amanha", "horario", "cliente", "agenda", "sexta", "manha", "tarde",
-        "obrigado", "pode", "sim", "nao", "talvez", "depois",
-    ];
-    let mut out = String::with_capacity(chars + 10);
-    while out.len() < chars {
-        if !out.is_empty() {
-            out.push(' ');
-        }
-        out.push_str(WORDS[fastrand::usize(..WORDS.len())]);
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tokens_are_found_wherever_they_stand() {
-        assert_eq!(
-            tokens("tok3x17 said tok12x1, and tokx9 tok4x is not one; stok5x2"),
-            ["tok3x17", "tok12x1", "tok5x2"]
-        );
-        assert_eq!(token_contact("tok12x1"), Some(12));
-        assert_eq!(token(4, 9), "tok4x9");
     }
 }

@@ -15,7 +15,6 @@
 //!
 //! (`docs/DESIGN.md`: "The time budget".)
 
-use std::error::Error as _;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -23,11 +22,16 @@ use std::time::Duration;
 use async_trait::async_trait;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use reqwest::{StatusCode, Url};
-use serde::Deserialize;
 
 use degrau::deadline::Deadline;
 use degrau::model::{DeltaSink, Model, ModelError, ModelResponse};
 use degrau::plan::request::ModelRequest;
+
+mod failure;
+
+use failure::{
+    describe, describe_json_error, header_str, status_failure, stream_failure, transport_failure,
+};
 
 use crate::model_stream::{Assembler, SseParser, Step};
 use crate::retry::{Answered, Failure, RetryPolicy, with_retries};
@@ -37,12 +41,6 @@ pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 
 /// The `anthropic-version` header degrau speaks.
 pub const API_VERSION: &str = "2023-06-01";
-
-/// The error code of a 429 that waiting will not cure.
-const SPEND_LIMIT: &str = "enforced_spend_limit_reached";
-
-/// Longest piece of a non-JSON error body kept in an error.
-const MAX_RAW_ERROR_CHARS: usize = 300;
 
 /// How to reach the API and how patiently.
 #[derive(Clone, PartialEq, Eq)]
@@ -230,71 +228,8 @@ impl AnthropicModel {
         delivered: &AtomicBool,
     ) -> Result<Answered<ModelResponse>, Failure> {
         let work = async {
-            let mut response = self
-                .client
-                .post(self.endpoint.clone())
-                .timeout(timeout)
-                .body(body)
-                .send()
-                .await
-                .map_err(|e| transport_failure(e, None, None))?;
-            let status = response.status();
-            let headers = response.headers().clone();
-            let request_id = header_str(&headers, "request-id").map(str::to_owned);
-            if !status.is_success() {
-                let bytes = response
-                    .bytes()
-                    .await
-                    .map_err(|e| transport_failure(e, Some(status), request_id.clone()))?;
-                return Err(status_failure(status, &headers, &bytes, request_id));
-            }
-            let content_type = header_str(&headers, "content-type").unwrap_or_default();
-            if !content_type.starts_with("text/event-stream") {
-                return Err(Failure {
-                    error: ModelError::Protocol(format!(
-                        "a {} answer to a streamed call is not an event stream",
-                        status.as_u16()
-                    )),
-                    retry: false,
-                    retry_after: None,
-                    status: Some(status.as_u16()),
-                    request_id,
-                });
-            }
-            let mut parser = SseParser::default();
-            let mut assembler = Assembler::default();
-            loop {
-                let chunk = response
-                    .chunk()
-                    .await
-                    .map_err(|e| transport_failure(e, Some(status), request_id.clone()))?;
-                let Some(chunk) = chunk else {
-                    return Err(stream_failure(
-                        ModelError::Connection(
-                            "the stream ended before its message_stop".to_owned(),
-                        ),
-                        status,
-                        request_id,
-                    ));
-                };
-                for event in parser.push(&chunk) {
-                    match assembler.event(event.data.as_bytes()) {
-                        Ok(Step::Nothing) => {}
-                        Ok(Step::Delta(delta)) => {
-                            delivered.store(true, Ordering::SeqCst);
-                            on_delta(delta);
-                        }
-                        Ok(Step::Done(value)) => {
-                            return Ok(Answered {
-                                value: *value,
-                                status: status.as_u16(),
-                                request_id,
-                            });
-                        }
-                        Err(error) => return Err(stream_failure(error, status, request_id)),
-                    }
-                }
-            }
+            let (response, status, request_id) = self.open_stream(body, timeout).await?;
+            read_stream(response, status, request_id, on_delta, delivered).await
         };
         let outcome = match tokio::time::timeout(timeout, work).await {
             Ok(outcome) => outcome,
@@ -313,6 +248,90 @@ impl AnthropicModel {
             }
             failure
         })
+    }
+
+    /// Sends a streamed call: its answer when it is a 2xx event stream, with its
+    /// status and request id; else the failure it tells.
+    async fn open_stream(
+        &self,
+        body: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<(reqwest::Response, StatusCode, Option<String>), Failure> {
+        let response = self
+            .client
+            .post(self.endpoint.clone())
+            .timeout(timeout)
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| transport_failure(e, None, None))?;
+        let status = response.status();
+        let headers = response.headers().clone();
+        let request_id = header_str(&headers, "request-id").map(str::to_owned);
+        if !status.is_success() {
+            let bytes = response
+                .bytes()
+                .await
+                .map_err(|e| transport_failure(e, Some(status), request_id.clone()))?;
+            return Err(status_failure(status, &headers, &bytes, request_id));
+        }
+        let content_type = header_str(&headers, "content-type").unwrap_or_default();
+        if !content_type.starts_with("text/event-stream") {
+            return Err(Failure {
+                error: ModelError::Protocol(format!(
+                    "a {} answer to a streamed call is not an event stream",
+                    status.as_u16()
+                )),
+                retry: false,
+                retry_after: None,
+                status: Some(status.as_u16()),
+                request_id,
+            });
+        }
+        Ok((response, status, request_id))
+    }
+}
+
+/// Reads an event stream's chunks as they arrive up to its `message_stop`, handing
+/// each piece to `on_delta` and noting in `delivered` that one went out.
+async fn read_stream(
+    mut response: reqwest::Response,
+    status: StatusCode,
+    request_id: Option<String>,
+    on_delta: DeltaSink<'_>,
+    delivered: &AtomicBool,
+) -> Result<Answered<ModelResponse>, Failure> {
+    let mut parser = SseParser::default();
+    let mut assembler = Assembler::default();
+    loop {
+        let chunk = response
+            .chunk()
+            .await
+            .map_err(|e| transport_failure(e, Some(status), request_id.clone()))?;
+        let Some(chunk) = chunk else {
+            return Err(stream_failure(
+                ModelError::Connection("the stream ended before its message_stop".to_owned()),
+                status,
+                request_id,
+            ));
+        };
+        for event in parser.push(&chunk) {
+            match assembler.event(event.data.as_bytes()) {
+                Ok(Step::Nothing) => {}
+                Ok(Step::Delta(delta)) => {
+                    delivered.store(true, Ordering::SeqCst);
+                    on_delta(delta);
+                }
+                Ok(Step::Done(value)) => {
+                    return Ok(Answered {
+                        value: *value,
+                        status: status.as_u16(),
+                        request_id,
+                    });
+                }
+                Err(error) => return Err(stream_failure(error, status, request_id)),
+            }
+        }
     }
 }
 
@@ -345,25 +364,6 @@ impl Model for AnthropicModel {
     }
 }
 
-/// A failure inside a streamed answer (an `error` event, an early end, a broken
-/// event): retried as the same failure answered with a status would be.
-fn stream_failure(error: ModelError, status: StatusCode, request_id: Option<String>) -> Failure {
-    let retry = matches!(
-        error,
-        ModelError::Unavailable { .. }
-            | ModelError::RateLimited { .. }
-            | ModelError::Timeout
-            | ModelError::Connection(_)
-    );
-    Failure {
-        error,
-        retry,
-        retry_after: None,
-        status: Some(status.as_u16()),
-        request_id,
-    }
-}
-
 /// The streamed request's body: its JSON with `"stream": true`.
 fn encode_stream(request: &ModelRequest) -> Result<Vec<u8>, ModelError> {
     let encoding = |e: serde_json::Error| ModelError::InvalidRequest {
@@ -387,152 +387,6 @@ fn encode(request: &ModelRequest) -> Result<Vec<u8>, ModelError> {
             describe_json_error(&e)
         ),
     })
-}
-
-/// No complete answer arrived: a timeout, or a connection refused, reset or dropped
-/// before the last byte of the body. Each may succeed on a fresh connection.
-fn transport_failure(
-    e: reqwest::Error,
-    status: Option<StatusCode>,
-    request_id: Option<String>,
-) -> Failure {
-    let (error, retry) = if e.is_timeout() {
-        (ModelError::Timeout, true)
-    } else if e.is_builder() {
-        // A request that cannot be built will not build next time either.
-        (ModelError::Connection(describe(e)), false)
-    } else {
-        (ModelError::Connection(describe(e)), true)
-    };
-    Failure {
-        error,
-        retry,
-        retry_after: None,
-        status: status.map(|s| s.as_u16()),
-        request_id,
-    }
-}
-
-/// A complete non-2xx answer.
-fn status_failure(
-    status: StatusCode,
-    headers: &HeaderMap,
-    body: &[u8],
-    request_id: Option<String>,
-) -> Failure {
-    let envelope = serde_json::from_slice::<ErrorEnvelope>(body).ok();
-    let spend_limit = status == StatusCode::TOO_MANY_REQUESTS
-        && envelope
-            .as_ref()
-            .and_then(|e| e.error.details.as_ref())
-            .and_then(|d| d.error_code.as_deref())
-            == Some(SPEND_LIMIT);
-    let message = match envelope {
-        Some(envelope) => envelope.error.message,
-        None => raw_message(status, body),
-    };
-
-    let code = status.as_u16();
-    let retry = if spend_limit {
-        false
-    } else {
-        match header_str(headers, "x-should-retry") {
-            Some("true") => true,
-            Some("false") => false,
-            _ => matches!(code, 408 | 409 | 429) || code >= 500,
-        }
-    };
-    let retry_after = retry_after(headers);
-
-    let error = match code {
-        400 if message.starts_with("prompt is too long") => ModelError::PromptTooLong { message },
-        400 | 404 | 413 | 422 => ModelError::InvalidRequest { message },
-        401 | 403 => ModelError::Authentication { status: code },
-        408 => ModelError::Timeout,
-        429 => ModelError::RateLimited {
-            retry_after: retry_after.map(|wait| wait.as_secs_f64().ceil() as u64),
-        },
-        500.. => ModelError::Unavailable { status: code },
-        _ => ModelError::Protocol(format!("status {code}: {message}")),
-    };
-    Failure {
-        error,
-        retry,
-        retry_after,
-        status: Some(code),
-        request_id,
-    }
-}
-
-/// `{"type":"error","error":{"type","message","details"?},"request_id"}`.
-#[derive(Deserialize)]
-struct ErrorEnvelope {
-    error: ErrorBody,
-}
-
-#[derive(Deserialize)]
-struct ErrorBody {
-    #[serde(default)]
-    message: String,
-    #[serde(default)]
-    details: Option<ErrorDetails>,
-}
-
-#[derive(Deserialize)]
-struct ErrorDetails {
-    #[serde(default)]
-    error_code: Option<String>,
-}
-
-/// The server's requested wait: `retry-after-ms` first (finer), then `retry-after` in
-/// seconds. The HTTP-date form of `retry-after` is not read; the backoff applies instead.
-fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let seconds = |name: &str, scale: f64| {
-        header_str(headers, name)
-            .and_then(|value| value.trim().parse::<f64>().ok())
-            .and_then(|value| Duration::try_from_secs_f64(value / scale).ok())
-    };
-    seconds("retry-after-ms", 1000.0).or_else(|| seconds("retry-after", 1.0))
-}
-
-fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    headers.get(name).and_then(|value| value.to_str().ok())
-}
-
-/// Text of an error body that is not the API's envelope (a proxy's page, say).
-fn raw_message(status: StatusCode, body: &[u8]) -> String {
-    let text = String::from_utf8_lossy(body);
-    let text = text.trim();
-    if text.is_empty() {
-        status.to_string()
-    } else {
-        text.chars().take(MAX_RAW_ERROR_CHARS).collect()
-    }
-}
-
-/// A transport error and its causes, without the URL.
-fn describe(e: reqwest::Error) -> String {
-    let e = e.without_url();
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
-
-/// A JSON error by category and position only: serde's own text can quote a value,
-/// which here could be conversation text.
-fn describe_json_error(e: &serde_json::Error) -> String {
-    let what = match e.classify() {
-        serde_json::error::Category::Io => "could not be read",
-        serde_json::error::Category::Syntax => "is not valid JSON",
-        serde_json::error::Category::Data => "does not have the expected shape",
-        serde_json::error::Category::Eof => "ends before the JSON does",
-    };
-    format!("the body {what} (line {}, column {})", e.line(), e.column())
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! server would give (a body cut off); and the `Model` contract on the Messages
 //! API's wire (`contract::…`). What the contract covers is not repeated here.
 
+use super::failure::retry_after;
 use super::*;
 
 use std::future::Future;

@@ -16,45 +16,11 @@ pub(super) fn plan(
 ) -> Result<degrau::platform::Plan, ConfigError> {
     use degrau::platform::{FairShare, NumberLimits, Plan};
     let base = Plan::default();
-    let models = match vars.get("ALLOWED_MODELS") {
-        None => vec![defaults.model.clone()],
-        Some(list) => {
-            let models: Vec<String> = list
-                .split(',')
-                .map(str::trim)
-                .filter(|m| !m.is_empty())
-                .map(str::to_owned)
-                .collect();
-            if let Some(unpriced) = models.iter().find(|m| !defaults.prices.has(m)) {
-                return Err(ConfigError(format!(
-                    "ALLOWED_MODELS: `{unpriced}` has no price in PRICES (every model a                      tenant may choose is priced, so its usage never costs null)"
-                )));
-            }
-            if !models.contains(&defaults.model) {
-                return Err(ConfigError(format!(
-                    "ALLOWED_MODELS must hold MODEL (`{}`), every tenant's default",
-                    defaults.model
-                )));
-            }
-            models
-        }
-    };
+    let models = allowed_models(vars, defaults)?;
     let limit = |name: &str| -> Result<Option<u32>, ConfigError> {
         Ok(Some(vars.number::<u32>(name, 0)?).filter(|n| *n > 0))
     };
-    let thinking = vars.number(
-        "MAX_THINKING_BUDGET_TOKENS",
-        base.max_thinking_budget_tokens,
-    )?;
-    let (min, max) = (
-        degrau::plan::validate::MIN_THINKING_BUDGET,
-        degrau::tenant::MAX_THINKING_BUDGET,
-    );
-    if thinking != 0 && !(min..=max).contains(&thinking) {
-        return Err(ConfigError(format!(
-            "MAX_THINKING_BUDGET_TOKENS must be 0 (no thinking) or from {min} to {max}"
-        )));
-    }
+    let thinking = thinking_budget(vars, base.max_thinking_budget_tokens)?;
     let days = |name: &str, default: u32| -> Result<u32, ConfigError> {
         match vars.number(name, default)? {
             0 => Err(ConfigError(format!("{name} must be at least 1"))),
@@ -86,6 +52,49 @@ pub(super) fn plan(
             new_senders_per_hour: limit("WHATSAPP_NEW_SENDERS_PER_HOUR")?,
         },
     })
+}
+
+/// `ALLOWED_MODELS`: the deployment's `MODEL` alone when unset; else each one
+/// priced in `PRICES`, `MODEL` among them.
+fn allowed_models(vars: &Vars<'_>, defaults: &Defaults) -> Result<Vec<String>, ConfigError> {
+    Ok(match vars.get("ALLOWED_MODELS") {
+        None => vec![defaults.model.clone()],
+        Some(list) => {
+            let models: Vec<String> = list
+                .split(',')
+                .map(str::trim)
+                .filter(|m| !m.is_empty())
+                .map(str::to_owned)
+                .collect();
+            if let Some(unpriced) = models.iter().find(|m| !defaults.prices.has(m)) {
+                return Err(ConfigError(format!(
+                    "ALLOWED_MODELS: `{unpriced}` has no price in PRICES (every model a                      tenant may choose is priced, so its usage never costs null)"
+                )));
+            }
+            if !models.contains(&defaults.model) {
+                return Err(ConfigError(format!(
+                    "ALLOWED_MODELS must hold MODEL (`{}`), every tenant's default",
+                    defaults.model
+                )));
+            }
+            models
+        }
+    })
+}
+
+/// `MAX_THINKING_BUDGET_TOKENS`: 0 (no thinking) or within the core's bounds.
+fn thinking_budget(vars: &Vars<'_>, default: u32) -> Result<u32, ConfigError> {
+    let thinking = vars.number("MAX_THINKING_BUDGET_TOKENS", default)?;
+    let (min, max) = (
+        degrau::plan::validate::MIN_THINKING_BUDGET,
+        degrau::tenant::MAX_THINKING_BUDGET,
+    );
+    if thinking != 0 && !(min..=max).contains(&thinking) {
+        return Err(ConfigError(format!(
+            "MAX_THINKING_BUDGET_TOKENS must be 0 (no thinking) or from {min} to {max}"
+        )));
+    }
+    Ok(thinking)
 }
 
 #[cfg(test)]

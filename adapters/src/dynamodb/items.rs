@@ -18,9 +18,11 @@ use degrau::tenant::TenantConfig;
 use degrau::usage::Usage;
 use serde::{Deserialize, Serialize};
 
-use degrau::plan::recall::index::{SessionIndex, SessionText, decode_terms, encode_terms};
+use super::keys::{archive_sk, fact_sk, message_sk, request_sk};
 
-use super::keys::{archive_sk, fact_sk, index_sk, message_sk, request_sk, text_sk};
+mod recall;
+
+pub(super) use recall::{IndexItem, TextItem};
 
 /// An item as the SDK carries it.
 pub(super) type Item = HashMap<String, AttributeValue>;
@@ -236,95 +238,6 @@ impl ArchiveItem {
             ids: archive.ids.clone(),
             ended_at: archive.ended_at,
         }
-    }
-}
-
-/// A closed session's recall index (`IDX#{session:06}`): its term counts as one
-/// string each ([`degrau::plan::recall::index::encode_terms`]), so the item stays small;
-/// `expires_at` is its TTL.
-#[derive(Serialize, Deserialize)]
-pub(super) struct IndexItem {
-    pub(super) pk: String,
-    pub(super) sk: String,
-    pub(super) session: u32,
-    pub(super) ended_at: i64,
-    pub(super) messages: u64,
-    pub(super) terms: String,
-    pub(super) length: u32,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub(super) ids: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(super) summary: Option<String>,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub(super) summary_terms: String,
-    #[serde(default)]
-    pub(super) summary_length: u32,
-    pub(super) expires_at: i64,
-}
-
-impl IndexItem {
-    pub(super) fn new(pk: &str, index: &SessionIndex, expires_at: i64) -> Self {
-        IndexItem {
-            pk: pk.to_owned(),
-            sk: index_sk(index.session),
-            session: index.session,
-            ended_at: index.ended_at,
-            messages: index.messages,
-            terms: encode_terms(&index.terms),
-            length: index.length,
-            ids: index.ids.clone(),
-            summary: index.summary.clone(),
-            summary_terms: encode_terms(&index.summary_terms),
-            summary_length: index.summary_length,
-            expires_at,
-        }
-    }
-
-    pub(super) fn index(self) -> Result<SessionIndex, StoreError> {
-        let corrupt = || StoreError::Corrupt(format!("index {}: its terms do not read", self.sk));
-        Ok(SessionIndex {
-            session: self.session,
-            ended_at: self.ended_at,
-            messages: self.messages,
-            terms: decode_terms(&self.terms).ok_or_else(corrupt)?,
-            length: self.length,
-            ids: self.ids.clone(),
-            summary: self.summary.clone(),
-            summary_terms: decode_terms(&self.summary_terms).ok_or_else(corrupt)?,
-            summary_length: self.summary_length,
-        })
-    }
-}
-
-/// A closed session's text for recall's passages (`TXT#{session:06}`): its lines
-/// as JSON; `expires_at` is its TTL.
-#[derive(Serialize, Deserialize)]
-pub(super) struct TextItem {
-    pub(super) pk: String,
-    pub(super) sk: String,
-    pub(super) session: u32,
-    pub(super) lines: String,
-    pub(super) expires_at: i64,
-}
-
-impl TextItem {
-    pub(super) fn new(pk: &str, text: &SessionText, expires_at: i64) -> Result<Self, StoreError> {
-        Ok(TextItem {
-            pk: pk.to_owned(),
-            sk: text_sk(text.session),
-            session: text.session,
-            lines: serde_json::to_string(&text.lines)
-                .map_err(|err| StoreError::Other(format!("text lines: {err}")))?,
-            expires_at,
-        })
-    }
-
-    pub(super) fn text(self) -> Result<SessionText, StoreError> {
-        Ok(SessionText {
-            session: self.session,
-            lines: serde_json::from_str(&self.lines)
-                .map_err(|err| StoreError::Corrupt(format!("text {}: {err}", self.sk)))?,
-        })
     }
 }
 

@@ -79,42 +79,9 @@ impl OperatorStore for DynamoStore {
             .scan_index_forward(false);
         let mut pages = match after {
             None => Pages::new(query),
-            Some(after) => Pages::after(
-                query,
-                HashMap::from([
-                    ("tenant_pk".to_owned(), s(tenant_pk(tenant))),
-                    ("tenant_sk".to_owned(), n(after.last_activity)),
-                    (
-                        "pk".to_owned(),
-                        s(contact_pk(&ContactKey {
-                            tenant: tenant.clone(),
-                            contact: after.contact.clone(),
-                        })),
-                    ),
-                    ("sk".to_owned(), s(HEAD_SK)),
-                ]),
-            ),
+            Some(after) => Pages::after(query, tenant_index_start(tenant, after)),
         };
-        let mut heads: Vec<(ContactId, TenantIndexEntry)> = Vec::new();
-        let mut more = false;
-        // Expired heads the TTL has not deleted yet are read past, so a page may
-        // take more than one read to fill.
-        while let Some(items) = pages.next(Some(limit + 1 - heads.len())).await? {
-            for item in items {
-                let Some(AttributeValue::S(pk)) = item.get("pk") else {
-                    continue;
-                };
-                let key = parse_contact_pk(pk)?;
-                let entry: TenantIndexEntry = from_item(item)?;
-                if entry.expires_at.is_none_or(|at| at > now) {
-                    heads.push((key.contact, entry));
-                }
-            }
-            if heads.len() > limit {
-                more = true;
-                break;
-            }
-        }
+        let (mut heads, more) = live_heads(&mut pages, limit, now).await?;
         heads.truncate(limit);
         let mut contacts = Vec::with_capacity(heads.len());
         for (contact, head) in heads {
@@ -283,6 +250,52 @@ fn usage_counts(item: &HashMap<String, AttributeValue>) -> Result<UsageCounts, S
         }
     }
     Ok(counts)
+}
+
+/// Where a page of a tenant's contacts resumes: the index key of the cursor's head.
+fn tenant_index_start(tenant: &TenantId, after: &ContactCursor) -> HashMap<String, AttributeValue> {
+    HashMap::from([
+        ("tenant_pk".to_owned(), s(tenant_pk(tenant))),
+        ("tenant_sk".to_owned(), n(after.last_activity)),
+        (
+            "pk".to_owned(),
+            s(contact_pk(&ContactKey {
+                tenant: tenant.clone(),
+                contact: after.contact.clone(),
+            })),
+        ),
+        ("sk".to_owned(), s(HEAD_SK)),
+    ])
+}
+
+/// Up to `limit + 1` live heads from the tenant index (the one past `limit` says
+/// there are more), and whether there are more.
+async fn live_heads(
+    pages: &mut Pages,
+    limit: usize,
+    now: i64,
+) -> Result<(Vec<(ContactId, TenantIndexEntry)>, bool), StoreError> {
+    let mut heads: Vec<(ContactId, TenantIndexEntry)> = Vec::new();
+    let mut more = false;
+    // Expired heads the TTL has not deleted yet are read past, so a page may
+    // take more than one read to fill.
+    while let Some(items) = pages.next(Some(limit + 1 - heads.len())).await? {
+        for item in items {
+            let Some(AttributeValue::S(pk)) = item.get("pk") else {
+                continue;
+            };
+            let key = parse_contact_pk(pk)?;
+            let entry: TenantIndexEntry = from_item(item)?;
+            if entry.expires_at.is_none_or(|at| at > now) {
+                heads.push((key.contact, entry));
+            }
+        }
+        if heads.len() > limit {
+            more = true;
+            break;
+        }
+    }
+    Ok((heads, more))
 }
 
 impl DynamoStore {

@@ -216,6 +216,46 @@ impl WebhookCaller {
         attempts: &mut u32,
     ) -> Result<String, CallError> {
         let url = self.target(&tool.webhook.url)?;
+        let (secret, body) = self.signed_body(tool, input, context, deadline).await?;
+        loop {
+            let left = deadline.remaining();
+            if left < MIN_ATTEMPT {
+                return Err(CallError::Timeout);
+            }
+            *attempts += 1;
+            let result = self
+                .attempt(
+                    &url,
+                    &secret,
+                    &body,
+                    context.tool_use_id,
+                    left,
+                    USER_AGENT_VALUE,
+                )
+                .await;
+            match result {
+                Err(error)
+                    if error.retryable()
+                        && *attempts == 1
+                        && deadline.allows(RETRY_PAUSE + MIN_ATTEMPT) =>
+                {
+                    tracing::warn!(tool = %tool.name, error = error.kind(), "webhook call failed; retrying once");
+                    tokio::time::sleep(RETRY_PAUSE).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// The tool's signing secret (under the tenant's prefix only) and the body to
+    /// sign: the call's input, the tenant and the contact's pseudonym.
+    async fn signed_body(
+        &self,
+        tool: &WebhookTool,
+        input: &Value,
+        context: &CallContext<'_>,
+        deadline: Deadline,
+    ) -> Result<(Arc<[u8]>, Vec<u8>), CallError> {
         let tenant = context.key.tenant.as_str();
         let parameter = &tool.webhook.secret_parameter;
         let prefix = self.names.tenant_prefix(tenant);
@@ -248,35 +288,7 @@ impl WebhookCaller {
             "contact": pseudonym,
         }))
         .map_err(|_| CallError::Refused("the input does not encode".into()))?;
-
-        loop {
-            let left = deadline.remaining();
-            if left < MIN_ATTEMPT {
-                return Err(CallError::Timeout);
-            }
-            *attempts += 1;
-            let result = self
-                .attempt(
-                    &url,
-                    &secret,
-                    &body,
-                    context.tool_use_id,
-                    left,
-                    USER_AGENT_VALUE,
-                )
-                .await;
-            match result {
-                Err(error)
-                    if error.retryable()
-                        && *attempts == 1
-                        && deadline.allows(RETRY_PAUSE + MIN_ATTEMPT) =>
-                {
-                    tracing::warn!(tool = %tool.name, error = error.kind(), "webhook call failed; retrying once");
-                    tokio::time::sleep(RETRY_PAUSE).await;
-                }
-                other => return other,
-            }
-        }
+        Ok((secret, body))
     }
 
     /// One signed `POST` within `timeout`, its body read up to the cap.

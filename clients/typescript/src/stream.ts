@@ -14,11 +14,16 @@
  * `docs/openapi.json`), tagged with its event name as `type`.
  */
 
-import type { AskResponse } from "./client.js";
+import { errorFromBody } from "./errors.js";
 import type { components } from "./schema.js";
 
 type Schemas = components["schemas"];
-import { errorFromBody } from "./errors.js";
+/**
+ * The `done` event's answer: the JSON route's 200 body (the same type as the
+ * client's `AskResponse`, named from the schema here so that this module does not
+ * import the client, which imports it).
+ */
+type AskResponse = Schemas["AskResponse"];
 
 /** Answer text as the model writes it; `call` is which model call of the round wrote it (0, 1, …: a tool round's answer after the tool is call 1). */
 export type TextDelta = { type: "delta" } & Schemas["StreamDelta"];

@@ -25,39 +25,17 @@ const DEFAULT_EVENTS: usize = 400;
 const SHRINK_BUDGET: usize = 400;
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let value = |flag: &str| {
-        args.iter()
-            .position(|arg| arg == flag)
-            .and_then(|at| args.get(at + 1))
-            .cloned()
-    };
-    let number = |flag: &str, default: u64| {
-        value(flag).map_or(default, |text| {
-            text.parse().unwrap_or_else(|_| {
-                eprintln!("{flag} takes a number, not {text}");
-                std::process::exit(2)
-            })
-        })
-    };
-    let events = number("--events", DEFAULT_EVENTS as u64) as usize;
-    if let Some(path) = value("--replay") {
-        let text = std::fs::read_to_string(&path).unwrap_or_else(|err| {
-            eprintln!("cannot read {path}: {err}");
-            std::process::exit(2)
-        });
-        let plan: Plan = serde_json::from_str(&text).unwrap_or_else(|err| {
-            eprintln!("{path} is not a plan: {err}");
-            std::process::exit(2)
-        });
-        return replay(&plan);
+    let args = Args(std::env::args().skip(1).collect());
+    let events = args.number("--events", DEFAULT_EVENTS as u64) as usize;
+    if let Some(path) = args.value("--replay") {
+        return replay(&read_plan(&path));
     }
-    if value("--seed").is_some() {
-        return replay(&generate(number("--seed", 0), events));
+    if args.value("--seed").is_some() {
+        return replay(&generate(args.number("--seed", 0), events));
     }
-    let seeds = number("--seeds", 100);
-    let from = number("--from", 1);
-    let open = match value("--open") {
+    let seeds = args.number("--seeds", 100);
+    let from = args.number("--from", 1);
+    let open = match args.value("--open") {
         Some(dir) => match open_defects(&dir) {
             Ok(seeds) => seeds,
             Err(message) => {
@@ -70,23 +48,82 @@ fn main() -> ExitCode {
     let started = Instant::now();
     let (total, failed) = play_all(from, seeds, events, &open);
     if let Some((seed, plan, failure)) = failed {
-        eprintln!(
-            "seed {seed} failed at event {}: {}",
-            failure.step, failure.violation
-        );
-        let (shrunk, failure) = shrink(&plan, &failure, SHRINK_BUDGET);
-        print_failure(&shrunk, &failure);
-        let json = serde_json::to_string_pretty(&shrunk).expect("a plan serialises");
-        match std::fs::write("sim-failure.json", json) {
-            Ok(()) => eprintln!(
-                "the shortest failing plan is in sim-failure.json; replay it with \
-                 `./dev.sh simulate --replay sim-failure.json`"
-            ),
-            Err(err) => eprintln!("could not write sim-failure.json: {err}"),
-        }
-        return ExitCode::FAILURE;
+        return shrink_failure(seed, &plan, &failure);
     }
-    let elapsed = started.elapsed().as_secs_f64();
+    print_totals(&total, seeds, from, events, started.elapsed().as_secs_f64());
+    let left_out = open
+        .iter()
+        .filter(|seed| (from..from + seeds).contains(seed));
+    let left_out: Vec<String> = left_out.map(u64::to_string).collect();
+    if !left_out.is_empty() {
+        println!(
+            "left out: seed {} (open defects, --open)",
+            left_out.join(", ")
+        );
+    }
+    ExitCode::SUCCESS
+}
+
+/// The command line's arguments.
+struct Args(Vec<String>);
+
+impl Args {
+    /// The argument after `flag`, when given.
+    fn value(&self, flag: &str) -> Option<String> {
+        self.0
+            .iter()
+            .position(|arg| arg == flag)
+            .and_then(|at| self.0.get(at + 1))
+            .cloned()
+    }
+
+    /// The number after `flag`, or `default`; a flag given something else ends the
+    /// process.
+    fn number(&self, flag: &str, default: u64) -> u64 {
+        self.value(flag).map_or(default, |text| {
+            text.parse().unwrap_or_else(|_| {
+                eprintln!("{flag} takes a number, not {text}");
+                std::process::exit(2)
+            })
+        })
+    }
+}
+
+/// The plan written in `path` (by a failing run's shrink); a file that cannot be
+/// read as one ends the process.
+fn read_plan(path: &str) -> Plan {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|err| {
+        eprintln!("cannot read {path}: {err}");
+        std::process::exit(2)
+    });
+    serde_json::from_str(&text).unwrap_or_else(|err| {
+        eprintln!("{path} is not a plan: {err}");
+        std::process::exit(2)
+    })
+}
+
+/// Shrinks the failing `plan` of `seed`, prints the shortest failing list and
+/// writes it to `sim-failure.json`.
+fn shrink_failure(seed: u64, plan: &Plan, failure: &Failure) -> ExitCode {
+    eprintln!(
+        "seed {seed} failed at event {}: {}",
+        failure.step, failure.violation
+    );
+    let (shrunk, failure) = shrink(plan, failure, SHRINK_BUDGET);
+    print_failure(&shrunk, &failure);
+    let json = serde_json::to_string_pretty(&shrunk).expect("a plan serialises");
+    match std::fs::write("sim-failure.json", json) {
+        Ok(()) => eprintln!(
+            "the shortest failing plan is in sim-failure.json; replay it with \
+             `./dev.sh simulate --replay sim-failure.json`"
+        ),
+        Err(err) => eprintln!("could not write sim-failure.json: {err}"),
+    }
+    ExitCode::FAILURE
+}
+
+/// What a long run covered, `elapsed` seconds in all.
+fn print_totals(total: &Stats, seeds: u64, from: u64, events: usize, elapsed: f64) {
     println!(
         "{seeds} seeds (from {from}), {events} events each: all invariants held\n\
          {:.1} seeds/s, {:.0} events/s, {:.1} s in all\n\
@@ -109,17 +146,6 @@ fn main() -> ExitCode {
         total.quirks,
         total.config_changes,
     );
-    let left_out = open
-        .iter()
-        .filter(|seed| (from..from + seeds).contains(seed));
-    let left_out: Vec<String> = left_out.map(u64::to_string).collect();
-    if !left_out.is_empty() {
-        println!(
-            "left out: seed {} (open defects, --open)",
-            left_out.join(", ")
-        );
-    }
-    ExitCode::SUCCESS
 }
 
 /// Plays seeds `from..from + seeds` on every core (each seed on one thread, its

@@ -12,17 +12,20 @@
 //! search for its contact) cannot be strongly consistent: the writes that follow
 //! them re-check the head under a condition.
 //!
-//! One file per concern: [`reads`], [`writes`] (single writes), [`transactions`]
-//! (the transaction items) and [`update`] (update expressions); the names the
-//! adapter calls are re-exported here, so its callers name `queries::…` only.
+//! One file per concern: [`reads`], [`writes`] (single writes), [`round`] (a round's
+//! transaction), [`transactions`] (the other transaction items) and [`update`]
+//! (update expressions); the names the adapter calls are re-exported here, so its
+//! callers name `queries::…` only.
 
 mod reads;
+mod round;
 mod transactions;
 mod update;
 mod writes;
 
 pub(super) use reads::Pages;
+pub(super) use round::round_items;
 pub(super) use transactions::{
-    FactGuard, fact_transactions, index_items, refresh_items, round_items, settle_parts, step_items,
+    FactGuard, fact_transactions, index_items, refresh_items, settle_parts, step_items,
 };
 pub(super) use update::{UpdateParts, update_if};
