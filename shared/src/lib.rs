@@ -50,9 +50,9 @@
 //!   that read one.
 //! * [`events`]: events out (`EventsOut`, the port; the event a tenant's events
 //!   webhook receives, and the one rule for publishing it after a commit).
-//! * [`whatsapp`]: the WhatsApp channel, an edge in front of the `ask` service
-//!   (Meta's webhook events, the inbound records, bursts made one turn, the reply
-//!   within the customer service window).
+//! * [`channel`]: the channel port, what a channel (WhatsApp is the crate
+//!   `degrau-whatsapp`, in `channels/whatsapp/`) gives a turn and what it takes
+//!   back, over the `ask` service.
 //!
 //! With the `test-util` feature (tests only): the in-memory adapter of every port
 //! ([`memory`]), the scripted model (`model::scripted`), message helpers and a store
@@ -60,6 +60,7 @@
 
 pub mod ask;
 pub mod cache_ttl;
+pub mod channel;
 pub mod compactor;
 pub mod deadline;
 pub mod domain;
@@ -93,5 +94,4 @@ pub mod text;
 pub mod tools;
 pub mod usage;
 pub mod validate;
-pub mod whatsapp;
 pub mod window;

@@ -41,7 +41,7 @@ fn app(auth: AuthConfig) -> (App, Arc<MemoryStore>) {
     };
     (
         App {
-            whatsapp: store.clone(),
+            whatsapp: degrau_whatsapp::memory::MemoryWhatsApp::on(store.clone()),
             events: std::sync::Arc::new(degrau::events::NoEvents),
             platform: degrau::platform_admin::PlatformAdmin::on(
                 store.clone(),
