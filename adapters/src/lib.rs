@@ -16,7 +16,9 @@
 //!     `keys` (the key layout, which nothing else knows), `items` (item types and
 //!     their conversions), `queries` (query builders and the one paging helper),
 //!     `error` (SDK error mapping and the transaction-conflict retry), and the trait
-//!     implementations in `mod.rs`.
+//!     implementations in `mod.rs`; `channel`, what a channel crate's own DynamoDB
+//!     adapter uses of it (`degrau-whatsapp`'s `aws` feature: WhatsApp's records,
+//!     its inbound queue, the Graph API client and its functions' constructors).
 //!   * [`sqs`]: the `Jobs` port on an SQS FIFO queue.
 //!   * [`events`]: the `EventsOut` port on an SQS FIFO queue (events to a tenant's
 //!     events webhook, the contact as its pseudonym); `webhook::deliver` sends
@@ -38,9 +40,6 @@
 //!     `resolver` (the client's resolver, returning only those), `signature` (the
 //!     `Degrau-Signature` header and the contact's pseudonym), `secrets` (the
 //!     signing secrets from SSM, cached).
-//!   * [`whatsapp`]: the WhatsApp channel's inbound queue (SQS FIFO), the Graph API
-//!     client, its configuration and the two functions' constructors; its records
-//!     are the DynamoDB adapter's (`dynamodb/whatsapp.rs`).
 //!
 //! Adapters still to come go beside these, one module (or folder) each, and into
 //! [`wiring`] when a setting selects them.
@@ -57,5 +56,4 @@ pub mod retry;
 pub mod sqs;
 pub mod ssm;
 pub mod webhook;
-pub mod whatsapp;
 pub mod wiring;

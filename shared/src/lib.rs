@@ -58,6 +58,7 @@
 //! ([`memory`]), the scripted model (`model::scripted`), message helpers and a store
 //! wrapper that injects failures (`testing`).
 
+pub mod channel;
 pub mod compaction;
 pub mod converse;
 pub mod deadline;
@@ -84,4 +85,3 @@ pub mod testing;
 pub mod text;
 pub mod tools;
 pub mod usage;
-pub mod whatsapp;

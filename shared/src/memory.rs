@@ -1,5 +1,5 @@
-//! The in-memory adapter of the [`Store`](crate::store::Store), [`TenantStore`](crate::tenant::TenantStore),
-//! `PolicyStore` and `WhatsAppStore` ports (feature `test-util`), for unit tests, the simulator and
+//! The in-memory adapter of the [`Store`](crate::store::Store), [`TenantStore`](crate::tenant::TenantStore)
+//! and `PolicyStore` ports (feature `test-util`), for unit tests, the simulator and
 //! local experiments: the same conditions as the DynamoDB adapter, checked under
 //! one mutex so a commit is all or nothing. The mutex is never held across an
 //! `.await` (no method here awaits). The checks on a step's and a fact batch's shape
@@ -15,6 +15,7 @@ use crate::store::{ContactKey, FactRemoval, FactWrite, SessionArchive, StoreErro
 use crate::tenant::StoredConfig;
 use round::RoundWrite;
 
+mod channel;
 mod config;
 mod jobs;
 mod operator;
@@ -24,8 +25,9 @@ mod records;
 mod round;
 pub mod sim;
 mod sweep;
-mod whatsapp;
 
+pub use channel::ChannelPartition;
+use channel::Channels;
 pub use sim::{ItemRef, Semantics, Snapshot};
 
 /// How long an idempotency record lives, in seconds (as in DynamoDB's TTL).
@@ -37,14 +39,15 @@ pub struct MemoryStore {
     state: Mutex<State>,
     /// A test's work before the next `load_turn` (see `sim`).
     before_load_turn: sim::BeforeLoadTurn,
+    /// The channels' in-memory stores whose items live in a contact's partition
+    /// (see [`ChannelPartition`]).
+    channels: Channels,
 }
 
 #[derive(Debug, Default)]
 struct State {
     contacts: HashMap<ContactKey, Contact>,
     tenants: HashMap<TenantId, StoredConfig>,
-    /// WhatsApp business numbers bound to tenants (see `whatsapp`).
-    bindings: HashMap<crate::whatsapp::PhoneNumberId, TenantId>,
     /// DynamoDB's behaviours a simulation turns on (see `sim`); all off by default.
     semantics: Semantics,
     /// The two indexes as they show each contact's head while `index_lag` is on
@@ -54,9 +57,6 @@ struct State {
     usage: BTreeMap<(TenantId, i64), UsageCounts>,
     /// The platform's policy items, by tenant (see `platform`).
     policies: HashMap<TenantId, crate::platform::StoredPolicy>,
-    /// Erased WhatsApp messages' tombstones and when each expires (see
-    /// `whatsapp`): outside every contact's partition, as in DynamoDB.
-    tombstones: HashMap<String, i64>,
     /// Each tenant's last erase by bucket (`T#{tenant}`, `ERASED#{bucket}`): a new
     /// head's round that began at or before it is refused (see
     /// [`RecordStore::erase_contact`](crate::store::RecordStore::erase_contact)).
@@ -79,8 +79,6 @@ struct Contact {
     /// Closed sessions' recall indexes and texts (`IDX#`, `TXT#`), by session.
     indexes: BTreeMap<u32, recall::Indexed>,
     requests: HashMap<String, Request>,
-    /// The WhatsApp channel's records and turns (see `whatsapp`).
-    whatsapp: whatsapp::Records,
     /// A round's transaction is landing in two halves (torn semantics, see `sim`):
     /// other writes on the contact meet a `TransactionConflict` meanwhile.
     in_flight: bool,
@@ -94,7 +92,6 @@ impl Contact {
             + self.archives.len()
             + 2 * self.indexes.len()
             + self.requests.len()
-            + self.whatsapp.item_count()
     }
 }
 
@@ -169,7 +166,9 @@ impl MemoryStore {
     /// messages, session archives, idempotency records), as a raw query would count
     /// them.
     pub fn item_count(&self, key: &ContactKey) -> usize {
-        self.lock().contacts.get(key).map_or(0, Contact::item_count)
+        let own = self.lock().contacts.get(key).map_or(0, Contact::item_count);
+        let channels: usize = self.channels.all().iter().map(|c| c.item_count(key)).sum();
+        own + channels
     }
 
     /// Test helper: the TTL stored with a message (`None` when the message is absent

@@ -3,7 +3,7 @@
 //! then `POST .../rounds`), and the [`Told`] each comes to.
 //!
 //! Every other message of a contact (an odd `n` in its token) goes through the
-//! streaming route instead (`AskService::ask_streamed`): what it is told is the
+//! streaming route instead (`Converse::ask_streamed`): what it is told is the
 //! same, and what the stream showed is checked against what it stored.
 
 use std::sync::Mutex;

@@ -67,7 +67,7 @@ pub(super) async fn transact(
 
 /// Runs a transaction whose failed conditions mean "not now, and nothing
 /// written" (a duplicate step, an erased contact): `Ok(false)` then.
-pub(super) async fn transact_if(
+pub async fn transact_if(
     client: &Client,
     items: Vec<TransactWriteItem>,
 ) -> Result<bool, StoreError> {
@@ -80,7 +80,7 @@ pub(super) async fn transact_if(
 
 /// The output of a conditional single write, `None` when its condition failed
 /// (nothing was written), or its mapped error.
-pub(super) fn unless_condition_failed<T, E>(
+pub fn unless_condition_failed<T, E>(
     operation: &str,
     result: Result<T, SdkError<E, HttpResponse>>,
 ) -> Result<Option<T>, StoreError>
@@ -104,7 +104,7 @@ pub(super) fn backoff(attempt: u32) -> Duration {
 
 /// Maps an SDK failure: throttling, 5xx, timeouts and dispatch failures are
 /// [`StoreError::Unavailable`]; anything else is [`StoreError::Other`].
-pub(super) fn sdk_error<E>(operation: &str, err: SdkError<E, HttpResponse>) -> StoreError
+pub fn sdk_error<E>(operation: &str, err: SdkError<E, HttpResponse>) -> StoreError
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
 {

@@ -25,7 +25,7 @@ mod recall;
 pub(super) use recall::{IndexItem, TextItem};
 
 /// An item as the SDK carries it.
-pub(super) type Item = HashMap<String, AttributeValue>;
+pub type Item = HashMap<String, AttributeValue>;
 
 /// The head as stored; written only through `UpdateItem`, so only read here.
 #[derive(Deserialize)]
@@ -81,9 +81,11 @@ pub(super) struct SweepEntry {
 
 /// An item's table keys, as a keys-only index projects them.
 #[derive(Deserialize)]
-pub(super) struct IndexedKey {
-    pub(super) pk: String,
-    pub(super) sk: String,
+pub struct IndexedKey {
+    /// The partition key.
+    pub pk: String,
+    /// The sort key.
+    pub sk: String,
 }
 
 impl From<HeadItem> for Head {
@@ -383,22 +385,22 @@ impl ConfigItem {
 }
 
 /// A string attribute.
-pub(super) fn s(value: impl Into<String>) -> AttributeValue {
+pub fn s(value: impl Into<String>) -> AttributeValue {
     AttributeValue::S(value.into())
 }
 
 /// A number attribute.
-pub(super) fn n(value: impl ToString) -> AttributeValue {
+pub fn n(value: impl ToString) -> AttributeValue {
     AttributeValue::N(value.to_string())
 }
 
 /// An item from its type.
-pub(super) fn to_item<T: Serialize>(value: &T) -> Result<Item, StoreError> {
+pub fn to_item<T: Serialize>(value: &T) -> Result<Item, StoreError> {
     serde_dynamo::to_item(value).map_err(|err| StoreError::Other(format!("serialise item: {err}")))
 }
 
 /// A type from its item; an item that does not read back is [`StoreError::Corrupt`].
-pub(super) fn from_item<T: for<'de> Deserialize<'de>>(item: Item) -> Result<T, StoreError> {
+pub fn from_item<T: for<'de> Deserialize<'de>>(item: Item) -> Result<T, StoreError> {
     serde_dynamo::from_item(item).map_err(|err| StoreError::Corrupt(err.to_string()))
 }
 

@@ -117,27 +117,27 @@ pub fn parse_contact_pk(pk: &str) -> Result<ContactKey, StoreError> {
 }
 
 /// A WhatsApp inbound record's sort key.
-pub fn wa_inbound_sk(id: &degrau::whatsapp::WaMessageId) -> String {
+pub fn wa_inbound_sk(id: &str) -> String {
     format!("{WA_INBOUND_PREFIX}{id}")
 }
 
 /// The partition of an erased WhatsApp message's tombstone (a keyed hash of its
-/// tenant and id, naming no one; see `degrau::whatsapp::keyed`).
-pub fn tombstone_pk(tombstone: &degrau::whatsapp::keyed::Tombstone) -> String {
-    format!("WA#ERASED#{}", tombstone.as_str())
+/// tenant and id, naming no one; see `degrau_whatsapp::keyed`).
+pub fn tombstone_pk(tombstone: &str) -> String {
+    format!("WA#ERASED#{tombstone}")
 }
 
 /// The sort key of a tombstone.
 pub const TOMBSTONE_SK: &str = "TOMBSTONE";
 
 /// A WhatsApp turn's sort key.
-pub fn wa_turn_sk(id: &degrau::whatsapp::store::TurnId) -> String {
-    format!("WA#TURN#{}", id.as_str())
+pub fn wa_turn_sk(id: &str) -> String {
+    format!("WA#TURN#{id}")
 }
 
 /// The partition of a WhatsApp business number's binding. It starts with `WA#`,
 /// never `T#`, so it never reads as a tenant's or a contact's.
-pub fn binding_pk(phone: &degrau::whatsapp::PhoneNumberId) -> String {
+pub fn binding_pk(phone: &str) -> String {
     format!("WA#{phone}")
 }
 

@@ -14,7 +14,7 @@
 //!
 //! (`docs/DESIGN.md`: "Key layout".)
 
-mod delivery;
+pub mod channel;
 mod error;
 mod items;
 pub mod keys;
@@ -24,7 +24,7 @@ mod queries;
 mod quota;
 mod recall;
 mod records;
-mod whatsapp;
+mod tombstone;
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
@@ -77,6 +77,11 @@ impl DynamoStore {
     /// The table this adapter reads and writes.
     pub fn table(&self) -> &str {
         &self.table
+    }
+
+    /// The client it sends with (for a channel's own items, see [`channel`]).
+    pub fn client(&self) -> &Client {
+        &self.client
     }
 }
 

@@ -13,8 +13,6 @@ use std::time::{Duration, Instant, SystemTime};
 use async_trait::async_trait;
 use degrau::domain::TenantId;
 use degrau::tenant::TenantConfig;
-use degrau::whatsapp::PhoneNumberId;
-use degrau::whatsapp::store::WhatsAppStore;
 use degrau_adapters::dynamodb::DynamoStore;
 use degrau_awsproxy::Running;
 use degrau_bridge::{Invoke, QueueConfig};
@@ -24,6 +22,8 @@ use degrau_tests::stack::{
     put_tenant_config, send_job, tenant_event,
 };
 use degrau_tests::{HttpReply, StandIn, moto};
+use degrau_whatsapp::PhoneNumberId;
+use degrau_whatsapp::store::WhatsAppStore;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -74,7 +74,7 @@ impl Binaries {
         if release.iter().all(|p| p.exists()) {
             let built = release.iter().filter_map(|p| modified(p)).min();
             let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-            let sources = ["shared", "adapters", "functions"]
+            let sources = ["shared", "adapters", "channels", "functions"]
                 .iter()
                 .filter_map(|dir| newest(&root.join(dir)))
                 .max();

@@ -136,9 +136,9 @@ mod tests {
     fn a_delivery_is_one_text_message_signed_as_the_webhook_checks() {
         let body = delivery(1, "oi");
         let signed = signature(&body);
-        assert!(degrau::whatsapp::event::parse_delivery(body.as_bytes()).is_ok());
+        assert!(degrau_whatsapp::event::parse_delivery(body.as_bytes()).is_ok());
         assert!(
-            degrau::whatsapp::signature::verify_signature(
+            degrau_whatsapp::signature::verify_signature(
                 WHATSAPP_APP_SECRET.as_bytes(),
                 body.as_bytes(),
                 Some(&signed)
@@ -146,7 +146,7 @@ mod tests {
             .is_ok()
         );
         assert!(
-            degrau::whatsapp::signature::verify_signature(b"other", body.as_bytes(), Some(&signed))
+            degrau_whatsapp::signature::verify_signature(b"other", body.as_bytes(), Some(&signed))
                 .is_err()
         );
     }

@@ -63,7 +63,7 @@ pub struct App {
     /// The platform's routes' service.
     pub platform: degrau::operate::platform::PlatformAdmin,
     /// Who has a WhatsApp conversation (the handoff routes).
-    pub whatsapp: std::sync::Arc<dyn degrau::whatsapp::store::WhatsAppStore>,
+    pub whatsapp: std::sync::Arc<dyn degrau_whatsapp::store::WhatsAppStore>,
     /// Where the routes' events go (`degrau::events`).
     pub events: std::sync::Arc<dyn degrau::events::EventsOut>,
     /// `ASK_TIMEOUT_SECONDS`: the longest a request may take, from its arrival to its

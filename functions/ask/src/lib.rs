@@ -4,7 +4,7 @@
 //! # Layout
 //!
 //! * `main.rs`: tracing, every dependency from the environment
-//!   (`degrau_adapters::wiring::Dependencies::from_env`), the `AskService`, run.
+//!   (`degrau_adapters::wiring::Dependencies::from_env`), the `Converse`, run.
 //! * [`handler`]: API Gateway (HTTP API, payload v2) in, the service's answer out:
 //!   routes, the tenant from the verified claim, typed parameters, the one map
 //!   from service errors to statuses, the request's deadline.

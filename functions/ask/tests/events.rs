@@ -27,7 +27,7 @@ async fn the_sample_event_is_an_http_api_request_the_handler_answers() {
     let model = Arc::new(ScriptedModel::default());
     model.push(ScriptedModel::text("We have 10:30 free.", Usage::default()));
     let app = App {
-        whatsapp: store.clone(),
+        whatsapp: degrau_whatsapp::memory::MemoryWhatsApp::on(store.clone()),
         events: std::sync::Arc::new(degrau::events::NoEvents),
         platform: degrau::operate::platform::PlatformAdmin::on(
             store.clone(),

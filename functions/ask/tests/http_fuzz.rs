@@ -44,7 +44,7 @@ fn app(auth: AuthConfig) -> (App, Arc<MemoryStore>) {
     };
     (
         App {
-            whatsapp: store.clone(),
+            whatsapp: degrau_whatsapp::memory::MemoryWhatsApp::on(store.clone()),
             events: std::sync::Arc::new(degrau::events::NoEvents),
             platform: degrau::operate::platform::PlatformAdmin::on(
                 store.clone(),

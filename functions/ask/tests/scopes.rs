@@ -25,7 +25,7 @@ const EVENT: &str = include_str!("../../../events/ask-post-message.json");
 fn app(scope_claim: &str) -> App {
     let store = Arc::new(MemoryStore::new());
     App {
-        whatsapp: store.clone(),
+        whatsapp: degrau_whatsapp::memory::MemoryWhatsApp::on(store.clone()),
         events: std::sync::Arc::new(degrau::events::NoEvents),
         platform: degrau::operate::platform::PlatformAdmin::on(
             store.clone(),

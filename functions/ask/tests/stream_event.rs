@@ -29,7 +29,7 @@ const EVENT: &str = include_str!("../../../events/ask-stream-message.json");
 
 fn app(store: Arc<MemoryStore>, model: Arc<ScriptedModel>) -> Arc<App> {
     Arc::new(App {
-        whatsapp: store.clone(),
+        whatsapp: degrau_whatsapp::memory::MemoryWhatsApp::on(store.clone()),
         events: std::sync::Arc::new(degrau::events::NoEvents),
         platform: degrau::operate::platform::PlatformAdmin::on(
             store.clone(),

@@ -11,9 +11,9 @@
 //! from it. Logs name the outcome and counts only: no number, no text.
 
 use degrau::metrics::Event;
-use degrau::whatsapp::event::{DeliveryError, parse_delivery};
-use degrau::whatsapp::signature::{Handshake, handshake, verify_signature};
-use degrau::whatsapp::webhook::{FUNCTION, WebhookService};
+use degrau_whatsapp::event::{DeliveryError, parse_delivery};
+use degrau_whatsapp::signature::{Handshake, handshake, verify_signature};
+use degrau_whatsapp::webhook::{FUNCTION, WebhookService};
 use lambda_http::{Body, Request, RequestExt, Response};
 use serde_json::json;
 use tracing::{error, warn};
@@ -145,10 +145,10 @@ mod tests {
     use std::sync::Arc;
 
     use degrau::domain::TenantId;
-    use degrau::memory::MemoryStore;
-    use degrau::whatsapp::PhoneNumberId;
-    use degrau::whatsapp::store::WhatsAppStore;
-    use degrau::whatsapp::testing::RecordingInbox;
+    use degrau_whatsapp::PhoneNumberId;
+    use degrau_whatsapp::memory::MemoryWhatsApp;
+    use degrau_whatsapp::store::WhatsAppStore;
+    use degrau_whatsapp::testing::RecordingInbox;
     use hmac::{KeyInit, Mac};
     use lambda_http::http;
 
@@ -156,16 +156,16 @@ mod tests {
 
     const SECRET: &str = "app-secret";
 
-    fn app() -> (App, Arc<MemoryStore>, Arc<RecordingInbox>) {
-        let store = Arc::new(MemoryStore::new());
+    fn app() -> (App, Arc<MemoryWhatsApp>, Arc<RecordingInbox>) {
+        let store = MemoryWhatsApp::new();
         let inbox = Arc::new(RecordingInbox::default());
         let app = App {
             service: WebhookService {
                 store: store.clone(),
-                tenants: store.clone(),
+                tenants: store.core(),
                 inbox: inbox.clone(),
                 clock: Arc::new(|| 1_800_000_000),
-                keys: std::sync::Arc::new(degrau::whatsapp::keyed::ChannelKeys::derive(
+                keys: std::sync::Arc::new(degrau_whatsapp::keyed::ChannelKeys::derive(
                     b"a test's pseudonym secret",
                 )),
                 events: Arc::new(degrau::events::NoEvents),

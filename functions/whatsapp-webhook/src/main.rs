@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use degrau::metrics::record_cold_start;
 use degrau::plan::session::system_clock;
-use degrau::whatsapp::webhook::{FUNCTION, WebhookService};
-use degrau_adapters::whatsapp::WebhookDependencies;
+use degrau_whatsapp::aws::WebhookDependencies;
+use degrau_whatsapp::webhook::{FUNCTION, WebhookService};
 use lambda_http::{Error, run, service_fn};
 use whatsapp_webhook::handler::{App, handle};
 

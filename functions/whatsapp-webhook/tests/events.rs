@@ -9,27 +9,27 @@
 use std::sync::Arc;
 
 use degrau::domain::TenantId;
-use degrau::memory::MemoryStore;
-use degrau::whatsapp::PhoneNumberId;
-use degrau::whatsapp::store::WhatsAppStore;
-use degrau::whatsapp::testing::RecordingInbox;
-use degrau::whatsapp::webhook::WebhookService;
+use degrau_whatsapp::PhoneNumberId;
+use degrau_whatsapp::memory::MemoryWhatsApp;
+use degrau_whatsapp::store::WhatsAppStore;
+use degrau_whatsapp::testing::RecordingInbox;
+use degrau_whatsapp::webhook::WebhookService;
 use whatsapp_webhook::handler::{App, handle};
 
 const DELIVERY: &str = include_str!("../../../events/whatsapp-webhook-delivery.json");
 const VERIFY: &str = include_str!("../../../events/whatsapp-webhook-verify.json");
 
 /// The local stack's secrets (infra/stack.sh, infra/whatsapp.py).
-fn webhook(app_secret: &str) -> (App, Arc<RecordingInbox>, Arc<MemoryStore>) {
-    let store = Arc::new(MemoryStore::new());
+fn webhook(app_secret: &str) -> (App, Arc<RecordingInbox>, Arc<MemoryWhatsApp>) {
+    let store = MemoryWhatsApp::new();
     let inbox = Arc::new(RecordingInbox::default());
     let app = App {
         service: WebhookService {
             store: store.clone(),
-            tenants: store.clone(),
+            tenants: store.core(),
             inbox: inbox.clone(),
             clock: Arc::new(|| 1_796_290_200),
-            keys: std::sync::Arc::new(degrau::whatsapp::keyed::ChannelKeys::derive(
+            keys: std::sync::Arc::new(degrau_whatsapp::keyed::ChannelKeys::derive(
                 b"a test's pseudonym secret",
             )),
             events: Arc::new(degrau::events::NoEvents),

@@ -18,9 +18,9 @@ use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMe
 use degrau::deadline::Deadline;
 use degrau::fifo::{self, Outcome, Record};
 use degrau::metrics::Event;
-use degrau::whatsapp::inbox::Hold;
-use degrau::whatsapp::inbox::QueuedMessage;
-use degrau::whatsapp::worker::{FUNCTION, Worker, WorkerError};
+use degrau_whatsapp::inbox::Hold;
+use degrau_whatsapp::inbox::QueuedMessage;
+use degrau_whatsapp::worker::{FUNCTION, Worker, WorkerError};
 use lambda_runtime::{Error, LambdaEvent};
 use tracing::{Instrument, error, info_span, warn};
 

@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use degrau::converse::Converse;
 use degrau::metrics::record_cold_start;
-use degrau::whatsapp::worker::{FUNCTION, Worker};
-use degrau_adapters::whatsapp::WorkerDependencies;
 use degrau_adapters::wiring::{Dependencies, address_policy};
+use degrau_whatsapp::aws::WorkerDependencies;
+use degrau_whatsapp::worker::{FUNCTION, Worker};
 use lambda_runtime::{Error, run, service_fn};
 use whatsapp_worker::handler::{Holding, handle_batch, record_budget};
 

@@ -15,17 +15,17 @@ use aws_lambda_events::sqs::SqsEvent;
 use degrau::converse::Converse;
 use degrau::domain::TenantId;
 use degrau::jobs::NoJobs;
-use degrau::memory::MemoryStore;
 use degrau::model::scripted::ScriptedModel;
 use degrau::tenant::Defaults;
 use degrau::tools::ToolDispatch;
 use degrau::usage::Usage;
-use degrau::whatsapp::PhoneNumberId;
-use degrau::whatsapp::event::parse_delivery;
-use degrau::whatsapp::store::WhatsAppStore;
-use degrau::whatsapp::testing::{RecordingInbox, ScriptedSender, Sent};
-use degrau::whatsapp::webhook::WebhookService;
-use degrau::whatsapp::worker::Worker;
+use degrau_whatsapp::PhoneNumberId;
+use degrau_whatsapp::event::parse_delivery;
+use degrau_whatsapp::memory::MemoryWhatsApp;
+use degrau_whatsapp::store::WhatsAppStore;
+use degrau_whatsapp::testing::{RecordingInbox, ScriptedSender, Sent};
+use degrau_whatsapp::webhook::WebhookService;
+use degrau_whatsapp::worker::Worker;
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::Value;
 use whatsapp_worker::handler::{Holding, handle_batch, record_budget};
@@ -35,7 +35,7 @@ const DELIVERY: &str = include_str!("../../../events/whatsapp-webhook-delivery.j
 
 #[tokio::test]
 async fn the_sample_batch_is_the_webhooks_sample_message_and_makes_one_reply() {
-    let store = Arc::new(MemoryStore::new());
+    let store = MemoryWhatsApp::new();
     store
         .bind(
             &PhoneNumberId::parse("100000000000001").unwrap(),
@@ -50,10 +50,10 @@ async fn the_sample_batch_is_the_webhooks_sample_message_and_makes_one_reply() {
     let inbox = Arc::new(RecordingInbox::default());
     let webhook = WebhookService {
         store: store.clone(),
-        tenants: store.clone(),
+        tenants: store.core(),
         inbox: inbox.clone(),
         clock: clock.clone(),
-        keys: Arc::new(degrau::whatsapp::keyed::ChannelKeys::derive(
+        keys: Arc::new(degrau_whatsapp::keyed::ChannelKeys::derive(
             b"a test's pseudonym secret",
         )),
         events: Arc::new(degrau::events::NoEvents),
@@ -87,11 +87,11 @@ async fn the_sample_batch_is_the_webhooks_sample_message_and_makes_one_reply() {
     let worker = Worker {
         store: store.clone(),
         ask: Converse {
-            store: store.clone(),
-            records: store.clone(),
-            recall: store.clone(),
-            usage: store.clone(),
-            tenants: store,
+            store: store.core().clone(),
+            records: store.core().clone(),
+            recall: store.core().clone(),
+            usage: store.core().clone(),
+            tenants: store.core(),
             model,
             tools: Arc::new(ToolDispatch::built_in_only()),
             jobs: Arc::new(NoJobs),
@@ -122,7 +122,7 @@ async fn the_sample_batch_is_the_webhooks_sample_message_and_makes_one_reply() {
 /// No queue behind the holds (a held record waits the queue's timeout).
 fn no_hold() -> Holding<'static> {
     Holding {
-        hold: &degrau_adapters::whatsapp::inbox::NoHold,
+        hold: &degrau_whatsapp::aws::inbox::NoHold,
         max_receives: 5,
     }
 }

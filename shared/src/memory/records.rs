@@ -89,11 +89,10 @@ impl RecordStore for MemoryStore {
             .entry((key.tenant.clone(), bucket))
             .or_insert(now);
         *last = (*last).max(now);
-        let Some(contact) = state.contacts.remove(key) else {
-            return Ok(0);
-        };
-        let tombstones: Vec<(String, i64)> = contact.whatsapp.tombstones().collect();
-        state.tombstones.extend(tombstones);
-        Ok(contact.item_count())
+        let own = state.contacts.remove(key).map_or(0, |c| c.item_count());
+        // Under the store's lock, as one erase (a channel's store never takes it).
+        let channels: usize = self.channels.all().iter().map(|c| c.erase(key, now)).sum();
+        drop(state);
+        Ok(own + channels)
     }
 }

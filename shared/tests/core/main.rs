@@ -27,7 +27,3 @@ mod streaming;
 mod structure;
 mod sweep;
 mod tools;
-mod whatsapp;
-mod whatsapp_events;
-mod whatsapp_handoff;
-mod whatsapp_voice;

@@ -373,7 +373,7 @@ fn the_dashboard_reads_the_cache_ratio_as_a_sum_over_a_sum_and_shows_every_alarm
     // each function's cold starts are there.
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut sources = String::new();
-    for dir in ["shared/src", "functions", "adapters/src"] {
+    for dir in ["shared/src", "functions", "adapters/src", "channels"] {
         collect_rust(&root.join(dir), &mut sources);
     }
     let mut names = BTreeSet::new();

@@ -133,6 +133,7 @@ fn the_crates_the_python_client_and_the_changelog_name_one_version() {
     for member in [
         "shared",
         "adapters",
+        "channels/whatsapp",
         "functions/ask",
         "functions/compactor",
         "functions/whatsapp-webhook",

@@ -9,8 +9,6 @@ use aws_sdk_sqs::types::QueueAttributeName;
 use degrau::domain::{ContactId, TenantId};
 use degrau::store::ContactKey;
 use degrau::tenant::TenantConfig;
-use degrau::whatsapp::PhoneNumberId;
-use degrau::whatsapp::store::WhatsAppStore;
 use degrau_adapters::dynamodb::DynamoStore;
 use degrau_adapters::dynamodb::keys::contact_pk;
 use degrau_bridge::QueueConfig;
@@ -20,6 +18,8 @@ use degrau_tests::stack::{
     LocalInvoke, drain, function_env, jobs_queues, put_tenant_config, tenant_event,
 };
 use degrau_tests::{HttpReply, StandIn, api_event, moto};
+use degrau_whatsapp::PhoneNumberId;
+use degrau_whatsapp::store::WhatsAppStore;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -535,7 +535,7 @@ async fn erasing_a_whatsapp_contact_removes_its_records_and_a_queued_message_the
     let queued = channel.queue_bodies().await;
     assert_eq!(queued.len(), 1);
     assert!(!queued[0].contains(contact) && !queued[0].contains("wamid"));
-    offset.set(degrau::whatsapp::worker::INDEX_GRACE_SECONDS + 1);
+    offset.set(degrau_whatsapp::worker::INDEX_GRACE_SECONDS + 1);
     channel.work().await;
     assert_eq!(channel.sent().await.len(), 1);
     assert_eq!(channel.model_calls().await, 1);

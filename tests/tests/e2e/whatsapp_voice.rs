@@ -6,9 +6,9 @@
 //! reply and nothing is stored.
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use degrau::whatsapp::testing::fake_voice_note;
-use degrau::whatsapp::voice::DEFAULT_VOICE_REPLY;
 use degrau_tests::{HttpReply, api_event};
+use degrau_whatsapp::testing::fake_voice_note;
+use degrau_whatsapp::voice::DEFAULT_VOICE_REPLY;
 use serde_json::{Value, json};
 
 use crate::whatsapp::{Channel, PHONE, STANDIN_URL, TENANT, last_user_text};

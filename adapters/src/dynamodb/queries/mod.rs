@@ -23,7 +23,7 @@ mod transactions;
 mod update;
 mod writes;
 
-pub(super) use reads::Pages;
+pub use reads::Pages;
 pub(super) use round::round_items;
 pub(super) use transactions::{
     FactGuard, fact_transactions, index_items, refresh_items, settle_parts, step_items,

@@ -15,7 +15,7 @@ use crate::dynamodb::keys::{FACT_PREFIX, HEAD_SK, MAX_SEQ, contact_pk, message_s
 /// The pages of a query, following `LastEvaluatedKey`: the one paging loop of the
 /// adapter. Each call to [`Pages::next`] sends one request; after the last page it
 /// sends none and answers `None`.
-pub(in crate::dynamodb) struct Pages {
+pub struct Pages {
     query: QueryFluentBuilder,
     start: Option<Item>,
     done: bool,
@@ -23,7 +23,7 @@ pub(in crate::dynamodb) struct Pages {
 
 impl Pages {
     /// The pages of `query`, from its first.
-    pub(in crate::dynamodb) fn new(query: QueryFluentBuilder) -> Pages {
+    pub fn new(query: QueryFluentBuilder) -> Pages {
         Pages {
             query,
             start: None,
@@ -33,7 +33,7 @@ impl Pages {
 
     /// The pages of `query` after the item of `start` (a previous page's last
     /// evaluated key).
-    pub(in crate::dynamodb) fn after(query: QueryFluentBuilder, start: Item) -> Pages {
+    pub fn after(query: QueryFluentBuilder, start: Item) -> Pages {
         Pages {
             query,
             start: Some(start),
@@ -43,10 +43,7 @@ impl Pages {
 
     /// The next page's items, asking for at most `limit` of them (`None`: as many as
     /// one page holds); `None` once the last page was read.
-    pub(in crate::dynamodb) async fn next(
-        &mut self,
-        limit: Option<usize>,
-    ) -> Result<Option<Vec<Item>>, StoreError> {
+    pub async fn next(&mut self, limit: Option<usize>) -> Result<Option<Vec<Item>>, StoreError> {
         if self.done {
             return Ok(None);
         }
@@ -66,7 +63,7 @@ impl Pages {
     }
 
     /// Every item of every page.
-    pub(in crate::dynamodb) async fn all(mut self) -> Result<Vec<Item>, StoreError> {
+    pub async fn all(mut self) -> Result<Vec<Item>, StoreError> {
         let mut items = Vec::new();
         while let Some(page) = self.next(None).await? {
             items.extend(page);
@@ -77,7 +74,7 @@ impl Pages {
 
 impl DynamoStore {
     /// A query on the table, strongly consistent.
-    pub(in crate::dynamodb) fn query(&self) -> QueryFluentBuilder {
+    pub fn query(&self) -> QueryFluentBuilder {
         self.client
             .query()
             .table_name(&self.table)
@@ -86,7 +83,7 @@ impl DynamoStore {
 
     /// A query on a global secondary index (eventually consistent: an index cannot
     /// be read otherwise).
-    pub(in crate::dynamodb) fn query_index(&self, index: &str) -> QueryFluentBuilder {
+    pub fn query_index(&self, index: &str) -> QueryFluentBuilder {
         self.client
             .query()
             .table_name(&self.table)
@@ -108,11 +105,7 @@ impl DynamoStore {
     }
 
     /// One item by its keys, strongly consistent; `None` when there is none.
-    pub(in crate::dynamodb) async fn get(
-        &self,
-        pk: String,
-        sk: String,
-    ) -> Result<Option<Item>, StoreError> {
+    pub async fn get(&self, pk: String, sk: String) -> Result<Option<Item>, StoreError> {
         let found = self
             .client
             .get_item()

@@ -7,7 +7,7 @@
 use degrau::domain::FactKey;
 use degrau::events::{EventType, Occurrence, publish};
 use degrau::store::{ContactKey, FactRecord};
-use degrau::whatsapp::store::Handoff;
+use degrau_whatsapp::store::Handoff;
 use serde_json::{Value, json};
 
 use super::App;

@@ -1,5 +1,5 @@
 //! Who has a WhatsApp conversation, and the routes that hand it over
-//! (`degrau::whatsapp::handoff`): `GET /v1/contacts/{contact}/handoff` (scope
+//! (`degrau_whatsapp::handoff`): `GET /v1/contacts/{contact}/handoff` (scope
 //! `memory:read`) shows it; `POST .../handoff` (optionally `{"hours": n}`, 1–168,
 //! the tenant's `whatsapp.handoff_hours` by default) hands it to a person, for an
 //! operator or a back office that answers the customer through its own systems;
@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use degrau::domain::TenantId;
 use degrau::store::ContactKey;
 use degrau::tenant::whatsapp::{HandoffHours, MAX_HANDOFF_HOURS};
-use degrau::whatsapp::store::{Handoff, HandoffBy};
+use degrau_whatsapp::store::{Handoff, HandoffBy};
 use lambda_http::{Body, Request, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};

@@ -10,17 +10,17 @@ use aws_lambda_events::sqs::SqsEvent;
 use degrau::converse::Converse;
 use degrau::domain::TenantId;
 use degrau::jobs::NoJobs;
-use degrau::memory::MemoryStore;
 use degrau::model::scripted::ScriptedModel;
 use degrau::tenant::Defaults;
 use degrau::tools::ToolDispatch;
 use degrau::usage::Usage;
-use degrau::whatsapp::PhoneNumberId;
-use degrau::whatsapp::event::parse_delivery;
-use degrau::whatsapp::outbound::SendError;
-use degrau::whatsapp::store::WhatsAppStore;
-use degrau::whatsapp::testing::{RecordingInbox, ScriptedSender, Sent};
-use degrau::whatsapp::webhook::WebhookService;
+use degrau_whatsapp::PhoneNumberId;
+use degrau_whatsapp::event::parse_delivery;
+use degrau_whatsapp::memory::MemoryWhatsApp;
+use degrau_whatsapp::outbound::SendError;
+use degrau_whatsapp::store::WhatsAppStore;
+use degrau_whatsapp::testing::{RecordingInbox, ScriptedSender, Sent};
+use degrau_whatsapp::webhook::WebhookService;
 use lambda_runtime::Context;
 use serde_json::{Value, json};
 
@@ -37,7 +37,7 @@ struct Harness {
 }
 
 async fn harness() -> Harness {
-    let store = Arc::new(MemoryStore::new());
+    let store = MemoryWhatsApp::new();
     store
         .bind(
             &PhoneNumberId::parse(PHONE).unwrap(),
@@ -53,11 +53,11 @@ async fn harness() -> Harness {
         worker: Worker {
             store: store.clone(),
             ask: Converse {
-                store: store.clone(),
-                records: store.clone(),
-                recall: store.clone(),
-                usage: store.clone(),
-                tenants: store.clone(),
+                store: store.core().clone(),
+                records: store.core().clone(),
+                recall: store.core().clone(),
+                usage: store.core().clone(),
+                tenants: store.core(),
                 model: model.clone(),
                 tools: Arc::new(ToolDispatch::built_in_only()),
                 jobs: Arc::new(NoJobs),
@@ -74,10 +74,10 @@ async fn harness() -> Harness {
         },
         webhook: WebhookService {
             store: store.clone(),
-            tenants: store,
+            tenants: store.core(),
             inbox: inbox.clone(),
             clock,
-            keys: std::sync::Arc::new(degrau::whatsapp::keyed::ChannelKeys::derive(
+            keys: std::sync::Arc::new(degrau_whatsapp::keyed::ChannelKeys::derive(
                 b"a test's pseudonym secret",
             )),
             events: Arc::new(degrau::events::NoEvents),
@@ -196,7 +196,7 @@ async fn a_send_that_fails_is_reported_and_sent_once_on_redelivery() {
 /// No queue behind the holds (a held record waits the queue's timeout).
 fn no_hold() -> Holding<'static> {
     Holding {
-        hold: &degrau_adapters::whatsapp::inbox::NoHold,
+        hold: &degrau_whatsapp::aws::inbox::NoHold,
         max_receives: 5,
     }
 }

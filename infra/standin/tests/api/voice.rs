@@ -5,13 +5,13 @@
 use std::time::Duration;
 
 use degrau::deadline::Deadline;
-use degrau::whatsapp::testing::fake_voice_note;
-use degrau::whatsapp::voice::{
+use degrau_adapters::webhook::address::AddressPolicy;
+use degrau_whatsapp::aws::media::GraphMedia;
+use degrau_whatsapp::aws::speech::StandinSpeech;
+use degrau_whatsapp::testing::fake_voice_note;
+use degrau_whatsapp::voice::{
     Audio, LANGUAGES, MediaError, MediaId, MediaSource, SpeechError, SpeechToText,
 };
-use degrau_adapters::webhook::address::AddressPolicy;
-use degrau_adapters::whatsapp::media::GraphMedia;
-use degrau_adapters::whatsapp::speech::StandinSpeech;
 use sha2::{Digest, Sha256};
 
 use crate::helpers::start;

@@ -54,14 +54,13 @@ fn sweep_bucket(key: &ContactKey) -> u8 {
 /// An adapter under test, with the few raw writes and reads the contract needs that
 /// the port itself does not offer (a compaction step, a fact, an item count).
 trait Backend: Sized {
-    type S: Store
-        + TenantStore
-        + degrau::platform::PolicyStore
-        + degrau::whatsapp::store::WhatsAppStore
-        + 'static;
+    type S: Store + TenantStore + degrau::platform::PolicyStore + 'static;
 
     async fn start() -> Self;
     fn store(&self) -> Arc<Self::S>;
+    /// The WhatsApp channel's store on the same items (its records live in the
+    /// contact's partition).
+    fn whatsapp(&self) -> Arc<dyn degrau_whatsapp::store::WhatsAppStore>;
     /// Records a compaction step on the head, as the compactor would.
     async fn set_summarized_until(&self, key: &ContactKey, until: u64, summary: &str);
     /// Writes a fact item, with its TTL when given.
@@ -90,20 +89,31 @@ trait Backend: Sized {
     fn quotas(&self) -> Arc<dyn degrau::quota::Quotas>;
 }
 
-struct Memory(Arc<MemoryStore>, Arc<degrau::quota::memory::MemoryQuotas>);
+struct Memory(
+    Arc<MemoryStore>,
+    Arc<degrau::quota::memory::MemoryQuotas>,
+    Arc<degrau_whatsapp::memory::MemoryWhatsApp>,
+);
 
 impl Backend for Memory {
     type S = MemoryStore;
 
     async fn start() -> Self {
+        let store = Arc::new(MemoryStore::new());
+        let whatsapp = degrau_whatsapp::memory::MemoryWhatsApp::on(store.clone());
         Memory(
-            Arc::new(MemoryStore::new()),
+            store,
             Arc::new(degrau::quota::memory::MemoryQuotas::new()),
+            whatsapp,
         )
     }
 
     fn store(&self) -> Arc<MemoryStore> {
         self.0.clone()
+    }
+
+    fn whatsapp(&self) -> Arc<dyn degrau_whatsapp::store::WhatsAppStore> {
+        self.2.clone()
     }
 
     async fn set_summarized_until(&self, key: &ContactKey, until: u64, summary: &str) {
@@ -231,6 +241,10 @@ impl Backend for Dynamo {
     }
 
     fn store(&self) -> Arc<DynamoStore> {
+        self.store.clone()
+    }
+
+    fn whatsapp(&self) -> Arc<dyn degrau_whatsapp::store::WhatsAppStore> {
         self.store.clone()
     }
 

@@ -6,9 +6,9 @@
 
 use degrau::domain::{Incarnation, TenantId};
 use degrau::store::RecordStore;
-use degrau::whatsapp::keyed::ChannelKeys;
-use degrau::whatsapp::store::{NewInbound, Recorded, WhatsAppStore};
-use degrau::whatsapp::{PhoneNumberId, WaMessageId};
+use degrau_whatsapp::keyed::ChannelKeys;
+use degrau_whatsapp::store::{NewInbound, Recorded};
+use degrau_whatsapp::{PhoneNumberId, WaMessageId};
 
 use super::{Backend, NOW, contact_key};
 
@@ -32,11 +32,12 @@ pub(super) async fn an_erase_leaves_tombstones_that_refuse_a_replayed_message_fo
     backend: impl Backend,
 ) {
     let store = backend.store();
+    let whatsapp = backend.whatsapp();
     let keys = ChannelKeys::derive(b"a contract's pseudonym secret");
     let key = contact_key("acme", "15550000001");
     let first = inbound(&keys, &key.tenant, "wamid.one", NOW);
     assert_eq!(
-        store.record_inbound(&key, &first).await.unwrap(),
+        whatsapp.record_inbound(&key, &first).await.unwrap(),
         Recorded::New
     );
     let items = store.erase_contact(&key, NOW - 1).await.unwrap();
@@ -49,20 +50,20 @@ pub(super) async fn an_erase_leaves_tombstones_that_refuse_a_replayed_message_fo
     // The same message delivered again: recognised, nothing written.
     let replay = inbound(&keys, &key.tenant, "wamid.one", NOW + 60);
     assert_eq!(
-        store.record_inbound(&key, &replay).await.unwrap(),
+        whatsapp.record_inbound(&key, &replay).await.unwrap(),
         Recorded::Erased
     );
     assert_eq!(backend.raw_item_count(&key).await, 0);
     // Another message, or the same one of another tenant, is new.
     let other = inbound(&keys, &key.tenant, "wamid.two", NOW + 60);
     assert_eq!(
-        store.record_inbound(&key, &other).await.unwrap(),
+        whatsapp.record_inbound(&key, &other).await.unwrap(),
         Recorded::New
     );
     let elsewhere = contact_key("other-clinic", "15550000001");
     let theirs = inbound(&keys, &elsewhere.tenant, "wamid.one", NOW + 60);
     assert_eq!(
-        store.record_inbound(&elsewhere, &theirs).await.unwrap(),
+        whatsapp.record_inbound(&elsewhere, &theirs).await.unwrap(),
         Recorded::New
     );
     // Past the record's life the tombstone refuses nothing (the webhook drops so
@@ -70,7 +71,7 @@ pub(super) async fn an_erase_leaves_tombstones_that_refuse_a_replayed_message_fo
     let late_key = contact_key("acme", "15550000009");
     let late = inbound(&keys, &late_key.tenant, "wamid.one", NOW + 3600);
     assert_eq!(
-        store.record_inbound(&late_key, &late).await.unwrap(),
+        whatsapp.record_inbound(&late_key, &late).await.unwrap(),
         Recorded::New
     );
 }
