@@ -53,9 +53,15 @@ def rooms() -> dict[str, set[str]]:
             if target not in (room, "testing") and (CORE / f"{target}.rs").exists() or (CORE / target).is_dir():
                 if target != room and target != "testing":
                     edges.add(target)
-        for match in re.finditer(r"\bsuper::super::([a-z_][a-z0-9_]*)", code):
-            if match.group(1) != room:
-                edges.add(match.group(1))
+        parts = module.split("::")
+        for match in re.finditer(r"(?<![a-z0-9_:])((?:super::)+)([a-z_][a-z0-9_]*)", code):
+            ups = match.group(1).count("super::")
+            if ups > len(parts):
+                continue
+            base = parts[: len(parts) - ups]
+            target = (base + [match.group(2)])[0]
+            if target not in (room, "testing") and ((CORE / f"{target}.rs").exists() or (CORE / target).is_dir()):
+                edges.add(target)
     return graph
 
 

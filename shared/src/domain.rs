@@ -334,3 +334,23 @@ impl Head {
 
 #[cfg(test)]
 mod tests;
+
+/// One contact of one tenant: the partition every item about the contact lives in.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ContactKey {
+    /// The tenant, from the verified JWT claim.
+    pub tenant: TenantId,
+    /// The contact, from the URL.
+    pub contact: ContactId,
+}
+
+/// A change to [`Head::facts_pending`](crate::domain::Head::facts_pending).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PendingChange {
+    /// Left as it is.
+    Keep,
+    /// Set (a request made now).
+    Set(PendingFacts),
+    /// Removed (given up on).
+    Clear,
+}

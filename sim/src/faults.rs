@@ -20,7 +20,7 @@ use degrau::memory::MemoryStore;
 use degrau::store::{RoundStore, StoreError};
 use degrau::testing::hooked::{Call, Hook, Hooked};
 
-use crate::world::Counts;
+use crate::counts::Counts;
 
 /// The in-memory store behind the simulation's faults.
 pub type FaultyStore = Hooked<MemoryStore, Faults>;
@@ -85,7 +85,7 @@ impl Hook for Faults {
             return Ok(());
         }
         if fastrand::f64() < rate {
-            crate::world::Counts::bump(&self.counts.store_faults);
+            Counts::bump(&self.counts.store_faults);
             return Err(StoreError::Unavailable("throttled (simulated)".into()));
         }
         if let Call::CommitRound(commit) = call
@@ -93,7 +93,7 @@ impl Hook for Faults {
         {
             // The caller's connection drops; the transaction is applied a moment
             // later, once the caller may have looked and found nothing.
-            crate::world::Counts::bump(&self.counts.late_writes);
+            Counts::bump(&self.counts.late_writes);
             let (memory, commit) = (self.memory.clone(), commit.clone());
             let delay = Duration::from_millis(fastrand::u64(50..4_000));
             tokio::spawn(async move {
@@ -117,7 +117,7 @@ impl Hook for Faults {
             return Ok(());
         }
         if rate > 0.0 && fastrand::f64() < rate / 2.0 {
-            crate::world::Counts::bump(&self.counts.store_faults);
+            Counts::bump(&self.counts.store_faults);
             return Err(StoreError::Unavailable(
                 "the answer was lost (simulated): the write was applied".into(),
             ));

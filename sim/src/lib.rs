@@ -20,6 +20,8 @@
 //! (`docs/DESIGN.md`, "The simulator"; docs/reliability.md.)
 
 mod client;
+pub mod clock;
+pub mod counts;
 pub mod events;
 pub mod faults;
 mod liveness;

@@ -27,7 +27,7 @@ use degrau::usage::Usage;
 use degrau_standin::quirks::{Quirk, Rng as QuirkRng, draw};
 use serde_json::json;
 
-use crate::world::Counts;
+use crate::counts::Counts;
 
 mod answers;
 mod request;

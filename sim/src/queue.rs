@@ -20,7 +20,7 @@ use degrau::compaction::{Compactor, JobOutcome};
 use degrau::deadline::Deadline;
 use degrau::jobs::{EnqueueError, Job, Jobs};
 
-use crate::world::SimClock;
+use crate::clock::SimClock;
 
 /// SQS FIFO's de-duplication interval.
 pub const DEDUP_SECONDS: i64 = 5 * 60;

@@ -9,7 +9,7 @@
 //! has work within a few simulated days.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use degrau::compaction::Compactor;
 use degrau::converse::Converse;
@@ -22,13 +22,13 @@ use degrau::records::Records;
 use degrau::store::ContactKey;
 use degrau::tenant::{Defaults, TenantConfig, TenantStore};
 
+pub use crate::clock::{START, SimClock};
+pub use crate::counts::Counts;
 use crate::faults::{Faults, FaultyStore};
 use crate::model::SimModel;
 use crate::queue::SimQueue;
 use crate::tools::SimTools;
 
-/// When every simulation starts (seconds since the epoch, in 2027).
-pub const START: i64 = 1_800_000_000;
 /// Minutes of silence that close a session.
 pub const IDLE_MINUTES: u64 = 60;
 /// The tenant whose configuration can be broken.
@@ -81,77 +81,6 @@ pub const MAX_IDLE_MINUTES: u64 = 120;
 /// The tenant of contact `index`.
 pub fn tenant_of(index: usize) -> &'static str {
     ["shop", "shop", "plain", "shop", "plain", FRAGILE, FRAGILE][index % 7]
-}
-
-/// The simulation's clock: the plan's jumps ([`SimClock::advance`]) plus the
-/// paused runtime's own time, so every latency a store, model or queue call
-/// sleeps moves it too, inside an event (a lease or an idle boundary can run out
-/// between a round's read and its commit).
-pub struct SimClock {
-    jumped: AtomicI64,
-    base: tokio::time::Instant,
-}
-
-impl SimClock {
-    /// A clock at [`START`], from the runtime's now.
-    pub fn new() -> Self {
-        SimClock {
-            jumped: AtomicI64::new(START),
-            base: tokio::time::Instant::now(),
-        }
-    }
-
-    /// Now, in seconds since the epoch.
-    pub fn now(&self) -> i64 {
-        self.jumped.load(Ordering::SeqCst) + self.base.elapsed().as_secs() as i64
-    }
-
-    /// Jumps `seconds` on (time between events, which nobody waits through).
-    pub fn advance(&self, seconds: i64) {
-        self.jumped.fetch_add(seconds, Ordering::SeqCst);
-    }
-}
-
-impl Default for SimClock {
-    fn default() -> Self {
-        SimClock::new()
-    }
-}
-
-/// What a run's world did to the code, by kind of fault (`simulate` prints
-/// them).
-#[derive(Debug, Default)]
-pub struct Counts {
-    /// Operations abandoned at an await, their process gone.
-    pub crashes: AtomicU64,
-    /// Writes that landed after their caller was told they failed.
-    pub late_writes: AtomicU64,
-    /// Store calls refused or whose answer was lost.
-    pub store_faults: AtomicU64,
-    /// Model answers from the quirks corpus (empty or whitespace text beside a
-    /// tool call, and the like).
-    pub quirks: AtomicU64,
-    /// Live changes of a tenant's configuration.
-    pub config_changes: AtomicU64,
-}
-
-impl Counts {
-    /// One more of `counter`.
-    pub fn bump(counter: &AtomicU64) {
-        counter.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// The counts now, in the order of the fields.
-    pub fn read(&self) -> [u64; 5] {
-        [
-            &self.crashes,
-            &self.late_writes,
-            &self.store_faults,
-            &self.quirks,
-            &self.config_changes,
-        ]
-        .map(|counter| counter.load(Ordering::Relaxed))
-    }
 }
 
 /// The simulated deployment.

@@ -19,6 +19,8 @@
 //! A message whose sender or id is not valid is refused alone (counted), never the
 //! whole delivery: Meta retries a webhook that does not answer 2xx, for days.
 
+pub mod echo;
+
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -268,8 +270,8 @@ pub fn parse_delivery(body: &[u8]) -> Result<Delivery, DeliveryError> {
     let mut delivery = Delivery::default();
     let mut items = 0usize;
     for change in notification.entry.into_iter().flat_map(|e| e.changes) {
-        if change.field == super::echo::ECHO_FIELD {
-            items += super::echo::read_echoes(&mut delivery, change.value);
+        if change.field == echo::ECHO_FIELD {
+            items += echo::read_echoes(&mut delivery, change.value);
             if items > MAX_ITEMS_PER_DELIVERY {
                 return Err(DeliveryError::TooLarge(items));
             }

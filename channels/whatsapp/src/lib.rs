@@ -47,8 +47,8 @@
 #[cfg(feature = "aws")]
 pub mod aws;
 pub mod delivery;
-pub mod echo;
 pub mod event;
+pub use event::echo;
 pub mod events;
 pub mod handoff;
 pub mod inbox;

@@ -123,14 +123,14 @@ impl Compactor {
         existing: &[Fact],
         (writes, removals): (&[FactWrite], &[FactRemoval]),
     ) -> Result<bool, CompactorError> {
-        if !writes.is_empty() || !removals.is_empty() {
-            if !self
+        let changes = !writes.is_empty() || !removals.is_empty();
+        if changes
+            && !self
                 .store
                 .save_facts(key, incarnation, writes, removals)
                 .await?
-            {
-                return Ok(false);
-            }
+        {
+            return Ok(false);
         }
         for fact in changed_facts(existing, writes.iter().map(|write| &write.fact)) {
             let occurrence = fact_set(key, fact);

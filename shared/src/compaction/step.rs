@@ -313,6 +313,14 @@ pub fn summary_request(
     text_request(model, SUMMARY_INSTRUCTIONS, user, Vec::new(), None)
 }
 
+/// What comes before the window in the request after a step, for the token-sized
+/// keep: the instructions and the contact context (the tools, not known here, only
+/// add).
+pub(super) fn prefix_tokens(settings: &Settings, facts: &[Fact], summary: Option<&str>) -> u64 {
+    text_tokens(&settings.instructions)
+        .saturating_add(text_tokens(&render_contact_context(facts, summary)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -408,12 +416,4 @@ mod tests {
         let none = summary_request("haiku", None, &folded[..1]);
         assert!(user_text(&none).starts_with("<previous_record>\n(none)\n"));
     }
-}
-
-/// What comes before the window in the request after a step, for the token-sized
-/// keep: the instructions and the contact context (the tools, not known here, only
-/// add).
-pub(super) fn prefix_tokens(settings: &Settings, facts: &[Fact], summary: Option<&str>) -> u64 {
-    text_tokens(&settings.instructions)
-        .saturating_add(text_tokens(&render_contact_context(facts, summary)))
 }

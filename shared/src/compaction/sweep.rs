@@ -160,19 +160,19 @@ impl Compactor {
             &head,
             now,
             settings.session_idle_minutes,
-            fold_due(&settings, &head),
+            fold_due(settings, &head),
         );
         let folded = decision.fold
             && self
                 .request_fold(jobs, bucket, key, &head, &incarnation)
                 .await;
-        if let Some(session) = decision.request {
-            if !request_facts(jobs, bucket, key, &incarnation, session).await {
-                let settings = settings.clone();
-                self.back_off(bucket, key, &head, due, now, Some(&settings))
-                    .await;
-                return Swept::Failed;
-            }
+        if let Some(session) = decision.request
+            && !request_facts(jobs, bucket, key, &incarnation, session).await
+        {
+            let settings = settings.clone();
+            self.back_off(bucket, key, &head, due, now, Some(&settings))
+                .await;
+            return Swept::Failed;
         }
         if decision.abandoned {
             warn!(

@@ -14,10 +14,10 @@
 
 use sha2::{Digest, Sha256};
 
+use crate::domain::{ContactKey, PendingChange};
 use crate::domain::{Head, PendingFacts};
 use crate::plan::pause_fold::fold_window;
 use crate::plan::session::{idle_seconds, idle_since};
-use crate::store::{ContactKey, PendingChange};
 
 /// How many buckets the sweep spreads heads over unless `SWEEP_BUCKETS` says
 /// otherwise: few enough that a sweep reads them all with one small query each,

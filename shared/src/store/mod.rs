@@ -62,7 +62,7 @@ mod round;
 mod sweep;
 mod usage;
 
-use crate::domain::{ContactId, TenantId};
+pub use crate::domain::ContactKey;
 
 pub use job::{
     AppliedStep, ClosedSession, FactExpectation, FactRemoval, FactWrite, JobStore,
@@ -79,15 +79,6 @@ pub use round::{
 };
 pub use sweep::{DueHead, PendingChange, SweepSettle, SweepStore};
 pub use usage::{UsageStore, count_usage};
-
-/// One contact of one tenant: the partition every item about the contact lives in.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct ContactKey {
-    /// The tenant, from the verified JWT claim.
-    pub tenant: TenantId,
-    /// The contact, from the URL.
-    pub contact: ContactId,
-}
 
 /// A storage failure.
 #[derive(Debug, thiserror::Error)]

@@ -5,7 +5,8 @@
 use async_trait::async_trait;
 
 use super::{ContactKey, StoreError};
-use crate::domain::{Incarnation, PendingFacts};
+use crate::domain::Incarnation;
+pub use crate::domain::PendingChange;
 
 /// What the session sweep needs.
 #[async_trait]
@@ -80,15 +81,4 @@ pub struct SweepSettle {
     pub pending: PendingChange,
     /// The next due time, or `None` to take the head out of the index.
     pub next_due: Option<i64>,
-}
-
-/// A change to [`Head::facts_pending`](crate::domain::Head::facts_pending).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PendingChange {
-    /// Left as it is.
-    Keep,
-    /// Set (a request made now).
-    Set(PendingFacts),
-    /// Removed (given up on).
-    Clear,
 }

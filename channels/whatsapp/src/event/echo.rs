@@ -16,14 +16,14 @@
 //! ([`Inbound::by_business`]): it is recorded and queued like a customer's message,
 //! in the same order, and the worker makes it part of the transcript as the
 //! business's answer, written by a person, and hands the conversation to them
-//! ([`super::handoff`]). Its content is read as a customer's is (text, or a note
+//! ([`crate::handoff`]). Its content is read as a customer's is (text, or a note
 //! such as `[image] caption`).
 
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::event::{Delivery, Inbound, read_body, seconds};
-use super::{PhoneNumberId, WaId, WaMessageId};
+use super::super::{PhoneNumberId, WaId, WaMessageId};
+use super::{Delivery, Inbound, read_body, seconds};
 
 /// The webhook field that carries echoes.
 pub const ECHO_FIELD: &str = "smb_message_echoes";
@@ -92,7 +92,7 @@ fn read_echo(delivery: &mut Delivery, phone: &PhoneNumberId, echo: Value) {
 mod tests {
     use serde_json::json;
 
-    use super::super::event::{Body, parse_delivery};
+    use super::super::{Body, parse_delivery};
     use super::*;
 
     fn echoes(list: Value) -> Vec<u8> {
@@ -134,7 +134,7 @@ mod tests {
 
     #[test]
     fn echoes_count_toward_the_deliverys_item_limit() {
-        use super::super::event::{DeliveryError, MAX_ITEMS_PER_DELIVERY};
+        use super::super::{DeliveryError, MAX_ITEMS_PER_DELIVERY};
         let many: Vec<Value> = (0..=MAX_ITEMS_PER_DELIVERY)
             .map(|i| json!({"to": "1", "id": format!("e{i}"), "type": "text", "text": {"body": "x"}}))
             .collect();
