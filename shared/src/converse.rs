@@ -10,7 +10,7 @@
 //! conditional transaction under the concurrency policy below; record its metrics;
 //! then the work after a commit: give the window messages close to their TTL the
 //! round's, so an open session's window never expires, and request the closed
-//! session's facts and a due step. The transcript view ([`transcript`]) takes its
+//! session's facts and a due step. The transcript view ([`crate::records::transcript`]) takes its
 //! query as typed values, parsed at the edge.
 //!
 //! **Time budget.** An ask gets one [`Deadline`]: the earlier of the invocation's

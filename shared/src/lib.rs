@@ -7,30 +7,29 @@
 //! # Layout
 //!
 //! The crate's folder is `shared/` (the deployment's card names it); the crate is
-//! `degrau`. Its modules import one another without a circle: each list below only
-//! uses the ones before it (`tests/core/layout.rs` checks that, and that no product file
-//! grows past about 700 lines). Read in this order:
+//! `degrau`. It is cut by use case: one room per use case, each owning its service,
+//! holding only the ports it calls; the pure decisions in one room below them all.
+//! Its modules import one another without a circle: each list below only uses the
+//! ones before it (`tests/core/layout.rs` checks that, that [`plan`] names only
+//! itself, [`domain`], [`text`] and [`usage`], and that no product file is over 500
+//! lines nor function over 70). Read in this order:
 //!
 //! * [`text`], [`usage`], [`deadline`], [`metrics`]: characters that could forge a
 //!   line in what the model reads; token accounting; one time budget per request;
 //!   CloudWatch Embedded Metric Format lines on stdout; [`metering`]: a tenant's
 //!   consumption per day and its price.
 //! * [`domain`]: messages and content blocks exactly as the Messages API has them,
-//!   the contact's head and facts, and the validated ids that reach storage keys;
-//!   [`facts`]: the fact policy; [`session`]: the clock and the idle rule.
-//! * [`window`], [`pruning`] and [`step_plan`]: where a window may start; which old
-//!   tool results a step prunes; when a step is due and what it folds into the
-//!   summary, and the hard cap when a step is late. Pure functions.
-//! * [`sendable`]: what the Messages API accepts back of what it sends (the one
-//!   rule for text blocks that answers are normalised by). [`cache_ttl`],
-//!   [`request`] and [`validate`]: how long a request's cache entries live; the
-//!   request laid out for prompt caching; the API's rules every request must pass. [`pause_fold`]: when a pause past the entries' lifetime folds the
-//!   window (the expected cost), pure.
+//!   the contact (its key, head and facts), and the validated ids that reach
+//!   storage keys.
+//! * [`plan`]: the decisions, pure: the window, pruning and the step plan, the pause
+//!   fold, cache lifetimes, the request laid out for prompt caching and the API's
+//!   rules it must pass, what the API accepts back (`sendable`), tool pairing, the
+//!   session and sweep rules, the fact policy, recall's ranking.
 //! * The ports: [`store`] (split by caller: `RoundStore`, `JobStore`, `SweepStore`,
-//!   `RecordStore`, `OperatorStore`; `Store` is the five), [`model`] (`Model`), [`jobs`] (`Jobs`, the
-//!   job messages), [`tools`] (`Tools`, with the built-in demo tools) and [`quota`]
-//!   (`Quotas`); [`sweep`]: the sweep's rules (buckets, due time, the decision on a
-//!   head, backoff), pure.
+//!   `RecordStore`, `OperatorStore`, `UsageStore`, `RecallStore`; `Store` is the
+//!   seven, as an adapter implements them), [`model`] (`Model`), [`jobs`] (`Jobs`,
+//!   the job messages), [`tools`] (`Tools`, with the built-in demo tools) and
+//!   [`quota`] (`Quotas`).
 //! * [`fairshare`]: each tenant's fair share (a lease per running ask, rates per
 //!   minute, a round's tool time) and a public number's limits, over the
 //!   `Quotas` port's counters and leases; pure decisions and one call each.
@@ -39,20 +38,22 @@
 //! * [`tenant`]: a tenant's settings over the deployment's defaults, inside the
 //!   platform's policy (`tenant::bounds`), its WhatsApp settings, and the
 //!   `TenantStore` port that reads them.
-//! * The services: [`ask`] (a round, the transcript, the memory view, erasure, and
-//!   the operator routes' contacts, facts, tenant configuration and usage) and
-//!   [`compactor`] (steps, facts jobs and the session sweep, applying [`step_plan`]
-//!   and [`sweep`]).
-//! * [`platform_admin`]: the platform's own routes' service (its tenants with
-//!   their usage, their policies).
+//! * [`events`]: events out (`EventsOut`, the port; the event a tenant's events
+//!   webhook receives, and the one rule for publishing it after a commit).
+//! * [`service`]: what the services share (the error a request answers with, a
+//!   store call by its deadline, the tenant's settings read).
+//! * The rooms, each with its service: [`records`] (`Records`: the memory view,
+//!   the transcript, the sessions listed and searched, erasure); [`converse`]
+//!   (`Converse`: a round asked, streamed, recorded or closed, and the context a
+//!   client's own loop reads); [`operate`] (`Operate`: the operator routes'
+//!   contacts, facts, configuration and usage; `operate::platform`: the
+//!   platform's own routes); [`compaction`] (`Compactor`: steps, pause folds,
+//!   facts and index jobs, the session sweep).
+//! * [`channel`]: the channel port, what a messaging channel gives a turn and
+//!   takes back (WhatsApp is the crate `degrau-whatsapp`, beside the core).
 //! * [`fifo`]: one runner for a FIFO queue's batch (the deadline before each
 //!   record, a failure holding back its own message group), for the functions
 //!   that read one.
-//! * [`events`]: events out (`EventsOut`, the port; the event a tenant's events
-//!   webhook receives, and the one rule for publishing it after a commit).
-//! * [`whatsapp`]: the WhatsApp channel, an edge in front of the `ask` service
-//!   (Meta's webhook events, the inbound records, bursts made one turn, the reply
-//!   within the customer service window).
 //!
 //! With the `test-util` feature (tests only): the in-memory adapter of every port
 //! ([`memory`]), the scripted model (`model::scripted`), message helpers and a store

@@ -78,7 +78,7 @@ pub enum AskError {
     Indeterminate,
     /// The window read breaks a rule of the request (two messages of one role): it
     /// was read while a round was landing. `ask` reads it again; after
-    /// [`WINDOW_READS`] reads it answers [`AskError::Conflict`], as for a race lost.
+    /// [`WINDOW_READS`](crate::converse::WINDOW_READS) reads it answers [`AskError::Conflict`], as for a race lost.
     #[error("the stored window could not be read whole: {0}")]
     BrokenWindow(String),
     /// A request after the model answered broke the Messages API's rules: degrau's

@@ -2,7 +2,7 @@
 //! their provenance (read, set or corrected, deleted), the tenant's configuration
 //! (read, and replaced only from the version it was read at), and its usage per day.
 //!
-//! An operator's value goes through the same [`FactPolicy`] as the model's, and
+//! An operator's value goes through the same [`FactPolicy`](crate::plan::facts::FactPolicy) as the model's, and
 //! is stored with the contact's last message as its position, so that the next
 //! extraction does not undo it (`crate::plan::facts::reconcile`).
 //!

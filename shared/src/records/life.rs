@@ -41,7 +41,7 @@ impl Records {
     /// Erases every item about the contact; idempotent. Returns how many went.
     /// The erase dates the contact's erase bucket with this second, and a new
     /// head's round begun in it or before is refused (see
-    /// [`RecordStore::erase_contact`](crate::store::RecordStore::erase_contact));
+    /// [`RecordStore::erase_contact`]);
     /// the answer waits the second out, so a message the client sends once it is
     /// answered begins the contact's new life instead of meeting that refusal.
     pub async fn erase(&self, key: &ContactKey) -> Result<usize, AskError> {

@@ -1,7 +1,7 @@
 //! What is kept about a contact, read and removed: the memory view (the session
 //! state and the facts), the transcript page by page, the list and search of
 //! earlier sessions, and erasure. Every read is of the contact's live life only
-//! ([`life`]). The service, [`Records`], holds the record and recall reads and the
+//! (`life`). The service, [`Records`], holds the record and recall reads and the
 //! tenant's settings (the idle timeout the memory view's `open` is told by).
 //!
 //! (`docs/DESIGN.md`: "The HTTP API", "Recall over earlier sessions", "Erasure".)
