@@ -128,7 +128,7 @@ MAX_TOOL_ROUNDS = 8
 #: The most ``cache_control`` breakpoints one request may carry (the API's limit).
 MAX_BREAKPOINTS = 4
 #: The 409 texts that say the head is stale because of a round or a session change
-#: (``shared/src/ask/context.rs``). Anything else (an erase, a key in progress, a
+#: (``shared/src/converse/context.rs``). Anything else (an erase, a key in progress, a
 #: future reason) is not retried: raising is the safe default.
 _RETRYABLE_CONFLICTS = (
     "another round for this contact landed",
