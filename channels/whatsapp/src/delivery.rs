@@ -7,49 +7,16 @@
 //! .../messages` shows it on the reply; a failed one is counted and alarmed on
 //! (`WhatsAppDeliveryFailureRateAlarm`).
 
-use serde::{Deserialize, Serialize};
 use tracing::warn;
 
 use super::WaMessageId;
+pub use super::records::{DeliveryRecord, rank};
 use super::store::{Outgoing, TurnRecord};
 use super::worker::{FUNCTION, Worker};
 use degrau::deadline::Deadline;
 use degrau::metering::UsageCounts;
 use degrau::metrics::{Event, Unit};
 use degrau::store::ContactKey;
-
-/// Where a reply sent to the customer stands.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DeliveryRecord {
-    /// The sent message's id (what its status callbacks name).
-    pub id: WaMessageId,
-    /// The transcript message it carries: its session.
-    pub session: u32,
-    /// And its sequence number.
-    pub seq: u64,
-    /// `accepted` (the Graph API took it), `sent`, `delivered`, `read` or `failed`.
-    pub status: String,
-    /// The Graph API's error code of a failure.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error_code: Option<i64>,
-    /// When it last moved, seconds since the epoch.
-    pub updated_at: i64,
-    /// TTL: the turn's.
-    pub expires_at: i64,
-}
-
-/// How far along a status is: a callback moves a record only to a later one
-/// (`failed` is final, and beats any).
-pub fn rank(status: &str) -> u8 {
-    match status {
-        "accepted" => 0,
-        "sent" => 1,
-        "delivered" => 2,
-        "read" => 3,
-        "failed" => 4,
-        _ => 0,
-    }
-}
 
 impl Worker {
     /// `ReplyLatency` of the tenant: from the turn's latest message received to

@@ -50,22 +50,23 @@ pub mod delivery;
 pub mod event;
 pub use event::echo;
 pub mod events;
-pub mod handoff;
 pub mod inbox;
 pub mod keyed;
 pub mod limits;
 #[cfg(any(test, feature = "test-util"))]
 pub mod memory;
 pub mod outbound;
+pub mod records;
 pub mod reply;
 pub mod signature;
 pub mod store;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing;
 pub mod typing;
-pub mod voice;
 pub mod webhook;
 pub mod worker;
+
+pub use worker::{handoff, voice};
 
 use std::fmt;
 

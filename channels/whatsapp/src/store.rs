@@ -23,14 +23,14 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::keyed::Tombstone;
-use super::voice::{AudioRef, VoiceTurn};
+use super::records::{AudioRef, VoiceTurn};
 use super::{PhoneNumberId, WaMessageId};
 use degrau::domain::{Incarnation, TenantId};
 use degrau::store::{ContactKey, StoreError};
 use degrau::tenant::whatsapp::TemplateRef;
 
-pub use super::delivery::DeliveryRecord;
-pub use super::handoff::{Handoff, HandoffBy};
+pub use super::records::DeliveryRecord;
+pub use super::records::{Handoff, HandoffBy};
 
 /// Most records one turn takes (and so one transaction moves, with the turn): a
 /// longer burst makes more turns.
@@ -327,7 +327,7 @@ pub trait WhatsAppStore: Send + Sync {
     ) -> Result<(), StoreError>;
 
     /// Moves the delivery record of the sent message `id` to `status` (with the
-    /// failure's `error_code`) when that is further along ([`super::delivery::rank`]);
+    /// failure's `error_code`) when that is further along ([`super::records::rank`]);
     /// `Ok(false)` when there is no record or it is as far already.
     async fn update_delivery(
         &self,

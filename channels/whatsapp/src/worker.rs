@@ -23,7 +23,7 @@
 //!    this stays pending: its own queue message comes after this one (same group)
 //!    and makes the next turn.
 //! 5. **Answer**: a turn of bare media notes gets the tenant's `media_reply` when it
-//!    set one, a voice note that cannot be heard its `voice_reply` ([`super::voice`],
+//!    set one, a voice note that cannot be heard its `voice_reply` ([`voice`],
 //!    heard before the turn is taken) (no model call); any other turn is one ask of the joined texts, one a
 //!    line, with the turn id as its `Idempotency-Key`.
 //! 6. **Record what to send, then send it.** Outside the 24-hour customer service
@@ -40,20 +40,20 @@
 //! holds the contact's later messages back.
 
 mod answer;
+pub mod handoff;
 mod send;
+pub mod voice;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tracing::info;
 
-use super::handoff::Pending;
 use super::inbox::QueuedMessage;
 use super::outbound::{SendError, Sender};
 use super::store::{
     InboundRecord, MAX_TURN_MESSAGES, RecordState, TurnId, TurnRecord, TurnStatus, WhatsAppStore,
 };
-use super::voice::VOICE_BUDGET;
 use super::{PhoneNumberId, WaMessageId, record_life_seconds};
 use degrau::converse::{AskError, Converse, MAX_TEXT_CHARS};
 use degrau::deadline::Deadline;
@@ -62,6 +62,8 @@ use degrau::metrics::Event;
 use degrau::plan::session::Clock;
 use degrau::store::{ContactKey, StoreError};
 use degrau::tenant::whatsapp::WhatsAppSettings;
+use handoff::Pending;
+use voice::VOICE_BUDGET;
 
 /// The metrics' `Function` dimension.
 pub const FUNCTION: &str = "whatsapp-worker";
@@ -108,7 +110,7 @@ pub struct Worker {
     /// `ASK_TIMEOUT_SECONDS`: the budget of a turn's ask.
     pub ask_timeout: Duration,
     /// Speech-to-text for voice notes; `None`: they stay `[audio]` notes.
-    pub voice: Option<super::voice::Voice>,
+    pub voice: Option<voice::Voice>,
     /// Events out: the handoffs the owner starts and ends from the app.
     pub events: Arc<dyn degrau::events::EventsOut>,
 }
@@ -121,7 +123,7 @@ pub enum Outcome {
     /// The record is handled and its turn's reply out (by now or by earlier work).
     Handled,
     /// A person of the business has the conversation: the record waits, pending,
-    /// for their answer or the hand-back ([`super::handoff`]).
+    /// for their answer or the hand-back ([`handoff`]).
     Paused,
 }
 

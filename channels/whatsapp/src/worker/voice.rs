@@ -25,16 +25,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
+
 use sha2::{Digest, Sha256};
 use tracing::{info, warn};
 
-use super::outbound::SendError;
-use super::store::{InboundRecord, TurnRecord};
-use super::worker::{FUNCTION, Worker, WorkerError};
+use super::super::outbound::SendError;
+use super::super::store::{InboundRecord, TurnRecord};
+use super::{FUNCTION, Worker, WorkerError};
 use degrau::converse::MAX_TEXT_CHARS;
 use degrau::deadline::Deadline;
-use degrau::domain::InvalidId;
 use degrau::metrics::Event;
 
 /// Largest audio fetched, in bytes: 2 MiB, far above a voice note of
@@ -53,75 +52,8 @@ pub const VOICE_BUDGET: Duration = Duration::from_secs(MAX_VOICE_SECONDS + 15);
 /// The languages a transcription listens for, in Amazon Transcribe's codes.
 pub const LANGUAGES: [&str; 2] = ["pt-BR", "en-US"];
 
+pub use super::super::records::{AudioRef, MediaId, VoiceTurn};
 pub use degrau::tenant::whatsapp::DEFAULT_VOICE_REPLY;
-
-/// Longest media id kept, in characters.
-const MAX_MEDIA_ID_CHARS: usize = 128;
-
-/// Longest media type kept, in characters.
-const MAX_MIME_CHARS: usize = 100;
-
-/// An audio message's media, as the webhook keeps it on the record (no bytes).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AudioRef {
-    /// The Graph API's media id.
-    pub media_id: MediaId,
-    /// The type the webhook named (`audio/ogg; codecs=opus`).
-    pub mime: String,
-}
-
-/// A Graph API media id: 1–128 of `[A-Za-z0-9_-]`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct MediaId(String);
-
-impl MediaId {
-    /// Validates a media id.
-    pub fn parse(value: &str) -> Result<MediaId, InvalidId> {
-        super::check(
-            "media id",
-            value,
-            MAX_MEDIA_ID_CHARS,
-            "A-Z a-z 0-9 _ -",
-            |c| c.is_ascii_alphanumeric() || c == '_' || c == '-',
-        )?;
-        Ok(MediaId(value.to_owned()))
-    }
-
-    /// The id.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl TryFrom<String> for MediaId {
-    type Error = InvalidId;
-    fn try_from(value: String) -> Result<Self, InvalidId> {
-        MediaId::parse(&value)
-    }
-}
-
-impl From<MediaId> for String {
-    fn from(value: MediaId) -> String {
-        value.0
-    }
-}
-
-impl AudioRef {
-    /// An audio message's media id and type, as the webhook reads them (the type
-    /// cut to 100 plain characters).
-    pub fn parse(id: &str, mime: &str) -> Result<AudioRef, InvalidId> {
-        let mime = mime
-            .chars()
-            .filter(|c| c.is_ascii_graphic() || *c == ' ')
-            .take(MAX_MIME_CHARS)
-            .collect();
-        Ok(AudioRef {
-            media_id: MediaId::parse(id)?,
-            mime,
-        })
-    }
-}
 
 /// Media fetched from the Graph API.
 #[derive(Clone, PartialEq, Eq)]
@@ -226,17 +158,6 @@ pub struct Voice {
     pub speech: Arc<dyn SpeechToText>,
 }
 
-/// What a turn's voice notes came to (kept on the turn, so a retried delivery
-/// answers as the first attempt decided).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum VoiceTurn {
-    /// Every voice note was transcribed into the turn's text.
-    Transcribed,
-    /// One could not be heard: the turn gets the voice reply, nothing stored.
-    Unheard,
-}
-
 /// One voice note: its transcript, or why it was not heard (for logs and metrics).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Heard {
@@ -336,7 +257,10 @@ pub async fn hear(
     };
     Ok(match voice.speech.transcribe(audio, deadline).await {
         Ok(transcript) if transcript.text.trim().is_empty() => Heard::Unheard("nothing_heard"),
-        Ok(transcript) => Heard::Text(super::cut(transcript.text.trim(), super::MAX_INBOUND_CHARS)),
+        Ok(transcript) => Heard::Text(super::super::cut(
+            transcript.text.trim(),
+            super::super::MAX_INBOUND_CHARS,
+        )),
         Err(SpeechError::TooLong) => Heard::Unheard("too_long"),
         Err(SpeechError::Unsupported) => Heard::Unheard("unsupported"),
         Err(SpeechError::Failed(_)) => Heard::Unheard("transcription_failed"),
@@ -370,7 +294,7 @@ impl Worker {
             // The media endpoint is the Graph API's: unavailable, the message comes
             // back as when a send fails.
             // The ask and the send keep their time.
-            let hearing = deadline.before(self.ask_timeout + super::worker::SEND_BUDGET);
+            let hearing = deadline.before(self.ask_timeout + super::SEND_BUDGET);
             let heard = hear(voice, audio, hearing)
                 .await
                 .map_err(|error| WorkerError::Send(SendError::Unavailable(error.to_string())))?;
@@ -396,7 +320,7 @@ impl Worker {
             }
         }
         if heard_any {
-            turn.text = super::cut(&texts.join("\n"), MAX_TEXT_CHARS);
+            turn.text = super::super::cut(&texts.join("\n"), MAX_TEXT_CHARS);
             turn.bare_notes = false;
             turn.voice = Some(VoiceTurn::Transcribed);
         }

@@ -1,7 +1,7 @@
 //! Human handoff: a person of the business takes a conversation over, and the agent
 //! stays quiet for that contact until they hand it back.
 //!
-//! **Taking over.** An echo of the business's own app ([`super::echo`]) is the
+//! **Taking over.** An echo of the business's own app ([`crate::echo`]) is the
 //! owner answering the customer. The worker makes the customer's pending messages
 //! before it and the owner's echoes one *person turn* ([`TurnRecord::by_person`]):
 //! stored in the transcript as one round (the customer's text, then the owner's
@@ -28,12 +28,13 @@
 //! handoff route does; the hand-back word publishes `handoff.ended` when a handoff
 //! was in force ([`degrau::events`]).
 
-use serde::{Deserialize, Serialize};
+pub use super::super::records::{Handoff, HandoffBy};
+
 use tracing::{info, warn};
 
-use super::events::{handoff_ended, handoff_started};
-use super::store::{InboundRecord, Outgoing, TurnRecord};
-use super::worker::{FUNCTION, Worker, WorkerError};
+use super::super::events::{handoff_ended, handoff_started};
+use super::super::store::{InboundRecord, Outgoing, TurnRecord};
+use super::{FUNCTION, Worker, WorkerError};
 use degrau::channel::{Conversation, PersonAnswer};
 use degrau::converse::MAX_TEXT_CHARS;
 use degrau::deadline::Deadline;
@@ -41,37 +42,6 @@ use degrau::domain::IdempotencyKey;
 use degrau::events::{self, EventType, Occurrence};
 use degrau::metrics::Event;
 use degrau::store::ContactKey;
-
-/// Who took the conversation over.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum HandoffBy {
-    /// The owner, answering from the WhatsApp Business app (an echo).
-    BusinessApp,
-    /// An operator or the business's back office, through the API.
-    Operator,
-}
-
-impl HandoffBy {
-    /// The name shown and logged.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HandoffBy::BusinessApp => "business_app",
-            HandoffBy::Operator => "operator",
-        }
-    }
-}
-
-/// A person has the contact's conversation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Handoff {
-    /// Who took it.
-    pub by: HandoffBy,
-    /// Since when, seconds since the epoch.
-    pub since: i64,
-    /// Until when: the agent answers again from then on.
-    pub until: i64,
-}
 
 /// What the contact's pending records come to, before the agent may answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,7 +79,7 @@ pub(super) fn sort_pending<'a>(
         .count();
     let taken = pending[..first_echo + echoes]
         .iter()
-        .take(super::store::MAX_TURN_MESSAGES)
+        .take(super::super::store::MAX_TURN_MESSAGES)
         .copied()
         .collect();
     Pending::Person(taken)
@@ -229,7 +199,7 @@ impl Worker {
 
 /// Texts one a line, at most one user message's length.
 fn joined(texts: &[String]) -> String {
-    super::cut(&texts.join("\n"), MAX_TEXT_CHARS)
+    super::super::cut(&texts.join("\n"), MAX_TEXT_CHARS)
 }
 
 #[cfg(test)]
