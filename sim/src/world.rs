@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use degrau::compaction::Compactor;
+use degrau::compaction::{Compactor, Wiring};
 use degrau::converse::Converse;
 use degrau::domain::{ContactId, FactKey, TenantId};
 use degrau::memory::{MemoryStore, Semantics};
@@ -155,6 +155,23 @@ pub fn config(live: &Live, broken: bool) -> TenantConfig {
     }
 }
 
+/// The in-memory store as DynamoDB behaves (a lagging index, torn reads), each
+/// tenant's first configuration stored.
+async fn seeded_memory() -> Arc<MemoryStore> {
+    let memory = Arc::new(MemoryStore::new());
+    memory.set_semantics(Semantics {
+        index_lag: true,
+        torn: true,
+    });
+    for tenant in TENANTS {
+        memory
+            .put_tenant_config(&tenant_id(tenant), &config(&Live::initial(tenant), false))
+            .await
+            .expect("the in-memory store takes a config");
+    }
+    memory
+}
+
 impl World {
     /// A deployment whose model has a context window of `window` tokens.
     pub async fn new(window: u64, contacts: usize) -> World {
@@ -162,17 +179,7 @@ impl World {
         let counts = Arc::new(Counts::default());
         let now = clock.clone();
         let service_clock: Clock = Arc::new(move || now.now());
-        let memory = Arc::new(MemoryStore::new());
-        memory.set_semantics(Semantics {
-            index_lag: true,
-            torn: true,
-        });
-        for tenant in TENANTS {
-            memory
-                .put_tenant_config(&tenant_id(tenant), &config(&Live::initial(tenant), false))
-                .await
-                .expect("the in-memory store takes a config");
-        }
+        let memory = seeded_memory().await;
         let store = Arc::new(FaultyStore::new(
             memory.clone(),
             Faults::new(memory.clone(), counts.clone()),
@@ -195,15 +202,17 @@ impl World {
         };
         let records = Records::on(store.clone(), defaults.clone(), service_clock.clone());
         let operate = Operate::on(store.clone(), defaults.clone(), service_clock.clone());
-        let compactor = Compactor {
-            store: store.clone(),
-            tenants: store.clone(),
-            model: model.clone(),
-            defaults,
-            clock: service_clock,
-            jobs: queue.clone(),
-            events: Arc::new(degrau::events::NoEvents),
-        };
+        let compactor = Compactor::on(
+            store.clone(),
+            Wiring {
+                tenants: store.clone(),
+                model: model.clone(),
+                defaults,
+                clock: service_clock,
+                jobs: queue.clone(),
+                events: Arc::new(degrau::events::NoEvents),
+            },
+        );
         let contacts = (0..contacts)
             .map(|index| ContactKey {
                 tenant: tenant_id(tenant_of(index)),

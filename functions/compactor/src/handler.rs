@@ -58,7 +58,7 @@ pub async fn handle(
         return Ok(serde_json::to_value(response)?);
     }
     if payload.get("sweep") == Some(&Value::Bool(true)) {
-        let result = compactor.sweep(jobs, (compactor.clock)()).await;
+        let result = compactor.sweep(jobs, (compactor.wiring.clock)()).await;
         record_sweep_metrics(&result);
         let report = result.map_err(|failure| {
             error!(code = failure.code(), error = %failure, "sweep failed");

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use compactor::handler::{handle, job_budget};
-use degrau::compaction::{Compactor, NOT_FOUND_RECEIVES};
+use degrau::compaction::{Compactor, NOT_FOUND_RECEIVES, Wiring};
 use degrau::jobs::NoJobs;
 use degrau::memory::MemoryStore;
 use degrau::model::scripted::ScriptedModel;
@@ -24,15 +24,17 @@ const SWEEP: &str = include_str!("../../../events/compactor-sweep.json");
 
 fn compactor() -> Compactor {
     let store = Arc::new(MemoryStore::new());
-    Compactor {
-        store: store.clone(),
-        tenants: store,
-        model: Arc::new(ScriptedModel::default()),
-        defaults: Defaults::default(),
-        clock: system_clock(),
-        jobs: Arc::new(NoJobs),
-        events: Arc::new(degrau::events::NoEvents),
-    }
+    Compactor::on(
+        store.clone(),
+        Wiring {
+            tenants: store,
+            model: Arc::new(ScriptedModel::default()),
+            defaults: Defaults::default(),
+            clock: system_clock(),
+            jobs: Arc::new(NoJobs),
+            events: Arc::new(degrau::events::NoEvents),
+        },
+    )
 }
 
 async fn run(event: Value) -> Result<Value, lambda_runtime::Error> {

@@ -8,7 +8,7 @@ use serde_json::Value;
 use tracing::info;
 
 use super::facts_request::{Proposal, facts_request, read_proposal};
-use super::{Compactor, CompactorError, JobOutcome};
+use super::{CompactorError, FactsJob, JobOutcome};
 use crate::deadline::Deadline;
 use crate::domain::{Fact, FactKey, FactSource, Head, Incarnation};
 use crate::events::occurrences::{changed_facts, fact_set};
@@ -21,7 +21,7 @@ use crate::store::{
 };
 use crate::tenant::Settings;
 
-impl Compactor {
+impl FactsJob {
     /// A closed session's fact extraction: read what a step kept of it, ask the
     /// summary model for facts through the forced `record_facts` tool, keep only
     /// what passes the tenant's policy and cites a message shown, and store them
@@ -34,15 +34,15 @@ impl Compactor {
         session: u32,
         deadline: Deadline,
     ) -> Result<JobOutcome, CompactorError> {
-        let now = (self.clock)();
-        let (head, existing) = self.store.load_memory(key, now).await?;
+        let now = (self.common.wiring.clock)();
+        let (head, existing) = self.memory.load_memory(key, now).await?;
         let Some(head) = head.filter(|head| head.incarnation.as_ref() == Some(incarnation)) else {
             return Ok(JobOutcome::FactsSkipped { reason: "erased" });
         };
         // Every outcome but `erased` and a failure settles the request: it no
         // longer waits for the sweep to request it again.
         let done = |reason| async move {
-            self.store.facts_done(key, incarnation, session).await?;
+            self.facts.facts_done(key, incarnation, session).await?;
             Ok(JobOutcome::FactsSkipped { reason })
         };
         if settings.allowed_fact_keys.is_empty() {
@@ -94,17 +94,18 @@ impl Compactor {
         deadline: Deadline,
     ) -> Result<Proposal, CompactorError> {
         let request = facts_request(
-            &self.defaults.summary_model,
+            &self.common.wiring.defaults.summary_model,
             &settings.allowed_fact_keys,
             existing,
             closed.summary.as_deref(),
             &closed.messages,
         );
-        let response = self.model.create(&request, deadline).await?;
-        self.count_call(&key.tenant, &request.model, &response.usage, |c| {
-            c.facts_calls = 1
-        })
-        .await;
+        let response = self.common.wiring.model.create(&request, deadline).await?;
+        self.common
+            .count_call(&key.tenant, &request.model, &response.usage, |c| {
+                c.facts_calls = 1
+            })
+            .await;
         if response.stop_reason == Some(StopReason::MaxTokens) {
             return Err(CompactorError::UnreadableFacts(
                 "the answer was cut at max_tokens",
@@ -126,7 +127,7 @@ impl Compactor {
         let changes = !writes.is_empty() || !removals.is_empty();
         if changes
             && !self
-                .store
+                .facts
                 .save_facts(key, incarnation, writes, removals)
                 .await?
         {
@@ -134,9 +135,14 @@ impl Compactor {
         }
         for fact in changed_facts(existing, writes.iter().map(|write| &write.fact)) {
             let occurrence = fact_set(key, fact);
-            publish(self.tenants.as_ref(), self.events.as_ref(), occurrence).await;
+            publish(
+                self.common.wiring.tenants.as_ref(),
+                self.common.wiring.events.as_ref(),
+                occurrence,
+            )
+            .await;
         }
-        self.store.facts_done(key, incarnation, session).await?;
+        self.facts.facts_done(key, incarnation, session).await?;
         Ok(true)
     }
 
@@ -151,7 +157,7 @@ impl Compactor {
         now: i64,
     ) -> Result<ClosedSession, CompactorError> {
         if head.session == session {
-            let state = load_whole_turn(self.store.as_ref(), key, now).await?;
+            let state = load_whole_turn(self.turns.as_ref(), key, now).await?;
             // A round may have opened the next session since the head was read:
             // then the window read is that session's, and this one is archived.
             if let Some(still) = state
@@ -164,7 +170,7 @@ impl Compactor {
                 });
             }
         }
-        let mut closed = self.store.load_closed_session(key, session, now).await?;
+        let mut closed = self.facts.load_closed_session(key, session, now).await?;
         // Messages of an earlier life under the same session number (its head
         // expired before them) are not this session's.
         closed

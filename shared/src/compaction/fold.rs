@@ -6,7 +6,7 @@
 
 use tracing::info;
 
-use super::{Compactor, CompactorError, JobOutcome};
+use super::{CompactorError, JobOutcome, Steps};
 use crate::deadline::Deadline;
 use crate::domain::{Fact, Head, Incarnation, StoredMessage};
 use crate::plan::pause_fold::{
@@ -24,7 +24,7 @@ pub(super) struct FoldJob<'a> {
     pub(super) last_seq: u64,
 }
 
-impl Compactor {
+impl Steps {
     /// Runs a fold job. Skips (reasons beside a step's): `resumed` (a round came
     /// since the sweep asked: its request wrote the context, which is now
     /// cached), `off` (the tenant's settings turned the fold off), `alive` (an
@@ -38,8 +38,8 @@ impl Compactor {
         deadline: Deadline,
     ) -> Result<JobOutcome, CompactorError> {
         let skipped = |reason| Ok(JobOutcome::StepSkipped { reason });
-        let now = (self.clock)();
-        let state = load_whole_turn(self.store.as_ref(), key, now).await?;
+        let now = (self.common.wiring.clock)();
+        let state = load_whole_turn(self.turns.as_ref(), key, now).await?;
         let Some(head) = state
             .head
             .filter(|head| head.incarnation.as_ref() == Some(job.incarnation))
@@ -75,7 +75,7 @@ impl Compactor {
             // (the summary call takes seconds).
             last_seq: Some(job.last_seq),
         };
-        if !self.store.apply_step(key, &step).await? {
+        if !self.steps.apply_step(key, &step).await? {
             return skipped("lost_race");
         }
         info!(

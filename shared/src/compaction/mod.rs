@@ -3,7 +3,10 @@
 //! pure plan in [`crate::plan::step_plan`]; when the sweep acts, by the rules in
 //! [`crate::plan::sweep`]; this folder applies them. One file each:
 //!
-//! * this one: the service ([`Compactor`]), a job's dispatch, its outcome and errors;
+//! * this one: the service ([`Compactor`]: a job's contact found, the job handed
+//!   to its part, each part holding only the ports it calls) and a job's dispatch;
+//! * `outcome.rs`: what a job did ([`JobOutcome`]) and how it failed
+//!   ([`CompactorError`]);
 //! * `step.rs`: a compaction step (re-plan, summarise, apply under
 //!   `summarized_until = :seen`, request the next step when capped) and the summary
 //!   request ([`summary_request`]);
@@ -67,6 +70,7 @@ mod facts_job;
 mod facts_request;
 mod fold;
 mod index_job;
+mod outcome;
 mod step;
 mod sweep;
 
@@ -79,16 +83,19 @@ use crate::deadline::Deadline;
 use crate::domain::{ContentBlock, Role};
 use crate::events::EventsOut;
 use crate::jobs::{Job, Jobs};
-use crate::model::{Model, ModelError, ModelResponse};
+use crate::model::{Model, ModelResponse};
 use crate::plan::request::{
     ModelRequest, RequestBlock, RequestMessage, SystemBlock, ToolDef, neutralize,
 };
 use crate::plan::session::Clock;
-use crate::store::{ContactKey, Store, StoreError};
-use crate::tenant::{Defaults, InvalidSettings, Settings, TenantStore};
+use crate::store::{
+    ContactKey, JobStore, RecallStore, RecordStore, RoundStore, Store, SweepStore, UsageStore,
+};
+use crate::tenant::{Defaults, Settings, TenantStore};
 
 pub use facts_request::{FACTS_INSTRUCTIONS, RECORD_FACTS_TOOL, facts_request, record_facts_tool};
 pub use index_job::{MAX_SUMMARY_INPUT_CHARS, SEARCH_SUMMARY_INSTRUCTIONS};
+pub use outcome::{CompactorError, JobOutcome};
 pub use step::{SUMMARY_INSTRUCTIONS, summary_request};
 pub use sweep::SweepReport;
 
@@ -103,133 +110,10 @@ pub const COMPACTOR_MAX_TOKENS: u32 = 1024;
 /// reach the dead-letter queue.
 pub const NOT_FOUND_RECEIVES: u32 = 3;
 
-/// What a job did. Skips are normal outcomes, not failures: the queue deletes the
-/// message.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum JobOutcome {
-    /// The step was applied.
-    StepApplied {
-        /// The head's new `summarized_until`.
-        new_summarized_until: u64,
-        /// Messages given a pruned copy.
-        pruned: usize,
-    },
-    /// No step was applied. Reasons: `erased` (no head with the job's incarnation:
-    /// the contact was erased, whether or not it wrote again), `session_changed` (the
-    /// session the job is for closed), `stale` (the head's `summarized_until` is not
-    /// the job's: a duplicate of a step that landed, or a job overtaken by a newer
-    /// step), `not_due` (nothing to fold, or below the threshold), `lost_race`
-    /// (another step landed while this one was being summarised).
-    StepSkipped {
-        /// Why, as above.
-        reason: &'static str,
-    },
-    /// Facts were written (or nothing valid was proposed).
-    FactsStored {
-        /// Facts written.
-        stored: usize,
-        /// Proposals refused (policy, unsupported source, malformed, duplicate key).
-        refused: usize,
-        /// Existing facts removed.
-        removed: usize,
-    },
-    /// No extraction ran or nothing was written. Reasons: `no_allowed_keys` (the
-    /// tenant stores no facts), `erased` (no head with the job's incarnation, or it
-    /// went while extracting),
-    /// `nothing_to_read` (no message of the session is left to cite).
-    FactsSkipped {
-        /// Why, as above.
-        reason: &'static str,
-    },
-    /// A closed session was indexed for recall.
-    Indexed {
-        /// Distinct terms in its index.
-        terms: usize,
-        /// Whether its search summary was written.
-        summarised: bool,
-    },
-    /// No index was written. Reasons: `erased` (no head with the job's incarnation),
-    /// `open` (the session has not closed), `nothing_to_read` (no message of it is
-    /// left).
-    IndexSkipped {
-        /// Why, as above.
-        reason: &'static str,
-    },
-}
-
-/// A job that failed; the queue delivers it again, then moves it to the DLQ.
-#[derive(Debug, thiserror::Error)]
-pub enum CompactorError {
-    /// Storage failed.
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    /// The summary model failed (after the adapter's retries).
-    #[error(transparent)]
-    Model(#[from] ModelError),
-    /// The summary model answered with no text.
-    #[error("the summary model returned an empty summary")]
-    EmptySummary,
-    /// The summary model stopped without a whole record of the folded messages (a
-    /// refusal, its context filled while it wrote, or its output limit cut it
-    /// twice): nothing was folded.
-    #[error("the summary model stopped with `{0}`; nothing was folded")]
-    UnusableSummary(&'static str),
-    /// The fact-extraction answer has no usable `facts` list. The reason never
-    /// quotes the answer, which may hold personal data.
-    #[error("the fact extraction answer could not be read: {0}")]
-    UnreadableFacts(&'static str),
-    /// The tenant's settings cannot be honoured (fix its config, then redrive).
-    #[error(transparent)]
-    Settings(#[from] InvalidSettings),
-    /// No head has the job's incarnation in the index, which may not show a head
-    /// created a moment ago: the job is delivered again (see
-    /// [`NOT_FOUND_RECEIVES`]).
-    #[error("no head has the job's incarnation in the index yet")]
-    NotFound,
-}
-
-impl CompactorError {
-    /// Whether another delivery may succeed. Requests the API refused, bad
-    /// credentials and corrupt items fail the same way every time; the handler still
-    /// reports them, so they reach the DLQ for inspection after the queue's
-    /// `maxReceiveCount`. A model answer that was empty or unreadable may come out
-    /// right on the next try.
-    pub fn retryable(&self) -> bool {
-        match self {
-            CompactorError::Store(error) => !matches!(error, StoreError::Corrupt(_)),
-            CompactorError::Model(error) => !matches!(
-                error,
-                ModelError::InvalidRequest { .. }
-                    | ModelError::PromptTooLong { .. }
-                    | ModelError::Authentication { .. }
-            ),
-            CompactorError::EmptySummary
-            | CompactorError::UnusableSummary(_)
-            | CompactorError::UnreadableFacts(_)
-            | CompactorError::NotFound => true,
-            CompactorError::Settings(_) => false,
-        }
-    }
-
-    /// Short stable code for logs and metrics.
-    pub fn code(&self) -> &'static str {
-        match self {
-            CompactorError::Store(_) => "store",
-            CompactorError::Model(_) => "model",
-            CompactorError::EmptySummary => "empty_summary",
-            CompactorError::UnusableSummary(_) => "unusable_summary",
-            CompactorError::UnreadableFacts(_) => "unreadable_facts",
-            CompactorError::Settings(_) => "settings",
-            CompactorError::NotFound => "not_found",
-        }
-    }
-}
-
-/// The compactor service and its ports.
+/// What the compactor's jobs share besides storage: the tenant's settings, the
+/// summary model, the defaults, the clock, the jobs queue and events out.
 #[derive(Clone)]
-pub struct Compactor {
-    /// Conversation storage.
-    pub store: Arc<dyn Store>,
+pub struct Wiring {
     /// Tenant configuration.
     pub tenants: Arc<dyn TenantStore>,
     /// The summary model.
@@ -245,7 +129,15 @@ pub struct Compactor {
     pub events: Arc<dyn EventsOut>,
 }
 
-impl Compactor {
+/// What a job that calls the summary model holds: the [`Wiring`], and where its
+/// calls are counted.
+#[derive(Clone)]
+struct Common {
+    wiring: Wiring,
+    usage: Arc<dyn UsageStore>,
+}
+
+impl Common {
     /// Counts one summary or facts call (`kind` sets its counter) and its tokens
     /// in the tenant's usage.
     async fn count_call(
@@ -258,13 +150,124 @@ impl Compactor {
         let mut counts = crate::metering::UsageCounts::default();
         kind(&mut counts);
         counts.add_tokens(model, usage);
-        let now = (self.clock)();
-        crate::store::count_usage(self.store.as_ref(), tenant, now, &counts, "compactor").await;
+        let now = (self.wiring.clock)();
+        crate::store::count_usage(self.usage.as_ref(), tenant, now, &counts, "compactor").await;
+    }
+}
+
+/// Steps and pause folds (`step.rs`, `fold.rs`): a window read whole, a step
+/// applied.
+#[derive(Clone)]
+struct Steps {
+    common: Common,
+    turns: Arc<dyn RoundStore>,
+    steps: Arc<dyn JobStore>,
+}
+
+/// A closed session's fact extraction (`facts_job.rs`): the memory read, the
+/// session's kept messages, the facts written.
+#[derive(Clone)]
+struct FactsJob {
+    common: Common,
+    memory: Arc<dyn RecordStore>,
+    turns: Arc<dyn RoundStore>,
+    facts: Arc<dyn JobStore>,
+}
+
+/// A closed session's recall index (`index_job.rs`): the head read, the
+/// session's messages, its index written.
+#[derive(Clone)]
+struct IndexJob {
+    common: Common,
+    memory: Arc<dyn RecordStore>,
+    recall: Arc<dyn RecallStore>,
+}
+
+/// The scheduled sweep (`sweep.rs`): the sweep index and the heads it files.
+#[derive(Clone)]
+struct Sweeper {
+    wiring: Wiring,
+    heads: Arc<dyn RoundStore>,
+    index: Arc<dyn SweepStore>,
+}
+
+/// The compactor: a job's contact found by its incarnation, then the job run by
+/// its own part, each holding only the ports it calls (no part holds the whole
+/// [`Store`]); and the scheduled sweep.
+#[derive(Clone)]
+pub struct Compactor {
+    /// What the jobs share besides storage.
+    pub wiring: Wiring,
+    contacts: Arc<dyn JobStore>,
+    steps: Steps,
+    facts: FactsJob,
+    index: IndexJob,
+    sweeper: Sweeper,
+}
+
+impl Compactor {
+    /// The compactor on one store holding every port its jobs call (the DynamoDB
+    /// adapter's, or the in-memory one).
+    pub fn on<S: Store + 'static>(store: Arc<S>, wiring: Wiring) -> Compactor {
+        let common = Common {
+            wiring: wiring.clone(),
+            usage: store.clone(),
+        };
+        Compactor {
+            contacts: store.clone(),
+            steps: Steps {
+                common: common.clone(),
+                turns: store.clone(),
+                steps: store.clone(),
+            },
+            facts: FactsJob {
+                common: common.clone(),
+                memory: store.clone(),
+                turns: store.clone(),
+                facts: store.clone(),
+            },
+            index: IndexJob {
+                common,
+                memory: store.clone(),
+                recall: store.clone(),
+            },
+            sweeper: Sweeper {
+                wiring: wiring.clone(),
+                heads: store.clone(),
+                index: store,
+            },
+            wiring,
+        }
+    }
+
+    /// The session sweep: requests fact extraction for every session idle past its
+    /// tenant's timeout whose contact did not write again (the next message would
+    /// have closed it and requested the extraction itself), and again for every
+    /// extraction still pending [`FACTS_RETRY_SECONDS`](crate::plan::sweep::FACTS_RETRY_SECONDS) after it was requested.
+    ///
+    /// Reads each of the `SWEEP_BUCKETS` buckets ([`Defaults::sweep_buckets`](crate::tenant::Defaults::sweep_buckets)) of
+    /// the sweep index for heads due by `now`, longest due first, at most
+    /// [`SWEEP_LIMIT_PER_BUCKET`](crate::plan::sweep::SWEEP_LIMIT_PER_BUCKET) each. Each round files its head under the time
+    /// its session goes idle by its tenant's own timeout, so heads not due are
+    /// never read and cannot hold up the ones that are. For each, reads the head
+    /// and decides by its tenant's settings (a tenant that lengthened its timeout
+    /// since the round only moves the head to its new due time); enqueues the facts
+    /// job, and only then updates the head under the condition that it is still as
+    /// read ([`SweepStore::settle_sweep`]). In that order a failed update leaves a job
+    /// that is a harmless duplicate, and a failed enqueue leaves the head due for
+    /// the next sweep.
+    ///
+    /// A failure on one head, or on one bucket's index read, is logged and
+    /// counted, and the sweep goes on with the rest, so that one throttled read or
+    /// one unreadable entry holds up only its own bucket. When every bucket's read
+    /// failed (storage is down), the sweep is an error: the first one.
+    pub async fn sweep(&self, jobs: &dyn Jobs, now: i64) -> Result<SweepReport, CompactorError> {
+        self.sweeper.sweep(jobs, now).await
     }
 
     /// Runs one job; its model call ends by `deadline`. The job names its contact
     /// only by the head's incarnation: the contact is found through
-    /// [`JobStore::find_contact`](crate::store::JobStore::find_contact), and a job whose incarnation no head has (the
+    /// [`JobStore::find_contact`], and a job whose incarnation no head has (the
     /// contact was erased, whether or not it wrote again since) is skipped as
     /// `erased`. (A job the queue delivers goes through [`Compactor::run_delivery`],
     /// which first leaves a job that finds no head for redelivery.)
@@ -294,10 +297,12 @@ impl Compactor {
         deadline: Deadline,
     ) -> Result<JobOutcome, CompactorError> {
         let tenant = job.tenant();
+        let wiring = &self.wiring;
         let settings =
-            crate::tenant::stored_settings(self.tenants.as_ref(), &self.defaults, tenant).await??;
+            crate::tenant::stored_settings(wiring.tenants.as_ref(), &wiring.defaults, tenant)
+                .await??;
         let incarnation = job.incarnation();
-        let key = self.store.find_contact(tenant, incarnation).await?;
+        let key = self.contacts.find_contact(tenant, incarnation).await?;
         if key.is_none() && receives.is_some_and(|receives| receives < NOT_FOUND_RECEIVES) {
             // A head created a moment ago may not show in the index yet.
             return Err(CompactorError::NotFound);
@@ -329,15 +334,16 @@ impl Compactor {
                 },
                 Some(key),
             ) => {
-                self.step(
-                    &key,
-                    settings,
-                    incarnation,
-                    *session,
-                    *summarized_until,
-                    deadline,
-                )
-                .await?
+                self.steps
+                    .step(
+                        &key,
+                        settings,
+                        incarnation,
+                        *session,
+                        *summarized_until,
+                        deadline,
+                    )
+                    .await?
             }
             (
                 Job::Fold {
@@ -354,10 +360,11 @@ impl Compactor {
                     summarized_until: *summarized_until,
                     last_seq: *last_seq,
                 };
-                self.fold(&key, settings, job, deadline).await?
+                self.steps.fold(&key, settings, job, deadline).await?
             }
             (Job::Facts { session, .. }, Some(key)) => {
-                self.facts(&key, settings, incarnation, *session, deadline)
+                self.facts
+                    .facts(&key, settings, incarnation, *session, deadline)
                     .await?
             }
             (
@@ -366,7 +373,8 @@ impl Compactor {
                 },
                 Some(key),
             ) => {
-                self.index(&key, settings, incarnation, *session, *summarise, deadline)
+                self.index
+                    .index(&key, settings, incarnation, *session, *summarise, deadline)
                     .await?
             }
         };
@@ -411,26 +419,5 @@ fn text_request(
                 cache_control: None,
             }],
         }],
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_fixed_inputs_and_transient_failures_are_retryable() {
-        assert!(CompactorError::Store(StoreError::Unavailable("x".into())).retryable());
-        assert!(!CompactorError::Store(StoreError::Corrupt("x".into())).retryable());
-        assert!(CompactorError::Model(ModelError::Timeout).retryable());
-        assert!(CompactorError::Model(ModelError::Unavailable { status: 529 }).retryable());
-        assert!(
-            !CompactorError::Model(ModelError::InvalidRequest {
-                message: "x".into()
-            })
-            .retryable()
-        );
-        assert!(!CompactorError::Model(ModelError::Authentication { status: 401 }).retryable());
-        assert!(CompactorError::EmptySummary.retryable());
     }
 }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use tracing::{info, warn};
 
-use super::{Compactor, CompactorError, JobOutcome, one_line, response_text, text_request};
+use super::{CompactorError, JobOutcome, Steps, one_line, response_text, text_request};
 use crate::deadline::Deadline;
 use crate::domain::{ContentBlock, Fact, Incarnation, Role, StoredMessage, TenantId};
 use crate::jobs::Job;
@@ -45,7 +45,7 @@ stands.
 
 Answer with the new record only.";
 
-impl Compactor {
+impl Steps {
     /// A compaction step: re-plan from the head (the job only says which step it
     /// is for), summarise the folded messages, apply the result under
     /// `summarized_until = :seen`, and request the next step when this one stopped at
@@ -60,8 +60,8 @@ impl Compactor {
         deadline: Deadline,
     ) -> Result<JobOutcome, CompactorError> {
         let skipped = |reason| Ok(JobOutcome::StepSkipped { reason });
-        let now = (self.clock)();
-        let state = load_whole_turn(self.store.as_ref(), key, now).await?;
+        let now = (self.common.wiring.clock)();
+        let state = load_whole_turn(self.turns.as_ref(), key, now).await?;
         let Some(head) = state
             .head
             .filter(|head| head.incarnation.as_ref() == Some(incarnation))
@@ -99,7 +99,7 @@ impl Compactor {
             prune,
             last_seq: None,
         };
-        if !self.store.apply_step(key, &step).await? {
+        if !self.steps.apply_step(key, &step).await? {
             return skipped("lost_race");
         }
         self.stepped(
@@ -160,7 +160,8 @@ impl Compactor {
         folded: &[StoredMessage],
         deadline: Deadline,
     ) -> Result<(String, ModelResponse), CompactorError> {
-        let mut request = summary_request(&self.defaults.summary_model, previous, folded);
+        let mut request =
+            summary_request(&self.common.wiring.defaults.summary_model, previous, folded);
         let mut response = self.summary_call(tenant, &request, deadline).await?;
         if response.stop_reason == Some(StopReason::MaxTokens) {
             warn!(
@@ -198,11 +199,12 @@ impl Compactor {
         request: &ModelRequest,
         deadline: Deadline,
     ) -> Result<ModelResponse, CompactorError> {
-        let response = self.model.create(request, deadline).await?;
-        self.count_call(tenant, &request.model, &response.usage, |c| {
-            c.summary_calls = 1
-        })
-        .await;
+        let response = self.common.wiring.model.create(request, deadline).await?;
+        self.common
+            .count_call(tenant, &request.model, &response.usage, |c| {
+                c.summary_calls = 1
+            })
+            .await;
         Ok(response)
     }
 
@@ -223,7 +225,7 @@ impl Compactor {
             summarized_until,
             last_seq,
         };
-        if let Err(error) = self.jobs.enqueue(&next).await {
+        if let Err(error) = self.common.wiring.jobs.enqueue(&next).await {
             warn!(%error, "could not request the next step; the next round past the threshold does");
         }
     }

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use serde::Serialize;
 use tracing::{info, instrument, warn};
 
-use super::{Compactor, CompactorError};
+use super::{CompactorError, Sweeper};
 use crate::domain::{Head, Incarnation, TenantId};
 use crate::jobs::{Job, Jobs};
 use crate::plan::pause_fold::fold_due_at;
@@ -52,38 +52,22 @@ enum Swept {
     Failed,
 }
 
-impl Compactor {
-    /// The session sweep: requests fact extraction for every session idle past its
-    /// tenant's timeout whose contact did not write again (the next message would
-    /// have closed it and requested the extraction itself), and again for every
-    /// extraction still pending [`FACTS_RETRY_SECONDS`](crate::plan::sweep::FACTS_RETRY_SECONDS) after it was requested.
-    ///
-    /// Reads each of the `SWEEP_BUCKETS` buckets ([`Defaults::sweep_buckets`](crate::tenant::Defaults::sweep_buckets)) of
-    /// the sweep index for heads due by `now`, longest due first, at most
-    /// [`SWEEP_LIMIT_PER_BUCKET`](crate::plan::sweep::SWEEP_LIMIT_PER_BUCKET) each. Each round files its head under the time
-    /// its session goes idle by its tenant's own timeout, so heads not due are
-    /// never read and cannot hold up the ones that are. For each, reads the head
-    /// and decides by its tenant's settings (a tenant that lengthened its timeout
-    /// since the round only moves the head to its new due time); enqueues the facts
-    /// job, and only then updates the head under the condition that it is still as
-    /// read ([`SweepStore::settle_sweep`](crate::store::SweepStore::settle_sweep)). In that order a failed update leaves a job
-    /// that is a harmless duplicate, and a failed enqueue leaves the head due for
-    /// the next sweep.
-    ///
-    /// A failure on one head, or on one bucket's index read, is logged and
-    /// counted, and the sweep goes on with the rest, so that one throttled read or
-    /// one unreadable entry holds up only its own bucket. When every bucket's read
-    /// failed (storage is down), the sweep is an error: the first one.
+impl Sweeper {
+    /// The sweep ([`Compactor::sweep`](super::Compactor::sweep)).
     #[instrument(skip_all)]
-    pub async fn sweep(&self, jobs: &dyn Jobs, now: i64) -> Result<SweepReport, CompactorError> {
-        let buckets = self.defaults.sweep_buckets.max(1);
+    pub(super) async fn sweep(
+        &self,
+        jobs: &dyn Jobs,
+        now: i64,
+    ) -> Result<SweepReport, CompactorError> {
+        let buckets = self.wiring.defaults.sweep_buckets.max(1);
         let mut report = SweepReport::default();
         let mut tenants: HashMap<TenantId, Settings> = HashMap::new();
         let mut first_error = None;
         for bucket in 0..buckets {
             let candidates = match self
-                .store
-                .due_heads(bucket, now, self.defaults.sweep_limit_per_bucket)
+                .index
+                .due_heads(bucket, now, self.wiring.defaults.sweep_limit_per_bucket)
                 .await
             {
                 Ok(candidates) => candidates,
@@ -201,7 +185,7 @@ impl Compactor {
     /// The due head, read; or what the sweep did about it: an erased contact's
     /// entry goes with it, a head that could not be read is deferred.
     async fn due_head(&self, bucket: u8, due: &DueHead, now: i64) -> Result<Head, Swept> {
-        match self.store.load_head(&due.key).await {
+        match self.heads.load_head(&due.key).await {
             Ok(Some(head)) => Ok(head),
             Ok(None) => Err(Swept::Skipped(false)),
             Err(error) => {
@@ -260,7 +244,7 @@ impl Compactor {
                 .await;
             return;
         };
-        let idle = settings.map_or(self.defaults.session_idle_minutes, |settings| {
+        let idle = settings.map_or(self.wiring.defaults.session_idle_minutes, |settings| {
             settings.session_idle_minutes
         });
         let overdue = now.saturating_sub(head.last_activity.saturating_add(idle_seconds(idle)));
@@ -279,7 +263,7 @@ impl Compactor {
     /// Moves a head the sweep could not read behind the others (see
     /// [`SweepStore::defer_sweep`]); a failure is only logged.
     async fn defer(&self, bucket: u8, key: &ContactKey, due: i64, next_due: i64) {
-        if let Err(error) = self.store.defer_sweep(key, due, next_due).await {
+        if let Err(error) = self.index.defer_sweep(key, due, next_due).await {
             warn!(bucket, %error, "sweep: could not defer a head; it is read first again");
         }
     }
@@ -293,8 +277,11 @@ impl Compactor {
         tenants: &'a mut HashMap<TenantId, Settings>,
     ) -> Option<&'a Settings> {
         if !tenants.contains_key(tenant) {
-            let stored =
-                crate::tenant::stored_settings(self.tenants.as_ref(), &self.defaults, tenant);
+            let stored = crate::tenant::stored_settings(
+                self.wiring.tenants.as_ref(),
+                &self.wiring.defaults,
+                tenant,
+            );
             let resolved = match stored.await {
                 Ok(settings) => settings.map_err(CompactorError::from),
                 Err(error) => Err(error.into()),
@@ -324,7 +311,7 @@ impl Compactor {
         if let Some(incarnation) = &head.incarnation {
             return Ok(Some(incarnation.clone()));
         }
-        self.store
+        self.index
             .ensure_incarnation(key, &Incarnation::random())
             .await
             .map_err(|error| warn!(bucket, %error, "sweep: could not give a head an incarnation"))
@@ -333,7 +320,7 @@ impl Compactor {
     /// Records the sweep's decision on the head; a head that moved on meanwhile,
     /// or a failed write, is left for the next sweep.
     async fn settle(&self, bucket: u8, key: &ContactKey, settle: &SweepSettle) {
-        match self.store.settle_sweep(key, settle).await {
+        match self.index.settle_sweep(key, settle).await {
             Ok(true) => {}
             Ok(false) => info!(
                 bucket,

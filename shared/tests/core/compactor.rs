@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use async_trait::async_trait;
 use degrau::compaction::{
-    Compactor, CompactorError, JobOutcome, NOT_FOUND_RECEIVES, RECORD_FACTS_TOOL,
+    Compactor, CompactorError, JobOutcome, NOT_FOUND_RECEIVES, RECORD_FACTS_TOOL, Wiring,
 };
 use degrau::converse::Converse;
 use degrau::deadline::Deadline;
@@ -456,10 +456,17 @@ impl Model for RacingModel {
 async fn a_step_that_loses_the_race_writes_nothing() {
     let scripted = Arc::new(ScriptedModel::default());
     let mut h = harness_with(scripted.clone(), scripted.clone());
-    h.compactor.model = Arc::new(RacingModel {
+    let racing = Arc::new(RacingModel {
         inner: scripted,
         store: h.store.clone(),
     });
+    h.compactor = Compactor::on(
+        h.store.clone(),
+        Wiring {
+            model: racing,
+            ..h.compactor.wiring.clone()
+        },
+    );
     booking_conversation(&h).await;
     h.model.push(ScriptedModel::text(SUMMARY, usage(700)));
     assert_eq!(

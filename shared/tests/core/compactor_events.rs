@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use degrau::compaction::{Compactor, JobOutcome, RECORD_FACTS_TOOL};
+use degrau::compaction::{Compactor, JobOutcome, RECORD_FACTS_TOOL, Wiring};
 use degrau::domain::{Fact, FactKey, FactSource, Incarnation};
 use degrau::events::{EventType, MemoryEvents};
 use degrau::jobs::{Job, NoJobs};
@@ -84,16 +84,20 @@ async fn closed_session(webhook: bool) -> Harness {
     ask.ask(&key(), "Hello again", None, minute())
         .await
         .unwrap();
-    let compactor = Compactor {
-        events: events.clone(),
-        ..compactor(
-            &store,
-            model.clone(),
-            Arc::new(NoJobs),
-            Defaults::default(),
-            now,
-        )
-    };
+    let plain = compactor(
+        &store,
+        model.clone(),
+        Arc::new(NoJobs),
+        Defaults::default(),
+        now,
+    );
+    let compactor = Compactor::on(
+        store.clone(),
+        Wiring {
+            events: events.clone(),
+            ..plain.wiring
+        },
+    );
     Harness {
         store,
         model,

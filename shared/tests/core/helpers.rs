@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use degrau::compaction::Compactor;
+use degrau::compaction::{Compactor, Wiring};
 use degrau::converse::{AskOutcome, AskResponse, Converse};
 use degrau::deadline::Deadline;
 use degrau::domain::{ContactId, TenantId};
@@ -125,15 +125,17 @@ pub fn compactor(
     defaults: Defaults,
     clock: Clock,
 ) -> Compactor {
-    Compactor {
-        store: store.clone(),
-        tenants: store.clone(),
-        model,
-        defaults,
-        clock,
-        jobs,
-        events: Arc::new(degrau::events::NoEvents),
-    }
+    Compactor::on(
+        store.clone(),
+        Wiring {
+            tenants: store.clone(),
+            model,
+            defaults,
+            clock,
+            jobs,
+            events: Arc::new(degrau::events::NoEvents),
+        },
+    )
 }
 
 /// A queue that records every job, or refuses them all while `fail` is set.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
 use async_trait::async_trait;
-use degrau::compaction::{Compactor, CompactorError, SweepReport};
+use degrau::compaction::{Compactor, CompactorError, SweepReport, Wiring};
 use degrau::converse::Converse;
 use degrau::deadline::Deadline;
 use degrau::domain::{Incarnation, TenantId};
@@ -342,9 +342,9 @@ async fn a_failed_bucket_read_holds_up_only_that_bucket_and_all_failing_is_an_er
         .unwrap();
     h.say(&ana, "hi").await;
     h.say(&bruno, "hi").await;
-    let compactor = |failing: Vec<u8>| Compactor {
-        store: Arc::new(Hooked::new(h.store.clone(), FlakyIndex(failing))),
-        ..h.compactor.clone()
+    let compactor = |failing: Vec<u8>| {
+        let store = Arc::new(Hooked::new(h.store.clone(), FlakyIndex(failing)));
+        Compactor::on(store, h.compactor.wiring.clone())
     };
     let now = h.at(IDLE);
 
@@ -494,13 +494,16 @@ async fn heads_not_yet_idle_by_their_tenants_longer_timeout_never_hold_up_the_id
 async fn heads_that_keep_failing_move_behind_the_others_instead_of_starving_them() {
     const LIMIT: usize = 2;
     let h = harness();
-    let compactor = Compactor {
-        defaults: Defaults {
-            sweep_limit_per_bucket: LIMIT,
-            ..Defaults::default()
+    let compactor = Compactor::on(
+        h.store.clone(),
+        Wiring {
+            defaults: Defaults {
+                sweep_limit_per_bucket: LIMIT,
+                ..Defaults::default()
+            },
+            ..h.compactor.wiring.clone()
         },
-        ..h.compactor.clone()
-    };
+    );
     // The oldest heads of a bucket belong to a tenant whose settings cannot be
     // honoured (a sweep can never request their facts); younger heads behind them.
     let bucket = bucket_of(&key("broken", "b0"));

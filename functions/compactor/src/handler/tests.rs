@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use degrau::compaction::NOT_FOUND_RECEIVES;
+use degrau::compaction::{NOT_FOUND_RECEIVES, Wiring};
 use degrau::converse::Converse;
 use degrau::domain::{ContactId, Incarnation, TenantId};
 use degrau::jobs::{EnqueueError, NoJobs};
@@ -63,15 +63,17 @@ fn harness() -> Harness {
     let clock: degrau::plan::session::Clock = Arc::new(move || read.load(Ordering::SeqCst));
     Harness {
         clock: now,
-        compactor: Compactor {
-            store: store.clone(),
-            tenants: store.clone(),
-            model: model.clone(),
-            defaults: defaults.clone(),
-            clock: clock.clone(),
-            jobs: Arc::new(NoJobs),
-            events: Arc::new(degrau::events::NoEvents),
-        },
+        compactor: Compactor::on(
+            store.clone(),
+            Wiring {
+                tenants: store.clone(),
+                model: model.clone(),
+                defaults: defaults.clone(),
+                clock: clock.clone(),
+                jobs: Arc::new(NoJobs),
+                events: Arc::new(degrau::events::NoEvents),
+            },
+        ),
         ask: Converse {
             store: store.clone(),
             records: store.clone(),
@@ -316,10 +318,13 @@ async fn a_record_that_cannot_fit_what_is_left_of_the_invocation_is_reported_wit
         per_call: Duration::from_secs(25),
         calls: std::sync::atomic::AtomicUsize::new(0),
     });
-    let compactor = Compactor {
-        model: slow.clone(),
-        ..h.compactor.clone()
-    };
+    let compactor = Compactor::on(
+        h.store.clone(),
+        Wiring {
+            model: slow.clone(),
+            ..h.compactor.wiring.clone()
+        },
+    );
     // The invocation ends 50 s from now: after one 25 s job, less than one job
     // budget (30 s) is left.
     let mut event = grouped_event(&[
