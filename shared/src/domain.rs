@@ -12,7 +12,7 @@ mod fact;
 mod ids;
 
 pub use fact::{Fact, FactRevision, FactSource, MAX_FACT_HISTORY};
-pub use ids::{ContactId, FactKey, IdempotencyKey, Incarnation, InvalidId, TenantId};
+pub use ids::{ContactId, FactKey, IdempotencyKey, Incarnation, InvalidId, TenantId, check_id};
 
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -300,6 +300,11 @@ pub struct Head {
     /// ([`crate::plan::pause_fold::entries_gone_at`]). Written by every round.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cache_hour: bool,
+    /// Whether the last round was a client's, recorded (`POST .../rounds`): its
+    /// cache entries are the client's, so no pause fold is due
+    /// ([`crate::plan::policy::fold_barred`]). Written by every round.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub client_round: bool,
     /// When this life of the contact began: the round that created the head
     /// (seconds since the epoch). An item of the contact's partition written before
     /// it (a message, an archive) belongs to an earlier life whose head expired

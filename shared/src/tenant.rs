@@ -120,32 +120,7 @@ impl From<ThinkingBudget> for u32 {
     }
 }
 
-/// What a request carries of the conversation. degrau's steps are the product; the
-/// other two exist so the benchmarks can run the same functions with only this
-/// value switched (`CONTEXT_POLICY`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum ContextPolicy {
-    /// Summary plus the window since the last step; steps when the threshold passes.
-    #[default]
-    Stepped,
-    /// Every message of the session, every turn; no steps (the naive client).
-    FullHistory,
-    /// The last `keep_messages` messages cut at a safe start, every turn; no steps
-    /// and no summary (what `trim_messages`-style helpers do).
-    SlidingWindow,
-}
-
-impl ContextPolicy {
-    /// Parses `stepped`, `full` or `sliding`.
-    pub fn parse(text: &str) -> Option<ContextPolicy> {
-        match text {
-            "stepped" => Some(ContextPolicy::Stepped),
-            "full" => Some(ContextPolicy::FullHistory),
-            "sliding" => Some(ContextPolicy::SlidingWindow),
-            _ => None,
-        }
-    }
-}
+pub use crate::plan::policy::ContextPolicy;
 
 /// Service-wide defaults, from the environment.
 #[derive(Debug, Clone, PartialEq, Eq)]

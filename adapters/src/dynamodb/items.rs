@@ -65,6 +65,10 @@ pub(super) struct HeadItem {
     /// Absent on heads written before rounds recorded it (five minutes).
     #[serde(default)]
     pub(super) cache_hour: bool,
+    /// Absent on heads written before rounds recorded it, and on heads whose last
+    /// round was degrau's own.
+    #[serde(default)]
+    pub(super) client_round: bool,
     /// Absent on heads written before lives were dated.
     #[serde(default)]
     pub(super) born_at: Option<i64>,
@@ -110,6 +114,7 @@ impl From<HeadItem> for Head {
             expires_at: item.expires_at,
             recent_gaps: item.recent_gaps,
             cache_hour: item.cache_hour,
+            client_round: item.client_round,
             born_at: item.born_at,
         }
     }

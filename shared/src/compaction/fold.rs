@@ -10,8 +10,9 @@ use super::{CompactorError, JobOutcome, Steps};
 use crate::deadline::Deadline;
 use crate::domain::{Fact, Head, Incarnation, StoredMessage};
 use crate::plan::pause_fold::{
-    FoldSizes, MIN_SUMMARY_TOKENS, fold_due_at, fold_keep, fold_pays, fold_window, return_chance,
+    FoldSizes, MIN_SUMMARY_TOKENS, fold_keep, fold_pays, fold_window, return_chance,
 };
+use crate::plan::policy::{fold_barred, fold_due};
 use crate::plan::step_plan::{CompactionPolicy, StepPlan, plan_fold, text_tokens};
 use crate::store::{AppliedStep, ContactKey, load_whole_turn};
 use crate::tenant::Settings;
@@ -96,8 +97,8 @@ impl Steps {
 }
 
 /// Why the fold asked for is not due on `head`, if it is not: the head moved since
-/// the sweep asked (`session_changed`, `stale`, `resumed`), the tenant turned the
-/// fold off (`off`), or an entry of the last request still lives, or the session
+/// the sweep asked (`session_changed`, `stale`, `resumed`), nothing folds it (`off`,
+/// `recorded`: [`fold_barred`]), or an entry of the last request still lives, or the session
 /// went idle (`alive`).
 fn not_due(head: &Head, job: &FoldJob<'_>, settings: &Settings, now: i64) -> Option<&'static str> {
     if head.session != job.session {
@@ -109,17 +110,11 @@ fn not_due(head: &Head, job: &FoldJob<'_>, settings: &Settings, now: i64) -> Opt
     if head.last_seq != job.last_seq {
         return Some("resumed");
     }
-    let policy = &settings.compaction;
-    if !policy.pause_fold {
-        return Some("off");
+    let (policy, compaction) = (settings.context_policy, &settings.compaction);
+    if let Some(barred) = fold_barred(policy, compaction, head) {
+        return Some(barred);
     }
-    let due = fold_due_at(
-        true,
-        head.last_activity,
-        head.cache_hour,
-        head.last_context_tokens,
-        policy.keep_tokens,
-    );
+    let due = fold_due(policy, compaction, head);
     (!fold_window(due, head.last_activity, now, settings.session_idle_minutes)).then_some("alive")
 }
 

@@ -10,13 +10,13 @@ use tracing::{info, instrument, warn};
 use super::{CompactorError, Sweeper};
 use crate::domain::{Head, Incarnation, TenantId};
 use crate::jobs::{Job, Jobs};
-use crate::plan::pause_fold::fold_due_at;
+use crate::plan::policy::fold_due;
 use crate::plan::session::idle_seconds;
 use crate::plan::sweep::{
     FACTS_MAX_ATTEMPTS, SWEEP_RETRY_MIN_SECONDS, sweep_decision_folding, sweep_retry_delay,
 };
 use crate::store::{ContactKey, DueHead, PendingChange, SweepSettle};
-use crate::tenant::{ContextPolicy, Settings};
+use crate::tenant::Settings;
 
 /// What one sweep did. Every due head read counts once: `found = enqueued +
 /// skipped + failed`; `buckets_failed` counts the buckets whose index read failed.
@@ -144,7 +144,7 @@ impl Sweeper {
             &head,
             now,
             settings.session_idle_minutes,
-            fold_due(settings, &head),
+            fold_due(settings.context_policy, &settings.compaction, &head),
         );
         let folded = decision.fold
             && self
@@ -333,18 +333,6 @@ impl Sweeper {
             ),
         }
     }
-}
-
-/// When a head's pause fold is due, if the tenant's settings fold (a stepped
-/// context with the pause fold on) and its context is past what a step keeps.
-fn fold_due(settings: &Settings, head: &Head) -> Option<i64> {
-    fold_due_at(
-        settings.compaction.pause_fold && settings.context_policy == ContextPolicy::Stepped,
-        head.last_activity,
-        head.cache_hour,
-        head.last_context_tokens,
-        settings.compaction.keep_tokens,
-    )
 }
 
 /// Enqueues the closed session's facts job; false (logged) when it could not be.

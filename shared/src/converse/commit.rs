@@ -17,11 +17,11 @@ use crate::domain::{Head, IdempotencyKey, Incarnation, PendingFacts};
 use crate::metering::UsageCounts;
 use crate::metrics::{Event, Unit};
 use crate::model::StopReason;
-use crate::plan::pause_fold::fold_due_at;
+use crate::plan::policy::fold_due;
 use crate::plan::request::Lifetimes;
 use crate::plan::sweep::{next_sweep_due, sweep_bucket};
 use crate::store::{Claim, CompletedRequest, ContactKey, RoundCommit, StoreError, SweepSlot};
-use crate::tenant::{ContextPolicy, Settings};
+use crate::tenant::Settings;
 use crate::usage::RoundUsage;
 use parts::{archive, refresh_split, replay_body, response, stored_messages};
 
@@ -271,19 +271,6 @@ impl Converse {
             since: now,
             attempts: 1,
         });
-        // A round of degrau's own model calls, stepped: its head is due for a
-        // pause fold once every cache entry of its request is gone.
-        let cache_hour = stats.lifetimes != Lifetimes::FiveMinutes;
-        let fold_due = fold_due_at(
-            settings.compaction.pause_fold
-                && settings.context_policy == ContextPolicy::Stepped
-                && origin == Origin::Model,
-            now,
-            cache_hour,
-            usage.context_tokens(),
-            settings.compaction.keep_tokens,
-        );
-        let sweep = self.sweep_slot(key, settings, turn, requested, fold_due, fresh.empty);
         let head = Head {
             session: plan.session,
             last_seq: fresh.last_seq,
@@ -301,13 +288,18 @@ impl Converse {
             hard_cap_at: stats.hard_capped.then_some(plan.summarized_until),
             expires_at: Some(fresh.expires_at),
             recent_gaps: plan.gaps.clone(),
-            cache_hour,
+            cache_hour: stats.lifetimes != Lifetimes::FiveMinutes,
+            client_round: origin == Origin::Client,
             // A new head's life begins now; a loaded one keeps its own.
             born_at: turn
                 .expected
                 .as_ref()
                 .map_or(Some(now), |head| head.born_at),
         };
+        // Due for a pause fold once every cache entry of its request is gone,
+        // when the policy folds this head (a stepped round of degrau's own).
+        let fold_due = fold_due(settings.context_policy, &settings.compaction, &head);
+        let sweep = self.sweep_slot(key, settings, turn, requested, fold_due, fresh.empty);
         (head, sweep)
     }
 

@@ -11,9 +11,10 @@ use super::round::Round;
 use super::{AskError, COMMIT_MARGIN, Converse, by};
 use crate::deadline::Deadline;
 use crate::metrics::Event;
+use crate::plan::policy::step_due;
 use crate::quota::{QuotaKind, spend};
 use crate::store::ContactKey;
-use crate::tenant::{ContextPolicy, Settings};
+use crate::tenant::Settings;
 
 impl Converse {
     /// Spends one of the tenant's rounds for this hour, or refuses the round
@@ -62,9 +63,12 @@ impl Converse {
         round: &Round,
         deadline: Deadline,
     ) -> bool {
-        let due = settings.context_policy == ContextPolicy::Stepped
-            && (settings.compaction.step_due(round.usage.context_tokens())
-                || round.stats.hard_capped);
+        let due = step_due(
+            settings.context_policy,
+            &settings.compaction,
+            round.usage.context_tokens(),
+            round.stats.hard_capped,
+        );
         // Counted before the commit, by the time the commit's margin starts: a slow
         // count defers the step rather than eat the time the commit needs (an
         // ask would then answer "may be stored" with nothing stored).

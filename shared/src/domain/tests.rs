@@ -188,6 +188,7 @@ fn head_round_trips_through_json() {
         expires_at: Some(1_800_000_000),
         recent_gaps: vec![30, 900, 72_000],
         cache_hour: true,
+        client_round: true,
         born_at: Some(1_600_000_000),
     };
     let back: Head = serde_json::from_str(&serde_json::to_string(&head).unwrap()).unwrap();

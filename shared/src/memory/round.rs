@@ -212,6 +212,7 @@ fn write_head(contact: &mut Contact, commit: &RoundCommit) {
     head.expires_at = commit.head.expires_at;
     head.recent_gaps.clone_from(&commit.head.recent_gaps);
     head.cache_hour = commit.head.cache_hour;
+    head.client_round = commit.head.client_round;
     if commit.head.facts_pending.is_some() {
         head.facts_pending = commit.head.facts_pending;
     }

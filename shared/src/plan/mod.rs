@@ -1,4 +1,5 @@
-//! The decisions, pure: what a window holds, what a step prunes and folds, when a
+//! The decisions, pure: the context policy's step, fold and window decisions
+//! ([`policy`]), what a window holds, what a step prunes and folds, when a
 //! pause folds, how long cache entries live, how a request is laid out and the
 //! Messages API's rules it must pass, the session and sweep rules, the fact
 //! policy, and recall's ranking. No port, no clock read, no I/O: each is a
@@ -12,6 +13,7 @@ pub mod cache_ttl;
 pub mod facts;
 pub mod pairing;
 pub mod pause_fold;
+pub mod policy;
 pub mod pruning;
 pub mod recall;
 pub mod request;

@@ -3,12 +3,13 @@
 //! of the last request is gone, and only then; it leaves alone a conversation
 //! that resumed since the sweep asked, and one whose window a fold would barely
 //! shrink; it keeps fewer messages for a contact whose rhythm says it will be
-//! away past the hour.
+//! away past the hour; and it never folds a round a client recorded.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use degrau::compaction::{Compactor, JobOutcome};
+use degrau::converse::{RoundOutcome, RoundRequest};
 use degrau::domain::Head;
 use degrau::jobs::{Job, NoJobs};
 use degrau::memory::MemoryStore;
@@ -18,6 +19,7 @@ use degrau::store::RecordStore;
 use degrau::tenant::Defaults;
 use degrau::tools::ToolDispatch;
 use degrau::usage::Usage;
+use serde_json::json;
 
 use crate::helpers::{RecordingJobs, START, ask_service, compactor, key, minute, test_clock};
 
@@ -283,4 +285,47 @@ async fn a_fold_whose_summary_was_written_while_the_contact_came_back_lands_noth
         "nothing folded"
     );
     assert_eq!(after.last_seq, 22, "the round that came back is stored");
+}
+
+#[tokio::test]
+async fn a_round_a_client_recorded_is_never_folded() {
+    // degrau's own rounds, then one the client's loop ran and recorded: the
+    // request's cache entries are the client's, and degrau does not know them.
+    let h = harness();
+    conversation(&h, 10, 600).await;
+    let view = h.ask.context(&key(), minute()).await.unwrap();
+    let request = RoundRequest::parse(&json!({
+        "head": view.head,
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "And on Friday?"}]},
+            {"role": "assistant", "content": [{"type": "text", "text": "Friday works."}]},
+        ],
+        "usage": {"input_tokens": 6_600, "output_tokens": 20},
+    }))
+    .unwrap();
+    let outcome = h
+        .ask
+        .record_round(&key(), &request, None, minute())
+        .await
+        .unwrap();
+    assert!(matches!(outcome, RoundOutcome::Recorded(_)));
+    let recorded = head(&h).await;
+    assert!(recorded.client_round);
+    assert_eq!(recorded.last_context_tokens, 6_600);
+    let job = fold_job(&h).await;
+
+    // Past every entry degrau would have written, a fold would pay: none runs.
+    h.clock.fetch_add(6 * 60, Ordering::SeqCst);
+    h.model.push(ScriptedModel::text(
+        "The customer and a sister want haircuts in the morning.",
+        Usage::default(),
+    ));
+    let skipped_fold = h.compactor.run(&job, minute()).await.unwrap();
+    assert_eq!(skipped(&skipped_fold), Some("recorded"), "{skipped_fold:?}");
+    assert_eq!(h.model.requests().len(), 10, "no summary request");
+    assert_eq!(head(&h).await, recorded);
+
+    // degrau's next round of its own makes the head foldable again.
+    paced(&h, 1, 7_000, |_| 30).await;
+    assert!(!head(&h).await.client_round);
 }

@@ -188,6 +188,10 @@ fn round_fields(parts: &mut UpdateParts, commit: &RoundCommit) {
         head.cache_hour.then_some(AttributeValue::Bool(true)),
     );
     parts.set_or_remove(
+        "client_round",
+        head.client_round.then_some(AttributeValue::Bool(true)),
+    );
+    parts.set_or_remove(
         "recent_gaps",
         (!head.recent_gaps.is_empty())
             .then(|| AttributeValue::L(head.recent_gaps.iter().copied().map(n).collect())),

@@ -12,14 +12,14 @@ use crate::deadline::Deadline;
 use crate::domain::{ContentBlock, Message, Role};
 use crate::metrics::Event;
 use crate::model::{ModelError, ModelResponse, StopReason};
+use crate::plan::policy::window_cut;
 use crate::plan::request::{
     BuildError, Lifetimes, ModelRequest, RequestParts, ToolDef, build_request,
 };
 use crate::plan::sendable::readable;
-use crate::plan::step_plan::{WindowCut, request_window, retry_cut};
+use crate::plan::step_plan::{WindowCut, retry_cut};
 use crate::plan::validate::validate_request;
-use crate::plan::window::safe_window_start;
-use crate::tenant::{ContextPolicy, Settings};
+use crate::tenant::Settings;
 use crate::usage::RoundUsage;
 
 /// What the loop does after reading an answer's stop reason.
@@ -268,20 +268,13 @@ impl<'a> RoundLoop<'a> {
 /// messages; degrau's steps send the window since the last step, cut at the hard
 /// cap when a step is late; a full history, or a new session, sends it all.
 pub(in crate::converse) fn first_cut(settings: &Settings, turn: &Turn) -> WindowCut {
-    let plan = &turn.plan;
-    match (settings.context_policy, turn.expected.as_ref()) {
-        (ContextPolicy::SlidingWindow, _) => WindowCut {
-            start: safe_window_start(&plan.window, settings.compaction.keep_messages),
-            hard_capped: false,
-        },
-        (ContextPolicy::Stepped, Some(head)) if head.session == plan.session => {
-            request_window(head, &plan.window, &settings.compaction)
-        }
-        _ => WindowCut {
-            start: 0,
-            hard_capped: false,
-        },
-    }
+    window_cut(
+        settings.context_policy,
+        &settings.compaction,
+        turn.expected.as_ref(),
+        turn.plan.session,
+        &turn.plan.window,
+    )
 }
 
 /// `max_tokens` of the one retry of a tool call cut off at `max_tokens`: twice as

@@ -510,6 +510,7 @@ fn round(key: &ContactKey, expected: Option<&Head>, messages: Vec<StoredMessage>
             expires_at: Some(RETAINED),
             recent_gaps: Vec::new(),
             cache_hour: false,
+            client_round: false,
             // A loaded head keeps its own; a new one's life begins with the round,
             // when its messages were written (`created_at`: a message written
             // before its head's life began is of an earlier life).
@@ -692,7 +693,7 @@ macro_rules! contract_tests {
             round::concurrent_commits_on_the_same_head_let_exactly_one_win,
             round::a_new_session_resets_the_summary_and_leaves_the_old_session_out_of_the_window,
             round::a_commit_in_the_same_session_keeps_a_compaction_step_applied_meanwhile,
-            round::a_round_writes_its_gap_record_on_the_head_and_a_step_keeps_it,
+            round::a_round_writes_its_gap_record_and_cache_marks_on_the_head_and_a_step_keeps_them,
             round::the_window_never_holds_messages_at_or_before_summarized_until,
             round::a_window_with_a_hole_starts_at_the_first_safe_start_after_the_last_one,
             round::an_idempotency_key_runs_once_and_then_replays_its_response,

@@ -249,7 +249,7 @@ pub(super) async fn a_commit_in_the_same_session_keeps_a_compaction_step_applied
     );
 }
 
-pub(super) async fn a_round_writes_its_gap_record_on_the_head_and_a_step_keeps_it(
+pub(super) async fn a_round_writes_its_gap_record_and_cache_marks_on_the_head_and_a_step_keeps_them(
     backend: impl Backend,
 ) {
     let store = backend.store();
@@ -258,9 +258,11 @@ pub(super) async fn a_round_writes_its_gap_record_on_the_head_and_a_step_keeps_i
     assert!(head.recent_gaps.is_empty(), "a first round has no gap");
     let mut next = round(&key, Some(&head), exchange(1, Some(&head), "two"));
     next.head.recent_gaps = vec![30, 900, 72_000];
+    (next.head.cache_hour, next.head.client_round) = (true, true);
     store.commit_round(&next).await.unwrap();
     let turn = store.load_turn(&key, NOW).await.unwrap().head.unwrap();
     assert_eq!(turn.recent_gaps, [30, 900, 72_000]);
+    assert!(turn.cache_hour && turn.client_round);
     let (memory, _) = store.load_memory(&key, NOW).await.unwrap();
     assert_eq!(memory.unwrap().recent_gaps, [30, 900, 72_000]);
     // A step owns other fields: the record stays.
@@ -269,6 +271,7 @@ pub(super) async fn a_round_writes_its_gap_record_on_the_head_and_a_step_keeps_i
     let stepped_head = store.load_turn(&key, NOW).await.unwrap().head.unwrap();
     assert_eq!(stepped_head.summarized_until, 2);
     assert_eq!(stepped_head.recent_gaps, [30, 900, 72_000]);
+    assert!(stepped_head.cache_hour && stepped_head.client_round);
     // Each round writes the record it was given: a new session's too.
     let mut third = round(
         &key,
@@ -282,11 +285,13 @@ pub(super) async fn a_round_writes_its_gap_record_on_the_head_and_a_step_keeps_i
         (head.session, head.recent_gaps.clone()),
         (2, vec![900, 72_000, u32::MAX])
     );
-    // An empty record removes it.
+    // An empty record removes it, and a round of degrau's own with five-minute
+    // entries clears the marks.
     let fourth = round(&key, Some(&head), exchange(2, Some(&head), "four"));
     store.commit_round(&fourth).await.unwrap();
     let head = store.load_turn(&key, NOW).await.unwrap().head.unwrap();
     assert!(head.recent_gaps.is_empty());
+    assert!(!head.cache_hour && !head.client_round);
 }
 
 pub(super) async fn the_window_never_holds_messages_at_or_before_summarized_until(
