@@ -68,11 +68,7 @@ pub mod worker;
 
 pub use worker::{handoff, voice};
 
-use std::fmt;
-
-use serde::{Deserialize, Serialize};
-
-use degrau::domain::InvalidId;
+use degrau::domain::{InvalidId, check_id};
 
 /// The longest inbound text kept, in characters: WhatsApp's own limit on a text
 /// message. A longer one (which Meta does not send) is cut to it, never refused: a
@@ -109,110 +105,70 @@ pub fn record_life_seconds(config: Option<&degrau::tenant::TenantConfig>) -> i64
     RECORD_TTL_SECONDS.min(i64::from(days.max(1)) * 86_400)
 }
 
-fn check(
-    what: &'static str,
-    value: &str,
-    max: usize,
-    allowed: &str,
-    ok: impl Fn(char) -> bool,
-) -> Result<(), InvalidId> {
-    let invalid = |reason: String| Err(InvalidId { what, reason });
-    if value.is_empty() {
-        return invalid("must not be empty".into());
-    }
-    if value.chars().count() > max {
-        return invalid(format!("must be at most {max} characters"));
-    }
-    if value.chars().any(|c| !ok(c)) {
-        // The value itself is never quoted: it may be a phone number.
-        return invalid(format!("may only contain {allowed}"));
-    }
-    Ok(())
-}
-
-macro_rules! wa_id {
-    ($(#[$doc:meta])* $name:ident, $what:literal, $max:expr, $allowed:literal, $ok:expr) => {
-        $(#[$doc])*
-        #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-        #[serde(try_from = "String", into = "String")]
-        pub struct $name(String);
-
-        impl $name {
-            /// Longest value, in characters.
-            pub const MAX_LEN: usize = $max;
-
-            /// Validates the value.
-            pub fn parse(value: &str) -> Result<Self, InvalidId> {
-                check($what, value, $max, $allowed, $ok)?;
-                Ok(Self(value.to_owned()))
-            }
-
-            /// The validated text.
-            pub fn as_str(&self) -> &str {
-                &self.0
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(&self.0)
-            }
-        }
-
-        // Never the value in a Debug line: ids may carry a phone number.
-        impl fmt::Debug for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                write!(f, concat!(stringify!($name), "(<{} chars>)"), self.0.len())
-            }
-        }
-
-        impl TryFrom<String> for $name {
-            type Error = InvalidId;
-            fn try_from(value: String) -> Result<Self, InvalidId> {
-                Self::parse(&value)
-            }
-        }
-
-        impl From<$name> for String {
-            fn from(value: $name) -> String {
-                value.0
-            }
-        }
-    };
-}
-
-wa_id!(
+degrau::id_newtype!(
     /// The id of a business phone number in the Graph API (`phone_number_id`):
     /// 1–32 digits. It binds the number to a tenant.
     PhoneNumberId,
-    "phone_number_id",
-    32,
-    "digits",
-    |c: char| c.is_ascii_digit()
+    private
 );
-
-wa_id!(
+degrau::id_newtype!(
     /// A WhatsApp message id (`wamid.…`): 1–256 of `[A-Za-z0-9._=+/:-]`. It keys the
     /// message's inbound record, so a redelivery finds it. It encodes the sender's
     /// number, so it never reaches a log or a queue attribute in clear.
     WaMessageId,
-    "message id",
-    256,
-    "A-Z a-z 0-9 . _ = + / : -",
-    |c: char| c.is_ascii_alphanumeric() || "._=+/:-".contains(c)
+    private
 );
-
-wa_id!(
+degrau::id_newtype!(
     /// A customer's WhatsApp id (`wa_id`, `from`): 1–32 digits, their number in
     /// international form without the `+`. It becomes the contact id.
     WaId,
-    "wa_id",
-    32,
-    "digits",
-    |c: char| c.is_ascii_digit()
+    private
 );
 
+// Each id states its rule (name, length, alphabet) in the same few lines, as the
+// core's do; the checking itself is `check_id`, shared.
+impl PhoneNumberId {
+    /// Longest value, in characters.
+    pub const MAX_LEN: usize = 32;
+
+    /// Validates the value.
+    pub fn parse(value: &str) -> Result<Self, InvalidId> {
+        check_id("phone_number_id", value, Self::MAX_LEN, "digits", |c| {
+            c.is_ascii_digit()
+        })?;
+        Ok(Self(value.to_owned()))
+    }
+}
+
+impl WaMessageId {
+    /// Longest value, in characters.
+    pub const MAX_LEN: usize = 256;
+
+    /// Validates the value.
+    pub fn parse(value: &str) -> Result<Self, InvalidId> {
+        check_id(
+            "message id",
+            value,
+            Self::MAX_LEN,
+            "A-Z a-z 0-9 . _ = + / : -",
+            |c| c.is_ascii_alphanumeric() || "._=+/:-".contains(c),
+        )?;
+        Ok(Self(value.to_owned()))
+    }
+}
+
 impl WaId {
+    /// Longest value, in characters.
+    pub const MAX_LEN: usize = 32;
+
+    /// Validates the value.
+    pub fn parse(value: &str) -> Result<Self, InvalidId> {
+        check_id("wa_id", value, Self::MAX_LEN, "digits", |c| {
+            c.is_ascii_digit()
+        })?;
+        Ok(Self(value.to_owned()))
+    }
+
     /// The contact id of this customer (digits are always a valid one).
     pub fn contact(&self) -> degrau::domain::ContactId {
         degrau::domain::ContactId::parse(&self.0)

@@ -7,6 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{InvalidId, WaMessageId};
+use degrau::domain::check_id;
 
 /// Longest media id kept, in characters.
 const MAX_MEDIA_ID_CHARS: usize = 128;
@@ -86,15 +87,15 @@ pub struct AudioRef {
     pub mime: String,
 }
 
-/// A Graph API media id: 1–128 of `[A-Za-z0-9_-]`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct MediaId(String);
+degrau::id_newtype!(
+    /// A Graph API media id: 1–128 of `[A-Za-z0-9_-]`.
+    MediaId
+);
 
 impl MediaId {
     /// Validates a media id.
     pub fn parse(value: &str) -> Result<MediaId, InvalidId> {
-        crate::check(
+        check_id(
             "media id",
             value,
             MAX_MEDIA_ID_CHARS,
@@ -102,24 +103,6 @@ impl MediaId {
             |c| c.is_ascii_alphanumeric() || c == '_' || c == '-',
         )?;
         Ok(MediaId(value.to_owned()))
-    }
-
-    /// The id.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl TryFrom<String> for MediaId {
-    type Error = InvalidId;
-    fn try_from(value: String) -> Result<Self, InvalidId> {
-        MediaId::parse(&value)
-    }
-}
-
-impl From<MediaId> for String {
-    fn from(value: MediaId) -> String {
-        value.0
     }
 }
 

@@ -2,10 +2,6 @@
 //! idempotency key, incarnation): each a newtype whose `parse` refuses what a key
 //! may not hold, naming the identifier and what is wrong with it.
 
-use std::fmt;
-
-use serde::{Deserialize, Serialize};
-
 /// Why an identifier was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{what} {reason}")]
@@ -16,7 +12,11 @@ pub struct InvalidId {
     pub reason: String,
 }
 
-fn check_id(
+/// Checks `value` against an identifier's rule: not empty, at most `max`
+/// characters, each one `ok` (`allowed` says which, in the error). The error names
+/// `what` and, for a refused character, that character alone (never the value: an
+/// id may carry a phone number).
+pub fn check_id(
     what: &'static str,
     value: &str,
     max: usize,
@@ -39,10 +39,30 @@ fn check_id(
     Ok(())
 }
 
+/// Declares a validated identifier: a `String` newtype that serializes as its text,
+/// deserializes through its `parse` (which the type states, with
+/// [`check_id`](crate::domain::check_id) and its own rule), and reads as `&str`.
+/// `id_newtype!(Name)` derives `Debug`; `id_newtype!(Name, private)` writes one
+/// that shows the length only, for ids that carry a phone number (the WhatsApp
+/// channel's). The core's ids and the channels' are all declared so.
+#[macro_export]
 macro_rules! id_newtype {
     ($(#[$doc:meta])* $name:ident) => {
-        $(#[$doc])*
-        #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        $crate::id_newtype!(@type [$(#[$doc])* #[derive(Debug)]] $name);
+    };
+    ($(#[$doc:meta])* $name:ident, private) => {
+        $crate::id_newtype!(@type [$(#[$doc])*] $name);
+
+        // Never the value in a Debug line: it may carry a phone number.
+        impl ::std::fmt::Debug for $name {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                write!(f, concat!(stringify!($name), "(<{} chars>)"), self.0.len())
+            }
+        }
+    };
+    (@type [$(#[$attr:meta])*] $name:ident) => {
+        $(#[$attr])*
+        #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, ::serde::Serialize, ::serde::Deserialize)]
         #[serde(try_from = "String", into = "String")]
         pub struct $name(String);
 
@@ -53,26 +73,26 @@ macro_rules! id_newtype {
             }
         }
 
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        impl ::std::fmt::Display for $name {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
                 f.write_str(&self.0)
             }
         }
 
-        impl AsRef<str> for $name {
+        impl ::std::convert::AsRef<str> for $name {
             fn as_ref(&self) -> &str {
                 &self.0
             }
         }
 
-        impl TryFrom<String> for $name {
-            type Error = InvalidId;
-            fn try_from(value: String) -> Result<Self, InvalidId> {
+        impl ::std::convert::TryFrom<String> for $name {
+            type Error = $crate::domain::InvalidId;
+            fn try_from(value: String) -> Result<Self, $crate::domain::InvalidId> {
                 Self::parse(&value)
             }
         }
 
-        impl From<$name> for String {
+        impl ::std::convert::From<$name> for String {
             fn from(value: $name) -> String {
                 value.0
             }
