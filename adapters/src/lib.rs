@@ -20,6 +20,9 @@
 //!     adapter uses of it (`degrau-whatsapp`'s `aws` feature: WhatsApp's records,
 //!     its inbound queue, the Graph API client and its functions' constructors).
 //!   * [`sqs`]: the `Jobs` port on an SQS FIFO queue.
+//!   * [`sqs_batch`]: an SQS batch event read as [`degrau::fifo`]'s records, and
+//!     its partial batch response (the compactor's and the WhatsApp worker's
+//!     handlers).
 //!   * [`events`]: the `EventsOut` port on an SQS FIFO queue (events to a tenant's
 //!     events webhook, the contact as its pseudonym); `webhook::deliver` sends
 //!     them, for the `events-out` function.
@@ -54,6 +57,7 @@ mod model_contract;
 pub mod model_stream;
 pub mod retry;
 pub mod sqs;
+pub mod sqs_batch;
 pub mod ssm;
 pub mod webhook;
 pub mod wiring;

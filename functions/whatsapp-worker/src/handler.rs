@@ -14,10 +14,11 @@
 
 use std::time::Duration;
 
-use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
+use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
 use degrau::deadline::Deadline;
-use degrau::fifo::{self, Outcome, Record};
+use degrau::fifo::{self, Record};
 use degrau::metrics::Event;
+use degrau_adapters::sqs_batch;
 use degrau_whatsapp::inbox::Hold;
 use degrau_whatsapp::inbox::QueuedMessage;
 use degrau_whatsapp::worker::{FUNCTION, Worker, WorkerError};
@@ -53,7 +54,7 @@ pub async fn handle_batch(
     event: LambdaEvent<SqsEvent>,
 ) -> Result<SqsBatchResponse, Error> {
     let (batch, context) = event.into_parts();
-    let records: Vec<Record> = batch.records.iter().map(record).collect();
+    let records = sqs_batch::records(&batch);
     let receipts: Vec<Option<String>> = batch
         .records
         .iter()
@@ -68,43 +69,11 @@ pub async fn handle_batch(
         run_record(worker, (record, receipt), holding, deadline).await
     })
     .await;
-    let response = failures(&outcome)?;
+    let response = sqs_batch::failures(&outcome)?;
     if !outcome.reported.is_empty() {
         Event::new(FUNCTION)
             .count("RecordsFailed", outcome.reported.len() as u64)
             .emit();
-    }
-    Ok(response)
-}
-
-/// An SQS message as the runner reads it: a missing id, body or group is empty or
-/// none, and a receive count that cannot be read is the first. (The compactor's
-/// handler maps SQS the same way, and back with the same `failures`: their one home
-/// would be `degrau-adapters`, which holds no Lambda event types yet.)
-fn record(message: &SqsMessage) -> Record {
-    Record {
-        id: message.message_id.clone().unwrap_or_default(),
-        group: message.attributes.get("MessageGroupId").cloned(),
-        body: message.body.clone().unwrap_or_default(),
-        receives: message
-            .attributes
-            .get("ApproximateReceiveCount")
-            .and_then(|count| count.parse().ok())
-            .unwrap_or(1),
-    }
-}
-
-/// The partial batch response naming the records the runner reported, in order; an
-/// error when one of them has no `messageId`.
-fn failures(outcome: &Outcome) -> Result<SqsBatchResponse, Error> {
-    let mut response = SqsBatchResponse::default();
-    for id in &outcome.reported {
-        if id.is_empty() {
-            return Err("a record to report has no messageId; failing the whole batch".into());
-        }
-        let mut failure = BatchItemFailure::default();
-        failure.item_identifier = id.clone();
-        response.batch_item_failures.push(failure);
     }
     Ok(response)
 }
