@@ -325,3 +325,68 @@ fn the_counts_the_docs_state_are_the_templates_and_the_api_documents() {
         assert!(all.contains(path.as_str()), "no page of docs/ names {path}");
     }
 }
+
+/// The core's ports as the code declares them: every `pub trait` of `shared/src`
+/// outside its test support (`testing/`, `memory/`, `tests.rs`).
+fn core_traits() -> BTreeSet<String> {
+    fn walk(dir: &Path, out: &mut BTreeSet<String>) {
+        let declared = regex::Regex::new(r"(?m)^pub trait (\w+)").unwrap();
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let path = entry.path();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if path.is_dir() {
+                if name != "testing" && name != "memory" && name != "tests" {
+                    walk(&path, out);
+                }
+            } else if name.ends_with(".rs") && name != "tests.rs" {
+                let text = std::fs::read_to_string(&path).unwrap();
+                out.extend(declared.captures_iter(&text).map(|found| found[1].to_owned()));
+            }
+        }
+    }
+    let mut traits = BTreeSet::new();
+    walk(&root().join("shared/src"), &mut traits);
+    traits
+}
+
+#[test]
+fn the_ports_design_lists_are_the_traits_the_core_declares() {
+    // DESIGN's crate table: "… and their ports (`store` split by caller into
+    // `RoundStore`, …; `TenantStore`, …)": every trait named there, and no other.
+    let design = std::fs::read_to_string(root().join("docs/DESIGN.md")).unwrap();
+    let list = regex::Regex::new(r"and their ports \(([^)]*)\)")
+        .unwrap()
+        .captures(&design)
+        .expect("DESIGN's crate table lists the core's ports")[1]
+        .to_owned();
+    let named: BTreeSet<String> = regex::Regex::new(r"`([A-Z]\w+)`")
+        .unwrap()
+        .captures_iter(&list)
+        .map(|found| found[1].to_owned())
+        .collect();
+    let declared = core_traits();
+    assert!(declared.len() > 10, "{declared:?}");
+    assert_eq!(
+        named, declared,
+        "DESIGN's list of ports (left) against the core's traits (right)"
+    );
+    // The store traits by caller, as DESIGN says they are split: the store module's.
+    let by_caller = regex::Regex::new(r"`store` split by caller into ([^;]*);")
+        .unwrap()
+        .captures(&list)
+        .expect("the store's split")[1]
+        .matches("Store`")
+        .count();
+    let store_traits = std::fs::read_dir(root().join("shared/src/store"))
+        .unwrap()
+        .flatten()
+        .map(|entry| std::fs::read_to_string(entry.path()).unwrap_or_default())
+        .map(|text| {
+            regex::Regex::new(r"(?m)^pub trait (\w+Store):")
+                .unwrap()
+                .captures_iter(&text)
+                .count()
+        })
+        .sum::<usize>();
+    assert_eq!(by_caller, store_traits, "the store's traits by caller");
+}
