@@ -2,13 +2,12 @@
 //! moves, the test contact, a deadline no test reaches, a queue that records its
 //! jobs, and the services wired to the in-memory store and the scripted model.
 
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use degrau::compaction::{Compactor, Wiring};
 use degrau::converse::{AskOutcome, AskResponse, Converse};
-use degrau::deadline::Deadline;
 use degrau::domain::{ContactId, TenantId};
 use degrau::jobs::{EnqueueError, Job, Jobs};
 use degrau::memory::MemoryStore;
@@ -16,7 +15,10 @@ use degrau::model::Model;
 use degrau::plan::session::Clock;
 use degrau::store::ContactKey;
 use degrau::tenant::Defaults;
-use degrau::tools::Tools;
+
+// The clock, the deadline and the service on the in-memory store are the core's
+// test support (`degrau::testing`), which the channels' tests share.
+pub use degrau::testing::{START, converse_on as ask_service, minute, test_clock};
 
 /// A fact of session 1, message 1.
 pub fn fact(key: &str, value: String) -> degrau::domain::Fact {
@@ -28,14 +30,6 @@ pub fn fact(key: &str, value: String) -> degrau::domain::Fact {
         operator: None,
         history: Vec::new(),
     }
-}
-
-/// The time every test starts at (seconds since the epoch, in 2027).
-pub const START: i64 = 1_800_000_000;
-
-/// A deadline no test here reaches.
-pub fn minute() -> Deadline {
-    Deadline::after(std::time::Duration::from_secs(60))
 }
 
 /// The contact of the tests with one contact.
@@ -57,13 +51,6 @@ pub fn answered(outcome: AskOutcome) -> AskResponse {
         AskOutcome::Answered(response) => response,
         AskOutcome::Replayed(body) => panic!("unexpected replay {body}"),
     }
-}
-
-/// A clock at [`START`] that the test moves, and the service clock reading it.
-pub fn test_clock() -> (Arc<AtomicI64>, Clock) {
-    let clock = Arc::new(AtomicI64::new(START));
-    let now = clock.clone();
-    (clock, Arc::new(move || now.load(Ordering::SeqCst)))
 }
 
 /// The records service beside `service`, on the in-memory store.
@@ -91,30 +78,6 @@ where
         service.defaults.clone(),
         service.clock.clone(),
     )
-}
-
-/// The ask service on the in-memory store (also its tenant store).
-pub fn ask_service(
-    store: &Arc<MemoryStore>,
-    model: Arc<dyn Model>,
-    tools: Arc<dyn Tools>,
-    jobs: Arc<dyn Jobs>,
-    defaults: Defaults,
-    clock: Clock,
-) -> Converse {
-    Converse {
-        store: store.clone(),
-        records: store.clone(),
-        recall: store.clone(),
-        usage: store.clone(),
-        tenants: store.clone(),
-        model,
-        tools,
-        jobs,
-        quotas: Arc::new(degrau::quota::memory::MemoryQuotas::new()),
-        defaults,
-        clock,
-    }
 }
 
 /// The compactor on the in-memory store (also its tenant store).
