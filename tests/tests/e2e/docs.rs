@@ -340,7 +340,11 @@ fn core_traits() -> BTreeSet<String> {
                 }
             } else if name.ends_with(".rs") && name != "tests.rs" {
                 let text = std::fs::read_to_string(&path).unwrap();
-                out.extend(declared.captures_iter(&text).map(|found| found[1].to_owned()));
+                out.extend(
+                    declared
+                        .captures_iter(&text)
+                        .map(|found| found[1].to_owned()),
+                );
             }
         }
     }
