@@ -5,6 +5,15 @@
 //! [`Conversation`] (the core's [`Converse`] service); a reply a person of the business wrote instead is a
 //! [`PersonAnswer`]. The round logic (the window, the model, the commit) stays in
 //! [`crate::converse`]; this module only names the exchange.
+//!
+//! A channel's tenant settings are its section of the tenant's `CONFIG` item
+//! (`"whatsapp": {...}`), a [`ChannelSection`] the core keeps and never reads: the
+//! channel reads it typed ([`ChannelSection::read`]), and the function that writes
+//! the config (`ask`) registers the channel's [`ChannelSettingsCheck`], so a bad
+//! section is refused on a write as any bad field is. (The type lives in
+//! [`crate::tenant::section`], beside the config that holds it.)
+
+use std::sync::Arc;
 
 use async_trait::async_trait;
 
@@ -12,6 +21,9 @@ use crate::converse::{AskError, AskOutcome, Converse};
 use crate::deadline::Deadline;
 use crate::domain::IdempotencyKey;
 use crate::store::ContactKey;
+use crate::tenant::TenantConfig;
+
+pub use crate::tenant::section::ChannelSection;
 
 /// What a channel gives a turn: the contact, the text the turn is made of, the
 /// key that makes a retried delivery replay the stored answer, and the time
@@ -83,5 +95,47 @@ impl Conversation for Converse {
         } = answer;
         self.record_person_answer(key, customer, answer, idempotency, deadline)
             .await
+    }
+}
+
+/// How a channel checks its section of a tenant's config before it is stored.
+pub trait ChannelSettingsCheck: Send + Sync {
+    /// The section's name in the config (`whatsapp`).
+    fn channel(&self) -> &'static str;
+
+    /// Why the section cannot be the channel's settings, naming the field by its
+    /// path in the config; `Ok` when it can.
+    fn check(&self, section: &ChannelSection) -> Result<(), String>;
+}
+
+/// The channels' checks a function registers (none: every section is kept
+/// unchecked).
+#[derive(Clone, Default)]
+pub struct ChannelChecks(Vec<Arc<dyn ChannelSettingsCheck>>);
+
+impl ChannelChecks {
+    /// These checks and `check`.
+    #[must_use]
+    pub fn with(mut self, check: Arc<dyn ChannelSettingsCheck>) -> ChannelChecks {
+        self.0.push(check);
+        self
+    }
+
+    /// Why a section of `config` cannot be its channel's settings: the first
+    /// refusal of a registered check, in the order they were registered.
+    pub fn check(&self, config: &TenantConfig) -> Result<(), String> {
+        for check in &self.0 {
+            if let Some(section) = config.channel_section(check.channel()) {
+                check.check(section)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for ChannelChecks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.0.iter().map(|check| check.channel()).collect();
+        f.debug_tuple("ChannelChecks").field(&names).finish()
     }
 }

@@ -5,7 +5,7 @@
 //! (`docs/DESIGN.md`: "Retention", "The platform over its tenants".)
 
 pub mod bounds;
-pub mod whatsapp;
+pub mod section;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -63,9 +63,10 @@ pub struct TenantConfig {
     /// Extended thinking's budget in tokens for answers (absent: no thinking).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thinking_budget_tokens: Option<ThinkingBudget>,
-    /// The WhatsApp channel's settings (see [`crate::tenant::whatsapp`]).
+    /// The WhatsApp channel's settings: a section the core keeps and never reads
+    /// (the crate `degrau-whatsapp` reads it; see [`section`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub whatsapp: Option<crate::tenant::whatsapp::WhatsAppSettings>,
+    pub whatsapp: Option<section::ChannelSection>,
     /// Rounds and summary calls per hour (see [`crate::quota`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quota: Option<crate::quota::QuotaConfig>,
@@ -81,6 +82,17 @@ pub struct TenantConfig {
     /// no events).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub events_webhook: Option<crate::tools::declared::EventsWebhook>,
+}
+
+impl TenantConfig {
+    /// The section of the channel named `channel` (`whatsapp`), if the config
+    /// has one; a channel the config has no field for has none.
+    pub fn channel_section(&self, channel: &str) -> Option<&section::ChannelSection> {
+        match channel {
+            "whatsapp" => self.whatsapp.as_ref(),
+            _ => None,
+        }
+    }
 }
 
 use crate::plan::validate::MIN_THINKING_BUDGET;

@@ -12,9 +12,10 @@
 //!   such as `[audio]` for what degrau does not read), status callbacks and what is
 //!   ignored (reactions, other fields); [`signature`]: `X-Hub-Signature-256` and the
 //!   verification handshake's token, both compared in constant time.
-//! * [`degrau::tenant::whatsapp`]: a tenant's WhatsApp settings (the `whatsapp` object of its
-//!   `CONFIG`): the template sent outside the 24-hour window, the short reply to a
-//!   turn made only of media.
+//! * [`settings`]: a tenant's WhatsApp settings (the `whatsapp` object of its
+//!   `CONFIG`, a section the core keeps opaque): the template sent outside the
+//!   24-hour window, the short reply to a turn made only of media, the handoff;
+//!   and their check, which the `ask` function registers for config writes.
 //! * The ports: [`store`] (`WhatsAppStore`: the tenant binding, the inbound records
 //!   and the turns, the erased messages' tombstones), [`inbox`] (`Inbox`: the inbound
 //!   FIFO queue) and [`outbound`] (`Sender`: the Graph API); [`keyed`]: the keyed
@@ -58,6 +59,7 @@ pub mod memory;
 pub mod outbound;
 pub mod records;
 pub mod reply;
+pub mod settings;
 pub mod signature;
 pub mod store;
 #[cfg(any(test, feature = "test-util"))]

@@ -6,8 +6,8 @@
 use async_trait::async_trait;
 
 use super::{PhoneNumberId, WaId, WaMessageId};
+use crate::settings::TemplateRef;
 use degrau::deadline::Deadline;
-use degrau::tenant::whatsapp::TemplateRef;
 
 /// The Graph API's error code for a free-form message outside the customer service
 /// window ("re-engagement message").

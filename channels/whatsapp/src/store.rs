@@ -25,9 +25,9 @@ use sha2::{Digest, Sha256};
 use super::keyed::Tombstone;
 use super::records::{AudioRef, VoiceTurn};
 use super::{PhoneNumberId, WaMessageId};
+use crate::settings::TemplateRef;
 use degrau::domain::{Incarnation, TenantId};
 use degrau::store::{ContactKey, StoreError};
-use degrau::tenant::whatsapp::TemplateRef;
 
 pub use super::records::DeliveryRecord;
 pub use super::records::{Handoff, HandoffBy};

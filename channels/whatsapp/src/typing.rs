@@ -19,9 +19,9 @@ use super::outbound::Sender;
 use super::store::TurnRecord;
 use super::worker::{FUNCTION, Worker};
 use super::{PhoneNumberId, WaMessageId};
+use crate::settings::WhatsAppSettings;
 use degrau::deadline::Deadline;
 use degrau::metrics::Event;
-use degrau::tenant::whatsapp::WhatsAppSettings;
 
 /// How often the indicator is shown again while a round runs: within WhatsApp's
 /// 25 seconds, with room for the mark's own round trip.

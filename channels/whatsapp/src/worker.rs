@@ -55,13 +55,13 @@ use super::store::{
     InboundRecord, MAX_TURN_MESSAGES, RecordState, TurnId, TurnRecord, TurnStatus, WhatsAppStore,
 };
 use super::{PhoneNumberId, WaMessageId, record_life_seconds};
+use crate::settings::WhatsAppSettings;
 use degrau::converse::{AskError, Converse, MAX_TEXT_CHARS};
 use degrau::deadline::Deadline;
 use degrau::metering::UsageCounts;
 use degrau::metrics::Event;
 use degrau::plan::session::Clock;
 use degrau::store::{ContactKey, StoreError};
-use degrau::tenant::whatsapp::WhatsAppSettings;
 use handoff::Pending;
 use voice::VOICE_BUDGET;
 
@@ -422,14 +422,12 @@ impl Worker {
             .await
     }
 
-    /// The tenant's WhatsApp settings (the defaults when its config has none).
+    /// The tenant's WhatsApp settings (the defaults when its config has none); a
+    /// section that does not read is [`StoreError::InvalidConfig`], as a config
+    /// that does not read is.
     pub(super) async fn settings(&self, key: &ContactKey) -> Result<WhatsAppSettings, WorkerError> {
-        Ok(self
-            .ask
-            .tenants
-            .tenant_config(&key.tenant)
-            .await?
-            .and_then(|config| config.whatsapp)
-            .unwrap_or_default())
+        let config = self.ask.tenants.tenant_config(&key.tenant).await?;
+        let settings = WhatsAppSettings::of(config.as_ref()).map_err(StoreError::InvalidConfig)?;
+        Ok(settings)
     }
 }

@@ -12,6 +12,7 @@ mod recall;
 
 use std::time::Duration;
 
+use degrau::channel::ChannelChecks;
 use degrau::converse::Converse;
 use degrau::deadline::Deadline;
 use degrau::domain::{ContactId, IdempotencyKey};
@@ -19,6 +20,7 @@ use degrau::operate::Operate;
 use degrau::records::Records;
 use degrau::store::ContactKey;
 use degrau_adapters::config::{AuthConfig, ScopeConfig};
+use degrau_whatsapp::settings::WhatsAppSettingsCheck;
 use lambda_http::request::RequestContext;
 use lambda_http::{Body, Context, Request, RequestExt, Response};
 use serde_json::json;
@@ -92,7 +94,8 @@ pub fn app(deps: degrau_adapters::wiring::Dependencies, timeout: Duration) -> Ap
             deps.store.clone(),
             deps.config.defaults.clone(),
             deps.clock.clone(),
-        ),
+        )
+        .checking(channel_checks()),
         converse: Converse {
             store: deps.store.clone(),
             records: deps.store.clone(),
@@ -110,6 +113,13 @@ pub fn app(deps: degrau_adapters::wiring::Dependencies, timeout: Duration) -> Ap
         scopes: deps.config.scopes,
         ask_timeout: timeout,
     }
+}
+
+/// The channels' settings checks this function registers, so a config write with
+/// a bad channel section is refused (400) as one with any bad field is: WhatsApp's
+/// (`degrau_whatsapp::settings`). A new channel adds its own here.
+pub fn channel_checks() -> ChannelChecks {
+    ChannelChecks::default().with(std::sync::Arc::new(WhatsAppSettingsCheck))
 }
 
 /// A request's deadline: `budget` from now, or the invocation's own deadline (the

@@ -19,13 +19,15 @@ fn schema() -> Value {
     serde_json::from_str(SCHEMA).unwrap()
 }
 
+/// The config read as a write reads it: the core's fields, then the channels'
+/// sections with the checks the function registers.
 fn read(config: &Value) -> Result<(), String> {
-    StoredConfig {
+    let config = StoredConfig {
         text: config.to_string(),
         version: 1,
     }
-    .read()
-    .map(|_| ())
+    .read()?;
+    ask::handler::channel_checks().check(&config)
 }
 
 /// The fields the parser accepts where `probe` puts an unknown one, from its

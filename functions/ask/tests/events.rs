@@ -35,7 +35,8 @@ async fn the_sample_event_is_an_http_api_request_the_handler_answers() {
             system_clock(),
         ),
         records: degrau::records::Records::on(store.clone(), Defaults::default(), system_clock()),
-        operate: degrau::operate::Operate::on(store.clone(), Defaults::default(), system_clock()),
+        operate: degrau::operate::Operate::on(store.clone(), Defaults::default(), system_clock())
+            .checking(ask::handler::channel_checks()),
         converse: Converse {
             store: store.clone(),
             records: store.clone(),

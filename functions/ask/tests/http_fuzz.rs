@@ -60,7 +60,8 @@ fn app(auth: AuthConfig) -> (App, Arc<MemoryStore>) {
                 store.clone(),
                 Defaults::default(),
                 system_clock(),
-            ),
+            )
+            .checking(ask::handler::channel_checks()),
             converse: service,
             auth,
             scopes: degrau_adapters::config::ScopeConfig::default(),

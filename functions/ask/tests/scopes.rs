@@ -33,7 +33,8 @@ fn app(scope_claim: &str) -> App {
             system_clock(),
         ),
         records: degrau::records::Records::on(store.clone(), Defaults::default(), system_clock()),
-        operate: degrau::operate::Operate::on(store.clone(), Defaults::default(), system_clock()),
+        operate: degrau::operate::Operate::on(store.clone(), Defaults::default(), system_clock())
+            .checking(ask::handler::channel_checks()),
         converse: Converse {
             store: store.clone(),
             records: store.clone(),

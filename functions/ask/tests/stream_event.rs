@@ -37,7 +37,8 @@ fn app(store: Arc<MemoryStore>, model: Arc<ScriptedModel>) -> Arc<App> {
             system_clock(),
         ),
         records: degrau::records::Records::on(store.clone(), Defaults::default(), system_clock()),
-        operate: degrau::operate::Operate::on(store.clone(), Defaults::default(), system_clock()),
+        operate: degrau::operate::Operate::on(store.clone(), Defaults::default(), system_clock())
+            .checking(ask::handler::channel_checks()),
         converse: Converse {
             store: store.clone(),
             records: store.clone(),

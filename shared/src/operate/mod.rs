@@ -15,6 +15,7 @@ use serde::Serialize;
 mod facts;
 pub mod platform;
 
+use crate::channel::ChannelChecks;
 use crate::domain::TenantId;
 use crate::metering::PriceTable;
 use crate::metering::{MAX_USAGE_DAYS, UsageCounts, format_day};
@@ -45,6 +46,8 @@ pub struct Operate {
     pub defaults: Defaults,
     /// The clock.
     pub clock: Clock,
+    /// The channels' checks of their sections of a config (none: kept unchecked).
+    pub channels: ChannelChecks,
 }
 
 /// Contacts listed when no `limit` is asked for.
@@ -133,7 +136,15 @@ impl Operate {
             tenants: store,
             defaults,
             clock,
+            channels: ChannelChecks::default(),
         }
+    }
+
+    /// The service checking the channels' sections of a config with `channels`
+    /// (on a change, and on the stored config's state).
+    #[must_use]
+    pub fn checking(self, channels: ChannelChecks) -> Operate {
+        Operate { channels, ..self }
     }
 
     /// A page of the tenant's contacts, most recently active first.
@@ -163,7 +174,11 @@ impl Operate {
 
     /// The state of `stored` under the platform's `item` for the tenant.
     fn state_of(&self, stored: Option<StoredConfig>, item: Option<&TenantPolicy>) -> ConfigState {
-        let (problem, clamped) = match stored.as_ref().map(StoredConfig::read).transpose() {
+        let read = |stored: &StoredConfig| {
+            let config = stored.read()?;
+            self.channels.check(&config).map(|()| config)
+        };
+        let (problem, clamped) = match stored.as_ref().map(read).transpose() {
             Err(reason) => (Some(reason), Vec::new()),
             Ok(config) => match Settings::resolve_under(&self.defaults, config.as_ref(), item) {
                 Ok(settings) => (None, settings.clamped),
@@ -179,7 +194,8 @@ impl Operate {
     }
 
     /// Replaces the tenant's configuration with `text` (a JSON object), checked in
-    /// full first (every field, the platform's bounds, then the settings it makes),
+    /// full first (every field, the channels' sections with their registered
+    /// checks, the platform's bounds, then the settings it makes),
     /// only while the stored version is `expected`. Answers the state it stored,
     /// with its own new version (never another writer's, landed since).
     pub async fn replace_config(
@@ -194,6 +210,7 @@ impl Operate {
         };
         let config: TenantConfig = candidate
             .read()
+            .and_then(|config| self.channels.check(&config).map(|()| config))
             .map_err(|reason| AskError::InvalidRequest(format!("config: {reason}")))?;
         let item = read_config(self.tenants.tenant_policy(tenant).await)?;
         bounds::check(&config, &self.defaults.policy(item.as_ref())).map_err(|breach| {

@@ -317,10 +317,6 @@ async fn a_config_change_is_checked_in_full_and_only_lands_on_the_version_it_was
         ),
         (r#"{"tools": ["no_such_tool"]}"#, "tools[0]"),
         (r#"{"cache_ttl": "2h"}"#, "cache_ttl"),
-        (
-            r#"{"whatsapp": {"template": {"name": "Bad Name", "language": "pt_BR"}}}"#,
-            "whatsapp.template.name",
-        ),
     ] {
         let Err(AskError::InvalidRequest(message)) = operate_of(&h.ask, &h.store)
             .replace_config(&tenant, text, 0)
@@ -519,4 +515,68 @@ async fn the_fact_routes_work_while_facts_live_after_the_transcript_expired() {
         .set_fact(&key(), &name(), "Rita", "ops-7")
         .await;
     assert!(matches!(refused, Err(AskError::NotFound(_))), "{refused:?}");
+}
+
+/// A channel's check for the tests: its section holds only `{"on": bool}`.
+struct OnOnly;
+
+impl degrau::channel::ChannelSettingsCheck for OnOnly {
+    fn channel(&self) -> &'static str {
+        "whatsapp"
+    }
+
+    fn check(&self, section: &degrau::channel::ChannelSection) -> Result<(), String> {
+        #[derive(serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct On {
+            #[allow(dead_code)]
+            on: bool,
+        }
+        section.read::<On>(self.channel()).map(|_| ())
+    }
+}
+
+#[tokio::test]
+async fn a_channels_section_is_kept_opaque_and_checked_by_the_check_registered_for_it() {
+    let h = harness();
+    let tenant = key().tenant;
+    let unchecked = operate_of(&h.ask, &h.store);
+    let odd = r#"{"whatsapp": {"colour": "red"}}"#;
+    let stored = unchecked.replace_config(&tenant, odd, 0).await.unwrap();
+    assert_eq!(stored.problem, None, "no check registered: kept as it is");
+    let config = h.store.tenant_config(&tenant).await.unwrap().unwrap();
+    assert_eq!(
+        config.channel_section("whatsapp").unwrap().fields()["colour"],
+        "red"
+    );
+    h.model.push(ScriptedModel::text("Hello.", usage()));
+    h.ask.ask(&key(), "Hi", None, minute()).await.unwrap();
+
+    let checks = degrau::channel::ChannelChecks::default().with(Arc::new(OnOnly));
+    let checked = operate_of(&h.ask, &h.store).checking(checks);
+    let state = checked.config_state(&tenant).await.unwrap();
+    let problem = state.problem.unwrap();
+    assert!(
+        problem.starts_with("whatsapp.colour: unknown field `colour`"),
+        "{problem}"
+    );
+    for (text, names) in [
+        (odd, "config: whatsapp.colour: unknown field `colour`"),
+        (
+            r#"{"whatsapp": {"on": "yes"}}"#,
+            "config: whatsapp.on: invalid type",
+        ),
+        (r#"{"whatsapp": "on"}"#, "config: whatsapp: invalid type"),
+    ] {
+        let Err(AskError::InvalidRequest(message)) = checked.replace_config(&tenant, text, 1).await
+        else {
+            panic!("{text} must be refused");
+        };
+        assert!(message.starts_with(names), "{text}: {message}");
+    }
+    let fixed = checked
+        .replace_config(&tenant, r#"{"whatsapp": {"on": true}}"#, 1)
+        .await
+        .unwrap();
+    assert_eq!((fixed.version(), fixed.problem), (2, None));
 }

@@ -233,8 +233,8 @@ impl GraphSender {
 mod tests {
     use std::sync::{Arc, Mutex};
 
+    use crate::settings::TemplateRef;
     use axum::http::{HeaderMap, StatusCode};
-    use degrau::tenant::whatsapp::TemplateRef;
 
     use super::*;
 

@@ -7,6 +7,7 @@ use tracing::{error, info, warn};
 use super::send::outside_window;
 use super::{FUNCTION, SEND_BUDGET, Worker, WorkerError};
 use crate::reply::split_reply;
+use crate::settings::WhatsAppSettings;
 use crate::store::{Outgoing, TurnRecord};
 use crate::voice::VoiceTurn;
 use crate::{MAX_OUTBOUND_CHARS, SERVICE_WINDOW_SECONDS};
@@ -17,7 +18,6 @@ use degrau::domain::IdempotencyKey;
 use degrau::metrics::Event;
 use degrau::model::ModelError;
 use degrau::store::{ContactKey, StoreError};
-use degrau::tenant::whatsapp::WhatsAppSettings;
 
 impl Worker {
     /// The agent's answer, the customer seeing their message read and the typing

@@ -7,11 +7,11 @@ use tracing::{error, info, warn};
 use super::{FUNCTION, Worker, WorkerError};
 use crate::WaId;
 use crate::outbound::{OutboundMessage, SendError};
+use crate::settings::WhatsAppSettings;
 use crate::store::{Outgoing, TurnRecord};
 use degrau::deadline::Deadline;
 use degrau::metrics::Event;
 use degrau::store::ContactKey;
-use degrau::tenant::whatsapp::WhatsAppSettings;
 
 impl Worker {
     /// Sends the turn's messages from `sent` on, marking each on the turn.
@@ -71,7 +71,7 @@ impl Worker {
         key: &ContactKey,
         turn: &TurnRecord,
         to: &WaId,
-        template: &degrau::tenant::whatsapp::TemplateRef,
+        template: &crate::settings::TemplateRef,
         deadline: Deadline,
     ) -> Result<(), WorkerError> {
         match self

@@ -53,7 +53,7 @@ pub const VOICE_BUDGET: Duration = Duration::from_secs(MAX_VOICE_SECONDS + 15);
 pub const LANGUAGES: [&str; 2] = ["pt-BR", "en-US"];
 
 pub use super::super::records::{AudioRef, MediaId, VoiceTurn};
-pub use degrau::tenant::whatsapp::DEFAULT_VOICE_REPLY;
+pub use crate::settings::DEFAULT_VOICE_REPLY;
 
 /// Media fetched from the Graph API.
 #[derive(Clone, PartialEq, Eq)]

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use degrau::channel::ChannelSection;
 use degrau::deadline::Deadline;
 use degrau::domain::{ContactId, Incarnation, TenantId};
 use degrau::jobs::NoJobs;
@@ -17,7 +18,6 @@ use degrau::model::{Model, ModelError, ModelResponse};
 use degrau::plan::request::ModelRequest;
 use degrau::plan::session::Clock;
 use degrau::store::{ContactKey, RecordStore, SessionFilter, StoreError};
-use degrau::tenant::whatsapp::WhatsAppSettings;
 use degrau::tenant::{Defaults, TenantConfig, TenantStore};
 use degrau::tools::ToolDispatch;
 use degrau::usage::Usage;
@@ -614,7 +614,7 @@ async fn a_turn_resumed_after_its_commit_replays_the_answer_and_sends_once() {
 }
 
 async fn with_template(channel: &Channel) {
-    let settings: WhatsAppSettings = serde_json::from_value(
+    let settings: ChannelSection = serde_json::from_value(
         json!({"template": {"name": "retomar_conversa", "language": "pt_BR"}}),
     )
     .unwrap();
@@ -685,7 +685,7 @@ async fn meta_saying_the_window_closed_sends_the_template_instead() {
 #[tokio::test]
 async fn a_turn_of_bare_media_gets_the_tenants_short_reply_without_a_model_call() {
     let (channel, _) = channel().await;
-    let settings: WhatsAppSettings =
+    let settings: ChannelSection =
         serde_json::from_value(json!({"media_reply": "Ainda não ouço áudios; pode escrever?"}))
             .unwrap();
     channel

@@ -10,8 +10,8 @@
 use std::collections::HashMap;
 
 use degrau::domain::TenantId;
-use degrau::store::ContactKey;
-use degrau::tenant::whatsapp::{HandoffHours, MAX_HANDOFF_HOURS};
+use degrau::store::{ContactKey, StoreError};
+use degrau_whatsapp::settings::{HandoffHours, MAX_HANDOFF_HOURS, WhatsAppSettings};
 use degrau_whatsapp::store::{Handoff, HandoffBy};
 use lambda_http::{Body, Request, Response};
 use serde::Deserialize;
@@ -153,8 +153,7 @@ async fn tenant_handoff_seconds(app: &App, tenant: &TenantId) -> Result<i64, Htt
         .tenant_config(tenant)
         .await
         .map_err(|e| from_service(e.into()))?;
-    Ok(config
-        .and_then(|c| c.whatsapp)
-        .unwrap_or_default()
-        .handoff_seconds())
+    let settings = WhatsAppSettings::of(config.as_ref())
+        .map_err(|reason| from_service(StoreError::InvalidConfig(reason).into()))?;
+    Ok(settings.handoff_seconds())
 }

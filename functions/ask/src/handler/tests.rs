@@ -102,7 +102,8 @@ fn app(auth: AuthConfig) -> (App, Arc<MemoryStore>, Arc<ScriptedModel>) {
                 store.clone(),
                 Defaults::default(),
                 system_clock(),
-            ),
+            )
+            .checking(super::channel_checks()),
             converse: service,
             auth,
             scopes: degrau_adapters::config::ScopeConfig::default(),

@@ -1,5 +1,8 @@
-//! A tenant's WhatsApp settings: the `whatsapp` object of its `CONFIG` item, read
-//! like the rest of it (unknown fields refused, every value validated when read).
+//! A tenant's WhatsApp settings: the `whatsapp` object of its `CONFIG` item, a
+//! section the core keeps opaque ([`degrau::channel::ChannelSection`]). This crate
+//! reads it ([`WhatsAppSettings::of`]) like the core reads the rest (unknown fields
+//! refused, every value validated when read), and [`WhatsAppSettingsCheck`] refuses
+//! a bad one when the config is written (the `ask` function registers it).
 //!
 //! ```json
 //! {"whatsapp": {
@@ -18,7 +21,12 @@
 //!   voice note of the turn cannot be heard (too long, not a voice note, the
 //!   transcription failed). Absent: [`DEFAULT_VOICE_REPLY`].
 
+use degrau::channel::{ChannelSection, ChannelSettingsCheck};
+use degrau::tenant::TenantConfig;
 use serde::{Deserialize, Serialize};
+
+/// The section's name in the tenant's config.
+pub const CHANNEL: &str = "whatsapp";
 
 /// The reply to a voice note that cannot be heard, when the tenant set none.
 pub const DEFAULT_VOICE_REPLY: &str = "Desculpe, não consegui ouvir seu áudio. Pode escrever? \
@@ -61,6 +69,15 @@ pub const MAX_HANDOFF_HOURS: u32 = 168;
 pub const MAX_HANDBACK_KEYWORD_CHARS: usize = 32;
 
 impl WhatsAppSettings {
+    /// The settings in the tenant's `config` (the defaults when it has no
+    /// `whatsapp` section), or why its section does not read, naming the field
+    /// (`whatsapp.template.name: ...`).
+    pub fn of(config: Option<&TenantConfig>) -> Result<WhatsAppSettings, String> {
+        config
+            .and_then(|config| config.channel_section(CHANNEL))
+            .map_or_else(|| Ok(WhatsAppSettings::default()), |s| s.read(CHANNEL))
+    }
+
     /// True unless the tenant turned read receipts off.
     pub fn marks_read(&self) -> bool {
         self.read_receipts.unwrap_or(true)
@@ -87,6 +104,21 @@ impl WhatsAppSettings {
         self.handback_keyword
             .as_ref()
             .is_some_and(|word| word.as_str().trim().eq_ignore_ascii_case(text.trim()))
+    }
+}
+
+/// The check of the `whatsapp` section on a config write: it must read as
+/// [`WhatsAppSettings`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WhatsAppSettingsCheck;
+
+impl ChannelSettingsCheck for WhatsAppSettingsCheck {
+    fn channel(&self) -> &'static str {
+        CHANNEL
+    }
+
+    fn check(&self, section: &ChannelSection) -> Result<(), String> {
+        section.read::<WhatsAppSettings>(CHANNEL).map(|_| ())
     }
 }
 
@@ -244,16 +276,20 @@ checked_text!(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tenant::TenantConfig;
+
+    /// The WhatsApp settings of a config's text, read as the worker reads them.
+    fn read(text: &str) -> Result<WhatsAppSettings, String> {
+        let config: TenantConfig = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        WhatsAppSettings::of(Some(&config))
+    }
 
     #[test]
     fn the_whatsapp_object_is_read_validated_and_strict() {
-        let config: TenantConfig = serde_json::from_str(
+        let whatsapp = read(
             r#"{"whatsapp": {"template": {"name": "retomar_conversa", "language": "pt_BR"},
                              "media_reply": "Pode escrever?"}}"#,
         )
         .unwrap();
-        let whatsapp = config.whatsapp.unwrap();
         let template = whatsapp.template.unwrap();
         assert_eq!(
             (template.name.as_str(), template.language.as_str()),
@@ -272,19 +308,19 @@ mod tests {
             r#"{"whatsapp": {"handoff_hours": 169}}"#,
             r#"{"whatsapp": {"handback_keyword": " "}}"#,
             r#"{"whatsapp": {"read_receipts": "no"}}"#,
+            r#"{"whatsapp": "on"}"#,
         ] {
-            assert!(serde_json::from_str::<TenantConfig>(bad).is_err(), "{bad}");
+            assert!(read(bad).is_err(), "{bad}");
         }
         let long = format!(
             r#"{{"whatsapp": {{"media_reply": "{}"}}}}"#,
             "a".repeat(MAX_MEDIA_REPLY_CHARS + 1)
         );
-        assert!(serde_json::from_str::<TenantConfig>(&long).is_err());
-        let handoff: TenantConfig = serde_json::from_str(
+        assert!(read(&long).is_err());
+        let handoff = read(
             r#"{"whatsapp": {"handoff_hours": 2, "handback_keyword": "voltar", "read_receipts": false}}"#,
         )
         .unwrap();
-        let handoff = handoff.whatsapp.unwrap();
         assert_eq!(handoff.handoff_seconds(), 7200);
         assert!(!handoff.marks_read());
         assert!(handoff.is_handback(" VOLTAR "));
@@ -293,11 +329,34 @@ mod tests {
         assert_eq!(plain.handoff_seconds(), 12 * 3600);
         assert!(plain.marks_read() && !plain.is_handback("voltar"));
         assert_eq!(plain.voice_reply(), DEFAULT_VOICE_REPLY);
-        let voice: TenantConfig =
-            serde_json::from_str(r#"{"whatsapp": {"voice_reply": "Pode digitar?"}}"#).unwrap();
-        assert_eq!(voice.whatsapp.unwrap().voice_reply(), "Pode digitar?");
+        assert_eq!(read("{}").unwrap(), plain, "no section: the defaults");
+        let voice = read(r#"{"whatsapp": {"voice_reply": "Pode digitar?"}}"#).unwrap();
+        assert_eq!(voice.voice_reply(), "Pode digitar?");
         for good in ["es", "en_US", "fil"] {
             assert!(LanguageCode::try_from(good.to_owned()).is_ok(), "{good}");
         }
+    }
+
+    #[test]
+    fn the_check_names_the_field_at_fault_as_the_config_reader_does() {
+        let check = |text: &str| {
+            let config: TenantConfig = serde_json::from_str(text).unwrap();
+            WhatsAppSettingsCheck.check(config.channel_section(CHANNEL).unwrap())
+        };
+        assert_eq!(WhatsAppSettingsCheck.channel(), "whatsapp");
+        assert_eq!(
+            check(r#"{"whatsapp": {"template": {"name": "Bad Name", "language": "pt_BR"}}}"#),
+            Err("whatsapp.template.name: whatsapp.template.name must be 1-512 of a-z 0-9 _".into())
+        );
+        assert_eq!(
+            check(r#"{"whatsapp": {"handoff_hours": 0}}"#),
+            Err("whatsapp.handoff_hours: whatsapp.handoff_hours must be 1-168".into())
+        );
+        let unknown = check(r#"{"whatsapp": {"__probe__": 1}}"#).unwrap_err();
+        assert!(
+            unknown.contains("unknown field `__probe__`, expected one of `template`"),
+            "{unknown}"
+        );
+        assert_eq!(check(r#"{"whatsapp": {"read_receipts": false}}"#), Ok(()));
     }
 }
