@@ -975,3 +975,45 @@ async fn the_routes_publish_their_events_after_the_change_and_only_for_a_tenant_
     assert_eq!(published[0].1.data["value"], "Ana Maria");
     assert_eq!(published[0].1.data["by"], "operator");
 }
+
+#[tokio::test]
+async fn a_config_with_a_bad_whatsapp_section_is_400_naming_the_field_and_stores_nothing() {
+    use degrau::tenant::TenantStore;
+    let (app, store, _) = app(AuthConfig::Dev);
+    let put = |body: &'static str| {
+        let mut headers = dev_headers();
+        headers["if-match"] = json!("\"v0\"");
+        headers["x-scopes"] = json!("tenant:admin");
+        request("PUT", "/v1/tenant/config", headers, Some(body), None)
+    };
+    for (body, names) in [
+        (
+            r#"{"whatsapp": {"template": {"name": "Bad Name", "language": "pt_BR"}}}"#,
+            "config: whatsapp.template.name: whatsapp.template.name must be",
+        ),
+        (
+            r#"{"whatsapp": {"handoff_hours": 0}}"#,
+            "config: whatsapp.handoff_hours: whatsapp.handoff_hours must be 1-168",
+        ),
+        (
+            r#"{"whatsapp": {"templat": null}}"#,
+            "config: whatsapp.templat: unknown field `templat`",
+        ),
+    ] {
+        let (status, error) = call(&app, put(body)).await;
+        assert_eq!(
+            (status, error["error"]["type"].as_str()),
+            (400, Some("invalid_request")),
+            "{body}: {error}"
+        );
+        let message = error["error"]["message"].as_str().unwrap();
+        assert!(message.starts_with(names), "{body}: {message}");
+    }
+    let tenant = TenantId::parse("acme").unwrap();
+    assert_eq!(store.tenant_config(&tenant).await.unwrap(), None);
+    let (status, _) = call(&app, put(r#"{"whatsapp": {"handoff_hours": 2}}"#)).await;
+    assert_eq!(status, 200);
+    let config = store.tenant_config(&tenant).await.unwrap().unwrap();
+    let settings = degrau_whatsapp::settings::WhatsAppSettings::of(Some(&config)).unwrap();
+    assert_eq!(settings.handoff_seconds(), 7200);
+}
