@@ -716,6 +716,28 @@ async fn a_turn_of_bare_media_gets_the_tenants_short_reply_without_a_model_call(
 }
 
 #[tokio::test]
+async fn a_whatsapp_section_that_does_not_read_stops_the_turn_before_the_model() {
+    let (channel, _) = channel().await;
+    let tenant = TenantId::parse(TENANT).unwrap();
+    // Stored before the check (or by hand): the core keeps the section as it is.
+    channel
+        .store
+        .put_config_text(&tenant, r#"{"whatsapp": {"handoff_hours": 0}}"#);
+    answers(&channel.model, &["never sent"]);
+    channel.deliver(&[text("m1", "oi")]).await;
+    let results = channel.work().await;
+    let Err(WorkerError::Store(StoreError::InvalidConfig(reason))) = &results[0] else {
+        panic!("{results:?}")
+    };
+    assert!(
+        reason.starts_with("whatsapp.handoff_hours: whatsapp.handoff_hours must be 1-168"),
+        "{reason}"
+    );
+    assert_eq!(channel.model_calls(), 0);
+    assert!(channel.sender.sent().is_empty());
+}
+
+#[tokio::test]
 async fn without_a_short_reply_a_media_turn_goes_to_the_model_as_its_note() {
     let (channel, _) = channel().await;
     answers(
