@@ -21,8 +21,8 @@
 //!     its inbound queue, the Graph API client and its functions' constructors).
 //!   * [`sqs`]: the `Jobs` port on an SQS FIFO queue.
 //!   * [`sqs_batch`]: an SQS batch event read as [`degrau::fifo`]'s records, and
-//!     its partial batch response (the compactor's and the WhatsApp worker's
-//!     handlers).
+//!     its partial batch response (the compactor's, the WhatsApp worker's and
+//!     events-out's handlers).
 //!   * [`events`]: the `EventsOut` port on an SQS FIFO queue (events to a tenant's
 //!     events webhook, the contact as its pseudonym); `webhook::deliver` sends
 //!     them, for the `events-out` function.

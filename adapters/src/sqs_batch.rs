@@ -1,7 +1,7 @@
 //! An SQS batch as [`degrau::fifo`] runs it, and back: the records its runner reads
 //! ([`records`]) and the partial batch response naming the ones it reported
-//! ([`failures`]). The compactor's and the WhatsApp worker's handlers both run
-//! their batches so.
+//! ([`failures`]). The compactor's, the WhatsApp worker's and events-out's handlers
+//! all run their batches so.
 
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use degrau::fifo::{Outcome, Record};

@@ -13,11 +13,12 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
+use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
 use degrau::deadline::Deadline;
 use degrau::events::Delivery;
-use degrau::fifo::{self, Outcome, Record};
+use degrau::fifo::{self, Record};
 use degrau::metrics::Event;
+use degrau_adapters::sqs_batch;
 use degrau_adapters::webhook::WebhookCaller;
 use degrau_adapters::webhook::deliver::DeliveryFailure;
 use lambda_runtime::{Error, LambdaEvent};
@@ -57,7 +58,7 @@ pub async fn handle(
     event: LambdaEvent<SqsEvent>,
 ) -> Result<SqsBatchResponse, Error> {
     let (batch, context) = event.into_parts();
-    let records: Vec<Record> = batch.records.iter().map(record).collect();
+    let records = sqs_batch::records(&batch);
     let invocation = Deadline::from_epoch_millis(context.deadline);
     let outcome = fifo::run(&records, budget, invocation, async |record, deadline| {
         run_record(deliver, record, deadline).await
@@ -72,36 +73,7 @@ pub async fn handle(
             "batch partly failed"
         );
     }
-    failures(&outcome)
-}
-
-/// An SQS message as the runner reads it (as the compactor's and the WhatsApp
-/// worker's handlers map it).
-fn record(message: &SqsMessage) -> Record {
-    Record {
-        id: message.message_id.clone().unwrap_or_default(),
-        group: message.attributes.get("MessageGroupId").cloned(),
-        body: message.body.clone().unwrap_or_default(),
-        receives: message
-            .attributes
-            .get("ApproximateReceiveCount")
-            .and_then(|count| count.parse().ok())
-            .unwrap_or(1),
-    }
-}
-
-/// The partial batch response naming the records the runner reported, in order.
-fn failures(outcome: &Outcome) -> Result<SqsBatchResponse, Error> {
-    let mut response = SqsBatchResponse::default();
-    for id in &outcome.reported {
-        if id.is_empty() {
-            return Err("a record to report has no messageId; failing the whole batch".into());
-        }
-        let mut failure = BatchItemFailure::default();
-        failure.item_identifier = id.clone();
-        response.batch_item_failures.push(failure);
-    }
-    Ok(response)
+    Ok(sqs_batch::failures(&outcome)?)
 }
 
 /// Delivers one record's event by `deadline`; true when the receiver took it.

@@ -1,6 +1,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+use aws_lambda_events::sqs::SqsMessage;
 use degrau::events::{Event as Sent, EventType};
 use degrau::tools::Webhook;
 use lambda_runtime::Context;
