@@ -14,11 +14,6 @@ use serde_json::{Map, Value};
 pub struct ChannelSection(Map<String, Value>);
 
 impl ChannelSection {
-    /// The section holding `fields`.
-    pub fn new(fields: Map<String, Value>) -> ChannelSection {
-        ChannelSection(fields)
-    }
-
     /// The section's fields, as given.
     pub fn fields(&self) -> &Map<String, Value> {
         &self.0
