@@ -212,7 +212,12 @@ fn check_all(world: &World, oracle: &mut Oracle) -> Result<(), Violation> {
     }
     let now = world.now();
     for (index, key) in world.contacts.iter().enumerate() {
-        oracle.check(index, &world.memory.snapshot(key), now)?;
+        oracle.check(
+            index,
+            &world.memory.snapshot(key),
+            world.retention(index),
+            now,
+        )?;
     }
     Ok(())
 }

@@ -43,6 +43,8 @@ pub(crate) async fn quiesce(
         let mut last = None;
         for _ in 0..UNSTUCK_ATTEMPTS {
             let token = oracle.issue(index);
+            let floor = world.now() + world.retention(index).longest;
+            oracle.expires_no_earlier(index, &token, floor);
             stats.messages += 1;
             let text = format!("{token} {}", filler(40));
             let told = ask(world, index, &token, &text, false).await?;

@@ -56,7 +56,10 @@ pub(crate) async fn together(
         .map(|op| match op {
             Event::Ask { contact, .. } | Event::Record { contact, .. } => {
                 stats.messages += 1;
-                Some(oracle.issue(*contact))
+                let token = oracle.issue(*contact);
+                let floor = world.now() + world.retention(*contact).longest;
+                oracle.expires_no_earlier(*contact, &token, floor);
+                Some(token)
             }
             Event::Correct { contact } => Some(oracle.issue_correction(*contact)),
             _ => None,

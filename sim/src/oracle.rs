@@ -32,6 +32,9 @@ use degrau::domain::{ContentBlock, Role, StoredMessage};
 use degrau::memory::Snapshot;
 
 mod checks;
+mod expiry;
+
+pub use expiry::{EXPIRY, Retention};
 
 use crate::model::tokens;
 
@@ -103,6 +106,9 @@ struct Sent {
     /// beside it. A head that expires first (its tenant lowered the retention
     /// since) ends the life, and the next life's writes replace what is left.
     life_ends: Option<i64>,
+    /// The earliest its user message may expire: the time its round began plus
+    /// the retention its tenant had then (none: not known).
+    floor: Option<i64>,
 }
 
 /// Whether an operator's correction landed.
@@ -130,6 +136,8 @@ pub struct ContactLog {
     /// The last correction known to have landed in this life: its token's number
     /// (messages of lower numbers were sent before it) and its fact's TTL.
     corrected: Option<(u64, i64)>,
+    /// The longest transcript retention its tenant was ever configured with.
+    longest: i64,
 }
 
 /// What every client was told.
@@ -160,9 +168,18 @@ impl Oracle {
                 told: Told::Unknown("in flight".into()),
                 expires: None,
                 life_ends: None,
+                floor: None,
             },
         );
         token
+    }
+
+    /// The message of `token` may expire no earlier than `floor` if stored: its
+    /// round began now, under a retention ending then.
+    pub fn expires_no_earlier(&mut self, contact: usize, token: &str, floor: i64) {
+        if let Some(sent) = self.contacts[contact].sent.get_mut(token) {
+            sent.floor = Some(floor);
+        }
     }
 
     /// A new token for an operator's correction of `contact`'s `name` fact.
@@ -236,22 +253,30 @@ impl Oracle {
         }
     }
 
-    /// Checks the safety invariants on `contact`'s items at `now`.
+    /// Checks the safety invariants on `contact`'s items at `now`, under the
+    /// retention its tenant was configured with.
     pub fn check(
         &mut self,
         contact: usize,
         snapshot: &Snapshot,
+        retention: Retention,
         now: i64,
     ) -> Result<(), Violation> {
         self.checks += 1;
         let log = &mut self.contacts[contact];
+        log.longest = log.longest.max(retention.longest);
+        let retention = Retention {
+            longest: log.longest,
+            ..retention
+        };
         let found = checks::stored_once(log, snapshot)?;
         checks::told_stored(log, snapshot, &found, now)?;
         if let Some(head) = &snapshot.head {
             checks::head(log, head, snapshot, now)?;
         }
         checks::archives(log, snapshot)?;
-        checks::facts(log, snapshot, now)
+        checks::facts(log, snapshot, now)?;
+        expiry::check(log, snapshot, retention, now)
     }
 }
 

@@ -77,6 +77,8 @@ impl Live {
 
 /// The longest idle timeout a tenant is given.
 pub const MAX_IDLE_MINUTES: u64 = 120;
+/// The deployment's fact retention, in days.
+pub const FACT_RETENTION_DAYS: u32 = 2;
 
 /// The tenant of contact `index`.
 pub fn tenant_of(index: usize) -> &'static str {
@@ -132,7 +134,7 @@ pub fn defaults() -> Defaults {
         },
         session_idle_minutes: IDLE_MINUTES,
         transcript_retention_days: 1,
-        fact_retention_days: 2,
+        fact_retention_days: FACT_RETENTION_DAYS,
         sweep_buckets: 1,
         sweep_limit_per_bucket: SWEEP_LIMIT,
         ..Defaults::default()
@@ -293,6 +295,20 @@ impl World {
             .position(|t| *t == tenant_of(index))
             .unwrap_or(0);
         self.live[tenant].idle_minutes as i64 * 60
+    }
+
+    /// The retention contact `index`'s tenant has now: its transcripts' after
+    /// the session's last activity (the idle timeout on top), and its facts'.
+    pub fn retention(&self, index: usize) -> crate::oracle::Retention {
+        let tenant = TENANTS
+            .iter()
+            .position(|t| *t == tenant_of(index))
+            .unwrap_or(0);
+        let live = &self.live[tenant];
+        crate::oracle::Retention {
+            longest: i64::from(live.retention_days) * 86_400 + live.idle_minutes as i64 * 60,
+            facts: i64::from(FACT_RETENTION_DAYS) * 86_400,
+        }
     }
 
     /// Whether contact `index` belongs to a tenant whose configuration is broken.
