@@ -210,6 +210,7 @@ fn check_all(world: &World, oracle: &mut Oracle) -> Result<(), Violation> {
     if let Some((invariant, seen)) = world.model.take_violations().into_iter().next() {
         return Err(Violation::new(invariant, seen));
     }
+    oracle.end_event(&world.model.take_carried())?;
     let now = world.now();
     for (index, key) in world.contacts.iter().enumerate() {
         oracle.check(

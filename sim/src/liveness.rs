@@ -42,7 +42,7 @@ pub(crate) async fn quiesce(
         oracle.checks += 1;
         let mut last = None;
         for _ in 0..UNSTUCK_ATTEMPTS {
-            let token = oracle.issue(index);
+            let token = oracle.issue(index, world.now());
             let floor = world.now() + world.retention(index).longest;
             oracle.expires_no_earlier(index, &token, floor);
             stats.messages += 1;

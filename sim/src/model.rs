@@ -30,10 +30,12 @@ use serde_json::json;
 use crate::counts::Counts;
 
 mod answers;
+mod carried;
 mod request;
 mod tool_calls;
 
 pub use answers::filler;
+pub use carried::Carried;
 pub use request::{estimate, estimate_json, token, token_contact, tokens};
 
 use answers::{facts, from_wire, judge, pieces, response, summary, to_wire};
@@ -83,6 +85,8 @@ struct State {
     calls: u64,
     /// No quirky answers (see [`SimModel::set_quirks`]).
     quirks_off: bool,
+    /// What the rounds' requests carried, for the oracle (see `carried.rs`).
+    carried: Vec<carried::Carried>,
 }
 
 fn lock(mutex: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
@@ -308,6 +312,7 @@ impl Model for SimModel {
             return Err(ModelError::InvalidRequest { message: refused });
         }
         self.check_tools_kept(request);
+        self.keep_carried(request);
         // Every request that reaches the API counts, whatever befalls it after
         // (a fault, the answer): two over the window in a row is the violation.
         self.track_window(request);

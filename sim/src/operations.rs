@@ -56,7 +56,7 @@ pub(crate) async fn together(
         .map(|op| match op {
             Event::Ask { contact, .. } | Event::Record { contact, .. } => {
                 stats.messages += 1;
-                let token = oracle.issue(*contact);
+                let token = oracle.issue(*contact, world.now());
                 let floor = world.now() + world.retention(*contact).longest;
                 oracle.expires_no_earlier(*contact, &token, floor);
                 Some(token)

@@ -33,8 +33,10 @@ use degrau::memory::Snapshot;
 
 mod checks;
 mod expiry;
+mod requests;
 
 pub use expiry::{EXPIRY, Retention};
+pub use requests::FORGOTTEN;
 
 use crate::model::tokens;
 
@@ -109,6 +111,11 @@ struct Sent {
     /// The earliest its user message may expire: the time its round began plus
     /// the retention its tenant had then (none: not known).
     floor: Option<i64>,
+    /// The event it was issued in, and when.
+    issued_in: u64,
+    began: i64,
+    /// The event it was told stored in.
+    told_in: Option<u64>,
 }
 
 /// Whether an operator's correction landed.
@@ -146,6 +153,8 @@ pub struct Oracle {
     contacts: Vec<ContactLog>,
     /// Invariant checks made.
     pub checks: u64,
+    /// Events played (see [`Oracle::end_event`]).
+    events: u64,
 }
 
 impl Oracle {
@@ -154,11 +163,12 @@ impl Oracle {
         Oracle {
             contacts: (0..contacts).map(|_| ContactLog::default()).collect(),
             checks: 0,
+            events: 0,
         }
     }
 
-    /// A new token for a message of `contact`.
-    pub fn issue(&mut self, contact: usize) -> String {
+    /// A new token for a message of `contact`, sent `now`.
+    pub fn issue(&mut self, contact: usize, now: i64) -> String {
         let log = &mut self.contacts[contact];
         log.next += 1;
         let token = crate::model::token(contact, log.next);
@@ -169,6 +179,9 @@ impl Oracle {
                 expires: None,
                 life_ends: None,
                 floor: None,
+                issued_in: self.events,
+                began: now,
+                told_in: None,
             },
         );
         token
@@ -214,8 +227,22 @@ impl Oracle {
     /// Records what the client was told about `token`.
     pub fn tell(&mut self, contact: usize, token: &str, told: Told) {
         if let Some(sent) = self.contacts[contact].sent.get_mut(token) {
+            if matches!(told, Told::Stored { .. }) {
+                sent.told_in = Some(self.events);
+            }
             sent.told = told;
         }
+    }
+
+    /// Checks what every round's request carried (see `requests.rs`), once
+    /// the event's clients were told; the event ends.
+    pub fn end_event(&mut self, carried: &[crate::model::Carried]) -> Result<(), Violation> {
+        self.events += 1;
+        for request in carried {
+            self.checks += 1;
+            requests::check(&self.contacts, request)?;
+        }
+        Ok(())
     }
 
     /// What the client was told about `token`.
