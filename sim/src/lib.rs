@@ -24,6 +24,7 @@ pub mod clock;
 pub mod counts;
 pub mod events;
 pub mod faults;
+mod listing;
 mod liveness;
 pub mod model;
 mod operations;

@@ -67,6 +67,7 @@ pub(crate) async fn quiesce(
     }
     drain(world).await;
     forgotten(world, oracle).await?;
+    crate::listing::listed(world, &mut oracle.checks).await?;
     swept(world, oracle).await
 }
 
