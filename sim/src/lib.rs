@@ -213,13 +213,23 @@ fn check_all(world: &World, oracle: &mut Oracle) -> Result<(), Violation> {
     }
     oracle.end_event(&world.model.take_carried())?;
     let now = world.now();
-    for (index, key) in world.contacts.iter().enumerate() {
-        oracle.check(
-            index,
-            &world.memory.snapshot(key),
-            world.retention(index),
-            now,
-        )?;
+    let snapshots: Vec<_> = world
+        .contacts
+        .iter()
+        .map(|key| world.memory.snapshot(key))
+        .collect();
+    for (session, shown) in world.model.take_facts_read() {
+        oracle.facts_read(session, &shown, &snapshots)?;
+    }
+    for (index, snapshot) in snapshots.iter().enumerate() {
+        oracle.check(index, snapshot, world.retention(index), now)?;
+    }
+    for (job, receives) in world.queue.take_dropped() {
+        let heads: Vec<_> = (world.contacts.iter().zip(&snapshots))
+            .filter(|(key, _)| key.tenant == *job.tenant())
+            .map(|(_, snapshot)| snapshot.head.clone())
+            .collect();
+        oracle::job_dropped(&job, receives, &heads, now)?;
     }
     Ok(())
 }

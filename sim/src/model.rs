@@ -21,6 +21,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use degrau::deadline::Deadline;
 use degrau::domain::ContentBlock;
+use degrau::jobs::Job;
 use degrau::model::{DeltaSink, Model, ModelError, ModelResponse, StopReason};
 use degrau::plan::request::ModelRequest;
 use degrau::usage::Usage;
@@ -38,7 +39,7 @@ pub use answers::filler;
 pub use carried::Carried;
 pub use request::{estimate, estimate_json, token, token_contact, tokens};
 
-use answers::{facts, from_wire, judge, pieces, response, summary, to_wire};
+use answers::{facts, from_wire, judge, pieces, response, shown, summary, to_wire};
 use request::{Kind, kind, round_token};
 
 /// The invariant of the model's requests: every one passes the API's rules.
@@ -87,6 +88,23 @@ struct State {
     quirks_off: bool,
     /// What the rounds' requests carried, for the oracle (see `carried.rs`).
     carried: Vec<carried::Carried>,
+    /// What each fact extraction was shown, by the session whose job asked (see
+    /// [`serving`]): each customer message as its sequence number and token.
+    facts_read: Vec<(u32, Vec<(u64, String)>)>,
+}
+
+tokio::task_local! {
+    /// The session whose facts job is running, while the queue runs one.
+    static FACTS_OF: u32;
+}
+
+/// Runs `work` (the compactor running `job`) so that the model knows, for a facts
+/// job, which session's extraction each of its requests serves.
+pub async fn serving<T>(job: &Job, work: impl Future<Output = T>) -> T {
+    match job {
+        Job::Facts { session, .. } => FACTS_OF.scope(*session, work).await,
+        _ => work.await,
+    }
 }
 
 fn lock(mutex: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
@@ -133,6 +151,12 @@ impl SimModel {
     /// taken.
     pub fn take_violations(&self) -> Vec<(&'static str, String)> {
         std::mem::take(&mut lock(&self.state).violations)
+    }
+
+    /// What each fact extraction since the last call was shown (the session whose
+    /// job asked; each customer message's sequence number and token), taken.
+    pub fn take_facts_read(&self) -> Vec<(u32, Vec<(u64, String)>)> {
+        std::mem::take(&mut lock(&self.state).facts_read)
     }
 
     /// Calls answered or refused so far.
@@ -219,7 +243,12 @@ impl SimModel {
     fn answer(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
         match kind(request) {
             Kind::Summary => return Ok(summary(request)),
-            Kind::Facts => return Ok(facts(request)),
+            Kind::Facts => {
+                if let Ok(session) = FACTS_OF.try_with(|session| *session) {
+                    lock(&self.state).facts_read.push((session, shown(request)));
+                }
+                return Ok(facts(request));
+            }
             Kind::Round | Kind::Search => {}
         }
         let size = estimate(request);

@@ -22,13 +22,22 @@
 //! - **An operator's correction stands.** Once a correction landed, and while its
 //!   fact lives, the `name` fact is the operator's, or a value the model read from
 //!   a message sent after it: never one from a message sent before.
+//! - **A session's facts come from that session.** Every customer message a fact
+//!   extraction was shown is stored in the session whose job asked, at the
+//!   sequence number shown (the model learns the job's session from the queue:
+//!   `crate::model::serving`); not the next session's window, read after a round
+//!   opened it.
+//! - **No job of a living contact is dropped.** A job the compactor skipped as
+//!   erased belongs to a life that is gone: no live head holds its incarnation
+//!   (a job that finds no head while the index lags is left for redelivery).
 //!
 //! The liveness invariants (no message forgotten, no contact stuck, every idle
 //! session swept) are checked when the simulation quiesces (see `crate::run`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use degrau::domain::{ContentBlock, Role, StoredMessage};
+use degrau::domain::{ContentBlock, Head, Role, StoredMessage};
+use degrau::jobs::Job;
 use degrau::memory::Snapshot;
 
 mod checks;
@@ -305,6 +314,86 @@ impl Oracle {
         checks::facts(log, snapshot, now)?;
         expiry::check(log, snapshot, retention, now)
     }
+}
+
+/// The invariant of fact extractions (checked after every event).
+pub const FACTS_OF_THEIR_SESSION: &str = "a session's facts come from that session";
+/// The invariant of the jobs (checked after every event).
+pub const NO_LIVING_JOB_DROPPED: &str = "no job of a living contact is dropped";
+
+impl Oracle {
+    /// A session's facts come from that session: every customer message the
+    /// extraction of `session` was shown (its sequence number and token) is
+    /// stored in `session` at that sequence number, as the contacts' `snapshots`
+    /// hold it or, gone from them (TTL), as its client was told.
+    pub fn facts_read(
+        &mut self,
+        session: u32,
+        shown: &[(u64, String)],
+        snapshots: &[Snapshot],
+    ) -> Result<(), Violation> {
+        self.checks += 1;
+        for (seq, token) in shown {
+            let Some(contact) = crate::model::token_contact(token) else {
+                continue;
+            };
+            let stored = snapshots.get(contact).and_then(|snapshot| {
+                snapshot.messages.iter().find_map(|(message, _)| {
+                    (user_token(message).as_ref() == Some(token))
+                        .then_some((message.session, message.seq))
+                })
+            });
+            let told = match self
+                .contacts
+                .get(contact)
+                .and_then(|_| self.told(contact, token))
+            {
+                Some(Told::Stored {
+                    session, first_seq, ..
+                }) => Some((*session, *first_seq)),
+                _ => None,
+            };
+            if let Some((at_session, at_seq)) = stored.or(told)
+                && (at_session, at_seq) != (session, *seq)
+            {
+                return Err(Violation::new(
+                    FACTS_OF_THEIR_SESSION,
+                    format!(
+                        "the fact extraction of session {session} was shown {token} as seq \
+                         {seq}, stored at session {at_session} seq {at_seq}"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// No job of a living contact is dropped: a job the compactor skipped as erased
+/// (at its `receives`th receive) belongs to a life that is gone, no live head of
+/// `heads` (its tenant's contacts' heads now) holding its incarnation.
+pub fn job_dropped(
+    job: &Job,
+    receives: u32,
+    heads: &[Option<Head>],
+    now: i64,
+) -> Result<(), Violation> {
+    let living = heads
+        .iter()
+        .flatten()
+        .any(|head| head.incarnation.as_ref() == Some(job.incarnation()) && !head.expired_at(now));
+    if living {
+        return Err(Violation::new(
+            NO_LIVING_JOB_DROPPED,
+            format!(
+                "a {} job of session {} was skipped as erased at its receive {receives}, \
+                 and its contact's life lives",
+                job.kind(),
+                job.session()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The token of a user message of text (the contact's own words).

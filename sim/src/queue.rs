@@ -58,6 +58,9 @@ struct State {
     next_id: u64,
     /// What the last records came to, newest last (for a failure's description).
     log: Vec<String>,
+    /// The jobs the compactor skipped as erased, and at which receive, not yet
+    /// taken by the oracle.
+    dropped: Vec<(Job, u32)>,
 }
 
 /// What one delivery did.
@@ -170,6 +173,12 @@ impl SimQueue {
         lock(&self.state).log.clone()
     }
 
+    /// The jobs the compactor skipped as erased since the last call (each with
+    /// the receive it was skipped at), taken.
+    pub fn take_dropped(&self) -> Vec<(Job, u32)> {
+        std::mem::take(&mut lock(&self.state).dropped)
+    }
+
     /// Whether a message can be delivered now: visible, with no earlier message
     /// of its group in flight.
     pub fn any_deliverable(&self) -> bool {
@@ -263,9 +272,8 @@ impl SimQueue {
                 continue;
             }
             let deadline = Deadline::after(JOB_BUDGET);
-            let result = compactor
-                .run_delivery(&queued.job, queued.receives, deadline)
-                .await;
+            let run = compactor.run_delivery(&queued.job, queued.receives, deadline);
+            let result = crate::model::serving(&queued.job, run).await;
             {
                 let mut state = lock(&self.state);
                 let line = format!(
@@ -284,6 +292,10 @@ impl SimQueue {
                 Ok(outcome) => {
                     if matches!(outcome, JobOutcome::StepApplied { .. }) {
                         delivery.steps += 1;
+                    }
+                    if skipped_as_erased(&outcome) {
+                        let dropped = (queued.job.clone(), queued.receives);
+                        lock(&self.state).dropped.push(dropped);
                     }
                     delivery.done += 1;
                     done.push(queued.id);
@@ -306,6 +318,16 @@ impl SimQueue {
         }
         delivery
     }
+}
+
+/// Whether the compactor skipped a job as if its contact were erased.
+fn skipped_as_erased(outcome: &JobOutcome) -> bool {
+    matches!(
+        outcome,
+        JobOutcome::StepSkipped { reason: "erased" }
+            | JobOutcome::FactsSkipped { reason: "erased" }
+            | JobOutcome::IndexSkipped { reason: "erased" }
+    )
 }
 
 #[async_trait]

@@ -54,16 +54,27 @@ pub(super) fn summary(request: &ModelRequest) -> ModelResponse {
     )
 }
 
+/// The customer messages a fact extraction shows (`[seq N] user: …` lines that
+/// carry a token): each one's sequence number and token, in order.
+pub(super) fn shown(request: &ModelRequest) -> Vec<(u64, String)> {
+    user_text(request)
+        .lines()
+        .filter_map(|line| {
+            let rest = line.strip_prefix("[seq ")?;
+            let (seq, said) = rest.split_once("] user: ")?;
+            let token = tokens(said).into_iter().next()?;
+            Some((seq.parse().ok()?, token))
+        })
+        .collect()
+}
+
 /// A `record_facts` call naming the first customer message with a token: its
 /// token as the `name` fact, citing its sequence number.
 pub(super) fn facts(request: &ModelRequest) -> ModelResponse {
-    let text = user_text(request);
-    let proposal = text.lines().find_map(|line| {
-        let rest = line.strip_prefix("[seq ")?;
-        let (seq, said) = rest.split_once("] user: ")?;
-        let token = tokens(said).into_iter().next()?;
-        Some(json!({"key": "name", "value": token, "seq": seq.parse::<u64>().ok()?}))
-    });
+    let proposal = shown(request)
+        .into_iter()
+        .next()
+        .map(|(seq, token)| json!({"key": "name", "value": token, "seq": seq}));
     let facts: Vec<_> = proposal.into_iter().collect();
     response(
         vec![ContentBlock::tool_use(
