@@ -8,8 +8,10 @@
 //! the compactor (nothing is delivered).
 //!
 //! [`SimQueue::deliver`] plays the event source mapping and the compactor's batch
-//! handler: one batch of up to ten, each record run in order, a failed record
-//! holding back the later records of its group.
+//! handler: one batch of up to four, run by the handler's own runner
+//! (`degrau::fifo::run`): each record in order within its budget, a failed record
+//! holding back the later records of its group, and the records the invocation's
+//! 120 s leave no whole budget for reported, to come back in a later batch.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -18,6 +20,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use degrau::compaction::{Compactor, JobOutcome};
 use degrau::deadline::Deadline;
+use degrau::fifo::{self, Record};
 use degrau::jobs::{EnqueueError, Job, Jobs};
 
 use crate::clock::SimClock;
@@ -28,10 +31,13 @@ pub const DEDUP_SECONDS: i64 = 5 * 60;
 pub const VISIBILITY_SECONDS: i64 = 720;
 /// Receives before a message moves to the dead-letter queue.
 pub const MAX_RECEIVES: u32 = 5;
-/// Records a batch holds at most.
-pub const BATCH: usize = 10;
-/// The time budget of one job, as the compactor's handler gives it.
-pub const JOB_BUDGET: Duration = Duration::from_secs(65);
+/// Records a batch holds at most (the template's `BatchSize`).
+pub const BATCH: usize = 4;
+/// The time budget of one job, as the compactor's handler gives it: one model
+/// attempt's limit (`MODEL_TIMEOUT_SECONDS`, 20 s) and 5 s for the store.
+pub const JOB_BUDGET: Duration = Duration::from_secs(25);
+/// The compactor's Lambda timeout (the template's `Timeout`).
+pub const INVOCATION_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// One queued job.
 #[derive(Debug, Clone)]
@@ -264,59 +270,85 @@ impl SimQueue {
         }
         let batch = self.receive();
         delivery.delivered = batch.len();
-        let mut held: BTreeSet<String> = BTreeSet::new();
-        let mut done: Vec<u64> = Vec::new();
-        for queued in &batch {
-            if held.contains(&queued.group) {
-                delivery.failed += 1;
-                continue;
-            }
-            let deadline = Deadline::after(JOB_BUDGET);
-            let run = compactor.run_delivery(&queued.job, queued.receives, deadline);
-            let result = crate::model::serving(&queued.job, run).await;
-            {
-                let mut state = lock(&self.state);
-                let line = format!(
-                    "{} {}#{} receive {}: {:?}",
-                    queued.job.kind(),
-                    queued.job.incarnation().as_str().get(..6).unwrap_or(""),
-                    queued.job.session(),
-                    queued.receives,
-                    result.as_ref().map_err(ToString::to_string)
-                );
-                state.log.push(line);
-                let excess = state.log.len().saturating_sub(40);
-                state.log.drain(..excess);
-            }
-            match result {
-                Ok(outcome) => {
-                    if matches!(outcome, JobOutcome::StepApplied { .. }) {
-                        delivery.steps += 1;
-                    }
-                    if skipped_as_erased(&outcome) {
-                        let dropped = (queued.job.clone(), queued.receives);
-                        lock(&self.state).dropped.push(dropped);
-                    }
-                    delivery.done += 1;
-                    done.push(queued.id);
-                }
-                Err(_) => {
-                    delivery.failed += 1;
-                    held.insert(queued.group.clone());
-                }
-            }
-        }
+        let records: Vec<Record> = batch
+            .iter()
+            .map(|queued| Record {
+                id: queued.id.to_string(),
+                group: Some(queued.group.clone()),
+                body: String::new(),
+                receives: queued.receives,
+            })
+            .collect();
+        // The handler's own runner (`degrau::fifo`), under the invocation's
+        // deadline: a record not started for lack of time comes back later.
+        let invocation = Deadline::after(INVOCATION_TIMEOUT);
+        let outcome = fifo::run(
+            &records,
+            JOB_BUDGET,
+            Some(invocation),
+            async |record, deadline| {
+                let Some(queued) = batch
+                    .iter()
+                    .find(|queued| queued.id.to_string() == record.id)
+                else {
+                    return false;
+                };
+                self.run_one(compactor, queued, deadline, &mut delivery)
+                    .await
+            },
+        )
+        .await;
+        delivery.failed = outcome.reported.len();
+        delivery.done = batch.len() - outcome.reported.len();
         // Deletes; one may be lost, and its job comes back after the visibility
         // timeout.
         let mut state = lock(&self.state);
         let rate = state.fault_rate;
-        for id in done {
-            if rate > 0.0 && fastrand::f64() < rate {
+        for queued in &batch {
+            if outcome.reported.contains(&queued.id.to_string())
+                || (rate > 0.0 && fastrand::f64() < rate)
+            {
                 continue;
             }
-            state.messages.retain(|queued| queued.id != id);
+            state.messages.retain(|kept| kept.id != queued.id);
         }
         delivery
+    }
+
+    /// One record's job through the compactor: whether it is done.
+    async fn run_one(
+        &self,
+        compactor: &Compactor,
+        queued: &QueuedJob,
+        deadline: Deadline,
+        delivery: &mut Delivery,
+    ) -> bool {
+        let run = compactor.run_delivery(&queued.job, queued.receives, deadline);
+        let result = crate::model::serving(&queued.job, run).await;
+        let mut state = lock(&self.state);
+        let line = format!(
+            "{} {}#{} receive {}: {:?}",
+            queued.job.kind(),
+            queued.job.incarnation().as_str().get(..6).unwrap_or(""),
+            queued.job.session(),
+            queued.receives,
+            result.as_ref().map_err(ToString::to_string)
+        );
+        state.log.push(line);
+        let excess = state.log.len().saturating_sub(40);
+        state.log.drain(..excess);
+        match result {
+            Ok(outcome) => {
+                if matches!(outcome, JobOutcome::StepApplied { .. }) {
+                    delivery.steps += 1;
+                }
+                if skipped_as_erased(&outcome) {
+                    state.dropped.push((queued.job.clone(), queued.receives));
+                }
+                true
+            }
+            Err(_) => false,
+        }
     }
 }
 
