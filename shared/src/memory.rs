@@ -17,6 +17,7 @@ use round::RoundWrite;
 
 mod channel;
 mod config;
+mod erase;
 mod jobs;
 mod operator;
 mod platform;

@@ -187,6 +187,31 @@ fn operation(rng: &mut fastrand::Rng, contact: usize) -> Event {
     }
 }
 
+/// An erase amid messages to the same contact: idempotent asks (whose keys an
+/// erase's later pass may take while they run) and recorded rounds (fast enough
+/// to begin the contact's next life while another operation is between its two
+/// reads), in any order; each starts a moment apart (see `operations`).
+fn erase_burst(rng: &mut fastrand::Rng, contact: usize) -> Event {
+    let mut ops = vec![Event::Erase { contact }];
+    for _ in 0..rng.usize(2..=4) {
+        ops.push(if rng.bool() {
+            Event::Ask {
+                contact,
+                idempotent: rng.u8(0..4) > 0,
+                chars: chars(rng),
+            }
+        } else {
+            Event::Record {
+                contact,
+                tool: rng.bool(),
+                chars: chars(rng),
+            }
+        });
+    }
+    rng.shuffle(&mut ops);
+    Event::Together { ops }
+}
+
 fn event(rng: &mut fastrand::Rng) -> Event {
     let contact = rng.usize(..CONTACTS);
     match rng.u16(0..1000) {
@@ -215,7 +240,8 @@ fn event(rng: &mut fastrand::Rng) -> Event {
                 .collect();
             Event::Together { ops }
         }
-        510..=649 => Event::Deliver,
+        510..=624 => Event::Deliver,
+        625..=649 => erase_burst(rng, contact),
         650..=669 => Event::Sweep,
         670..=679 => Event::Erase { contact },
         680..=839 => Event::Advance {

@@ -68,7 +68,7 @@ pub(crate) async fn together(
     let futures: Vec<Operation<'_>> = ops
         .iter()
         .zip(&tokens)
-        .map(|(op, token)| Box::pin(mortal(world, op, token.clone())) as Operation<'_>)
+        .map(|(op, token)| started(world, op, token.clone(), ops.len()))
         .collect();
     let done = join_all(futures).await;
     let mut erased = Vec::new();
@@ -111,6 +111,31 @@ pub(crate) async fn together(
         oracle.erase(contact, &racing);
     }
     Ok(())
+}
+
+/// `op` of a burst of `ops`, started when [`start_after`] says.
+fn started<'a>(
+    world: &'a World,
+    op: &'a Event,
+    token: Option<String>,
+    ops: usize,
+) -> Operation<'a> {
+    let start = start_after(ops);
+    Box::pin(async move {
+        tokio::time::sleep(start).await;
+        mortal(world, op, token).await
+    })
+}
+
+/// When an operation of a burst of `ops` starts: at once, or (one in two, when
+/// there are several) up to three seconds on, so the clock moves inside the burst
+/// and an operation may begin in a later second than another's store call (an
+/// erase's passes, a turn's two reads).
+fn start_after(ops: usize) -> Duration {
+    if ops < 2 || fastrand::bool() {
+        return Duration::ZERO;
+    }
+    Duration::from_millis(fastrand::u64(0..3_000))
 }
 
 /// Polls every future in order until all are ready: one thread, one order.

@@ -157,13 +157,16 @@ pub fn config(live: &Live, broken: bool) -> TenantConfig {
     }
 }
 
-/// The in-memory store as DynamoDB behaves (a lagging index, torn reads), each
+/// The in-memory store as DynamoDB behaves (a lagging index, torn reads, an
+/// erase in passes, calls that take time), each
 /// tenant's first configuration stored.
 async fn seeded_memory() -> Arc<MemoryStore> {
     let memory = Arc::new(MemoryStore::new());
     memory.set_semantics(Semantics {
         index_lag: true,
         torn: true,
+        erase_passes: true,
+        call_latency: true,
     });
     for tenant in TENANTS {
         memory

@@ -81,18 +81,7 @@ impl RecordStore for MemoryStore {
     }
 
     async fn erase_contact(&self, key: &ContactKey, now: i64) -> Result<usize, StoreError> {
-        self.settled(key).await?;
-        let mut state = self.lock();
-        let bucket = crate::store::erase_bucket(key);
-        let last = state
-            .last_erase
-            .entry((key.tenant.clone(), bucket))
-            .or_insert(now);
-        *last = (*last).max(now);
-        let own = state.contacts.remove(key).map_or(0, |c| c.item_count());
-        // Under the store's lock, as one erase (a channel's store never takes it).
-        let channels: usize = self.channels.all().iter().map(|c| c.erase(key, now)).sum();
-        drop(state);
-        Ok(own + channels)
+        // At once, or in DynamoDB's passes (see `erase`).
+        self.erase(key, now).await
     }
 }

@@ -268,7 +268,7 @@ impl RoundStore for MemoryStore {
             });
         };
         if self.semantics().torn {
-            sim::interleave().await;
+            self.pause().await;
         }
         let (window, window_expires_at) = {
             let state = self.lock();

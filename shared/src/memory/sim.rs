@@ -18,6 +18,13 @@
 //!   `TransactionConflict`, tried again a few times as the DynamoDB adapter does,
 //!   then unavailable.
 //!
+//! - **Erase passes** ([`Semantics::erase_passes`]). An erase is the DynamoDB
+//!   adapter's calls: its erase bucket dated, the head deleted, then passes of a
+//!   listing and batch deletes, with other work in between (see `erase`).
+//! - **Call latency** ([`Semantics::call_latency`]). The calls inside one port
+//!   call (a turn's two Queries, an erase's calls) take time, so the clock moves
+//!   between them.
+//!
 //! The interleaving points yield to the executor; a simulation that runs several
 //! operations at once on one thread (joined futures) decides what runs in
 //! between, from its seed (`fastrand`'s thread-local generator, which it seeds).
@@ -41,6 +48,14 @@ pub struct Semantics {
     pub index_lag: bool,
     /// Reads and round transactions interleave with other work.
     pub torn: bool,
+    /// An erase runs as the DynamoDB adapter's calls (the bucket dated, the head
+    /// deleted, then listings and batch deletes), with other work between them
+    /// (see `erase`).
+    pub erase_passes: bool,
+    /// The calls inside one port call take DynamoDB's time ([`MemoryStore::pause`]):
+    /// a turn's two Queries and an erase's calls are apart in time, not only in
+    /// order, so the clock and the seconds an erase dated move between them.
+    pub call_latency: bool,
 }
 
 /// A contact's head as an index shows it.
@@ -97,6 +112,16 @@ pub(super) async fn interleave() {
     }
 }
 
+/// A DynamoDB call's time: mostly a few milliseconds, now and then most of a
+/// second, and now and then a throttled call the SDK tries again for seconds.
+fn call_time() -> std::time::Duration {
+    std::time::Duration::from_millis(match fastrand::u8(0..100) {
+        0..=89 => fastrand::u64(1..25),
+        90..=96 => fastrand::u64(100..1_200),
+        _ => fastrand::u64(1_200..3_000),
+    })
+}
+
 impl State {
     /// Every contact's head as the indexes show it: the live items, or under index
     /// lag what was last copied.
@@ -141,6 +166,19 @@ impl MemoryStore {
     /// The behaviours turned on.
     pub fn semantics(&self) -> Semantics {
         self.lock().semantics
+    }
+
+    /// Between two DynamoDB calls of one port call: other work runs (under torn
+    /// semantics or the erase's passes), and the call's time passes (under
+    /// [`Semantics::call_latency`]).
+    pub(super) async fn pause(&self) {
+        let semantics = self.semantics();
+        if semantics.torn || semantics.erase_passes {
+            interleave().await;
+        }
+        if semantics.call_latency {
+            tokio::time::sleep(call_time()).await;
+        }
     }
 
     /// Index lag: the indexes catch up with the contact's head.
