@@ -52,7 +52,7 @@ pub struct Semantics {
     /// deleted, then listings and batch deletes), with other work between them
     /// (see `erase`).
     pub erase_passes: bool,
-    /// The calls inside one port call take DynamoDB's time ([`MemoryStore::pause`]):
+    /// The calls inside one port call take DynamoDB's time (`MemoryStore::pause`):
     /// a turn's two Queries and an erase's calls are apart in time, not only in
     /// order, so the clock and the seconds an erase dated move between them.
     pub call_latency: bool,

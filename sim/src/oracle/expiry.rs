@@ -18,7 +18,7 @@ use super::{ContactLog, Told, Violation, user_token};
 /// The invariant's name.
 pub const EXPIRY: &str = "expiry times follow the rules";
 
-/// What a contact's tenant was configured with, for [`check`].
+/// What a contact's tenant was configured with, for the expiry check.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Retention {
     /// The longest transcript retention (plus its idle timeout) the tenant ever
