@@ -108,7 +108,7 @@ async fn forgotten(world: &World, oracle: &mut Oracle) -> Result<(), Violation> 
                 && !carried.contains(&token)
             {
                 return Err(Violation::new(
-                    "no message is forgotten",
+                    crate::oracle::FORGOTTEN,
                     format!(
                         "contact {index}: {token} (session {}, seq {}) is neither in the window \
                          nor in the summary once jobs flowed (summarized_until {}, last_seq {})",
