@@ -277,9 +277,7 @@ impl Converse {
                 Event::new("ask").count("IdempotentReplays", 1).emit();
                 Ok(Some(response))
             }
-            Claim::InProgress => Err(AskError::Conflict(
-                "a request with this Idempotency-Key is still in progress; retry later".into(),
-            )),
+            Claim::InProgress => Err(AskError::InProgress),
             Claim::Mismatch => Err(AskError::IdempotencyMismatch),
         }
     }

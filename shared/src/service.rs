@@ -33,9 +33,15 @@ pub enum AskError {
     /// Nothing is known about the contact.
     #[error("{0}")]
     NotFound(String),
-    /// Another request won a race, or holds the idempotency key.
+    /// Another request won a race: nothing of this one was stored.
     #[error("{0}")]
     Conflict(String),
+    /// An earlier request with this `Idempotency-Key` is still running, or its
+    /// commit may still land (to its lease): this one ran nothing, and what became
+    /// of the earlier one is not known yet. 409, as a conflict; a retry later gets
+    /// the stored answer, or runs the round if the earlier one stored nothing.
+    #[error("a request with this Idempotency-Key is still in progress; retry later")]
+    InProgress,
     /// The idempotency key was used with another body.
     #[error("this Idempotency-Key was already used with a different request body")]
     IdempotencyMismatch,

@@ -24,8 +24,10 @@ use crate::{ASK_BUDGET, GATEWAY_TIMEOUT};
 
 /// What an error tells the client, held to its word as the handlers word it
 /// (`functions/ask/src/handler.rs`): a storage error answers "nothing was
-/// stored" (503 busy, 409 conflict), so it is [`Told::Failed`]; only
-/// [`AskError::Indeterminate`] says the round may be stored. A 500 is never an
+/// stored" (503 busy, 409 conflict), so it is [`Told::Failed`], and a race lost
+/// ([`Told::Lost`]) says so even for a retry whose first attempt's outcome was not
+/// known; only [`AskError::Indeterminate`] says the round may be stored, and
+/// [`AskError::InProgress`] that an earlier attempt's may yet be. A 500 is never an
 /// answer (but for a tenant whose configuration was broken by hand), and neither
 /// is [`AskError::UnsendableRound`]: a request degrau built after the model
 /// answered that the API would refuse is degrau's own defect (and a tool may
@@ -40,6 +42,7 @@ pub(crate) fn told_of(world: &World, contact: usize, error: AskError) -> Result<
             format!("contact {contact}: storage error: {error}"),
         )),
         AskError::Indeterminate => Ok(Told::Unknown("the commit's outcome is not known".into())),
+        AskError::InProgress => Ok(Told::Unknown("an earlier attempt is in progress".into())),
         AskError::UnsendableRound(why) => Err(Violation::new(
             "a round stays sendable to its end",
             format!("contact {contact}: a request after the model's answer: {why}"),
@@ -50,6 +53,10 @@ pub(crate) fn told_of(world: &World, contact: usize, error: AskError) -> Result<
                 format!("contact {contact}: internal error: {why}"),
             ))
         }
+        // Held to its word even after a first attempt whose outcome was not
+        // known: a race lost is only met after the request's key was claimed,
+        // and the claim answers with the stored reply when an attempt stored one.
+        lost @ AskError::Conflict(_) => Ok(Told::Lost(lost.to_string())),
         other => Ok(Told::Failed(other.to_string())),
     }
 }

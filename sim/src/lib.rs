@@ -121,6 +121,7 @@ async fn play(plan: &Plan) -> Result<Stats, Failure> {
     for (index, step) in plan.steps.iter().enumerate() {
         fastrand::seed(step.seed);
         let mut result = play_step(&mut world, &mut oracle, &step.event, &mut stats).await;
+        world.memory.transactions_landed().await;
         if result.is_ok() {
             // The indexes usually catch up within the event; sometimes not.
             if fastrand::u8(0..10) < 8 {

@@ -278,9 +278,12 @@ async fn correct(world: &World, contact: usize, token: String) -> Done {
 
 /// An erase of the contact, retried until it answers.
 async fn erase(world: &World, contact: usize) -> Result<Done, Violation> {
-    // A client retries an erase until it answers: it is idempotent. An
-    // attempt's process may die half-way.
-    for _ in 0..20 {
+    // A client retries an erase until it answers, a second or so apart: it is
+    // idempotent. An attempt's process may die half-way.
+    for attempt in 0..20 {
+        if attempt > 0 {
+            tokio::time::sleep(Duration::from_millis(fastrand::u64(500..2_000))).await;
+        }
         let attempt = world.records.erase(&world.contacts[contact]);
         let answered = match dies(world) {
             Some(after) => match tokio::time::timeout(after, attempt).await {

@@ -88,6 +88,12 @@ pub enum Told {
     },
     /// An error that says nothing was stored.
     Failed(String),
+    /// A race lost (409 "this one was not stored"): nothing of the message is
+    /// stored, whatever became of an earlier attempt with its `Idempotency-Key`.
+    /// A race is only lost after the attempt claimed the key, and a claim answers
+    /// with the stored reply when an earlier attempt stored one (a key still
+    /// claimed answers [`degrau::converse::AskError::InProgress`] instead).
+    Lost(String),
     /// An error after which the client cannot know (the store failed around the
     /// commit, or an erase raced it).
     Unknown(String),
@@ -101,6 +107,7 @@ impl Told {
     pub fn after_retry(first: Told, retry: Told) -> Told {
         match (first, retry) {
             (_, stored @ Told::Stored { .. }) => stored,
+            (_, lost @ Told::Lost(_)) => lost,
             (Told::Unknown(why), _) | (_, Told::Unknown(why)) => Told::Unknown(why),
             (Told::TimedOut, _) | (_, Told::TimedOut) => Told::Unknown("timed out once".into()),
             (_, failed) => failed,
@@ -279,7 +286,7 @@ impl Oracle {
         let sent = std::mem::take(&mut log.sent);
         for (token, mut entry) in sent {
             if racing.contains(&token) {
-                if !matches!(entry.told, Told::Failed(_)) {
+                if !matches!(entry.told, Told::Failed(_) | Told::Lost(_)) {
                     entry.told = Told::Unknown("raced an erase".into());
                 }
                 log.sent.insert(token, entry);

@@ -37,6 +37,7 @@ fn every_service_error() -> Vec<AskError> {
         AskError::TooLarge(text()),
         AskError::NotFound(text()),
         AskError::Conflict(text()),
+        AskError::InProgress,
         AskError::IdempotencyMismatch,
         AskError::Model(ModelError::InvalidRequest { message: text() }),
         AskError::Model(ModelError::PromptTooLong { message: text() }),
@@ -81,6 +82,7 @@ fn every_service_error() -> Vec<AskError> {
             AskError::TooLarge(_) => "too large",
             AskError::NotFound(_) => "not found",
             AskError::Conflict(_) => "conflict",
+            AskError::InProgress => "in progress",
             AskError::IdempotencyMismatch => "mismatch",
             AskError::Model(model) => match model {
                 ModelError::InvalidRequest { .. } => "model invalid",

@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 
 use super::{
-    Contact, MemoryStore, MessageEntry, REQUEST_TTL_SECONDS, Request, facts_at, sim, window_of,
+    Contact, MemoryStore, MessageEntry, REQUEST_TTL_SECONDS, Request, facts_at, window_of,
 };
 use crate::domain::{Head, IdempotencyKey, Incarnation};
 use crate::store::{
@@ -383,7 +383,9 @@ impl RoundStore for MemoryStore {
             commit,
             rest: Some(rest),
         };
-        sim::interleave().await;
+        // The halves are a transaction's few milliseconds apart (under call
+        // latency): a caller's process may die between them.
+        self.transaction_time().await;
         drop(landing);
         Ok(())
     }

@@ -13,10 +13,10 @@
 //!   shows its head, and an erased head may still show.
 //! - **Torn reads** ([`Semantics::torn`]). `load_turn` reads the head and then the
 //!   window (two Queries) with other work in between; a round's transaction lands
-//!   in two halves, in any order, with other work in between, so a Query may see
-//!   part of it. Meanwhile another write on the contact meets a
-//!   `TransactionConflict`, tried again a few times as the DynamoDB adapter does,
-//!   then unavailable.
+//!   in two halves, in any order, with other work (and, under call latency, a few
+//!   milliseconds) in between, so a Query may see part of it. Meanwhile another
+//!   write on the contact meets a `TransactionConflict`, tried again a few times
+//!   after the DynamoDB adapter's backoff, then unavailable.
 //!
 //! - **Erase passes** ([`Semantics::erase_passes`]). An erase is the DynamoDB
 //!   adapter's calls: its erase bucket dated, the head deleted, then passes of a
@@ -112,6 +112,13 @@ pub(super) async fn interleave() {
     }
 }
 
+/// The wait before trying a transaction again after a `TransactionConflict`: the
+/// DynamoDB adapter's jittered backoff (`adapters/src/dynamodb/error.rs`).
+fn conflict_backoff(attempt: usize) -> std::time::Duration {
+    let base = 50u64 << attempt.min(5);
+    std::time::Duration::from_millis(base / 2 + fastrand::u64(0..=base / 2))
+}
+
 /// A DynamoDB call's time: mostly a few milliseconds, now and then most of a
 /// second, and now and then a throttled call the SDK tries again for seconds.
 fn call_time() -> std::time::Duration {
@@ -178,6 +185,35 @@ impl MemoryStore {
         }
         if semantics.call_latency {
             tokio::time::sleep(call_time()).await;
+        }
+    }
+
+    /// Between a torn transaction's two halves: other work runs, and (under
+    /// [`Semantics::call_latency`]) the few milliseconds DynamoDB takes to apply
+    /// a transaction pass, so a caller's process may die in between.
+    pub(super) async fn transaction_time(&self) {
+        interleave().await;
+        if self.semantics().call_latency {
+            tokio::time::sleep(std::time::Duration::from_millis(fastrand::u64(1..25))).await;
+        }
+    }
+
+    /// Waits (a few milliseconds at most) until no round's transaction is
+    /// half-landed: a simulation's checks read the store as a consistent read
+    /// would, never inside a transaction (a late write's, say, landing while its
+    /// caller's event ended).
+    pub async fn transactions_landed(&self) {
+        for _ in 0..1_000 {
+            if !self
+                .lock()
+                .contacts
+                .values()
+                .any(|contact| contact.in_flight)
+            {
+                return;
+            }
+            interleave().await;
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
         }
     }
 
@@ -296,7 +332,7 @@ impl MemoryStore {
     /// a few times, as the DynamoDB adapter tries a `TransactionConflict` again;
     /// then the write is unavailable, and wrote nothing.
     pub(super) async fn settled(&self, key: &ContactKey) -> Result<(), StoreError> {
-        for _ in 0..CONFLICT_ATTEMPTS {
+        for attempt in 1..=CONFLICT_ATTEMPTS {
             let in_flight = self
                 .lock()
                 .contacts
@@ -306,6 +342,9 @@ impl MemoryStore {
                 return Ok(());
             }
             interleave().await;
+            if self.semantics().call_latency {
+                tokio::time::sleep(conflict_backoff(attempt)).await;
+            }
         }
         Err(StoreError::Unavailable(
             "transaction conflict: another transaction on the contact is in flight".into(),

@@ -44,7 +44,7 @@ pub(super) fn stored_once(log: &ContactLog, snapshot: &Snapshot) -> Result<Found
         }
         let refused = match log.sent.get(token).map(|sent| &sent.told) {
             None => format!("{token} is stored but no client of this contact sent it"),
-            Some(Told::Failed(why)) => {
+            Some(Told::Failed(why) | Told::Lost(why)) => {
                 format!("{token} is stored but its client was told it failed ({why})")
             }
             Some(Told::TimedOut) => {

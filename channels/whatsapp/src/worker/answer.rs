@@ -126,7 +126,10 @@ fn passes(error: &AskError) -> bool {
     match error {
         // A limit holds the turn back: the message waits in the queue (the
         // handler hides it until the limit allows) and answers then.
-        AskError::Conflict(_) | AskError::QuotaExceeded(_) | AskError::Throttled(_) => true,
+        AskError::Conflict(_)
+        | AskError::InProgress
+        | AskError::QuotaExceeded(_)
+        | AskError::Throttled(_) => true,
         AskError::Store(error) => {
             matches!(error, StoreError::Unavailable(_) | StoreError::Conflict(_))
         }

@@ -156,6 +156,7 @@ pub(crate) fn from_service(error: AskError) -> HttpError {
         AskError::TooLarge(message) => HttpError::new(ErrorType::TooLarge, message),
         AskError::NotFound(message) => HttpError::new(ErrorType::NotFound, message),
         AskError::Conflict(message) => HttpError::new(ErrorType::Conflict, message),
+        error @ AskError::InProgress => HttpError::new(ErrorType::Conflict, error.to_string()),
         AskError::Forbidden(message) => HttpError::new(ErrorType::Forbidden, message),
         error @ AskError::Suspended => HttpError::new(ErrorType::Forbidden, error.to_string()),
         AskError::PreconditionFailed(message) => {
