@@ -376,7 +376,7 @@ impl Converse {
                 .store_round(key, settings, &turn, round, idempotency, deadline)
                 .await?;
             if stored.is_none() {
-                stored = self.replay_of(key, idempotency, deadline).await;
+                stored = self.replay_of(key, idempotency, deadline).await?;
                 if let Some(replayed) = &stored {
                     shown.replaced_by(&replayed.reply.text);
                 }

@@ -376,20 +376,30 @@ impl Converse {
     /// when that is what it lost to: a commit told "may be stored" that landed
     /// while the retry ran, after an erase had taken the key's claim (so the
     /// retry could claim it again). Running again would store the message twice.
+    /// A key that cannot be read (the store failed, or the deadline came) leaves
+    /// that open: the round may be stored, [`AskError::Indeterminate`], never
+    /// "not stored".
     pub(super) async fn replay_of(
         &self,
         key: &ContactKey,
         idempotency: Option<(&IdempotencyKey, &str)>,
         deadline: Deadline,
-    ) -> Option<AskResponse> {
-        let (idem, hash) = idempotency?;
+    ) -> Result<Option<AskResponse>, AskError> {
+        let Some((idem, hash)) = idempotency else {
+            return Ok(None);
+        };
         let lease = super::lease_seconds(deadline);
         let claim = self
             .store
             .claim_request(key, idem, hash, (self.clock)(), lease);
         match by(deadline, claim).await {
-            Ok(Claim::Completed { response }) => serde_json::from_str(&response).ok(),
-            _ => None,
+            Ok(Claim::Completed { response }) => Ok(serde_json::from_str(&response).ok()),
+            Ok(_) => Ok(None),
+            Err(error) => {
+                warn!(%error, "a race lost, and whether to this request's earlier attempt is not known");
+                Event::new("ask").count("CommitsIndeterminate", 1).emit();
+                Err(AskError::Indeterminate)
+            }
         }
     }
 
