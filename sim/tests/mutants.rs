@@ -73,3 +73,32 @@ fn every_mutant_patch_applies_to_the_tree() {
         stale.join("\n\n")
     );
 }
+
+/// Each mutant `sim/mutants/EQUIVALENT` leaves out of the score is one of the
+/// patches, and names a test of the product's that exists (the one that shows no
+/// state reaches it).
+#[test]
+fn every_equivalent_mutant_is_a_patch_with_its_test() {
+    let root = repository_root();
+    let listed = std::fs::read_to_string(root.join("sim/mutants/EQUIVALENT"))
+        .expect("sim/mutants/EQUIVALENT is there");
+    let names: Vec<String> = patches(&root)
+        .iter()
+        .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
+        .collect();
+    for line in listed
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+    {
+        let (name, test) = line.split_once(' ').expect("a mutant and its test");
+        assert!(names.iter().any(|n| n == name), "{name} is no mutant");
+        let (module, function) = test.rsplit_once("::").expect("a test's path");
+        let file = module.trim_end_matches("::tests").replace("::", "/");
+        let source = std::fs::read_to_string(root.join(format!("shared/src/{file}.rs")))
+            .unwrap_or_else(|err| panic!("{test}: shared/src/{file}.rs: {err}"));
+        assert!(
+            source.contains(&format!("fn {function}()")),
+            "{test} is no test of shared/src/{file}.rs"
+        );
+    }
+}

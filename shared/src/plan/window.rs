@@ -118,6 +118,42 @@ mod tests {
         assert_eq!(safe_window_start(&[], 4), 0);
     }
 
+    /// Whatever part of a life's rounds a read finds (any messages missing: TTL,
+    /// a transaction half landed, another life's rounds under an old head's
+    /// bounds), the window it keeps alternates its roles and ends with an
+    /// answer: a request built on it never breaks the roles' rules
+    /// (`BuildError::RolesMustAlternate`, `MustEndWithUser` are defence in depth;
+    /// the simulator's `window-read-across-a-commit-answers-500` mutant is
+    /// equivalent for this reason, `docs/reliability.md`).
+    #[test]
+    fn every_window_a_read_keeps_alternates_and_ends_with_an_answer() {
+        let all = conversation();
+        for present in 0u32..(1 << all.len()) {
+            for summarized_until in (0..8).step_by(2) {
+                for last_seq in (summarized_until + 2..=8).step_by(2) {
+                    let read: Vec<StoredMessage> = all
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, m)| {
+                            present & (1 << i) != 0 && m.seq > summarized_until && m.seq <= last_seq
+                        })
+                        .map(|(_, m)| m.clone())
+                        .collect();
+                    let kept = &read[after_last_gap(&read, summarized_until, last_seq)..];
+                    let case = format!("present {present:08b}, {summarized_until}..={last_seq}");
+                    assert!(
+                        kept.windows(2).all(|pair| pair[0].role != pair[1].role),
+                        "{case}"
+                    );
+                    if let (Some(first), Some(last)) = (kept.first(), kept.last()) {
+                        assert_eq!(first.role, Role::User, "{case}");
+                        assert_eq!(last.role, Role::Assistant, "{case}");
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn a_window_without_holes_starts_at_its_first_message() {
         let messages = conversation();
