@@ -8,12 +8,14 @@ rounds on it, with fresh step seeds each try (the seeds decide every latency, cr
 and interleaving inside), until the simulator given fails; the plan is written out,
 to keep in sim/regressions/ once it holds on the fixed code.
 
-    python3 sim/search.py BINARY {tool-cut|torn-round} TRIES OUT.json [SEED]
+    python3 sim/search.py BINARY {tool-cut|torn-round|PLAN.json} TRIES OUT.json [SEED]
 
 `tool-cut`: one plain round, then an ask, an erase and a recorded tool round at once
 (the ask's window read may cut the next life's tool call from its result).
 `torn-round`: one plain round, then an ask and a recorded round at once (the
 ask's two reads may meet the recorded round's transaction half landed).
+`PLAN.json`: a kept plan's own events, with fresh step seeds (a plan kept before the
+world changed its timings may no longer play the interleaving it was kept for).
 """
 import json
 import random
@@ -36,15 +38,24 @@ def scenario(rng, kind):
     return {"seed": 0, "window": 8000, "steps": steps}
 
 
+def reseeded(rng, kept):
+    steps = [{"seed": rng.getrandbits(64), "event": step["event"]} for step in kept["steps"]]
+    return {"seed": kept["seed"], "window": kept["window"], "steps": steps}
+
+
 def main():
     binary, kind, tries, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-    if kind not in ("tool-cut", "torn-round"):
+    kept = None
+    if kind.endswith(".json"):
+        with open(kind) as f:
+            kept = json.load(f)
+    elif kind not in ("tool-cut", "torn-round"):
         sys.exit(f"unknown scenario {kind}")
     rng = random.Random(int(sys.argv[5]) if len(sys.argv) > 5 else 1)
     with tempfile.TemporaryDirectory() as scratch:
         path = f"{scratch}/plan.json"
         for attempt in range(tries):
-            plan = scenario(rng, kind)
+            plan = reseeded(rng, kept) if kept else scenario(rng, kind)
             with open(path, "w") as f:
                 json.dump(plan, f, indent=2)
             played = subprocess.run(
