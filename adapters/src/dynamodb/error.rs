@@ -6,8 +6,6 @@
 //! (`TransactionConflict`) wrote nothing, and is tried again here a few times before
 //! it counts as unavailable.
 
-use std::time::Duration;
-
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
@@ -96,11 +94,9 @@ where
     }
 }
 
-/// Exponential backoff with jitter: about 50 ms, 100 ms, … capped near 2 s.
-pub(super) fn backoff(attempt: u32) -> Duration {
-    let base = 50u64.saturating_mul(1 << attempt.min(5));
-    Duration::from_millis(base / 2 + fastrand::u64(0..=base / 2))
-}
+/// Exponential backoff with jitter: about 50 ms, 100 ms, … capped near 2 s (the
+/// core's, which the in-memory store's simulation waits too).
+pub(super) use degrau::store::retry_backoff as backoff;
 
 /// Maps an SDK failure: throttling, 5xx, timeouts and dispatch failures are
 /// [`StoreError::Unavailable`]; anything else is [`StoreError::Other`].

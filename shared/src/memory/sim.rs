@@ -38,7 +38,7 @@ use crate::store::{ContactKey, RoundCommit, SessionArchive, StoreError, SweepSlo
 
 /// Attempts at a write that meets a transaction in flight on its contact, as the
 /// DynamoDB adapter tries a `TransactionConflict` again.
-const CONFLICT_ATTEMPTS: usize = 4;
+const CONFLICT_ATTEMPTS: u32 = 4;
 
 /// DynamoDB behaviours the in-memory store models when asked (see the module
 /// documentation).
@@ -110,13 +110,6 @@ pub(super) async fn interleave() {
     for _ in 0..fastrand::usize(1..=3) {
         tokio::task::yield_now().await;
     }
-}
-
-/// The wait before trying a transaction again after a `TransactionConflict`: the
-/// DynamoDB adapter's jittered backoff (`adapters/src/dynamodb/error.rs`).
-fn conflict_backoff(attempt: usize) -> std::time::Duration {
-    let base = 50u64 << attempt.min(5);
-    std::time::Duration::from_millis(base / 2 + fastrand::u64(0..=base / 2))
 }
 
 /// A DynamoDB call's time: mostly a few milliseconds, now and then most of a
@@ -343,7 +336,7 @@ impl MemoryStore {
             }
             interleave().await;
             if self.semantics().call_latency {
-                tokio::time::sleep(conflict_backoff(attempt)).await;
+                tokio::time::sleep(crate::store::retry_backoff(attempt)).await;
             }
         }
         Err(StoreError::Unavailable(

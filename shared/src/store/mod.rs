@@ -101,11 +101,20 @@ pub enum StoreError {
     Other(String),
 }
 
+/// The wait before trying a storage call again (a transaction DynamoDB cancelled
+/// for a `TransactionConflict`, a throttled write): exponential with jitter, about
+/// 50 ms, 100 ms, … capped near 2 s. The DynamoDB adapter waits it; the in-memory
+/// store waits it too when a simulation asks for DynamoDB's time.
+pub fn retry_backoff(attempt: u32) -> std::time::Duration {
+    let base = 50u64.saturating_mul(1 << attempt.min(5));
+    std::time::Duration::from_millis(base / 2 + fastrand::u64(0..=base / 2))
+}
+
 /// Everything degrau keeps about a contact: the seven ports by caller together, as
 /// an adapter implements them (a service holds only the ones it calls).
 /// The ports' signatures stand again in each adapter, as a trait's implementations
 /// must; what the adapters share beyond that lives here: [`validate_step`],
-/// [`validate_fact_changes`], [`TranscriptPage::from_newest_first`].
+/// [`validate_fact_changes`], [`TranscriptPage::from_newest_first`], [`retry_backoff`].
 pub trait Store:
     RoundStore + JobStore + SweepStore + RecordStore + OperatorStore + RecallStore + UsageStore
 {
